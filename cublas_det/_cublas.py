@@ -1,0 +1,215 @@
+"""The ctypes layer: the libcublas that CuPy uses, the prototypes CuPy does not bind, and status codes.
+
+This module holds no policy. Every wrapper is named after the C call it makes, takes and returns
+plain integers (handles and pointers are ``int``), and raises :class:`CublasError` on a non-zero
+status. Enum *meaning* lives in ``_handle.py``; choosing what to call lives in the callers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from ctypes import POINTER, byref, c_double, c_float, c_int, c_size_t, c_void_p
+
+# cublasStatus_t (cublas_api.h). Kept here, not read from the library, so that errors can be
+# formatted and unpickled on a machine without libcublas.
+STATUS_TEXT: dict[int, tuple[str, str]] = {
+    0: ("CUBLAS_STATUS_SUCCESS", "the operation completed successfully"),
+    1: ("CUBLAS_STATUS_NOT_INITIALIZED", "the cuBLAS library was not initialized"),
+    3: ("CUBLAS_STATUS_ALLOC_FAILED", "resource allocation failed inside the cuBLAS library"),
+    7: ("CUBLAS_STATUS_INVALID_VALUE", "an unsupported value or parameter was passed"),
+    8: ("CUBLAS_STATUS_ARCH_MISMATCH", "the function requires a feature absent from the device architecture"),
+    11: ("CUBLAS_STATUS_MAPPING_ERROR", "an access to GPU memory space failed"),
+    13: ("CUBLAS_STATUS_EXECUTION_FAILED", "the GPU program failed to execute"),
+    14: ("CUBLAS_STATUS_INTERNAL_ERROR", "an internal cuBLAS operation failed"),
+    15: ("CUBLAS_STATUS_NOT_SUPPORTED", "the functionality requested is not supported"),
+    16: ("CUBLAS_STATUS_LICENSE_ERROR", "the functionality requested requires some license"),
+}
+
+# libraryPropertyType (library_types.h), for cublasGetProperty.
+MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL = 0, 1, 2
+
+
+class CublasError(RuntimeError):
+    """A cuBLAS call returned a status other than ``CUBLAS_STATUS_SUCCESS``.
+
+    Attributes:
+        status: the ``cublasStatus_t`` value.
+        function: the C function that returned it.
+    """
+
+    def __init__(self, status: int, function: str = ""):
+        self.status = int(status)
+        self.function = function
+        name, text = STATUS_TEXT.get(self.status, ("CUBLAS_STATUS_UNKNOWN", "unknown status code"))
+        where = f" [{function}]" if function else ""
+        super().__init__(f"{name} ({self.status}): {text}{where}")
+
+    def __reduce__(self):  # picklable across processes (worker results, multiprocessing)
+        return (type(self), (self.status, self.function))
+
+
+class CublasNotFoundError(ImportError):
+    """libcublas could not be located or loaded."""
+
+
+# (name, restype is always cublasStatus_t = int, argtypes)
+_PROTOTYPES: dict[str, list] = {
+    "cublasCreate_v2": [POINTER(c_void_p)],
+    "cublasDestroy_v2": [c_void_p],
+    "cublasGetVersion_v2": [c_void_p, POINTER(c_int)],
+    "cublasGetProperty": [c_int, POINTER(c_int)],
+    "cublasSetMathMode": [c_void_p, c_int],
+    "cublasGetMathMode": [c_void_p, POINTER(c_int)],
+    "cublasSetAtomicsMode": [c_void_p, c_int],
+    "cublasGetAtomicsMode": [c_void_p, POINTER(c_int)],
+    "cublasSetStream_v2": [c_void_p, c_void_p],
+    "cublasGetStream_v2": [c_void_p, POINTER(c_void_p)],
+    "cublasSetWorkspace_v2": [c_void_p, c_void_p, c_size_t],
+    "cublasSetSmCountTarget": [c_void_p, c_int],
+    "cublasGetSmCountTarget": [c_void_p, POINTER(c_int)],
+    # handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
+    # computeType, algo
+    "cublasGemmEx": [
+        c_void_p, c_int, c_int, c_int, c_int, c_int, c_void_p,
+        c_void_p, c_int, c_int, c_void_p, c_int, c_int, c_void_p,
+        c_void_p, c_int, c_int, c_int, c_int,
+    ],
+}
+
+
+@functools.cache
+def library() -> tuple[ctypes.CDLL, str, str]:
+    """Load the libcublas that CuPy uses; return ``(cdll, abs_path, found_via)``.
+
+    Search order: ``cuda.pathfinder.load_nvidia_dynamic_lib("cublas")``, the same call CuPy 14
+    makes before importing its own binding, so both hold one copy of the library (a handle made
+    by one copy must never be passed to another).
+
+    Raises:
+        CublasNotFoundError: pathfinder is missing or cannot find libcublas.
+    """
+    try:
+        from cuda import pathfinder
+    except ImportError as err:
+        raise CublasNotFoundError(
+            "cuda.pathfinder is not installed; install CuPy: pip install 'cublas-det[cuda12]'"
+        ) from err
+    try:
+        loaded = pathfinder.load_nvidia_dynamic_lib("cublas")
+    except pathfinder.DynamicLibNotFoundError as err:
+        raise CublasNotFoundError(
+            f"libcublas not found ({err}); install it with pip install 'cupy-cuda12x[ctk]' "
+            "(or cupy-cuda13x[ctk]) or a CUDA toolkit"
+        ) from err
+    cdll = ctypes.CDLL(loaded.abs_path)
+    for name, argtypes in _PROTOTYPES.items():
+        fn = getattr(cdll, name)
+        fn.argtypes = argtypes
+        fn.restype = c_int
+    return cdll, loaded.abs_path, str(getattr(loaded, "found_via", ""))
+
+
+def _check(status: int, function: str) -> None:
+    if status != 0:
+        raise CublasError(status, function)
+
+
+def _call(name: str, *args) -> None:
+    _check(getattr(library()[0], name)(*args), name)
+
+
+def cublas_create() -> int:
+    """See ``cublasCreate``. Returns the handle as an int."""
+    handle = c_void_p()
+    _call("cublasCreate_v2", byref(handle))
+    return int(handle.value)
+
+
+def cublas_destroy(handle: int) -> None:
+    """See ``cublasDestroy`` (it synchronizes the device)."""
+    _call("cublasDestroy_v2", handle)
+
+
+def cublas_get_version(handle: int = 0) -> int:
+    """See ``cublasGetVersion``; ``MAJOR*10000 + MINOR*100 + PATCH``. The handle may be 0."""
+    value = c_int()
+    _call("cublasGetVersion_v2", handle or None, byref(value))
+    return value.value
+
+
+def cublas_get_property(kind: int) -> int:
+    """See ``cublasGetProperty`` (MAJOR_VERSION, MINOR_VERSION or PATCH_LEVEL)."""
+    value = c_int()
+    _call("cublasGetProperty", kind, byref(value))
+    return value.value
+
+
+def cublas_set_math_mode(handle: int, mode: int) -> None:
+    """See ``cublasSetMathMode``."""
+    _call("cublasSetMathMode", handle, mode)
+
+
+def cublas_get_math_mode(handle: int) -> int:
+    """See ``cublasGetMathMode``."""
+    value = c_int()
+    _call("cublasGetMathMode", handle, byref(value))
+    return value.value
+
+
+def cublas_set_atomics_mode(handle: int, mode: int) -> None:
+    """See ``cublasSetAtomicsMode``."""
+    _call("cublasSetAtomicsMode", handle, mode)
+
+
+def cublas_get_atomics_mode(handle: int) -> int:
+    """See ``cublasGetAtomicsMode``."""
+    value = c_int()
+    _call("cublasGetAtomicsMode", handle, byref(value))
+    return value.value
+
+
+def cublas_set_stream(handle: int, stream_ptr: int) -> None:
+    """See ``cublasSetStream``. Note: it resets any workspace set with ``cublasSetWorkspace``."""
+    _call("cublasSetStream_v2", handle, stream_ptr or None)
+
+
+def cublas_get_stream(handle: int) -> int:
+    """See ``cublasGetStream``; 0 is the legacy default stream."""
+    value = c_void_p()
+    _call("cublasGetStream_v2", handle, byref(value))
+    return int(value.value or 0)
+
+
+def cublas_set_workspace(handle: int, ptr: int, size_bytes: int) -> None:
+    """See ``cublasSetWorkspace`` (ptr aligned to 256 bytes)."""
+    _call("cublasSetWorkspace_v2", handle, ptr or None, size_bytes)
+
+
+def cublas_set_sm_count_target(handle: int, sm_count: int) -> None:
+    """See ``cublasSetSmCountTarget``; 0 restores the device's own SM count."""
+    _call("cublasSetSmCountTarget", handle, sm_count)
+
+
+def cublas_get_sm_count_target(handle: int) -> int:
+    """See ``cublasGetSmCountTarget``."""
+    value = c_int()
+    _call("cublasGetSmCountTarget", handle, byref(value))
+    return value.value
+
+
+def gemm_ex_function():
+    """The raw ``cublasGemmEx`` ctypes function, for callers that check the status themselves.
+
+    ``gemm()`` calls it directly rather than through a wrapper: on small shapes the host cost of
+    each Python frame is measurable against the GEMM itself.
+    """
+    return library()[0].cublasGemmEx
+
+
+def scalar_pointer(value: float, double: bool = False):
+    """A host scalar for alpha/beta (pointer mode HOST); keep the object alive during the call."""
+    return (c_double if double else c_float)(value)
+
+
+check_status = _check

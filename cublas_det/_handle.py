@@ -1,0 +1,338 @@
+"""cuBLAS enums, the Handle that owns one cuBLAS handle, ``create_handle()`` and ``math_mode()``.
+
+The math mode comes from, in order: the ``mode`` argument, the ``CUBLAS_DET_MATH_MODE``
+environment variable (read at call time), then the default, PEDANTIC.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import warnings
+
+from . import _cublas, _env
+
+
+class MathMode(enum.IntEnum):
+    """``cublasMath_t`` (cuBLAS 13 ``cublas_api.h``)."""
+
+    DEFAULT = 0
+    PEDANTIC = 2
+    TF32 = 3
+    # A flag OR-able with any mode: reductions inside a GEMM keep the compute type.
+    DISALLOW_REDUCED_PRECISION_REDUCTION = 16
+
+
+class ComputeType(enum.IntEnum):
+    """``cublasComputeType_t`` (cuBLAS 13 ``cublas_api.h``)."""
+
+    COMPUTE_16F = 64
+    COMPUTE_16F_PEDANTIC = 65
+    COMPUTE_32F = 68
+    COMPUTE_32F_PEDANTIC = 69
+    COMPUTE_64F = 70
+    COMPUTE_64F_PEDANTIC = 71
+    COMPUTE_32I = 72
+    COMPUTE_32I_PEDANTIC = 73
+    COMPUTE_32F_FAST_16F = 74
+    COMPUTE_32F_FAST_16BF = 75
+    COMPUTE_32F_FAST_TF32 = 77
+
+
+class AtomicsMode(enum.IntEnum):
+    """``cublasAtomicsMode_t``."""
+
+    NOT_ALLOWED = 0
+    ALLOWED = 1
+
+
+class ModeSource(str, enum.Enum):
+    """Where a handle's math mode came from."""
+
+    ARGUMENT = "argument"
+    ENV = "env"
+    DEFAULT = "default"
+
+
+DEFAULT_MATH_MODE = MathMode.PEDANTIC
+_MODE_FLAGS = int(MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION)
+
+_MODE_NAMES = {
+    "pedantic": MathMode.PEDANTIC,
+    "default": MathMode.DEFAULT,
+    "tf32": MathMode.TF32,
+    "cublas_pedantic_math": MathMode.PEDANTIC,
+    "cublas_default_math": MathMode.DEFAULT,
+    "cublas_tf32_tensor_op_math": MathMode.TF32,
+}
+VALID_MODE_NAMES = ("pedantic", "default", "tf32")
+
+
+def parse_math_mode(value: str, *, source: str = "mode") -> MathMode:
+    """Parse ``pedantic`` / ``default`` / ``tf32`` or a cuBLAS name, case-insensitively.
+
+    Raises:
+        ValueError: naming ``source``, the value and the valid choices.
+    """
+    key = value.strip().lower()
+    if key in _MODE_NAMES:
+        return _MODE_NAMES[key]
+    raise ValueError(
+        f"{source}={value!r} is not a math mode; choose one of {', '.join(VALID_MODE_NAMES)} "
+        "(case-insensitive; CUBLAS_PEDANTIC_MATH, CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH also work)"
+    )
+
+
+def resolve_math_mode(mode: MathMode | int | str | None = None) -> tuple[int, ModeSource]:
+    """Pick the math mode: argument > ``CUBLAS_DET_MATH_MODE`` > PEDANTIC.
+
+    Returns:
+        ``(value, source)``; ``value`` may carry the DISALLOW_REDUCED_PRECISION_REDUCTION flag.
+    Raises:
+        ValueError: an unknown mode name or value.
+        TypeError: a mode that is neither a MathMode, an int nor a str.
+    """
+    if mode is None:
+        raw = _env.read_math_mode_env()
+        if raw is None:
+            return int(DEFAULT_MATH_MODE), ModeSource.DEFAULT
+        return int(parse_math_mode(raw, source=_env.MATH_MODE_VAR)), ModeSource.ENV
+    if isinstance(mode, str):
+        return int(parse_math_mode(mode)), ModeSource.ARGUMENT
+    if isinstance(mode, bool) or not isinstance(mode, int):
+        raise TypeError(f"mode must be a MathMode, int or str, not {type(mode).__name__}")
+    base = int(mode) & ~_MODE_FLAGS
+    if base not in (MathMode.DEFAULT, MathMode.PEDANTIC, MathMode.TF32) or int(mode) & ~0xFF:
+        raise ValueError(
+            f"mode={int(mode)} is not a supported math mode; use MathMode.DEFAULT (0), PEDANTIC (2) "
+            "or TF32 (3), optionally | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION (16)"
+        )
+    return int(mode), ModeSource.ARGUMENT
+
+
+def math_mode_name(value: int) -> str:
+    """``PEDANTIC``, ``TF32``, ``DEFAULT|DISALLOW_REDUCED_PRECISION_REDUCTION`` ..."""
+    base = value & ~_MODE_FLAGS
+    try:
+        name = MathMode(base).name
+    except ValueError:
+        name = str(base)
+    if value & _MODE_FLAGS:
+        name += "|DISALLOW_REDUCED_PRECISION_REDUCTION"
+    return name
+
+
+class Handle:
+    """Owns one cuBLAS handle with a fixed math mode; a context manager. Make it with :func:`create_handle`.
+
+    A handle made with ``stream=None`` follows CuPy's current stream: ``gemm()`` re-binds it when
+    the current stream changes (like CuPy's own binding does). A handle made with a stream stays
+    on it. A workspace, if any, is re-applied after every re-binding (``cublasSetStream`` resets it).
+    """
+
+    def __init__(self, ptr: int, math_mode: int, mode_source: ModeSource, device_id: int,
+                 workspace_bytes: int | None = None, workspace=None):
+        self._ptr = ptr
+        self._math_mode = math_mode
+        self._mode_source = mode_source
+        self._device_id = device_id
+        self._stream = None
+        self._workspace_bytes = workspace_bytes
+        self._workspace = workspace  # cupy MemoryPointer kept alive while the handle lives
+        self._bound_stream_ptr = -1
+
+    # -- lifetime --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Destroy the cuBLAS handle (idempotent). ``cublasDestroy`` synchronizes the device."""
+        if self._ptr:
+            ptr, self._ptr = self._ptr, 0
+            _cublas.cublas_destroy(ptr)
+            self._workspace = None  # freed only after the handle that used it is gone
+
+    @property
+    def closed(self) -> bool:
+        return not self._ptr
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may already be gone
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"ptr=0x{self._ptr:x}"
+        return (f"<Handle {math_mode_name(self._math_mode)} from {self._mode_source.value}, "
+                f"device {self._device_id}, {state}>")
+
+    # -- properties ------------------------------------------------------------------------
+    @property
+    def ptr(self) -> int:
+        """The ``cublasHandle_t`` as an int."""
+        self._require_open()
+        return self._ptr
+
+    @property
+    def math_mode(self) -> MathMode:
+        """The math mode (without flags), as read back from cuBLAS at creation."""
+        return MathMode(self._math_mode & ~_MODE_FLAGS)
+
+    @property
+    def math_mode_value(self) -> int:
+        """The raw ``cublasMath_t`` value, flags included."""
+        return self._math_mode
+
+    @property
+    def mode_source(self) -> ModeSource:
+        return self._mode_source
+
+    @property
+    def device_id(self) -> int:
+        return self._device_id
+
+    @property
+    def stream(self):
+        """The CuPy stream this handle is pinned to, or ``None`` when it follows the current stream."""
+        return self._stream
+
+    @property
+    def workspace_bytes(self) -> int | None:
+        """Size of the user workspace, or ``None`` when cuBLAS uses its own pool."""
+        return self._workspace_bytes
+
+    def read_math_mode(self) -> int:
+        """``cublasGetMathMode`` on this handle, now."""
+        return _cublas.cublas_get_math_mode(self.ptr)
+
+    @property
+    def atomics_mode(self) -> AtomicsMode:
+        return AtomicsMode(_cublas.cublas_get_atomics_mode(self.ptr))
+
+    @atomics_mode.setter
+    def atomics_mode(self, mode: AtomicsMode | bool) -> None:
+        _cublas.cublas_set_atomics_mode(self.ptr, int(mode))
+
+    @property
+    def sm_count_target(self) -> int:
+        """``cublasGetSmCountTarget``: the SM count cuBLAS heuristics assume (0 = the device's)."""
+        return _cublas.cublas_get_sm_count_target(self.ptr)
+
+    @sm_count_target.setter
+    def sm_count_target(self, sm_count: int) -> None:
+        if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0:
+            raise ValueError(f"sm_count_target must be an int >= 0 (0 = the device's), not {sm_count!r}")
+        _cublas.cublas_set_sm_count_target(self.ptr, sm_count)
+
+    # -- streams ---------------------------------------------------------------------------
+    def bind_stream(self, stream_ptr: int) -> None:
+        """Issue later calls on ``stream_ptr`` (re-applying the workspace); cheap when unchanged."""
+        if stream_ptr == self._bound_stream_ptr:
+            return
+        ptr = self.ptr
+        _cublas.cublas_set_stream(ptr, stream_ptr)
+        if self._workspace_bytes is not None:
+            workspace_ptr = self._workspace.ptr if self._workspace is not None else 0
+            _cublas.cublas_set_workspace(ptr, workspace_ptr, self._workspace_bytes)
+        self._bound_stream_ptr = stream_ptr
+
+    def set_stream(self, stream) -> None:
+        """Pin the handle to a CuPy stream (``None``: follow CuPy's current stream)."""
+        self._stream = stream
+        if stream is not None:
+            self.bind_stream(stream.ptr)
+
+    def current_stream_ptr(self) -> int:
+        """The stream the next call will be issued on."""
+        if self._stream is not None:
+            return self._stream.ptr
+        import cupy
+
+        return cupy.cuda.get_current_stream().ptr
+
+    def _require_open(self) -> None:
+        if not self._ptr:
+            raise RuntimeError("this cuBLAS handle is closed; make a new one with create_handle()")
+
+
+def create_handle(mode: MathMode | int | str | None = None, *, stream=None,
+                  workspace_bytes: int | None = None, atomics: bool = False) -> Handle:
+    """Create a cuBLAS handle on the current device with a math mode, and read the mode back.
+
+    Args:
+        mode: ``MathMode``, its int value (flags allowed) or a name (``"pedantic"``, ``"tf32"`` ...).
+            ``None``: ``CUBLAS_DET_MATH_MODE`` if set and non-empty, else PEDANTIC.
+        stream: a ``cupy.cuda.Stream`` to pin the handle to; ``None`` follows CuPy's current stream.
+        workspace_bytes: give the handle its own workspace of this size (cuBLAS recommends 32 MiB
+            on Hopper); ``None`` leaves cuBLAS's default pool (shared by streams of the handle).
+        atomics: allow cuBLAS routines with atomic variants to use them (not reproducible).
+
+    Returns:
+        A :class:`Handle`; close it, or use it as a context manager.
+    Raises:
+        ValueError / TypeError: a bad mode, env value or workspace size.
+        NoGpuError: no GPU or no libcublas.
+        CublasError: a cuBLAS call failed, or the mode read back differs from the one set.
+    """
+    value, source = resolve_math_mode(mode)
+    if workspace_bytes is not None and (isinstance(workspace_bytes, bool)
+                                        or not isinstance(workspace_bytes, int) or workspace_bytes < 0):
+        raise ValueError(f"workspace_bytes must be an int >= 0 or None, not {workspace_bytes!r}")
+    from ._device import require_gpu
+
+    require_gpu()
+    import cupy
+
+    device_id = cupy.cuda.runtime.getDevice()
+    workspace = cupy.cuda.alloc(workspace_bytes) if workspace_bytes else None  # 512-byte aligned
+    ptr = _cublas.cublas_create()
+    handle = Handle(ptr, value, source, device_id, workspace_bytes, workspace)
+    try:
+        _cublas.cublas_set_math_mode(ptr, value)
+        read_back = _cublas.cublas_get_math_mode(ptr)
+        if read_back != value:
+            raise RuntimeError(
+                f"cublasSetMathMode({math_mode_name(value)}) did not take: the handle reads back "
+                f"{math_mode_name(read_back)}"
+            )
+        if atomics:
+            _cublas.cublas_set_atomics_mode(ptr, int(AtomicsMode.ALLOWED))
+        handle.set_stream(stream)
+        if stream is None and workspace_bytes is not None:
+            handle.bind_stream(cupy.cuda.get_current_stream().ptr)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+@contextlib.contextmanager
+def math_mode(mode: MathMode | int | str | None = None):
+    """Set the math mode of CuPy's own cuBLAS handle (the one ``cupy.matmul`` uses) for a block.
+
+    The previous mode is restored on exit, also on an exception. Warns when ``CUPY_TF32=1`` (CuPy
+    then asks for FAST_TF32 compute, which a PEDANTIC mode does not override) or when
+    ``NVIDIA_TF32_OVERRIDE=0`` defeats a TF32 request.
+
+    Yields:
+        The math mode value set.
+    """
+    value, _ = resolve_math_mode(mode)
+    from ._device import require_gpu
+
+    require_gpu()
+    import cupy
+
+    for message in _env.tf32_env_warnings(value & ~_MODE_FLAGS == MathMode.TF32):
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+    shared = cupy.cuda.device.get_cublas_handle()
+    previous = _cublas.cublas_get_math_mode(shared)
+    _cublas.cublas_set_math_mode(shared, value)
+    try:
+        yield value
+    finally:
+        _cublas.cublas_set_math_mode(shared, previous)

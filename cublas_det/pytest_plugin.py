@@ -1,0 +1,92 @@
+"""pytest plugin (entry point ``pytest11``): the ``gpu`` marker, ``cublas_handle`` and math-mode parametrization.
+
+- ``@pytest.mark.gpu``: the test needs a GPU; without one it is skipped with the reason.
+- ``--cublas-math-mode MODE``: the math mode of the ``cublas_handle`` fixture (else
+  ``CUBLAS_DET_MATH_MODE``, else PEDANTIC).
+- ``cublas_math_mode`` fixture: that mode as a ``MathMode``.
+- ``cublas_handle`` fixture: a :class:`cublas_det.Handle` in that mode, closed after the test.
+- ``@pytest.mark.all_math_modes``: run the test once per mode (PEDANTIC, DEFAULT, TF32); the
+  ``cublas_math_mode`` and ``cublas_handle`` fixtures follow the parameter.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+ALL_MODES = ("PEDANTIC", "DEFAULT", "TF32")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("cublas_det")
+    group.addoption(
+        "--cublas-math-mode", default=None, metavar="MODE",
+        help="math mode for the cublas_handle fixture: pedantic, default or tf32 "
+             "(default: $CUBLAS_DET_MATH_MODE, else pedantic)",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: the test needs an NVIDIA GPU; skipped with the reason when none is usable")
+    config.addinivalue_line("markers", "all_math_modes: run the test once per cuBLAS math mode (PEDANTIC, DEFAULT, TF32)")
+    option = config.getoption("--cublas-math-mode")
+    if option is not None:
+        from ._handle import parse_math_mode
+
+        try:
+            parse_math_mode(option, source="--cublas-math-mode")
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.definition.get_closest_marker("all_math_modes") is None:
+        return
+    if "cublas_math_mode" in metafunc.fixturenames or "cublas_handle" in metafunc.fixturenames:
+        metafunc.parametrize("cublas_math_mode", ALL_MODES, indirect=True, ids=[m.lower() for m in ALL_MODES])
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    from ._device import gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"needs a GPU: {reason}")
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+@pytest.fixture
+def cublas_math_mode(request):
+    """The math mode under test: the all_math_modes parameter, --cublas-math-mode, the env var, or PEDANTIC."""
+    from ._handle import MathMode, parse_math_mode, resolve_math_mode
+
+    param = getattr(request, "param", None)
+    if param is not None:
+        return MathMode[param]
+    option = request.config.getoption("--cublas-math-mode")
+    if option is not None:
+        return parse_math_mode(option, source="--cublas-math-mode")
+    value, _ = resolve_math_mode(None)
+    return MathMode(value)
+
+
+@pytest.fixture
+def cublas_handle(request, cublas_math_mode):
+    """A cuBLAS handle in ``cublas_math_mode``, closed after the test.
+
+    Its ``mode_source`` says where the mode came from: ``env`` or ``default`` unless the test is
+    parametrized or ``--cublas-math-mode`` is given (then ``argument``).
+    """
+    from ._handle import create_handle
+
+    explicit = (request.node.get_closest_marker("all_math_modes") is not None
+                or request.config.getoption("--cublas-math-mode") is not None)
+    handle = create_handle(cublas_math_mode if explicit else None)
+    try:
+        yield handle
+    finally:
+        handle.close()

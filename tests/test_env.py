@@ -1,0 +1,48 @@
+from cublas_det import _env
+
+
+def test_empty_math_mode_var_means_unset(monkeypatch):
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "  ")
+    assert _env.read_math_mode_env() is None
+    monkeypatch.delenv("CUBLAS_DET_MATH_MODE")
+    assert _env.read_math_mode_env() is None
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", " tf32 ")
+    assert _env.read_math_mode_env() == "tf32"
+
+
+def test_cublas_env_vars_records_every_variable_that_changes_cublas(monkeypatch):
+    for name in list(_env.cublas_env_vars()):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+    monkeypatch.setenv("CUPY_TF32", "1")
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    monkeypatch.setenv("CUBLAS_EMULATE_SINGLE_PRECISION", "1")
+    monkeypatch.setenv("CUBLAS_EMULATION_STRATEGY", "eager")
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "tf32")
+    monkeypatch.setenv("CUBLASLT_LOG_LEVEL", "2")
+    monkeypatch.setenv("UNRELATED_VAR", "x")
+    found = _env.cublas_env_vars()
+    assert found == {
+        "CUBLASLT_LOG_LEVEL": "2", "CUBLAS_DET_MATH_MODE": "tf32", "CUBLAS_EMULATE_SINGLE_PRECISION": "1",
+        "CUBLAS_EMULATION_STRATEGY": "eager", "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "CUPY_TF32": "1",
+        "NVIDIA_TF32_OVERRIDE": "0",
+    }
+    assert list(found) == sorted(found)
+
+
+def test_tf32_warnings(monkeypatch):
+    monkeypatch.delenv("CUPY_TF32", raising=False)
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    assert _env.tf32_env_warnings(False) == [] and _env.tf32_env_warnings(True) == []
+    monkeypatch.setenv("CUPY_TF32", "1")
+    (message,) = _env.tf32_env_warnings(False)
+    assert "CUPY_TF32=1" in message and "unset CUPY_TF32" in message
+    assert _env.tf32_env_warnings(True) == []
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+    (message,) = _env.tf32_env_warnings(True)
+    assert "NVIDIA_TF32_OVERRIDE=0" in message
+
+
+def test_cuda_version_text():
+    assert _env._cuda_version_text(13000) == "13.0"
+    assert _env._cuda_version_text(12080) == "12.8"

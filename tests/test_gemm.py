@@ -1,0 +1,159 @@
+import numpy as np
+import pytest
+
+from cublas_det import ComputeType, MathMode, create_handle, gemm
+
+from .conftest import fp64_product, host_operands
+
+
+def test_numpy_operands_are_a_type_error_naming_the_fix():
+    a = np.zeros((4, 4), np.float32)
+    pytest.importorskip("cupy")
+    with pytest.raises(TypeError, match=r"a must be a cupy.ndarray, not ndarray \(move it with cupy.asarray\)"):
+        gemm(a, a)
+
+
+def test_bad_handle_type_is_reported_before_gpu_work():
+    pytest.importorskip("cupy")
+    with pytest.raises(TypeError, match="a must be a cupy.ndarray"):
+        gemm([[1.0]], [[1.0]], handle="pedantic")
+
+
+def _rel_error(c, ref):
+    import cupy
+
+    return float(cupy.abs(c - ref).max() / cupy.abs(ref).max())
+
+
+SHAPES = [(512, 512, 512), (128, 56, 4096), (4096, 56, 128), (4096, 128, 56), (128, 128, 4096)]
+LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", SHAPES)
+@pytest.mark.parametrize("trans_a, trans_b", LAYOUTS, ids=["nn", "nt", "tn", "tt"])
+def test_gemm_matches_fp64_in_every_mode(m, n, k, trans_a, trans_b):
+    import cupy
+
+    a_host, b_host = host_operands(m, n, k, trans_a, trans_b)
+    a, b = cupy.asarray(a_host), cupy.asarray(b_host)
+    ref = fp64_product(a, b, trans_a, trans_b)
+    outputs = {}
+    for mode in (MathMode.DEFAULT, MathMode.PEDANTIC, MathMode.TF32):
+        with create_handle(mode) as handle:
+            c = gemm(a, b, handle=handle, trans_a=trans_a, trans_b=trans_b)
+            assert c.shape == (m, n) and c.dtype == cupy.float32
+            outputs[mode] = c
+            error = _rel_error(c, ref)
+            if mode == MathMode.TF32:
+                assert 1e-5 < error < 2e-3, f"TF32 error {error:.2e}: TF32 not engaged?"
+            else:
+                assert error < 1e-5, f"{mode.name} error {error:.2e}"
+    assert cupy.array_equal(outputs[MathMode.DEFAULT].view(cupy.uint32),
+                            outputs[MathMode.PEDANTIC].view(cupy.uint32))
+
+
+@pytest.mark.gpu
+def test_alpha_beta_and_out_accumulate():
+    import cupy
+
+    a_host, b_host = host_operands(64, 48, 32)
+    a, b = cupy.asarray(a_host), cupy.asarray(b_host)
+    with create_handle("pedantic") as handle:
+        out = cupy.ones((64, 48), cupy.float32)
+        result = gemm(a, b, out=out, handle=handle, alpha=2.0, beta=0.5)
+        assert result is out
+        expected = 2.0 * fp64_product(a, b) + 0.5
+        assert _rel_error(out, expected) < 1e-5
+
+
+@pytest.mark.gpu
+def test_compute_type_overrides_math_mode():
+    import cupy
+
+    a_host, b_host = host_operands(1024, 1024, 1024)
+    a, b = cupy.asarray(a_host), cupy.asarray(b_host)
+    ref = fp64_product(a, b)
+    with create_handle("pedantic") as handle:
+        assert _rel_error(gemm(a, b, handle=handle, compute_type=ComputeType.COMPUTE_32F_FAST_TF32), ref) > 1e-5
+    with create_handle("tf32") as handle:
+        assert _rel_error(gemm(a, b, handle=handle, compute_type=ComputeType.COMPUTE_32F_PEDANTIC), ref) < 1e-5
+
+
+@pytest.mark.gpu
+def test_default_handle_follows_env(monkeypatch):
+    import cupy
+
+    a_host, b_host = host_operands(1024, 1024, 1024)
+    a, b = cupy.asarray(a_host), cupy.asarray(b_host)
+    ref = fp64_product(a, b)
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "tf32")
+    assert _rel_error(gemm(a, b), ref) > 1e-5
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "pedantic")
+    assert _rel_error(gemm(a, b), ref) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["pedantic", "tf32"])
+def test_graph_replay_gives_the_same_bits_as_eager(mode):
+    import cupy
+
+    a_host, b_host = host_operands(128, 56, 4096, trans_a=True)  # the trunk dW layout
+    a, b = cupy.asarray(a_host), cupy.asarray(b_host)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with create_handle(mode, stream=stream, workspace_bytes=32 * 2**20) as handle:
+        eager = gemm(a, b, handle=handle, trans_a=True)
+        replayed = cupy.full_like(eager, cupy.nan)
+        with stream:
+            stream.begin_capture()
+            gemm(a, b, out=replayed, handle=handle, trans_a=True)
+            graph = stream.end_capture()
+        assert cupy.isnan(replayed).all()  # capture records, it does not run
+        for _ in range(3):
+            graph.launch(stream)
+        stream.synchronize()
+        assert cupy.array_equal(eager.view(cupy.uint32), replayed.view(cupy.uint32))
+
+
+@pytest.mark.gpu
+def test_argument_errors_on_cupy_arrays():
+    import cupy
+
+    a = cupy.ones((8, 4), cupy.float32)
+    b = cupy.ones((4, 6), cupy.float32)
+    with create_handle("pedantic") as handle:
+        with pytest.raises(TypeError, match="a must be float32, not float64"):
+            gemm(a.astype(cupy.float64), b, handle=handle)
+        with pytest.raises(ValueError, match="b must be 2-D, not 3-D"):
+            gemm(a, b.reshape(1, 4, 6), handle=handle)
+        with pytest.raises(ValueError, match=r"inner dimensions differ: op\(a\) is 8x4 and op\(b\) is 6x4"):
+            gemm(a, b, trans_b=True, handle=handle)
+        with pytest.raises(ValueError, match="b must be C-contiguous"):
+            gemm(a, cupy.ones((6, 4), cupy.float32).T, handle=handle)
+        with pytest.raises(ValueError, match=r"out must have shape \(8, 6\), not \(6, 8\)"):
+            gemm(a, b, out=cupy.empty((6, 8), cupy.float32), handle=handle)
+        with pytest.raises(TypeError, match="out must be float32"):
+            gemm(a, b, out=cupy.empty((8, 6), cupy.float16), handle=handle)
+        with pytest.raises(ValueError, match="must not be empty"):
+            gemm(cupy.ones((0, 4), cupy.float32), b, handle=handle)
+        with pytest.raises(TypeError, match="handle must be a cublas_det.Handle"):
+            gemm(a, b, handle=object())
+    closed = create_handle("pedantic")
+    closed.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        gemm(a, b, handle=closed)
+
+
+@pytest.mark.gpu
+def test_operands_on_another_device_are_rejected():
+    import cupy
+
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs")
+    with cupy.cuda.Device(1):
+        a = cupy.ones((8, 4), cupy.float32)
+        b = cupy.ones((4, 6), cupy.float32)
+    with cupy.cuda.Device(0):
+        with create_handle("pedantic") as handle:
+            with pytest.raises(ValueError, match="on devices 1 and 1 but the handle is on device 0"):
+                gemm(a, b, handle=handle)

@@ -1,0 +1,198 @@
+import warnings
+
+import pytest
+
+from cublas_det import (AtomicsMode, ComputeType, MathMode, ModeSource, NoGpuError, create_handle,
+                        math_mode, parse_math_mode, resolve_math_mode)
+from cublas_det._handle import math_mode_name
+
+from .conftest import needs_no_gpu
+
+
+# -- enums and parsing (CPU) -------------------------------------------------------------------
+def test_enum_values_match_cublas_13_headers():
+    assert (MathMode.DEFAULT, MathMode.PEDANTIC, MathMode.TF32) == (0, 2, 3)
+    assert MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION == 16
+    assert (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_32F_FAST_TF32) == (68, 69, 77)
+    assert (ComputeType.COMPUTE_16F, ComputeType.COMPUTE_64F, ComputeType.COMPUTE_32I) == (64, 70, 72)
+    assert (ComputeType.COMPUTE_32F_FAST_16F, ComputeType.COMPUTE_32F_FAST_16BF) == (74, 75)
+    assert (AtomicsMode.NOT_ALLOWED, AtomicsMode.ALLOWED) == (0, 1)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("pedantic", MathMode.PEDANTIC), ("PEDANTIC", MathMode.PEDANTIC), (" Tf32 ", MathMode.TF32),
+    ("default", MathMode.DEFAULT), ("CUBLAS_PEDANTIC_MATH", MathMode.PEDANTIC),
+    ("cublas_default_math", MathMode.DEFAULT), ("CUBLAS_TF32_TENSOR_OP_MATH", MathMode.TF32),
+])
+def test_parse_math_mode_names(text, expected):
+    assert parse_math_mode(text) is expected
+
+
+@pytest.mark.parametrize("text", ["fast", "1", "", "pedantic2", "CUBLAS_TENSOR_OP_MATH"])
+def test_parse_math_mode_rejects_with_choices(text):
+    with pytest.raises(ValueError) as info:
+        parse_math_mode(text, source="CUBLAS_DET_MATH_MODE")
+    message = str(info.value)
+    assert f"CUBLAS_DET_MATH_MODE={text!r}" in message
+    assert "pedantic, default, tf32" in message
+
+
+def test_precedence_argument_over_env_over_default(monkeypatch):
+    monkeypatch.delenv("CUBLAS_DET_MATH_MODE", raising=False)
+    assert resolve_math_mode(None) == (MathMode.PEDANTIC, ModeSource.DEFAULT)
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "tf32")
+    assert resolve_math_mode(None) == (MathMode.TF32, ModeSource.ENV)
+    assert resolve_math_mode("default") == (MathMode.DEFAULT, ModeSource.ARGUMENT)
+    assert resolve_math_mode(MathMode.PEDANTIC) == (MathMode.PEDANTIC, ModeSource.ARGUMENT)
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "")
+    assert resolve_math_mode(None) == (MathMode.PEDANTIC, ModeSource.DEFAULT)
+
+
+def test_env_is_read_at_call_time_and_bad_value_names_the_variable(monkeypatch):
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "default")
+    assert resolve_math_mode(None)[0] == MathMode.DEFAULT
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "turbo")
+    with pytest.raises(ValueError, match=r"CUBLAS_DET_MATH_MODE='turbo'.*pedantic, default, tf32"):
+        resolve_math_mode(None)
+    with pytest.raises(ValueError, match="CUBLAS_DET_MATH_MODE='turbo'"):
+        create_handle()  # the env error comes before any GPU work
+
+
+def test_mode_flag_combines_and_bad_ints_are_rejected():
+    value, _ = resolve_math_mode(MathMode.PEDANTIC | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION)
+    assert value == 18 and math_mode_name(value) == "PEDANTIC|DISALLOW_REDUCED_PRECISION_REDUCTION"
+    for bad in (1, 4, 7, 256):
+        with pytest.raises(ValueError, match="not a supported math mode"):
+            resolve_math_mode(bad)
+    with pytest.raises(TypeError, match="MathMode, int or str"):
+        resolve_math_mode(2.0)
+    with pytest.raises(TypeError):
+        resolve_math_mode(True)
+
+
+@pytest.mark.parametrize("size", [-1, 1.5, "32MiB", True])
+def test_bad_workspace_size_is_a_value_error(size):
+    with pytest.raises(ValueError, match="workspace_bytes"):
+        create_handle("pedantic", workspace_bytes=size)
+
+
+@needs_no_gpu
+def test_without_gpu_create_handle_says_why():
+    with pytest.raises(NoGpuError, match="^no GPU available: "):
+        create_handle("pedantic")
+
+
+# -- on the GPU --------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", [MathMode.PEDANTIC, MathMode.DEFAULT, MathMode.TF32,
+                                  MathMode.TF32 | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION])
+def test_mode_set_by_argument_is_read_back(mode):
+    with create_handle(mode) as handle:
+        assert handle.read_math_mode() == int(mode)
+        assert handle.math_mode_value == int(mode)
+        assert handle.math_mode == MathMode(int(mode) & 0xF)
+        assert handle.mode_source is ModeSource.ARGUMENT
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("text, mode", [("pedantic", 2), ("DEFAULT", 0), ("tf32", 3), ("", 2)])
+def test_mode_set_by_env_is_read_back(monkeypatch, text, mode):
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", text)
+    with create_handle() as handle:
+        assert handle.read_math_mode() == mode
+        assert handle.mode_source is (ModeSource.ENV if text else ModeSource.DEFAULT)
+
+
+@pytest.mark.gpu
+def test_use_after_close_is_a_clear_error_and_close_is_idempotent():
+    handle = create_handle("pedantic")
+    handle.close()
+    handle.close()
+    assert handle.closed
+    with pytest.raises(RuntimeError, match="closed; make a new one with create_handle"):
+        handle.read_math_mode()
+    with pytest.raises(RuntimeError, match="closed"):
+        handle.ptr
+
+
+@pytest.mark.gpu
+def test_ten_thousand_create_close_cycles_leave_device_memory_unchanged():
+    import cupy
+
+    for _ in range(20):  # the first handles load kernels and the default workspace pool
+        create_handle("pedantic").close()
+    cupy.cuda.Device().synchronize()
+    free_before, _ = cupy.cuda.runtime.memGetInfo()
+    for _ in range(10_000):
+        create_handle("pedantic").close()
+    cupy.cuda.Device().synchronize()
+    free_after, _ = cupy.cuda.runtime.memGetInfo()
+    assert free_after == free_before, f"leaked {free_before - free_after} bytes"
+
+
+@pytest.mark.gpu
+def test_atomics_workspace_sm_count_and_stream_round_trip():
+    import cupy
+
+    from cublas_det import _cublas
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with create_handle("default", stream=stream, workspace_bytes=32 * 2**20, atomics=True) as handle:
+        assert handle.atomics_mode is AtomicsMode.ALLOWED
+        handle.atomics_mode = AtomicsMode.NOT_ALLOWED
+        assert handle.atomics_mode is AtomicsMode.NOT_ALLOWED
+        assert handle.workspace_bytes == 32 * 2**20
+        assert handle.stream is stream
+        assert _cublas.cublas_get_stream(handle.ptr) == stream.ptr
+        assert handle.sm_count_target == 0
+        handle.sm_count_target = 66
+        assert handle.sm_count_target == 66
+        handle.sm_count_target = 0
+        assert handle.sm_count_target == 0
+        with pytest.raises(ValueError, match="sm_count_target"):
+            handle.sm_count_target = -1
+    with create_handle("default") as handle:
+        assert handle.atomics_mode is AtomicsMode.NOT_ALLOWED and handle.workspace_bytes is None
+
+
+@pytest.mark.gpu
+def test_math_mode_scope_restores_cupy_handle_even_on_exception(monkeypatch):
+    import cupy
+
+    from cublas_det import _cublas
+
+    monkeypatch.delenv("CUPY_TF32", raising=False)
+    shared = cupy.cuda.device.get_cublas_handle()
+    before = _cublas.cublas_get_math_mode(shared)
+    with pytest.raises(KeyError):
+        with math_mode("tf32"):
+            assert _cublas.cublas_get_math_mode(shared) == MathMode.TF32
+            raise KeyError("boom")
+    assert _cublas.cublas_get_math_mode(shared) == before
+    with math_mode("pedantic") as value:
+        assert value == MathMode.PEDANTIC == _cublas.cublas_get_math_mode(shared)
+    assert _cublas.cublas_get_math_mode(shared) == before
+
+
+@pytest.mark.gpu
+def test_math_mode_scope_warns_when_env_defeats_it(monkeypatch):
+    monkeypatch.setenv("CUPY_TF32", "1")
+    with pytest.warns(RuntimeWarning, match="CUPY_TF32=1"):
+        with math_mode("pedantic"):
+            pass
+    monkeypatch.delenv("CUPY_TF32")
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+    with pytest.warns(RuntimeWarning, match="NVIDIA_TF32_OVERRIDE=0"):
+        with math_mode("tf32"):
+            pass
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with math_mode("tf32"):
+            pass
+
+
+@pytest.mark.gpu
+@pytest.mark.all_math_modes
+def test_plugin_handle_follows_the_parametrized_mode(cublas_handle, cublas_math_mode):
+    assert cublas_handle.read_math_mode() == cublas_math_mode
