@@ -7,6 +7,11 @@ Public API::
         c = gemm(a, b, handle=handle)
 """
 
+from ._check import SCENARIOS as SCENARIOS
+from ._check import GemmCheck as GemmCheck
+from ._check import ScenarioResult as ScenarioResult
+from ._check import check_gemm as check_gemm
+from ._check import check_many as check_many
 from ._cublas import CublasError as CublasError
 from ._cublas import CublasNotFoundError as CublasNotFoundError
 from ._device import NoGpuError as NoGpuError
@@ -24,12 +29,15 @@ from ._handle import create_handle as create_handle
 from ._handle import math_mode as math_mode
 from ._handle import parse_math_mode as parse_math_mode
 from ._handle import resolve_math_mode as resolve_math_mode
+from .shapes import GemmShape as GemmShape
+from .shapes import parse_shape as parse_shape
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AtomicsMode", "ComputeType", "CublasError", "CublasNotFoundError", "Handle", "MATH_MODE_VAR",
-    "MathMode", "ModeSource", "NoGpuError", "create_handle", "fingerprint", "gemm",
-    "gpu_available", "gpu_unavailable_reason", "math_mode", "parse_math_mode", "resolve_math_mode",
+    "AtomicsMode", "ComputeType", "CublasError", "CublasNotFoundError", "GemmCheck", "GemmShape", "Handle",
+    "MATH_MODE_VAR", "MathMode", "ModeSource", "NoGpuError", "SCENARIOS", "ScenarioResult", "check_gemm",
+    "check_many", "create_handle", "fingerprint", "gemm", "gpu_available", "gpu_unavailable_reason",
+    "math_mode", "parse_math_mode", "parse_shape", "resolve_math_mode",
     "__version__",
 ]

@@ -198,13 +198,17 @@ def cublas_get_sm_count_target(handle: int) -> int:
     return value.value
 
 
-def gemm_ex_function():
-    """The raw ``cublasGemmEx`` ctypes function, for callers that check the status themselves.
+@functools.cache
+def gemm_ex_untyped():
+    """``cublasGemmEx`` with no ``argtypes``, for the hot path; the caller checks the status.
 
-    ``gemm()`` calls it directly rather than through a wrapper: on small shapes the host cost of
-    each Python frame is measurable against the GEMM itself.
+    Why untyped: with 19 declared argtypes ctypes converts every argument on every call (~2 µs,
+    measured), which is visible next to a 5-µs GEMM. Untyped, Python ints pass as C ``int`` (right
+    for every int parameter here) and pointers must be passed as ``c_void_p`` objects or ``byref``.
     """
-    return library()[0].cublasGemmEx
+    fn = library()[0]["cublasGemmEx"]  # indexing makes a new function object: typed one untouched
+    fn.restype = c_int
+    return fn
 
 
 def scalar_pointer(value: float, double: bool = False):

@@ -7,7 +7,7 @@ ctypes on the handle's own stream.
 
 from __future__ import annotations
 
-import ctypes
+from ctypes import byref, c_float, c_void_p
 
 from . import _cublas
 from ._handle import ComputeType, Handle, create_handle, resolve_math_mode
@@ -15,19 +15,28 @@ from ._handle import ComputeType, Handle, create_handle, resolve_math_mode
 CUDA_R_32F = 0  # cudaDataType_t
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 CUBLAS_GEMM_DEFAULT = -1  # heuristic choice; never 99 (may allow FAST_16F) or 999 (autotune, timing-dependent)
+_COMPUTE_32F = int(ComputeType.COMPUTE_32F)
 
 # Host scalars for the usual alpha/beta, made once: building a c_float per call costs host time
 # that is visible next to a 5-µs GEMM.
-_ONE = ctypes.c_float(1.0)
-_ZERO = ctypes.c_float(0.0)
-_COMPUTE_32F = int(ComputeType.COMPUTE_32F)
+_ONE = c_float(1.0)
+_ZERO = c_float(0.0)
 _default_handles: dict[tuple[int, int], Handle] = {}
+_cupy = None
+
+
+def _import_cupy():
+    global _cupy
+    if _cupy is None:
+        import cupy
+
+        _cupy = cupy
+    return _cupy
 
 
 def default_handle() -> Handle:
     """The handle ``gemm(handle=None)`` uses: one per (device, math mode), mode read at call time."""
-    import cupy
-
+    cupy = _import_cupy()
     mode_value, _ = resolve_math_mode(None)
     key = (cupy.cuda.runtime.getDevice(), mode_value)
     handle = _default_handles.get(key)
@@ -36,17 +45,18 @@ def default_handle() -> Handle:
     return handle
 
 
-def _check_operand(name: str, array, cupy) -> None:
+def _check_operand(name: str, array, ndarray) -> None:
     """Raise TypeError/ValueError unless ``array`` is a non-empty 2-D C-contiguous float32 CuPy array."""
-    if not isinstance(array, cupy.ndarray):
+    if not isinstance(array, ndarray):
         raise TypeError(f"{name} must be a cupy.ndarray, not {type(array).__name__} (move it with cupy.asarray)")
     if array.dtype.char != "f":
         raise TypeError(f"{name} must be float32, not {array.dtype} (convert with {name}.astype(cupy.float32))")
     if array.ndim != 2:
         raise ValueError(f"{name} must be 2-D, not {array.ndim}-D with shape {array.shape}")
-    if 0 in array.shape:
+    if array.size == 0:
         raise ValueError(f"{name} must not be empty, got shape {array.shape}")
-    if not array.flags.c_contiguous:
+    # _c_contiguous is the flag that .flags.c_contiguous reads, without building a Flags object.
+    if not array._c_contiguous:
         raise ValueError(f"{name} must be C-contiguous (row-major); pass cupy.ascontiguousarray({name})")
 
 
@@ -71,18 +81,14 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
             operand on another device than the handle.
         CublasError: cuBLAS rejected the call.
     """
-    import cupy
-
-    _check_operand("a", a, cupy)
-    _check_operand("b", b, cupy)
-    if trans_a:
-        k, m = a.shape
-    else:
-        m, k = a.shape
-    if trans_b:
-        n, k_b = b.shape
-    else:
-        k_b, n = b.shape
+    cupy = _cupy or _import_cupy()
+    ndarray = cupy.ndarray
+    _check_operand("a", a, ndarray)
+    _check_operand("b", b, ndarray)
+    a_rows, a_cols = a.shape
+    b_rows, b_cols = b.shape
+    m, k = (a_cols, a_rows) if trans_a else (a_rows, a_cols)
+    k_b, n = (b_cols, b_rows) if trans_b else (b_rows, b_cols)
     if k != k_b:
         raise ValueError(
             f"inner dimensions differ: op(a) is {m}x{k} and op(b) is {k_b}x{n} "
@@ -102,22 +108,20 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
         with cupy.cuda.Device(device_id):
             out = cupy.empty((m, n), dtype=cupy.float32)
     else:
-        _check_operand("out", out, cupy)
+        _check_operand("out", out, ndarray)
         if out.shape != (m, n):
             raise ValueError(f"out must have shape {(m, n)}, not {out.shape}")
         if out.data.device_id != device_id:
             raise ValueError(f"out is on device {out.data.device_id} but the handle is on device {device_id}")
-    alpha_c = _ONE if alpha == 1.0 else ctypes.c_float(alpha)
-    beta_c = _ZERO if beta == 0.0 else ctypes.c_float(beta)
-    handle.bind_stream(handle.current_stream_ptr())
+    handle_ptr = handle.bind_current_stream()
     # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands and give
     # cuBLAS the row lengths as leading dimensions.
-    status = _cublas.gemm_ex_function()(
-        handle.ptr, CUBLAS_OP_T if trans_b else CUBLAS_OP_N, CUBLAS_OP_T if trans_a else CUBLAS_OP_N,
-        n, m, k, ctypes.byref(alpha_c),
-        b.data.ptr, CUDA_R_32F, b.shape[1],
-        a.data.ptr, CUDA_R_32F, a.shape[1],
-        ctypes.byref(beta_c), out.data.ptr, CUDA_R_32F, n,
+    status = _cublas.gemm_ex_untyped()(
+        handle_ptr, CUBLAS_OP_T if trans_b else CUBLAS_OP_N, CUBLAS_OP_T if trans_a else CUBLAS_OP_N,
+        n, m, k, byref(_ONE if alpha == 1.0 else c_float(alpha)),
+        c_void_p(b.data.ptr), CUDA_R_32F, b_cols,
+        c_void_p(a.data.ptr), CUDA_R_32F, a_cols,
+        byref(_ZERO if beta == 0.0 else c_float(beta)), c_void_p(out.data.ptr), CUDA_R_32F, n,
         _COMPUTE_32F if compute_type is None else int(compute_type), CUBLAS_GEMM_DEFAULT,
     )
     if status:

@@ -9,8 +9,15 @@ from __future__ import annotations
 import contextlib
 import enum
 import warnings
+from ctypes import c_void_p
 
 from . import _cublas, _env
+
+
+def _current_stream_ptr() -> int:
+    import cupy
+
+    return cupy.cuda.get_current_stream().ptr
 
 
 class MathMode(enum.IntEnum):
@@ -133,6 +140,7 @@ class Handle:
     def __init__(self, ptr: int, math_mode: int, mode_source: ModeSource, device_id: int,
                  workspace_bytes: int | None = None, workspace=None):
         self._ptr = ptr
+        self._ptr_c = c_void_p(ptr)  # made once: the GEMM hot path passes it untyped
         self._math_mode = math_mode
         self._mode_source = mode_source
         self._device_id = device_id
@@ -146,6 +154,7 @@ class Handle:
         """Destroy the cuBLAS handle (idempotent). ``cublasDestroy`` synchronizes the device."""
         if self._ptr:
             ptr, self._ptr = self._ptr, 0
+            self._ptr_c = c_void_p(0)
             _cublas.cublas_destroy(ptr)
             self._workspace = None  # freed only after the handle that used it is gone
 
@@ -248,11 +257,15 @@ class Handle:
 
     def current_stream_ptr(self) -> int:
         """The stream the next call will be issued on."""
-        if self._stream is not None:
-            return self._stream.ptr
-        import cupy
+        return self._stream.ptr if self._stream is not None else _current_stream_ptr()
 
-        return cupy.cuda.get_current_stream().ptr
+    def bind_current_stream(self) -> c_void_p:
+        """Bind to :meth:`current_stream_ptr` if needed; return the handle as a ``c_void_p`` (hot path)."""
+        if not self._ptr:
+            self._require_open()
+        if self._stream is None:
+            self.bind_stream(_current_stream_ptr())
+        return self._ptr_c
 
     def _require_open(self) -> None:
         if not self._ptr:

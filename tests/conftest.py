@@ -1,4 +1,6 @@
 """Shared test helpers. The `gpu` marker and the cublas fixtures come from cublas_det's pytest plugin."""
+pytest_plugins = ["pytester"]
+
 
 import numpy as np
 import pytest

@@ -1,0 +1,63 @@
+"""What checking costs beyond the GEMMs: N checked repeats against N bare GEMMs, timed on the GPU.
+
+    python bench/check_overhead.py [--repeats 100] [--shape mamba2-2.7b/in_proj/dW] [--modes pedantic tf32]
+
+Checked = the ``repeat`` scenario's loop (GEMM, then the fused mismatch count and worst-element
+update, no host copy per repeat). Bare = the same GEMM N times. Both are timed with CUDA events
+on one stream, alternately, three times each; the medians and their ratio are printed.
+"""
+
+import argparse
+import statistics
+
+
+def main() -> None:
+    import cupy
+
+    from cublas_det import create_handle
+    from cublas_det._check import _device_operands, cublas_gemm
+    from cublas_det._compare import MismatchTracker
+    from cublas_det.shapes import resolve_shapes
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--shape", default="mamba2-2.7b/in_proj/dW")
+    parser.add_argument("--modes", nargs="+", default=["pedantic", "tf32"])
+    args = parser.parse_args()
+    shape = next(s for s in resolve_shapes(["mamba2-2.7b", "trunk"]) + resolve_shapes([]) if s.name == args.shape) \
+        if "/" in args.shape else resolve_shapes([args.shape])[0]
+    a, b = _device_operands(shape, 0)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    for mode in args.modes:
+        with create_handle(mode, stream=stream) as handle, stream:
+            reference = cupy.empty((shape.m, shape.n), cupy.float32)
+            out = cupy.empty_like(reference)
+            cublas_gemm(a, b, reference, handle, shape)
+
+            def bare():
+                for _ in range(args.repeats):
+                    cublas_gemm(a, b, out, handle, shape)
+
+            def checked():
+                tracker = MismatchTracker(reference, args.repeats)
+                for _ in range(args.repeats):
+                    cublas_gemm(a, b, out, handle, shape)
+                    tracker.record(out)
+                return tracker
+
+            checked()  # compile the comparison kernels, warm up
+            times = {"bare": [], "checked": []}
+            for _ in range(3):
+                for name, body in (("bare", bare), ("checked", checked)):
+                    start = stream.record()
+                    body()
+                    end = stream.record()
+                    end.synchronize()
+                    times[name].append(cupy.cuda.get_elapsed_time(start, end))
+            bare_ms, checked_ms = statistics.median(times["bare"]), statistics.median(times["checked"])
+            print(f"{shape.name} ({shape.spec}) {mode}: {args.repeats} bare GEMMs {bare_ms:.1f} ms, "
+                  f"{args.repeats} checked repeats {checked_ms:.1f} ms, ratio {checked_ms / bare_ms:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""The GEMM shapes of a Mamba2 block's forward and backward pass, and ``MxNxK[:op]`` parsing.
+
+Shapes are row-major: ``C[M, N] = op(A)[M, K] @ op(B)[K, N]``. A linear layer ``Y[T, out] =
+X[T, in] @ W.T`` runs three GEMMs (``shared/reference/mamba2_shapes.md`` §3):
+
+========  =================  ===========  =========
+pass      row-major M, N, K  cuBLAS op    operands
+========  =================  ===========  =========
+forward   T, out, in         TN           X, W (transposed)
+dX        T, in, out         NN           dY, W
+dW        out, in, T         NT           dY (transposed), X
+========  =================  ===========  =========
+
+The cuBLAS op is ``transa, transb`` as cuBLAS and PyTorch's logs spell them: cuBLAS computes the
+column-major ``C^T = op(B)^T op(A)^T``, so its first letter is ``T`` when *B* is stored
+transposed and its second when *A* is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+DEFAULT_TOKENS = 16384  # batch 8 x seqlen 2048
+
+# Released state-spaces Mamba2 checkpoints: d_model (mamba2_shapes.md Table A). The Mamba2 class
+# defaults give the rest: expand 2, d_state 128, headdim 64, ngroups 1, no bias.
+MAMBA2_D_MODEL = {"130m": 768, "370m": 1024, "780m": 1536, "1.3b": 2048, "2.7b": 2560}
+EXPAND, D_STATE, HEADDIM, NGROUPS = 2, 128, 64, 1
+
+# The user's trading trunk (mamba2_shapes.md §5, variant A): T = 128 x 32 rows, hidden 128,
+# W_in [128, 56] (7168 = 128 x 56 elements), W_a and W_b assumed [128, 128].
+TRUNK_TOKENS = 4096
+TRUNK_LAYERS = {"W_in": (128, 56), "W_a": (128, 128), "W_b": (128, 128)}
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmShape:
+    """One GEMM: row-major ``M x N x K``, operand layout, and where it comes from."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    trans_a: bool = False
+    trans_b: bool = False
+    layer: str = ""
+    gemm_pass: str = ""  # "forward", "dX", "dW" or "" for a custom shape
+
+    def __post_init__(self):
+        for axis in ("m", "n", "k"):
+            value = getattr(self, axis)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"GemmShape {axis.upper()} must be a positive int, not {value!r}")
+
+    @property
+    def cublas_op(self) -> str:
+        """``transa`` + ``transb`` of the cuBLAS call, e.g. ``"NT"`` for a dW GEMM."""
+        return ("T" if self.trans_b else "N") + ("T" if self.trans_a else "N")
+
+    @property
+    def flop(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    @property
+    def a_shape(self) -> tuple[int, int]:
+        """Stored shape of A (``(K, M)`` when transposed)."""
+        return (self.k, self.m) if self.trans_a else (self.m, self.k)
+
+    @property
+    def b_shape(self) -> tuple[int, int]:
+        """Stored shape of B (``(N, K)`` when transposed)."""
+        return (self.n, self.k) if self.trans_b else (self.k, self.n)
+
+    @property
+    def footprint_bytes(self) -> int:
+        """Bytes of A, B and C in float32."""
+        return 4 * (self.m * self.k + self.k * self.n + self.m * self.n)
+
+    @property
+    def spec(self) -> str:
+        """``MxNxK:op``, which :func:`parse_shape` reads back."""
+        return f"{self.m}x{self.n}x{self.k}:{self.cublas_op.lower()}"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.spec})" if self.name != self.spec else self.spec
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "cublas_op": self.cublas_op, "spec": self.spec}
+
+
+def linear_layer_gemms(prefix: str, layer: str, out_features: int, in_features: int,
+                       tokens: int) -> list[GemmShape]:
+    """The forward, dX and dW GEMMs of ``Y[T, out] = X[T, in] @ W.T`` with ``W`` ``[out, in]``."""
+    return [
+        GemmShape(f"{prefix}/{layer}/forward", tokens, out_features, in_features,
+                  trans_a=False, trans_b=True, layer=layer, gemm_pass="forward"),
+        GemmShape(f"{prefix}/{layer}/dX", tokens, in_features, out_features,
+                  trans_a=False, trans_b=False, layer=layer, gemm_pass="dX"),
+        GemmShape(f"{prefix}/{layer}/dW", out_features, in_features, tokens,
+                  trans_a=True, trans_b=False, layer=layer, gemm_pass="dW"),
+    ]
+
+
+def mamba2_dims(d_model: int) -> dict[str, int]:
+    """``d_inner``, ``nheads`` and ``d_in_proj`` of a Mamba2 mixer with the class defaults."""
+    d_inner = EXPAND * d_model
+    nheads = d_inner // HEADDIM
+    return {"d_model": d_model, "d_inner": d_inner, "nheads": nheads,
+            "d_in_proj": 2 * d_inner + 2 * NGROUPS * D_STATE + nheads}
+
+
+def trunk() -> list[GemmShape]:
+    """The user's trunk: forward, dX and dW of W_in, W_a and W_b at T = 4096."""
+    shapes = []
+    for layer, (out_features, in_features) in TRUNK_LAYERS.items():
+        shapes += linear_layer_gemms("trunk", layer, out_features, in_features, TRUNK_TOKENS)
+    return shapes
+
+
+def mamba2(size: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
+    """in_proj and out_proj forward, dX and dW of a released Mamba2 size at ``tokens`` = batch x seqlen."""
+    if size not in MAMBA2_D_MODEL:
+        raise ValueError(f"unknown Mamba2 size {size!r}; choose one of {', '.join(MAMBA2_D_MODEL)}")
+    dims = mamba2_dims(MAMBA2_D_MODEL[size])
+    prefix = f"mamba2-{size}"
+    return (linear_layer_gemms(prefix, "in_proj", dims["d_in_proj"], dims["d_model"], tokens)
+            + linear_layer_gemms(prefix, "out_proj", dims["d_model"], dims["d_inner"], tokens))
+
+
+PRESETS = ("trunk",) + tuple(f"mamba2-{size}" for size in MAMBA2_D_MODEL)
+
+
+def preset(name: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
+    """The shapes of a preset (``trunk`` has a fixed T = 4096; ``tokens`` sets T for Mamba2 sizes)."""
+    _check_tokens(tokens)
+    if name == "trunk":
+        return trunk()
+    if name.startswith("mamba2-") and name[len("mamba2-"):] in MAMBA2_D_MODEL:
+        return mamba2(name[len("mamba2-"):], tokens)
+    raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+
+
+_SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?::\s*([nNtT]{2}))?\s*$")
+
+
+def parse_shape(text: str) -> GemmShape:
+    """Parse ``MxNxK`` with an optional cuBLAS op suffix (``128x56x4096:nt``); default op ``nn``.
+
+    Raises:
+        ValueError: a malformed string, or a zero dimension, saying what is expected.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a shape must be a string like '128x56x4096:nt', not {type(text).__name__}")
+    match = _SHAPE_RE.match(text)
+    if not match:
+        hint = " (dimensions must be positive integers)" if "-" in text else ""
+        raise ValueError(
+            f"bad shape {text!r}{hint}: expected MxNxK with an optional cuBLAS op suffix :nn, :nt, "
+            f":tn or :tt, e.g. 128x56x4096:nt"
+        )
+    m, n, k = (int(group) for group in match.groups()[:3])
+    if 0 in (m, n, k):
+        raise ValueError(f"bad shape {text!r}: M, N and K must be positive, got {m}x{n}x{k}")
+    op = (match.group(4) or "nn").upper()
+    shape = GemmShape("", m, n, k, trans_a=op[1] == "T", trans_b=op[0] == "T")
+    return dataclasses.replace(shape, name=shape.spec)
+
+
+def resolve_shapes(specs: list[str], tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
+    """Presets and custom shapes, in order, each named once (a repeated name is kept once)."""
+    shapes: dict[str, GemmShape] = {}
+    for spec in specs:
+        if spec in PRESETS:
+            found = preset(spec, tokens)
+        elif spec.strip()[:1].isdigit() or "x" in spec.lower():
+            found = [parse_shape(spec)]
+        else:
+            raise ValueError(f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor a shape like 128x56x4096:nt")
+        for shape in found:
+            shapes.setdefault(shape.name, shape)
+    return list(shapes.values())
+
+
+def _check_tokens(tokens: int) -> None:
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+        raise ValueError(f"tokens (T = batch x seqlen) must be a positive int, not {tokens!r}")
+
+
+def format_catalogue(shapes: list[GemmShape]) -> str:
+    """A plain table of shapes: name, M, N, K, cuBLAS op, GFLOP."""
+    lines = [f"{'name':<32} {'M':>7} {'N':>7} {'K':>7}  op  {'GFLOP':>8}"]
+    for shape in shapes:
+        lines.append(f"{shape.name:<32} {shape.m:>7} {shape.n:>7} {shape.k:>7}  {shape.cublas_op}  "
+                     f"{shape.flop / 1e9:>8.3f}")
+    return "\n".join(lines)

@@ -1,0 +1,85 @@
+import hashlib
+
+import numpy as np
+import pytest
+
+from cublas_det._compare import MismatchTracker, compare, digest, ordered_bits, relative_error, ulp_distance
+
+
+def _values(*xs):
+    return np.array(xs, dtype=np.float32)
+
+
+def test_ulp_distance_of_neighbours_and_signs():
+    one = _values(1.0)
+    assert ulp_distance(one, np.nextafter(one, np.float32(2)))[0] == 1
+    assert ulp_distance(one, np.nextafter(one, np.float32(0)))[0] == 1
+    assert ulp_distance(_values(0.0), _values(-0.0))[0] == 0
+    tiny = np.float32(1e-45)  # the smallest subnormal: +tiny and -tiny are 2 ULP apart across zero
+    assert ulp_distance(_values(tiny), _values(-tiny))[0] == 2
+    assert ulp_distance(_values(1.0), _values(2.0))[0] == 2**23
+
+
+def test_ordered_bits_is_monotonic():
+    xs = np.sort(np.random.default_rng(1).standard_normal(1000).astype(np.float32))
+    assert np.all(np.diff(ordered_bits(xs)) >= 0)
+
+
+def test_compare_counts_and_locates_the_worst_element():
+    ref = np.random.default_rng(0).standard_normal((6, 7)).astype(np.float32)
+    out = ref.copy()
+    out[4, 2] = np.nextafter(out[4, 2], np.float32(np.inf))
+    out[1, 5] = np.nextafter(np.nextafter(out[1, 5], np.float32(-np.inf)), np.float32(-np.inf))
+    mismatch = compare(ref, out)
+    assert mismatch.mismatched_elements == 2 and mismatch.total_elements == 42
+    assert mismatch.max_ulp == 2 and mismatch.index == (1, 5)
+    assert mismatch.reference_value == float(ref[1, 5]) and mismatch.actual_value == float(out[1, 5])
+    assert mismatch.max_abs_diff == pytest.approx(max(abs(float(ref[1, 5]) - float(out[1, 5])),
+                                                      abs(float(ref[4, 2]) - float(out[4, 2]))))
+    assert compare(ref, ref.copy()).identical
+
+
+def test_compare_sees_bit_differences_that_compare_equal():
+    ref = _values(0.0, 1.0)
+    out = _values(-0.0, 1.0)
+    mismatch = compare(ref, out)
+    assert mismatch.mismatched_elements == 1 and mismatch.max_ulp == 0 and mismatch.max_abs_diff == 0.0
+
+
+def test_compare_rejects_other_shapes():
+    with pytest.raises(ValueError, match="cannot compare"):
+        compare(np.zeros((2, 2), np.float32), np.zeros((2, 3), np.float32))
+
+
+def test_tracker_counts_differing_runs_and_the_worst_over_all_runs():
+    ref = np.random.default_rng(0).standard_normal((5, 5)).astype(np.float32)
+    runs = [ref.copy() for _ in range(4)]
+    runs[1][0, 0] = np.nextafter(ref[0, 0], np.float32(np.inf))
+    runs[3][2, 3] = ref[2, 3] + np.float32(1.0)
+    runs[3][4, 4] = np.nextafter(ref[4, 4], np.float32(np.inf))
+    tracker = MismatchTracker(ref, 4)
+    for out in runs:
+        tracker.record(out)
+    summary = tracker.summary()
+    assert summary.runs == 4 and summary.differing_runs == 2 and summary.differing_run_indices == (1, 3)
+    assert summary.worst.mismatched_elements == 2  # the worst single run
+    assert summary.worst.index == (2, 3)
+    assert summary.worst.max_abs_diff == pytest.approx(1.0, rel=1e-6)
+    with pytest.raises(ValueError, match="made for 4 runs"):
+        tracker.record(ref)
+
+
+def test_tracker_all_identical():
+    ref = np.ones((3, 3), np.float32)
+    tracker = MismatchTracker(ref, 3)
+    for _ in range(3):
+        tracker.record(ref.copy())
+    summary = tracker.summary()
+    assert summary.differing_runs == 0 and summary.worst.index is None
+
+
+def test_digest_is_sha256_of_bytes_and_relative_error():
+    x = _values(1.0, 2.0)
+    assert digest(x) == hashlib.sha256(x.tobytes()).hexdigest()
+    assert digest(x) != digest(_values(1.0, -2.0))
+    assert relative_error(_values(1.0, 2.5), np.array([1.0, 2.0])) == pytest.approx(0.25)

@@ -1,0 +1,60 @@
+"""The plugin seen from a user's test suite (run in a temporary directory with pytester)."""
+
+
+def test_gpu_marker_skips_with_reason_or_runs(pytester):
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.gpu
+        def test_needs_gpu():
+            import cupy
+            assert cupy.cuda.runtime.getDeviceCount() > 0
+
+        def test_plain():
+            pass
+    """)
+    result = pytester.runpytest("-rs")
+    from cublas_det import gpu_available
+
+    if gpu_available():
+        result.assert_outcomes(passed=2)
+    else:
+        result.assert_outcomes(passed=1, skipped=1)
+        result.stdout.fnmatch_lines(["*needs a GPU: *"])
+
+
+def test_all_math_modes_parametrizes_three_ids(pytester):
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.all_math_modes
+        def test_mode(cublas_math_mode):
+            assert cublas_math_mode.name in ("PEDANTIC", "DEFAULT", "TF32")
+    """)
+    result = pytester.runpytest("-v")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*test_mode?pedantic?*PASSED*", "*test_mode?default?*PASSED*", "*test_mode?tf32?*PASSED*"])
+
+
+def test_math_mode_option_and_env_feed_the_fixture(pytester, monkeypatch):
+    pytester.makepyfile("""
+        import os
+
+        def test_mode(cublas_math_mode):
+            assert cublas_math_mode.name == os.environ["EXPECTED_MODE"]
+    """)
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "default")
+    monkeypatch.setenv("EXPECTED_MODE", "DEFAULT")
+    pytester.runpytest().assert_outcomes(passed=1)
+    monkeypatch.setenv("EXPECTED_MODE", "TF32")
+    pytester.runpytest("--cublas-math-mode=tf32").assert_outcomes(passed=1)
+    monkeypatch.setenv("EXPECTED_MODE", "PEDANTIC")
+    monkeypatch.delenv("CUBLAS_DET_MATH_MODE")
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_bad_math_mode_option_is_a_usage_error(pytester):
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--cublas-math-mode=fastest")
+    assert result.ret == 4  # pytest's usage error
+    result.stderr.fnmatch_lines(["*--cublas-math-mode='fastest' is not a math mode*"])
