@@ -17,15 +17,15 @@ def main() -> None:
     from cublas_det import create_handle
     from cublas_det._check import _device_operands, cublas_gemm
     from cublas_det._compare import MismatchTracker
-    from cublas_det.shapes import resolve_shapes
+    from cublas_det.shapes import PRESETS, parse_shape, resolve_shapes
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--shape", default="mamba2-2.7b/in_proj/dW")
     parser.add_argument("--modes", nargs="+", default=["pedantic", "tf32"])
     args = parser.parse_args()
-    shape = next(s for s in resolve_shapes(["mamba2-2.7b", "trunk"]) + resolve_shapes([]) if s.name == args.shape) \
-        if "/" in args.shape else resolve_shapes([args.shape])[0]
+    catalogue = {s.name: s for s in resolve_shapes(list(PRESETS))}
+    shape = catalogue.get(args.shape) or parse_shape(args.shape)
     a, b = _device_operands(shape, 0)
     stream = cupy.cuda.Stream(non_blocking=True)
     for mode in args.modes:
