@@ -15,9 +15,9 @@ from . import _cublas, _env
 
 
 def _current_stream_ptr() -> int:
-    import cupy
+    from cupy.cuda import get_current_stream  # imported here: the module must import without CuPy
 
-    return cupy.cuda.get_current_stream().ptr
+    return get_current_stream().ptr
 
 
 class MathMode(enum.IntEnum):

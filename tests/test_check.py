@@ -63,7 +63,7 @@ def atomic_gemm(a, b, out, handle, shape):
 def test_planted_atomic_add_gemm_is_reported_and_located():
     check = check_gemm("64x64x65536:nn", "pedantic", repeats=20, scenarios=["repeat"], gemm_fn=atomic_gemm)
     result = check.scenario("repeat")
-    assert not check.reproducible and result.differing_runs > 0
+    assert not check.reproducible and result.differing_runs > 0, str(result)
     assert result.mismatched_elements > 0 and result.max_ulp > 0
     row, col = result.index
     assert 0 <= row < 64 and 0 <= col < 64 and result.reference_value != result.actual_value
