@@ -2,37 +2,50 @@
 
     python bench/profiler_crosscheck.py [--shape 128x56x4096:nt] [--modes pedantic tf32]
 
-For each mode: the graph-replay time per GEMM from cublas_det's timing engine, the eager time,
-and the summed device time of the kernels the torch profiler saw per GEMM (split-K reduction
-kernels included), all in this one process. The graph time should lie within 10% of the kernel
-time; the eager time is host-bound on small shapes and is reported separately.
+For each mode, in this one process: the graph-replay time per GEMM from cublas_det's timing
+engine (and the eager time, host-bound on small shapes), against the torch profiler's (CUPTI)
+kernel timestamps while the same batch graph replays: the kernel span per GEMM (which should
+agree within 10%) and the summed kernel durations (lower: it leaves out the ~1 µs launch gaps
+between a split-K GEMM's two kernels).
 """
 
 import argparse
 
 
-def kernel_us_per_gemm(shape, mode, calls=2000):
+def profiled_us_per_gemm(shape, mode, calls, replays=20):
+    """Replay a graph of ``calls`` GEMMs under the torch profiler; per GEMM: (kernel span, kernel busy, names).
+
+    Span = last kernel end - first kernel start over all replays (what back-to-back GEMMs take,
+    launch gaps between a GEMM's kernels included); busy = summed kernel durations.
+    """
     import cupy
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     from cublas_det import create_handle
     from cublas_det._check import _device_operands, cublas_gemm
+    from cublas_det._timing import WORKSPACE_BYTES
 
     a, b = _device_operands(shape, 0)
     out = cupy.empty((shape.m, shape.n), cupy.float32)
-    with create_handle(mode) as handle:
-        for _ in range(20):
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with create_handle(mode, stream=stream, workspace_bytes=WORKSPACE_BYTES) as handle, stream:
+        stream.begin_capture()
+        for _ in range(calls):
             cublas_gemm(a, b, out, handle, shape)
-        cupy.cuda.Device().synchronize()
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                cublas_gemm(a, b, out, handle, shape)
-            cupy.cuda.Device().synchronize()
+            for _ in range(replays):
+                graph.launch(stream)
+            stream.synchronize()
             torch.cuda.synchronize()
-    kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA" and e.count >= calls]
-    total_us = sum(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) for e in kernels)
-    return total_us / calls, sorted({e.key[:60] for e in kernels})
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    span = max(e.time_range.end for e in kernels) - min(e.time_range.start for e in kernels)
+    busy = sum(e.time_range.end - e.time_range.start for e in kernels)
+    gemms = calls * replays
+    return span / gemms, busy / gemms, sorted({e.name[:50] for e in kernels}), len(kernels) / gemms
 
 
 def main():
@@ -49,10 +62,10 @@ def main():
     timing = time_shape(shape, modes, aa_control=False, min_rounds=20, max_rounds=60)
     for mode in modes:
         arm = timing.arm(mode)
-        kernel_us, names = kernel_us_per_gemm(shape, mode)
-        print(f"{shape.spec} {mode}: graph {arm.median_us:.2f} µs/GEMM, eager {arm.eager_median_us:.2f} µs/GEMM, "
-              f"profiler kernels {kernel_us:.2f} µs/GEMM -> graph/kernel {arm.median_us / kernel_us:.3f} "
-              f"({timing.calls_per_batch} GEMMs/batch); kernels: {names}")
+        span_us, busy_us, names, per_gemm = profiled_us_per_gemm(shape, mode, timing.calls_per_batch)
+        print(f"{shape.spec} {mode}: cublas_det graph {arm.median_us:.2f} µs/GEMM (eager {arm.eager_median_us:.2f}); "
+              f"torch profiler: kernel span {span_us:.2f} µs/GEMM -> ratio {arm.median_us / span_us:.3f}, "
+              f"kernel busy {busy_us:.2f} µs/GEMM ({per_gemm:.0f} kernels/GEMM: {names})")
 
 
 if __name__ == "__main__":

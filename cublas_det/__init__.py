@@ -19,7 +19,9 @@ from ._device import gpu_available as gpu_available
 from ._device import gpu_unavailable_reason as gpu_unavailable_reason
 from ._env import MATH_MODE_VAR as MATH_MODE_VAR
 from ._env import fingerprint as fingerprint
+from ._gemm import GemmCall as GemmCall
 from ._gemm import gemm as gemm
+from ._gemm import prepare_gemm as prepare_gemm
 from ._handle import AtomicsMode as AtomicsMode
 from ._handle import ComputeType as ComputeType
 from ._handle import Handle as Handle
@@ -37,7 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AtomicsMode", "ComputeType", "CublasError", "CublasNotFoundError", "GemmCheck", "GemmShape", "Handle",
     "MATH_MODE_VAR", "MathMode", "ModeSource", "NoGpuError", "SCENARIOS", "ScenarioResult", "check_gemm",
-    "check_many", "create_handle", "fingerprint", "gemm", "gpu_available", "gpu_unavailable_reason",
+    "check_many", "create_handle", "fingerprint", "gemm", "GemmCall", "prepare_gemm", "gpu_available", "gpu_unavailable_reason",
     "math_mode", "parse_math_mode", "parse_shape", "resolve_math_mode",
     "__version__",
 ]

@@ -23,6 +23,13 @@ def _xp(array):
         return numpy
 
 
+def _unravel(flat: int, shape) -> tuple[int, ...]:
+    """Flat index -> tuple, on the host (cupy.unravel_index rejects Python ints under NEP 50)."""
+    import numpy
+
+    return tuple(int(i) for i in numpy.unravel_index(flat, shape))
+
+
 def ordered_bits(array):
     """float32 -> int64 such that adjacent floats differ by 1 and +0 == -0 (for ULP distances)."""
     xp = _xp(array)
@@ -72,7 +79,7 @@ def compare(reference, actual) -> Mismatch:
         return Mismatch(0, int(reference.size), 0.0, 0, None)
     ulps = ulp_distance(reference, actual)
     flat = int(xp.argmax(ulps))
-    index = tuple(int(i) for i in xp.unravel_index(flat, reference.shape))
+    index = _unravel(flat, reference.shape)
     max_abs = _max_abs_diff(xp, reference, actual)
     return Mismatch(mismatched, int(reference.size), max_abs, int(ulps.reshape(-1)[flat]), index,
                     float(reference[index]), float(actual[index]))
@@ -155,7 +162,7 @@ class MismatchTracker:
         if not differing:
             return RunsSummary(self._runs, 0, Mismatch(0, int(self._reference.size), 0.0, 0, None))
         flat = int(xp.argmax(self._worst_ulp))
-        index = tuple(int(i) for i in xp.unravel_index(flat, self._reference.shape))
+        index = _unravel(flat, self._reference.shape)
         worst = Mismatch(
             max(counts), int(self._reference.size),
             _max_abs_diff(xp, self._reference, self._worst_value),

@@ -14,10 +14,18 @@ from ctypes import c_void_p
 from . import _cublas, _env
 
 
-def _current_stream_ptr() -> int:
-    from cupy.cuda import get_current_stream  # imported here: the module must import without CuPy
+_stream_ptr_getter = None
 
-    return get_current_stream().ptr
+
+def _current_stream_ptr() -> int:
+    """CuPy's current stream as an int; the getter is looked up once (this is on the GEMM hot path)."""
+    global _stream_ptr_getter
+    if _stream_ptr_getter is None:
+        from cupy.cuda import stream  # imported late: this module must import without CuPy
+
+        _stream_ptr_getter = getattr(stream, "get_current_stream_ptr", None) or (
+            lambda: stream.get_current_stream().ptr)
+    return _stream_ptr_getter()
 
 
 class MathMode(enum.IntEnum):

@@ -157,3 +157,23 @@ def test_operands_on_another_device_are_rejected():
         with create_handle("pedantic") as handle:
             with pytest.raises(ValueError, match="on devices 1 and 1 but the handle is on device 0"):
                 gemm(a, b, handle=handle)
+
+
+@pytest.mark.gpu
+def test_prepared_call_reissues_the_same_gemm():
+    import cupy
+
+    from cublas_det import prepare_gemm
+
+    a_host, b_host = host_operands(128, 56, 4096, trans_a=True)
+    a, b = cupy.asarray(a_host), cupy.asarray(b_host)
+    with create_handle("pedantic") as handle:
+        expected = gemm(a, b, handle=handle, trans_a=True)
+        call = prepare_gemm(a, b, handle=handle, trans_a=True)
+        first = call().copy()
+        call.out.fill(0)
+        assert call() is call.out
+        assert cupy.array_equal(first.view(cupy.uint32), expected.view(cupy.uint32))
+        assert cupy.array_equal(call.out.view(cupy.uint32), expected.view(cupy.uint32))
+        with pytest.raises(ValueError, match="inner dimensions differ"):
+            prepare_gemm(a, b, handle=handle)
