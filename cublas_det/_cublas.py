@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from ctypes import POINTER, byref, c_double, c_float, c_int, c_size_t, c_void_p
+from ctypes import POINTER, byref, c_int, c_size_t, c_void_p
 
 # cublasStatus_t (cublas_api.h). Kept here, not read from the library, so that errors can be
 # formatted and unpickled on a machine without libcublas.
@@ -209,11 +209,6 @@ def gemm_ex_untyped():
     fn = library()[0]["cublasGemmEx"]  # indexing makes a new function object: typed one untouched
     fn.restype = c_int
     return fn
-
-
-def scalar_pointer(value: float, double: bool = False):
-    """A host scalar for alpha/beta (pointer mode HOST); keep the object alive during the call."""
-    return (c_double if double else c_float)(value)
 
 
 check_status = _check
