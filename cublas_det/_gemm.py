@@ -1,13 +1,19 @@
 """``gemm()``: row-major float32 GEMM on CuPy arrays through ``cublasGemmEx``, capturable in CUDA graphs.
 
-CuPy's own ``gemmEx`` binding re-binds the handle to CuPy's current stream on every call (which
-resets a user workspace) and refuses to run during stream capture, so the call is made through
-ctypes on the handle's own stream.
+Two ways into the same ``cublasGemmEx`` of the same libcublas, with the same handle and arguments:
+
+* ctypes, on the handle's own stream. CuPy's binding cannot do this: it re-binds the handle to
+  CuPy's current stream on every call (which also resets a user workspace) and refuses to run
+  while a stream is being captured. Used for handles pinned to a stream or given a workspace,
+  and for calls under stream capture.
+* CuPy's Cython binding (``cupy_backends.cuda.libs.cublas.gemmEx``), for eager calls on a handle
+  that follows CuPy's current stream -- exactly what that binding does, with ~1 µs less host time
+  per call than a 19-argument ctypes call (measured on the H200 host: ``bench/host_overhead.py``).
 """
 
 from __future__ import annotations
 
-from ctypes import byref, c_float, c_void_p
+from ctypes import addressof, c_float, c_void_p
 
 from . import _cublas
 from ._handle import ComputeType, Handle, create_handle, resolve_math_mode
@@ -17,26 +23,63 @@ CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 CUBLAS_GEMM_DEFAULT = -1  # heuristic choice; never 99 (may allow FAST_16F) or 999 (autotune, timing-dependent)
 _COMPUTE_32F = int(ComputeType.COMPUTE_32F)
 
-# Host scalars for the usual alpha/beta, made once: building a c_float per call costs host time
-# that is visible next to a 5-µs GEMM.
+# Host scalars for the usual alpha/beta, made once: building ctypes objects per call costs host
+# time that is visible next to a 5-µs GEMM.
 _ONE = c_float(1.0)
 _ZERO = c_float(0.0)
+_ONE_ADDRESS = addressof(_ONE)
+_ZERO_ADDRESS = addressof(_ZERO)
 _default_handles: dict[tuple[int, int], Handle] = {}
+
+# Bound by _bind() on the first call: this module must import without CuPy or libcublas.
 _cupy = None
+_ndarray = None  # cupy.ndarray: `type(x) is _ndarray` is False until bound, so the first call is checked in full
+_F32 = None  # numpy.dtype("float32"); builtin dtypes are singletons, so `dtype is _F32` is an exact test
+_gemm_ex = None
+_cupy_gemm_ex = None  # CuPy's Cython cublasGemmEx binding, or None where this CuPy lacks it
+_several_devices = True  # with one visible GPU every array and handle is on it: no per-call device check
+_CupyCublasError = None
+
+# Device pointers wrapped as c_void_p, by address. An untyped ctypes call takes a pointer only as a
+# ctypes object, and making one costs ~0.1 µs; the same buffers recur in a training loop.
+_pointers: dict[int, c_void_p] = {}
+_POINTER_CACHE_SIZE = 4096
 
 
-def _import_cupy():
-    global _cupy
+def _bind():
+    global _cupy, _ndarray, _F32, _gemm_ex, _cupy_gemm_ex, _CupyCublasError, _several_devices
     if _cupy is None:
         import cupy
 
+        _gemm_ex = _cublas.gemm_ex_untyped()  # raises NoGpu/CublasNotFound errors before anything binds
+        try:
+            from cupy_backends.cuda.libs import cublas as cupy_cublas
+
+            _cupy_gemm_ex, _CupyCublasError = cupy_cublas.gemmEx, cupy_cublas.CUBLASError
+        except (ImportError, AttributeError):  # another CuPy layout: every call goes through ctypes
+            _cupy_gemm_ex = None
+        _ndarray, _F32 = cupy.ndarray, cupy.dtype(cupy.float32)
+        try:
+            _several_devices = cupy.cuda.runtime.getDeviceCount() > 1
+        except cupy.cuda.runtime.CUDARuntimeError:  # no driver: keep checking; the call itself will fail clearly
+            _several_devices = True
         _cupy = cupy
     return _cupy
 
 
+def _pointer(ptr: int) -> c_void_p:
+    """``ptr`` as a cached ``c_void_p``."""
+    wrapped = _pointers.get(ptr)
+    if wrapped is None:
+        if len(_pointers) >= _POINTER_CACHE_SIZE:
+            _pointers.clear()
+        wrapped = _pointers[ptr] = c_void_p(ptr)
+    return wrapped
+
+
 def default_handle() -> Handle:
     """The handle ``gemm(handle=None)`` uses: one per (device, math mode), mode read at call time."""
-    cupy = _import_cupy()
+    cupy = _bind()
     mode_value, _ = resolve_math_mode(None)
     key = (cupy.cuda.runtime.getDevice(), mode_value)
     handle = _default_handles.get(key)
@@ -61,18 +104,19 @@ def _check_operand(name: str, array, ndarray) -> None:
 
 
 def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
-    """Validate a GEMM; return ``(handle, out, args)`` where ``args`` follow the handle in cublasGemmEx."""
-    cupy = _cupy or _import_cupy()
+    """Validate a GEMM in full, naming the first problem; return ``(handle, out, args, scalars)``.
+
+    ``args`` are cublasGemmEx's arguments after the handle, as ints (host scalar addresses
+    included); ``scalars`` holds the host scalars alive while the call may run.
+    """
+    cupy = _bind()
     ndarray = cupy.ndarray
-    # One combined test for the common, valid case; the checker runs only to name a problem.
-    if not (type(a) is ndarray and type(b) is ndarray and a.dtype.char == "f" and b.dtype.char == "f"
-            and a.ndim == 2 and b.ndim == 2 and a._c_contiguous and b._c_contiguous and a.size and b.size):
-        _check_operand("a", a, ndarray)
-        _check_operand("b", b, ndarray)
-    a_rows, a_cols = a.shape
-    b_rows, b_cols = b.shape
-    m, k = (a_cols, a_rows) if trans_a else (a_rows, a_cols)
-    k_b, n = (b_cols, b_rows) if trans_b else (b_rows, b_cols)
+    _check_operand("a", a, ndarray)
+    _check_operand("b", b, ndarray)
+    a_rows, lda = a.shape
+    b_rows, ldb = b.shape
+    m, k = (lda, a_rows) if trans_a else (a_rows, lda)
+    k_b, n = (ldb, b_rows) if trans_b else (b_rows, ldb)
     if k != k_b:
         raise ValueError(
             f"inner dimensions differ: op(a) is {m}x{k} and op(b) is {k_b}x{n} "
@@ -80,36 +124,77 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
         )
     if handle is None:
         handle = default_handle()
-    elif type(handle) is not Handle and not isinstance(handle, Handle):
+    elif not isinstance(handle, Handle):
         raise TypeError(f"handle must be a cublas_det.Handle, not {type(handle).__name__}")
+    handle._require_open()
     device_id = handle._device_id
-    a_data, b_data = a.data, b.data
-    if a_data.device_id != device_id or b_data.device_id != device_id:
+    if a.data.device_id != device_id or b.data.device_id != device_id:
         raise ValueError(
-            f"operands are on devices {a_data.device_id} and {b_data.device_id} but the handle is "
-            f"on device {device_id}; create the handle under `with cupy.cuda.Device({a_data.device_id}):`"
+            f"operands are on devices {a.data.device_id} and {b.data.device_id} but the handle is "
+            f"on device {device_id}; create the handle under `with cupy.cuda.Device({a.data.device_id}):`"
         )
     if out is None:
         with cupy.cuda.Device(device_id):
             out = cupy.empty((m, n), dtype=cupy.float32)
     else:
-        if not (type(out) is ndarray and out.dtype.char == "f" and out.ndim == 2 and out._c_contiguous):
-            _check_operand("out", out, ndarray)
+        _check_operand("out", out, ndarray)
         if out.shape != (m, n):
             raise ValueError(f"out must have shape {(m, n)}, not {out.shape}")
         if out.data.device_id != device_id:
             raise ValueError(f"out is on device {out.data.device_id} but the handle is on device {device_id}")
-    # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands and give
-    # cuBLAS the row lengths as leading dimensions.
-    args = (
-        CUBLAS_OP_T if trans_b else CUBLAS_OP_N, CUBLAS_OP_T if trans_a else CUBLAS_OP_N,
-        n, m, k, byref(_ONE if alpha == 1.0 else c_float(alpha)),
-        c_void_p(b_data.ptr), CUDA_R_32F, b_cols,
-        c_void_p(a_data.ptr), CUDA_R_32F, a_cols,
-        byref(_ZERO if beta == 0.0 else c_float(beta)), c_void_p(out.data.ptr), CUDA_R_32F, n,
-        _COMPUTE_32F if compute_type is None else int(compute_type), CUBLAS_GEMM_DEFAULT,
-    )
-    return handle, out, args
+    scalars = (c_float(alpha), c_float(beta))
+    args = _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr,
+                         addressof(scalars[0]), addressof(scalars[1]), compute_type)
+    return handle, out, args, scalars
+
+
+def _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, alpha_address, beta_address,
+                  compute_type) -> tuple:
+    """cublasGemmEx's arguments after the handle, for a row-major ``out = op(a) @ op(b)``.
+
+    Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the operands swap places and
+    each leading dimension is a row length.
+    """
+    return (CUBLAS_OP_T if trans_b else CUBLAS_OP_N, CUBLAS_OP_T if trans_a else CUBLAS_OP_N, n, m, k,
+            alpha_address, b_ptr, CUDA_R_32F, ldb, a_ptr, CUDA_R_32F, lda, beta_address, out_ptr, CUDA_R_32F, n,
+            _COMPUTE_32F if compute_type is None else int(compute_type), CUBLAS_GEMM_DEFAULT)
+
+
+# Positions in those arguments that cublasGemmEx takes as pointers: alpha, B, A, beta, C.
+_POINTER_ARGS = frozenset((5, 6, 9, 12, 13))
+
+
+def _as_ctypes(args: tuple) -> tuple:
+    """The arguments for an untyped ctypes call: pointers as (cached) ``c_void_p``, ints as they are."""
+    return tuple(_pointer(arg) if i in _POINTER_ARGS else arg for i, arg in enumerate(args))
+
+
+def _from_cupy(err) -> _cublas.CublasError:
+    """CuPy's CUBLASError as ours."""
+    return _cublas.CublasError(getattr(err, "status", 14), "cublasGemmEx")
+
+
+def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cupy: bool = True) -> None:
+    """Issue ``cublasGemmEx(handle, *args)``: through CuPy's binding where it fits, else ctypes."""
+    if via_cupy and handle._cupy_binding_fits and _cupy_gemm_ex is not None:
+        handle._bound_stream_ptr = -1  # CuPy binds the handle to the current stream itself
+        try:
+            _cupy_gemm_ex(handle._ptr, *args)
+            return
+        except NotImplementedError:  # the stream is being captured: CuPy refuses, ctypes can
+            pass
+        except _CupyCublasError as err:
+            raise _from_cupy(err) from None
+    status = _gemm_ex(handle.bind_current_stream(), *(ctypes_args or _as_ctypes(args)))
+    if status:
+        raise _cublas.CublasError(status, "cublasGemmEx")
+
+
+def _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
+    """:func:`gemm` with every argument checked in turn (the path for anything but the common call)."""
+    handle, out, args, _scalars = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
+    _issue(handle, args)
+    return out
 
 
 def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
@@ -133,10 +218,53 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
             operand on another device than the handle.
         CublasError: cuBLAS rejected the call.
     """
-    handle, out, args = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
-    status = _cublas.gemm_ex_untyped()(handle.bind_current_stream(), *args)
-    if status:
-        raise _cublas.CublasError(status, "cublasGemmEx")
+    # This function's host time is part of every eager GEMM (a ~12 µs cuBLAS launch on the H200
+    # host), so the common valid call -- CuPy arrays, an out buffer, an open Handle -- is checked
+    # with cheap identity tests. Anything else goes through _prepare, which checks each condition
+    # in turn and names the one that fails.
+    f32 = _F32
+    if not (type(a) is _ndarray and type(b) is _ndarray and type(out) is _ndarray and type(handle) is Handle
+            and a.dtype is f32 and b.dtype is f32 and out.dtype is f32
+            and a._c_contiguous and b._c_contiguous and out._c_contiguous and handle._ptr):
+        return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
+    try:
+        a_rows, lda = a.shape  # leading dimension = row length (row-major)
+        b_rows, ldb = b.shape
+    except ValueError:  # not 2-D
+        return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
+    if trans_a:
+        m, k = lda, a_rows
+    else:
+        m, k = a_rows, lda
+    if trans_b:
+        k_b, n = ldb, b_rows
+    else:
+        k_b, n = b_rows, ldb
+    a_data, b_data, out_data = a.data, b.data, out.data
+    if k != k_b or not (m and n and k) or out.shape != (m, n) or (_several_devices and not (
+            a_data.device_id == b_data.device_id == out_data.device_id == handle._device_id)):
+        return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)  # names the problem
+    # The arguments _gemm_ex_args makes, written out: calling helpers here costs ~0.2 µs per GEMM.
+    if alpha == 1.0 and beta == 0.0:
+        alpha_address, beta_address = _ONE_ADDRESS, _ZERO_ADDRESS
+    else:
+        scalars = (c_float(alpha), c_float(beta))  # alive until the call returns
+        alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
+    op_a = CUBLAS_OP_T if trans_a else CUBLAS_OP_N
+    op_b = CUBLAS_OP_T if trans_b else CUBLAS_OP_N
+    compute = _COMPUTE_32F if compute_type is None else int(compute_type)
+    if handle._cupy_binding_fits and _cupy_gemm_ex is not None:  # as in _issue
+        handle._bound_stream_ptr = -1
+        try:
+            _cupy_gemm_ex(handle._ptr, op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr,
+                          CUDA_R_32F, lda, beta_address, out_data.ptr, CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT)
+            return out
+        except NotImplementedError:
+            pass
+        except _CupyCublasError as err:
+            raise _from_cupy(err) from None
+    _issue(handle, (op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr, CUDA_R_32F, lda,
+                    beta_address, out_data.ptr, CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT), via_cupy=False)
     return out
 
 
@@ -147,22 +275,20 @@ class GemmCall:
     arrays are referenced until the call is dropped. Make one with :func:`prepare_gemm`.
     """
 
-    def __init__(self, a, b, out, handle, args):
-        self._keep = (a, b)  # the pointers in args stay valid while the arrays live
+    def __init__(self, a, b, out, handle, args, scalars):
+        self._keep = (a, b, scalars)  # the addresses in args stay valid while these live
         self.out = out
         self.handle = handle
         self._args = args
-        self._fn = _cublas.gemm_ex_untyped()
+        self._ctypes_args = _as_ctypes(args)
 
     def __call__(self):
-        status = self._fn(self.handle.bind_current_stream(), *self._args)
-        if status:
-            raise _cublas.CublasError(status, "cublasGemmEx")
+        _issue(self.handle, self._args, self._ctypes_args)
         return self.out
 
 
 def prepare_gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
                  trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0, compute_type=None) -> GemmCall:
     """Validate a GEMM once (as :func:`gemm` does) and return a :class:`GemmCall` that issues it."""
-    handle, out, args = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
-    return GemmCall(a, b, out, handle, args)
+    handle, out, args, scalars = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
+    return GemmCall(a, b, out, handle, args, scalars)

@@ -17,15 +17,23 @@ from . import _cublas, _env
 _stream_ptr_getter = None
 
 
-def _current_stream_ptr() -> int:
-    """CuPy's current stream as an int; the getter is looked up once (this is on the GEMM hot path)."""
+def _current_stream_getter():
+    """A callable that returns CuPy's current stream as an int: the cheapest this CuPy offers.
+
+    CuPy 14 keeps ``get_current_stream_ptr`` private (cdef), so the fallback reads the ``Stream``
+    object. Looked up once: the GEMM hot path calls it on every call.
+    """
     global _stream_ptr_getter
     if _stream_ptr_getter is None:
         from cupy.cuda import stream  # imported late: this module must import without CuPy
 
-        _stream_ptr_getter = getattr(stream, "get_current_stream_ptr", None) or (
-            lambda: stream.get_current_stream().ptr)
-    return _stream_ptr_getter()
+        get_stream = stream.get_current_stream
+        _stream_ptr_getter = getattr(stream, "get_current_stream_ptr", None) or (lambda: get_stream().ptr)
+    return _stream_ptr_getter
+
+
+def _current_stream_ptr() -> int:
+    return (_stream_ptr_getter or _current_stream_getter())()
 
 
 class MathMode(enum.IntEnum):
@@ -156,6 +164,9 @@ class Handle:
         self._workspace_bytes = workspace_bytes
         self._workspace = workspace  # cupy MemoryPointer kept alive while the handle lives
         self._bound_stream_ptr = -1
+        # CuPy's gemmEx binding binds the handle to CuPy's current stream on every call, which also
+        # resets a user workspace: it fits a handle that follows the current stream with no workspace.
+        self._cupy_binding_fits = workspace_bytes is None
 
     # -- lifetime --------------------------------------------------------------------------
     def close(self) -> None:
@@ -260,6 +271,7 @@ class Handle:
     def set_stream(self, stream) -> None:
         """Pin the handle to a CuPy stream (``None``: follow CuPy's current stream)."""
         self._stream = stream
+        self._cupy_binding_fits = stream is None and self._workspace_bytes is None
         if stream is not None:
             self.bind_stream(stream.ptr)
 

@@ -177,3 +177,124 @@ def test_prepared_call_reissues_the_same_gemm():
         assert cupy.array_equal(call.out.view(cupy.uint32), expected.view(cupy.uint32))
         with pytest.raises(ValueError, match="inner dimensions differ"):
             prepare_gemm(a, b, handle=handle)
+
+
+def test_pointer_cache_reuses_and_stays_bounded(monkeypatch):
+    from cublas_det import _gemm
+
+    monkeypatch.setattr(_gemm, "_pointers", {})
+    first = _gemm._pointer(0x7F0000001000)
+    assert first.value == 0x7F0000001000 and _gemm._pointer(0x7F0000001000) is first
+    for address in range(_gemm._POINTER_CACHE_SIZE + 10):
+        _gemm._pointer(address + 1)
+    assert len(_gemm._pointers) <= _gemm._POINTER_CACHE_SIZE
+
+
+def _trunk_dw_operands():
+    import cupy
+
+    a_host, b_host = host_operands(128, 56, 4096, trans_a=True)
+    return cupy.asarray(a_host), cupy.asarray(b_host)
+
+
+@pytest.mark.gpu
+def test_both_call_paths_give_the_same_bits(monkeypatch):
+    """Eager calls on a current-stream handle go through CuPy's binding; the rest through ctypes."""
+    import cupy
+
+    from cublas_det import _gemm
+
+    a, b = _trunk_dw_operands()
+    _gemm._bind()
+    through_cupy = []
+    cupy_gemm_ex = _gemm._cupy_gemm_ex
+    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", lambda *args: through_cupy.append(1) or cupy_gemm_ex(*args))
+    outs = [cupy.full((128, 56), cupy.nan, cupy.float32) for _ in range(4)]
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with create_handle("pedantic") as follows, create_handle("pedantic", stream=stream) as pinned, \
+            create_handle("pedantic", workspace_bytes=32 * 2**20) as with_workspace:
+        gemm(a, b, out=outs[0], handle=follows, trans_a=True)
+        assert len(through_cupy) == 1
+        with stream:
+            gemm(a, b, out=outs[1], handle=pinned, trans_a=True)
+        gemm(a, b, out=outs[2], handle=with_workspace, trans_a=True)
+        assert len(through_cupy) == 1  # pinned stream and own workspace: ctypes
+        with stream:
+            stream.begin_capture()
+            gemm(a, b, out=outs[3], handle=follows, trans_a=True)  # CuPy refuses under capture
+            graph = stream.end_capture()
+        assert len(through_cupy) == 2
+        graph.launch(stream)
+        stream.synchronize()
+    cupy.cuda.Device().synchronize()
+    for out in outs[1:]:
+        assert cupy.array_equal(out.view(cupy.uint32), outs[0].view(cupy.uint32))
+
+
+@pytest.mark.gpu
+def test_handle_is_rebound_after_cupy_moved_it(monkeypatch):
+    import cupy
+
+    from cublas_det import _cublas, _gemm
+
+    a, b = _trunk_dw_operands()
+    out = cupy.empty((128, 56), cupy.float32)
+    first, second = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+    _gemm._bind()
+    cupy_gemm_ex = _gemm._cupy_gemm_ex
+    with create_handle("pedantic") as handle:
+        monkeypatch.setattr(_gemm, "_cupy_gemm_ex", None)
+        with first:
+            gemm(a, b, out=out, handle=handle, trans_a=True)  # ctypes binds `first`
+        monkeypatch.setattr(_gemm, "_cupy_gemm_ex", cupy_gemm_ex)
+        with second:
+            gemm(a, b, out=out, handle=handle, trans_a=True)  # CuPy binds `second`
+        assert _cublas.cublas_get_stream(handle.ptr) == second.ptr
+        monkeypatch.setattr(_gemm, "_cupy_gemm_ex", None)
+        with first:
+            gemm(a, b, out=out, handle=handle, trans_a=True)
+        assert _cublas.cublas_get_stream(handle.ptr) == first.ptr
+        cupy.cuda.Device().synchronize()
+
+
+@pytest.mark.gpu
+def test_common_call_skips_the_full_checks_and_errors_still_name_the_problem(monkeypatch):
+    import cupy
+
+    from cublas_det import _gemm
+
+    a, b = _trunk_dw_operands()
+    out = cupy.empty((128, 56), cupy.float32)
+    full_checks = []
+    prepare = _gemm._prepare
+    monkeypatch.setattr(_gemm, "_prepare", lambda *args: full_checks.append(1) or prepare(*args))
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with create_handle("pedantic") as follows, create_handle("pedantic", stream=stream) as pinned:
+        gemm(a, b, out=out, handle=follows, trans_a=True)
+        gemm(a, b, out=out, handle=pinned, trans_a=True)
+        assert full_checks == []
+        with pytest.raises(ValueError, match=r"inner dimensions differ: op\(a\) is 4096x128 and op\(b\) is 4096x56"):
+            gemm(a, b, out=out, handle=follows)
+        with pytest.raises(ValueError, match=r"out must have shape \(128, 56\), not \(56, 128\)"):
+            gemm(a, b, out=out.T.copy(), handle=pinned, trans_a=True)
+        with pytest.raises(ValueError, match="out must be C-contiguous"):
+            gemm(a, b, out=cupy.empty((56, 128), cupy.float32).T, handle=follows, trans_a=True)
+        assert len(full_checks) == 3
+    stream.synchronize()
+
+
+@pytest.mark.gpu
+def test_cublas_rejection_is_a_cublas_error_on_both_paths():
+    import cupy
+
+    from cublas_det import CublasError
+
+    a, b = _trunk_dw_operands()
+    out = cupy.empty((128, 56), cupy.float32)
+    statuses = []
+    with create_handle("pedantic") as follows, create_handle("pedantic", workspace_bytes=2**20) as with_workspace:
+        for handle in (follows, with_workspace):
+            with pytest.raises(CublasError, match=r"\[cublasGemmEx\]") as caught:
+                gemm(a, b, out=out, handle=handle, trans_a=True, compute_type=12345)
+            statuses.append(caught.value.status)
+    assert statuses[0] == statuses[1] and statuses[0] in (7, 15)
