@@ -8,14 +8,12 @@ made on the host with numpy, so digests compare across processes and machines.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import subprocess
-import sys
 import time
 
 from . import _compare
 from ._handle import ComputeType, MathMode, ModeSource, create_handle, math_mode_name, resolve_math_mode
+from ._worker import collect, kill_all, spawn
 from .shapes import GemmShape, parse_shape
 
 # name -> (one-sentence description, whether cuBLAS documents bit-identical results under it)
@@ -247,26 +245,26 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
             cupy.get_default_memory_pool().free_all_blocks()
         checks = _merge_worker_results(checks, workers)
     except KeyboardInterrupt:
-        _kill(workers)
+        kill_all(workers)
         raise CheckInterrupted(_merge_worker_results(checks, {
             name: "interrupted before the worker finished" for name in workers})) from None
     finally:
-        _kill(workers)
+        kill_all(workers)
     return checks
-
-
-def _kill(workers: dict) -> None:
-    for process in workers.values():
-        if isinstance(process, subprocess.Popen) and process.poll() is None:
-            process.kill()
 
 
 # -- one shape, one mode -----------------------------------------------------------------------
 def _device_operands(shape: GemmShape, seed: int):
+    """A and B on the device, complete: safe to read from any stream once this returns."""
     import cupy
 
     a_host, b_host = host_operands(shape, seed)
-    return cupy.asarray(a_host), cupy.asarray(b_host)
+    operands = cupy.asarray(a_host), cupy.asarray(b_host)
+    # The copies run on the current stream (usually the legacy default stream), which the checks'
+    # non-blocking streams do not wait for, and CUDA lets a copy from pageable memory return before
+    # its DMA has landed: wait, so that no GEMM can read a partly copied operand.
+    cupy.cuda.get_current_stream().synchronize()
+    return operands
 
 
 def _fp64_reference(shape: GemmShape, a, b):
@@ -545,45 +543,17 @@ def _start_workers(shapes, resolved, scenarios, repeats, seed, gemm_fn) -> dict:
     if "fresh-process" in wanted:
         for i in range(FRESH_PROCESSES):
             request = {"device": device, "tasks": tasks, "scenarios": [], "repeats": repeats}
-            workers[f"fresh-process#{i}"] = _spawn(request, env)
+            workers[f"fresh-process#{i}"] = spawn(request, env)
     if "workspace-config" in wanted:
         request = {"device": device, "tasks": tasks, "scenarios": ["streams-shared-handle"], "repeats": repeats}
-        workers["workspace-config"] = _spawn(request, {**env, "CUBLAS_WORKSPACE_CONFIG": WORKSPACE_CONFIG})
+        workers["workspace-config"] = spawn(request, {**env, "CUBLAS_WORKSPACE_CONFIG": WORKSPACE_CONFIG})
     return workers
-
-
-def _spawn(request: dict, env: dict) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-m", "cublas_det._worker"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    process.stdin.write(json.dumps(request))
-    process.stdin.close()
-    return process
-
-
-def _collect(process, timeout_s: float = 600) -> tuple[dict | None, str | None]:
-    """A worker's JSON answer, or ``(None, error)``."""
-    if isinstance(process, str):
-        return None, process
-    try:
-        stdout = process.stdout.read()
-        stderr = process.stderr.read()
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        return None, "worker timed out"
-    if process.returncode != 0:
-        last = (stderr.strip().splitlines() or ["no output"])[-1]
-        return None, f"worker exited with code {process.returncode}: {last}"
-    try:
-        return json.loads(stdout), None
-    except json.JSONDecodeError:
-        return None, "worker wrote no JSON"
 
 
 def _merge_worker_results(checks: list[GemmCheck], workers: dict) -> list[GemmCheck]:
     if not workers:
         return checks
-    answers = {name: _collect(process) for name, process in workers.items()}
+    answers = {name: collect(process) for name, process in workers.items()}
     merged = []
     for check in checks:
         key = f"{check.shape.spec}|{check.mode}"
@@ -592,7 +562,7 @@ def _merge_worker_results(checks: list[GemmCheck], workers: dict) -> list[GemmCh
             if result.scenario == "fresh-process":
                 result = _fresh_process_result(check, key, answers)
             elif result.scenario == "workspace-config":
-                result = _workspace_config_result(key, answers["workspace-config"])
+                result = _workspace_config_result(check, key, answers["workspace-config"])
             results.append(result)
         merged.append(dataclasses.replace(check, scenarios=tuple(results)))
     return merged
@@ -616,7 +586,7 @@ def _fresh_process_result(check: GemmCheck, key: str, answers: dict) -> Scenario
                           extra={"digests": digests}, error="; ".join(errors) or None)
 
 
-def _workspace_config_result(key: str, answer_error) -> ScenarioResult:
+def _workspace_config_result(check: GemmCheck, key: str, answer_error) -> ScenarioResult:
     answer, error = answer_error
     if error:
         return ScenarioResult("workspace-config", 0, 0, error=error)
@@ -624,5 +594,11 @@ def _workspace_config_result(key: str, answer_error) -> ScenarioResult:
     if task.get("error"):
         return ScenarioResult("workspace-config", 0, 0, error=task["error"])
     shared = ScenarioResult.from_dict(task["scenarios"][0])
-    return dataclasses.replace(shared, scenario="workspace-config",
-                               detail=f"CUBLAS_WORKSPACE_CONFIG={WORKSPACE_CONFIG}: {shared.detail}")
+    # The worker compares its stream outputs with its own first output. Say whether that first output
+    # matched this process's bits, so that a difference can be placed: in the reference or in the streams.
+    same_reference = task["digest"] == check.digest
+    detail = (f"CUBLAS_WORKSPACE_CONFIG={WORKSPACE_CONFIG}: {shared.detail}; the worker's first output "
+              f"{'matches' if same_reference else 'differs from'} this process's bits")
+    return dataclasses.replace(shared, scenario="workspace-config", detail=detail,
+                               extra={**shared.extra, "reference_digest": task["digest"],
+                                      "reference_matches_this_process": same_reference})

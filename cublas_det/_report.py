@@ -163,7 +163,19 @@ def summary_lines(result: BenchResult) -> list[str]:
         lines.append(same)
     if broken:
         lines.append("FAILED (documented as reproducible, yet differed or could not run): " + "; ".join(broken[:5]))
+        lines += [f"  {where}: {detail}" for where, detail in _failure_details(result)[:5]]
     return lines
+
+
+def _failure_details(result: BenchResult) -> list[tuple[str, str]]:
+    """(shape and mode, what the failing scenario saw) for each documented-reproducible failure."""
+    details = []
+    for report in result.shapes:
+        for mode, check in report.checks.items():
+            for r in check.scenarios:
+                if r.scenario in check_failures(check):
+                    details.append((f"{report.shape.name} {mode}", f"{r}" + (f" ({r.detail})" if r.detail else "")))
+    return details
 
 
 def _modes_agreement(result: BenchResult) -> str:

@@ -208,19 +208,19 @@ def time_shape(shape, modes, *, seed: int = 0, min_rounds: int = 10, max_rounds:
     """Time ``shape`` in each math mode (names, e.g. ``["PEDANTIC", "DEFAULT", "TF32"]``), side by side."""
     import cupy
 
-    from ._check import cublas_gemm, host_operands
+    from ._check import _device_operands, cublas_gemm
     from ._device import device_properties
     from ._handle import MathMode, create_handle
 
     started = time.perf_counter()
     stream = cupy.cuda.Stream(non_blocking=True)
     if operands is None:
-        a_host, b_host = host_operands(shape, seed)
-        operands = (cupy.asarray(a_host), cupy.asarray(b_host))
+        operands = _device_operands(shape, seed)
     a, b = operands
     sets = buffer_sets(shape.footprint_bytes, device_properties()["l2_cache_bytes"])
     buffers = [(a, b, cupy.empty((shape.m, shape.n), cupy.float32))]
     buffers += [(a.copy(), b.copy(), cupy.empty((shape.m, shape.n), cupy.float32)) for _ in range(sets - 1)]
+    cupy.cuda.get_current_stream().synchronize()  # the copies are complete before `stream` reads them
     arm_modes = {name: MathMode[name] for name in modes}
     if aa_control and "DEFAULT" in arm_modes:
         arm_modes[AA_ARM] = MathMode.DEFAULT

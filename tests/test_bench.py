@@ -141,3 +141,21 @@ def test_text_and_markdown_reports_from_results(tmp_path):
                                                            "64x64x65536:nn[TF32]"]
     assert data["benchmarks"][0]["stats"]["median"] == pytest.approx(29.3e-6)
     assert not any(_report.check_failures(c) for c in checks.values())  # the hazard scenario is a finding only
+
+
+def test_a_documented_scenario_that_differs_fails_with_its_details():
+    from cublas_det._check import GemmCheck, ScenarioResult
+    from cublas_det.shapes import parse_shape
+
+    shape = parse_shape("16384x768x3352:nn")
+    broken = ScenarioResult("workspace-config", 20, 20, 4_300_000, 12_582_912, 1e-4, 9, (5, 7), 1.0, 1.0001,
+                            detail="CUBLAS_WORKSPACE_CONFIG=:4096:8: 5 rounds x 4 streams on one handle; the "
+                                   "worker's first output differs from this process's bits")
+    checks = {"DEFAULT": GemmCheck(shape, 0, "argument", 0, "ab" * 32, 5e-7, (ScenarioResult("repeat", 20, 0), broken))}
+    result = _report.BenchResult((_report.ShapeReport(shape, checks),), {"gpu": {"name": "NVIDIA H200"}},
+                                 "2026-11-29T00:00:00+00:00", 1.0, "0.1.0")
+    lines = _report.summary_lines(result)
+    assert any(line.startswith("FAILED") and "16384x768x3352:nn DEFAULT: workspace-config" in line for line in lines)
+    assert ("  16384x768x3352:nn DEFAULT: workspace-config: 20/20 runs differ, up to 4300000 elements, 9 ULP at "
+            "(5, 7) (CUBLAS_WORKSPACE_CONFIG=:4096:8: 5 rounds x 4 streams on one handle; the worker's first "
+            "output differs from this process's bits)") in lines
