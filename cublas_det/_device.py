@@ -65,6 +65,10 @@ def device_properties(device_id: int | None = None) -> dict:
         device_id = cupy.cuda.runtime.getDevice()
     props = cupy.cuda.runtime.getDeviceProperties(device_id)
     name = props["name"]
+    try:  # tells physical GPUs apart in a multi-GPU report
+        pci_bus_id = cupy.cuda.runtime.deviceGetPCIBusId(device_id)
+    except (AttributeError, cupy.cuda.runtime.CUDARuntimeError):
+        pci_bus_id = None
     return {
         "device_id": device_id,
         "name": name.decode() if isinstance(name, bytes) else str(name),
@@ -72,4 +76,5 @@ def device_properties(device_id: int | None = None) -> dict:
         "sm_count": int(props["multiProcessorCount"]),
         "l2_cache_bytes": int(props["l2CacheSize"]),
         "total_memory_bytes": int(props["totalGlobalMem"]),
+        "pci_bus_id": pci_bus_id,
     }

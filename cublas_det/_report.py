@@ -324,8 +324,21 @@ def load_baseline(path: str) -> dict:
     return data
 
 
+def _digests(bench: dict) -> set:
+    """Every digest an entry holds: one per device for a sweep (--devices), else the one digest."""
+    info = bench.get("extra_info", {})
+    per_device = info.get("device_digests")
+    if per_device:
+        return set(per_device.values())
+    return {info["digest"]} if info.get("digest") else set()
+
+
 def compare(baseline: dict, current: dict, fail_on_pct: float | None) -> tuple[list[str], bool]:
-    """Bits and times of the shapes present in both runs. Returns (lines, failed)."""
+    """Bits and times of the shapes present in both runs. Returns (lines, failed).
+
+    Bits are identical when both runs hold one and the same digest, whichever devices computed it
+    (a --devices sweep holds one per device), so sweeps of two hosts compare like single runs.
+    """
     base = {b["name"]: b for b in baseline.get("benchmarks", [])}
     lines, failed = [], False
     base_gpu = baseline.get("machine_info", {}).get("gpu", {}).get("name", "?")
@@ -337,11 +350,14 @@ def compare(baseline: dict, current: dict, fail_on_pct: float | None) -> tuple[l
         if old is None:
             continue
         matched += 1
-        old_digest, new_digest = old["extra_info"].get("digest"), bench["extra_info"].get("digest")
-        bits = ("identical bits" if old_digest and old_digest == new_digest else
-                "bits DIFFER" if old_digest and new_digest else "no digest")
+        old_digests, new_digests = _digests(old), _digests(bench)
+        bits = ("no digest" if not (old_digests and new_digests) else
+                "identical bits" if old_digests == new_digests and len(new_digests) == 1 else "bits DIFFER")
         if bits == "bits DIFFER":
             failed = True
+        devices = [len(b["extra_info"].get("device_digests") or {}) for b in (bench, old)]
+        if any(devices):
+            bits += f" ({devices[0]} device(s) here, {devices[1]} in the baseline)"
         timing = ""
         if old.get("stats") and bench.get("stats"):
             change = (bench["stats"]["median"] / old["stats"]["median"] - 1) * 100

@@ -2,11 +2,14 @@
 
 Checks every shape in every mode under the reproducibility scenarios, then times the modes side
 by side (CUDA-graph replay and eager, interleaved, paired ratios with 95% intervals, an A/A
-control). Tables and the summary go to stdout, progress and diagnostics to stderr.
+control). Tables and the summary go to stdout, progress and diagnostics to stderr. With
+--devices it instead runs each shape and mode on every chosen GPU, one worker process per GPU,
+and reports whether all devices give the same bits.
 
 Exit codes: 0 all as expected; 1 a scenario that cuBLAS documents as reproducible gave other bits
-(or could not run), bits differ from --compare's baseline, or a time regressed past --fail-on;
-2 usage or environment error (no GPU, bad shape, unwritable output path ...).
+(or could not run), devices disagree (--devices), bits differ from --compare's baseline, or a
+time regressed past --fail-on; 2 usage or environment error (no GPU, bad shape, no such device,
+unwritable output path ...).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ EPILOG = """examples:
   python -m cublas_det.bench --preset mamba2-2.7b --tokens 2048 --modes pedantic tf32
   python -m cublas_det.bench --shape 4096x4096x4096 --scenarios repeat --json run.json --plot run.png
   python -m cublas_det.bench --compare base.json --fail-on 5 --json new.json
+  python -m cublas_det.bench --devices all --json host-a.json  # same bits on every GPU of this host?
+  python -m cublas_det.bench --devices 0,3 --compare host-a.json  # ... and the same as on host A?
   python -m cublas_det.bench --list                         # the shape catalogue (no GPU needed)
 """
 
@@ -48,14 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
                       help="tokens (batch x seqlen) for the Mamba2 presets (default: %(default)s)")
     what.add_argument("--modes", nargs="+", type=str.lower, choices=MODE_CHOICES, default=list(MODE_CHOICES),
                       help="math modes (default: %(default)s)")
-    what.add_argument("--scenarios", nargs="+", metavar="NAME", default=["all"],
-                      help=f"reproducibility scenarios, or 'all' or 'none' (default: all): {', '.join(SCENARIOS)}")
+    what.add_argument("--scenarios", nargs="+", metavar="NAME",
+                      help="reproducibility scenarios, or 'all' or 'none' (default: all; with --devices: repeat): "
+                           f"{', '.join(SCENARIOS)}")
     what.add_argument("--repeats", type=int, default=20, help="runs per scenario (default: %(default)s)")
     what.add_argument("--seed", type=int, default=0, help="input seed (default: %(default)s)")
     what.add_argument("--quick", action="store_true",
                       help="5 repeats, 5-20 timing rounds, no worker processes (fresh-process, workspace-config)")
     what.add_argument("--no-timing", action="store_true", help="only the reproducibility checks")
     what.add_argument("--list", action="store_true", help="print the shapes that would run, and exit (no GPU needed)")
+    what.add_argument("--devices", nargs="+", metavar="all|ID",
+                      help="per-device sweep instead of the benchmark: 'all' or ids (0,1 or 0 1); one worker "
+                           "process per GPU computes every shape in every mode (and --scenarios inside it); the "
+                           "report says whether the devices agree. No timing.")
     out = parser.add_argument_group("outputs")
     out.add_argument("--json", metavar="PATH", help="write results in pytest-benchmark's JSON layout, with digests")
     out.add_argument("--markdown", metavar="PATH", help="write the tables and summary as Markdown")
@@ -87,7 +97,11 @@ def _options(args, parser):
         parser.error(f"--repeats must be >= 2, not {args.repeats}")
     specs = (args.preset or []) + (args.shape or [])
     shapes = resolve_shapes(specs or DEFAULT_PRESETS, tokens=args.tokens)
-    if args.scenarios == ["all"]:
+    if args.devices and args.plot:
+        parser.error("--plot draws times, and --devices does not time; drop one of them")
+    if args.scenarios is None:
+        scenarios = ["repeat"] if args.devices else list(SCENARIOS)
+    elif args.scenarios == ["all"]:
         scenarios = list(SCENARIOS)
     elif args.scenarios == ["none"]:
         scenarios = []
@@ -149,7 +163,49 @@ def _run(argv) -> int:
     from ._device import require_gpu
 
     require_gpu()
+    if args.devices:
+        import cupy
+
+        from ._sweep import parse_devices
+
+        devices = parse_devices(args.devices, cupy.cuda.runtime.getDeviceCount())
+        return _sweep(args, shapes, scenarios, repeats, modes, baseline, devices)
     return _bench(args, shapes, scenarios, repeats, modes, baseline)
+
+
+def _sweep(args, shapes, scenarios, repeats, modes, baseline, devices) -> int:
+    from . import __version__, _report
+    from ._env import fingerprint
+    from ._handle import resolve_math_mode
+    from ._sweep import INTERRUPTED, agreements, render_sweep, run_sweep, sweep_failed, sweep_to_json
+
+    started_iso = _report.now_iso()
+    started = time.perf_counter()
+    provenance = fingerprint()
+    mode_values = [resolve_math_mode(mode)[0] for mode in modes]
+    print(f"sweeping {len(shapes)} shapes x {len(modes)} modes on device(s) {', '.join(map(str, devices))}, "
+          "one worker process each", file=sys.stderr)
+    runs = run_sweep(shapes, mode_values, devices, scenarios=scenarios, repeats=repeats, seed=args.seed,
+                     on_device=lambda run: print(f"device {run.device_id}: "
+                                                 f"{run.error or f'done in {run.elapsed_s:.1f} s'}", file=sys.stderr))
+    found = agreements(shapes, mode_values, runs)
+    text = render_sweep(runs, found)
+    print(text)
+    data = sweep_to_json(runs, found, provenance, started_iso, time.perf_counter() - started, __version__)
+    failed = sweep_failed(runs, found)
+    if baseline is not None:
+        lines, drift = _report.compare(baseline, data, args.fail_on)
+        print("Compared with " + args.compare)
+        print("\n".join("  " + line for line in lines))
+        failed = failed or drift
+    if args.json:
+        _write_json(args.json, data)
+    if args.markdown:
+        _write_text(args.markdown, f"# cublas_det device sweep\n\n{started_iso}\n\n```\n{text}\n```\n")
+    if any(run.error == INTERRUPTED for run in runs):
+        error_line(PROG, "interrupted: the results above are those that completed")
+        return 130
+    return EXIT_FINDING if failed else EXIT_OK
 
 
 def _bench(args, shapes, scenarios, repeats, modes, baseline) -> int:
@@ -213,19 +269,25 @@ def _bench(args, shapes, scenarios, repeats, modes, baseline) -> int:
     return EXIT_FINDING if failed else EXIT_OK
 
 
-def _write_outputs(args, result, data) -> None:
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w") as file:
+        file.write(text)
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def _write_json(path: str, data: dict) -> None:
     import json
 
+    _write_text(path, json.dumps(data, indent=1, default=str))
+
+
+def _write_outputs(args, result, data) -> None:
     from . import _report
 
     if args.json:
-        with open(args.json, "w") as file:
-            json.dump(data, file, indent=1, default=str)
-        print(f"wrote {args.json}", file=sys.stderr)
+        _write_json(args.json, data)
     if args.markdown:
-        with open(args.markdown, "w") as file:
-            file.write(_report.to_markdown(result))
-        print(f"wrote {args.markdown}", file=sys.stderr)
+        _write_text(args.markdown, _report.to_markdown(result))
     if args.plot and any(r.timing for r in result.shapes):
         _report.write_plot(result, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
