@@ -262,7 +262,9 @@ def _device_operands(shape: GemmShape, seed: int):
     operands = cupy.asarray(a_host), cupy.asarray(b_host)
     # The copies run on the current stream (usually the legacy default stream), which the checks'
     # non-blocking streams do not wait for, and CUDA lets a copy from pageable memory return before
-    # its DMA has landed: wait, so that no GEMM can read a partly copied operand.
+    # its DMA has landed. Without this wait a check's first GEMM read a partly copied operand on the
+    # H200: the workspace-config worker's reference for a 210 MiB A differed in 2 of 2 runs, each
+    # time with other bits, and in 0 of 2 runs with the wait.
     cupy.cuda.get_current_stream().synchronize()
     return operands
 
