@@ -160,13 +160,14 @@ def _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, al
             _COMPUTE_32F if compute_type is None else int(compute_type), CUBLAS_GEMM_DEFAULT)
 
 
-# Positions in those arguments that cublasGemmEx takes as pointers: alpha, B, A, beta, C.
-_POINTER_ARGS = frozenset((5, 6, 9, 12, 13))
-
-
 def _as_ctypes(args: tuple) -> tuple:
-    """The arguments for an untyped ctypes call: pointers as (cached) ``c_void_p``, ints as they are."""
-    return tuple(_pointer(arg) if i in _POINTER_ARGS else arg for i, arg in enumerate(args))
+    """The arguments for an untyped ctypes call: the five pointers (alpha, B, A, beta, C) as cached
+    ``c_void_p``, the ints as they are. Written out, not looped: it runs on every ctypes-path GEMM."""
+    op_b, op_a, n, m, k, alpha, b, b_type, ldb, a, a_type, lda, beta, c, c_type, ldc, compute, algo = args
+    get = _pointers.get
+    return (op_b, op_a, n, m, k, get(alpha) or _pointer(alpha), get(b) or _pointer(b), b_type, ldb,
+            get(a) or _pointer(a), a_type, lda, get(beta) or _pointer(beta), get(c) or _pointer(c), c_type, ldc,
+            compute, algo)
 
 
 def _from_cupy(err) -> _cublas.CublasError:

@@ -298,3 +298,20 @@ def test_cublas_rejection_is_a_cublas_error_on_both_paths():
                 gemm(a, b, out=out, handle=handle, trans_a=True, compute_type=12345)
             statuses.append(caught.value.status)
     assert statuses[0] == statuses[1] and statuses[0] in (7, 15)
+
+
+def test_ctypes_arguments_wrap_exactly_the_five_pointers():
+    from ctypes import c_void_p
+
+    from cublas_det import _gemm
+
+    args = _gemm._gemm_ex_args(True, False, 128, 56, 4096, 128, 56, 0x7F00_0000_1000, 0x7F00_0000_2000,
+                               0x7F00_0000_3000, 0x7F00_0000_4000, 0x7F00_0000_5000, None)
+    wrapped = _gemm._as_ctypes(args)
+    assert len(wrapped) == len(args) == 18
+    pointers = [i for i, arg in enumerate(wrapped) if isinstance(arg, c_void_p)]
+    assert pointers == [5, 6, 9, 12, 13]  # alpha, B, A, beta, C
+    assert [wrapped[i].value for i in pointers] == [0x7F00_0000_4000, 0x7F00_0000_2000, 0x7F00_0000_1000,
+                                                    0x7F00_0000_5000, 0x7F00_0000_3000]
+    assert [arg for i, arg in enumerate(wrapped) if i not in pointers] == [
+        _gemm.CUBLAS_OP_N, _gemm.CUBLAS_OP_T, 56, 128, 4096, 0, 56, 0, 128, 0, 56, 68, -1]
