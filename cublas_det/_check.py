@@ -13,7 +13,7 @@ import time
 
 from . import _compare
 from ._handle import ComputeType, MathMode, ModeSource, create_handle, math_mode_name, resolve_math_mode
-from ._worker import collect, kill_all, spawn
+from ._worker import INTERRUPTED, collect, kill_all, spawn
 from .shapes import GemmShape, parse_shape
 
 # name -> (one-sentence description, whether cuBLAS documents bit-identical results under it)
@@ -247,7 +247,7 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     except KeyboardInterrupt:
         kill_all(workers)
         raise CheckInterrupted(_merge_worker_results(checks, {
-            name: "interrupted before the worker finished" for name in workers})) from None
+            name: INTERRUPTED for name in workers})) from None
     finally:
         kill_all(workers)
     return checks

@@ -172,8 +172,9 @@ def _failure_details(result: BenchResult) -> list[tuple[str, str]]:
     details = []
     for report in result.shapes:
         for mode, check in report.checks.items():
+            failing = check_failures(check)
             for r in check.scenarios:
-                if r.scenario in check_failures(check):
+                if r.scenario in failing:
                     details.append((f"{report.shape.name} {mode}", f"{r}" + (f" ({r.detail})" if r.detail else "")))
     return details
 

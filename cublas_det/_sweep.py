@@ -15,10 +15,8 @@ import os
 import time
 
 from ._handle import math_mode_name
-from ._worker import WORKER_TIMEOUT_S, collect, kill_all, spawn
+from ._worker import INTERRUPTED, WORKER_TIMEOUT_S, collect, kill_all, spawn
 from .shapes import GemmShape
-
-INTERRUPTED = "interrupted before the worker finished"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,9 +81,14 @@ class Agreement:
         return sorted(device for device, digest in self.digests.items() if digest != self.majority)
 
     @property
+    def disagree(self) -> bool:
+        """The devices that computed a digest did not all compute the same one."""
+        return len(set(self.digests.values())) > 1
+
+    @property
     def agree(self) -> bool:
         """Every device computed a digest and they are all the same."""
-        return bool(self.digests) and not self.errors and len(set(self.digests.values())) == 1
+        return bool(self.digests) and not self.errors and not self.disagree
 
     @property
     def ok(self) -> bool:
@@ -177,7 +180,7 @@ def agreements(shapes: list[GemmShape], modes: list[int], runs: list[DeviceRun])
 def _verdict(agreement: Agreement, devices: int) -> str:
     if not agreement.digests:
         return "no result"
-    if len(set(agreement.digests.values())) > 1:
+    if agreement.disagree:
         return "NO"
     if agreement.errors:
         return f"partial ({len(agreement.digests)}/{devices} agree)"
@@ -220,7 +223,7 @@ def sweep_summary(runs: list[DeviceRun], found: list[Agreement]) -> list[str]:
     if len(runs) == 1:
         lines.append("one device: nothing to compare across devices; its digests go into --json for "
                      "--compare with other hosts")
-    differing = [a for a in found if a.digests and len(set(a.digests.values())) > 1]
+    differing = [a for a in found if a.disagree]
     if len(runs) > 1 and found and not differing and not any(a.errors for a in found):
         lines.append(f"all {len(runs)} devices gave identical bits for all {len(found)} shape/mode pairs")
     for agreement in differing:
@@ -240,7 +243,7 @@ def sweep_summary(runs: list[DeviceRun], found: list[Agreement]) -> list[str]:
 def sweep_failed(runs: list[DeviceRun], found: list[Agreement]) -> bool:
     """Exit-1 condition: a device or task failed, devices disagree, or a device did not repeat itself."""
     return any(run.error for run in runs) or any(
-        a.errors or a.scenario_failures or len(set(a.digests.values())) > 1 for a in found)
+        a.errors or a.scenario_failures or a.disagree for a in found)
 
 
 def sweep_to_json(runs: list[DeviceRun], found: list[Agreement], provenance: dict, started: str, wall_s: float,

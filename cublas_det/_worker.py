@@ -19,6 +19,7 @@ import sys
 import time
 
 WORKER_TIMEOUT_S = 1800.0
+INTERRUPTED = "interrupted before the worker finished"  # the error of a worker stopped by Ctrl-C
 
 
 def worker_command() -> list[str]:

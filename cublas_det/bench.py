@@ -192,12 +192,8 @@ def _sweep(args, shapes, scenarios, repeats, modes, baseline, devices) -> int:
     text = render_sweep(runs, found)
     print(text)
     data = sweep_to_json(runs, found, provenance, started_iso, time.perf_counter() - started, __version__)
-    failed = sweep_failed(runs, found)
-    if baseline is not None:
-        lines, drift = _report.compare(baseline, data, args.fail_on)
-        print("Compared with " + args.compare)
-        print("\n".join("  " + line for line in lines))
-        failed = failed or drift
+    drift = _print_comparison(args, baseline, data)
+    failed = sweep_failed(runs, found) or drift
     if args.json:
         _write_json(args.json, data)
     if args.markdown:
@@ -257,16 +253,25 @@ def _bench(args, shapes, scenarios, repeats, modes, baseline) -> int:
     print(_report.render_text(result))
     failed = any(_report.check_failures(c) for per in checks.values() for c in per.values()) or bool(errors)
     data = _report.to_json(result)
-    if baseline is not None:
-        lines, drift = _report.compare(baseline, data, args.fail_on)
-        print("Compared with " + args.compare)
-        print("\n".join("  " + line for line in lines))
-        failed = failed or drift
+    drift = _print_comparison(args, baseline, data)
+    failed = failed or drift
     _write_outputs(args, result, data)
     if interrupted:
         error_line(PROG, "interrupted: the results above are those that completed")
         return 130
     return EXIT_FINDING if failed else EXIT_OK
+
+
+def _print_comparison(args, baseline: dict | None, data: dict) -> bool:
+    """Print how ``data`` compares with the --compare baseline; True when bits drifted or time regressed."""
+    if baseline is None:
+        return False
+    from ._report import compare
+
+    lines, drift = compare(baseline, data, args.fail_on)
+    print("Compared with " + args.compare)
+    print("\n".join("  " + line for line in lines))
+    return drift
 
 
 def _write_text(path: str, text: str) -> None:

@@ -159,3 +159,19 @@ def test_a_documented_scenario_that_differs_fails_with_its_details():
     assert ("  16384x768x3352:nn DEFAULT: workspace-config: 20/20 runs differ, up to 4300000 elements, 9 ULP at "
             "(5, 7) (CUBLAS_WORKSPACE_CONFIG=:4096:8: 5 rounds x 4 streams on one handle; the worker's first "
             "output differs from this process's bits)") in lines
+
+
+def test_comparison_is_printed_and_its_verdict_returned(capsys):
+    import argparse
+
+    from cublas_det import bench
+
+    data = json.loads(STORED.read_text())
+    args = argparse.Namespace(compare="base.json", fail_on=5.0)
+    assert bench._print_comparison(args, None, data) is False and capsys.readouterr().out == ""
+    assert bench._print_comparison(args, data, data) is False
+    printed = capsys.readouterr().out
+    assert printed.startswith("Compared with base.json\n  against NVIDIA H200") and "identical bits" in printed
+    drifted = json.loads(json.dumps(data))
+    drifted["benchmarks"][0]["extra_info"]["digest"] = "0" * 64
+    assert bench._print_comparison(args, data, drifted) is True and "bits DIFFER" in capsys.readouterr().out
