@@ -33,7 +33,6 @@ _default_handles: dict[tuple[int, int], Handle] = {}
 
 # Bound by _bind() on the first call: this module must import without CuPy or libcublas.
 _cupy = None
-_ndarray = None  # cupy.ndarray: `type(x) is _ndarray` is False until bound, so the first call is checked in full
 _F32 = None  # numpy.dtype("float32"); builtin dtypes are singletons, so `dtype is _F32` is an exact test
 _gemm_ex = None
 _cupy_gemm_ex = None  # CuPy's Cython cublasGemmEx binding, or None where this CuPy lacks it
@@ -47,7 +46,7 @@ _POINTER_CACHE_SIZE = 4096
 
 
 def _bind():
-    global _cupy, _ndarray, _F32, _gemm_ex, _cupy_gemm_ex, _CupyCublasError, _several_devices
+    global _cupy, _F32, _gemm_ex, _cupy_gemm_ex, _CupyCublasError, _several_devices
     if _cupy is None:
         import cupy
 
@@ -58,7 +57,7 @@ def _bind():
             _cupy_gemm_ex, _CupyCublasError = cupy_cublas.gemmEx, cupy_cublas.CUBLASError
         except (ImportError, AttributeError):  # another CuPy layout: every call goes through ctypes
             _cupy_gemm_ex = None
-        _ndarray, _F32 = cupy.ndarray, cupy.dtype(cupy.float32)
+        _F32 = cupy.dtype(cupy.float32)
         try:
             _several_devices = cupy.cuda.runtime.getDeviceCount() > 1
         except cupy.cuda.runtime.CUDARuntimeError:  # no driver: keep checking; the call itself will fail clearly
@@ -178,8 +177,7 @@ def _from_cupy(err) -> _cublas.CublasError:
 def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cupy: bool = True) -> None:
     """Issue ``cublasGemmEx(handle, *args)``: through CuPy's binding where it fits, else ctypes."""
     if via_cupy and handle._cupy_binding_fits and _cupy_gemm_ex is not None:
-        handle._bound_stream_ptr = -1  # CuPy binds the handle to the current stream itself
-        try:
+        try:  # CuPy binds the handle to the current stream itself; bind_current_stream knows
             _cupy_gemm_ex(handle._ptr, *args)
             return
         except NotImplementedError:  # the stream is being captured: CuPy refuses, ctypes can
@@ -221,28 +219,35 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     """
     # This function's host time is part of every eager GEMM (a ~12 µs cuBLAS launch on the H200
     # host), so the common valid call -- CuPy arrays, an out buffer, an open Handle -- is checked
-    # with cheap identity tests. Anything else goes through _prepare, which checks each condition
-    # in turn and names the one that fails.
-    f32 = _F32
-    if not (type(a) is _ndarray and type(b) is _ndarray and type(out) is _ndarray and type(handle) is Handle
-            and a.dtype is f32 and b.dtype is f32 and out.dtype is f32
-            and a._c_contiguous and b._c_contiguous and out._c_contiguous and handle._ptr):
-        return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
+    # with the fewest attribute reads: dtype identity, the contiguity flag, shapes unpacked once.
+    # Anything else (None, another type, not 2-D, mismatched shapes ...) goes through
+    # _checked_gemm, which checks each condition in turn and names the one that fails.
+    # `_c_contiguous` and `_shape` are the fields behind CuPy's `.flags.c_contiguous` and `.shape`,
+    # read without building a Flags object or a tuple (`_shape` is a list: ~20 ns less per array).
+    # Only CuPy arrays have them, so no type test is needed; were a CuPy release to drop them,
+    # every call would take the checked path: slower, never wrong.
+    f32 = _F32  # None until bound: the first call takes the checked path, which binds
     try:
-        a_rows, lda = a.shape  # leading dimension = row length (row-major)
-        b_rows, ldb = b.shape
-    except ValueError:  # not 2-D
+        common = (a.dtype is f32 and b.dtype is f32 and out.dtype is f32 and a._c_contiguous and b._c_contiguous
+                  and out._c_contiguous and type(handle) is Handle)
+        a_rows, lda = a._shape  # leading dimension = row length (row-major)
+        b_rows, ldb = b._shape
+        m, n = out._shape
+    except (AttributeError, ValueError):  # not a CuPy array, or not 2-D
+        common = False
+    if not common:
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
     if trans_a:
-        m, k = lda, a_rows
+        m_a, k = lda, a_rows
     else:
-        m, k = a_rows, lda
+        m_a, k = a_rows, lda
     if trans_b:
-        k_b, n = ldb, b_rows
+        k_b, n_b = ldb, b_rows
     else:
-        k_b, n = b_rows, ldb
+        k_b, n_b = b_rows, ldb
     a_data, b_data, out_data = a.data, b.data, out.data
-    if k != k_b or not (m and n and k) or out.shape != (m, n) or (_several_devices and not (
+    handle_ptr = handle._ptr  # 0 once closed
+    if m != m_a or n != n_b or k != k_b or not (m and n and k and handle_ptr) or (_several_devices and not (
             a_data.device_id == b_data.device_id == out_data.device_id == handle._device_id)):
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)  # names the problem
     # The arguments _gemm_ex_args makes, written out: calling helpers here costs ~0.2 µs per GEMM.
@@ -255,9 +260,8 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     op_b = CUBLAS_OP_T if trans_b else CUBLAS_OP_N
     compute = _COMPUTE_32F if compute_type is None else int(compute_type)
     if handle._cupy_binding_fits and _cupy_gemm_ex is not None:  # as in _issue
-        handle._bound_stream_ptr = -1
         try:
-            _cupy_gemm_ex(handle._ptr, op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr,
+            _cupy_gemm_ex(handle_ptr, op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr,
                           CUDA_R_32F, lda, beta_address, out_data.ptr, CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT)
             return out
         except NotImplementedError:

@@ -14,26 +14,22 @@ from ctypes import c_void_p
 from . import _cublas, _env
 
 
-_stream_ptr_getter = None
-
-
-def _current_stream_getter():
-    """A callable that returns CuPy's current stream as an int: the cheapest this CuPy offers.
-
-    CuPy 14 keeps ``get_current_stream_ptr`` private (cdef), so the fallback reads the ``Stream``
-    object. Looked up once: the GEMM hot path calls it on every call.
-    """
-    global _stream_ptr_getter
-    if _stream_ptr_getter is None:
-        from cupy.cuda import stream  # imported late: this module must import without CuPy
-
-        get_stream = stream.get_current_stream
-        _stream_ptr_getter = getattr(stream, "get_current_stream_ptr", None) or (lambda: get_stream().ptr)
-    return _stream_ptr_getter
+_stream_ptr_getter = None  # set on first use: this module must import without CuPy
 
 
 def _current_stream_ptr() -> int:
-    return (_stream_ptr_getter or _current_stream_getter())()
+    """CuPy's current stream as an int, read the cheapest way this CuPy offers.
+
+    CuPy 14 keeps ``get_current_stream_ptr`` private (cdef), so the fallback reads the ``Stream``
+    object. Looked up once: the GEMM hot path calls this on every ctypes-path call.
+    """
+    global _stream_ptr_getter
+    if _stream_ptr_getter is None:
+        from cupy.cuda import stream
+
+        get_stream = stream.get_current_stream
+        _stream_ptr_getter = getattr(stream, "get_current_stream_ptr", None) or (lambda: get_stream().ptr)
+    return _stream_ptr_getter()
 
 
 class MathMode(enum.IntEnum):
@@ -284,6 +280,10 @@ class Handle:
         if not self._ptr:
             self._require_open()
         if self._stream is None:
+            if self._cupy_binding_fits:
+                # gemm() may have issued on this handle through CuPy's binding, which binds it to the
+                # current stream itself: the remembered stream cannot be trusted, so bind again.
+                self._bound_stream_ptr = -1
             self.bind_stream(_current_stream_ptr())
         return self._ptr_c
 
