@@ -1,0 +1,196 @@
+"""gemm()'s host side on the CPU: which checks a call takes, what cublasGemmEx receives, which binding issues it.
+
+The operands are real ``cupy.ndarray`` objects over made-up device addresses (CuPy builds them
+without touching a GPU, and nothing here dereferences them); the two cuBLAS entry points, and
+cublasSetStream, are replaced by recorders. The GPU tests in test_gemm.py check the numbers.
+"""
+
+import math
+
+import pytest
+
+from cublas_det import CublasError, MathMode, _cublas, _gemm, _handle
+from cublas_det._handle import Handle, ModeSource
+
+cupy = pytest.importorskip("cupy")
+
+CURRENT_STREAM = 0x5100
+M, N, K = 128, 56, 4096
+
+
+class _CupyCublasError(Exception):
+    def __init__(self, status):
+        super().__init__(status)
+        self.status = status
+
+
+def _array(shape, address, dtype="float32"):
+    """A C-contiguous cupy.ndarray at a fake device address on device 0."""
+    from cupy.cuda import memory
+
+    nbytes = cupy.dtype(dtype).itemsize * math.prod(shape)
+    memory_block = memory.UnownedMemory(address, nbytes, None, device_id=0)  # device_id given: no CUDA query
+    return cupy.ndarray(shape, dtype=dtype, memptr=memory.MemoryPointer(memory_block, 0))
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Bind gemm() to recorders; return the list of (entry point, arguments...) it issues."""
+    issued = []
+    monkeypatch.setattr(_gemm, "_cupy", cupy)  # as if _bind() had run: no library is loaded
+    monkeypatch.setattr(_gemm, "_F32", cupy.dtype(cupy.float32))
+    monkeypatch.setattr(_gemm, "_several_devices", False)
+    monkeypatch.setattr(_gemm, "_CupyCublasError", _CupyCublasError)
+    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", lambda *args: issued.append(("cupy",) + args))
+    monkeypatch.setattr(_gemm, "_gemm_ex", lambda *args: issued.append(("ctypes",) + args) or 0)
+    monkeypatch.setattr(_cublas, "cublas_set_stream", lambda ptr, stream: issued.append(("setStream", ptr, stream)))
+    monkeypatch.setattr(_handle, "_stream_ptr_getter", lambda: CURRENT_STREAM)
+    return issued
+
+
+@pytest.fixture
+def full_checks(monkeypatch):
+    """Count the calls that go through _prepare, the path that checks everything in turn."""
+    counted = []
+    prepare = _gemm._prepare
+    monkeypatch.setattr(_gemm, "_prepare", lambda *args: counted.append(1) or prepare(*args))
+    return counted
+
+
+@pytest.fixture
+def handles():
+    """Make Handles over fake cuBLAS handle pointers; forget them (no cublasDestroy) afterwards."""
+    made = []
+
+    def make(ptr=0xA000):
+        made.append(Handle(ptr, int(MathMode.PEDANTIC), ModeSource.ARGUMENT, 0))
+        return made[-1]
+
+    yield make
+    for handle in made:
+        handle._ptr = 0
+
+
+def _operands(trans_a, trans_b):
+    a = _array((K, M) if trans_a else (M, K), 0x7000_0000)
+    b = _array((N, K) if trans_b else (K, N), 0x7100_0000)
+    return a, b, _array((M, N), 0x7200_0000)
+
+
+@pytest.mark.parametrize("trans_a, trans_b", [(False, False), (False, True), (True, False), (True, True)])
+def test_common_call_issues_the_swapped_column_major_gemm_without_the_full_checks(calls, full_checks, handles,
+                                                                                  trans_a, trans_b):
+    a, b, out = _operands(trans_a, trans_b)
+    handle = handles()
+    assert _gemm.gemm(a, b, out=out, handle=handle, trans_a=trans_a, trans_b=trans_b) is out
+    assert full_checks == []
+    # Row-major out = op(a) op(b) is column-major out^T = op(b)^T op(a)^T: B first, each ld a row length.
+    assert calls == [("cupy", 0xA000, int(trans_b), int(trans_a), N, M, K, _gemm._ONE_ADDRESS, 0x7100_0000, 0,
+                      b.shape[1], 0x7000_0000, 0, a.shape[1], _gemm._ZERO_ADDRESS, 0x7200_0000, 0, N, 68, -1)]
+
+
+@pytest.mark.parametrize("trans_a, trans_b", [(False, False), (True, True)])
+@pytest.mark.parametrize("alpha, beta, compute_type", [(1.0, 0.0, None), (0.5, 2.0, 77)])
+def test_common_call_passes_what_the_checked_path_passes(calls, handles, trans_a, trans_b, alpha, beta,
+                                                         compute_type):
+    a, b, out = _operands(trans_a, trans_b)
+    handle = handles()
+    _gemm.gemm(a, b, out=out, handle=handle, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta,
+               compute_type=compute_type)
+    _gemm._checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
+    fast, checked = calls
+    scalar_positions = (7, 14)  # alpha and beta host addresses: each path holds its own c_float
+    assert [x for i, x in enumerate(fast) if i not in scalar_positions] == \
+           [x for i, x in enumerate(checked) if i not in scalar_positions]
+    assert fast[-2] == (68 if compute_type is None else compute_type)
+
+
+def _bad_calls():
+    """(description, make the call's (args, kwargs) from good operands and a handle, error, message)."""
+    import numpy as np
+
+    return [
+        ("numpy a", lambda a, b, out, h: ((np.zeros((M, K), np.float32), b), dict(out=out, handle=h)),
+         TypeError, r"a must be a cupy.ndarray, not ndarray"),
+        ("float64 b", lambda a, b, out, h: ((a, _array((K, N), 0x7300_0000, "float64")), dict(out=out, handle=h)),
+         TypeError, r"b must be float32, not float64"),
+        ("1-D a", lambda a, b, out, h: ((_array((M,), 0x7000_0000), b), dict(out=out, handle=h)),
+         ValueError, r"a must be 2-D, not 1-D"),
+        ("3-D out", lambda a, b, out, h: ((a, b), dict(out=_array((M, N, 1), 0x7200_0000), handle=h)),
+         ValueError, r"out must be 2-D, not 3-D"),
+        ("transposed a", lambda a, b, out, h: ((_array((K, M), 0x7000_0000).T, b), dict(out=out, handle=h)),
+         ValueError, r"a must be C-contiguous"),
+        ("inner dimensions", lambda a, b, out, h: ((a, b), dict(out=out, handle=h, trans_b=True)),
+         ValueError, r"inner dimensions differ: op\(a\) is 128x4096 and op\(b\) is 56x4096"),
+        ("out shape", lambda a, b, out, h: ((a, b), dict(out=_array((N, M), 0x7200_0000), handle=h)),
+         ValueError, r"out must have shape \(128, 56\), not \(56, 128\)"),
+        ("empty", lambda a, b, out, h: ((_array((0, K), 0x7000_0000), b), dict(out=out, handle=h)),
+         ValueError, r"a must not be empty"),
+        ("handle type", lambda a, b, out, h: ((a, b), dict(out=out, handle="pedantic")),
+         TypeError, r"handle must be a cublas_det.Handle, not str"),
+        ("closed handle", lambda a, b, out, h: ((a, b), dict(out=out, handle=_closed(h))),
+         RuntimeError, r"this cuBLAS handle is closed"),
+    ]
+
+
+def _closed(handle):
+    handle._ptr = 0
+    return handle
+
+
+@pytest.mark.parametrize("what, make_call, error, message", _bad_calls(), ids=[c[0] for c in _bad_calls()])
+def test_each_bad_call_is_checked_once_named_and_not_issued(calls, full_checks, handles, what, make_call, error,
+                                                            message):
+    args, kwargs = make_call(*_operands(False, False), handles())
+    with pytest.raises(error, match=message):
+        _gemm.gemm(*args, **kwargs)
+    assert len(full_checks) == 1  # the fast path handed it over once, and did not catch the error it raised
+    assert calls == []
+
+
+def test_pinned_handle_issues_through_ctypes_on_its_own_stream(calls, handles):
+    class Stream:
+        ptr = 0x5200
+
+    a, b, out = _operands(False, False)
+    handle = handles()
+    handle.set_stream(Stream())
+    _gemm.gemm(a, b, out=out, handle=handle)
+    _gemm.gemm(a, b, out=out, handle=handle)
+    assert [call[0] for call in calls] == ["setStream", "ctypes", "ctypes"]  # bound once, when pinned
+    assert calls[0] == ("setStream", 0xA000, 0x5200)
+    entry, handle_arg, *args = calls[1]
+    assert handle_arg.value == 0xA000
+    assert [arg.value for arg in (args[5], args[6], args[9], args[13])] == [
+        _gemm._ONE_ADDRESS, 0x7100_0000, 0x7000_0000, 0x7200_0000]
+
+
+def test_under_capture_the_call_falls_back_to_ctypes_bound_to_the_current_stream(calls, handles, monkeypatch):
+    def refuse(*args):  # what CuPy's binding does while the current stream is being captured
+        calls.append(("cupy refused",))
+        raise NotImplementedError("calling cuBLAS API during stream capture is currently unsupported")
+
+    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", refuse)
+    a, b, out = _operands(False, False)
+    handle = handles()
+    _gemm.gemm(a, b, out=out, handle=handle)
+    _gemm.gemm(a, b, out=out, handle=handle)
+    # Bound again before every ctypes call: between them CuPy's binding may have moved the handle.
+    assert [call[0] for call in calls] == ["cupy refused", "setStream", "ctypes"] * 2
+    assert calls[1] == ("setStream", 0xA000, CURRENT_STREAM)
+
+
+def test_cuBLAS_rejections_are_cublas_errors_on_both_bindings(calls, handles, monkeypatch):
+    def reject(*args):
+        raise _CupyCublasError(7)
+
+    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", reject)
+    a, b, out = _operands(False, False)
+    with pytest.raises(CublasError, match=r"CUBLAS_STATUS_INVALID_VALUE \(7\).*\[cublasGemmEx\]"):
+        _gemm.gemm(a, b, out=out, handle=handles())
+    monkeypatch.setattr(_gemm, "_gemm_ex", lambda *args: 13)
+    pinned = handles(0xB000)
+    pinned._cupy_binding_fits = False  # as a handle with its own workspace
+    with pytest.raises(CublasError, match=r"\(13\).*\[cublasGemmEx\]") as caught:
+        _gemm.gemm(a, b, out=out, handle=pinned)
+    assert caught.value.status == 13
