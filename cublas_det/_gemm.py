@@ -35,14 +35,24 @@ _default_handles: dict[tuple[int, int], Handle] = {}
 _cupy = None
 _F32 = None  # numpy.dtype("float32"); builtin dtypes are singletons, so `dtype is _F32` is an exact test
 _gemm_ex = None
-_cupy_gemm_ex = None  # CuPy's Cython cublasGemmEx binding, or None where this CuPy lacks it
+_cupy_gemm_ex = None  # CuPy's Cython cublasGemmEx binding, or _no_cupy_binding where this CuPy lacks it
 _several_devices = True  # with one visible GPU every array and handle is on it: no per-call device check
-_CupyCublasError = None
+
+
+class _NeverRaised(Exception):
+    """Stands for CuPy's CUBLASError where this CuPy has no gemmEx binding."""
+
+
+_CupyCublasError = _NeverRaised
 
 # Device pointers wrapped as c_void_p, by address. An untyped ctypes call takes a pointer only as a
 # ctypes object, and making one costs ~0.1 µs; the same buffers recur in a training loop.
 _pointers: dict[int, c_void_p] = {}
 _POINTER_CACHE_SIZE = 4096
+
+
+def _no_cupy_binding(*args):
+    raise NotImplementedError("this CuPy has no cublas.gemmEx binding")  # so the call goes through ctypes
 
 
 def _bind():
@@ -56,7 +66,7 @@ def _bind():
 
             _cupy_gemm_ex, _CupyCublasError = cupy_cublas.gemmEx, cupy_cublas.CUBLASError
         except (ImportError, AttributeError):  # another CuPy layout: every call goes through ctypes
-            _cupy_gemm_ex = None
+            _cupy_gemm_ex = _no_cupy_binding
         _F32 = cupy.dtype(cupy.float32)
         try:
             _several_devices = cupy.cuda.runtime.getDeviceCount() > 1
@@ -176,11 +186,11 @@ def _from_cupy(err) -> _cublas.CublasError:
 
 def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cupy: bool = True) -> None:
     """Issue ``cublasGemmEx(handle, *args)``: through CuPy's binding where it fits, else ctypes."""
-    if via_cupy and handle._cupy_binding_fits and _cupy_gemm_ex is not None:
+    if via_cupy and handle._cupy_binding_fits:
         try:  # CuPy binds the handle to the current stream itself; bind_current_stream knows
             _cupy_gemm_ex(handle._ptr, *args)
             return
-        except NotImplementedError:  # the stream is being captured: CuPy refuses, ctypes can
+        except NotImplementedError:  # the stream is being captured (CuPy refuses) or no binding: ctypes can
             pass
         except _CupyCublasError as err:
             raise _from_cupy(err) from None
@@ -238,13 +248,13 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     if not common:
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
     if trans_a:
-        m_a, k = lda, a_rows
+        m_a, k, op_a = lda, a_rows, CUBLAS_OP_T
     else:
-        m_a, k = a_rows, lda
+        m_a, k, op_a = a_rows, lda, CUBLAS_OP_N
     if trans_b:
-        k_b, n_b = ldb, b_rows
+        k_b, n_b, op_b = ldb, b_rows, CUBLAS_OP_T
     else:
-        k_b, n_b = b_rows, ldb
+        k_b, n_b, op_b = b_rows, ldb, CUBLAS_OP_N
     a_data, b_data, out_data = a.data, b.data, out.data
     handle_ptr = handle._ptr  # 0 once closed
     if m != m_a or n != n_b or k != k_b or not (m and n and k and handle_ptr) or (_several_devices and not (
@@ -256,10 +266,8 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     else:
         scalars = (c_float(alpha), c_float(beta))  # alive until the call returns
         alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
-    op_a = CUBLAS_OP_T if trans_a else CUBLAS_OP_N
-    op_b = CUBLAS_OP_T if trans_b else CUBLAS_OP_N
     compute = _COMPUTE_32F if compute_type is None else int(compute_type)
-    if handle._cupy_binding_fits and _cupy_gemm_ex is not None:  # as in _issue
+    if handle._cupy_binding_fits:  # as in _issue
         try:
             _cupy_gemm_ex(handle_ptr, op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr,
                           CUDA_R_32F, lda, beta_address, out_data.ptr, CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT)

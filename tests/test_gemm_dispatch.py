@@ -194,3 +194,12 @@ def test_cuBLAS_rejections_are_cublas_errors_on_both_bindings(calls, handles, mo
     with pytest.raises(CublasError, match=r"\(13\).*\[cublasGemmEx\]") as caught:
         _gemm.gemm(a, b, out=out, handle=pinned)
     assert caught.value.status == 13
+
+
+def test_without_cupys_binding_every_call_goes_through_ctypes(calls, handles, monkeypatch):
+    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", _gemm._no_cupy_binding)  # what _bind() sets for such a CuPy
+    a, b, out = _operands(True, False)
+    _gemm.gemm(a, b, out=out, handle=handles(), trans_a=True)
+    assert [call[0] for call in calls] == ["setStream", "ctypes"]
+    _, handle_arg, op_b, op_a, n, m = calls[1][:6]
+    assert (handle_arg.value, op_b, op_a, n, m) == (0xA000, _gemm.CUBLAS_OP_N, _gemm.CUBLAS_OP_T, N, M)
