@@ -243,14 +243,14 @@ def test_handle_is_rebound_after_cupy_moved_it(monkeypatch):
     _gemm._bind()
     cupy_gemm_ex = _gemm._cupy_gemm_ex
     with create_handle("pedantic") as handle:
-        monkeypatch.setattr(_gemm, "_cupy_gemm_ex", None)
+        monkeypatch.setattr(_gemm, "_cupy_gemm_ex", _gemm._no_cupy_binding)
         with first:
             gemm(a, b, out=out, handle=handle, trans_a=True)  # ctypes binds `first`
         monkeypatch.setattr(_gemm, "_cupy_gemm_ex", cupy_gemm_ex)
         with second:
             gemm(a, b, out=out, handle=handle, trans_a=True)  # CuPy binds `second`
         assert _cublas.cublas_get_stream(handle.ptr) == second.ptr
-        monkeypatch.setattr(_gemm, "_cupy_gemm_ex", None)
+        monkeypatch.setattr(_gemm, "_cupy_gemm_ex", _gemm._no_cupy_binding)
         with first:
             gemm(a, b, out=out, handle=handle, trans_a=True)
         assert _cublas.cublas_get_stream(handle.ptr) == first.ptr
