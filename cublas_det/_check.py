@@ -35,6 +35,7 @@ FRESH_PROCESSES = 2
 WORKSPACE_CONFIG = ":4096:8"
 MODES = (MathMode.PEDANTIC, MathMode.DEFAULT, MathMode.TF32)
 MATRIX_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_32F_FAST_TF32)
+_NO_MISMATCH = _compare.Mismatch(0, 0, 0.0, 0, None)  # the starting "worst" of a scenario with several comparisons
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,11 +90,16 @@ class ScenarioResult:
         return cls(**values)
 
     @classmethod
+    def from_worst(cls, scenario: str, runs: int, differing_runs: int, worst: _compare.Mismatch, detail: str = "",
+                   extra: dict | None = None) -> ScenarioResult:
+        """A result whose element counts, differences and location are those of ``worst``."""
+        return cls(scenario, runs, differing_runs, worst.mismatched_elements, worst.total_elements,
+                   worst.max_abs_diff, worst.max_ulp, worst.index, worst.reference_value, worst.actual_value,
+                   detail, extra if extra is not None else {})
+
+    @classmethod
     def from_runs(cls, scenario: str, summary: _compare.RunsSummary, detail: str = "", **extra) -> ScenarioResult:
-        worst = summary.worst
-        return cls(scenario, summary.runs, summary.differing_runs, worst.mismatched_elements,
-                   worst.total_elements, worst.max_abs_diff, worst.max_ulp, worst.index,
-                   worst.reference_value, worst.actual_value, detail, extra)
+        return cls.from_worst(scenario, summary.runs, summary.differing_runs, summary.worst, detail, extra)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -427,12 +433,11 @@ def _scenario_batch_invariance(shape, mode_value, a, b, reference, handle, strea
             differing.append(rows)
             if worst is None or mismatch.max_ulp > worst.max_ulp:
                 worst = mismatch
-    worst = worst or _compare.Mismatch(0, 0, 0.0, 0, None)
+    worst = worst or _NO_MISMATCH
     detail = (f"m in {ladder}: bits differ for m = {differing}" if differing
               else f"m in {ladder}: every row identical to the full product")
-    return ScenarioResult("batch-invariance", len(ladder), len(differing), worst.mismatched_elements,
-                          worst.total_elements, worst.max_abs_diff, worst.max_ulp, worst.index,
-                          worst.reference_value, worst.actual_value, detail, {"mismatched_by_m": per_m})
+    return ScenarioResult.from_worst("batch-invariance", len(ladder), len(differing), worst, detail,
+                                     {"mismatched_by_m": per_m})
 
 
 def sm_count_targets(sm_count: int) -> list[int]:
@@ -448,7 +453,7 @@ def _scenario_sm_count(shape, mode_value, a, b, reference, handle, stream, run, 
     sm_count = device_properties()["sm_count"]
     targets = sm_count_targets(sm_count)
     out = cupy.empty_like(reference)
-    per_target, differing, worst = {}, 0, _compare.Mismatch(0, 0, 0.0, 0, None)
+    per_target, differing, worst = {}, 0, _NO_MISMATCH
     for target in targets:
         with create_handle(mode_value, stream=stream) as limited:
             limited.sm_count_target = target
@@ -461,9 +466,8 @@ def _scenario_sm_count(shape, mode_value, a, b, reference, handle, stream, run, 
                 worst = mismatch
     detail = ", ".join(f"{t} SMs: {'identical' if n == 0 else f'{n} elements differ'}"
                        for t, n in per_target.items()) + f" (device has {sm_count})"
-    return ScenarioResult("sm-count", len(targets), differing, worst.mismatched_elements, worst.total_elements,
-                          worst.max_abs_diff, worst.max_ulp, worst.index, worst.reference_value,
-                          worst.actual_value, detail, {"mismatched_by_sm_count": per_target})
+    return ScenarioResult.from_worst("sm-count", len(targets), differing, worst, detail,
+                                     {"mismatched_by_sm_count": per_target})
 
 
 _SCENARIO_FUNCTIONS = {
@@ -513,7 +517,7 @@ def _modes_for(matrix: ScenarioResult, mode_value: int) -> ScenarioResult:
     if name not in outputs:
         return dataclasses.replace(matrix, extra={k: v for k, v in matrix.extra.items() if k != "outputs"})
     mine = outputs[name]
-    differing, worst = 0, _compare.Mismatch(0, 0, 0.0, 0, None)
+    differing, worst = 0, _NO_MISMATCH
     for other, out in outputs.items():
         if other != name:
             mismatch = _compare.compare(mine, out)
@@ -522,9 +526,7 @@ def _modes_for(matrix: ScenarioResult, mode_value: int) -> ScenarioResult:
                 if mismatch.max_ulp > worst.max_ulp:
                     worst = mismatch
     extra = {k: v for k, v in matrix.extra.items() if k != "outputs"}
-    return ScenarioResult("modes", len(outputs) - 1, differing, worst.mismatched_elements, worst.total_elements,
-                          worst.max_abs_diff, worst.max_ulp, worst.index, worst.reference_value,
-                          worst.actual_value, matrix.detail, extra)
+    return ScenarioResult.from_worst("modes", len(outputs) - 1, differing, worst, matrix.detail, extra)
 
 
 # -- scenarios in other processes ---------------------------------------------------------------
