@@ -87,9 +87,10 @@ def table_rows(report: ShapeReport, gpu_name: str) -> list[list[str]]:
 HEADER = ["mode", "reproducible", "rel. err", "graph µs", "eager µs", "TFLOP/s", "% peak", "time vs PEDANTIC [95% CI]"]
 
 
-def _layout(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in [HEADER] + rows) for i in range(len(HEADER))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [HEADER] + rows]
+def layout(header: list[str], rows: list[list[str]]) -> list[str]:
+    """The header and rows as lines of left-aligned columns, two spaces apart."""
+    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header] + rows]
 
 
 def render_text(result: BenchResult) -> str:
@@ -108,7 +109,7 @@ def render_text(result: BenchResult) -> str:
             lines.append(f"  error: {report.error}")
         rows = table_rows(report, gpu.get("name", ""))
         if rows:
-            lines += ["  " + line for line in _layout(rows)]
+            lines += ["  " + line for line in layout(HEADER, rows)]
         lines.append("")
     lines.append("Summary")
     lines += ["  " + line for line in summary_lines(result)]
@@ -212,6 +213,13 @@ def warnings_for(result: BenchResult) -> list[str]:
 
 
 # -- JSON (pytest-benchmark's layout) ----------------------------------------------------------
+def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict) -> dict:
+    """One shape in one mode as a pytest-benchmark entry; --compare matches entries by ``name``."""
+    return {"group": shape.name, "name": f"{shape.name}[{mode}]",
+            "fullname": f"cublas_det.bench::{shape.name}[{mode}]", "params": {"shape": shape.spec, "mode": mode},
+            "param": mode, "stats": stats, "extra_info": extra_info}
+
+
 def _stats(samples_us) -> dict:
     data = [x * 1e-6 for x in samples_us]
     q1, median, q3 = quartiles(data)
@@ -232,14 +240,7 @@ def to_json(result: BenchResult) -> dict:
             check = report.checks.get(mode)
             arm = report.timing.arm(mode) if report.timing else None
             ratio = report.timing.ratio(mode, "PEDANTIC") if report.timing else None
-            benchmarks.append({
-                "group": report.shape.name,
-                "name": f"{report.shape.name}[{mode}]",
-                "fullname": f"cublas_det.bench::{report.shape.name}[{mode}]",
-                "params": {"shape": report.shape.spec, "mode": mode},
-                "param": mode,
-                "stats": _stats(arm.graph_us) if arm else None,
-                "extra_info": {
+            benchmarks.append(benchmark_entry(report.shape, mode, _stats(arm.graph_us) if arm else None, {
                     "shape": report.shape.to_dict(),
                     "digest": check.digest if check else None,
                     "rel_error": check.rel_error if check else None,
@@ -250,8 +251,7 @@ def to_json(result: BenchResult) -> dict:
                     "calls_per_batch": report.timing.calls_per_batch if report.timing else None,
                     "ratio_to_pedantic": ratio.to_dict() if ratio else None,
                     "error": report.error,
-                },
-            })
+                }))
     ratios = {r.shape.name: [x.to_dict() for x in r.timing.ratios] for r in result.shapes if r.timing}
     return {"machine_info": result.provenance, "commit_info": {}, "benchmarks": benchmarks,
             "datetime": result.started, "version": result.version, "cublas_det": {

@@ -15,6 +15,7 @@ import os
 import time
 
 from ._handle import math_mode_name
+from ._report import benchmark_entry, layout
 from ._worker import INTERRUPTED, WORKER_TIMEOUT_S, collect, kill_all, spawn
 from .shapes import GemmShape
 
@@ -203,9 +204,8 @@ def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
             agreement.scenario_failures.items())]
         rows.append([agreement.shape.name, agreement.mode_name, _verdict(agreement, len(runs)),
                      (agreement.majority or "-")[:12], "; ".join(notes)])
-    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
     lines.append("")
-    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header] + rows]
+    lines += layout(header, rows)
     lines += ["", "Summary"] + ["  " + line for line in sweep_summary(runs, found)]
     return "\n".join(lines)
 
@@ -251,14 +251,7 @@ def sweep_to_json(runs: list[DeviceRun], found: list[Agreement], provenance: dic
     """pytest-benchmark's layout (no timing stats), with every device's digest per shape and mode."""
     benchmarks = []
     for agreement in found:
-        benchmarks.append({
-            "group": agreement.shape.name,
-            "name": f"{agreement.shape.name}[{agreement.mode_name}]",
-            "fullname": f"cublas_det.bench::{agreement.shape.name}[{agreement.mode_name}]",
-            "params": {"shape": agreement.shape.spec, "mode": agreement.mode_name},
-            "param": agreement.mode_name,
-            "stats": None,
-            "extra_info": {
+        benchmarks.append(benchmark_entry(agreement.shape, agreement.mode_name, None, {
                 "shape": agreement.shape.to_dict(),
                 "digest": agreement.majority,
                 "device_digests": {str(d): digest for d, digest in sorted(agreement.digests.items())},
@@ -266,8 +259,7 @@ def sweep_to_json(runs: list[DeviceRun], found: list[Agreement], provenance: dic
                 "devices_agree": agreement.agree,
                 "outliers": agreement.outliers,
                 "scenario_failures": {str(d): s for d, s in sorted(agreement.scenario_failures.items())},
-            },
-        })
+            }))
     devices = [{"device_id": run.device_id, "provenance": run.provenance, "error": run.error,
                 "elapsed_s": run.elapsed_s} for run in runs]
     return {"machine_info": {**provenance, "devices": devices}, "commit_info": {}, "benchmarks": benchmarks,
