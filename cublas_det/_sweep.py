@@ -211,10 +211,7 @@ def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
 
 
 def sweep_summary(runs: list[DeviceRun], found: list[Agreement]) -> list[str]:
-    lines = []
-    failed_devices = [run for run in runs if run.error]
-    if failed_devices:
-        lines += [f"device {run.device_id} gave no results: {run.error}" for run in failed_devices]
+    lines = [f"device {run.device_id} gave no results: {run.error}" for run in runs if run.error]
     for run in runs:
         missing = [a for a in found if run.device_id in a.errors] if not run.error else []
         if missing:
