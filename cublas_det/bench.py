@@ -198,10 +198,7 @@ def _sweep(args, shapes, scenarios, repeats, modes, baseline, devices) -> int:
         _write_json(args.json, data)
     if args.markdown:
         _write_text(args.markdown, f"# cublas_det device sweep\n\n{started_iso}\n\n```\n{text}\n```\n")
-    if any(run.error == INTERRUPTED for run in runs):
-        error_line(PROG, "interrupted: the results above are those that completed")
-        return 130
-    return EXIT_FINDING if failed else EXIT_OK
+    return _exit_code(failed, any(run.error == INTERRUPTED for run in runs))
 
 
 def _bench(args, shapes, scenarios, repeats, modes, baseline) -> int:
@@ -256,6 +253,11 @@ def _bench(args, shapes, scenarios, repeats, modes, baseline) -> int:
     drift = _print_comparison(args, baseline, data)
     failed = failed or drift
     _write_outputs(args, result, data)
+    return _exit_code(failed, interrupted)
+
+
+def _exit_code(failed: bool, interrupted: bool) -> int:
+    """130 after Ctrl-C (what completed was reported), else 1 on a finding, else 0."""
     if interrupted:
         error_line(PROG, "interrupted: the results above are those that completed")
         return 130
