@@ -2,6 +2,17 @@
 
 Works on numpy and CuPy arrays alike (the array module is taken from the inputs), so the
 arithmetic is tested on the CPU and runs on the GPU without a host copy.
+
+Definitions:
+- Two elements *mismatch* when their bits differ. +0.0 and -0.0 mismatch (their bits differ) but
+  are 0 ULP apart; so are two NaNs with different payloads.
+- The *ULP distance* is the number of representable floats between two values: the bit patterns
+  are mapped to integers in the order of the values (:func:`ordered_bits`), +0 and -0 both to 0.
+- The *location* of a mismatch is the element with the greatest ULP distance among the elements
+  that mismatch (the first such element in row-major order on a tie), so a mismatch of 0 ULP,
+  such as a signed zero, is located where it is.
+- The *greatest absolute difference* is taken over every mismatching element of every run
+  compared (NaN when only NaNs differ), not only at the located element.
 """
 
 from __future__ import annotations
@@ -77,7 +88,9 @@ def compare(reference, actual) -> Mismatch:
     mismatched = int(count_mismatches(reference, actual))
     if mismatched == 0:
         return Mismatch(0, int(reference.size), 0.0, 0, None)
-    ulps = ulp_distance(reference, actual)
+    # -1 where the bits match, so that argmax finds a mismatch even when it is 0 ULP (a signed zero).
+    differ = reference.view(xp.uint32) != actual.view(xp.uint32)
+    ulps = xp.where(differ, ulp_distance(reference, actual), -1)
     flat = int(xp.argmax(ulps))
     index = _unravel(flat, reference.shape)
     max_abs = _max_abs_diff(xp, reference, actual)
@@ -108,6 +121,12 @@ def _max_abs_diff(xp, reference, actual) -> float:
         return float(finite.max()) if finite.size else float("nan")
 
 
+def _finite_max(xp, worst_abs) -> float:
+    """The greatest recorded difference; NaN when no mismatch had a finite one (-1 marks none)."""
+    largest = float(worst_abs.max())
+    return largest if largest >= 0 else float("nan")
+
+
 @dataclasses.dataclass(frozen=True)
 class RunsSummary:
     """Many runs compared with one reference."""
@@ -122,7 +141,9 @@ class MismatchTracker:
     """Compare many outputs with one reference without a host round trip per output.
 
     Per recorded output it keeps, on the device: the mismatched element count, and per element
-    the greatest ULP distance seen and the value that had it. ``summary()`` syncs once.
+    the greatest ULP distance seen, the value that had it, and the greatest absolute difference
+    seen (kept apart: near a power of two a larger ULP distance can be a smaller difference).
+    ``summary()`` syncs once.
     On the GPU both steps are single fused kernels (a GEMM-checking loop must cost little more
     than the GEMMs); on numpy the same arithmetic runs with array operations.
     """
@@ -132,8 +153,10 @@ class MismatchTracker:
         self._xp = xp
         self._reference = reference
         self._counts = xp.zeros(max_runs, dtype=xp.uint64)
-        self._worst_ulp = xp.zeros(reference.shape, dtype=xp.int64)
+        # -1: no mismatch seen at this element (a mismatch of 0 ULP, a signed zero, is recorded as 0).
+        self._worst_ulp = xp.full(reference.shape, -1, dtype=xp.int64)
         self._worst_value = reference.copy()
+        self._worst_abs = xp.full(reference.shape, -1.0, dtype=xp.float64)
         self._runs = 0
 
     def record(self, actual) -> None:
@@ -145,13 +168,18 @@ class MismatchTracker:
         out_bits = actual.view(xp.uint32)
         if xp.__name__ == "cupy":
             _gpu_tracker_kernel()(ref_bits, out_bits, xp.int32(self._runs), self._worst_ulp, self._worst_value,
-                                  self._counts)
+                                  self._worst_abs, self._counts)
         else:
-            self._counts[self._runs] = count_mismatches(self._reference, actual)
-            ulps = ulp_distance(self._reference, actual)
+            differ = ref_bits != out_bits
+            self._counts[self._runs] = int(differ.sum())
+            ulps = xp.where(differ, ulp_distance(self._reference, actual), -1)
             worse = ulps > self._worst_ulp
             self._worst_ulp[worse] = ulps[worse]
             self._worst_value[worse] = actual[worse]
+            with xp.errstate(invalid="ignore"):
+                diff = xp.abs(self._reference.astype(xp.float64) - actual.astype(xp.float64))
+                larger = differ & (diff > self._worst_abs)  # NaN compares false: not recorded
+            self._worst_abs[larger] = diff[larger]
         self._runs += 1
 
     def summary(self) -> RunsSummary:
@@ -165,7 +193,7 @@ class MismatchTracker:
         index = _unravel(flat, self._reference.shape)
         worst = Mismatch(
             max(counts), int(self._reference.size),
-            _max_abs_diff(xp, self._reference, self._worst_value),
+            _finite_max(xp, self._worst_abs),
             int(self._worst_ulp.reshape(-1)[flat]), index,
             float(self._reference[index]), float(self._worst_value[index]),
         )
@@ -183,7 +211,8 @@ def _gpu_tracker_kernel():
     import cupy
 
     return cupy.ElementwiseKernel(
-        "uint32 r, uint32 o, int32 run", "int64 worst_ulp, float32 worst_value, raw uint64 counts",
+        "uint32 r, uint32 o, int32 run",
+        "int64 worst_ulp, float32 worst_value, float64 worst_abs, raw uint64 counts",
         """
         if (r != o) {
             atomicAdd(&counts[run], 1ULL);
@@ -192,6 +221,8 @@ def _gpu_tracker_kernel():
             long long ok = (int)o < 0 ? -2147483648LL - (long long)(int)o : (long long)(int)o;
             long long d = rk > ok ? rk - ok : ok - rk;
             if (d > worst_ulp) { worst_ulp = d; worst_value = __uint_as_float(o); }
+            double diff = fabs((double)__uint_as_float(r) - (double)__uint_as_float(o));
+            if (diff > worst_abs) worst_abs = diff;  // NaN compares false: not recorded
         }
         """,
         "cublas_det_track_mismatches",

@@ -3,7 +3,14 @@ import hashlib
 import numpy as np
 import pytest
 
-from cublas_det._compare import MismatchTracker, compare, digest, ordered_bits, relative_error, ulp_distance
+from cublas_det._compare import (
+    MismatchTracker,
+    compare,
+    digest,
+    ordered_bits,
+    relative_error,
+    ulp_distance,
+)
 
 
 def _values(*xs):
@@ -39,11 +46,43 @@ def test_compare_counts_and_locates_the_worst_element():
     assert compare(ref, ref.copy()).identical
 
 
-def test_compare_sees_bit_differences_that_compare_equal():
-    ref = _values(0.0, 1.0)
-    out = _values(-0.0, 1.0)
+def test_compare_sees_bit_differences_that_compare_equal_and_locates_them():
+    ref = _values(1.0, 0.0, 1.0)
+    out = _values(1.0, -0.0, 1.0)
     mismatch = compare(ref, out)
     assert mismatch.mismatched_elements == 1 and mismatch.max_ulp == 0 and mismatch.max_abs_diff == 0.0
+    assert mismatch.index == (1,)  # where the signed zero is, not the first element
+    assert str(mismatch.reference_value) == "0.0" and str(mismatch.actual_value) == "-0.0"
+
+
+def test_tracker_locates_a_signed_zero_across_runs():
+    ref = np.ones((3, 4), np.float32)
+    ref[2, 1] = 0.0
+    flipped = ref.copy()
+    flipped[2, 1] = -0.0
+    tracker = MismatchTracker(ref, 2)
+    tracker.record(ref.copy())
+    tracker.record(flipped)
+    worst = tracker.summary().worst
+    assert tracker.summary().differing_runs == 1 and worst.mismatched_elements == 1
+    assert worst.max_ulp == 0 and worst.index == (2, 1) and str(worst.actual_value) == "-0.0"
+    assert worst.max_abs_diff == 0.0
+
+
+def test_tracker_reports_the_true_greatest_difference_across_runs():
+    # At a power of two the ULP below is half the ULP above: 5 ULP down (2.5 ulps of the binade above)
+    # is a larger ULP distance but a smaller difference than 3 ULP up.
+    ref = _values(1.0, 8.0)
+    above = ref.copy()
+    above[0] = np.float32(1.0) + np.float32(3 * 2.0**-23)
+    below = ref.copy()
+    below[0] = np.float32(1.0) - np.float32(5 * 2.0**-24)
+    tracker = MismatchTracker(ref, 2)
+    tracker.record(above)
+    tracker.record(below)
+    worst = tracker.summary().worst
+    assert worst.max_ulp == 5 and worst.actual_value == float(below[0])  # the location follows the ULP distance
+    assert worst.max_abs_diff == pytest.approx(3 * 2.0**-23, rel=1e-12)  # the difference is the true greatest
 
 
 def test_compare_rejects_other_shapes():
