@@ -14,9 +14,9 @@ import statistics
 def main() -> None:
     import cupy
 
-    from cublas_det import create_handle
-    from cublas_det._check import _device_operands, cublas_gemm
+    from cublas_det import create_handle, shape_gemm
     from cublas_det._compare import MismatchTracker
+    from cublas_det.operands import device_operands
     from cublas_det.shapes import PRESETS, parse_shape, resolve_shapes
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -26,22 +26,22 @@ def main() -> None:
     args = parser.parse_args()
     catalogue = {s.name: s for s in resolve_shapes(list(PRESETS))}
     shape = catalogue.get(args.shape) or parse_shape(args.shape)
-    a, b = _device_operands(shape, 0)
+    a, b = device_operands(shape, 0)
     stream = cupy.cuda.Stream(non_blocking=True)
     for mode in args.modes:
         with create_handle(mode, stream=stream) as handle, stream:
             reference = cupy.empty((shape.m, shape.n), cupy.float32)
             out = cupy.empty_like(reference)
-            cublas_gemm(a, b, reference, handle, shape)
+            shape_gemm(a, b, reference, handle, shape)
 
             def bare():
                 for _ in range(args.repeats):
-                    cublas_gemm(a, b, out, handle, shape)
+                    shape_gemm(a, b, out, handle, shape)
 
             def checked():
                 tracker = MismatchTracker(reference, args.repeats)
                 for _ in range(args.repeats):
-                    cublas_gemm(a, b, out, handle, shape)
+                    shape_gemm(a, b, out, handle, shape)
                     tracker.record(out)
                 return tracker
 

@@ -22,17 +22,17 @@ def profiled_us_per_gemm(shape, mode, calls, replays=20):
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from cublas_det import create_handle
-    from cublas_det._check import _device_operands, cublas_gemm
+    from cublas_det import create_handle, shape_gemm
     from cublas_det._timing import WORKSPACE_BYTES
+    from cublas_det.operands import device_operands
 
-    a, b = _device_operands(shape, 0)
+    a, b = device_operands(shape, 0)
     out = cupy.empty((shape.m, shape.n), cupy.float32)
     stream = cupy.cuda.Stream(non_blocking=True)
     with create_handle(mode, stream=stream, workspace_bytes=WORKSPACE_BYTES) as handle, stream:
         stream.begin_capture()
         for _ in range(calls):
-            cublas_gemm(a, b, out, handle, shape)
+            shape_gemm(a, b, out, handle, shape)
         graph = stream.end_capture()
         graph.launch(stream)
         stream.synchronize()
@@ -49,8 +49,8 @@ def profiled_us_per_gemm(shape, mode, calls, replays=20):
 
 
 def main():
-    from cublas_det.shapes import parse_shape
     from cublas_det._timing import time_shape, warm_up
+    from cublas_det.shapes import parse_shape
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="128x56x4096:nt")

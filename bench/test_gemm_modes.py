@@ -26,17 +26,17 @@ SHAPES = resolve_shapes(PRESETS, tokens=TOKENS)
 def test_gemm(benchmark, shape, mode):
     import cupy
 
-    from cublas_det import create_handle
-    from cublas_det._check import _device_operands, cublas_gemm
+    from cublas_det import create_handle, shape_gemm
     from cublas_det._timing import WORKSPACE_BYTES, _calibrate
+    from cublas_det.operands import device_operands
 
-    a, b = _device_operands(shape, 0)
+    a, b = device_operands(shape, 0)
     out = cupy.empty((shape.m, shape.n), cupy.float32)
     stream = cupy.cuda.Stream(non_blocking=True)
     with create_handle(mode, stream=stream, workspace_bytes=WORKSPACE_BYTES) as handle, stream:
         def batch(h, calls):
             for _ in range(calls):
-                cublas_gemm(a, b, out, h, shape)
+                shape_gemm(a, b, out, h, shape)
 
         batch(handle, 3)
         calls = _calibrate(stream, {mode: handle}, batch)

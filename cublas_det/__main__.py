@@ -11,9 +11,12 @@ from ._cli import EXIT_OK, run_guarded
 
 
 def _report() -> int:
+    from ._cublas import MathMode
     from ._device import require_gpu
-    from ._env import fingerprint, tf32_env_warnings
-    from ._handle import MathMode, create_handle, math_mode_name
+    from ._env import tf32_env_warnings
+    from ._provenance import fingerprint
+    from ._handle import create_handle
+    from .config import math_mode_name
 
     require_gpu()
     info = fingerprint()

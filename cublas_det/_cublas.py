@@ -2,12 +2,14 @@
 
 This module holds no policy. Every wrapper is named after the C call it makes, takes and returns
 plain integers (handles and pointers are ``int``), and raises :class:`CublasError` on a non-zero
-status. Enum *meaning* lives in ``_handle.py``; choosing what to call lives in the callers.
+status. Every cuBLAS enum the package uses is here, beside the calls that take it (as
+nvmath-python's bindings keep them); choosing what to call lives in the callers.
 """
 
 from __future__ import annotations
 
 import ctypes
+import enum
 import functools
 from ctypes import POINTER, byref, c_int, c_size_t, c_void_p
 
@@ -28,6 +30,68 @@ STATUS_TEXT: dict[int, tuple[str, str]] = {
 
 # libraryPropertyType (library_types.h), for cublasGetProperty.
 MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL = 0, 1, 2
+
+
+class MathMode(enum.IntEnum):
+    """``cublasMath_t`` (cuBLAS 13 ``cublas_api.h``)."""
+
+    DEFAULT = 0
+    PEDANTIC = 2
+    TF32 = 3
+    # A flag OR-able with any mode: reductions inside a GEMM keep the compute type.
+    DISALLOW_REDUCED_PRECISION_REDUCTION = 16
+
+
+MATH_MODE_FLAGS = int(MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION)
+
+
+class ComputeType(enum.IntEnum):
+    """``cublasComputeType_t`` (cuBLAS 13 ``cublas_api.h``)."""
+
+    COMPUTE_16F = 64
+    COMPUTE_16F_PEDANTIC = 65
+    COMPUTE_32F = 68
+    COMPUTE_32F_PEDANTIC = 69
+    COMPUTE_64F = 70
+    COMPUTE_64F_PEDANTIC = 71
+    COMPUTE_32I = 72
+    COMPUTE_32I_PEDANTIC = 73
+    COMPUTE_32F_FAST_16F = 74
+    COMPUTE_32F_FAST_16BF = 75
+    COMPUTE_32F_FAST_TF32 = 77
+
+
+class DataType(enum.IntEnum):
+    """``cudaDataType_t`` (``library_types.h``): the element types of A, B and C."""
+
+    R_32F = 0
+    R_64F = 1
+    R_16F = 2
+    R_16BF = 14
+
+
+class Operation(enum.IntEnum):
+    """``cublasOperation_t``: whether cuBLAS reads an operand transposed."""
+
+    N = 0
+    T = 1
+
+
+class AtomicsMode(enum.IntEnum):
+    """``cublasAtomicsMode_t``."""
+
+    NOT_ALLOWED = 0
+    ALLOWED = 1
+
+
+class GemmAlgo(enum.IntEnum):
+    """``cublasGemmAlgo_t``: only the heuristic choice is used.
+
+    Never 99 (may allow FAST_16F) or 999 (autotune, whose pick depends on timing).
+    """
+
+    DEFAULT = -1
+
 
 
 class CublasError(RuntimeError):

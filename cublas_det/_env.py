@@ -1,4 +1,4 @@
-"""The one reader of ``CUBLAS_DET_*`` variables, and the environment fingerprint.
+"""The one reader of ``CUBLAS_DET_*`` variables, and of the variables that change cuBLAS.
 
 Variables are read at call time, never cached at import, so a test or a launcher can change them.
 """
@@ -6,8 +6,6 @@ Variables are read at call time, never cached at import, so a test or a launcher
 from __future__ import annotations
 
 import os
-import platform
-import sys
 
 MATH_MODE_VAR = "CUBLAS_DET_MATH_MODE"
 
@@ -48,39 +46,3 @@ def tf32_env_warnings(mode_is_tf32: bool) -> list[str]:
             "but fp32 arithmetic will run; unset NVIDIA_TF32_OVERRIDE"
         )
     return warnings
-
-
-def fingerprint(device_id: int | None = None) -> dict:
-    """Where a result came from: GPU, driver, CUDA runtime, cuBLAS, CuPy, env vars, host.
-
-    Needs a GPU (call :func:`cublas_det._device.require_gpu` first).
-    """
-    import cupy
-    import numpy
-
-    from . import _cublas
-    from ._device import device_properties
-
-    runtime = cupy.cuda.runtime
-    _, library_path, found_via = _cublas.library()
-    version = _cublas.cublas_get_version()
-    return {
-        "gpu": device_properties(device_id),
-        "driver_version": _cuda_version_text(runtime.driverGetVersion()),
-        "runtime_version": _cuda_version_text(runtime.runtimeGetVersion()),
-        "cublas_version": f"{version // 10000}.{version // 100 % 100}.{version % 100}",
-        "cublas_library": library_path,
-        "cublas_found_via": found_via,
-        "cupy_version": cupy.__version__,
-        "numpy_version": numpy.__version__,
-        "python_version": platform.python_version(),
-        "platform": platform.platform(),
-        "hostname": platform.node(),
-        "python": sys.executable,
-        "env": cublas_env_vars(),
-    }
-
-
-def _cuda_version_text(value: int) -> str:
-    """CUDA encodes versions as 1000*major + 10*minor (13000 -> '13.0')."""
-    return f"{value // 1000}.{value % 1000 // 10}"

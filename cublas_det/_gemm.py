@@ -16,12 +16,13 @@ from __future__ import annotations
 from ctypes import addressof, c_float, c_void_p
 
 from . import _cublas
-from ._handle import ComputeType, Handle, create_handle, resolve_math_mode
+from ._cublas import DataType, GemmAlgo, Operation
+from ._handle import Handle, default_handle
 
-CUDA_R_32F = 0  # cudaDataType_t
-CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
-CUBLAS_GEMM_DEFAULT = -1  # heuristic choice; never 99 (may allow FAST_16F) or 999 (autotune, timing-dependent)
-_COMPUTE_32F = int(ComputeType.COMPUTE_32F)
+# The enums as plain ints, read once: the hot path passes them untyped.
+CUDA_R_32F = int(DataType.R_32F)
+CUBLAS_OP_N, CUBLAS_OP_T = int(Operation.N), int(Operation.T)
+CUBLAS_GEMM_DEFAULT = int(GemmAlgo.DEFAULT)
 
 # Host scalars for the usual alpha/beta, made once: building ctypes objects per call costs host
 # time that is visible next to a 5-µs GEMM.
@@ -29,7 +30,6 @@ _ONE = c_float(1.0)
 _ZERO = c_float(0.0)
 _ONE_ADDRESS = addressof(_ONE)
 _ZERO_ADDRESS = addressof(_ZERO)
-_default_handles: dict[tuple[int, int], Handle] = {}
 
 # Bound by _bind() on the first call: this module must import without CuPy or libcublas.
 _cupy = None
@@ -84,17 +84,6 @@ def _pointer(ptr: int) -> c_void_p:
             _pointers.clear()
         wrapped = _pointers[ptr] = c_void_p(ptr)
     return wrapped
-
-
-def default_handle() -> Handle:
-    """The handle ``gemm(handle=None)`` uses: one per (device, math mode), mode read at call time."""
-    cupy = _bind()
-    mode_value, _ = resolve_math_mode(None)
-    key = (cupy.cuda.runtime.getDevice(), mode_value)
-    handle = _default_handles.get(key)
-    if handle is None or handle.closed:
-        handle = _default_handles[key] = create_handle(None)
-    return handle
 
 
 def _check_operand(name: str, array, ndarray) -> None:
@@ -153,7 +142,8 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
             raise ValueError(f"out is on device {out.data.device_id} but the handle is on device {device_id}")
     scalars = (c_float(alpha), c_float(beta))
     args = _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr,
-                         addressof(scalars[0]), addressof(scalars[1]), compute_type)
+                         addressof(scalars[0]), addressof(scalars[1]),
+                         handle._compute_type if compute_type is None else compute_type)
     return handle, out, args, scalars
 
 
@@ -166,7 +156,7 @@ def _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, al
     """
     return (CUBLAS_OP_T if trans_b else CUBLAS_OP_N, CUBLAS_OP_T if trans_a else CUBLAS_OP_N, n, m, k,
             alpha_address, b_ptr, CUDA_R_32F, ldb, a_ptr, CUDA_R_32F, lda, beta_address, out_ptr, CUDA_R_32F, n,
-            _COMPUTE_32F if compute_type is None else int(compute_type), CUBLAS_GEMM_DEFAULT)
+            int(compute_type), CUBLAS_GEMM_DEFAULT)
 
 
 def _as_ctypes(args: tuple) -> tuple:
@@ -213,11 +203,11 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     Args:
         a, b: 2-D C-contiguous float32 ``cupy.ndarray``; ``op(x)`` is ``x.T`` when ``trans_x``.
         out: an (M, N) float32 C-contiguous array to write into; a new one when ``None``.
-        handle: a :class:`Handle`; ``None`` uses a per-device handle in the mode that
-            ``CUBLAS_DET_MATH_MODE`` names (PEDANTIC by default).
-        compute_type: a :class:`ComputeType`; ``None`` passes ``CUBLAS_COMPUTE_32F`` so that the
-            handle's math mode decides the arithmetic (TF32 math engages TF32 with it; a FAST_TF32
-            compute type would engage TF32 even under PEDANTIC math).
+        handle: a :class:`Handle`; ``None`` uses this thread's handle for the current device in
+            the configuration that ``CUBLAS_DET_MATH_MODE`` names (PEDANTIC by default).
+        compute_type: a :class:`ComputeType`; ``None`` uses the handle's configuration, by default
+            ``CUBLAS_COMPUTE_32F``, so that the math mode decides the arithmetic (TF32 math engages
+            TF32 with it; a FAST_TF32 compute type would engage TF32 even under PEDANTIC math).
 
     Returns:
         ``out``.
@@ -266,7 +256,7 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     else:
         scalars = (c_float(alpha), c_float(beta))  # alive until the call returns
         alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
-    compute = _COMPUTE_32F if compute_type is None else int(compute_type)
+    compute = handle._compute_type if compute_type is None else int(compute_type)
     if handle._cupy_binding_fits:  # as in _issue
         try:
             _cupy_gemm_ex(handle_ptr, op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr,
@@ -305,3 +295,11 @@ def prepare_gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool 
     """Validate a GEMM once (as :func:`gemm` does) and return a :class:`GemmCall` that issues it."""
     handle, out, args, scalars = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
     return GemmCall(a, b, out, handle, args, scalars)
+
+
+def shape_gemm(a, b, out, handle: Handle, shape) -> None:
+    """The GEMM a check or a timing runs: :func:`gemm` into ``out`` with ``shape``'s transposes.
+
+    Its signature is the one a check's ``gemm_fn`` takes (to plant a fault in its place).
+    """
+    gemm(a, b, out=out, handle=handle, trans_a=shape.trans_a, trans_b=shape.trans_b)

@@ -1,18 +1,19 @@
-"""cuBLAS enums, the Handle that owns one cuBLAS handle, ``create_handle()`` and ``math_mode()``.
+"""The Handle that owns one cuBLAS handle, ``create_handle()``, per-thread default handles, ``math_mode()``.
 
-The math mode comes from, in order: the ``mode`` argument, the ``CUBLAS_DET_MATH_MODE``
-environment variable (read at call time), then the default, PEDANTIC.
+The configuration (math mode and flag, compute type) comes from, in order: the ``mode`` argument,
+the ``CUBLAS_DET_MATH_MODE`` environment variable (read at call time), then the default, PEDANTIC.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
+import threading
 import warnings
 from ctypes import c_void_p
 
 from . import _cublas, _env
-
+from ._cublas import AtomicsMode, MathMode
+from .config import GemmConfig, ModeSource, math_mode_name, resolve_config
 
 _stream_ptr_getter = None  # set on first use: this module must import without CuPy
 
@@ -32,115 +33,6 @@ def _current_stream_ptr() -> int:
     return _stream_ptr_getter()
 
 
-class MathMode(enum.IntEnum):
-    """``cublasMath_t`` (cuBLAS 13 ``cublas_api.h``)."""
-
-    DEFAULT = 0
-    PEDANTIC = 2
-    TF32 = 3
-    # A flag OR-able with any mode: reductions inside a GEMM keep the compute type.
-    DISALLOW_REDUCED_PRECISION_REDUCTION = 16
-
-
-class ComputeType(enum.IntEnum):
-    """``cublasComputeType_t`` (cuBLAS 13 ``cublas_api.h``)."""
-
-    COMPUTE_16F = 64
-    COMPUTE_16F_PEDANTIC = 65
-    COMPUTE_32F = 68
-    COMPUTE_32F_PEDANTIC = 69
-    COMPUTE_64F = 70
-    COMPUTE_64F_PEDANTIC = 71
-    COMPUTE_32I = 72
-    COMPUTE_32I_PEDANTIC = 73
-    COMPUTE_32F_FAST_16F = 74
-    COMPUTE_32F_FAST_16BF = 75
-    COMPUTE_32F_FAST_TF32 = 77
-
-
-class AtomicsMode(enum.IntEnum):
-    """``cublasAtomicsMode_t``."""
-
-    NOT_ALLOWED = 0
-    ALLOWED = 1
-
-
-class ModeSource(str, enum.Enum):
-    """Where a handle's math mode came from."""
-
-    ARGUMENT = "argument"
-    ENV = "env"
-    DEFAULT = "default"
-
-
-DEFAULT_MATH_MODE = MathMode.PEDANTIC
-_MODE_FLAGS = int(MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION)
-
-_MODE_NAMES = {
-    "pedantic": MathMode.PEDANTIC,
-    "default": MathMode.DEFAULT,
-    "tf32": MathMode.TF32,
-    "cublas_pedantic_math": MathMode.PEDANTIC,
-    "cublas_default_math": MathMode.DEFAULT,
-    "cublas_tf32_tensor_op_math": MathMode.TF32,
-}
-VALID_MODE_NAMES = ("pedantic", "default", "tf32")
-
-
-def parse_math_mode(value: str, *, source: str = "mode") -> MathMode:
-    """Parse ``pedantic`` / ``default`` / ``tf32`` or a cuBLAS name, case-insensitively.
-
-    Raises:
-        ValueError: naming ``source``, the value and the valid choices.
-    """
-    key = value.strip().lower()
-    if key in _MODE_NAMES:
-        return _MODE_NAMES[key]
-    raise ValueError(
-        f"{source}={value!r} is not a math mode; choose one of {', '.join(VALID_MODE_NAMES)} "
-        "(case-insensitive; CUBLAS_PEDANTIC_MATH, CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH also work)"
-    )
-
-
-def resolve_math_mode(mode: MathMode | int | str | None = None) -> tuple[int, ModeSource]:
-    """Pick the math mode: argument > ``CUBLAS_DET_MATH_MODE`` > PEDANTIC.
-
-    Returns:
-        ``(value, source)``; ``value`` may carry the DISALLOW_REDUCED_PRECISION_REDUCTION flag.
-    Raises:
-        ValueError: an unknown mode name or value.
-        TypeError: a mode that is neither a MathMode, an int nor a str.
-    """
-    if mode is None:
-        raw = _env.read_math_mode_env()
-        if raw is None:
-            return int(DEFAULT_MATH_MODE), ModeSource.DEFAULT
-        return int(parse_math_mode(raw, source=_env.MATH_MODE_VAR)), ModeSource.ENV
-    if isinstance(mode, str):
-        return int(parse_math_mode(mode)), ModeSource.ARGUMENT
-    if isinstance(mode, bool) or not isinstance(mode, int):
-        raise TypeError(f"mode must be a MathMode, int or str, not {type(mode).__name__}")
-    base = int(mode) & ~_MODE_FLAGS
-    if base not in (MathMode.DEFAULT, MathMode.PEDANTIC, MathMode.TF32) or int(mode) & ~0xFF:
-        raise ValueError(
-            f"mode={int(mode)} is not a supported math mode; use MathMode.DEFAULT (0), PEDANTIC (2) "
-            "or TF32 (3), optionally | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION (16)"
-        )
-    return int(mode), ModeSource.ARGUMENT
-
-
-def math_mode_name(value: int) -> str:
-    """``PEDANTIC``, ``TF32``, ``DEFAULT|DISALLOW_REDUCED_PRECISION_REDUCTION`` ..."""
-    base = value & ~_MODE_FLAGS
-    try:
-        name = MathMode(base).name
-    except ValueError:
-        name = str(base)
-    if value & _MODE_FLAGS:
-        name += "|DISALLOW_REDUCED_PRECISION_REDUCTION"
-    return name
-
-
 class Handle:
     """Owns one cuBLAS handle with a fixed math mode; a context manager. Make it with :func:`create_handle`.
 
@@ -149,11 +41,12 @@ class Handle:
     on it. A workspace, if any, is re-applied after every re-binding (``cublasSetStream`` resets it).
     """
 
-    def __init__(self, ptr: int, math_mode: int, mode_source: ModeSource, device_id: int,
+    def __init__(self, ptr: int, config: GemmConfig, mode_source: ModeSource, device_id: int,
                  workspace_bytes: int | None = None, workspace=None):
         self._ptr = ptr
         self._ptr_c = c_void_p(ptr)  # made once: the GEMM hot path passes it untyped
-        self._math_mode = math_mode
+        self._config = config
+        self._compute_type = int(config.compute_type)  # read by gemm() on every call
         self._mode_source = mode_source
         self._device_id = device_id
         self._stream = None
@@ -191,7 +84,7 @@ class Handle:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"ptr=0x{self._ptr:x}"
-        return (f"<Handle {math_mode_name(self._math_mode)} from {self._mode_source.value}, "
+        return (f"<Handle {self._config.name} from {self._mode_source.value}, "
                 f"device {self._device_id}, {state}>")
 
     # -- properties ------------------------------------------------------------------------
@@ -202,14 +95,19 @@ class Handle:
         return self._ptr
 
     @property
+    def config(self) -> GemmConfig:
+        """The configuration the handle was made with (its math mode was read back from cuBLAS)."""
+        return self._config
+
+    @property
     def math_mode(self) -> MathMode:
-        """The math mode (without flags), as read back from cuBLAS at creation."""
-        return MathMode(self._math_mode & ~_MODE_FLAGS)
+        """The math mode (without flags)."""
+        return self._config.math_mode
 
     @property
     def math_mode_value(self) -> int:
         """The raw ``cublasMath_t`` value, flags included."""
-        return self._math_mode
+        return self._config.math_mode_value
 
     @property
     def mode_source(self) -> ModeSource:
@@ -292,13 +190,15 @@ class Handle:
             raise RuntimeError("this cuBLAS handle is closed; make a new one with create_handle()")
 
 
-def create_handle(mode: MathMode | int | str | None = None, *, stream=None,
+def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stream=None,
                   workspace_bytes: int | None = None, atomics: bool = False) -> Handle:
     """Create a cuBLAS handle on the current device with a math mode, and read the mode back.
 
     Args:
-        mode: ``MathMode``, its int value (flags allowed) or a name (``"pedantic"``, ``"tf32"`` ...).
-            ``None``: ``CUBLAS_DET_MATH_MODE`` if set and non-empty, else PEDANTIC.
+        mode: a :class:`GemmConfig`, a ``MathMode``, its int value (flags allowed) or a name
+            (``"pedantic"``, ``"tf32+disallow-rpr"`` ...). ``None``: ``CUBLAS_DET_MATH_MODE`` if
+            set and non-empty, else PEDANTIC. ``gemm()`` on the handle uses the configuration's
+            compute type unless given another.
         stream: a ``cupy.cuda.Stream`` to pin the handle to; ``None`` follows CuPy's current stream.
         workspace_bytes: give the handle its own workspace of this size (cuBLAS recommends 32 MiB
             on Hopper); ``None`` leaves cuBLAS's default pool (shared by streams of the handle).
@@ -311,7 +211,7 @@ def create_handle(mode: MathMode | int | str | None = None, *, stream=None,
         NoGpuError: no GPU or no libcublas.
         CublasError: a cuBLAS call failed, or the mode read back differs from the one set.
     """
-    value, source = resolve_math_mode(mode)
+    config, source = resolve_config(mode)
     if workspace_bytes is not None and (isinstance(workspace_bytes, bool)
                                         or not isinstance(workspace_bytes, int) or workspace_bytes < 0):
         raise ValueError(f"workspace_bytes must be an int >= 0 or None, not {workspace_bytes!r}")
@@ -323,13 +223,13 @@ def create_handle(mode: MathMode | int | str | None = None, *, stream=None,
     device_id = cupy.cuda.runtime.getDevice()
     workspace = cupy.cuda.alloc(workspace_bytes) if workspace_bytes else None  # 512-byte aligned
     ptr = _cublas.cublas_create()
-    handle = Handle(ptr, value, source, device_id, workspace_bytes, workspace)
+    handle = Handle(ptr, config, source, device_id, workspace_bytes, workspace)
     try:
-        _cublas.cublas_set_math_mode(ptr, value)
+        _cublas.cublas_set_math_mode(ptr, config.math_mode_value)
         read_back = _cublas.cublas_get_math_mode(ptr)
-        if read_back != value:
+        if read_back != config.math_mode_value:
             raise RuntimeError(
-                f"cublasSetMathMode({math_mode_name(value)}) did not take: the handle reads back "
+                f"cublasSetMathMode({config.name}) did not take: the handle reads back "
                 f"{math_mode_name(read_back)}"
             )
         if atomics:
@@ -344,7 +244,7 @@ def create_handle(mode: MathMode | int | str | None = None, *, stream=None,
 
 
 @contextlib.contextmanager
-def math_mode(mode: MathMode | int | str | None = None):
+def math_mode(mode: GemmConfig | MathMode | int | str | None = None):
     """Set the math mode of CuPy's own cuBLAS handle (the one ``cupy.matmul`` uses) for a block.
 
     The previous mode is restored on exit, also on an exception. Warns when ``CUPY_TF32=1`` (CuPy
@@ -352,15 +252,16 @@ def math_mode(mode: MathMode | int | str | None = None):
     ``NVIDIA_TF32_OVERRIDE=0`` defeats a TF32 request.
 
     Yields:
-        The math mode value set.
+        The ``cublasMath_t`` value set.
     """
-    value, _ = resolve_math_mode(mode)
+    config, _ = resolve_config(mode)
+    value = config.math_mode_value
     from ._device import require_gpu
 
     require_gpu()
     import cupy
 
-    for message in _env.tf32_env_warnings(value & ~_MODE_FLAGS == MathMode.TF32):
+    for message in _env.tf32_env_warnings(config.math_mode is MathMode.TF32):
         warnings.warn(message, RuntimeWarning, stacklevel=3)
     shared = cupy.cuda.device.get_cublas_handle()
     previous = _cublas.cublas_get_math_mode(shared)
@@ -369,3 +270,28 @@ def math_mode(mode: MathMode | int | str | None = None):
         yield value
     finally:
         _cublas.cublas_set_math_mode(shared, previous)
+
+
+# Default handles, one per (device, configuration) in each thread, as CuPy keeps its own: two
+# threads issuing on one handle is the very hazard this tool reports (streams-shared-handle).
+_thread_handles = threading.local()
+
+
+def _current_device() -> int:
+    import cupy
+
+    return cupy.cuda.runtime.getDevice()
+
+
+def default_handle() -> Handle:
+    """The handle ``gemm(handle=None)`` uses: this thread's for the current device and the configuration
+    ``CUBLAS_DET_MATH_MODE`` names (read at call time; PEDANTIC when unset)."""
+    config, _ = resolve_config(None)
+    handles = getattr(_thread_handles, "handles", None)
+    if handles is None:
+        handles = _thread_handles.handles = {}
+    key = (_current_device(), config)
+    handle = handles.get(key)
+    if handle is None or handle.closed:
+        handle = handles[key] = create_handle(None)
+    return handle

@@ -203,35 +203,41 @@ def warm_up(seconds: float = 1.0) -> None:
             cupy.cuda.get_current_stream().synchronize()
 
 
-def time_shape(shape, modes, *, seed: int = 0, min_rounds: int = 10, max_rounds: int = 100,
+def time_shape(shape, configs, *, seed: int = 0, min_rounds: int = 10, max_rounds: int = 100,
                budget_s: float = 3.0, aa_control: bool = True, operands=None) -> ShapeTiming:
-    """Time ``shape`` in each math mode (names, e.g. ``["PEDANTIC", "DEFAULT", "TF32"]``), side by side."""
+    """Time ``shape`` in each configuration (:class:`GemmConfig`, or a mode name), side by side.
+
+    Arms are named by the configurations' names; the A/A control is a second DEFAULT handle.
+    """
     import cupy
 
-    from ._check import _device_operands, cublas_gemm
     from ._device import device_properties
-    from ._handle import MathMode, create_handle
+    from ._gemm import shape_gemm
+    from ._handle import create_handle
+    from .config import resolve_config
+    from .operands import device_operands, output
 
     started = time.perf_counter()
     stream = cupy.cuda.Stream(non_blocking=True)
+    configs = [resolve_config(config)[0] for config in configs]
     if operands is None:
-        operands = _device_operands(shape, seed)
+        operands = device_operands(shape, seed, configs[0])
     a, b = operands
     sets = buffer_sets(shape.footprint_bytes, device_properties()["l2_cache_bytes"])
-    buffers = [(a, b, cupy.empty((shape.m, shape.n), cupy.float32))]
-    buffers += [(a.copy(), b.copy(), cupy.empty((shape.m, shape.n), cupy.float32)) for _ in range(sets - 1)]
+    buffers = [(a, b, output(shape, configs[0]))]
+    buffers += [(a.copy(), b.copy(), output(shape, configs[0])) for _ in range(sets - 1)]
     cupy.cuda.get_current_stream().synchronize()  # the copies are complete before `stream` reads them
-    arm_modes = {name: MathMode[name] for name in modes}
-    if aa_control and "DEFAULT" in arm_modes:
-        arm_modes[AA_ARM] = MathMode.DEFAULT
-    handles = {name: create_handle(mode, stream=stream, workspace_bytes=WORKSPACE_BYTES)
-               for name, mode in arm_modes.items()}
+    arm_configs = {config.name: config for config in configs}
+    if aa_control and "DEFAULT" in arm_configs:
+        arm_configs[AA_ARM] = arm_configs["DEFAULT"]
+    handles = {name: create_handle(config, stream=stream, workspace_bytes=WORKSPACE_BYTES)
+               for name, config in arm_configs.items()}
     try:
         with stream:
             def eager(handle, calls):
                 for i in range(calls):
                     x, y, out = buffers[i % sets]
-                    cublas_gemm(x, y, out, handle, shape)
+                    shape_gemm(x, y, out, handle, shape)
 
             for handle in handles.values():  # untimed: module loading, heuristics cache
                 eager(handle, 3)

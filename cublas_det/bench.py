@@ -20,10 +20,10 @@ import sys
 import time
 
 from ._cli import EXIT_FINDING, EXIT_OK, EXIT_USAGE, error_line, run_guarded
+from .config import MODE_CHOICES
 
 PROG = "python -m cublas_det.bench"
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
-MODE_CHOICES = ("pedantic", "default", "tf32")
 
 EPILOG = """examples:
   python -m cublas_det.bench                               # trunk + mamba2-130m, all modes, all scenarios
@@ -38,7 +38,7 @@ EPILOG = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ._check import SCENARIOS
+    from .scenarios import REGISTRY
     from .shapes import DEFAULT_TOKENS, PRESETS
 
     parser = argparse.ArgumentParser(
@@ -55,11 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="math modes (default: %(default)s)")
     what.add_argument("--scenarios", nargs="+", metavar="NAME",
                       help="reproducibility scenarios, or 'all' or 'none' (default: all; with --devices: repeat): "
-                           f"{', '.join(SCENARIOS)}")
+                           f"{', '.join(REGISTRY)}")
     what.add_argument("--repeats", type=int, default=20, help="runs per scenario (default: %(default)s)")
     what.add_argument("--seed", type=int, default=0, help="input seed (default: %(default)s)")
     what.add_argument("--quick", action="store_true",
-                      help="5 repeats, 5-20 timing rounds, no worker processes (fresh-process, workspace-config)")
+                      help="5 repeats, 5-20 timing rounds, no scenario that needs worker processes ("
+                           f"{', '.join(name for name, s in REGISTRY.items() if s.in_worker)})")
     what.add_argument("--no-timing", action="store_true", help="only the reproducibility checks")
     what.add_argument("--list", action="store_true", help="print the shapes that would run, and exit (no GPU needed)")
     what.add_argument("--devices", nargs="+", metavar="all|ID",
@@ -88,7 +89,8 @@ def _check_writable(path: str, flag: str) -> None:
 
 
 def _options(args, parser):
-    from ._check import SCENARIOS, validate_scenarios
+    from .config import GemmConfig
+    from .scenarios import REGISTRY, validate_scenarios, without_workers
     from .shapes import resolve_shapes
 
     if args.fail_on is not None and not args.compare:
@@ -100,19 +102,19 @@ def _options(args, parser):
     if args.devices and args.plot:
         parser.error("--plot draws times, and --devices does not time; drop one of them")
     if args.scenarios is None:
-        scenarios = ["repeat"] if args.devices else list(SCENARIOS)
+        scenarios = ["repeat"] if args.devices else list(REGISTRY)
     elif args.scenarios == ["all"]:
-        scenarios = list(SCENARIOS)
+        scenarios = list(REGISTRY)
     elif args.scenarios == ["none"]:
         scenarios = []
     else:
         scenarios = list(validate_scenarios(args.scenarios))
     repeats = args.repeats
     if args.quick:
-        scenarios = [s for s in scenarios if s not in ("fresh-process", "workspace-config")]
+        scenarios = list(without_workers(scenarios))
         repeats = min(repeats, 5)
-    modes = [m.upper() for m in dict.fromkeys(args.modes)]
-    return shapes, scenarios, repeats, modes
+    configs = list(dict.fromkeys(GemmConfig.parse(mode, source="--modes") for mode in args.modes))
+    return shapes, scenarios, repeats, configs
 
 
 class Progress:
@@ -140,7 +142,7 @@ class Progress:
 def _run(argv) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    shapes, scenarios, repeats, modes = _options(args, parser)
+    shapes, scenarios, repeats, configs = _options(args, parser)
     if args.list:
         from .shapes import format_catalogue
 
@@ -151,7 +153,7 @@ def _run(argv) -> int:
             _check_writable(getattr(args, flag), f"--{flag}")
     baseline = None
     if args.compare:
-        from ._report import load_baseline
+        from .report.compare import load_baseline
 
         baseline = load_baseline(args.compare)
     if args.plot:
@@ -169,26 +171,26 @@ def _run(argv) -> int:
         from ._sweep import parse_devices
 
         devices = parse_devices(args.devices, cupy.cuda.runtime.getDeviceCount())
-        return _sweep(args, shapes, scenarios, repeats, modes, baseline, devices)
-    return _bench(args, shapes, scenarios, repeats, modes, baseline)
+        return _sweep(args, shapes, scenarios, repeats, configs, baseline, devices)
+    return _bench(args, shapes, scenarios, repeats, configs, baseline)
 
 
-def _sweep(args, shapes, scenarios, repeats, modes, baseline, devices) -> int:
-    from . import __version__, _report
-    from ._env import fingerprint
-    from ._handle import resolve_math_mode
-    from ._sweep import INTERRUPTED, agreements, render_sweep, run_sweep, sweep_failed, sweep_to_json
+def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
+    from . import __version__
+    from ._provenance import fingerprint
+    from ._sweep import INTERRUPTED, agreements, run_sweep, sweep_failed
+    from .report.json_file import now_iso
+    from .report.sweep import render_sweep, sweep_to_json
 
-    started_iso = _report.now_iso()
+    started_iso = now_iso()
     started = time.perf_counter()
     provenance = fingerprint()
-    mode_values = [resolve_math_mode(mode)[0] for mode in modes]
-    print(f"sweeping {len(shapes)} shapes x {len(modes)} modes on device(s) {', '.join(map(str, devices))}, "
+    print(f"sweeping {len(shapes)} shapes x {len(configs)} modes on device(s) {', '.join(map(str, devices))}, "
           "one worker process each", file=sys.stderr)
-    runs = run_sweep(shapes, mode_values, devices, scenarios=scenarios, repeats=repeats, seed=args.seed,
+    runs = run_sweep(shapes, configs, devices, scenarios=scenarios, repeats=repeats, seed=args.seed,
                      on_device=lambda run: print(f"device {run.device_id}: "
                                                  f"{run.error or f'done in {run.elapsed_s:.1f} s'}", file=sys.stderr))
-    found = agreements(shapes, mode_values, runs)
+    found = agreements(shapes, configs, runs)
     text = render_sweep(runs, found)
     print(text)
     data = sweep_to_json(runs, found, provenance, started_iso, time.perf_counter() - started, __version__)
@@ -201,25 +203,28 @@ def _sweep(args, shapes, scenarios, repeats, modes, baseline, devices) -> int:
     return _exit_code(failed, any(run.error == INTERRUPTED for run in runs))
 
 
-def _bench(args, shapes, scenarios, repeats, modes, baseline) -> int:
+def _bench(args, shapes, scenarios, repeats, configs, baseline) -> int:
     import cupy
 
-    from . import __version__, _report
-    from ._check import CheckInterrupted, check_many
-    from ._env import fingerprint
+    from . import __version__
+    from ._provenance import fingerprint
     from ._timing import time_shape, warm_up
+    from .check import CheckInterrupted, check_many
+    from .report.json_file import now_iso, to_json
+    from .report.text import render_text, run_failed
+    from .results import BenchResult, ShapeReport
 
-    started_iso = _report.now_iso()
+    started_iso = now_iso()
     started = time.perf_counter()
     provenance = fingerprint()
     timing = not args.no_timing
-    progress = Progress(len(shapes) * len(modes) * bool(scenarios) + len(shapes) * timing)
+    progress = Progress(len(shapes) * len(configs) * bool(scenarios) + len(shapes) * timing)
     checks, timings, errors = {}, {}, {}
     interrupted = False
     try:
         if scenarios:
             try:
-                found = check_many(shapes, modes, repeats=repeats, scenarios=scenarios, seed=args.seed,
+                found = check_many(shapes, configs, repeats=repeats, scenarios=scenarios, seed=args.seed,
                                    on_check=lambda c: progress.step(f"checked {c.shape.name} {c.mode_name}"))
             except CheckInterrupted as stop:
                 found, interrupted = stop.checks, True
@@ -230,7 +235,7 @@ def _bench(args, shapes, scenarios, repeats, modes, baseline) -> int:
             for shape in shapes:
                 try:
                     timings[shape.name] = time_shape(
-                        shape, modes, seed=args.seed, min_rounds=5 if args.quick else 10,
+                        shape, configs, seed=args.seed, min_rounds=5 if args.quick else 10,
                         max_rounds=20 if args.quick else 60, budget_s=1.0 if args.quick else 2.5)
                 except KeyboardInterrupt:
                     interrupted = True
@@ -243,13 +248,12 @@ def _bench(args, shapes, scenarios, repeats, modes, baseline) -> int:
         interrupted = True
     finally:
         progress.close()
-    reports = tuple(_report.ShapeReport(s, checks.get(s.name, {}), timings.get(s.name), errors.get(s.name))
+    reports = tuple(ShapeReport(s, checks.get(s.name, {}), timings.get(s.name), errors.get(s.name))
                     for s in shapes if s.name in checks or s.name in timings or s.name in errors)
-    result = _report.BenchResult(reports, provenance, started_iso, time.perf_counter() - started, __version__,
-                                 interrupted)
-    print(_report.render_text(result))
-    failed = any(_report.check_failures(c) for per in checks.values() for c in per.values()) or bool(errors)
-    data = _report.to_json(result)
+    result = BenchResult(reports, provenance, started_iso, time.perf_counter() - started, __version__, interrupted)
+    print(render_text(result))
+    failed = run_failed(result)
+    data = to_json(result)
     drift = _print_comparison(args, baseline, data)
     failed = failed or drift
     _write_outputs(args, result, data)
@@ -268,7 +272,7 @@ def _print_comparison(args, baseline: dict | None, data: dict) -> bool:
     """Print how ``data`` compares with the --compare baseline; True when bits drifted or time regressed."""
     if baseline is None:
         return False
-    from ._report import compare
+    from .report.compare import compare
 
     lines, drift = compare(baseline, data, args.fail_on)
     print("Compared with " + args.compare)
@@ -289,14 +293,15 @@ def _write_json(path: str, data: dict) -> None:
 
 
 def _write_outputs(args, result, data) -> None:
-    from . import _report
+    from .report.markdown import to_markdown
+    from .report.plot import write_plot
 
     if args.json:
         _write_json(args.json, data)
     if args.markdown:
-        _write_text(args.markdown, _report.to_markdown(result))
+        _write_text(args.markdown, to_markdown(result))
     if args.plot and any(r.timing for r in result.shapes):
-        _report.write_plot(result, args.plot)
+        write_plot(result, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
 
 

@@ -30,7 +30,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "all_math_modes: run the test once per cuBLAS math mode (PEDANTIC, DEFAULT, TF32)")
     option = config.getoption("--cublas-math-mode")
     if option is not None:
-        from ._handle import parse_math_mode
+        from .config import parse_math_mode
 
         try:
             parse_math_mode(option, source="--cublas-math-mode")
@@ -62,7 +62,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def cublas_math_mode(request):
     """The math mode under test: the all_math_modes parameter, --cublas-math-mode, the env var, or PEDANTIC."""
-    from ._handle import MathMode, parse_math_mode, resolve_math_mode
+    from ._cublas import MathMode
+    from .config import parse_math_mode, resolve_config
 
     param = getattr(request, "param", None)
     if param is not None:
@@ -70,8 +71,7 @@ def cublas_math_mode(request):
     option = request.config.getoption("--cublas-math-mode")
     if option is not None:
         return parse_math_mode(option, source="--cublas-math-mode")
-    value, _ = resolve_math_mode(None)
-    return MathMode(value)
+    return resolve_config(None)[0].math_mode
 
 
 @pytest.fixture

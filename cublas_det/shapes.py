@@ -88,6 +88,12 @@ class GemmShape:
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "cublas_op": self.cublas_op, "spec": self.spec}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> GemmShape:
+        """Read :meth:`to_dict`'s output back (the derived ``cublas_op`` and ``spec`` are ignored)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
 
 def linear_layer_gemms(prefix: str, layer: str, out_features: int, in_features: int,
                        tokens: int) -> list[GemmShape]:

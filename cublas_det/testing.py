@@ -6,46 +6,79 @@ in :mod:`cublas_det.pytest_plugin` and is loaded automatically once the package 
 
 from __future__ import annotations
 
-from ._check import DEFAULT_SCENARIOS, GemmCheck, ScenarioResult, check_gemm
+from .check import DEFAULT_SCENARIOS, check_gemm
+from .results import GemmCheck, Kind, Reproducible, ScenarioResult
 
 __all__ = ["assert_gemm_reproducible", "format_failure"]
 
 
 def assert_gemm_reproducible(shape_or_check, mode=None, *, scenarios=DEFAULT_SCENARIOS, repeats: int = 20,
-                             seed: int = 0, gemm_fn=None) -> GemmCheck:
-    """Assert that a GEMM's bits repeat in every scenario; return the check when they do.
+                             seed: int = 0, gemm_fn=None, fail_on_hazards: bool = False) -> GemmCheck:
+    """Assert that a GEMM's bits repeat in every guarantee scenario; return the check when they do.
+
+    Guarantee scenarios are those under which cuBLAS documents identical bits (``repeat``,
+    ``fresh-handle`` ...). Hazard scenarios (``batch-invariance``, ``sm-count``,
+    ``streams-shared-handle``) change bits as cuBLAS warns: they fail the assertion only with
+    ``fail_on_hazards=True``. ``modes`` compares configurations and is never judged.
 
     Args:
         shape_or_check: a ``GemmShape``, a shape string (``"128x56x4096:nt"``) or a finished
             :class:`GemmCheck` to judge.
         mode, scenarios, repeats, seed, gemm_fn: as for :func:`cublas_det.check_gemm`.
+        fail_on_hazards: also fail when a hazard scenario changed the bits.
     Raises:
         AssertionError: a header line, a blank line, then for each failing scenario the
             mismatched elements, the greatest difference and where, and the mode and its source.
+            Also when a scenario could not run, or when no guarantee scenario ran (nothing to
+            assert) and hazards are not being judged.
     """
     if isinstance(shape_or_check, GemmCheck):
         check = shape_or_check
     else:
         check = check_gemm(shape_or_check, mode, repeats=repeats, scenarios=scenarios, seed=seed, gemm_fn=gemm_fn)
-    if not check.reproducible:
-        raise AssertionError(format_failure(check))
+    if _failing(check, fail_on_hazards) or _nothing_judged(check, fail_on_hazards):
+        raise AssertionError(format_failure(check, fail_on_hazards))
     return check
 
 
-def format_failure(check: GemmCheck) -> str:
-    """The assertion message for a check that is not reproducible."""
-    failures = check.failures
-    names = ", ".join(result.scenario for result in failures)
-    lines = [f"GEMM {check.shape} is not bit-for-bit reproducible in {check.mode_name} math ({names}).", ""]
-    for result in failures:
-        lines += _scenario_lines(check, result)
+def _failing(check: GemmCheck, fail_on_hazards: bool) -> tuple[ScenarioResult, ...]:
+    return check.guarantee_failures + (check.findings if fail_on_hazards else ()) + check.errors
+
+
+def _nothing_judged(check: GemmCheck, fail_on_hazards: bool) -> bool:
+    """No guarantee ran, and no hazard is being judged instead: asserting would claim what did not run."""
+    hazards_ran = any(r.identical or r.changed_bits for r in check.of_kind(Kind.HAZARD))
+    return check.verdict is Reproducible.NOT_CHECKED and not (fail_on_hazards and hazards_ran)
+
+
+def format_failure(check: GemmCheck, fail_on_hazards: bool = False) -> str:
+    """The assertion message for a check that fails :func:`assert_gemm_reproducible`."""
+    where = f"GEMM {check.shape}"
+    math = f"in {check.mode_name} math"
+    failing = _failing(check, fail_on_hazards)
+    if check.guarantee_failures:
+        names = ", ".join(r.scenario for r in check.guarantee_failures)
+        header = f"{where} is not bit-for-bit reproducible {math} ({names})."
+    elif fail_on_hazards and check.findings:
+        names = ", ".join(r.scenario for r in check.findings)
+        header = f"{where} changed bits under hazard scenarios {math} ({names}), and fail_on_hazards=True."
+    elif check.errors:
+        names = ", ".join(r.scenario for r in check.errors)
+        header = f"{where} could not be fully checked {math} ({names} could not run)."
+    else:
+        ran = ", ".join(r.scenario for r in check.scenarios) or "none"
+        header = (f"{where}: no guarantee scenario was checked {math} (scenarios: {ran}), so nothing can be "
+                  "asserted; add 'repeat' or 'fresh-handle', or pass fail_on_hazards=True.")
+    lines = [header, ""]
+    for result in failing:
+        lines += _scenario_lines(result)
     lines.append(f"Math mode: {check.mode_name} (from {check.mode_source}); seed {check.seed}; "
-                 f"reference digest {check.digest[:16]}")
+                 f"reference digest {check.digest[:16] or 'none'}")
     return "\n".join(lines).rstrip()
 
 
-def _scenario_lines(check: GemmCheck, result: ScenarioResult) -> list[str]:
-    lines = [f"Scenario: {result.scenario}" + (f" ({result.detail})" if result.detail else "")]
+def _scenario_lines(result: ScenarioResult) -> list[str]:
+    lines = [f"Scenario: {result.scenario} ({result.kind.value})" + (f": {result.detail}" if result.detail else "")]
     if result.error:
         return lines + [f"Could not run: {result.error}", ""]
     lines.append(f"Runs differing from the first: {result.differing_runs} / {result.runs}")

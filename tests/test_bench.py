@@ -8,7 +8,11 @@ import sys
 
 import pytest
 
-from cublas_det import _report, bench
+from cublas_det import bench
+from cublas_det.config import GemmConfig
+from cublas_det.report import compare as report_compare
+from cublas_det.report import json_file, markdown, text
+from cublas_det.results import BenchResult, GemmCheck, Kind, ScenarioResult, ShapeReport
 
 from .conftest import needs_no_gpu
 
@@ -64,7 +68,7 @@ def test_no_gpu_is_one_line_exit_2(tmp_path):
 
 def test_compare_stored_run_with_itself_is_identical():
     data = json.loads(STORED.read_text())
-    lines, failed = _report.compare(data, data, fail_on_pct=5)
+    lines, failed = report_compare.compare(data, data, fail_on_pct=5)
     assert not failed
     assert any(line.endswith("identical bits, time +0.0%") for line in lines)
     assert not any("DIFFER" in line or "REGRESSION" in line for line in lines)
@@ -77,11 +81,11 @@ def test_compare_flags_drifted_bits_and_regressions():
     first["extra_info"]["digest"] = "0" * 64
     second = current["benchmarks"][1]
     second["stats"]["median"] *= 1.2
-    lines, failed = _report.compare(base, current, fail_on_pct=10)
+    lines, failed = report_compare.compare(base, current, fail_on_pct=10)
     assert failed
     assert f"{first['name']}: bits DIFFER" in "\n".join(lines)
     assert any(line.startswith(second["name"]) and "REGRESSION (> 10%)" in line for line in lines)
-    _, failed = _report.compare(base, current, fail_on_pct=None)
+    _, failed = report_compare.compare(base, current, fail_on_pct=None)
     assert failed  # drifted bits fail even without --fail-on
 
 
@@ -105,60 +109,103 @@ def test_stored_json_has_pytest_benchmark_layout():
 
 
 def test_report_stats_and_verdict_on_synthetic_samples():
-    stats = _report._stats([10.0, 12.0, 11.0, 13.0, 9.0])
+    stats = json_file.stats([10.0, 12.0, 11.0, 13.0, 9.0])
     assert stats["median"] == pytest.approx(11e-6) and stats["rounds"] == 5 and stats["iqr"] == pytest.approx(2e-6)
-    assert _report.peak_tflops("NVIDIA H200", "TF32") == 495.0 and _report.peak_tflops("NVIDIA H200", "PEDANTIC") == 67.0
-    assert _report.peak_tflops("Some GPU", "TF32") is None
+    assert text.peak_tflops("NVIDIA H200", "TF32") == 495.0 and text.peak_tflops("NVIDIA H200", "PEDANTIC") == 67.0
+    assert text.peak_tflops("Some GPU", "TF32") is None
+
+
+G, H, C = Kind.GUARANTEE, Kind.HAZARD, Kind.COMPARISON
+
+
+def _bench_result(checks, timing=None, shape="64x64x65536:nn"):
+    from cublas_det.shapes import parse_shape
+
+    return BenchResult((ShapeReport(parse_shape(shape), checks, timing),), {"gpu": {"name": "NVIDIA H200",
+                       "sm_count": 132}, "env": {"CUPY_TF32": "1"}}, "2026-11-29T00:00:00+00:00", 1.0, "0.1.0")
+
+
+def _checks(*results_per_mode, shape="64x64x65536:nn"):
+    from cublas_det.shapes import parse_shape
+
+    return {mode: GemmCheck(parse_shape(shape), GemmConfig.parse(mode), "argument", 0, "ab" * 32, error, results)
+            for mode, error, results in results_per_mode}
 
 
 def test_text_and_markdown_reports_from_results(tmp_path):
-    from cublas_det._check import GemmCheck, ScenarioResult
     from cublas_det._timing import ArmTiming, Ratio, ShapeTiming
-    from cublas_det.shapes import parse_shape
 
-    shape = parse_shape("64x64x65536:nn")
-    checks = {m: GemmCheck(shape, v, "argument", 0, "ab" * 32, e, (
-        ScenarioResult("repeat", 20, 0), ScenarioResult("streams-shared-handle", 64, 26 if m != "TF32" else 0, 10, 4096,
-                                                        1e-5, 3, (1, 2), 1.0, 1.00001)))
-              for m, v, e in (("PEDANTIC", 2, 5e-7), ("DEFAULT", 0, 5e-7), ("TF32", 3, 3e-4))}
+    def results(changed):
+        return (ScenarioResult("repeat", G, 20, 0),
+                ScenarioResult("streams-shared-handle", H, 64, 26 if changed else 0, 10, 4096, 1e-5, 3, (1, 2), 1.0,
+                               1.00001),
+                ScenarioResult("batch-invariance", H, 0, 0, not_applicable="the batch (T) is K, the reduction axis"),
+                ScenarioResult("modes", C, 2, 1, extra={"groups": [["PEDANTIC", "DEFAULT"], ["TF32"]]}))
+
+    checks = _checks(("PEDANTIC", 5e-7, results(True)), ("DEFAULT", 5e-7, results(True)), ("TF32", 3e-4, results(False)))
     arms = tuple(ArmTiming(n, (t,) * 10, (t * 1.2,) * 10) for n, t in
                  (("PEDANTIC", 29.3), ("DEFAULT", 29.3), ("TF32", 17.7), ("DEFAULT-AA", 29.3)))
     ratios = (Ratio("TF32", "PEDANTIC", 0.606, 0.604, 0.608, 10), Ratio("PEDANTIC", "DEFAULT", 1.0, 0.996, 1.001, 10),
               Ratio("DEFAULT-AA", "DEFAULT", 1.002, 1.0, 1.004, 10))
-    timing = ShapeTiming(shape.name, shape.flop, 56, 6, 10, arms, ratios, 1.0)
-    result = _report.BenchResult((_report.ShapeReport(shape, checks, timing),), {"gpu": {"name": "NVIDIA H200",
-                                 "sm_count": 132}, "env": {"CUPY_TF32": "1"}}, "2026-11-29T00:00:00+00:00", 1.0, "0.1.0")
-    text = _report.render_text(result)
-    assert "PEDANTIC  no: streams-shared-handle" in text
-    assert "TF32 is 1.65x faster than PEDANTIC [1.64, 1.66]" in text
-    assert "PEDANTIC costs +0.0% ± 0.2% over DEFAULT" in text and "A/A 1.002" in text
-    assert "bits change under streams-shared-handle: 2 shape/mode pairs" in text
-    assert "CUPY_TF32=1 is set" in text
-    markdown = _report.to_markdown(result)
-    assert markdown.startswith("# cublas_det benchmark") and "| mode | reproducible |" in markdown
-    data = _report.to_json(result)
+    timing = ShapeTiming("64x64x65536:nn", 2 * 64 * 64 * 65536, 56, 6, 10, arms, ratios, 1.0)
+    result = _bench_result(checks, timing)
+    rendered = text.render_text(result)
+    rows = {line.split()[0]: line for line in rendered.splitlines() if line.startswith("  ") and line.split()[0] in checks}
+    # A hazard that changed bits is a finding in its own column, never "not reproducible".
+    assert rows["PEDANTIC"].split()[1:4] == ["yes", "shared", "handle"] and "DEFAULT" in rows["PEDANTIC"]
+    assert rows["TF32"].split()[1:3] == ["yes", "none"]
+    assert "no:" not in rendered.lower() and "not reproducible" not in rendered
+    assert "hazards: bits changed by" in rendered and "same bits as" in rendered
+    assert "TF32 is 1.65x faster than PEDANTIC [1.64, 1.66]" in rendered
+    assert "PEDANTIC costs +0.0% ± 0.2% over DEFAULT" in rendered and "A/A 1.002" in rendered
+    assert ("reproducible: yes for all 3 shape/mode pairs: bits repeated in every guarantee scenario checked "
+            "(repeat)") in rendered
+    assert "finding: bits change with the shared handle (streams-shared-handle) in 2 of 3 shape/mode pairs" in rendered
+    assert "finding: bits change with the batch size (batch-invariance) in 0 of 0 shape/mode pairs; not applicable " \
+           "to 3 (the batch (T) is K, the reduction axis)" in rendered
+    assert "modes: DEFAULT and PEDANTIC gave identical bits on 1 of 1 shapes" in rendered
+    assert "CUPY_TF32=1 is set" in rendered
+    md = markdown.to_markdown(result)
+    assert md.startswith("# cublas_det benchmark") and "| mode | reproducible | hazards: bits changed by |" in md
+    data = json_file.to_json(result)
     assert [b["name"] for b in data["benchmarks"]][:3] == ["64x64x65536:nn[PEDANTIC]", "64x64x65536:nn[DEFAULT]",
                                                            "64x64x65536:nn[TF32]"]
-    assert data["benchmarks"][0]["stats"]["median"] == pytest.approx(29.3e-6)
-    assert not any(_report.check_failures(c) for c in checks.values())  # the hazard scenario is a finding only
+    first = data["benchmarks"][0]
+    assert first["stats"]["median"] == pytest.approx(29.3e-6)
+    assert first["extra_info"]["reproducible"] == "yes" and first["extra_info"]["findings"] == ["streams-shared-handle"]
+    assert first["extra_info"]["same_bits_as"] == ["DEFAULT"] and first["extra_info"]["config"]["name"] == "PEDANTIC"
+    assert not text.run_failed(result)  # hazards and modes never fail the run
 
 
-def test_a_documented_scenario_that_differs_fails_with_its_details():
-    from cublas_det._check import GemmCheck, ScenarioResult
-    from cublas_det.shapes import parse_shape
-
-    shape = parse_shape("16384x768x3352:nn")
-    broken = ScenarioResult("workspace-config", 20, 20, 4_300_000, 12_582_912, 1e-4, 9, (5, 7), 1.0, 1.0001,
+def test_a_guarantee_that_differs_fails_with_its_details():
+    broken = ScenarioResult("workspace-config", G, 20, 20, 4_300_000, 12_582_912, 1e-4, 9, (5, 7), 1.0, 1.0001,
                             detail="CUBLAS_WORKSPACE_CONFIG=:4096:8: 5 rounds x 4 streams on one handle; the "
                                    "worker's first output differs from this process's bits")
-    checks = {"DEFAULT": GemmCheck(shape, 0, "argument", 0, "ab" * 32, 5e-7, (ScenarioResult("repeat", 20, 0), broken))}
-    result = _report.BenchResult((_report.ShapeReport(shape, checks),), {"gpu": {"name": "NVIDIA H200"}},
-                                 "2026-11-29T00:00:00+00:00", 1.0, "0.1.0")
-    lines = _report.summary_lines(result)
+    checks = _checks(("DEFAULT", 5e-7, (ScenarioResult("repeat", G, 20, 0), broken)), shape="16384x768x3352:nn")
+    result = _bench_result(checks, shape="16384x768x3352:nn")
+    lines = text.summary_lines(result)
+    assert "reproducible, of 1 shape/mode pairs: NO 1 (guarantee scenarios checked: repeat, workspace-config)" in lines
     assert any(line.startswith("FAILED") and "16384x768x3352:nn DEFAULT: workspace-config" in line for line in lines)
     assert ("  16384x768x3352:nn DEFAULT: workspace-config: 20/20 runs differ, up to 4300000 elements, 9 ULP at "
             "(5, 7) (CUBLAS_WORKSPACE_CONFIG=:4096:8: 5 rounds x 4 streams on one handle; the worker's first "
             "output differs from this process's bits)") in lines
+    assert "NO: workspace-config" in text.render_text(result) and text.run_failed(result)
+
+
+def test_the_summary_never_claims_what_did_not_run():
+    nothing = _bench_result({})
+    lines = text.summary_lines(nothing)
+    assert lines == ["reproducible: not checked (no scenario ran)"]
+    erred = _checks(("PEDANTIC", float("nan"), (ScenarioResult("repeat", G, 0, 0, error="OutOfMemoryError: oom"),
+                                                ScenarioResult("sm-count", H, 0, 0, error="OutOfMemoryError: oom"))))
+    lines = text.summary_lines(_bench_result(erred))
+    assert not any("repeated" in line for line in lines)
+    assert "reproducible, of 1 shape/mode pairs: error 1" in lines
+    assert any(line.startswith("could not run (2 scenario runs)") for line in lines)
+    only_hazards = _checks(("PEDANTIC", 5e-7, (ScenarioResult("sm-count", H, 2, 0),)))
+    lines = text.summary_lines(_bench_result(only_hazards))
+    assert "reproducible, of 1 shape/mode pairs: not checked 1" in lines
+    assert "not checked (no guarantee scenario ran): 1 pairs" in lines
 
 
 def test_comparison_is_printed_and_its_verdict_returned(capsys):

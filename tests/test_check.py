@@ -1,31 +1,10 @@
 import pytest
 
-from cublas_det import MathMode, check_gemm, check_many
-from cublas_det._check import SCENARIOS, batch_ladder, cublas_gemm, sm_count_targets, validate_scenarios
+from cublas_det import GemmConfig, MathMode, check_gemm, check_many, shape_gemm
+from cublas_det.scenarios import REGISTRY as SCENARIOS
+from cublas_det.scenarios.batch import batch_ladder
 from cublas_det.shapes import preset
 from cublas_det.testing import assert_gemm_reproducible
-
-
-def test_every_scenario_is_documented_in_one_sentence():
-    assert list(SCENARIOS) == ["repeat", "fresh-handle", "fresh-process", "streams-shared-handle",
-                               "streams-per-handle", "workspace-config", "batch-invariance", "sm-count", "modes"]
-    for description, _ in SCENARIOS.values():
-        assert description and description.count(". ") == 0
-
-
-def test_validate_scenarios():
-    assert validate_scenarios("repeat") == ("repeat",)
-    assert validate_scenarios(["modes", "repeat", "modes"]) == ("modes", "repeat")
-    with pytest.raises(ValueError, match=r"unknown scenario 'again'; choose from repeat, fresh-handle"):
-        validate_scenarios(["repeat", "again"])
-
-
-def test_batch_ladder_and_sm_targets():
-    assert batch_ladder(4096) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4095]
-    assert batch_ladder(5) == [1, 2, 4]
-    assert batch_ladder(1) == []
-    assert sm_count_targets(132) == [66, 116]
-    assert sm_count_targets(1) == []
 
 
 def test_bad_repeats_is_a_value_error():
@@ -63,7 +42,7 @@ def atomic_gemm(a, b, out, handle, shape):
 def test_planted_atomic_add_gemm_is_reported_and_located():
     check = check_gemm("64x64x65536:nn", "pedantic", repeats=20, scenarios=["repeat"], gemm_fn=atomic_gemm)
     result = check.scenario("repeat")
-    assert not check.reproducible and result.differing_runs > 0, str(result)
+    assert not check.reproducible and check.verdict.value == "NO" and result.differing_runs > 0, str(result)
     assert result.mismatched_elements > 0 and result.max_ulp > 0
     row, col = result.index
     assert 0 <= row < 64 and 0 <= col < 64 and result.reference_value != result.actual_value
@@ -79,7 +58,7 @@ def test_one_ulp_change_in_one_element_is_found_at_its_index():
     calls = []
 
     def perturb_third_run(a, b, out, handle, shape):
-        cublas_gemm(a, b, out, handle, shape)
+        shape_gemm(a, b, out, handle, shape)
         calls.append(1)
         if len(calls) == 3:
             out[37, 11] = cupy.nextafter(out[37, 11], cupy.float32(cupy.inf))
@@ -101,6 +80,11 @@ def test_shared_handle_on_concurrent_streams_is_caught_on_a_split_k_shape(mode):
     assert shared.runs == 64 and shared.differing_runs > 0, str(shared)
     assert shared.index is not None and shared.mismatched_elements > 0
     assert per_handle.identical, str(per_handle)
+    # The hazard is a finding: the GEMM stays reproducible unless the caller judges hazards too.
+    assert check.reproducible and check.findings == (shared,)
+    assert_gemm_reproducible(check)
+    with pytest.raises(AssertionError, match="changed bits under hazard scenarios"):
+        assert_gemm_reproducible(check, fail_on_hazards=True)
 
 
 @pytest.mark.gpu
@@ -126,13 +110,19 @@ def test_every_scenario_runs_and_records_facts():
     assert set(modes.extra["matrix"]) == {f"{m}/{c}" for m in ("PEDANTIC", "DEFAULT", "TF32")
                                           for c in ("COMPUTE_32F", "COMPUTE_32F_PEDANTIC", "COMPUTE_32F_FAST_TF32")}
     assert ["PEDANTIC", "DEFAULT"] in modes.extra["groups"] and modes.differing_runs == 1
+    assert modes.kind.value == "comparison"
     assert modes.extra["matrix"]["TF32/COMPUTE_32F"]["rel_error"] > 1e-5
     assert modes.extra["matrix"]["TF32/COMPUTE_32F_PEDANTIC"]["rel_error"] < 1e-5
     assert modes.extra["matrix"]["PEDANTIC/COMPUTE_32F_FAST_TF32"]["rel_error"] > 1e-5
-    assert check.scenario("batch-invariance").runs == len(batch_ladder(128))
+    assert check.scenario("batch-invariance").runs == len(batch_ladder(128))  # a custom shape: M is its batch
     assert check.provenance["gpu"]["sm_count"] > 0 and len(check.digest) == 64
-    assert check.mode == MathMode.PEDANTIC and check.mode_source == "argument"
-    assert check.rel_error < 1e-5
+    assert check.config == GemmConfig(MathMode.PEDANTIC) and check.mode_source == "argument"
+    assert check.rel_error < 1e-5 and check.reproducible
+    forward, dw = [s for s in preset("trunk") if s.layer == "W_in" and s.gemm_pass in ("forward", "dW")]
+    forward_check, dw_check = check_many([forward, dw], ["pedantic"], repeats=2, scenarios=["batch-invariance"])
+    assert forward_check.scenario("batch-invariance").runs == len(batch_ladder(4096))
+    assert dw_check.scenario("batch-invariance").not_applicable.startswith("the batch (T) is K")
+    assert forward_check.verdict.value == "not checked"  # a hazard alone says nothing about reproducibility
 
 
 @pytest.mark.gpu

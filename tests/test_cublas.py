@@ -3,8 +3,7 @@ import pickle
 
 import pytest
 
-from cublas_det import CublasError
-from cublas_det import _cublas
+from cublas_det import CublasError, _cublas
 
 
 def test_error_message_names_status_meaning_and_function():

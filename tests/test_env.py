@@ -1,4 +1,4 @@
-from cublas_det import _env
+from cublas_det import _env, _provenance
 
 
 def test_empty_math_mode_var_means_unset(monkeypatch):
@@ -44,5 +44,5 @@ def test_tf32_warnings(monkeypatch):
 
 
 def test_cuda_version_text():
-    assert _env._cuda_version_text(13000) == "13.0"
-    assert _env._cuda_version_text(12080) == "12.8"
+    assert _provenance._cuda_version_text(13000) == "13.0"
+    assert _provenance._cuda_version_text(12080) == "12.8"

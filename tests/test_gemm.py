@@ -306,7 +306,7 @@ def test_ctypes_arguments_wrap_exactly_the_five_pointers():
     from cublas_det import _gemm
 
     args = _gemm._gemm_ex_args(True, False, 128, 56, 4096, 128, 56, 0x7F00_0000_1000, 0x7F00_0000_2000,
-                               0x7F00_0000_3000, 0x7F00_0000_4000, 0x7F00_0000_5000, None)
+                               0x7F00_0000_3000, 0x7F00_0000_4000, 0x7F00_0000_5000, ComputeType.COMPUTE_32F)
     wrapped = _gemm._as_ctypes(args)
     assert len(wrapped) == len(args) == 18
     pointers = [i for i, arg in enumerate(wrapped) if isinstance(arg, c_void_p)]

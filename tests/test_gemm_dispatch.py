@@ -11,6 +11,7 @@ import pytest
 
 from cublas_det import CublasError, MathMode, _cublas, _gemm, _handle
 from cublas_det._handle import Handle, ModeSource
+from cublas_det.config import GemmConfig
 
 cupy = pytest.importorskip("cupy")
 
@@ -63,7 +64,7 @@ def handles():
     made = []
 
     def make(ptr=0xA000):
-        made.append(Handle(ptr, int(MathMode.PEDANTIC), ModeSource.ARGUMENT, 0))
+        made.append(Handle(ptr, GemmConfig(MathMode.PEDANTIC), ModeSource.ARGUMENT, 0))
         return made[-1]
 
     yield make

@@ -2,9 +2,16 @@ import warnings
 
 import pytest
 
-from cublas_det import (AtomicsMode, ComputeType, MathMode, ModeSource, NoGpuError, create_handle,
-                        math_mode, parse_math_mode, resolve_math_mode)
-from cublas_det._handle import math_mode_name
+from cublas_det import (
+    AtomicsMode,
+    ComputeType,
+    GemmConfig,
+    MathMode,
+    ModeSource,
+    NoGpuError,
+    create_handle,
+    math_mode,
+)
 
 from .conftest import needs_no_gpu
 
@@ -19,55 +26,10 @@ def test_enum_values_match_cublas_13_headers():
     assert (AtomicsMode.NOT_ALLOWED, AtomicsMode.ALLOWED) == (0, 1)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("pedantic", MathMode.PEDANTIC), ("PEDANTIC", MathMode.PEDANTIC), (" Tf32 ", MathMode.TF32),
-    ("default", MathMode.DEFAULT), ("CUBLAS_PEDANTIC_MATH", MathMode.PEDANTIC),
-    ("cublas_default_math", MathMode.DEFAULT), ("CUBLAS_TF32_TENSOR_OP_MATH", MathMode.TF32),
-])
-def test_parse_math_mode_names(text, expected):
-    assert parse_math_mode(text) is expected
-
-
-@pytest.mark.parametrize("text", ["fast", "1", "", "pedantic2", "CUBLAS_TENSOR_OP_MATH"])
-def test_parse_math_mode_rejects_with_choices(text):
-    with pytest.raises(ValueError) as info:
-        parse_math_mode(text, source="CUBLAS_DET_MATH_MODE")
-    message = str(info.value)
-    assert f"CUBLAS_DET_MATH_MODE={text!r}" in message
-    assert "pedantic, default, tf32" in message
-
-
-def test_precedence_argument_over_env_over_default(monkeypatch):
-    monkeypatch.delenv("CUBLAS_DET_MATH_MODE", raising=False)
-    assert resolve_math_mode(None) == (MathMode.PEDANTIC, ModeSource.DEFAULT)
-    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "tf32")
-    assert resolve_math_mode(None) == (MathMode.TF32, ModeSource.ENV)
-    assert resolve_math_mode("default") == (MathMode.DEFAULT, ModeSource.ARGUMENT)
-    assert resolve_math_mode(MathMode.PEDANTIC) == (MathMode.PEDANTIC, ModeSource.ARGUMENT)
-    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "")
-    assert resolve_math_mode(None) == (MathMode.PEDANTIC, ModeSource.DEFAULT)
-
-
-def test_env_is_read_at_call_time_and_bad_value_names_the_variable(monkeypatch):
-    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "default")
-    assert resolve_math_mode(None)[0] == MathMode.DEFAULT
+def test_env_is_read_at_call_time_and_a_bad_value_fails_before_gpu_work(monkeypatch):
     monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "turbo")
-    with pytest.raises(ValueError, match=r"CUBLAS_DET_MATH_MODE='turbo'.*pedantic, default, tf32"):
-        resolve_math_mode(None)
     with pytest.raises(ValueError, match="CUBLAS_DET_MATH_MODE='turbo'"):
-        create_handle()  # the env error comes before any GPU work
-
-
-def test_mode_flag_combines_and_bad_ints_are_rejected():
-    value, _ = resolve_math_mode(MathMode.PEDANTIC | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION)
-    assert value == 18 and math_mode_name(value) == "PEDANTIC|DISALLOW_REDUCED_PRECISION_REDUCTION"
-    for bad in (1, 4, 7, 256):
-        with pytest.raises(ValueError, match="not a supported math mode"):
-            resolve_math_mode(bad)
-    with pytest.raises(TypeError, match="MathMode, int or str"):
-        resolve_math_mode(2.0)
-    with pytest.raises(TypeError):
-        resolve_math_mode(True)
+        create_handle()
 
 
 @pytest.mark.parametrize("size", [-1, 1.5, "32MiB", True])
@@ -196,3 +158,69 @@ def test_math_mode_scope_warns_when_env_defeats_it(monkeypatch):
 @pytest.mark.all_math_modes
 def test_plugin_handle_follows_the_parametrized_mode(cublas_handle, cublas_math_mode):
     assert cublas_handle.read_math_mode() == cublas_math_mode
+
+
+# -- default handles, one per thread -------------------------------------------------------------
+def test_default_handles_are_per_thread_per_device_per_config(monkeypatch):
+    """On the CPU: create_handle is replaced by a recorder, so the keying itself is what is tested."""
+    import threading
+
+    from cublas_det import _handle
+
+    made = []
+
+    class FakeHandle:
+        closed = False
+
+    def fake_create(mode=None):
+        made.append(FakeHandle())
+        return made[-1]
+
+    monkeypatch.setattr(_handle, "create_handle", fake_create)
+    monkeypatch.setattr(_handle, "_current_device", lambda: 0)
+    monkeypatch.delenv("CUBLAS_DET_MATH_MODE", raising=False)
+    main = _handle.default_handle()
+    assert _handle.default_handle() is main  # reused in the same thread
+    seen = []
+    worker = threading.Thread(target=lambda: seen.extend([_handle.default_handle(), _handle.default_handle()]))
+    worker.start()
+    worker.join()
+    assert seen[0] is seen[1] and seen[0] is not main  # another thread, another handle
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "tf32")
+    assert _handle.default_handle() is not main  # another configuration, another handle
+    monkeypatch.setattr(_handle, "_current_device", lambda: 1)
+    monkeypatch.delenv("CUBLAS_DET_MATH_MODE")
+    assert _handle.default_handle() is not main  # another device, another handle
+    assert len(made) == 4
+
+
+@pytest.mark.gpu
+def test_gemm_without_a_handle_uses_one_handle_per_thread():
+    import threading
+
+    import cupy
+
+    from cublas_det import _handle, gemm
+
+    a = cupy.ones((64, 64), cupy.float32)
+    handles, outputs = {}, {}
+
+    def work(name):
+        outputs[name] = gemm(a, a)
+        cupy.cuda.get_current_stream().synchronize()
+        handles[name] = _handle.default_handle()
+
+    threads = [threading.Thread(target=work, args=(name,)) for name in ("first", "second")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert handles["first"] is not handles["second"] and handles["first"].ptr != handles["second"].ptr
+    assert float(outputs["first"][0, 0]) == float(outputs["second"][0, 0]) == 64.0
+
+
+@pytest.mark.gpu
+def test_a_configuration_travels_to_cublas_set_math_mode():
+    config = GemmConfig(MathMode.TF32, disallow_reduced_precision_reduction=True)
+    with create_handle(config) as handle:
+        assert handle.config is config and handle.read_math_mode() == 3 | 16 == config.math_mode_value

@@ -6,14 +6,21 @@ import sys
 
 import pytest
 
-from cublas_det import _report, _sweep, _worker
+from cublas_det import _sweep
+from cublas_det.config import GemmConfig
+from cublas_det.report import compare as report_compare
+from cublas_det.report.sweep import render_sweep, sweep_summary, sweep_to_json
 from cublas_det.shapes import parse_shape
+from cublas_det.worker import parent as worker_parent
 
 SHAPES = [parse_shape("128x56x4096:tn"), parse_shape("4096x56x128:nn")]
-MODES = [2, 3]  # PEDANTIC, TF32
+PEDANTIC, TF32 = GemmConfig.parse("pedantic"), GemmConfig.parse("tf32")
+MODES = [PEDANTIC, TF32]
 
-# A stand-in for `python -m cublas_det._worker`: answers like it, from the request on stdin.
+# A stand-in for `python -m cublas_det.worker`: answers like it, from the request on stdin.
 # Device 1 computes other bits for one task; device 2 crashes; device 3 runs out of memory on one task.
+# Scenarios: "modes" (a comparison) always finds other modes' bits; "sm-count" (a hazard) changes bits on
+# device 0; "repeat" (a guarantee) gives other bits on device 4.
 FAKE_WORKER = r"""
 import json, sys
 request = json.load(sys.stdin)
@@ -21,14 +28,17 @@ device = request["device"]
 if device == 2:
     print("RuntimeError: CUDA error: an illegal memory access was encountered", file=sys.stderr)
     sys.exit(1)
+KINDS = {"repeat": "guarantee", "sm-count": "hazard", "modes": "comparison"}
 results = {}
 for task in request["tasks"]:
-    key = f"{task['spec']}|{task['mode']}"
-    if device == 3 and task["mode"] == 3:
+    mode = task["config"]["name"]
+    key = f"{task['spec']}|{mode}"
+    if device == 3 and mode == "TF32":
         results[key] = {"error": "OutOfMemoryError: out of memory allocating 1024 bytes"}
         continue
-    digest = ("odd" if device == 1 and key == "4096x56x128:nn|3" else "same") + key
-    scenarios = [{"scenario": s, "identical": True} for s in request["scenarios"]]
+    digest = ("odd" if device == 1 and key == "4096x56x128:nn|TF32" else "same") + key
+    differ = {"modes": 1, "sm-count": 1 if device == 0 else 0, "repeat": 1 if device == 4 else 0}
+    scenarios = [{"scenario": s, "kind": KINDS[s], "runs": 2, "differing_runs": differ[s]} for s in request["scenarios"]]
     results[key] = {"digest": digest, "rel_error": 1e-7, "scenarios": scenarios}
 provenance = {"gpu": {"name": "Fake GPU", "compute_capability": "9.0", "sm_count": 132, "pci_bus_id": f"0000:{device}:00.0"},
               "cublas_version": "13.1.0", "driver_version": "13.0"}
@@ -39,13 +49,13 @@ json.dump({"results": results, "provenance": provenance, "elapsed_s": 0.5}, sys.
 @pytest.fixture
 def fake_workers(monkeypatch):
     requests = []
-    spawn = _worker.spawn
+    spawn = worker_parent.spawn
 
     def recording_spawn(request, env):
         requests.append(request)
         return spawn(request, env)
 
-    monkeypatch.setattr(_worker, "worker_command", lambda: [sys.executable, "-c", FAKE_WORKER])
+    monkeypatch.setattr(worker_parent, "worker_command", lambda: [sys.executable, "-c", FAKE_WORKER])
     monkeypatch.setattr(_sweep, "spawn", recording_spawn)
     return requests
 
@@ -63,26 +73,26 @@ def test_parse_devices():
 
 
 def test_devices_that_agree(fake_workers):
-    runs = _sweep.run_sweep(SHAPES, [2], [0, 3], scenarios=["repeat"], repeats=5)
-    assert [r["device"] for r in fake_workers] == [0, 3] and fake_workers[0]["scenarios"] == ["repeat"]
-    found = _sweep.agreements(SHAPES, [2], runs)
+    runs = _sweep.run_sweep(SHAPES, [PEDANTIC], [0, 3], scenarios=["repeat"], repeats=5)
+    assert [r.device for r in fake_workers] == [0, 3] and fake_workers[0].scenarios == ("repeat",)
+    found = _sweep.agreements(SHAPES, [PEDANTIC], runs)
     assert all(a.agree and a.ok for a in found) and not _sweep.sweep_failed(runs, found)
-    text = _sweep.render_sweep(runs, found)
+    text = render_sweep(runs, found)
     assert "0: Fake GPU, cc 9.0, 132 SMs, PCI 0000:0:00.0, cuBLAS 13.1.0, driver 13.0 (0.5 s)" in text
     assert "all 2 devices gave identical bits for all 2 shape/mode pairs" in text
 
 
 def test_an_odd_device_a_crash_and_a_failed_task_are_each_named(fake_workers):
     runs = _sweep.run_sweep(SHAPES, MODES, [0, 1, 2, 3])
-    found = {(a.shape.spec, a.mode): a for a in _sweep.agreements(SHAPES, MODES, runs)}
-    odd = found[("4096x56x128:nn", 3)]
-    assert odd.outliers == [1] and odd.majority == "same4096x56x128:nn|3" and not odd.agree
+    found = {(a.shape.spec, a.mode_name): a for a in _sweep.agreements(SHAPES, MODES, runs)}
+    odd = found[("4096x56x128:nn", "TF32")]
+    assert odd.outliers == [1] and odd.majority == "same4096x56x128:nn|TF32" and not odd.agree
     assert odd.errors == {2: "worker exited with code 1: RuntimeError: CUDA error: an illegal memory access was "
                              "encountered", 3: "OutOfMemoryError: out of memory allocating 1024 bytes"}
-    clean = found[("128x56x4096:tn", 2)]
+    clean = found[("128x56x4096:tn", "PEDANTIC")]
     assert clean.outliers == [] and set(clean.digests) == {0, 1, 3} and 2 in clean.errors
     assert _sweep.sweep_failed(runs, list(found.values()))
-    text = _sweep.render_sweep(runs, list(found.values()))
+    text = render_sweep(runs, list(found.values()))
     assert "2: error: worker exited with code 1: RuntimeError" in text  # the crash, with the others' results
     assert "device 1 (Fake GPU, 132 SMs, cuBLAS 13.1.0): odd4096x56x" in text
     assert "4096x56x128:nn TF32: device 1 differ(s) from the other devices" in text
@@ -90,37 +100,53 @@ def test_an_odd_device_a_crash_and_a_failed_task_are_each_named(fake_workers):
 
 
 def test_sweep_json_carries_every_device_digest_and_compares_across_hosts(fake_workers):
-    runs = _sweep.run_sweep(SHAPES, [2], [0, 1])
-    found = _sweep.agreements(SHAPES, [2], runs)
-    data = _sweep.sweep_to_json(runs, found, {"gpu": {"name": "Fake GPU"}}, "2026-11-29T00:00:00+00:00", 1.0, "0.1.0")
+    runs = _sweep.run_sweep(SHAPES, [PEDANTIC], [0, 1])
+    found = _sweep.agreements(SHAPES, [PEDANTIC], runs)
+    data = sweep_to_json(runs, found, {"gpu": {"name": "Fake GPU"}}, "2026-11-29T00:00:00+00:00", 1.0, "0.1.0")
     entry = data["benchmarks"][0]
     assert entry["name"] == "128x56x4096:tn[PEDANTIC]" and entry["stats"] is None
-    assert entry["extra_info"]["device_digests"] == {"0": "same128x56x4096:tn|2", "1": "same128x56x4096:tn|2"}
+    assert entry["extra_info"]["device_digests"] == {"0": "same128x56x4096:tn|PEDANTIC", "1": "same128x56x4096:tn|PEDANTIC"}
     assert [d["device_id"] for d in data["machine_info"]["devices"]] == [0, 1]
     json.dumps(data)
-    lines, failed = _report.compare(data, data, None)
+    lines, failed = report_compare.compare(data, data, None)
     assert not failed and "128x56x4096:tn[PEDANTIC]: identical bits (2 device(s) here, 2 in the baseline)" in lines
     other = json.loads(json.dumps(data))
     other["benchmarks"][0]["extra_info"]["device_digests"]["1"] = "another"
-    lines, failed = _report.compare(other, data, None)
+    lines, failed = report_compare.compare(other, data, None)
     assert failed and any("bits DIFFER" in line for line in lines)
 
 
 def test_one_device_is_said_to_compare_nothing(fake_workers):
-    runs = _sweep.run_sweep(SHAPES, [2], [0])
-    found = _sweep.agreements(SHAPES, [2], runs)
-    text = _sweep.render_sweep(runs, found)
+    runs = _sweep.run_sweep(SHAPES, [PEDANTIC], [0])
+    found = _sweep.agreements(SHAPES, [PEDANTIC], runs)
+    text = render_sweep(runs, found)
     assert "1 device only" in text and "one device: nothing to compare across devices" in text
     assert not _sweep.sweep_failed(runs, found)
+
+
+def test_hazards_and_modes_are_not_failures_but_a_broken_guarantee_is(fake_workers):
+    runs = _sweep.run_sweep(SHAPES, MODES, [0, 1], scenarios=["repeat", "sm-count", "modes"])
+    found = _sweep.agreements(SHAPES[:1], MODES, runs)
+    assert not _sweep.sweep_failed(runs, found)  # --devices all --scenarios repeat modes no longer exits 1
+    assert all(a.ok and a.findings == {0: ["sm-count"]} for a in found)
+    summary = sweep_summary(runs, found)
+    assert ("finding on device 0: bits changed under the hazard(s) sm-count in 2 shape/mode pair(s), as cuBLAS warns"
+            in summary)
+    assert not any("broke a guarantee" in line or "repeated runs" in line for line in summary)
+    runs = _sweep.run_sweep(SHAPES, [PEDANTIC], [0, 4], scenarios=["repeat"])
+    found = _sweep.agreements(SHAPES, [PEDANTIC], runs)
+    assert _sweep.sweep_failed(runs, found) and found[0].scenario_failures == {4: ["repeat"]}
+    assert ("device 4 broke a guarantee: other bits under repeat (documented as reproducible)"
+            in sweep_summary(runs, found))
 
 
 def test_collect_names_a_timeout_and_a_signal():
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
-    assert _worker.collect(sleeper, timeout_s=0.5) == (None, "worker timed out after 0.5 s")
+    assert worker_parent.collect(sleeper, timeout_s=0.5) == (None, "worker timed out after 0.5 s")
     killed = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    answer, error = _worker.collect(killed)
+    answer, error = worker_parent.collect(killed)
     assert answer is None and error.startswith("worker was killed by signal 9")
 
 
@@ -135,12 +161,12 @@ def test_one_real_device_gives_the_digest_this_process_computes():
     from cublas_det import check_gemm
 
     shape = parse_shape("128x56x4096:tn")
-    (run,) = _sweep.run_sweep([shape], [2, 3], [0], scenarios=["repeat"], repeats=5)
+    (run,) = _sweep.run_sweep([shape], MODES, [0], scenarios=["repeat"], repeats=5)
     assert run.error is None and run.provenance["gpu"]["sm_count"] > 0
-    found = _sweep.agreements([shape], [2, 3], [run])
-    here = {mode: check_gemm(shape, mode, scenarios=[]).digest for mode in (2, 3)}
-    assert {a.mode: a.digests[0] for a in found} == here
-    assert here[2] != here[3]  # TF32 really is another computation: the digests can tell devices apart
+    found = _sweep.agreements([shape], MODES, [run])
+    here = {config.name: check_gemm(shape, config, scenarios=[]).digest for config in MODES}
+    assert {a.mode_name: a.digests[0] for a in found} == here
+    assert here["PEDANTIC"] != here["TF32"]  # TF32 really is another computation: the digests tell devices apart
     assert all(a.ok for a in found) and not _sweep.sweep_failed([run], found)
 
 

@@ -2,8 +2,17 @@ import random
 
 import pytest
 
-from cublas_det._timing import (Ratio, batch_size, buffer_sets, median_ci, paired_ratio, quartiles, ratio_pairs,
-                                rotation, should_stop)
+from cublas_det._timing import (
+    Ratio,
+    batch_size,
+    buffer_sets,
+    median_ci,
+    paired_ratio,
+    quartiles,
+    ratio_pairs,
+    rotation,
+    should_stop,
+)
 
 
 def test_median_ci_order_statistics():

@@ -1,0 +1,192 @@
+"""``check_gemm()`` / ``check_many()``: do a GEMM's output bits repeat, and under which conditions do they stop?
+
+Orchestration only: operands, the reference output, the scenarios (:mod:`cublas_det.scenarios`)
+and the worker processes some of them need. Measures only: a :class:`GemmCheck` records what
+happened in each scenario and never raises on a mismatch (``cublas_det.testing`` and the CLI judge).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from . import _compare
+from ._cublas import MathMode
+from ._gemm import shape_gemm
+from ._handle import create_handle
+from .config import GemmConfig, resolve_config
+from .operands import device_operands, fp64_reference, output
+from .results import GemmCheck, ScenarioResult
+from .scenarios import (
+    DEFAULT_SCENARIOS,
+    REGISTRY,
+    GemmFunction,
+    ScenarioContext,
+    validate_scenarios,
+)
+from .shapes import GemmShape, parse_shape
+from .worker.parent import INTERRUPTED, collect, kill_all, spawn
+from .worker.protocol import Task
+
+__all__ = ["CheckInterrupted", "DEFAULT_SCENARIOS", "check_gemm", "check_many"]
+
+
+def check_gemm(shape: GemmShape | str, mode: GemmConfig | MathMode | int | str | None = None, *, repeats: int = 20,
+               scenarios=DEFAULT_SCENARIOS, seed: int = 0, gemm_fn: GemmFunction | None = None) -> GemmCheck:
+    """Run ``shape`` in ``mode`` under each scenario and report what repeated and what did not.
+
+    Args:
+        shape: a :class:`GemmShape` or a string such as ``"128x56x4096:nt"``.
+        mode: a :class:`GemmConfig` or a math mode (argument > ``CUBLAS_DET_MATH_MODE`` > PEDANTIC).
+        repeats: runs per scenario (``repeat``; streams scenarios run ``max(repeats, 16)`` outputs).
+        scenarios: names from :data:`cublas_det.SCENARIOS`.
+        seed: input seed; the same seed gives the same inputs on every machine.
+        gemm_fn: ``gemm_fn(a, b, out, handle, shape)`` replacing the cuBLAS call (to plant faults).
+
+    Returns:
+        A :class:`GemmCheck`; it never raises because bits differ.
+    """
+    return check_many([shape], [mode], repeats=repeats, scenarios=scenarios, seed=seed, gemm_fn=gemm_fn)[0]
+
+
+class CheckInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`check_many`; ``.checks`` holds the checks that had completed."""
+
+    def __init__(self, checks: list):
+        super().__init__("interrupted")
+        self.checks = checks
+
+
+def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS, seed: int = 0,
+               gemm_fn: GemmFunction | None = None, on_check=None, device_id: int | None = None) -> list[GemmCheck]:
+    """:func:`check_gemm` over shapes x configurations, sharing inputs and the worker processes.
+
+    Worker processes (``fresh-process``, ``workspace-config``) start once for all pairs and run
+    while this process works. ``on_check(check)`` is called as each in-process check completes
+    (worker scenarios still pending). A shape that fails (out of memory, say) is returned with
+    the error recorded, and the others go on.
+
+    Raises:
+        CheckInterrupted: on Ctrl-C, carrying the checks completed so far.
+    """
+    import cupy
+
+    from ._device import require_gpu
+    from ._provenance import fingerprint
+
+    names = validate_scenarios(scenarios)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 2:
+        raise ValueError(f"repeats must be an int >= 2, not {repeats!r}")
+    shapes = [parse_shape(s) if isinstance(s, str) else s for s in shapes]
+    configs = [resolve_config(mode) for mode in modes]
+    require_gpu()
+    if device_id is not None:
+        cupy.cuda.Device(device_id).use()
+    provenance = fingerprint()
+    tasks = tuple(Task(shape, config, seed) for shape in shapes for config, _ in configs)
+    workers = _start_workers(names, tasks, repeats, gemm_fn)
+    checks = []
+    try:
+        for shape in shapes:
+            operands: dict = {}  # input dtype -> (a, b) or the error that stopped making them
+            shared: dict = {}  # what the configurations of this shape share (the modes matrix)
+            for config, source in configs:
+                started = time.perf_counter()
+                if config.input_dtype not in operands:
+                    operands[config.input_dtype] = _guarded(lambda: device_operands(shape, seed, config))
+                check = _check_one(shape, config, source, seed, names, repeats, operands[config.input_dtype],
+                                   gemm_fn or shape_gemm, shared, provenance)
+                check = dataclasses.replace(check, elapsed_s=time.perf_counter() - started)
+                checks.append(check)
+                if on_check is not None:
+                    on_check(check)
+            del operands, shared
+            cupy.get_default_memory_pool().free_all_blocks()
+        checks = _merge_worker_results(checks, names, workers)
+    except KeyboardInterrupt:
+        kill_all(workers)
+        raise CheckInterrupted(_merge_worker_results(checks, names, {name: INTERRUPTED for name in workers})) from None
+    finally:
+        kill_all(workers)
+    return checks
+
+
+def _guarded(make):
+    """``make()``, or the exception it raised (out of memory): recorded in the check, the others go on."""
+    try:
+        return make()
+    except Exception as err:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+        return err
+
+
+def _check_one(shape, config, source, seed, names, repeats, operands, run, shared, provenance) -> GemmCheck:
+    import cupy
+
+    if isinstance(operands, Exception):
+        return _failed_check(shape, config, source, seed, names, f"operands: {type(operands).__name__}: {operands}",
+                             provenance)
+    a, b = operands
+    stream = cupy.cuda.Stream(non_blocking=True)
+    handle = create_handle(config, stream=stream)
+    try:
+        with stream:
+            reference = _guarded(lambda: _reference(shape, config, a, b, handle, run))
+            if isinstance(reference, Exception):
+                return _failed_check(shape, config, source, seed, names,
+                                     f"reference: {type(reference).__name__}: {reference}", provenance)
+            reference, digest, rel_error = reference
+            context = ScenarioContext(shape, config, a, b, reference, handle, stream, repeats, seed, run, shared)
+            results = tuple(_pending(REGISTRY[name]) if REGISTRY[name].in_worker else REGISTRY[name].run(context)
+                            for name in names)
+    finally:
+        handle.close()
+    return GemmCheck(shape, config, source.value, seed, digest, rel_error, results, provenance)
+
+
+def _reference(shape, config, a, b, handle, run):
+    """The first output, its digest, and its error against float64."""
+    reference = output(shape, config)
+    run(a, b, reference, handle, shape)
+    return reference, _compare.digest(reference), _compare.relative_error(reference, fp64_reference(shape, a, b))
+
+
+def _pending(scenario) -> ScenarioResult:
+    return ScenarioResult(scenario.name, scenario.kind, 0, 0, detail="pending")  # filled in by the workers
+
+
+def _failed_check(shape, config, source, seed, names, error, provenance) -> GemmCheck:
+    results = tuple(REGISTRY[name].failed(f"no output to check: {error}") for name in names)
+    return GemmCheck(shape, config, source.value, seed, "", float("nan"), results, provenance, error=error)
+
+
+# -- scenarios in other processes ---------------------------------------------------------------
+def _start_workers(names, tasks, repeats, gemm_fn) -> dict:
+    """Start the worker processes the scenarios need; they run while this process checks.
+
+    Returns ``{worker name: Popen, or the reason it was not started}``.
+    """
+    planned = {}
+    for name in names:
+        scenario = REGISTRY[name]
+        if scenario.in_worker:
+            import cupy
+
+            planned.update(scenario.plan(cupy.cuda.runtime.getDevice(), tasks, repeats))
+    if gemm_fn is not None:
+        return {worker: "a custom gemm_fn cannot run in another process" for worker in planned}
+    return {worker: spawn(request, env) for worker, (request, env) in planned.items()}
+
+
+def _merge_worker_results(checks: list[GemmCheck], names, workers: dict) -> list[GemmCheck]:
+    if not workers:
+        return checks
+    answers = {name: collect(process) for name, process in workers.items()}
+    merged = []
+    for check in checks:
+        results = tuple(REGISTRY[r.scenario].merge(check, answers) if REGISTRY[r.scenario].in_worker else r
+                        for r in check.scenarios)
+        merged.append(dataclasses.replace(check, scenarios=results))
+    return merged

@@ -1,0 +1,205 @@
+"""The numeric configuration of a GEMM, as one frozen type parsed once and carried end to end.
+
+A :class:`GemmConfig` is what decides a GEMM's arithmetic besides its shape: the math mode and its
+flag, the compute type, and the element types of the inputs and the output. The CLI flag, the
+``mode`` argument of the API and ``CUBLAS_DET_MATH_MODE`` are all parsed into it here, and it
+travels unchanged to ``cublasSetMathMode`` and ``cublasGemmEx``; tables and JSON name it by
+:attr:`GemmConfig.name`.
+
+The text form is ``MODE[+disallow-rpr]``: ``pedantic``, ``default`` or ``tf32`` (or the cuBLAS
+names ``CUBLAS_PEDANTIC_MATH`` ...), case-insensitive, optionally with the flag
+``DISALLOW_REDUCED_PRECISION_REDUCTION`` (``+disallow-rpr``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from . import _env
+from ._cublas import MATH_MODE_FLAGS, ComputeType, DataType, MathMode
+
+
+class ModeSource(str, enum.Enum):
+    """Where a configuration's math mode came from."""
+
+    ARGUMENT = "argument"
+    ENV = "env"
+    DEFAULT = "default"
+
+
+@dataclasses.dataclass(frozen=True)
+class ElementType:
+    """An element type cuBLAS reads or writes: its name, ``cudaDataType_t`` and size."""
+
+    name: str
+    cuda: DataType
+    itemsize: int
+
+
+# The element types and, per input type, the compute types cuBLAS accepts. Supporting a new
+# precision is a row in each table, not a new code path.
+ELEMENT_TYPES = {"float32": ElementType("float32", DataType.R_32F, 4)}
+COMPUTE_TYPES = {
+    "float32": (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_32F_FAST_TF32,
+                ComputeType.COMPUTE_32F_FAST_16F, ComputeType.COMPUTE_32F_FAST_16BF),
+}
+OUTPUT_TYPES = {"float32": ("float32",)}
+
+DEFAULT_MATH_MODE = MathMode.PEDANTIC
+MODE_CHOICES = ("pedantic", "default", "tf32")
+_MODE_NAMES = {
+    "pedantic": MathMode.PEDANTIC,
+    "default": MathMode.DEFAULT,
+    "tf32": MathMode.TF32,
+    "cublas_pedantic_math": MathMode.PEDANTIC,
+    "cublas_default_math": MathMode.DEFAULT,
+    "cublas_tf32_tensor_op_math": MathMode.TF32,
+}
+_FLAG_NAMES = ("disallow-rpr", "disallow_rpr", "disallow_reduced_precision_reduction",
+               "cublas_math_disallow_reduced_precision_reduction")
+FLAG_SUFFIX = "DISALLOW_RPR"
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmConfig:
+    """Math mode and flag, compute type, input and output element types of a GEMM.
+
+    The defaults are the fp32 GEMM this tool has always run: PEDANTIC math, ``COMPUTE_32F`` (so
+    that the math mode decides the arithmetic), float32 in and out.
+    """
+
+    math_mode: MathMode = DEFAULT_MATH_MODE
+    disallow_reduced_precision_reduction: bool = False
+    compute_type: ComputeType = ComputeType.COMPUTE_32F
+    input_dtype: str = "float32"
+    output_dtype: str = "float32"
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "math_mode", MathMode(self.math_mode))
+            object.__setattr__(self, "compute_type", ComputeType(self.compute_type))
+        except ValueError as err:
+            raise ValueError(f"GemmConfig: {err}") from None
+        if self.math_mode is MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION:
+            raise ValueError("GemmConfig: DISALLOW_REDUCED_PRECISION_REDUCTION is a flag, not a math mode; "
+                             "set disallow_reduced_precision_reduction=True")
+        if self.input_dtype not in ELEMENT_TYPES:
+            raise ValueError(f"GemmConfig: input dtype {self.input_dtype!r} is not supported; "
+                             f"choose {', '.join(ELEMENT_TYPES)}")
+        if self.output_dtype not in OUTPUT_TYPES[self.input_dtype]:
+            raise ValueError(f"GemmConfig: {self.input_dtype} inputs with a {self.output_dtype} output are not "
+                             f"supported; choose {', '.join(OUTPUT_TYPES[self.input_dtype])}")
+        if self.compute_type not in COMPUTE_TYPES[self.input_dtype]:
+            raise ValueError(f"GemmConfig: compute type {self.compute_type.name} does not take {self.input_dtype} "
+                             f"inputs; choose {', '.join(c.name for c in COMPUTE_TYPES[self.input_dtype])}")
+
+    @property
+    def math_mode_value(self) -> int:
+        """The ``cublasMath_t`` passed to ``cublasSetMathMode``: the mode, with the flag OR-ed in."""
+        return int(self.math_mode) | (MATH_MODE_FLAGS if self.disallow_reduced_precision_reduction else 0)
+
+    @property
+    def a_type(self) -> ElementType:
+        return ELEMENT_TYPES[self.input_dtype]
+
+    @property
+    def c_type(self) -> ElementType:
+        return ELEMENT_TYPES[self.output_dtype]
+
+    @property
+    def name(self) -> str:
+        """``PEDANTIC``, ``DEFAULT+DISALLOW_RPR``, ``TF32/COMPUTE_32F_PEDANTIC`` ...: the name in tables and JSON.
+
+        Only what differs from the defaults is added, so the fp32 configurations keep the plain
+        mode names that earlier JSON files use.
+        """
+        name = self.math_mode.name
+        if self.disallow_reduced_precision_reduction:
+            name += "+" + FLAG_SUFFIX
+        if self.compute_type is not ComputeType.COMPUTE_32F:
+            name += "/" + self.compute_type.name
+        if (self.input_dtype, self.output_dtype) != ("float32", "float32"):
+            name += f"/{self.input_dtype}->{self.output_dtype}"
+        return name
+
+    def __str__(self) -> str:
+        return self.name
+
+    def with_math_mode(self, mode: MathMode) -> GemmConfig:
+        """This configuration in another math mode (the flag, compute and element types kept)."""
+        return dataclasses.replace(self, math_mode=mode)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "math_mode": self.math_mode.name,
+                "disallow_reduced_precision_reduction": self.disallow_reduced_precision_reduction,
+                "math_mode_value": self.math_mode_value, "compute_type": self.compute_type.name,
+                "input_dtype": self.input_dtype, "output_dtype": self.output_dtype}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GemmConfig:
+        """Read :meth:`to_dict`'s output back (derived keys such as ``name`` are ignored)."""
+        return cls(MathMode[data["math_mode"]], bool(data.get("disallow_reduced_precision_reduction", False)),
+                   ComputeType[data.get("compute_type", "COMPUTE_32F")], data.get("input_dtype", "float32"),
+                   data.get("output_dtype", "float32"))
+
+    @classmethod
+    def parse(cls, text: str, *, source: str = "mode") -> GemmConfig:
+        """Parse ``MODE[+disallow-rpr]`` (see the module docstring), case-insensitively.
+
+        Raises:
+            ValueError: naming ``source``, the value and the valid choices.
+        """
+        parts = [part.strip().lower() for part in str(text).split("+")]
+        mode = _MODE_NAMES.get(parts[0])
+        flags = parts[1:]
+        if mode is None or any(flag not in _FLAG_NAMES for flag in flags) or len(flags) > 1:
+            raise ValueError(
+                f"{source}={text!r} is not a math mode; choose one of {', '.join(MODE_CHOICES)}, optionally "
+                "with +disallow-rpr (case-insensitive; CUBLAS_PEDANTIC_MATH, CUBLAS_DEFAULT_MATH, "
+                "CUBLAS_TF32_TENSOR_OP_MATH also work)")
+        return cls(mode, bool(flags))
+
+    @classmethod
+    def from_math_mode_value(cls, value: int) -> GemmConfig:
+        """The default configuration of a ``cublasMath_t`` value (the flag allowed)."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"mode must be a GemmConfig, MathMode, int or str, not {type(value).__name__}")
+        base = int(value) & ~MATH_MODE_FLAGS
+        if base not in (MathMode.DEFAULT, MathMode.PEDANTIC, MathMode.TF32) or int(value) & ~0xFF:
+            raise ValueError(
+                f"mode={int(value)} is not a supported math mode; use MathMode.DEFAULT (0), PEDANTIC (2) "
+                "or TF32 (3), optionally | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION (16)")
+        return cls(MathMode(base), bool(int(value) & MATH_MODE_FLAGS))
+
+
+def resolve_config(mode: GemmConfig | MathMode | int | str | None = None) -> tuple[GemmConfig, ModeSource]:
+    """Pick the configuration: argument > ``CUBLAS_DET_MATH_MODE`` > PEDANTIC (read at call time).
+
+    Raises:
+        ValueError: an unknown mode name or value (naming the env var when it came from there).
+        TypeError: a mode of another type.
+    """
+    if mode is None:
+        raw = _env.read_math_mode_env()
+        if raw is None:
+            return GemmConfig(), ModeSource.DEFAULT
+        return GemmConfig.parse(raw, source=_env.MATH_MODE_VAR), ModeSource.ENV
+    if isinstance(mode, GemmConfig):
+        return mode, ModeSource.ARGUMENT
+    if isinstance(mode, str):
+        return GemmConfig.parse(mode), ModeSource.ARGUMENT
+    return GemmConfig.from_math_mode_value(mode), ModeSource.ARGUMENT
+
+
+def parse_math_mode(value: str, *, source: str = "mode") -> MathMode:
+    """The math mode of ``value`` (``pedantic``, ``TF32``, ``CUBLAS_DEFAULT_MATH`` ...), without flags."""
+    return GemmConfig.parse(value, source=source).math_mode
+
+
+def math_mode_name(value: int) -> str:
+    """``PEDANTIC``, ``TF32``, ``DEFAULT+DISALLOW_RPR`` ... for a raw ``cublasMath_t`` read from a handle."""
+    try:
+        return GemmConfig.from_math_mode_value(value).name
+    except ValueError:
+        return str(value)

@@ -1,0 +1,50 @@
+"""The inputs of a checked or timed GEMM, and its float64 reference.
+
+Inputs are seeded random normal values made on the host with numpy, so the same shape and seed
+give the same bits on every machine, and digests compare across processes and hosts. Never zeros:
+they hide rounding.
+"""
+
+from __future__ import annotations
+
+from .config import GemmConfig
+from .shapes import GemmShape
+
+
+def host_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None):
+    """Seeded random normal A and B in their stored layouts, as numpy arrays of the input type."""
+    import numpy
+
+    dtype = (config or GemmConfig()).input_dtype
+    rng = numpy.random.default_rng(seed)
+    return (rng.standard_normal(shape.a_shape, dtype=numpy.float32).astype(dtype, copy=False),
+            rng.standard_normal(shape.b_shape, dtype=numpy.float32).astype(dtype, copy=False))
+
+
+def device_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None):
+    """A and B on the current device, complete: safe to read from any stream once this returns."""
+    import cupy
+
+    a_host, b_host = host_operands(shape, seed, config)
+    operands = cupy.asarray(a_host), cupy.asarray(b_host)
+    # The copies run on the current stream (usually the legacy default stream), which the checks'
+    # non-blocking streams do not wait for, and CUDA lets a copy from pageable memory return before
+    # its DMA has landed. Without this wait a check's first GEMM read a partly copied operand on the
+    # H200: the workspace-config worker's reference for a 210 MiB A differed in 2 of 2 runs, each
+    # time with other bits, and in 0 of 2 runs with the wait.
+    cupy.cuda.get_current_stream().synchronize()
+    return operands
+
+
+def output(shape: GemmShape, config: GemmConfig | None = None, rows: int | None = None):
+    """An uninitialised (M, N) output of the configuration's output type (``rows`` replaces M)."""
+    import cupy
+
+    return cupy.empty((shape.m if rows is None else rows, shape.n), (config or GemmConfig()).output_dtype)
+
+
+def fp64_reference(shape: GemmShape, a, b):
+    """``op(a) @ op(b)`` in float64 from the same (rounded) inputs: the yardstick of accuracy."""
+    a64 = a.astype("float64")
+    b64 = b.astype("float64")
+    return (a64.T if shape.trans_a else a64) @ (b64.T if shape.trans_b else b64)

@@ -1,0 +1,95 @@
+"""The device sweep's report: the devices, a row per shape and configuration, a summary, and JSON."""
+
+from __future__ import annotations
+
+from .._sweep import Agreement, DeviceRun
+from .json_file import benchmark_entry
+from .text import layout
+
+
+def _verdict(agreement: Agreement, devices: int) -> str:
+    if not agreement.digests:
+        return "no result"
+    if agreement.disagree:
+        return "NO"
+    if agreement.errors:
+        return f"partial ({len(agreement.digests)}/{devices} agree)"
+    return "1 device only" if devices == 1 else f"yes ({devices}/{devices})"
+
+
+def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
+    """The devices, then a row per shape and mode: do the devices agree, on which digest, who differs."""
+    lines = ["Devices"]
+    lines += [f"  {run.device_id}: {run.describe()}" + (f" ({run.elapsed_s:.1f} s)" if not run.error else "")
+              for run in runs]
+    by_id = {run.device_id: run for run in runs}
+    header = ["shape", "mode", "devices agree", "digest", "differs / missing"]
+    rows = []
+    for agreement in found:
+        notes = [by_id[d].short() + f": {agreement.digests[d][:12]}" for d in agreement.outliers]
+        notes += [f"device {d}: " + ("no results (see Devices)" if by_id[d].error else error)
+                  for d, error in sorted(agreement.errors.items())]
+        notes += [f"device {d} broke a guarantee: {', '.join(s)}" for d, s in sorted(
+            agreement.scenario_failures.items())]
+        rows.append([agreement.shape.name, agreement.mode_name, _verdict(agreement, len(runs)),
+                     (agreement.majority or "-")[:12], "; ".join(notes)])
+    lines.append("")
+    lines += layout(header, rows)
+    lines += ["", "Summary"] + ["  " + line for line in sweep_summary(runs, found)]
+    return "\n".join(lines)
+
+
+def sweep_summary(runs: list[DeviceRun], found: list[Agreement]) -> list[str]:
+    lines = [f"device {run.device_id} gave no results: {run.error}" for run in runs if run.error]
+    for run in runs:
+        missing = [a for a in found if run.device_id in a.errors] if not run.error else []
+        if missing:
+            lines.append(f"device {run.device_id} could not run {len(missing)} shape/mode pair(s), e.g. "
+                         f"{missing[0].shape.name} {missing[0].mode_name}: {missing[0].errors[run.device_id]}")
+    if len(runs) == 1:
+        lines.append("one device: nothing to compare across devices; its digests go into --json for "
+                     "--compare with other hosts")
+    differing = [a for a in found if a.disagree]
+    if len(runs) > 1 and found and not differing and not any(a.errors for a in found):
+        lines.append(f"all {len(runs)} devices gave identical bits for all {len(found)} shape/mode pairs")
+    for agreement in differing:
+        who = ", ".join(f"device {d}" for d in agreement.outliers)
+        lines.append(f"{agreement.shape.name} {agreement.mode_name}: {who} differ(s) from the other devices")
+    names = {(run.name, run.provenance.get("gpu", {}).get("sm_count"), run.provenance.get("cublas_version"))
+             for run in runs if not run.error}
+    if differing and len(names) > 1:
+        lines.append("the devices are not alike (name, SM count or cuBLAS version differ): cuBLAS does not "
+                     "promise the same bits across them")
+    for device in sorted({d for a in found for d in a.scenario_failures}):
+        broken = sorted({s for a in found for s in a.scenario_failures.get(device, [])})
+        lines.append(f"device {device} broke a guarantee: other bits under {', '.join(broken)} (documented as "
+                     "reproducible)")
+    for device in sorted({d for a in found for d in a.findings}):
+        changed = sorted({s for a in found for s in a.findings.get(device, [])})
+        count = sum(device in a.findings for a in found)
+        lines.append(f"finding on device {device}: bits changed under the hazard(s) {', '.join(changed)} in {count} "
+                     "shape/mode pair(s), as cuBLAS warns")
+    return lines
+
+
+def sweep_to_json(runs: list[DeviceRun], found: list[Agreement], provenance: dict, started: str, wall_s: float,
+                  version: str) -> dict:
+    """pytest-benchmark's layout (no timing stats), with every device's digest per shape and mode."""
+    benchmarks = []
+    for agreement in found:
+        benchmarks.append(benchmark_entry(agreement.shape, agreement.mode_name, None, {
+                "shape": agreement.shape.to_dict(),
+                "digest": agreement.majority,
+                "device_digests": {str(d): digest for d, digest in sorted(agreement.digests.items())},
+                "device_errors": {str(d): error for d, error in sorted(agreement.errors.items())},
+                "devices_agree": agreement.agree,
+                "outliers": agreement.outliers,
+                "config": agreement.config.to_dict(),
+                "scenario_failures": {str(d): s for d, s in sorted(agreement.scenario_failures.items())},
+                "findings": {str(d): s for d, s in sorted(agreement.findings.items())},
+            }))
+    devices = [{"device_id": run.device_id, "provenance": run.provenance, "error": run.error,
+                "elapsed_s": run.elapsed_s} for run in runs]
+    return {"machine_info": {**provenance, "devices": devices}, "commit_info": {}, "benchmarks": benchmarks,
+            "datetime": started, "version": version,
+            "cublas_det": {"sweep": True, "wall_s": wall_s, "summary": sweep_summary(runs, found)}}

@@ -1,0 +1,240 @@
+"""What a check found, and the one vocabulary every report judges it in.
+
+Results are frozen facts with symmetric ``to_dict`` / ``from_dict``. The verdict words are
+defined here once and used by the API, the CLI table, the JSON, the device sweep, Markdown and
+the pytest assertion:
+
+- *reproducible* is judged on **guarantee** scenarios only (what cuBLAS documents as giving
+  identical bits): :class:`Reproducible` ``yes`` / ``NO`` / ``not checked`` / ``error``;
+- **hazards** (conditions known to change bits: batch size, SM count, a shared handle) are
+  *findings*, each with its figures, and never make a GEMM "not reproducible";
+- the **comparison** of math modes gives equivalence groups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from ._compare import Mismatch, RunsSummary
+from .config import GemmConfig
+from .shapes import GemmShape
+
+
+class Kind(str, enum.Enum):
+    """What a scenario's differing bits mean."""
+
+    GUARANTEE = "guarantee"  # cuBLAS documents identical bits: other bits fail the check
+    HAZARD = "hazard"  # a condition known to change bits: other bits are a finding
+    COMPARISON = "comparison"  # other configurations compared: groups, no verdict
+
+
+class Outcome(str, enum.Enum):
+    """What one scenario saw."""
+
+    IDENTICAL = "identical"
+    DIFFER = "bits differ"
+    ERROR = "error"
+    NOT_APPLICABLE = "not applicable"
+
+
+class Reproducible(str, enum.Enum):
+    """The verdict on a GEMM, from its guarantee scenarios alone."""
+
+    YES = "yes"
+    NO = "NO"
+    NOT_CHECKED = "not checked"
+    ERROR = "error"
+
+
+NO_MISMATCH = Mismatch(0, 0, 0.0, 0, None)  # the starting "worst" of a scenario with several comparisons
+
+
+@dataclasses.dataclass(frozen=True)
+class ScenarioResult:
+    """What one scenario saw. ``differing_runs == 0`` (and no error) means every output matched bit for bit."""
+
+    scenario: str
+    kind: Kind
+    runs: int
+    differing_runs: int
+    mismatched_elements: int = 0  # in the worst run
+    total_elements: int = 0
+    max_abs_diff: float = 0.0  # over every mismatching element of every run
+    max_ulp: int = 0
+    index: tuple[int, ...] | None = None  # (row, column) of the greatest ULP distance
+    reference_value: float | None = None
+    actual_value: float | None = None
+    detail: str = ""
+    extra: dict = dataclasses.field(default_factory=dict)
+    error: str | None = None  # the scenario could not run (out of memory, a worker crashed ...)
+    not_applicable: str | None = None  # why the scenario does not apply to this GEMM
+
+    def __post_init__(self):
+        object.__setattr__(self, "kind", Kind(self.kind))
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.error:
+            return Outcome.ERROR
+        if self.not_applicable:
+            return Outcome.NOT_APPLICABLE
+        return Outcome.DIFFER if self.differing_runs else Outcome.IDENTICAL
+
+    @property
+    def identical(self) -> bool:
+        return self.outcome is Outcome.IDENTICAL
+
+    @property
+    def changed_bits(self) -> bool:
+        return self.outcome is Outcome.DIFFER
+
+    def __str__(self) -> str:
+        if self.error:
+            return f"{self.scenario}: error: {self.error}"
+        if self.not_applicable:
+            return f"{self.scenario}: not applicable: {self.not_applicable}"
+        if self.identical:
+            return f"{self.scenario}: identical in {self.runs} runs"
+        where = f" at {self.index}" if self.index is not None else ""
+        return (f"{self.scenario}: {self.differing_runs}/{self.runs} runs differ, up to "
+                f"{self.mismatched_elements} elements, {self.max_ulp} ULP{where}")
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["kind"] = self.kind.value
+        data["index"] = list(self.index) if self.index is not None else None
+        data["outcome"] = self.outcome.value
+        data["identical"] = self.identical
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ScenarioResult:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in fields}
+        if values.get("index") is not None:
+            values["index"] = tuple(values["index"])
+        return cls(**values)
+
+    @classmethod
+    def from_worst(cls, scenario: str, kind: Kind, runs: int, differing_runs: int, worst: Mismatch,
+                   detail: str = "", extra: dict | None = None) -> ScenarioResult:
+        """A result whose element counts, differences and location are those of ``worst``."""
+        return cls(scenario, kind, runs, differing_runs, worst.mismatched_elements, worst.total_elements,
+                   worst.max_abs_diff, worst.max_ulp, worst.index, worst.reference_value, worst.actual_value,
+                   detail, extra if extra is not None else {})
+
+    @classmethod
+    def from_runs(cls, scenario: str, kind: Kind, summary: RunsSummary, detail: str = "", **extra) -> ScenarioResult:
+        return cls.from_worst(scenario, kind, summary.runs, summary.differing_runs, summary.worst, detail, extra)
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmCheck:
+    """Facts about one GEMM shape in one configuration: its digest, accuracy and each scenario."""
+
+    shape: GemmShape
+    config: GemmConfig
+    mode_source: str
+    seed: int
+    digest: str  # sha256 of the first output's bytes; "" when it could not be computed
+    rel_error: float  # max|C - C64| / max|C64| against a float64 reference
+    scenarios: tuple[ScenarioResult, ...]
+    provenance: dict = dataclasses.field(default_factory=dict)
+    elapsed_s: float = 0.0
+    error: str | None = None  # the GEMM itself could not be computed (operands, reference)
+
+    @property
+    def mode_name(self) -> str:
+        return self.config.name
+
+    def of_kind(self, kind: Kind) -> tuple[ScenarioResult, ...]:
+        return tuple(r for r in self.scenarios if r.kind is kind)
+
+    @property
+    def verdict(self) -> Reproducible:
+        """Judged on guarantee scenarios only: NO if one gave other bits, error if one could not run,
+        not checked if none ran, else yes."""
+        guarantees = [r for r in self.of_kind(Kind.GUARANTEE) if r.outcome is not Outcome.NOT_APPLICABLE]
+        if any(r.changed_bits for r in guarantees):
+            return Reproducible.NO
+        if self.error or any(r.error for r in guarantees):
+            return Reproducible.ERROR
+        if not guarantees:
+            return Reproducible.NOT_CHECKED
+        return Reproducible.YES
+
+    @property
+    def reproducible(self) -> bool:
+        """Every guarantee scenario ran and gave identical bits (at least one ran)."""
+        return self.verdict is Reproducible.YES
+
+    @property
+    def guarantee_failures(self) -> tuple[ScenarioResult, ...]:
+        """Guarantee scenarios that gave other bits: a failed check."""
+        return tuple(r for r in self.of_kind(Kind.GUARANTEE) if r.changed_bits)
+
+    @property
+    def findings(self) -> tuple[ScenarioResult, ...]:
+        """Hazard scenarios that changed the bits, as cuBLAS warns they may."""
+        return tuple(r for r in self.of_kind(Kind.HAZARD) if r.changed_bits)
+
+    @property
+    def errors(self) -> tuple[ScenarioResult, ...]:
+        """Scenarios of any kind that could not run."""
+        return tuple(r for r in self.scenarios if r.error)
+
+    def scenario(self, name: str) -> ScenarioResult | None:
+        return next((result for result in self.scenarios if result.scenario == name), None)
+
+    def __str__(self) -> str:
+        verdict = self.verdict
+        text = f"{self.shape} {self.mode_name}: reproducible: {verdict.value}"
+        if verdict is Reproducible.NO:
+            text += " (" + "; ".join(str(r) for r in self.guarantee_failures) + ")"
+        elif verdict is Reproducible.ERROR:
+            text += " (" + (self.error or "; ".join(str(r) for r in self.errors if r.kind is Kind.GUARANTEE)) + ")"
+        if self.findings:
+            text += "; bits changed under the hazards " + ", ".join(r.scenario for r in self.findings)
+        if self.rel_error == self.rel_error:  # not NaN
+            text += f" (rel. error {self.rel_error:.1e})"
+        return text
+
+    def to_dict(self) -> dict:
+        return {
+            "shape": self.shape.to_dict(), "config": self.config.to_dict(), "mode": self.mode_name,
+            "mode_source": self.mode_source, "seed": self.seed, "digest": self.digest,
+            "rel_error": self.rel_error, "reproducible": self.verdict.value,
+            "findings": [r.scenario for r in self.findings],
+            "scenarios": [result.to_dict() for result in self.scenarios],
+            "provenance": self.provenance, "elapsed_s": self.elapsed_s, "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GemmCheck:
+        return cls(GemmShape.from_dict(data["shape"]), GemmConfig.from_dict(data["config"]), data["mode_source"],
+                   data["seed"], data["digest"], data["rel_error"],
+                   tuple(ScenarioResult.from_dict(r) for r in data["scenarios"]), data.get("provenance", {}),
+                   data.get("elapsed_s", 0.0), data.get("error"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeReport:
+    """Everything a benchmark measured for one shape: a check per configuration, the timing, any error."""
+
+    shape: GemmShape
+    checks: dict  # configuration name -> GemmCheck
+    timing: object = None  # ShapeTiming, or None when not timed
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchResult:
+    """A benchmark run: its shapes, where it ran, when, for how long, and whether Ctrl-C cut it short."""
+
+    shapes: tuple[ShapeReport, ...]
+    provenance: dict
+    started: str
+    wall_s: float
+    version: str
+    interrupted: bool = False

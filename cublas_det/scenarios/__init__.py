@@ -1,0 +1,45 @@
+"""The reproducibility scenarios: one registry of frozen :class:`Scenario` objects.
+
+The registry is the only source of the scenarios' names, descriptions and kinds: the CLI's
+choices and help, ``--quick``, the JSON and the reports all read it. Adding a scenario is one
+module (or a function in a family's module) and one line below.
+"""
+
+from __future__ import annotations
+
+from ..results import Kind
+from .base import GemmFunction, Scenario, ScenarioContext
+from .batch import BATCH_INVARIANCE
+from .modes import MODES_SCENARIO
+from .processes import FRESH_PROCESS, WORKSPACE_CONFIG_SCENARIO, ProcessScenario
+from .repeat import FRESH_HANDLE, REPEAT
+from .sm_count import SM_COUNT
+from .streams import STREAMS_PER_HANDLE, STREAMS_SHARED_HANDLE
+
+REGISTRY: dict[str, Scenario] = {scenario.name: scenario for scenario in (
+    REPEAT, FRESH_HANDLE, FRESH_PROCESS, STREAMS_SHARED_HANDLE, STREAMS_PER_HANDLE, WORKSPACE_CONFIG_SCENARIO,
+    BATCH_INVARIANCE, SM_COUNT, MODES_SCENARIO,
+)}
+DEFAULT_SCENARIOS = (REPEAT.name, FRESH_HANDLE.name)
+
+__all__ = ["DEFAULT_SCENARIOS", "GemmFunction", "Kind", "ProcessScenario", "REGISTRY", "Scenario", "ScenarioContext",
+           "in_process", "validate_scenarios", "without_workers"]
+
+
+def validate_scenarios(names) -> tuple[str, ...]:
+    """The names as a tuple, each once; ValueError naming any unknown one and the choices."""
+    if isinstance(names, str):
+        names = (names,)
+    unknown = [name for name in names if name not in REGISTRY]
+    if unknown:
+        raise ValueError(f"unknown scenario {', '.join(map(repr, unknown))}; choose from {', '.join(REGISTRY)}")
+    return tuple(dict.fromkeys(names))
+
+
+def without_workers(names) -> tuple[str, ...]:
+    """The scenarios that need no other process (``--quick``)."""
+    return tuple(name for name in names if not REGISTRY[name].in_worker)
+
+
+def in_process(names) -> tuple[Scenario, ...]:
+    return tuple(REGISTRY[name] for name in names if not REGISTRY[name].in_worker)

@@ -1,0 +1,99 @@
+"""What a scenario is: a frozen :class:`Scenario`, and the :class:`ScenarioContext` it runs from."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from .._compare import Mismatch, RunsSummary
+from ..config import GemmConfig
+from ..results import NO_MISMATCH, Kind, ScenarioResult
+from ..shapes import GemmShape
+
+# gemm(a, b, out, handle, shape): the GEMM under test; a check can plant a fault by passing another.
+GemmFunction = Callable[[Any, Any, Any, Any, GemmShape], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScenarioContext:
+    """Everything a scenario needs for one GEMM shape in one configuration.
+
+    ``reference`` is the first output, computed by ``gemm`` on ``handle``, which is pinned to
+    ``stream``; scenarios issue their work on ``stream`` unless they make streams of their own.
+    ``shared`` holds what is computed once per shape and shared by its configurations (the
+    ``modes`` matrix).
+    """
+
+    shape: GemmShape
+    config: GemmConfig
+    a: Any
+    b: Any
+    reference: Any
+    handle: Any  # Handle
+    stream: Any  # cupy.cuda.Stream
+    repeats: int
+    seed: int
+    gemm: GemmFunction
+    shared: dict = dataclasses.field(default_factory=dict)
+
+    def new_handle(self, **options):
+        """A new handle in this configuration (``create_handle`` options: stream, workspace_bytes ...)."""
+        from .._handle import create_handle
+
+        return create_handle(self.config, **options)
+
+    def new_output(self, rows: int | None = None):
+        from ..operands import output
+
+        return output(self.shape, self.config, rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """A condition under which a GEMM's bits are compared, and what a difference means.
+
+    ``body(context)`` runs it in this process. A scenario with ``in_worker`` runs in other
+    processes instead (see :mod:`cublas_det.scenarios.processes`): its body is ``None``.
+    """
+
+    name: str
+    description: str  # one sentence, for --help and reports
+    kind: Kind
+    label: str  # a few words for tables and summaries: "batch size", "SM count"
+    body: Callable[[ScenarioContext], ScenarioResult] | None = None
+    in_worker: bool = False
+
+    def run(self, context: ScenarioContext) -> ScenarioResult:
+        """Run the scenario; an exception (out of memory, a cuBLAS error) becomes a recorded error."""
+        try:
+            return self.body(context)
+        except Exception as err:
+            import cupy
+
+            cupy.get_default_memory_pool().free_all_blocks()
+            return self.failed(f"{type(err).__name__}: {err}")
+
+    # -- results of this scenario ----------------------------------------------------------------
+    def from_runs(self, summary: RunsSummary, detail: str = "", **extra) -> ScenarioResult:
+        return ScenarioResult.from_runs(self.name, self.kind, summary, detail, **extra)
+
+    def from_worst(self, runs: int, differing_runs: int, worst: Mismatch = NO_MISMATCH, detail: str = "",
+                   extra: dict | None = None) -> ScenarioResult:
+        return ScenarioResult.from_worst(self.name, self.kind, runs, differing_runs, worst, detail, extra)
+
+    def failed(self, error: str) -> ScenarioResult:
+        return ScenarioResult(self.name, self.kind, 0, 0, error=error)
+
+    def does_not_apply(self, reason: str) -> ScenarioResult:
+        return ScenarioResult(self.name, self.kind, 0, 0, not_applicable=reason)
+
+
+def worst_of(mismatches: list[Mismatch]) -> Mismatch:
+    """The comparison with the greatest ULP distance (the first on a tie) -- its counts and location --
+    with the greatest absolute difference of all of them; NO_MISMATCH when none differs."""
+    differing = [m for m in mismatches if not m.identical]
+    if not differing:
+        return NO_MISMATCH
+    top = max(differing, key=lambda m: m.max_ulp)
+    finite = [m.max_abs_diff for m in differing if m.max_abs_diff == m.max_abs_diff]  # NaN != NaN
+    return dataclasses.replace(top, max_abs_diff=max(finite) if finite else float("nan"))

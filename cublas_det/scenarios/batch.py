@@ -1,0 +1,66 @@
+"""``batch-invariance``: do the rows of a GEMM keep their bits when the batch around them shrinks?"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .. import _compare
+from ..results import Kind
+from .base import Scenario, ScenarioContext, worst_of
+
+
+def batch_ladder(m: int) -> list[int]:
+    """Row counts to slice: 1, 2, 4, ... below M, and M - 1 (at most 14 values)."""
+    ladder = []
+    rows = 1
+    while rows < m and len(ladder) < 13:
+        ladder.append(rows)
+        rows *= 2
+    if m - 1 > 0 and m - 1 not in ladder:
+        ladder.append(m - 1)
+    return ladder
+
+
+def not_applicable_reason(context: ScenarioContext) -> str | None:
+    """Why the batch cannot be shrunk for this GEMM, or None.
+
+    The batch is the token axis T. In forward and dX GEMMs T is M, the output rows, and rows can
+    be sliced. In a dW GEMM T is K, the reduction axis: fewer tokens make another sum, so there are
+    no bits to compare. A custom shape takes M as its batch.
+    """
+    if context.shape.gemm_pass == "dW":
+        return "the batch (T) is K, the reduction axis of a dW GEMM: fewer tokens give another sum"
+    if context.shape.m < 2:
+        return "M = 1: no smaller batch"
+    return None
+
+
+def _batch_invariance(context: ScenarioContext):
+    import cupy
+
+    reason = not_applicable_reason(context)
+    if reason:
+        return BATCH_INVARIANCE.does_not_apply(reason)
+    shape, a = context.shape, context.a
+    differing, mismatches, per_m = [], [], {}
+    ladder = batch_ladder(shape.m)
+    for rows in ladder:
+        sliced = dataclasses.replace(shape, m=rows)
+        a_rows = cupy.ascontiguousarray(a[:, :rows] if shape.trans_a else a[:rows])
+        out = context.new_output(rows)
+        context.gemm(a_rows, context.b, out, context.handle, sliced)
+        mismatch = _compare.compare(context.reference[:rows], out)
+        mismatches.append(mismatch)
+        per_m[rows] = mismatch.mismatched_elements
+        if not mismatch.identical:
+            differing.append(rows)
+    what = f"the first m rows of op(A) @ op(B) against the same rows of the full M = {shape.m} product, m in {ladder}"
+    detail = f"{what}: bits differ for m = {differing}" if differing else f"{what}: every row identical"
+    return BATCH_INVARIANCE.from_worst(len(ladder), len(differing), worst_of(mismatches), detail,
+                                       {"mismatched_by_m": per_m})
+
+
+BATCH_INVARIANCE = Scenario(
+    "batch-invariance", "rows of op(A)[:m] @ op(B) against the same rows of the full product for m = 1, 2, 4, "
+    "..., M-1 (not in dW GEMMs, whose batch is the reduction axis)", Kind.HAZARD, "batch size",
+    _batch_invariance)

@@ -1,0 +1,39 @@
+"""``sm-count``: the GEMM planned for fewer SMs, as on a smaller GPU of the same architecture."""
+
+from __future__ import annotations
+
+from .. import _compare
+from ..results import Kind
+from .base import Scenario, ScenarioContext, worst_of
+
+
+def sm_count_targets(sm_count: int) -> list[int]:
+    """SM counts to emulate: half the device, and one SM in eight fewer."""
+    return sorted({max(1, sm_count // 2), max(1, sm_count - sm_count // 8)} - {sm_count})
+
+
+def _sm_count(context: ScenarioContext):
+    from .._device import device_properties
+
+    sm_count = device_properties()["sm_count"]
+    targets = sm_count_targets(sm_count)
+    if not targets:
+        return SM_COUNT.does_not_apply(f"the device has {sm_count} SM: no smaller count to emulate")
+    out = context.new_output()
+    per_target, mismatches = {}, []
+    for target in targets:
+        with context.new_handle(stream=context.stream) as limited:
+            limited.sm_count_target = target
+            context.gemm(context.a, context.b, out, limited, context.shape)
+            mismatch = _compare.compare(context.reference, out)
+        per_target[target] = mismatch.mismatched_elements
+        mismatches.append(mismatch)
+    detail = ", ".join(f"{t} SMs: {'identical' if n == 0 else f'{n} elements differ'}"
+                       for t, n in per_target.items()) + f" (device has {sm_count})"
+    differing = sum(not m.identical for m in mismatches)
+    return SM_COUNT.from_worst(len(targets), differing, worst_of(mismatches), detail,
+                               {"mismatched_by_sm_count": per_target})
+
+
+SM_COUNT = Scenario("sm-count", "cublasSetSmCountTarget below the device's SM count, as on a GPU with fewer SMs",
+                    Kind.HAZARD, "SM count", _sm_count)

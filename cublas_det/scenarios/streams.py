@@ -1,0 +1,64 @@
+"""Concurrent streams: one handle shared by them (the hazard cuBLAS documents) or one handle each (its remedy)."""
+
+from __future__ import annotations
+
+from .. import _compare
+from ..results import Kind
+from .base import Scenario, ScenarioContext
+
+STREAMS = 4
+
+
+def concurrent_streams(context: ScenarioContext, shared: bool):
+    """Issue the GEMM on STREAMS streams at once, round after round, comparing every output.
+
+    Returns ``(RunsSummary, rounds)``.
+    """
+    import cupy
+
+    rounds = max(4, -(-max(context.repeats, 16) // STREAMS))
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
+    outs = [context.new_output() for _ in range(STREAMS)]
+    tracker = _compare.MismatchTracker(context.reference, rounds * STREAMS)
+    if shared:
+        one = context.new_handle()  # cuBLAS's default workspace pool, shared by the streams
+        handles = [one] * STREAMS
+    else:
+        handles = [context.new_handle(stream=s) for s in streams]
+    try:
+        compared = context.stream.record()
+        for _ in range(rounds):
+            done = []
+            for s, h, out in zip(streams, handles, outs):
+                s.wait_event(compared)  # do not overwrite an output before it was compared
+                if shared:
+                    h.set_stream(s)
+                context.gemm(context.a, context.b, out, h, context.shape)
+                done.append(s.record())
+            for event, out in zip(done, outs):
+                context.stream.wait_event(event)
+                tracker.record(out)
+            compared = context.stream.record()
+        context.stream.synchronize()
+    finally:
+        for h in set(handles):
+            h.close()
+    return tracker.summary(), rounds
+
+
+def _shared_handle(context: ScenarioContext):
+    summary, rounds = concurrent_streams(context, shared=True)
+    return STREAMS_SHARED_HANDLE.from_runs(summary, f"{rounds} rounds x {STREAMS} streams on one handle")
+
+
+def _handle_per_stream(context: ScenarioContext):
+    summary, rounds = concurrent_streams(context, shared=False)
+    return STREAMS_PER_HANDLE.from_runs(summary, f"{rounds} rounds x {STREAMS} streams, one handle each")
+
+
+STREAMS_SHARED_HANDLE = Scenario(
+    "streams-shared-handle", f"one handle issues the GEMM on {STREAMS} concurrent streams (the hazard cuBLAS documents)",
+    Kind.HAZARD, "shared handle", _shared_handle)
+STREAMS_PER_HANDLE = Scenario(
+    "streams-per-handle", f"one handle per stream on {STREAMS} concurrent streams (the remedy cuBLAS documents)",
+    Kind.GUARANTEE, "handle per stream", _handle_per_stream)

@@ -1,0 +1,95 @@
+"""What the parent sends a worker and what it answers, as types with one JSON form each.
+
+The child reads one :class:`Request` as JSON on stdin and writes one :class:`Answer` as JSON on
+stdout. A task is keyed by :func:`task_key` everywhere: the parent, the child and the sweep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..config import GemmConfig
+from ..results import ScenarioResult
+from ..shapes import GemmShape, parse_shape
+
+
+def task_key(shape: GemmShape, config: GemmConfig) -> str:
+    """``128x56x4096:nt|PEDANTIC``: a shape's spec and a configuration's name."""
+    return f"{shape.spec}|{config.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One GEMM to check: a shape (by spec, with its display name), a configuration and a seed."""
+
+    shape: GemmShape
+    config: GemmConfig
+    seed: int = 0
+
+    @property
+    def key(self) -> str:
+        return task_key(self.shape, self.config)
+
+    def to_dict(self) -> dict:
+        return {"spec": self.shape.spec, "name": self.shape.name, "config": self.config.to_dict(), "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Task:
+        shape = dataclasses.replace(parse_shape(data["spec"]), name=data.get("name") or data["spec"])
+        return cls(shape, GemmConfig.from_dict(data["config"]), int(data.get("seed", 0)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """Check every task on ``device`` under ``scenarios`` (in-process ones), ``repeats`` runs each."""
+
+    device: int
+    tasks: tuple[Task, ...]
+    scenarios: tuple[str, ...] = ()
+    repeats: int = 20
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "tasks": [t.to_dict() for t in self.tasks], "scenarios": list(self.scenarios),
+                "repeats": self.repeats}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Request:
+        return cls(int(data.get("device", 0)), tuple(Task.from_dict(t) for t in data["tasks"]),
+                   tuple(data.get("scenarios", ())), int(data.get("repeats", 20)))
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskAnswer:
+    """One task's outcome in the worker: its digest and scenarios, or why it failed."""
+
+    digest: str = ""
+    rel_error: float = float("nan")
+    scenarios: tuple[ScenarioResult, ...] = ()
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"digest": self.digest, "rel_error": self.rel_error, "scenarios": [r.to_dict() for r in self.scenarios],
+                "error": self.error}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TaskAnswer:
+        return cls(data.get("digest", ""), data.get("rel_error", float("nan")),
+                   tuple(ScenarioResult.from_dict(r) for r in data.get("scenarios", ())), data.get("error"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """A worker's answer: per task key, the task's outcome; the worker's provenance; its run time."""
+
+    results: dict  # task key -> TaskAnswer
+    provenance: dict = dataclasses.field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"results": {key: answer.to_dict() for key, answer in self.results.items()},
+                "provenance": self.provenance, "elapsed_s": self.elapsed_s}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Answer:
+        return cls({key: TaskAnswer.from_dict(value) for key, value in data["results"].items()},
+                   data.get("provenance", {}), float(data.get("elapsed_s", 0.0)))

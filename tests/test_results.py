@@ -1,0 +1,59 @@
+"""The verdict vocabulary: reproducible is judged on guarantees only; hazards are findings; modes compare."""
+
+import math
+
+from cublas_det.config import GemmConfig
+from cublas_det.results import GemmCheck, Kind, Outcome, Reproducible, ScenarioResult
+from cublas_det.shapes import parse_shape
+
+G, H, C = Kind.GUARANTEE, Kind.HAZARD, Kind.COMPARISON
+
+
+def _check(*results, digest="ab" * 32, error=None):
+    return GemmCheck(parse_shape("64x64x65536:nn"), GemmConfig(), "env", 0, digest, 3e-7, tuple(results), error=error)
+
+
+def test_hazards_and_modes_never_make_a_gemm_not_reproducible():
+    check = _check(ScenarioResult("repeat", G, 20, 0), ScenarioResult("modes", C, 2, 1),
+                   ScenarioResult("batch-invariance", H, 13, 13, 5, 100, 1e-6, 3, (0, 1), 1.0, 1.0000002),
+                   ScenarioResult("sm-count", H, 2, 0))
+    assert check.verdict is Reproducible.YES and check.reproducible
+    assert [r.scenario for r in check.findings] == ["batch-invariance"] and check.guarantee_failures == ()
+    assert str(check).startswith("64x64x65536:nn PEDANTIC: reproducible: yes; bits changed under the hazards "
+                                 "batch-invariance")
+
+
+def test_a_guarantee_that_differs_is_no_one_that_errs_is_error_none_is_not_checked():
+    differing = ScenarioResult("fresh-handle", G, 10, 1, 1, 4096, 1e-7, 1, (0, 0), 1.0, 1.0000001)
+    assert _check(ScenarioResult("repeat", G, 20, 0), differing).verdict is Reproducible.NO
+    erred = ScenarioResult("fresh-process", G, 0, 0, error="worker exited with code 1")
+    assert _check(ScenarioResult("repeat", G, 20, 0), erred).verdict is Reproducible.ERROR
+    assert _check(differing, erred).verdict is Reproducible.NO  # other bits outrank a failure to run
+    assert _check(ScenarioResult("sm-count", H, 2, 2)).verdict is Reproducible.NOT_CHECKED
+    assert _check().verdict is Reproducible.NOT_CHECKED
+    assert _check(ScenarioResult("repeat", G, 0, 0, error="no output to check: reference: boom"), digest="",
+                  error="reference: boom").verdict is Reproducible.ERROR
+
+
+def test_outcomes():
+    assert ScenarioResult("repeat", G, 20, 0).outcome is Outcome.IDENTICAL
+    assert ScenarioResult("repeat", G, 20, 2).outcome is Outcome.DIFFER
+    assert ScenarioResult("repeat", G, 0, 0, error="x").outcome is Outcome.ERROR
+    skipped = ScenarioResult("batch-invariance", H, 0, 0, not_applicable="the batch (T) is K")
+    assert skipped.outcome is Outcome.NOT_APPLICABLE and not skipped.identical and not skipped.changed_bits
+    assert str(skipped) == "batch-invariance: not applicable: the batch (T) is K"
+
+
+def test_json_round_trips_of_results_and_checks():
+    result = ScenarioResult("repeat", G, 20, 1, 1, 4096, 1e-7, 1, (3, 4), 1.0, 1.0000001, "x", {"k": 1})
+    data = result.to_dict()
+    assert data["index"] == [3, 4] and data["kind"] == "guarantee" and data["outcome"] == "bits differ"
+    assert ScenarioResult.from_dict(data) == result
+    check = _check(result, ScenarioResult("sm-count", H, 2, 1))
+    as_dict = check.to_dict()
+    assert as_dict["mode"] == "PEDANTIC" and as_dict["reproducible"] == "NO" and as_dict["findings"] == ["sm-count"]
+    assert as_dict["shape"]["spec"] == "64x64x65536:nn" and as_dict["config"]["math_mode"] == "PEDANTIC"
+    assert GemmCheck.from_dict(as_dict) == check
+    failed = _check(digest="", error="operands: OutOfMemoryError")
+    failed = GemmCheck.from_dict(failed.to_dict())
+    assert failed.error == "operands: OutOfMemoryError" and math.isclose(failed.rel_error, 3e-7)

@@ -1,0 +1,108 @@
+"""The scenario registry and the scenarios' own logic, on the CPU."""
+
+import os
+
+import pytest
+
+from cublas_det.config import GemmConfig
+from cublas_det.results import GemmCheck, Kind, Outcome
+from cublas_det.scenarios import (
+    REGISTRY,
+    ScenarioContext,
+    validate_scenarios,
+    without_workers,
+)
+from cublas_det.scenarios.batch import BATCH_INVARIANCE, batch_ladder
+from cublas_det.scenarios.processes import FRESH_PROCESS, WORKSPACE_CONFIG_SCENARIO
+from cublas_det.scenarios.sm_count import sm_count_targets
+from cublas_det.shapes import parse_shape, preset
+from cublas_det.worker.protocol import Answer, Task, TaskAnswer, task_key
+
+
+def test_every_scenario_has_one_sentence_a_kind_and_a_label():
+    assert list(REGISTRY) == ["repeat", "fresh-handle", "fresh-process", "streams-shared-handle",
+                              "streams-per-handle", "workspace-config", "batch-invariance", "sm-count", "modes"]
+    kinds = {name: scenario.kind for name, scenario in REGISTRY.items()}
+    assert [n for n, k in kinds.items() if k is Kind.HAZARD] == ["streams-shared-handle", "batch-invariance", "sm-count"]
+    assert [n for n, k in kinds.items() if k is Kind.COMPARISON] == ["modes"]
+    for scenario in REGISTRY.values():
+        assert scenario.description and scenario.description.count(". ") == 0 and scenario.label
+        assert (scenario.body is None) == scenario.in_worker
+
+
+def test_validate_and_quick_come_from_the_registry():
+    assert validate_scenarios("repeat") == ("repeat",)
+    assert validate_scenarios(["modes", "repeat", "modes"]) == ("modes", "repeat")
+    with pytest.raises(ValueError, match=r"unknown scenario 'again'; choose from repeat, fresh-handle"):
+        validate_scenarios(["repeat", "again"])
+    assert without_workers(list(REGISTRY)) == tuple(n for n in REGISTRY if n not in ("fresh-process",
+                                                                                       "workspace-config"))
+
+
+def test_batch_ladder_and_sm_targets():
+    assert batch_ladder(4096) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4095]
+    assert batch_ladder(5) == [1, 2, 4]
+    assert batch_ladder(1) == []
+    assert sm_count_targets(132) == [66, 116]
+    assert sm_count_targets(1) == []
+
+
+def _context(shape):
+    return ScenarioContext(shape, GemmConfig(), None, None, None, None, None, 2, 0, None)
+
+
+def test_batch_invariance_does_not_apply_where_the_batch_is_the_reduction_axis():
+    for shape in preset("trunk") + preset("mamba2-130m"):
+        result = BATCH_INVARIANCE.body(_context(shape)) if shape.gemm_pass == "dW" else None
+        if result is not None:
+            assert result.outcome is Outcome.NOT_APPLICABLE and result.kind is Kind.HAZARD
+            assert "reduction axis" in result.not_applicable and not result.changed_bits
+    assert BATCH_INVARIANCE.body(_context(parse_shape("1x64x64"))).not_applicable == "M = 1: no smaller batch"
+
+
+def test_fresh_process_workers_inherit_this_environment_unchanged(monkeypatch):
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    monkeypatch.setenv("CUBLAS_DET_TEST_MARKER", "kept")
+    tasks = (Task(parse_shape("64x64x64"), GemmConfig()),)
+    plan = FRESH_PROCESS.plan(0, tasks, 5)
+    assert len(plan) == 2
+    for request, env in plan.values():
+        assert env == dict(os.environ) and request.scenarios == () and request.tasks == tasks
+    ((request, env),) = WORKSPACE_CONFIG_SCENARIO.plan(0, tasks, 5).values()
+    assert env == {**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # only that variable changes
+    assert request.scenarios == ("streams-shared-handle",)
+
+
+def _check(digest, error=None):
+    shape = parse_shape("64x64x64")
+    return GemmCheck(shape, GemmConfig(), "argument", 0, digest, 1e-7, (), error=error)
+
+
+def _answers(*digests):
+    key = task_key(parse_shape("64x64x64"), GemmConfig())
+    return {f"fresh-process#{i}": (Answer({key: TaskAnswer(d, 1e-7)}), None) for i, d in enumerate(digests)}
+
+
+def test_fresh_process_compares_digests_and_a_failure_here_stays_an_error():
+    assert FRESH_PROCESS.merge(_check("aa"), _answers("aa", "aa")).identical
+    differ = FRESH_PROCESS.merge(_check("aa"), _answers("aa", "bb"))
+    assert differ.changed_bits and (differ.runs, differ.differing_runs) == (3, 1)
+    failed_here = FRESH_PROCESS.merge(_check("", error="reference: OutOfMemoryError: out of memory"),
+                                      _answers("aa", "aa"))
+    assert failed_here.outcome is Outcome.ERROR and "computed no output" in failed_here.error
+    assert "OutOfMemoryError" in failed_here.error and failed_here.differing_runs == 0
+    crashed = dict(_answers("aa"))
+    crashed["fresh-process#1"] = (None, "worker exited with code 1: boom")
+    assert FRESH_PROCESS.merge(_check("aa"), crashed).outcome is Outcome.ERROR
+
+
+def test_workspace_config_names_where_a_difference_lies():
+    from cublas_det.scenarios.streams import STREAMS_SHARED_HANDLE
+
+    key = task_key(parse_shape("64x64x64"), GemmConfig())
+    inner = STREAMS_SHARED_HANDLE.from_worst(16, 0, detail="4 rounds x 4 streams on one handle")
+    answers = {"workspace-config": (Answer({key: TaskAnswer("bb", 1e-7, (inner,))}), None)}
+    result = WORKSPACE_CONFIG_SCENARIO.merge(_check("aa"), answers)
+    assert result.kind is Kind.GUARANTEE and result.identical
+    assert result.detail.endswith("the worker's first output differs from this process's bits")
+    assert result.extra["reference_matches_this_process"] is False
