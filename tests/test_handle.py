@@ -178,6 +178,7 @@ def test_default_handles_are_per_thread_per_device_per_config(monkeypatch):
 
     monkeypatch.setattr(_handle, "create_handle", fake_create)
     monkeypatch.setattr(_handle, "_current_device", lambda: 0)
+    monkeypatch.setattr(_handle, "_thread_handles", threading.local())  # none left by earlier tests
     monkeypatch.delenv("CUBLAS_DET_MATH_MODE", raising=False)
     main = _handle.default_handle()
     assert _handle.default_handle() is main  # reused in the same thread
