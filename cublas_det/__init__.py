@@ -16,7 +16,6 @@ from ._device import NoGpuError as NoGpuError
 from ._device import gpu_available as gpu_available
 from ._device import gpu_unavailable_reason as gpu_unavailable_reason
 from ._env import MATH_MODE_VAR as MATH_MODE_VAR
-from ._provenance import fingerprint as fingerprint
 from ._gemm import GemmCall as GemmCall
 from ._gemm import gemm as gemm
 from ._gemm import prepare_gemm as prepare_gemm
@@ -24,6 +23,7 @@ from ._gemm import shape_gemm as shape_gemm
 from ._handle import Handle as Handle
 from ._handle import create_handle as create_handle
 from ._handle import math_mode as math_mode
+from ._provenance import fingerprint as fingerprint
 from .check import check_gemm as check_gemm
 from .check import check_many as check_many
 from .config import GemmConfig as GemmConfig

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import sys
 
-from ._cli import EXIT_OK, run_guarded
+from ._cli import EXIT_OK, ArgumentParser, run_guarded
 
 
 def _report() -> int:
     from ._cublas import MathMode
     from ._device import require_gpu
     from ._env import tf32_env_warnings
-    from ._provenance import fingerprint
     from ._handle import create_handle
+    from ._provenance import fingerprint
     from .config import math_mode_name
 
     require_gpu()
@@ -42,13 +42,27 @@ def _report() -> int:
     return EXIT_OK
 
 
+def _check_env() -> None:
+    """A bad CUBLAS_DET_MATH_MODE is a usage error before the GPU is probed (one line, exit 2)."""
+    from .config import resolve_config
+    from .errors import UsageError
+
+    try:
+        resolve_config(None)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:
-        argv = sys.argv[1:]
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__.strip())
-        return EXIT_OK
-    return run_guarded("cublas_det", _report)
+
+    parser = ArgumentParser(prog="python -m cublas_det", description=__doc__.strip().splitlines()[0])
+    parser.parse_args(sys.argv[1:] if argv is None else argv)  # --help, or a usage error for anything else
+
+    def body() -> int:
+        _check_env()
+        return _report()
+
+    return run_guarded("python -m cublas_det", body)
 
 
 if __name__ == "__main__":

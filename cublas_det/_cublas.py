@@ -13,6 +13,8 @@ import enum
 import functools
 from ctypes import POINTER, byref, c_int, c_size_t, c_void_p
 
+from .errors import CublasDetError
+
 # cublasStatus_t (cublas_api.h). Kept here, not read from the library, so that errors can be
 # formatted and unpickled on a machine without libcublas.
 STATUS_TEXT: dict[int, tuple[str, str]] = {
@@ -94,7 +96,7 @@ class GemmAlgo(enum.IntEnum):
 
 
 
-class CublasError(RuntimeError):
+class CublasError(CublasDetError, RuntimeError):
     """A cuBLAS call returned a status other than ``CUBLAS_STATUS_SUCCESS``.
 
     Attributes:
@@ -113,7 +115,7 @@ class CublasError(RuntimeError):
         return (type(self), (self.status, self.function))
 
 
-class CublasNotFoundError(ImportError):
+class CublasNotFoundError(CublasDetError, ImportError):
     """libcublas could not be located or loaded."""
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 
+from .errors import CublasDetError
 
-class NoGpuError(RuntimeError):
+
+class NoGpuError(CublasDetError, RuntimeError):
     """No GPU can run cuBLAS here; the message is one line saying why and what to do."""
 
 

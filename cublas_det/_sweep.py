@@ -65,6 +65,7 @@ class Agreement:
     errors: dict  # device id -> why it has no digest, or a scenario that could not run there
     scenario_failures: dict  # device id -> guarantee scenarios that gave other bits on that device itself
     findings: dict = dataclasses.field(default_factory=dict)  # device id -> hazards that changed bits there
+    input_digests: dict = dataclasses.field(default_factory=dict)  # sha256 of A and B, as the devices made them
 
     @property
     def mode_name(self) -> str:
@@ -99,8 +100,10 @@ class Agreement:
         return self.agree and not self.scenario_failures
 
 
-def parse_devices(values: list[str] | str, count: int) -> list[int]:
+def parse_devices(values: list[str] | str, count: int | None) -> list[int]:
     """``all`` or device ids (``0,1`` / ``0 1``) -> ids, checked against the ``count`` visible devices.
+
+    With ``count=None`` only the syntax is checked (before the GPU is probed); ``all`` gives [].
 
     Raises:
         ValueError: one line naming the bad id and the ids that exist.
@@ -109,6 +112,8 @@ def parse_devices(values: list[str] | str, count: int) -> list[int]:
     if not text:
         raise ValueError("--devices: give 'all' or device ids such as 0,1")
     if text == ["all"]:
+        if count is None:
+            return []
         if count < 1:
             raise ValueError("--devices all: no CUDA device visible; check CUDA_VISIBLE_DEVICES")
         return list(range(count))
@@ -117,7 +122,7 @@ def parse_devices(values: list[str] | str, count: int) -> list[int]:
         if not item.isdigit():
             raise ValueError(f"--devices: {item!r} is not a device id; give 'all' or ids such as 0,1")
         device = int(item)
-        if device >= count:
+        if count is not None and device >= count:
             have = f"ids 0-{count - 1}" if count else "none"
             raise ValueError(f"--devices: there is no device {device}: this machine shows {count} GPU"
                              f"{'s' if count != 1 else ''} ({have}, as CUDA_VISIBLE_DEVICES numbers them); "
@@ -169,7 +174,7 @@ def agreements(shapes: list[GemmShape], configs: list[GemmConfig], runs: list[De
     for shape in shapes:
         for config in configs:
             key = task_key(shape, config)
-            digests, errors, failures, findings = {}, {}, {}, {}
+            digests, errors, failures, findings, inputs = {}, {}, {}, {}, {}
             for run in runs:
                 task = run.results.get(key)
                 if run.error or task is None:
@@ -178,6 +183,7 @@ def agreements(shapes: list[GemmShape], configs: list[GemmConfig], runs: list[De
                     errors[run.device_id] = task.error or "no digest"
                 else:
                     digests[run.device_id] = task.digest
+                    inputs = inputs or task.input_digests
                     broke = [r.scenario for r in task.scenarios if r.kind is Kind.GUARANTEE and r.changed_bits]
                     if broke:
                         failures[run.device_id] = broke
@@ -187,7 +193,7 @@ def agreements(shapes: list[GemmShape], configs: list[GemmConfig], runs: list[De
                     failed = [f"{r.scenario}: {r.error}" for r in task.scenarios if r.error]
                     if failed:
                         errors[run.device_id] = "; ".join(failed)
-            found.append(Agreement(shape, config, digests, errors, failures, findings))
+            found.append(Agreement(shape, config, digests, errors, failures, findings, inputs))
     return found
 
 

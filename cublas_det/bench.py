@@ -15,12 +15,20 @@ unwritable output path ...).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
-from ._cli import EXIT_FINDING, EXIT_OK, EXIT_USAGE, error_line, run_guarded
+from ._cli import (
+    EXIT_FINDING,
+    EXIT_OK,
+    EXIT_USAGE,
+    ArgumentParser,
+    error_line,
+    run_guarded,
+)
 from .config import MODE_CHOICES
+from .errors import UsageError
+from .outputs import check_writable, write_json, write_text
 
 PROG = "python -m cublas_det.bench"
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
@@ -41,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .scenarios import REGISTRY
     from .shapes import DEFAULT_TOKENS, PRESETS
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=PROG, description=__doc__.split("\n\n")[1].replace("\n", " "), epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     what = parser.add_argument_group("what to run")
@@ -77,26 +85,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_writable(path: str, flag: str) -> None:
-    """Fail before any GPU work if ``path`` cannot be written."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise OSError(f"{flag} {path}: is a directory; give a file name")
-    if not os.path.isdir(directory):
-        raise OSError(f"{flag} {path}: directory {directory} does not exist; create it first")
-    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise OSError(f"{flag} {path}: not writable; choose another path")
-
-
 def _options(args, parser):
+    """Everything the command line asks for, checked and parsed before any GPU work.
+
+    A value the user gave that does not parse is a :class:`UsageError` (one line, exit 2).
+    """
+    try:
+        return _parse_options(args, parser)
+    except UsageError:
+        raise
+    except ValueError as err:  # the parsers of user input (shapes, presets, modes ...) say what is wrong
+        raise UsageError(str(err)) from None
+
+
+def _parse_options(args, parser):
+    import math
+
+    from ._sweep import parse_devices
     from .config import GemmConfig
     from .scenarios import REGISTRY, validate_scenarios, without_workers
     from .shapes import resolve_shapes
 
     if args.fail_on is not None and not args.compare:
         parser.error("--fail-on needs --compare BASE.json")
+    if args.fail_on is not None and not (math.isfinite(args.fail_on) and args.fail_on >= 0):
+        raise UsageError(f"--fail-on {args.fail_on}: expected a percentage >= 0, e.g. --fail-on 5")
     if args.repeats < 2:
-        parser.error(f"--repeats must be >= 2, not {args.repeats}")
+        raise UsageError(f"--repeats {args.repeats}: expected an integer >= 2")
+    if args.seed < 0:
+        raise UsageError(f"--seed {args.seed}: expected an integer >= 0")
+    if args.devices:
+        parse_devices(args.devices, None)  # the syntax now; the ids once the GPUs are counted
     specs = (args.preset or []) + (args.shape or [])
     shapes = resolve_shapes(specs or DEFAULT_PRESETS, tokens=args.tokens)
     if args.devices and args.plot:
@@ -149,18 +168,18 @@ def _run(argv) -> int:
         print(format_catalogue(shapes))
         return EXIT_OK
     for flag in ("json", "markdown", "plot"):
-        if getattr(args, flag):
-            _check_writable(getattr(args, flag), f"--{flag}")
+        if getattr(args, flag) is not None:
+            check_writable(getattr(args, flag), f"--{flag}")
     baseline = None
-    if args.compare:
-        from .report.compare import load_baseline
+    if args.compare is not None:
+        from .runfile import load_run
 
-        baseline = load_baseline(args.compare)
+        baseline = load_run(args.compare)
     if args.plot:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise OSError("--plot needs matplotlib: pip install 'cublas-det[plot]'") from None
+            raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
 
     from ._device import require_gpu
 
@@ -170,9 +189,37 @@ def _run(argv) -> int:
 
         from ._sweep import parse_devices
 
-        devices = parse_devices(args.devices, cupy.cuda.runtime.getDeviceCount())
+        try:
+            devices = parse_devices(args.devices, cupy.cuda.runtime.getDeviceCount())
+        except ValueError as err:
+            raise UsageError(str(err)) from None
         return _sweep(args, shapes, scenarios, repeats, configs, baseline, devices)
-    return _bench(args, shapes, scenarios, repeats, configs, baseline)
+    refused = _refused_for_memory(shapes, configs, timing=not args.no_timing)
+    return _bench(args, shapes, scenarios, repeats, configs, baseline, refused)
+
+
+def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
+    """``{shape name: why}`` for the shapes that do not fit in host or device memory.
+
+    When none fits, that is a usage error: one line naming the bytes, within seconds, no operand made.
+    """
+    from .errors import DoesNotFit
+    from .memory import check_fits
+
+    refused = {}
+    for shape in shapes:
+        try:
+            for config in configs:
+                check_fits(shape, config, timing=timing)
+        except DoesNotFit as err:
+            refused[shape.name] = str(err)
+    if len(refused) == len(shapes):
+        first = next(iter(refused.values()))
+        more = f" ({len(refused) - 1} more shape(s) do not fit either)" if len(refused) > 1 else ""
+        raise DoesNotFit(first + more)
+    for why in refused.values():
+        print(f"skipped: {why}", file=sys.stderr)
+    return refused
 
 
 def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
@@ -193,23 +240,24 @@ def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
     found = agreements(shapes, configs, runs)
     text = render_sweep(runs, found)
     print(text)
-    data = sweep_to_json(runs, found, provenance, started_iso, time.perf_counter() - started, __version__)
-    drift = _print_comparison(args, baseline, data)
-    failed = sweep_failed(runs, found) or drift
+    data = sweep_to_json(runs, found, provenance, started_iso, time.perf_counter() - started, __version__, args.seed)
+    written = True
     if args.json:
-        _write_json(args.json, data)
+        written &= write_json(args.json, data)
     if args.markdown:
-        _write_text(args.markdown, f"# cublas_det device sweep\n\n{started_iso}\n\n```\n{text}\n```\n")
-    return _exit_code(failed, any(run.error == INTERRUPTED for run in runs))
+        written &= write_text(args.markdown, f"# cublas_det device sweep\n\n{started_iso}\n\n```\n{text}\n```\n")
+    comparison = _print_comparison(args, baseline, data)
+    return _exit_code(sweep_failed(runs, found), any(run.error == INTERRUPTED for run in runs), comparison, written)
 
 
-def _bench(args, shapes, scenarios, repeats, configs, baseline) -> int:
+def _bench(args, shapes, scenarios, repeats, configs, baseline, refused) -> int:
     import cupy
 
     from . import __version__
     from ._provenance import fingerprint
     from ._timing import time_shape, warm_up
     from .check import CheckInterrupted, check_many
+    from .errors import gpu_failures
     from .report.json_file import now_iso, to_json
     from .report.text import render_text, run_failed
     from .results import BenchResult, ShapeReport
@@ -218,13 +266,14 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline) -> int:
     started = time.perf_counter()
     provenance = fingerprint()
     timing = not args.no_timing
-    progress = Progress(len(shapes) * len(configs) * bool(scenarios) + len(shapes) * timing)
-    checks, timings, errors = {}, {}, {}
+    runnable = [shape for shape in shapes if shape.name not in refused]  # refused: one line each, no GPU work
+    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + len(runnable) * timing)
+    checks, timings, errors = {}, {}, dict(refused)
     interrupted = False
     try:
         if scenarios:
             try:
-                found = check_many(shapes, configs, repeats=repeats, scenarios=scenarios, seed=args.seed,
+                found = check_many(runnable, configs, repeats=repeats, scenarios=scenarios, seed=args.seed,
                                    on_check=lambda c: progress.step(f"checked {c.shape.name} {c.mode_name}"))
             except CheckInterrupted as stop:
                 found, interrupted = stop.checks, True
@@ -232,7 +281,7 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline) -> int:
                 checks.setdefault(check.shape.name, {})[check.mode_name] = check
         if timing and not interrupted:
             warm_up(0.5 if args.quick else 1.0)
-            for shape in shapes:
+            for shape in runnable:
                 try:
                     timings[shape.name] = time_shape(
                         shape, configs, seed=args.seed, min_rounds=5 if args.quick else 10,
@@ -240,7 +289,7 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline) -> int:
                 except KeyboardInterrupt:
                     interrupted = True
                     break
-                except (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError) as err:
+                except gpu_failures() as err:
                     errors[shape.name] = f"timing failed: {type(err).__name__}: {err}"
                     cupy.get_default_memory_pool().free_all_blocks()
                 progress.step(f"timed {shape.name}")
@@ -248,61 +297,58 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline) -> int:
         interrupted = True
     finally:
         progress.close()
-    reports = tuple(ShapeReport(s, checks.get(s.name, {}), timings.get(s.name), errors.get(s.name))
-                    for s in shapes if s.name in checks or s.name in timings or s.name in errors)
-    result = BenchResult(reports, provenance, started_iso, time.perf_counter() - started, __version__, interrupted)
+    order = [s for s in shapes if s.name in checks or s.name in timings or s.name in errors]
+    reports = tuple(ShapeReport(s, checks.get(s.name, {}), timings.get(s.name), errors.get(s.name)) for s in order)
+    result = BenchResult(reports, provenance, started_iso, time.perf_counter() - started, __version__, interrupted,
+                         args.seed)
     print(render_text(result))
-    failed = run_failed(result)
     data = to_json(result)
-    drift = _print_comparison(args, baseline, data)
-    failed = failed or drift
-    _write_outputs(args, result, data)
-    return _exit_code(failed, interrupted)
+    written = _write_outputs(args, result, data)  # before comparing: a bad baseline never costs the run
+    comparison = _print_comparison(args, baseline, data)
+    return _exit_code(run_failed(result), interrupted, comparison, written)
 
 
-def _exit_code(failed: bool, interrupted: bool) -> int:
-    """130 after Ctrl-C (what completed was reported), else 1 on a finding, else 0."""
+def _exit_code(failed: bool, interrupted: bool, comparison: int = EXIT_OK, written: bool = True) -> int:
+    """130 after Ctrl-C (what completed was reported and written); else the worst of: 2 when an output
+    could not be written or the comparison found nothing comparable, 1 on a finding, 0."""
     if interrupted:
         error_line(PROG, "interrupted: the results above are those that completed")
         return 130
-    return EXIT_FINDING if failed else EXIT_OK
+    return max(EXIT_FINDING if failed else EXIT_OK, comparison, EXIT_OK if written else EXIT_USAGE)
 
 
-def _print_comparison(args, baseline: dict | None, data: dict) -> bool:
-    """Print how ``data`` compares with the --compare baseline; True when bits drifted or time regressed."""
+def _print_comparison(args, baseline, data: dict) -> int:
+    """Print how ``data`` compares with the --compare baseline; return the comparison's exit code."""
     if baseline is None:
-        return False
-    from .report.compare import compare
+        return EXIT_OK
+    from .report.compare import compare_runs
+    from .runfile import run_from_dict
 
-    lines, drift = compare(baseline, data, args.fail_on)
+    comparison = compare_runs(baseline, run_from_dict(data, "this run"), args.fail_on)
     print("Compared with " + args.compare)
-    print("\n".join("  " + line for line in lines))
-    return drift
+    print("\n".join("  " + line for line in comparison.lines))
+    return comparison.exit_code
 
 
-def _write_text(path: str, text: str) -> None:
-    with open(path, "w") as file:
-        file.write(text)
-    print(f"wrote {path}", file=sys.stderr)
-
-
-def _write_json(path: str, data: dict) -> None:
-    import json
-
-    _write_text(path, json.dumps(data, indent=1, default=str))
-
-
-def _write_outputs(args, result, data) -> None:
+def _write_outputs(args, result, data) -> bool:
+    """Write each requested output on its own; False when one could not be written (said in one line)."""
     from .report.markdown import to_markdown
-    from .report.plot import write_plot
 
+    written = True
     if args.json:
-        _write_json(args.json, data)
+        written &= write_json(args.json, data)
     if args.markdown:
-        _write_text(args.markdown, to_markdown(result))
+        written &= write_text(args.markdown, to_markdown(result))
     if args.plot and any(r.timing for r in result.shapes):
-        write_plot(result, args.plot)
-        print(f"wrote {args.plot}", file=sys.stderr)
+        from .report.plot import write_plot
+
+        try:
+            write_plot(result, args.plot)
+            print(f"wrote {args.plot}", file=sys.stderr)
+        except OSError as err:
+            error_line(PROG, f"could not write {args.plot}: {err.strerror or err}")
+            written = False
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:

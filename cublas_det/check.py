@@ -15,7 +15,9 @@ from ._cublas import MathMode
 from ._gemm import shape_gemm
 from ._handle import create_handle
 from .config import GemmConfig, resolve_config
-from .operands import device_operands, fp64_reference, output
+from .errors import gpu_failures
+from .memory import check_fits
+from .operands import Operands, fp64_reference, output, upload_operands
 from .results import GemmCheck, ScenarioResult
 from .scenarios import (
     DEFAULT_SCENARIOS,
@@ -88,12 +90,12 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     checks = []
     try:
         for shape in shapes:
-            operands: dict = {}  # input dtype -> (a, b) or the error that stopped making them
+            operands: dict = {}  # input dtype -> Operands, or the error that stopped making them
             shared: dict = {}  # what the configurations of this shape share (the modes matrix)
             for config, source in configs:
                 started = time.perf_counter()
                 if config.input_dtype not in operands:
-                    operands[config.input_dtype] = _guarded(lambda: device_operands(shape, seed, config))
+                    operands[config.input_dtype] = _guarded(lambda: _operands(shape, seed, config))
                 check = _check_one(shape, config, source, seed, names, repeats, operands[config.input_dtype],
                                    gemm_fn or shape_gemm, shared, provenance)
                 check = dataclasses.replace(check, elapsed_s=time.perf_counter() - started)
@@ -111,11 +113,18 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     return checks
 
 
+def _operands(shape: GemmShape, seed: int, config: GemmConfig) -> Operands:
+    """The inputs on the device, once the shape is known to fit (a refusal costs no allocation)."""
+    check_fits(shape, config, timing=False)
+    return upload_operands(shape, seed, config)
+
+
 def _guarded(make):
-    """``make()``, or the exception it raised (out of memory): recorded in the check, the others go on."""
+    """``make()``, or the GPU failure it raised (out of memory, a CUDA or cuBLAS error): recorded in
+    the check, and the others go on. Any other exception is a bug and propagates."""
     try:
         return make()
-    except Exception as err:
+    except gpu_failures() as err:
         import cupy
 
         cupy.get_default_memory_pool().free_all_blocks()
@@ -125,25 +134,27 @@ def _guarded(make):
 def _check_one(shape, config, source, seed, names, repeats, operands, run, shared, provenance) -> GemmCheck:
     import cupy
 
-    if isinstance(operands, Exception):
+    if isinstance(operands, BaseException):
         return _failed_check(shape, config, source, seed, names, f"operands: {type(operands).__name__}: {operands}",
                              provenance)
-    a, b = operands
+    a, b = operands.a, operands.b
     stream = cupy.cuda.Stream(non_blocking=True)
     handle = create_handle(config, stream=stream)
     try:
         with stream:
             reference = _guarded(lambda: _reference(shape, config, a, b, handle, run))
-            if isinstance(reference, Exception):
+            if isinstance(reference, BaseException):
                 return _failed_check(shape, config, source, seed, names,
-                                     f"reference: {type(reference).__name__}: {reference}", provenance)
+                                     f"reference: {type(reference).__name__}: {reference}", provenance,
+                                     operands.digests)
             reference, digest, rel_error = reference
             context = ScenarioContext(shape, config, a, b, reference, handle, stream, repeats, seed, run, shared)
             results = tuple(_pending(REGISTRY[name]) if REGISTRY[name].in_worker else REGISTRY[name].run(context)
                             for name in names)
     finally:
         handle.close()
-    return GemmCheck(shape, config, source.value, seed, digest, rel_error, results, provenance)
+    return GemmCheck(shape, config, source.value, seed, digest, rel_error, results, provenance,
+                     input_digests=operands.digests)
 
 
 def _reference(shape, config, a, b, handle, run):
@@ -157,9 +168,10 @@ def _pending(scenario) -> ScenarioResult:
     return ScenarioResult(scenario.name, scenario.kind, 0, 0, detail="pending")  # filled in by the workers
 
 
-def _failed_check(shape, config, source, seed, names, error, provenance) -> GemmCheck:
+def _failed_check(shape, config, source, seed, names, error, provenance, input_digests=None) -> GemmCheck:
     results = tuple(REGISTRY[name].failed(f"no output to check: {error}") for name in names)
-    return GemmCheck(shape, config, source.value, seed, "", float("nan"), results, provenance, error=error)
+    return GemmCheck(shape, config, source.value, seed, "", float("nan"), results, provenance, error=error,
+                     input_digests=input_digests or {})
 
 
 # -- scenarios in other processes ---------------------------------------------------------------

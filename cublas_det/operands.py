@@ -7,6 +7,9 @@ they hide rounding.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+
 from .config import GemmConfig
 from .shapes import GemmShape
 
@@ -21,11 +24,30 @@ def host_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None)
             rng.standard_normal(shape.b_shape, dtype=numpy.float32).astype(dtype, copy=False))
 
 
+@dataclasses.dataclass(frozen=True)
+class Operands:
+    """A and B on the device, and the sha256 digests of their bytes (what makes two results comparable)."""
+
+    a: object
+    b: object
+    digests: dict  # {"a": sha256 hex, "b": sha256 hex}
+
+
+def upload_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None) -> Operands:
+    """:func:`device_operands` with the digests of the inputs, taken on the host before the upload."""
+    a_host, b_host = host_operands(shape, seed, config)
+    digests = {"a": hashlib.sha256(a_host.data).hexdigest(), "b": hashlib.sha256(b_host.data).hexdigest()}
+    return Operands(*_upload(a_host, b_host), digests)
+
+
 def device_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None):
     """A and B on the current device, complete: safe to read from any stream once this returns."""
+    return _upload(*host_operands(shape, seed, config))
+
+
+def _upload(a_host, b_host):
     import cupy
 
-    a_host, b_host = host_operands(shape, seed, config)
     operands = cupy.asarray(a_host), cupy.asarray(b_host)
     # The copies run on the current stream (usually the legacy default stream), which the checks'
     # non-blocking streams do not wait for, and CUDA lets a copy from pageable memory return before

@@ -143,6 +143,7 @@ class GemmCheck:
     provenance: dict = dataclasses.field(default_factory=dict)
     elapsed_s: float = 0.0
     error: str | None = None  # the GEMM itself could not be computed (operands, reference)
+    input_digests: dict = dataclasses.field(default_factory=dict)  # sha256 of A's and B's bytes
 
     @property
     def mode_name(self) -> str:
@@ -208,6 +209,7 @@ class GemmCheck:
             "findings": [r.scenario for r in self.findings],
             "scenarios": [result.to_dict() for result in self.scenarios],
             "provenance": self.provenance, "elapsed_s": self.elapsed_s, "error": self.error,
+            "input_digests": self.input_digests,
         }
 
     @classmethod
@@ -215,7 +217,7 @@ class GemmCheck:
         return cls(GemmShape.from_dict(data["shape"]), GemmConfig.from_dict(data["config"]), data["mode_source"],
                    data["seed"], data["digest"], data["rel_error"],
                    tuple(ScenarioResult.from_dict(r) for r in data["scenarios"]), data.get("provenance", {}),
-                   data.get("elapsed_s", 0.0), data.get("error"))
+                   data.get("elapsed_s", 0.0), data.get("error"), data.get("input_digests", {}))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,3 +240,4 @@ class BenchResult:
     wall_s: float
     version: str
     interrupted: bool = False
+    seed: int | None = None  # the input seed of the run (also in each check)

@@ -46,6 +46,8 @@ class GemmShape:
     trans_b: bool = False
     layer: str = ""
     gemm_pass: str = ""  # "forward", "dX", "dW" or "" for a custom shape
+    preset: str = ""  # the preset it belongs to, "" for a custom shape
+    tokens: int = 0  # T = batch x seqlen of the preset (0 for a custom shape)
 
     def __post_init__(self):
         for axis in ("m", "n", "k"):
@@ -98,13 +100,14 @@ class GemmShape:
 def linear_layer_gemms(prefix: str, layer: str, out_features: int, in_features: int,
                        tokens: int) -> list[GemmShape]:
     """The forward, dX and dW GEMMs of ``Y[T, out] = X[T, in] @ W.T`` with ``W`` ``[out, in]``."""
+    common = {"layer": layer, "preset": prefix, "tokens": tokens}
     return [
         GemmShape(f"{prefix}/{layer}/forward", tokens, out_features, in_features,
-                  trans_a=False, trans_b=True, layer=layer, gemm_pass="forward"),
+                  trans_a=False, trans_b=True, gemm_pass="forward", **common),
         GemmShape(f"{prefix}/{layer}/dX", tokens, in_features, out_features,
-                  trans_a=False, trans_b=False, layer=layer, gemm_pass="dX"),
+                  trans_a=False, trans_b=False, gemm_pass="dX", **common),
         GemmShape(f"{prefix}/{layer}/dW", out_features, in_features, tokens,
-                  trans_a=True, trans_b=False, layer=layer, gemm_pass="dW"),
+                  trans_a=True, trans_b=False, gemm_pass="dW", **common),
     ]
 
 

@@ -1,6 +1,5 @@
 """The benchmark CLI and its reports, on the CPU: arguments, outputs, --compare on stored JSON."""
 
-import copy
 import json
 import pathlib
 import subprocess
@@ -10,7 +9,6 @@ import pytest
 
 from cublas_det import bench
 from cublas_det.config import GemmConfig
-from cublas_det.report import compare as report_compare
 from cublas_det.report import json_file, markdown, text
 from cublas_det.results import BenchResult, GemmCheck, Kind, ScenarioResult, ShapeReport
 
@@ -36,7 +34,7 @@ def test_help_shows_defaults_and_examples():
     (["--scenarios", "again"], "unknown scenario 'again'"),
     (["--json", "/nonexistent-dir/x.json"], "directory /nonexistent-dir does not exist"),
     (["--markdown", "/"], "is a directory"),
-    (["--compare", "/nonexistent.json"], "No such file"),
+    (["--compare", "/nonexistent.json"], "/nonexistent.json: no such file"),
     (["--tokens", "0"], "tokens"),
 ])
 def test_argument_errors_are_one_line_exit_2(args, message):
@@ -64,29 +62,6 @@ def test_no_gpu_is_one_line_exit_2(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().startswith("cublas_det.bench: error: no GPU available:")
     assert result.stdout == "" and not (tmp_path / "out.json").exists()
-
-
-def test_compare_stored_run_with_itself_is_identical():
-    data = json.loads(STORED.read_text())
-    lines, failed = report_compare.compare(data, data, fail_on_pct=5)
-    assert not failed
-    assert any(line.endswith("identical bits, time +0.0%") for line in lines)
-    assert not any("DIFFER" in line or "REGRESSION" in line for line in lines)
-
-
-def test_compare_flags_drifted_bits_and_regressions():
-    base = json.loads(STORED.read_text())
-    current = copy.deepcopy(base)
-    first = current["benchmarks"][0]
-    first["extra_info"]["digest"] = "0" * 64
-    second = current["benchmarks"][1]
-    second["stats"]["median"] *= 1.2
-    lines, failed = report_compare.compare(base, current, fail_on_pct=10)
-    assert failed
-    assert f"{first['name']}: bits DIFFER" in "\n".join(lines)
-    assert any(line.startswith(second["name"]) and "REGRESSION (> 10%)" in line for line in lines)
-    _, failed = report_compare.compare(base, current, fail_on_pct=None)
-    assert failed  # drifted bits fail even without --fail-on
 
 
 def test_compare_cli_rejects_a_file_that_is_not_ours(tmp_path):
@@ -208,17 +183,20 @@ def test_the_summary_never_claims_what_did_not_run():
     assert "not checked (no guarantee scenario ran): 1 pairs" in lines
 
 
-def test_comparison_is_printed_and_its_verdict_returned(capsys):
+def test_comparison_is_printed_and_its_exit_code_returned(capsys):
     import argparse
 
-    from cublas_det import bench
+    from cublas_det.runfile import run_from_dict
 
     data = json.loads(STORED.read_text())
     args = argparse.Namespace(compare="base.json", fail_on=5.0)
-    assert bench._print_comparison(args, None, data) is False and capsys.readouterr().out == ""
-    assert bench._print_comparison(args, data, data) is False
+    baseline = run_from_dict(data, "base.json")
+    assert bench._print_comparison(args, None, data) == 0 and capsys.readouterr().out == ""
+    assert bench._print_comparison(args, baseline, data) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("Compared with base.json\n  against NVIDIA H200") and "identical bits" in printed
+    assert printed.startswith("Compared with base.json\n  base.json: NVIDIA H200") and "identical bits" in printed
     drifted = json.loads(json.dumps(data))
     drifted["benchmarks"][0]["extra_info"]["digest"] = "0" * 64
-    assert bench._print_comparison(args, data, drifted) is True and "bits DIFFER" in capsys.readouterr().out
+    assert bench._print_comparison(args, baseline, drifted) == 1 and "bits DIFFER" in capsys.readouterr().out
+    assert bench._exit_code(False, False, 2) == 2 and bench._exit_code(True, False, 0) == 1
+    assert bench._exit_code(False, False, 0, written=False) == 2 and bench._exit_code(True, True, 2) == 130

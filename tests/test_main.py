@@ -18,7 +18,7 @@ def test_without_gpu_one_line_and_exit_2():
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("cublas_det: error: no GPU available: ")
+    assert lines[0].startswith("python -m cublas_det: error: no GPU available: ")
 
 
 def test_help_exits_0():

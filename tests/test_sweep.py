@@ -10,6 +10,7 @@ from cublas_det import _sweep
 from cublas_det.config import GemmConfig
 from cublas_det.report import compare as report_compare
 from cublas_det.report.sweep import render_sweep, sweep_summary, sweep_to_json
+from cublas_det.runfile import run_from_dict
 from cublas_det.shapes import parse_shape
 from cublas_det.worker import parent as worker_parent
 
@@ -108,12 +109,15 @@ def test_sweep_json_carries_every_device_digest_and_compares_across_hosts(fake_w
     assert entry["extra_info"]["device_digests"] == {"0": "same128x56x4096:tn|PEDANTIC", "1": "same128x56x4096:tn|PEDANTIC"}
     assert [d["device_id"] for d in data["machine_info"]["devices"]] == [0, 1]
     json.dumps(data)
-    lines, failed = report_compare.compare(data, data, None)
-    assert not failed and "128x56x4096:tn[PEDANTIC]: identical bits (2 device(s) here, 2 in the baseline)" in lines
+    run = run_from_dict(data, "a.json")
+    comparison = report_compare.compare_runs(run, run_from_dict(data, "b.json"))
+    assert comparison.exit_code == 0
+    assert ("128x56x4096:tn[PEDANTIC] (128x56x4096:tn): identical bits (2 device(s) in b.json, 2 in a.json)"
+            in comparison.lines)
     other = json.loads(json.dumps(data))
     other["benchmarks"][0]["extra_info"]["device_digests"]["1"] = "another"
-    lines, failed = report_compare.compare(other, data, None)
-    assert failed and any("bits DIFFER" in line for line in lines)
+    comparison = report_compare.compare_runs(run_from_dict(other, "a.json"), run)
+    assert comparison.exit_code == 1 and any("bits DIFFER" in line for line in comparison.lines)
 
 
 def test_one_device_is_said_to_compare_nothing(fake_workers):

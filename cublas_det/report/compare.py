@@ -1,64 +1,177 @@
-"""How a run compares with a baseline JSON written by ``--json``: bits, then time."""
+"""Comparing stored runs: two (a baseline and a new run) or a fleet (three or more, e.g. one per node).
+
+Results are matched on what makes them comparable -- the GEMM (M, N, K, op) and its configuration
+-- never on display names, and their inputs are checked before their bits: a pair is *identical
+bits*, *bits DIFFER* (same inputs), *inputs differ* (not comparable, and why), or *only in* one
+file. Exit codes: 2 when nothing comparable was found, 1 when bits differ under identical inputs
+(or a time regressed past ``--fail-on``), else 0.
+"""
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import os
+
+from ..runfile import Entry, Run, describe_machine
+
+EXIT_OK, EXIT_FINDING, EXIT_NOTHING = 0, 1, 2
+IDENTICAL, DIFFER, INPUTS_DIFFER = "identical bits", "bits DIFFER", "inputs differ"
 
 
-def load_baseline(path: str) -> dict:
-    """Read a JSON written by ``--json``; OSError/ValueError with one line on trouble."""
-    try:
-        with open(path) as file:
-            data = json.load(file)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"--compare {path}: not JSON ({err})") from None
-    if not isinstance(data, dict) or "benchmarks" not in data:
-        raise ValueError(f"--compare {path}: not a cublas_det --json file (no 'benchmarks')")
-    return data
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """The lines to print and the exit code they imply."""
+
+    lines: list
+    exit_code: int
+
+    @property
+    def failed(self) -> bool:
+        return self.exit_code != EXIT_OK
 
 
-def _digests(bench: dict) -> set:
-    """Every digest an entry holds: one per device for a sweep (--devices), else the one digest."""
-    info = bench.get("extra_info", {})
-    per_device = info.get("device_digests")
-    if per_device:
-        return set(per_device.values())
-    return {info["digest"]} if info.get("digest") else set()
+def inputs_differ(base: Entry, new: Entry) -> str | None:
+    """Why two paired results are not the same problem, or None when they are (as far as can be told)."""
+    if base.spec != new.spec:
+        tokens = f", T {base.tokens} vs {new.tokens}" if base.tokens and new.tokens and base.tokens != new.tokens else ""
+        return f"another GEMM: {base.spec} vs {new.spec}{tokens}"
+    a, b = base.identity, new.identity
+    if a is None or b is None:
+        return None  # a file of cublas_det 0.1: said once in a note
+    reasons = []
+    if a.get("seed") != b.get("seed"):
+        reasons.append(f"seed {a.get('seed')} vs {b.get('seed')}")
+    if a.get("inputs") and b.get("inputs") and a["inputs"] != b["inputs"]:
+        why = "the input digests differ"
+        if a.get("seed") == b.get("seed") and a.get("numpy") != b.get("numpy"):
+            why += (f" (NumPy {a.get('numpy')} vs {b.get('numpy')}: NumPy promises its seeded stream only on one "
+                    "build)")
+        reasons.append(why)
+    return "; ".join(reasons) or None
 
 
-def compare(baseline: dict, current: dict, fail_on_pct: float | None) -> tuple[list[str], bool]:
-    """Bits and times of the shapes present in both runs. Returns (lines, failed).
+def _bits(base: Entry, new: Entry) -> str:
+    if not (base.digests and new.digests):
+        return "no digest"
+    return IDENTICAL if base.digests == new.digests and len(new.digests) == 1 else DIFFER
 
-    Bits are identical when both runs hold one and the same digest, whichever devices computed it
-    (a --devices sweep holds one per device), so sweeps of two hosts compare like single runs.
-    """
-    base = {b["name"]: b for b in baseline.get("benchmarks", [])}
-    lines, failed = [], False
-    base_gpu = baseline.get("machine_info", {}).get("gpu", {}).get("name", "?")
-    lines.append(f"against {base_gpu}, cuBLAS {baseline.get('machine_info', {}).get('cublas_version', '?')}, "
-                 f"{baseline.get('datetime', '?')}")
-    matched = 0
-    for bench in current.get("benchmarks", []):
-        old = base.get(bench["name"])
-        if old is None:
+
+def _time(base: Entry, new: Entry, fail_on_pct: float | None) -> tuple[str, bool]:
+    if not (base.stats and new.stats):
+        return "", False
+    change = (new.stats["median"] / base.stats["median"] - 1) * 100
+    text = f", time {change:+.1f}%"
+    if fail_on_pct is not None and change > fail_on_pct:
+        return text + f" REGRESSION (> {fail_on_pct:g}%)", True
+    return text, False
+
+
+def _legacy_notes(runs: list[Run]) -> list[str]:
+    return [f"note: {run.source} was written by cublas_det {run.version}, which recorded no seed, T or input "
+            "digests: its results are matched on M, N, K, op and configuration, and their inputs are assumed "
+            "to be the same" for run in runs if run.legacy]
+
+
+def compare_runs(base: Run, new: Run, fail_on_pct: float | None = None) -> Comparison:
+    """A baseline against a new run, result by result."""
+    lines = [f"{base.source}: {base.describe()}, {base.datetime}", f"{new.source}: {new.describe()}, {new.datetime}"]
+    lines += _legacy_notes([base, new])
+    pairs = _pair(base.entries, new.entries)
+    counts, regressed = {IDENTICAL: 0, DIFFER: 0, INPUTS_DIFFER: 0, "no digest": 0}, False
+    for entry in new.entries:
+        match = pairs.get(id(entry))
+        if match is None:
+            lines.append(f"{entry.name} ({entry.spec}): only in {new.source}")
             continue
-        matched += 1
-        old_digests, new_digests = _digests(old), _digests(bench)
-        bits = ("no digest" if not (old_digests and new_digests) else
-                "identical bits" if old_digests == new_digests and len(new_digests) == 1 else "bits DIFFER")
-        if bits == "bits DIFFER":
-            failed = True
-        devices = [len(b["extra_info"].get("device_digests") or {}) for b in (bench, old)]
-        if any(devices):
-            bits += f" ({devices[0]} device(s) here, {devices[1]} in the baseline)"
-        timing = ""
-        if old.get("stats") and bench.get("stats"):
-            change = (bench["stats"]["median"] / old["stats"]["median"] - 1) * 100
-            timing = f", time {change:+.1f}%"
-            if fail_on_pct is not None and change > fail_on_pct:
-                timing += f" REGRESSION (> {fail_on_pct:g}%)"
-                failed = True
-        lines.append(f"{bench['name']}: {bits}{timing}")
-    if matched == 0:
-        lines.append("no shape/mode in common with the baseline")
-    return lines, failed
+        reason = inputs_differ(match, entry)
+        if reason:
+            counts[INPUTS_DIFFER] += 1
+            lines.append(f"{entry.name} ({entry.spec}): {INPUTS_DIFFER}, not comparable: {reason}")
+            continue
+        bits = _bits(match, entry)
+        counts[bits] += 1
+        devices = [len(e.extra_info.get("device_digests") or {}) for e in (entry, match)]
+        detail = f" ({devices[0]} device(s) in {new.source}, {devices[1]} in {base.source})" if any(devices) else ""
+        timing, slower = _time(match, entry, fail_on_pct)
+        regressed = regressed or slower
+        lines.append(f"{entry.name} ({entry.spec}): {bits}{detail}{timing}")
+    paired = {id(match) for match in pairs.values()}
+    lines += [f"{entry.name} ({entry.spec}): only in {base.source}" for entry in base.entries if id(entry) not in paired]
+    compared = counts[IDENTICAL] + counts[DIFFER]
+    lines.append(f"compared {compared}: {counts[IDENTICAL]} identical, {counts[DIFFER]} differ; "
+                 f"{counts[INPUTS_DIFFER]} with other inputs, {counts['no digest']} without a digest")
+    if compared == 0:
+        lines.append("nothing comparable: no result with the same GEMM, configuration and inputs in both files")
+        return Comparison(lines, EXIT_NOTHING)
+    return Comparison(lines, EXIT_FINDING if counts[DIFFER] or regressed else EXIT_OK)
+
+
+def _pair(base: tuple[Entry, ...], new: tuple[Entry, ...]) -> dict:
+    """``{id(new entry): base entry}``: by role and configuration, then by the GEMM itself for the rest."""
+    by_role = {entry.key: entry for entry in base}
+    pairs = {id(entry): by_role[entry.key] for entry in new if entry.key in by_role}
+    taken = {id(match) for match in pairs.values()}
+    by_gemm = {entry.gemm_key: entry for entry in base if id(entry) not in taken}
+    for entry in new:
+        if id(entry) not in pairs and entry.gemm_key in by_gemm:
+            pairs[id(entry)] = by_gemm.pop(entry.gemm_key)
+    return pairs
+
+
+# -- fleets ---------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """One device's result in a fleet: which file (and device), its machine, its digest and inputs."""
+
+    label: str
+    machine: str
+    digest: str
+    entry: Entry
+
+
+def _members(run: Run, entry: Entry) -> list[Member]:
+    label = os.path.basename(run.source)
+    per_device = entry.extra_info.get("device_digests")
+    if not per_device:
+        return [Member(label, run.describe(), next(iter(entry.digests)), entry)] if entry.digests else []
+    devices = {str(d.get("device_id")): d.get("provenance") or {} for d in run.machine_info.get("devices") or []}
+    return [Member(f"{label}:device {device}", describe_machine(devices.get(device, run.machine_info)), digest, entry)
+            for device, digest in sorted(per_device.items())]
+
+
+def compare_fleet(runs: list[Run]) -> Comparison:
+    """Per GEMM and configuration, which files (and devices) agree: members grouped by digest,
+    each group named by its GPUs, SM counts, drivers and cuBLAS versions."""
+    lines = [f"fleet of {len(runs)} files:"] + [f"  {os.path.basename(r.source)}: {r.describe()}" for r in runs]
+    lines += _legacy_notes(runs)
+    keys: dict = {}
+    for run in runs:
+        for entry in run.entries:
+            keys.setdefault(entry.key, []).extend(_members(run, entry))
+    compared = differing = 0
+    for (name, config), members in keys.items():
+        spec = members[0].entry.spec if members else "?"
+        if len(members) < 2:
+            continue
+        first = members[0].entry
+        other_inputs = [m.label for m in members if inputs_differ(first, m.entry)]
+        if other_inputs:
+            lines.append(f"{name} ({spec}) {config}: {INPUTS_DIFFER} in {', '.join(other_inputs)}: not comparable")
+            continue
+        compared += 1
+        groups: dict = {}
+        for member in members:
+            groups.setdefault(member.digest, []).append(member)
+        if len(groups) == 1:
+            lines.append(f"{name} ({spec}) {config}: all {len(members)} agree ({next(iter(groups))[:12]})")
+            continue
+        differing += 1
+        parts = [f"[{', '.join(m.label for m in group)}] {digest[:12]} on {'; '.join(sorted({m.machine for m in group}))}"
+                 for digest, group in sorted(groups.items(), key=lambda item: -len(item[1]))]
+        lines.append(f"{name} ({spec}) {config}: {len(groups)} groups: " + " | ".join(parts))
+    lines.append(f"compared {compared} GEMM/configuration pairs present in two or more places: "
+                 f"{compared - differing} agree, {differing} differ")
+    if compared == 0:
+        lines.append("nothing comparable: no result with the same GEMM, configuration and inputs in two places")
+        return Comparison(lines, EXIT_NOTHING)
+    return Comparison(lines, EXIT_FINDING if differing else EXIT_OK)

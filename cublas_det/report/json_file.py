@@ -10,6 +10,14 @@ from .text import summary_lines, warnings_for
 from .verdicts import check_failures, modes_group
 
 
+def identity(shape, config_name: str, seed: int | None, input_digests: dict | None, numpy_version: str | None) -> dict:
+    """What makes two results comparable: the GEMM, its configuration, its preset and T, the seed, the
+    sha256 digests of the inputs, and the NumPy that made them (its seeded stream is promised per build)."""
+    return {"m": shape.m, "n": shape.n, "k": shape.k, "op": shape.cublas_op, "config": config_name,
+            "preset": shape.preset, "tokens": shape.tokens, "seed": seed, "inputs": input_digests or None,
+            "numpy": numpy_version}
+
+
 def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict) -> dict:
     """One shape in one configuration as a pytest-benchmark entry; --compare matches entries by ``name``."""
     return {"group": shape.name, "name": f"{shape.name}[{mode}]",
@@ -39,6 +47,10 @@ def to_json(result: BenchResult) -> dict:
             ratio = report.timing.ratio(mode, "PEDANTIC") if report.timing else None
             benchmarks.append(benchmark_entry(report.shape, mode, stats(arm.graph_us) if arm else None, {
                 "shape": report.shape.to_dict(),
+                "identity": identity(report.shape, mode, check.seed if check else result.seed,
+                                     check.input_digests if check else None,
+                                     result.provenance.get("numpy_version")),
+                "mode_source": check.mode_source if check else None,
                 "config": check.config.to_dict() if check else None,
                 "digest": check.digest if check else None,
                 "rel_error": check.rel_error if check else None,
@@ -49,6 +61,8 @@ def to_json(result: BenchResult) -> dict:
                 "scenarios": [r.to_dict() for r in check.scenarios] if check else [],
                 "eager_stats": stats(arm.eager_us) if arm else None,
                 "calls_per_batch": report.timing.calls_per_batch if report.timing else None,
+                "buffer_sets": report.timing.buffer_sets if report.timing else None,
+                "timing_elapsed_s": report.timing.elapsed_s if report.timing else None,
                 "ratio_to_pedantic": ratio.to_dict() if ratio else None,
                 "error": report.error or (check.error if check else None),
             }))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._sweep import Agreement, DeviceRun
-from .json_file import benchmark_entry
+from .json_file import benchmark_entry, identity
 from .text import layout
 
 
@@ -73,12 +73,14 @@ def sweep_summary(runs: list[DeviceRun], found: list[Agreement]) -> list[str]:
 
 
 def sweep_to_json(runs: list[DeviceRun], found: list[Agreement], provenance: dict, started: str, wall_s: float,
-                  version: str) -> dict:
+                  version: str, seed: int | None = None) -> dict:
     """pytest-benchmark's layout (no timing stats), with every device's digest per shape and mode."""
     benchmarks = []
     for agreement in found:
         benchmarks.append(benchmark_entry(agreement.shape, agreement.mode_name, None, {
                 "shape": agreement.shape.to_dict(),
+                "identity": identity(agreement.shape, agreement.mode_name, seed, agreement.input_digests,
+                                     provenance.get("numpy_version")),
                 "digest": agreement.majority,
                 "device_digests": {str(d): digest for d, digest in sorted(agreement.digests.items())},
                 "device_errors": {str(d): error for d, error in sorted(agreement.errors.items())},

@@ -64,10 +64,15 @@ class Scenario:
     in_worker: bool = False
 
     def run(self, context: ScenarioContext) -> ScenarioResult:
-        """Run the scenario; an exception (out of memory, a cuBLAS error) becomes a recorded error."""
+        """Run the scenario; a GPU failure (out of memory, a CUDA or cuBLAS error) becomes a recorded error.
+
+        Any other exception is a bug and propagates with its traceback.
+        """
+        from ..errors import gpu_failures
+
         try:
             return self.body(context)
-        except Exception as err:
+        except gpu_failures() as err:
             import cupy
 
             cupy.get_default_memory_pool().free_all_blocks()

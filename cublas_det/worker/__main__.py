@@ -27,7 +27,8 @@ def main() -> int:
         try:
             (check,) = check_many([task.shape], [task.config], repeats=request.repeats, scenarios=request.scenarios,
                                   seed=task.seed)
-            results[task.key] = TaskAnswer(check.digest, check.rel_error, check.scenarios, check.error)
+            results[task.key] = TaskAnswer(check.digest, check.rel_error, check.scenarios, check.error,
+                                           check.input_digests)
         except Exception as err:  # recorded, so one bad task never hides the others
             results[task.key] = TaskAnswer(error=f"{type(err).__name__}: {err}")
     answer = Answer(results, fingerprint(), time.perf_counter() - started)

@@ -66,15 +66,17 @@ class TaskAnswer:
     rel_error: float = float("nan")
     scenarios: tuple[ScenarioResult, ...] = ()
     error: str | None = None
+    input_digests: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"digest": self.digest, "rel_error": self.rel_error, "scenarios": [r.to_dict() for r in self.scenarios],
-                "error": self.error}
+                "error": self.error, "input_digests": self.input_digests}
 
     @classmethod
     def from_dict(cls, data: dict) -> TaskAnswer:
         return cls(data.get("digest", ""), data.get("rel_error", float("nan")),
-                   tuple(ScenarioResult.from_dict(r) for r in data.get("scenarios", ())), data.get("error"))
+                   tuple(ScenarioResult.from_dict(r) for r in data.get("scenarios", ())), data.get("error"),
+                   data.get("input_digests", {}))
 
 
 @dataclasses.dataclass(frozen=True)

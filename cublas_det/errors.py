@@ -1,0 +1,36 @@
+"""The project's own expected errors: each is one line saying what was wrong and how to fix it.
+
+The command-line entry points turn these (and only these) into one line on stderr and exit code 2;
+anything else is a bug and keeps its traceback. Each also derives from the built-in exception a
+Python caller would expect (``ValueError`` for a bad value, ``MemoryError`` ...).
+"""
+
+from __future__ import annotations
+
+
+class CublasDetError(Exception):
+    """An expected failure: bad input, or an environment that cannot run the request."""
+
+
+class UsageError(CublasDetError, ValueError):
+    """A bad argument, environment value or output path."""
+
+
+class InputFileError(UsageError):
+    """A stored run (``--json`` file) that cannot be read: missing, not JSON, or malformed."""
+
+
+class DoesNotFit(CublasDetError, MemoryError):
+    """A GEMM needs more host or device memory than is available."""
+
+
+def gpu_failures() -> tuple[type[BaseException], ...]:
+    """The exceptions a GPU phase (operands, reference, a scenario, timing) may raise without a bug:
+    out of memory, a CUDA or cuBLAS error, a shape that does not fit. A phase that raises one is
+    recorded as an error in the report; anything else propagates with its traceback."""
+    import cupy
+
+    from ._cublas import CublasError
+
+    return (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
+            CublasError, DoesNotFit, MemoryError)

@@ -1,0 +1,93 @@
+"""Will a GEMM fit? The host and device bytes a check and a timing of one shape need, before any is made.
+
+Refusing a shape within seconds, naming the bytes, beats generating 200 GB of operands on the host
+and then running out of memory: the estimate is an upper bound of the peak, taken from what the
+check and the timing allocate (comments give each term).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from .config import GemmConfig
+from .errors import DoesNotFit
+from .shapes import GemmShape
+
+GIB = 2**30
+# The timing rotates copies of the operands through about 3x the L2 cache (_timing.buffer_sets):
+# 128 MiB bounds the L2 of current GPUs (60 MiB on the H200).
+L2_BOUND_BYTES = 128 * 2**20
+WORKSPACE_BYTES = 32 * 2**20  # per timed handle
+
+
+@dataclasses.dataclass(frozen=True)
+class Footprint:
+    """Peak bytes one shape needs on the host and on the device."""
+
+    host_bytes: int
+    device_bytes: int
+
+
+def footprint(shape: GemmShape, config: GemmConfig | None = None, *, timing: bool = True, arms: int = 4) -> Footprint:
+    """An upper bound of the peak memory a check (and, with ``timing``, a timing) of ``shape`` needs."""
+    config = config or GemmConfig()
+    a = shape.m * shape.k * config.a_type.itemsize
+    b = shape.k * shape.n * config.a_type.itemsize
+    c = shape.m * shape.n * config.c_type.itemsize
+    c_elements = shape.m * shape.n
+    # Host: A and B made with numpy before the upload, and one output copied back for its digest.
+    host = a + b + c
+    # Device, check: A, B and the reference output, plus the largest of
+    # - the float64 reference: A, B and C in float64, and two float64 temporaries of the error;
+    # - the streams scenarios: 4 outputs and the tracker (int64 ULP, float64 difference, float32 value);
+    # - the modes matrix: 3 outputs besides its own float64 reference.
+    fp64 = 8 * (a + b) // config.a_type.itemsize + 3 * 8 * c_elements
+    streams = 4 * c + 20 * c_elements
+    modes = 3 * c + fp64
+    device = a + b + c + max(fp64, streams, modes)
+    if timing:  # operands made again after the checks, copies to rotate, a workspace per arm
+        device = max(device, a + b + c + 3 * L2_BOUND_BYTES + arms * WORKSPACE_BYTES)
+    return Footprint(host, device)
+
+
+def host_available_bytes() -> int | None:
+    """``MemAvailable`` from /proc/meminfo (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as file:
+            for line in file:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+
+
+def device_available_bytes() -> int:
+    """Free device memory now, counting what CuPy's pool holds but does not use."""
+    import cupy
+
+    free, _total = cupy.cuda.runtime.memGetInfo()
+    return free + cupy.get_default_memory_pool().free_bytes()
+
+
+def _gib(value: int) -> str:
+    return f"{value / GIB:,.1f} GiB"
+
+
+def check_fits(shape: GemmShape, config: GemmConfig | None = None, *, timing: bool = True,
+               host_available: int | None = None, device_available: int | None = None) -> Footprint:
+    """Raise :class:`DoesNotFit` (one line, naming the bytes) unless ``shape`` fits; return its footprint."""
+    need = footprint(shape, config, timing=timing)
+    host = host_available_bytes() if host_available is None else host_available
+    device = device_available_bytes() if device_available is None else device_available
+    if host is not None and need.host_bytes > host:
+        raise DoesNotFit(f"{shape}: needs {_gib(need.host_bytes)} of host memory for its operands, "
+                         f"{_gib(host)} available; choose a smaller --tokens or shape")
+    if need.device_bytes > device:
+        raise DoesNotFit(f"{shape}: needs up to {_gib(need.device_bytes)} of GPU memory, {_gib(device)} free; "
+                         "choose a smaller --tokens or shape")
+    return need

@@ -1,0 +1,65 @@
+"""A benchmark run read back from its ``--json`` file, as the results it was rendered from.
+
+The inverse of :func:`cublas_det.report.json_file.to_json`, so that a stored run can be rendered
+again (``python -m cublas_det.report``). Files of cublas_det 0.1 carry no scenario kinds: the
+registry supplies them.
+"""
+
+from __future__ import annotations
+
+from .._timing import ArmTiming, Ratio, ShapeTiming
+from ..config import GemmConfig
+from ..errors import InputFileError
+from ..results import BenchResult, GemmCheck, ScenarioResult, ShapeReport
+from ..runfile import Entry, Run
+from ..scenarios import REGISTRY
+from ..shapes import GemmShape
+
+
+def bench_result(run: Run) -> BenchResult:
+    """The :class:`BenchResult` a stored benchmark run was written from."""
+    if run.sweep:
+        raise InputFileError(f"{run.source}: a --devices sweep has no per-mode tables to render; compare it with "
+                             "python -m cublas_det.compare")
+    groups: dict[str, list[Entry]] = {}
+    for entry in run.entries:
+        groups.setdefault(entry.shape_name, []).append(entry)
+    info = run.data.get("cublas_det") or {}
+    ratios = info.get("ratios") or {}
+    try:
+        reports = tuple(_shape_report(name, entries, run, ratios.get(name) or []) for name, entries in groups.items())
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputFileError(f"{run.source}: a result cannot be read back ({type(err).__name__}: {err})") from None
+    seeds = {(e.identity or {}).get("seed") for e in run.entries} - {None}
+    return BenchResult(reports, run.machine_info, run.datetime, float(info.get("wall_s") or 0.0), run.version,
+                       bool(info.get("interrupted")), seeds.pop() if len(seeds) == 1 else None)
+
+
+def _shape_report(name: str, entries: list[Entry], run: Run, ratios: list) -> ShapeReport:
+    shape = GemmShape.from_dict(entries[0].extra_info["shape"])
+    checks = {e.config: _check(shape, e, run) for e in entries if e.extra_info.get("scenarios")}
+    arms = tuple(ArmTiming(e.config, tuple(x * 1e6 for x in e.stats["data"]),
+                           tuple(x * 1e6 for x in (e.extra_info.get("eager_stats") or {}).get("data") or ()))
+                 for e in entries if e.stats and e.stats.get("data"))
+    timing = None
+    if arms:
+        info = entries[0].extra_info
+        timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0), int(info.get("buffer_sets") or 1),
+                             len(arms[0].graph_us), arms, tuple(Ratio(**r) for r in ratios),
+                             float(info.get("timing_elapsed_s") or 0.0))
+    errors = {e.extra_info.get("error") for e in entries} - {None}
+    return ShapeReport(shape, checks, timing, "; ".join(sorted(errors)) or None)
+
+
+def _check(shape: GemmShape, entry: Entry, run: Run) -> GemmCheck:
+    info = entry.extra_info
+    config = GemmConfig.from_dict(info["config"]) if info.get("config") else GemmConfig.parse(entry.config)
+    results = []
+    for raw in info["scenarios"]:
+        kind = raw.get("kind") or REGISTRY[raw["scenario"]].kind  # 0.1 files: the registry knows the kind
+        results.append(ScenarioResult.from_dict({**raw, "kind": kind}))
+    rel_error = info.get("rel_error")
+    identity = entry.identity or {}
+    return GemmCheck(shape, config, info.get("mode_source") or "argument", int(identity.get("seed") or 0),
+                     info.get("digest") or "", float("nan") if rel_error is None else float(rel_error), tuple(results),
+                     run.machine_info, error=None, input_digests=identity.get("inputs") or {})
