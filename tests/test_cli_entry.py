@@ -11,13 +11,17 @@ from .conftest import needs_no_gpu
 
 PYTHON = os.path.basename(sys.executable)
 CONSOLE_SCRIPT = pathlib.Path(sys.executable).parent / "cublas-det-bench"  # installed beside this interpreter
+BENCH = pathlib.Path(__file__).parent.parent / "bench"
+SCRIPTS = ("check_overhead.py", "host_overhead.py", "profiler_crosscheck.py")
 
 # (command, the name it calls itself in messages: what the user typed)
 ENTRIES = {
     "python -m cublas_det": ([sys.executable, "-m", "cublas_det"], f"{PYTHON} -m cublas_det"),
     "python -m cublas_det.bench": ([sys.executable, "-m", "cublas_det.bench"], f"{PYTHON} -m cublas_det.bench"),
     "cublas-det-bench": ([str(CONSOLE_SCRIPT)], "cublas-det-bench"),
+    **{f"bench/{name}": ([sys.executable, str(BENCH / name)], name) for name in SCRIPTS},
 }
+PACKAGE_ENTRIES = [entry for entry in ENTRIES if not entry.startswith("bench/")]
 
 
 def _run(command, *args, env=None):
@@ -53,11 +57,16 @@ def test_usage_error_is_one_line_in_argparse_style(entry):
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
-def test_help_names_the_program_and_the_exit_codes(entry):
+def test_help_needs_no_gpu_and_names_the_program(entry):
     command, prog = ENTRIES[entry]
     result = _run(command, "--help")
     assert result.returncode == 0
     assert result.stdout.startswith(f"usage: {prog} ")
+
+
+@pytest.mark.parametrize("entry", PACKAGE_ENTRIES)
+def test_help_lists_the_exit_codes(entry):
+    result = _run(ENTRIES[entry][0], "--help")
     assert "exit codes:\n  0  " in result.stdout and "\n  2  " in result.stdout
 
 
