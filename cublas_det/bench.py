@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from ._cli import (EXIT_FINDING, EXIT_OK, EXIT_USAGE, ArgumentParser, ExtendList, error_line, prog_name,
+from ._cli import (EXIT_FINDING, EXIT_OK, ArgumentParser, ExtendList, error_line, prog_name,
                    run_guarded, wrap_paragraphs)
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]

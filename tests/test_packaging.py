@@ -25,7 +25,7 @@ def _readme_commands():
     """The README's bash blocks under "The two commands": (main job, tests)."""
     text = (ROOT / "README.md").read_text()
     section = text.split("## The two commands", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```bash\n(.*?)\n```", section, re.S)
+    return re.findall(r"```bash\n(.*?)\n```", section, re.DOTALL)
 
 
 def test_readme_commands_start_from_a_clone_in_a_fresh_venv():
