@@ -11,7 +11,8 @@ from .conftest import needs_no_gpu
 
 PYTHON = os.path.basename(sys.executable)
 CONSOLE_SCRIPT = pathlib.Path(sys.executable).parent / "cublas-det-bench"  # installed beside this interpreter
-BENCH = pathlib.Path(__file__).parent.parent / "bench"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
 SCRIPTS = ("check_overhead.py", "host_overhead.py", "profiler_crosscheck.py")
 
 # (command, the name it calls itself in messages: what the user typed)
@@ -25,6 +26,10 @@ PACKAGE_ENTRIES = [entry for entry in ENTRIES if not entry.startswith("bench/")]
 
 
 def _run(command, *args, env=None):
+    # This tree's cublas_det first on the path, as in the in-process tests, whichever copy is
+    # installed (scripts and the console script do not have the working directory on it).
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120, env=env)
 
 

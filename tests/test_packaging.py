@@ -53,6 +53,7 @@ def dists(tmp_path_factory):
     """(sdist, wheel) built from a copy of the source tree."""
     if os.environ.get(NESTED):
         pytest.skip("already inside the unpacked sdist's test run")
+    pytest.importorskip("build", reason="needs the test extra's 'build' (pip install -e '.[cuda12,test]')")
     source = tmp_path_factory.mktemp("src") / "cublas_det"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
         ".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".benchmarks"))
@@ -61,8 +62,10 @@ def dists(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     result = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(source)],
                             capture_output=True, text=True, timeout=600, env=env)
-    assert result.returncode == 0, result.stdout + result.stderr
     log = (result.stdout + result.stderr).splitlines()
+    if result.returncode != 0 and any("No matching distribution found for setuptools" in line for line in log):
+        pytest.skip("cannot install the build backend: no package index reachable (a GPU host without network)")
+    assert result.returncode == 0, result.stdout + result.stderr
     assert not [line for line in log if "deprecat" in line.lower() or line.lower().startswith("warning:")], log
     (sdist,), (wheel,) = out.glob("*.tar.gz"), out.glob("*.whl")
     return sdist, wheel
