@@ -9,6 +9,10 @@ on one stream, alternately, three times each; the medians and their ratio are pr
 
 import argparse
 import statistics
+import sys
+
+from cublas_det._cli import ArgumentParser, prog_name, run_guarded
+from cublas_det._device import require_gpu
 
 
 def main() -> None:
@@ -19,11 +23,12 @@ def main() -> None:
     from cublas_det.operands import device_operands
     from cublas_det.shapes import PRESETS, parse_shape, resolve_shapes
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--shape", default="mamba2-2.7b/in_proj/dW")
     parser.add_argument("--modes", nargs="+", default=["pedantic", "tf32"])
     args = parser.parse_args()
+    require_gpu()  # one line and exit 2 without a GPU, before the first CUDA call
     catalogue = {s.name: s for s in resolve_shapes(list(PRESETS))}
     shape = catalogue.get(args.shape) or parse_shape(args.shape)
     a, b = device_operands(shape, 0)
@@ -60,4 +65,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_guarded(prog_name(), main))

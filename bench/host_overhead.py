@@ -18,7 +18,11 @@ bodies more than the C call, so ratios measured on a busy host come out higher.
 
 import argparse
 import statistics
+import sys
 import time
+
+from cublas_det._cli import ArgumentParser, prog_name, run_guarded
+from cublas_det._device import require_gpu
 
 M, N, K = 128, 56, 4096
 
@@ -30,10 +34,11 @@ def main() -> None:
 
     from cublas_det import create_handle, gemm, prepare_gemm
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--blocks", type=int, default=100)
     parser.add_argument("--calls", type=int, default=500)
     args = parser.parse_args()
+    require_gpu()  # one line and exit 2 without a GPU, before the first CUDA call
     rng = np.random.default_rng(0)
     a = cupy.asarray(rng.standard_normal((M, K), dtype=np.float32))
     b = cupy.asarray(rng.standard_normal((K, N), dtype=np.float32))
@@ -111,4 +116,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_guarded(prog_name(), main))

@@ -10,6 +10,11 @@ between a split-K GEMM's two kernels).
 """
 
 import argparse
+import importlib.util
+import sys
+
+from cublas_det._cli import ArgumentParser, prog_name, run_guarded
+from cublas_det._device import require_gpu
 
 
 def profiled_us_per_gemm(shape, mode, calls, replays=20):
@@ -52,10 +57,13 @@ def main():
     from cublas_det._timing import time_shape, warm_up
     from cublas_det.shapes import parse_shape
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="128x56x4096:nt")
     parser.add_argument("--modes", nargs="+", default=["PEDANTIC", "TF32"])
     args = parser.parse_args()
+    require_gpu()  # one line and exit 2 without a GPU, before the first CUDA call
+    if importlib.util.find_spec("torch") is None:  # imported only after the timing: check now
+        raise ModuleNotFoundError("the profiler cross-check needs PyTorch: No module named 'torch'", name="torch")
     shape = parse_shape(args.shape)
     modes = [m.upper() for m in args.modes]
     warm_up(1.0)
@@ -69,4 +77,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_guarded(prog_name(), main))

@@ -1,13 +1,84 @@
-"""``python -m cublas_det``: the environment fingerprint, and a handle made in each math mode.
+"""python -m cublas_det: the environment fingerprint, where the CUDA libraries were found, a handle in each mode.
 
-Exits 2 with one line on stderr when no GPU can be used.
+Without a GPU it prints one line saying why and exits 2; --libs needs no GPU.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 
-from ._cli import EXIT_OK, ArgumentParser, run_guarded
+from ._cli import EXIT_OK, EXIT_USAGE, ArgumentParser, error_line, prog_name, run_guarded, wrap_paragraphs
+
+DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version
+and library file, CuPy, the environment variables that change cuBLAS), where libcublas, cudart and
+NVRTC were found, and the math mode read back from a handle made in each mode.
+
+Without a usable GPU it prints one line saying why and exits 2; --libs needs no GPU."""
+
+# The CUDA libraries cuBLAS work needs (the cuda12 / cuda13 extras install exactly these), by
+# their cuda.pathfinder names.
+LIBRARIES = {"cublas": "libcublas", "cudart": "cudart", "nvrtc": "NVRTC"}
+
+EPILOG = """exit codes:
+  0  the report was printed (with --libs: every library was found)
+  2  no usable GPU, no CuPy, or (with --libs) a library not found; one line on stderr says why
+"""
+
+
+def library_locations() -> dict[str, str]:
+    """Where libcublas, cudart and NVRTC load from, found as CuPy 14 finds them; needs no GPU.
+
+    Returns:
+        pathfinder name -> ``"PATH (found via HOW; wheel DIST VERSION)"``, or ``"not found: WHY"``.
+    """
+    try:
+        from cuda import pathfinder
+    except ImportError as err:
+        return {name: f"not found: cuda.pathfinder is not installed ({err})" for name in LIBRARIES}
+    found = {}
+    for name in LIBRARIES:
+        try:
+            loaded = pathfinder.load_nvidia_dynamic_lib(name)
+        except pathfinder.DynamicLibNotFoundError as err:
+            found[name] = f"not found: {' '.join(str(err).split())}"
+            continue
+        how = [f"found via {loaded.found_via}"] if getattr(loaded, "found_via", None) else []
+        wheel = _owning_distribution(loaded.abs_path)
+        if wheel:
+            how.append(f"wheel {wheel}")
+        found[name] = loaded.abs_path + (f" ({'; '.join(how)})" if how else "")
+    return found
+
+
+def _owning_distribution(path: str) -> str | None:
+    """``"name version"`` of the installed distribution that holds ``path`` (a pip wheel), if any."""
+    from importlib import metadata
+
+    real, base = os.path.realpath(path), os.path.basename(path)
+    for dist in metadata.distributions():
+        for file in dist.files or ():
+            if file.name == base and os.path.realpath(dist.locate_file(file)) == real:
+                return f"{dist.metadata['Name']} {dist.version}"
+    return None
+
+
+def _print_libraries(found: dict[str, str]) -> list[str]:
+    """Print where each library was found; return the names of those not found."""
+    print("CUDA libraries (cuda.pathfinder, the search CuPy makes):")
+    for name, where in found.items():
+        print(f"  {LIBRARIES[name]:<9} {where}")
+    return [LIBRARIES[name] for name, where in found.items() if where.startswith("not found")]
+
+
+def _libraries_only(prog: str) -> int:
+    missing = _print_libraries(library_locations())
+    if missing:
+        error_line(prog, f"{', '.join(missing)} not found; install the CUDA libraries: "
+                         "pip install 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' (or ==13.* with cupy-cuda13x)")
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 def _report() -> int:
@@ -30,6 +101,7 @@ def _report() -> int:
     print("  cuBLAS-relevant environment variables:" + ("" if env else " none set"))
     for name, value in env.items():
         print(f"    {name}={value}")
+    _print_libraries(library_locations())
     print("handles (mode set, then read back with cublasGetMathMode):")
     for mode in (MathMode.PEDANTIC, MathMode.DEFAULT, MathMode.TF32):
         with create_handle(mode) as handle:
@@ -40,6 +112,14 @@ def _report() -> int:
         for message in tf32_env_warnings(handle.math_mode == MathMode.TF32):
             print(f"  warning: {message}", file=sys.stderr)
     return EXIT_OK
+
+
+def build_parser(prog: str | None = None) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(DESCRIPTION), epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--libs", action="store_true",
+                        help="only print where libcublas, cudart and NVRTC were found (no GPU needed)")
+    return parser
 
 
 def _check_env() -> None:
@@ -54,15 +134,16 @@ def _check_env() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-
-    parser = ArgumentParser(prog="python -m cublas_det", description=__doc__.strip().splitlines()[0])
-    parser.parse_args(sys.argv[1:] if argv is None else argv)  # --help, or a usage error for anything else
+    prog = prog_name()
+    args = build_parser(prog).parse_args(argv)
+    if args.libs:
+        return _libraries_only(prog)
 
     def body() -> int:
         _check_env()
         return _report()
 
-    return run_guarded("python -m cublas_det", body)
+    return run_guarded(prog, body)
 
 
 if __name__ == "__main__":

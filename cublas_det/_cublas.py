@@ -159,14 +159,14 @@ def library() -> tuple[ctypes.CDLL, str, str]:
         from cuda import pathfinder
     except ImportError as err:
         raise CublasNotFoundError(
-            "cuda.pathfinder is not installed; install CuPy: pip install 'cublas-det[cuda12]'"
+            "cuda.pathfinder is not installed; install CuPy: pip install 'cupy-cuda12x>=14,<15' (or cupy-cuda13x)"
         ) from err
     try:
         loaded = pathfinder.load_nvidia_dynamic_lib("cublas")
     except pathfinder.DynamicLibNotFoundError as err:
         raise CublasNotFoundError(
-            f"libcublas not found ({err}); install it with pip install 'cupy-cuda12x[ctk]' "
-            "(or cupy-cuda13x[ctk]) or a CUDA toolkit"
+            f"libcublas not found ({err}); install it: pip install 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' "
+            "(==13.* with cupy-cuda13x), or a CUDA toolkit"
         ) from err
     cdll = ctypes.CDLL(loaded.abs_path)
     for name, argtypes in _PROTOTYPES.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 
 from .errors import CublasDetError
 
@@ -11,28 +12,41 @@ class NoGpuError(CublasDetError, RuntimeError):
     """No GPU can run cuBLAS here; the message is one line saying why and what to do."""
 
 
+# What to install for CuPy and the CUDA libraries, named as the index has them (cublas-det itself
+# is not on the index): the cuda12 extra of pyproject.toml, and its CUDA 13 twin.
+INSTALL_HINT = ("pip install 'cupy-cuda12x>=14,<15' 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' "
+                "(the cuda12 extra; for CUDA 13: cupy-cuda13x and ==13.*)")
+
+# The oldest Linux driver branch that runs each CUDA major version (CUDA release notes, minor
+# version compatibility: one driver serves every minor release of its major version).
+MIN_DRIVER_BRANCH = {12: "R525 (525.60.13)", 13: "R580 (580.65.06)"}
+
+
 def gpu_unavailable_reason() -> str | None:
     """Return why no GPU can be used (one line), or ``None`` when one can.
 
-    Checks, in order: CuPy importable, a CUDA driver, at least one device, libcublas loadable.
+    Checks, in order: CuPy importable, a CUDA driver, one new enough for CuPy's CUDA runtime, at
+    least one device, libcublas loadable.
     """
     try:
         import cupy
     except ImportError as err:
-        return f"CuPy is not installed ({err}); install it: pip install 'cublas-det[cuda12]' (or [cuda13])"
+        return f"CuPy is not installed ({err}); install it: {INSTALL_HINT}"
+    runtime = cupy.cuda.runtime
     try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError as err:
+        count = runtime.getDeviceCount()
+    except runtime.CUDARuntimeError as err:
         text = str(err)
         status = getattr(err, "status", None)
-        # cudaErrorStubLibrary (34), cudaErrorInsufficientDriver (35): no real driver loaded.
+        # cudaErrorStubLibrary (34), cudaErrorInsufficientDriver (35): the runtime found no driver,
+        # or one too old for it; cudaDriverGetVersion tells which (0: none loaded).
         if status in (34, 35) or "InsufficientDriver" in text:
-            return f"no usable NVIDIA driver ({text}); run on a machine with an NVIDIA GPU and driver"
+            return driver_reason(runtime.driverGetVersion(), runtime.runtimeGetVersion(), kernel_module_version())
         if status == 100 or "NoDevice" in text:  # cudaErrorNoDevice
-            return f"no CUDA device visible ({text}); check CUDA_VISIBLE_DEVICES"
-        return f"CUDA could not be initialised ({text})"
+            return f"no GPU available: no CUDA device visible ({text}); check CUDA_VISIBLE_DEVICES"
+        return f"no GPU available: CUDA could not be initialised ({text})"
     if count == 0:
-        return "no CUDA device visible; check CUDA_VISIBLE_DEVICES"
+        return "no GPU available: no CUDA device visible; check CUDA_VISIBLE_DEVICES"
     from ._cublas import CublasNotFoundError, library
 
     try:
@@ -40,6 +54,46 @@ def gpu_unavailable_reason() -> str | None:
     except CublasNotFoundError as err:
         return str(err)
     return None
+
+
+def driver_reason(driver_version: int, runtime_version: int, module_version: str | None) -> str:
+    """Why the CUDA runtime refused the driver: none loaded, or one too old (one line).
+
+    Args:
+        driver_version: ``cudaDriverGetVersion``, the newest CUDA the driver supports (12020 =
+            12.2); 0 when no driver is loaded.
+        runtime_version: ``cudaRuntimeGetVersion`` of CuPy's CUDA runtime.
+        module_version: the NVIDIA kernel module's version (``535.104.05``), if known.
+    """
+    from ._provenance import _cuda_version_text
+
+    if driver_version == 0:
+        return ("no GPU available: no NVIDIA driver found (libcuda.so.1 is not loadable); "
+                "run on a machine with an NVIDIA GPU and its driver")
+    driver_major, runtime_major = driver_version // 1000, runtime_version // 1000
+    driver_text, runtime_text = _cuda_version_text(driver_version), _cuda_version_text(runtime_version)
+    if driver_major < runtime_major and runtime_major in MIN_DRIVER_BRANCH:
+        needed = f"{MIN_DRIVER_BRANCH[runtime_major]} or newer"
+    else:
+        needed = f"a driver for CUDA {runtime_text} or newer"
+    fix = "upgrade the driver"
+    if driver_major < runtime_major and driver_major in MIN_DRIVER_BRANCH:
+        fix += (f", or use CuPy for CUDA {driver_major}: pip install 'cupy-cuda{driver_major}x>=14,<15' "
+                f"'cuda-toolkit[cublas,cudart,nvrtc]=={driver_major}.*' (the cuda{driver_major} extra)")
+    installed = f"NVIDIA driver {module_version}" if module_version else "the NVIDIA driver"
+    return (f"driver too old: {installed} supports CUDA up to {driver_text}, but CuPy's CUDA runtime is "
+            f"{runtime_text}, which needs {needed}; {fix}")
+
+
+def kernel_module_version(path: str = "/proc/driver/nvidia/version") -> str | None:
+    """The loaded NVIDIA kernel module's version (``535.104.05``), or ``None`` when not readable."""
+    try:
+        with open(path) as file:
+            first = file.readline()
+    except OSError:
+        return None
+    match = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)", first)
+    return match.group(1) if match else None
 
 
 @functools.cache
@@ -51,7 +105,7 @@ def require_gpu() -> None:
     """Raise :class:`NoGpuError` unless a GPU and libcublas are usable (the probe runs once)."""
     reason = _cached_reason()
     if reason is not None:
-        raise NoGpuError(f"no GPU available: {reason}")
+        raise NoGpuError(reason)
 
 
 def gpu_available() -> bool:

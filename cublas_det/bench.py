@@ -18,60 +18,62 @@ import argparse
 import sys
 import time
 
-from ._cli import (
-    EXIT_FINDING,
-    EXIT_OK,
-    EXIT_USAGE,
-    ArgumentParser,
-    error_line,
-    run_guarded,
-)
+from ._cli import (EXIT_FINDING, EXIT_OK, EXIT_USAGE, ArgumentParser, ExtendList, error_line, prog_name,
+                   run_guarded, wrap_paragraphs)
 from .config import MODE_CHOICES
 from .errors import UsageError
 from .outputs import check_writable, write_json, write_text
 
-PROG = "python -m cublas_det.bench"
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 
 EPILOG = """examples:
-  python -m cublas_det.bench                               # trunk + mamba2-130m, all modes, all scenarios
-  python -m cublas_det.bench --quick                        # fewer repeats and rounds, no extra processes
-  python -m cublas_det.bench --preset mamba2-2.7b --tokens 2048 --modes pedantic tf32
-  python -m cublas_det.bench --shape 4096x4096x4096 --scenarios repeat --json run.json --plot run.png
-  python -m cublas_det.bench --compare base.json --fail-on 5 --json new.json
-  python -m cublas_det.bench --devices all --json host-a.json  # same bits on every GPU of this host?
-  python -m cublas_det.bench --devices 0,3 --compare host-a.json  # ... and the same as on host A?
-  python -m cublas_det.bench --list                         # the shape catalogue (no GPU needed)
+  %(prog)s                        # trunk + mamba2-130m, all modes, all scenarios
+  %(prog)s --quick                # fewer repeats and rounds, no extra processes
+  %(prog)s --preset mamba2-2.7b --tokens 2048 --modes pedantic tf32
+  %(prog)s --shape 4096x4096x4096 --scenarios repeat --json run.json --plot run.png
+  %(prog)s --compare base.json --fail-on 5 --json new.json
+  %(prog)s --devices all --json host-a.json     # same bits on every GPU of this host?
+  %(prog)s --devices 0,3 --compare host-a.json  # ... and the same as on host A?
+  %(prog)s --list                 # the shape catalogue (no GPU needed)
+
+exit codes:
+  0  no finding
+  1  a finding: such a scenario gave other bits or could not run, devices disagree (--devices),
+     bits differ from --compare's baseline, or a time regressed past --fail-on
+  2  usage or environment error (bad argument, no GPU, no such device, unwritable output path)
+  130  interrupted (Ctrl-C); what completed was reported
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str | None = None) -> ArgumentParser:
     from .scenarios import REGISTRY
     from .shapes import DEFAULT_TOKENS, PRESETS
 
     parser = ArgumentParser(
-        prog=PROG, description=__doc__.split("\n\n")[1].replace("\n", " "), epilog=EPILOG,
+        prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     what = parser.add_argument_group("what to run")
-    what.add_argument("--preset", action="append", choices=PRESETS, metavar="NAME",
-                      help=f"a shape preset, repeatable: {', '.join(PRESETS)} (default: {' '.join(DEFAULT_PRESETS)})")
-    what.add_argument("--shape", action="append", metavar="MxNxK[:op]",
-                      help="a custom row-major shape, repeatable; op is the cuBLAS transa+transb (nn, nt, tn, tt)")
+    # Every list option takes `--flag a b` and repeated flags alike (ExtendList).
+    what.add_argument("--preset", nargs="+", action=ExtendList, choices=PRESETS, metavar="NAME",
+                      help=f"one or more shape presets: {', '.join(PRESETS)} (default: {' '.join(DEFAULT_PRESETS)})")
+    what.add_argument("--shape", nargs="+", action=ExtendList, metavar="MxNxK[:op]",
+                      help="custom row-major shapes; op is the cuBLAS transa+transb (nn, nt, tn, tt)")
     what.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, metavar="T",
                       help="tokens (batch x seqlen) for the Mamba2 presets (default: %(default)s)")
-    what.add_argument("--modes", nargs="+", type=str.lower, choices=MODE_CHOICES, default=list(MODE_CHOICES),
-                      help="math modes (default: %(default)s)")
-    what.add_argument("--scenarios", nargs="+", metavar="NAME",
+    what.add_argument("--modes", nargs="+", action=ExtendList, type=str.lower, choices=MODE_CHOICES,
+                      default=list(MODE_CHOICES), metavar="MODE",
+                      help=f"math modes: {', '.join(MODE_CHOICES)} (default: {' '.join(MODE_CHOICES)})")
+    what.add_argument("--scenarios", nargs="+", action=ExtendList, metavar="NAME",
                       help="reproducibility scenarios, or 'all' or 'none' (default: all; with --devices: repeat): "
                            f"{', '.join(REGISTRY)}")
-    what.add_argument("--repeats", type=int, default=20, help="runs per scenario (default: %(default)s)")
+    what.add_argument("--repeats", type=int, default=20, metavar="N", help="runs per scenario (default: %(default)s)")
     what.add_argument("--seed", type=int, default=0, help="input seed (default: %(default)s)")
     what.add_argument("--quick", action="store_true",
                       help="5 repeats, 5-20 timing rounds, no scenario that needs worker processes ("
                            f"{', '.join(name for name, s in REGISTRY.items() if s.in_worker)})")
     what.add_argument("--no-timing", action="store_true", help="only the reproducibility checks")
     what.add_argument("--list", action="store_true", help="print the shapes that would run, and exit (no GPU needed)")
-    what.add_argument("--devices", nargs="+", metavar="all|ID",
+    what.add_argument("--devices", nargs="+", action=ExtendList, metavar="all|ID",
                       help="per-device sweep instead of the benchmark: 'all' or ids (0,1 or 0 1); one worker "
                            "process per GPU computes every shape in every mode (and --scenarios inside it); the "
                            "report says whether the devices agree. No timing.")
@@ -312,7 +314,7 @@ def _exit_code(failed: bool, interrupted: bool, comparison: int = EXIT_OK, writt
     """130 after Ctrl-C (what completed was reported and written); else the worst of: 2 when an output
     could not be written or the comparison found nothing comparable, 1 on a finding, 0."""
     if interrupted:
-        error_line(PROG, "interrupted: the results above are those that completed")
+        error_line(prog_name(), "interrupted: the results above are those that completed")
         return 130
     return max(EXIT_FINDING if failed else EXIT_OK, comparison, EXIT_OK if written else EXIT_USAGE)
 
@@ -346,13 +348,13 @@ def _write_outputs(args, result, data) -> bool:
             write_plot(result, args.plot)
             print(f"wrote {args.plot}", file=sys.stderr)
         except OSError as err:
-            error_line(PROG, f"could not write {args.plot}: {err.strerror or err}")
+            error_line(prog_name(), f"could not write {args.plot}: {err.strerror or err}")
             written = False
     return written
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_guarded("cublas_det.bench", lambda: _run(sys.argv[1:] if argv is None else argv))
+    return run_guarded(prog_name(), lambda: _run(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -45,18 +45,18 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("cublas_math_mode", ALL_MODES, indirect=True, ids=[m.lower() for m in ALL_MODES])
 
 
-def pytest_collection_modifyitems(config, items):
-    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
-    if not gpu_items:
+@pytest.hookimpl(tryfirst=True)  # before fixtures such as cublas_handle are set up
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("gpu") is None:
         return
-    from ._device import gpu_unavailable_reason
+    from ._device import NoGpuError, require_gpu
 
-    reason = gpu_unavailable_reason()
-    if reason is None:
-        return
-    skip = pytest.mark.skip(reason=f"needs a GPU: {reason}")
-    for item in gpu_items:
-        item.add_marker(skip)
+    try:
+        require_gpu()  # probes once per process
+    except NoGpuError as err:
+        # Raised here, not added as a skip mark, so every skip has this line as its location and
+        # `pytest -ra` folds them into one summary line ("SKIPPED [33] ...") instead of one per test.
+        pytest.skip(str(err))
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The benchmark CLI and its reports, on the CPU: arguments, outputs, --compare on stored JSON."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -60,7 +61,8 @@ def test_list_needs_no_gpu():
 def test_no_gpu_is_one_line_exit_2(tmp_path):
     result = _run("--json", str(tmp_path / "out.json"))
     assert result.returncode == 2
-    assert result.stderr.strip().startswith("cublas_det.bench: error: no GPU available:")
+    prog = f"{os.path.basename(sys.executable)} -m cublas_det.bench"  # the name the user typed
+    assert result.stderr.strip().startswith(f"{prog}: error: no GPU available:")
     assert result.stdout == "" and not (tmp_path / "out.json").exists()
 
 

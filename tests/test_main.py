@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -18,7 +19,8 @@ def test_without_gpu_one_line_and_exit_2():
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("python -m cublas_det: error: no GPU available: ")
+    prog = f"{os.path.basename(sys.executable)} -m cublas_det"  # the name the user typed
+    assert lines[0].startswith(f"{prog}: error: no GPU available: ")
 
 
 def test_help_exits_0():

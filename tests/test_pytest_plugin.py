@@ -10,17 +10,24 @@ def test_gpu_marker_skips_with_reason_or_runs(pytester):
             import cupy
             assert cupy.cuda.runtime.getDeviceCount() > 0
 
+        @pytest.mark.gpu
+        def test_needs_gpu_with_a_handle(cublas_handle):
+            assert cublas_handle.read_math_mode() is not None
+
         def test_plain():
             pass
     """)
     result = pytester.runpytest("-rs")
-    from cublas_det import gpu_available
+    from cublas_det import gpu_available, gpu_unavailable_reason
 
     if gpu_available():
-        result.assert_outcomes(passed=2)
+        result.assert_outcomes(passed=3)
     else:
-        result.assert_outcomes(passed=1, skipped=1)
-        result.stdout.fnmatch_lines(["*needs a GPU: *"])
+        # skipped before the cublas_handle fixture runs; both skips folded into one summary line
+        result.assert_outcomes(passed=1, skipped=2)
+        reason = gpu_unavailable_reason()
+        result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *pytest_plugin.py:*: {reason}"])
+        assert result.stdout.str().count(reason) == 1
 
 
 def test_all_math_modes_parametrizes_three_ids(pytester):

@@ -14,7 +14,7 @@ def write_plot(result: BenchResult, path: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as err:
-        raise OSError(f"--plot needs matplotlib: pip install 'cublas-det[plot]' ({err})") from err
+        raise OSError(f"--plot needs matplotlib: pip install matplotlib ({err})") from err
     timed = [r for r in result.shapes if r.timing]
     modes = [a.name for a in timed[0].timing.arms if a.name != AA_ARM] if timed else []
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(timed) + 2), 4.5))

@@ -1,0 +1,113 @@
+"""The package as published: sdist and wheel contents, metadata, tests in the unpacked sdist, the README commands.
+
+Building runs ``python -m build`` (an isolated environment with setuptools from the index, as pip
+and every builder do), about 10 s; the nested test run in the unpacked sdist about as long.
+"""
+
+import email
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+# Set in the test run inside the unpacked sdist, so that it does not build and recurse again.
+NESTED = "CUBLAS_DET_TEST_IN_SDIST"
+
+
+def _readme_commands():
+    """The README's bash blocks under "The two commands": (main job, tests)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## The two commands", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.*?)\n```", section, re.DOTALL)
+
+
+def test_readme_commands_start_from_a_clone_in_a_fresh_venv():
+    main_job, tests = _readme_commands()
+    for command in (main_job, tests):
+        assert command.startswith("python3 -m venv .venv && . .venv/bin/activate && python -m pip install ")
+    assert main_job.endswith("&& python -m cublas_det.bench")
+    assert tests.endswith("&& python -m pytest")
+
+
+def test_ci_runs_the_readme_test_command_as_written():
+    _, tests = _readme_commands()
+    assert tests in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_readme_cites_only_files_of_the_repository():
+    text = (ROOT / "README.md").read_text()
+    assert "shared/" not in text
+    for path in re.findall(r"`((?:bench|tests|cublas_det)/[\w./]+\.py)`", text):
+        assert (ROOT / path).is_file(), path
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory):
+    """(sdist, wheel) built from a copy of the source tree."""
+    if os.environ.get(NESTED):
+        pytest.skip("already inside the unpacked sdist's test run")
+    pytest.importorskip("build", reason="needs the test extra's 'build' (pip install -e '.[cuda12,test]')")
+    source = tmp_path_factory.mktemp("src") / "cublas_det"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".benchmarks"))
+    out = tmp_path_factory.mktemp("dist")
+    # Without PYTHONDONTWRITEBYTECODE, which only makes setuptools warn that it will not byte-compile.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    result = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(source)],
+                            capture_output=True, text=True, timeout=600, env=env)
+    log = (result.stdout + result.stderr).splitlines()
+    if result.returncode != 0 and any("No matching distribution found for setuptools" in line for line in log):
+        pytest.skip("cannot install the build backend: no package index reachable (a GPU host without network)")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not [line for line in log if "deprecat" in line.lower() or line.lower().startswith("warning:")], log
+    (sdist,), (wheel,) = out.glob("*.tar.gz"), out.glob("*.whl")
+    return sdist, wheel
+
+
+def test_wheel_holds_py_typed_license_and_lean_extras(dists):
+    _, wheel = dists
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        meta = email.message_from_string(archive.read(f"{dist_info}/METADATA").decode())
+    assert "cublas_det/py.typed" in names
+    assert f"{dist_info}/licenses/LICENSE" in names
+    assert meta["License-Expression"] == "MIT"
+    assert "Typing :: Typed" in meta.get_all("Classifier")
+    requires = meta.get_all("Requires-Dist")
+    for cuda in ("12", "13"):
+        extra = sorted(r.split(";")[0].strip() for r in requires if f'extra == "cuda{cuda}"' in r)
+        assert extra == [f"cuda-toolkit[cublas,cudart,nvrtc]=={cuda}.*", f"cupy-cuda{cuda}x<15,>=14"]
+    assert not any("ctk" in r for r in requires)
+
+
+def test_sdist_holds_what_the_tests_need(dists):
+    sdist, _ = dists
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    for path in ("LICENSE", "README.md", "pyproject.toml", ".ci/run", "cublas_det/py.typed", "tests/__init__.py",
+                 "tests/conftest.py", "tests/data/h200_run.json", "bench/check_overhead.py",
+                 "bench/host_overhead.py", "bench/profiler_crosscheck.py", "bench/test_gemm_modes.py"):
+        assert path in names, path
+    assert not any("__pycache__" in name for name in names)
+
+
+def test_pytest_passes_in_the_unpacked_sdist(dists, tmp_path):
+    sdist, _ = dists
+    with tarfile.open(sdist) as archive:
+        # The "data" filter where this Python has it (3.12, and 3.10.12/3.11.4 on): 3.14's default.
+        archive.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    (unpacked,) = tmp_path.iterdir()
+    # The unpacked copy of cublas_det comes first on the path, before this environment's install.
+    env = {**os.environ, NESTED: "1", "PYTHONPATH": str(unpacked)}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=unpacked,
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert re.search(r"\d+ passed", result.stdout.splitlines()[-1]), result.stdout[-500:]
