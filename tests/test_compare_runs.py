@@ -13,24 +13,26 @@ from cublas_det.report.compare import compare_fleet, compare_runs
 from cublas_det.runfile import run_from_dict
 from cublas_det.shapes import preset
 
-STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"  # a default run on an H200 (cublas_det 0.1)
+DATA = pathlib.Path(__file__).parent / "data"
+STORED = DATA / "h200_run_identity.json"  # a default run on an H200, with identities (NumPy 2.5.2)
+LEGACY = DATA / "h200_run.json"  # a default run on an H200 by cublas_det 0.1: no identities
 
 
-def _with_identity(data, seed=0, numpy="2.4.6"):
-    """The stored run as the current version writes it: each entry with its identity."""
+def _with_identity(data, seed=0, numpy="2.5.2"):
+    """A copy whose entries claim another seed or NumPy (and so other input digests)."""
     data = copy.deepcopy(data)
     for entry in data["benchmarks"]:
-        info, shape = entry["extra_info"], entry["extra_info"]["shape"]
-        inputs = {side: hashlib.sha256(f"{side}{shape['spec']}{seed}{numpy}".encode()).hexdigest() for side in "ab"}
-        info["identity"] = {"m": shape["m"], "n": shape["n"], "k": shape["k"], "op": shape["cublas_op"],
-                            "config": entry["params"]["mode"], "preset": "", "tokens": 16384, "seed": seed,
-                            "inputs": inputs, "numpy": numpy}
+        identity = entry["extra_info"]["identity"]
+        identity.update(seed=seed, numpy=numpy)
+        if identity["inputs"]:
+            identity["inputs"] = {side: hashlib.sha256(f"{side}{digest}{seed}{numpy}".encode()).hexdigest()
+                                  for side, digest in identity["inputs"].items()}
     return data
 
 
 @pytest.fixture
 def stored():
-    return _with_identity(json.loads(STORED.read_text()))
+    return json.loads(STORED.read_text())
 
 
 def _write(tmp_path, name, data):
@@ -53,7 +55,7 @@ def test_a_run_against_itself_is_identical_exit_0(tmp_path, stored):
 
 
 def test_another_seed_is_inputs_differ_exit_2_never_bits_differ(stored):
-    other = _with_identity(json.loads(STORED.read_text()), seed=1)
+    other = _with_identity(stored, seed=1)
     for entry in other["benchmarks"]:
         if entry["extra_info"].get("digest"):
             entry["extra_info"]["digest"] = "f" * 64  # other inputs, other bits: must not read as a drift
@@ -65,10 +67,10 @@ def test_another_seed_is_inputs_differ_exit_2_never_bits_differ(stored):
 
 
 def test_another_numpy_with_the_same_seed_is_named(stored):
-    other = _with_identity(json.loads(STORED.read_text()), numpy="1.26.4")
+    other = _with_identity(stored, numpy="1.26.4")
     comparison = compare_runs(run_from_dict(stored, "base.json"), run_from_dict(other, "new.json"))
     assert comparison.exit_code == 2
-    assert any("(NumPy 2.4.6 vs 1.26.4: NumPy promises its seeded stream only on one build)" in line
+    assert any("(NumPy 2.5.2 vs 1.26.4: NumPy promises its seeded stream only on one build)" in line
                for line in comparison.lines)
 
 
@@ -112,9 +114,10 @@ def test_a_time_regression_fails_only_with_fail_on(stored):
 
 
 def test_a_file_of_version_0_1_is_read_with_a_note(stored):
-    legacy = json.loads(STORED.read_text())
+    legacy = json.loads(LEGACY.read_text())
     comparison = compare_runs(run_from_dict(legacy, "old.json"), run_from_dict(stored, "new.json"))
-    assert comparison.exit_code == 0
+    assert comparison.exit_code == 0  # the bits of 0.1 and of this version agree on the H200
+    assert "compared 45: 45 identical, 0 differ; 0 with other inputs, 15 without a digest" in comparison.lines
     assert comparison.lines[2].startswith("note: old.json was written by cublas_det 0.1.0, which recorded no seed")
 
 
@@ -155,6 +158,10 @@ def test_report_re_renders_a_stored_run(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("cublas_det 0.1.0 on NVIDIA H200 (132 SMs), cuBLAS 13.1.0, driver 13.0")
+    assert "reproducible: yes for all 45 shape/mode pairs" in result.stdout
+    legacy = subprocess.run([sys.executable, "-m", "cublas_det.report", str(LEGACY)], capture_output=True, text=True,
+                            timeout=120)
+    assert legacy.returncode == 0 and "FAILED (documented as reproducible" in legacy.stdout  # that run's upload race
     assert "  PEDANTIC  yes           batch size                DEFAULT" in result.stdout
     assert "modes: DEFAULT and PEDANTIC gave identical bits on 15 of 15 shapes" in result.stdout
     assert markdown.read_text().startswith("# cublas_det benchmark")
