@@ -40,6 +40,7 @@ class MathMode(enum.IntEnum):
     DEFAULT = 0
     PEDANTIC = 2
     TF32 = 3
+    FP32_EMULATED_BF16X9 = 4  # fp32 GEMMs emulated with bf16x9 on tensor cores (cuBLAS 12.9+)
     # A flag OR-able with any mode: reductions inside a GEMM keep the compute type.
     DISALLOW_REDUCED_PRECISION_REDUCTION = 16
 

@@ -36,25 +36,59 @@ class ElementType:
     cuda: DataType
     itemsize: int
 
+    @property
+    def numpy_dtype(self):
+        """The numpy dtype (bfloat16 comes from ``ml_dtypes``, which CuPy uses for it too)."""
+        import numpy
 
-# The element types and, per input type, the compute types cuBLAS accepts. Supporting a new
-# precision is a row in each table, not a new code path.
-ELEMENT_TYPES = {"float32": ElementType("float32", DataType.R_32F, 4)}
-COMPUTE_TYPES = {
-    "float32": (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_32F_FAST_TF32,
-                ComputeType.COMPUTE_32F_FAST_16F, ComputeType.COMPUTE_32F_FAST_16BF),
+        if self.name != "bfloat16":
+            return numpy.dtype(self.name)
+        try:
+            import ml_dtypes
+        except ImportError:
+            from .errors import UsageError
+
+            raise UsageError("bfloat16 needs the ml_dtypes package (CuPy takes bfloat16 from it): "
+                             "pip install ml-dtypes") from None
+        return numpy.dtype(ml_dtypes.bfloat16)
+
+
+# The element types; per (input, output) type, the compute types cuBLAS accepts for cublasGemmEx
+# (cuBLAS docs, cublasGemmEx's table of supported types). Supporting a new precision is a row in
+# each table, not a new code path.
+ELEMENT_TYPES = {
+    "float32": ElementType("float32", DataType.R_32F, 4),
+    "bfloat16": ElementType("bfloat16", DataType.R_16BF, 2),
+    "float16": ElementType("float16", DataType.R_16F, 2),
 }
-OUTPUT_TYPES = {"float32": ("float32",)}
+_FP32_COMPUTE = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC)
+COMPUTE_TYPES = {
+    ("float32", "float32"): _FP32_COMPUTE + (ComputeType.COMPUTE_32F_FAST_TF32, ComputeType.COMPUTE_32F_FAST_16F,
+                                             ComputeType.COMPUTE_32F_FAST_16BF),
+    ("bfloat16", "bfloat16"): _FP32_COMPUTE,
+    ("bfloat16", "float32"): _FP32_COMPUTE,
+    ("float16", "float16"): _FP32_COMPUTE + (ComputeType.COMPUTE_16F, ComputeType.COMPUTE_16F_PEDANTIC),
+    ("float16", "float32"): _FP32_COMPUTE,
+}
+OUTPUT_TYPES = {"float32": ("float32",), "bfloat16": ("bfloat16", "float32"), "float16": ("float16", "float32")}
+# Half-precision compute types take alpha and beta as half; every other one as float.
+HALF_SCALAR_COMPUTE = (ComputeType.COMPUTE_16F, ComputeType.COMPUTE_16F_PEDANTIC)
+# Math modes that only make sense with float32 inputs.
+FP32_ONLY_MODES = (MathMode.TF32, MathMode.FP32_EMULATED_BF16X9)
+DTYPE_ALIASES = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16", "fp16": "float16", "f16": "float16",
+                 "half": "float16"}
 
 DEFAULT_MATH_MODE = MathMode.PEDANTIC
-MODE_CHOICES = ("pedantic", "default", "tf32")
+MODE_CHOICES = ("pedantic", "default", "tf32", "bf16x9")
 _MODE_NAMES = {
     "pedantic": MathMode.PEDANTIC,
     "default": MathMode.DEFAULT,
     "tf32": MathMode.TF32,
+    "bf16x9": MathMode.FP32_EMULATED_BF16X9,
     "cublas_pedantic_math": MathMode.PEDANTIC,
     "cublas_default_math": MathMode.DEFAULT,
     "cublas_tf32_tensor_op_math": MathMode.TF32,
+    "cublas_fp32_emulated_bf16x9_math": MathMode.FP32_EMULATED_BF16X9,
 }
 _FLAG_NAMES = ("disallow-rpr", "disallow_rpr", "disallow_reduced_precision_reduction",
                "cublas_math_disallow_reduced_precision_reduction")
@@ -84,20 +118,28 @@ class GemmConfig:
         if self.math_mode is MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION:
             raise ValueError("GemmConfig: DISALLOW_REDUCED_PRECISION_REDUCTION is a flag, not a math mode; "
                              "set disallow_reduced_precision_reduction=True")
-        if self.input_dtype not in ELEMENT_TYPES:
-            raise ValueError(f"GemmConfig: input dtype {self.input_dtype!r} is not supported; "
-                             f"choose {', '.join(ELEMENT_TYPES)}")
+        object.__setattr__(self, "input_dtype", canonical_dtype(self.input_dtype, "input dtype"))
+        object.__setattr__(self, "output_dtype", canonical_dtype(self.output_dtype, "output dtype"))
         if self.output_dtype not in OUTPUT_TYPES[self.input_dtype]:
             raise ValueError(f"GemmConfig: {self.input_dtype} inputs with a {self.output_dtype} output are not "
                              f"supported; choose {', '.join(OUTPUT_TYPES[self.input_dtype])}")
-        if self.compute_type not in COMPUTE_TYPES[self.input_dtype]:
+        allowed = COMPUTE_TYPES[(self.input_dtype, self.output_dtype)]
+        if self.compute_type not in allowed:
             raise ValueError(f"GemmConfig: compute type {self.compute_type.name} does not take {self.input_dtype} "
-                             f"inputs; choose {', '.join(c.name for c in COMPUTE_TYPES[self.input_dtype])}")
+                             f"inputs with a {self.output_dtype} output; choose {', '.join(c.name for c in allowed)}")
+        if self.math_mode in FP32_ONLY_MODES and self.input_dtype != "float32":
+            raise ValueError(f"GemmConfig: {self.math_mode.name} math applies to float32 inputs, not "
+                             f"{self.input_dtype}; choose PEDANTIC or DEFAULT")
 
     @property
     def math_mode_value(self) -> int:
         """The ``cublasMath_t`` passed to ``cublasSetMathMode``: the mode, with the flag OR-ed in."""
         return int(self.math_mode) | (MATH_MODE_FLAGS if self.disallow_reduced_precision_reduction else 0)
+
+    @property
+    def half_scalars(self) -> bool:
+        """alpha and beta are passed as half (the half-precision compute types), else as float."""
+        return self.compute_type in HALF_SCALAR_COMPUTE
 
     @property
     def a_type(self) -> ElementType:
@@ -166,7 +208,8 @@ class GemmConfig:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"mode must be a GemmConfig, MathMode, int or str, not {type(value).__name__}")
         base = int(value) & ~MATH_MODE_FLAGS
-        if base not in (MathMode.DEFAULT, MathMode.PEDANTIC, MathMode.TF32) or int(value) & ~0xFF:
+        if base not in (MathMode.DEFAULT, MathMode.PEDANTIC, MathMode.TF32, MathMode.FP32_EMULATED_BF16X9) \
+                or int(value) & ~0xFF:
             raise ValueError(
                 f"mode={int(value)} is not a supported math mode; use MathMode.DEFAULT (0), PEDANTIC (2) "
                 "or TF32 (3), optionally | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION (16)")
@@ -190,6 +233,16 @@ def resolve_config(mode: GemmConfig | MathMode | int | str | None = None) -> tup
     if isinstance(mode, str):
         return GemmConfig.parse(mode), ModeSource.ARGUMENT
     return GemmConfig.from_math_mode_value(mode), ModeSource.ARGUMENT
+
+
+def canonical_dtype(name, what: str = "dtype") -> str:
+    """``"float32"``, ``"bfloat16"`` or ``"float16"`` from a name, an alias (``bf16``) or a numpy/CuPy dtype."""
+    text = str(getattr(name, "name", name)).strip().lower()
+    text = DTYPE_ALIASES.get(text, text)
+    if text not in ELEMENT_TYPES:
+        raise ValueError(f"{what} {name!r} is not supported; choose {', '.join(ELEMENT_TYPES)} "
+                         f"(or {', '.join(DTYPE_ALIASES)})")
+    return text
 
 
 def parse_math_mode(value: str, *, source: str = "mode") -> MathMode:

@@ -55,10 +55,18 @@ def test_json_round_trip():
 
 
 def test_invalid_combinations_name_the_combination():
-    with pytest.raises(ValueError, match="compute type COMPUTE_64F does not take float32 inputs; choose COMPUTE_32F"):
+    with pytest.raises(ValueError, match="compute type COMPUTE_64F does not take float32 inputs with a float32 "
+                                         "output; choose COMPUTE_32F"):
         GemmConfig(compute_type=ComputeType.COMPUTE_64F)
-    with pytest.raises(ValueError, match="input dtype 'int8' is not supported"):
+    with pytest.raises(ValueError, match="input dtype 'int8' is not supported; choose float32, bfloat16, float16"):
         GemmConfig(input_dtype="int8")
+    with pytest.raises(ValueError, match="compute type COMPUTE_16F does not take bfloat16 inputs with a bfloat16"):
+        GemmConfig(compute_type=ComputeType.COMPUTE_16F, input_dtype="bf16", output_dtype="bf16")
+    with pytest.raises(ValueError, match="float16 inputs with a bfloat16 output are not supported; choose float16, "
+                                         "float32"):
+        GemmConfig(input_dtype="float16", output_dtype="bfloat16")
+    with pytest.raises(ValueError, match="TF32 math applies to float32 inputs, not bfloat16"):
+        GemmConfig(MathMode.TF32, input_dtype="bfloat16", output_dtype="bfloat16")
     with pytest.raises(ValueError, match="a flag, not a math mode"):
         GemmConfig(MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION)
     with pytest.raises(ValueError, match="GemmConfig: 7 is not a valid MathMode"):
@@ -88,10 +96,20 @@ def test_env_is_read_at_call_time_and_a_bad_value_names_the_variable(monkeypatch
 
 def test_bad_ints_and_types_are_rejected():
     assert resolve_config(MathMode.PEDANTIC | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION)[0].math_mode_value == 18
-    for bad in (1, 4, 7, 256):
+    assert resolve_config(4)[0].math_mode is MathMode.FP32_EMULATED_BF16X9
+    for bad in (1, 5, 7, 256):
         with pytest.raises(ValueError, match="not a supported math mode"):
             resolve_config(bad)
     with pytest.raises(TypeError, match="GemmConfig, MathMode, int or str"):
         resolve_config(2.0)
     with pytest.raises(TypeError):
         resolve_config(True)
+
+
+def test_half_precision_configurations_are_rows_of_the_tables():
+    amp = GemmConfig(MathMode.PEDANTIC, input_dtype="bf16", output_dtype="bfloat16")
+    assert (amp.input_dtype, amp.output_dtype, amp.a_type.itemsize) == ("bfloat16", "bfloat16", 2)
+    assert amp.name == "PEDANTIC/bfloat16->bfloat16" and GemmConfig.from_dict(amp.to_dict()) == amp
+    half = GemmConfig(compute_type=ComputeType.COMPUTE_16F, input_dtype="float16", output_dtype="float16")
+    assert half.half_scalars and not amp.half_scalars and half.c_type.cuda == 2 and amp.a_type.cuda == 14
+    assert GemmConfig.parse("bf16x9").math_mode is MathMode.FP32_EMULATED_BF16X9
