@@ -74,8 +74,25 @@ class BitDType:
         if not self.is_float or value is None:
             return str(value)
         if self.name == "bfloat16":
-            return f"{value:.4g}" if np.isfinite(value) else str(value)
+            return _shortest_bfloat16(value)
         return str(np.dtype(self.name).type(value))
+
+
+def _shortest_bfloat16(value: float) -> str:
+    """The fewest significant digits that read back as the same bfloat16 (as numpy prints float32)."""
+    if not np.isfinite(value):
+        return str(value)
+
+    def to_bfloat16_bits(x: float) -> int:  # round to nearest even, as a float32 -> bfloat16 cast does
+        bits = int(np.array([x], np.float32).view(np.uint32)[0])
+        return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+
+    target = to_bfloat16_bits(value)
+    for digits in range(1, 10):
+        text = f"{value:.{digits}g}"
+        if to_bfloat16_bits(float(text)) == target:
+            break
+    return text if any(c in text for c in ".en") else text + ".0"
 
 
 DTYPES = {dtype.name: dtype for dtype in (

@@ -117,3 +117,14 @@ def test_format_value_is_the_shortest_name_of_the_element():
     assert lookup_dtype("float32").format_value(float(np.float32(1.2500305))) == "1.2500305"
     assert lookup_dtype("float32").format_value(-0.0) == "-0.0"
     assert lookup_dtype("int32").format_value(7) == "7"
+
+
+def test_bfloat16_values_print_with_the_fewest_digits_that_name_them():
+    bf16 = lookup_dtype("bfloat16")
+    assert [bf16.format_value(v) for v in (-3.0, 1.0078125, -3.015625, -0.0, np.inf)] == \
+        ["-3.0", "1.01", "-3.02", "-0.0", "inf"]
+    for bits in (0x3F81, 0x4049, 0x0001, 0x7F7F, 0xC2F7):  # every printed value reads back as itself
+        value = float(bf16.values(np.array([bits], np.uint16))[0])
+        printed = float(bf16.format_value(value))
+        rounded = int(np.array([printed], np.float32).view(np.uint32)[0])
+        assert (rounded + 0x7FFF + ((rounded >> 16) & 1)) >> 16 == bits
