@@ -16,6 +16,8 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import enum
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -268,6 +270,8 @@ def _read_exactly(reader, buffer, count: int, source: DataSource) -> None:
         got = read_into(reader, buffer, count)
     except OSError as err:
         raise RunLayoutError(f"{source.describe()}: read failed: {err.strerror or err}") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as err:  # a damaged .npz member (bad CRC, bad deflate data)
+        raise RunLayoutError(f"{source.describe()}: read failed: {err}") from None
     if got < count:
         raise RunLayoutError(f"{source.describe()}: truncated: ended before the {source.nbytes} bytes "
                              "its dtype and shape need")

@@ -29,6 +29,7 @@ import os
 import re
 import struct
 import zipfile
+import zlib
 from collections.abc import Mapping
 
 import numpy as np
@@ -258,7 +259,7 @@ def _npz_leaves(path: str, raw_dtype: str) -> tuple[Leaf, ...]:
                 if archive.getinfo(member).file_size < header + math.prod(shape) * lookup_dtype(dtype).itemsize:
                     raise RunLayoutError(f"{where}: truncated: shorter than its header says")
                 leaves.append(_leaf_with_source(member[:-4], dtype, shape, path, header, fortran, member))
-    except (zipfile.BadZipFile, OSError) as err:
+    except (zipfile.BadZipFile, zlib.error, OSError) as err:
         raise RunLayoutError(f"{path}: not a readable .npz file ({err})") from None
     return tuple(leaves)
 

@@ -411,3 +411,34 @@ def test_help_has_defaults_and_examples():
     assert result.returncode == 0
     for fragment in ("examples:", "(default: float32)", "--all", "--order FILE", "exit codes"):
         assert fragment in result.stdout
+
+
+def test_damaged_compressed_npz_member_is_one_line(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    values = np.random.default_rng(0).standard_normal(50_000).astype(np.float32)
+    np.savez_compressed(tmp_path / "a" / "step_0.npz", x=values)
+    np.savez_compressed(tmp_path / "b" / "step_0.npz", x=values)
+    damaged = bytearray((tmp_path / "b" / "step_0.npz").read_bytes())
+    middle = len(damaged) // 2
+    damaged[middle:middle + 64] = bytes(64)  # inside the deflate stream, past the .npy header
+    (tmp_path / "b" / "step_0.npz").write_bytes(bytes(damaged))
+    assert "read failed" in _error(tmp_path, tmp_path / "a", tmp_path / "b")
+
+
+def test_readme_worked_example(tmp_path, monkeypatch, capsys):
+    """The README's example runs and gives the verdict and the dW2 row it shows."""
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("Worked example"):]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = section.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README example", "exec"), {})
+    code_, out, _ = _main(capsys, "runs/a", "runs/b")
+    lines = out.splitlines()
+    assert code_ == 1 and lines[-1] == shown[-3] and lines[2] == shown[3]
+    row = next(line for line in lines if line.strip().startswith("dW2"))
+    shown_row = next(line for line in shown if line.strip().startswith("dW2"))
+    # the values depend on this machine's BLAS; the facts of the planted change do not
+    assert row.split()[:5] == shown_row.split()[:5] == ["dW2", "DIVERGE", "1/4096", "(<0.1%)", "1"]
+    assert "[12, 40]" in row and "[12, 40]" in shown_row
