@@ -80,7 +80,8 @@ class Model:
         with self.main:
             self.x0 = cupy.asarray(rng.standard_normal((tokens, width), dtype=np.float32))
             self.target = cupy.asarray(rng.standard_normal((tokens, width), dtype=np.float32))
-            self.w = {layer: cupy.asarray(rng.standard_normal((width, width), dtype=np.float32) / np.sqrt(width))
+            scale = np.float32(1.0 / np.sqrt(width))  # a float32 scalar: a float64 one would promote the weights
+            self.w = {layer: cupy.asarray(rng.standard_normal((width, width), dtype=np.float32) * scale)
                       for layer in LAYERS}
             empty = lambda: cupy.empty((tokens, width), cupy.float32)  # noqa: E731
             self.z1, self.h1, self.z2, self.h2, self.y = empty(), empty(), empty(), empty(), empty()
