@@ -4,7 +4,7 @@ Reads the dumps or trace logs of two runs of any framework (raw binaries, .npy, 
 safetensors, or the digest logs of :class:`cublas_det.trace.Recorder`), compares them step by step
 and leaf by leaf, and prints per step a table of leaves (equal, or DIVERGE with the mismatched
 elements, the greatest ULP distance and |difference|, and the first mismatched index), then a
-verdict. Streams: at most two chunks of one leaf are in memory at a time.
+verdict. Streams: at most four chunks of one leaf (two per side) are in memory at a time.
 
 Exit codes: 0 identical, 1 diverged, 2 usage or I/O error (one line on stderr).
 """
