@@ -91,3 +91,86 @@ def _scenario_lines(result: ScenarioResult) -> list[str]:
                      f"{result.max_ulp} at index {result.index} (expected {result.reference_value!r}, "
                      f"got {result.actual_value!r})")
     return lines + [""]
+
+
+# -- assert_runs_identical: two recorded or dumped runs, judged by cublas_det.diff's comparison --------
+# Self-contained (its imports are local) so that it stands apart from the GEMM assertions above.
+__all__ = [*__all__, "assert_runs_identical", "format_run_divergence"]
+
+
+def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, all_steps: bool = False):
+    """Assert that two runs have equal bits in every leaf of every step; return the comparison when they do.
+
+    Args:
+        dir_a, dir_b: runs in any layout ``python -m cublas_det.diff`` reads (a directory of
+            dumps, a ``trace.jsonl`` of :class:`cublas_det.trace.Recorder`, a .npz, ...).
+        dtype: the dtype of raw ``.bin`` files without a log.
+        order: leaf names to compare first, in this order.
+        all_steps: compare every step (by default the comparison stops after the first divergent one).
+    Returns:
+        The :class:`cublas_det.run_diff.RunDiff`.
+    Raises:
+        AssertionError: a header line with the first divergence, a blank line, then the facts: both
+            runs, and per divergent step each divergent leaf (mismatched elements, greatest ULP
+            distance and difference, first index with both values).
+        ValueError, OSError: a run that cannot be read.
+    """
+    import os
+
+    from .run_diff import compare_runs
+    from .run_layout import open_run
+
+    run_a = open_run(os.fspath(dir_a), raw_dtype=dtype)
+    run_b = open_run(os.fspath(dir_b), raw_dtype=dtype)
+    comparison = compare_runs(run_a, run_b, order=list(order) if order else None, all_steps=all_steps)
+    if not comparison.identical:
+        raise AssertionError(format_run_divergence(comparison))
+    return comparison
+
+
+def format_run_divergence(comparison) -> str:
+    """The assertion message for two runs that diverge (a :class:`cublas_det.run_diff.RunDiff`)."""
+    lines = [f"Runs are not bit-for-bit identical: {comparison.verdict()}.", "",
+             f"Run A: {comparison.run_a}", f"Run B: {comparison.run_b}", ""]
+    for step in comparison.steps:
+        if step.equal:
+            continue
+        lines.append(f"Step {step.step}: {len(step.diverged)} of {len(step.leaves)} leaves diverge")
+        lines += [f"  {_run_leaf_facts(leaf)}" for leaf in step.diverged]
+        lines.append("")
+    if comparison.not_compared:
+        lines.append(f"Later steps not compared: {len(comparison.not_compared)} (all_steps=True compares them)")
+    return "\n".join(lines).rstrip()
+
+
+def _run_leaf_facts(leaf) -> str:
+    from .bitcompare import lookup_dtype
+    from .run_diff import LeafStatus
+
+    def described(dtype, shape):
+        return f"{dtype}[{', '.join(map(str, shape))}]"
+
+    if leaf.status is LeafStatus.MISSING_IN_A:
+        return f"Leaf {leaf.leaf}: missing in A (B has {described(leaf.dtype_b, leaf.shape_b)})"
+    if leaf.status is LeafStatus.MISSING_IN_B:
+        return f"Leaf {leaf.leaf}: missing in B (A has {described(leaf.dtype_a, leaf.shape_a)})"
+    if leaf.status is not LeafStatus.DIVERGE:
+        return (f"Leaf {leaf.leaf}: {leaf.status.value}: A {described(leaf.dtype_a, leaf.shape_a)}, "
+                f"B {described(leaf.dtype_b, leaf.shape_b)}")
+    if leaf.stats is None:
+        return f"Leaf {leaf.leaf}: digests differ (recorded as a digest: no element facts)"
+    stats, dtype = leaf.stats, lookup_dtype(leaf.dtype_a)
+    share = 100.0 * stats.mismatched / stats.elements
+    text = f"Leaf {leaf.leaf}: {stats.mismatched} / {stats.elements} elements differ ({share:.1f}%)"
+    if stats.only_signed_zeros:
+        text += "; signed zero only (+0 against -0, 0 ULP)"
+    elif dtype.is_float:
+        ulp = "nan" if stats.nan_mismatches else str(stats.max_ulp)
+        text += f"; greatest ULP distance {ulp}"
+    if stats.max_abs_delta is not None and not stats.only_signed_zeros:
+        text += f"; greatest absolute difference {stats.max_abs_delta:.3g}"
+    if stats.nan_mismatches:
+        text += f"; {stats.nan_mismatches} with NaN"
+    index = ", ".join(map(str, leaf.first_index))
+    return (text + f"; first at index [{index}] (A {dtype.format_value(stats.first_a)}, "
+            f"B {dtype.format_value(stats.first_b)})")

@@ -1,0 +1,305 @@
+"""Bit-for-bit comparison of two streams of elements of one dtype, chunk by chunk, with ULP distances.
+
+Dtypes are described by :class:`BitDType` (float16, bfloat16, float32, float64, signed and unsigned
+integers, bool). Elements are compared as bit patterns: equal bits are equal, including NaNs with
+the same payload. For mismatched elements of a float dtype:
+
+* ULP distance: bit patterns are mapped to integers that order like the floats they encode (the
+  sign-magnitude pattern becomes ``-magnitude`` for negative floats), so adjacent floats are 1
+  apart and +0 and -0 are 0 apart. +0 against -0 is therefore a mismatch of 0 ULP, counted as a
+  *signed zero* mismatch.
+* NaN: a mismatched pair where either side is NaN (NaN against a number, or two NaNs with other
+  bits) has no ULP distance and no difference; it is counted apart, and the greatest ULP distance
+  of an array with such a pair is reported as ``nan``.
+* The greatest |a - b| is taken over the mismatched pairs without NaN (it is ``inf`` when one side
+  is infinite).
+
+bfloat16 is decoded by bit manipulation (its bits are the top half of a float32), so neither
+ml_dtypes nor any other package is needed. Integer and bool dtypes have no ULP distance; their
+greatest difference is ``|a - b|`` of the values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+_BLOCK_ELEMENTS = 1 << 15  # elements per block of the mismatch arithmetic (see _add_mismatches)
+
+@dataclasses.dataclass(frozen=True)
+class BitDType:
+    """An element type as bits: its name, its size, and how to read values from the bits."""
+
+    name: str
+    itemsize: int
+    kind: str  # "float", "int", "uint" or "bool"
+
+    @property
+    def bits_dtype(self) -> np.dtype:
+        """The little-endian unsigned integer type with the same size, for comparing bits."""
+        return np.dtype(f"<u{self.itemsize}")
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    def values(self, bits: np.ndarray) -> np.ndarray:
+        """The elements of ``bits`` (an array of :attr:`bits_dtype`) as float64 (exact for floats)."""
+        if self.name == "bfloat16":
+            return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+        numpy_type = {"float": "f", "int": "i", "uint": "u", "bool": "u"}[self.kind]
+        return bits.view(np.dtype(f"<{numpy_type}{self.itemsize}")).astype(np.float64)
+
+    def values_into(self, bits: np.ndarray, out: np.ndarray, widened: np.ndarray) -> np.ndarray:
+        """:meth:`values` into ``out`` (float64), with ``widened`` (uint32, same length) as scratch."""
+        if self.name == "bfloat16":
+            widened[...] = bits
+            widened <<= np.uint32(16)
+            out[...] = widened.view(np.float32)
+            return out
+        numpy_type = {"float": "f", "int": "i", "uint": "u", "bool": "u"}[self.kind]
+        out[...] = bits.view(np.dtype(f"<{numpy_type}{self.itemsize}"))
+        return out
+
+    def value(self, bits: np.ndarray) -> float | int | bool:
+        """One element (a 1-element bits array) as a Python number."""
+        value = float(self.values(bits)[0])
+        if self.kind == "bool":
+            return bool(value)
+        return value if self.is_float else int(bits.view(np.dtype(f"<{self.kind[0]}{self.itemsize}"))[0])
+
+    def format_value(self, value) -> str:
+        """A value as short as it can be while still naming the element (float32: 1.2500305)."""
+        if not self.is_float or value is None:
+            return str(value)
+        if self.name == "bfloat16":
+            return _shortest_bfloat16(value)
+        return str(np.dtype(self.name).type(value))
+
+
+def _shortest_bfloat16(value: float) -> str:
+    """The fewest significant digits that read back as the same bfloat16 (as numpy prints float32)."""
+    if not np.isfinite(value):
+        return str(value)
+
+    def to_bfloat16_bits(x: float) -> int:  # round to nearest even, as a float32 -> bfloat16 cast does
+        bits = int(np.array([x], np.float32).view(np.uint32)[0])
+        return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+
+    target = to_bfloat16_bits(value)
+    for digits in range(1, 10):
+        text = f"{value:.{digits}g}"
+        if to_bfloat16_bits(float(text)) == target:
+            break
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+DTYPES = {dtype.name: dtype for dtype in (
+    BitDType("float32", 4, "float"), BitDType("bfloat16", 2, "float"), BitDType("float16", 2, "float"),
+    BitDType("float64", 8, "float"),
+    BitDType("int8", 1, "int"), BitDType("int16", 2, "int"), BitDType("int32", 4, "int"), BitDType("int64", 8, "int"),
+    BitDType("uint8", 1, "uint"), BitDType("uint16", 2, "uint"), BitDType("uint32", 4, "uint"),
+    BitDType("uint64", 8, "uint"), BitDType("bool", 1, "bool"),
+)}
+ALIASES = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16", "fp16": "float16", "f16": "float16",
+           "half": "float16", "fp64": "float64", "f64": "float64"}
+
+
+def lookup_dtype(name: str) -> BitDType:
+    """The :class:`BitDType` for a name (``float32``, ``bfloat16``, ``fp16`` ...); ValueError if unknown."""
+    key = str(name).strip().lower()
+    key = ALIASES.get(key, key)
+    if key not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}")
+    return DTYPES[key]
+
+
+def dtype_name_of(numpy_dtype) -> str:
+    """The table name of a numpy dtype (ml_dtypes' bfloat16 included); ValueError if it has no entry."""
+    dtype = np.dtype(numpy_dtype)
+    if dtype.byteorder == ">":
+        raise ValueError(f"big-endian dtype {dtype.str} is not supported; convert it to little-endian")
+    if dtype.name not in DTYPES:
+        raise ValueError(f"dtype {dtype} is not supported; supported: {', '.join(DTYPES)}")
+    return dtype.name
+
+
+def ordered(bits: np.ndarray, dtype: BitDType) -> np.ndarray:
+    """Float bit patterns -> int64 ordered like the floats: adjacent floats 1 apart, +0 == -0 == 0.
+
+    A negative float's pattern, read as a signed integer s, has the sign bit set: its ordered
+    value is ``INT_MIN - s`` (= -magnitude), which cannot overflow.
+    """
+    width = dtype.itemsize * 8
+    signed = bits.view(np.dtype(f"<i{dtype.itemsize}")).astype(np.int64)
+    return np.where(signed < 0, np.int64(-(1 << (width - 1))) - signed, signed)
+
+
+def ulp_distance(bits_a: np.ndarray, bits_b: np.ndarray, dtype: BitDType) -> np.ndarray:
+    """Elementwise ULP distance as uint64 (float64's can exceed int64: the difference wraps back exactly)."""
+    a = ordered(bits_a, dtype)
+    b = ordered(bits_b, dtype)
+    a_bits, b_bits = a.view(np.uint64), b.view(np.uint64)
+    return np.where(a >= b, a_bits - b_bits, b_bits - a_bits)
+
+
+@dataclasses.dataclass(frozen=True)
+class BitStats:
+    """How two equally long element streams differ, bit for bit."""
+
+    elements: int
+    mismatched: int = 0
+    nan_mismatches: int = 0  # mismatched pairs where either side is NaN (no ULP distance)
+    signed_zero_mismatches: int = 0  # +0 against -0: other bits, 0 ULP
+    max_ulp: int | None = None  # over mismatched pairs without NaN; None: none, or not a float dtype
+    max_abs_delta: float | None = None  # over mismatched pairs without NaN
+    first_index: int | None = None  # flat index of the first mismatched element
+    first_a: float | int | bool | None = None
+    first_b: float | int | bool | None = None
+
+    @property
+    def equal(self) -> bool:
+        return self.mismatched == 0
+
+    @property
+    def only_signed_zeros(self) -> bool:
+        return self.mismatched > 0 and self.signed_zero_mismatches == self.mismatched
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class BitComparison:
+    """Running counts over chunks of two element streams: ``update`` each pair of chunks, then ``stats``.
+
+    Keeps O(1) state between chunks; a chunk pair that is bytewise equal costs one memcmp.
+    """
+
+    def __init__(self, dtype: BitDType):
+        self.dtype = dtype
+        self._elements = 0
+        self._mismatched = 0
+        self._nan = 0
+        self._signed_zero = 0
+        self._max_ulp: int | None = None
+        self._max_delta: float | None = None
+        self._first: tuple[int, object, object] | None = None
+        self._scratch = _Scratch()
+
+    def update(self, chunk_a, chunk_b, nbytes: int) -> None:
+        """Compare the first ``nbytes`` of two buffers (bytearray/bytes/memoryview), the next elements."""
+        if nbytes % self.dtype.itemsize:
+            raise ValueError(f"a chunk of {nbytes} bytes is not a whole number of {self.dtype.name} elements")
+        offset = self._elements
+        count = nbytes // self.dtype.itemsize
+        self._elements += count
+        if _same_bytes(chunk_a, chunk_b, nbytes):
+            return
+        bits_a = np.frombuffer(chunk_a, dtype=self.dtype.bits_dtype, count=count)
+        bits_b = np.frombuffer(chunk_b, dtype=self.dtype.bits_dtype, count=count)
+        self._add_mismatches(bits_a, bits_b, offset)
+
+    def _add_mismatches(self, bits_a: np.ndarray, bits_b: np.ndarray, offset: int) -> None:
+        # In blocks that stay in the CPU cache: every element may differ (after a divergence,
+        # most do), and a dozen passes over cached blocks cost less than over a 16 MiB chunk.
+        for start in range(0, bits_a.size, _BLOCK_ELEMENTS):
+            self._add_block(bits_a[start:start + _BLOCK_ELEMENTS], bits_b[start:start + _BLOCK_ELEMENTS],
+                            offset + start)
+
+    def _add_block(self, a: np.ndarray, b: np.ndarray, offset: int) -> None:
+        # Every temporary is a slice of a scratch array made once: fresh 256 KiB temporaries would be
+        # mmap'ed and faulted in by malloc on every block (measured: more system time than compute).
+        n = a.size
+        scratch = self._scratch
+        differ = np.not_equal(a, b, out=scratch.differ[:n])
+        count = int(np.count_nonzero(differ))
+        if not count:
+            return
+        self._mismatched += count
+        if self._first is None:
+            where = int(np.argmax(differ))
+            self._first = (offset + where, self.dtype.value(a[where:where + 1]), self.dtype.value(b[where:where + 1]))
+        values_a = self.dtype.values_into(a, scratch.values_a[:n], scratch.widened[:n])
+        values_b = self.dtype.values_into(b, scratch.values_b[:n], scratch.widened[:n])
+        numbers = differ
+        if self.dtype.is_float:
+            with_nan = np.isnan(values_a, out=scratch.mask[:n])
+            with_nan |= np.isnan(values_b, out=scratch.numbers[:n])
+            with_nan &= differ
+            self._nan += int(np.count_nonzero(with_nan))
+            numbers = np.logical_not(with_nan, out=scratch.numbers[:n])
+            numbers &= differ
+            zeros = np.equal(values_a, 0.0, out=scratch.mask[:n])
+            zeros &= values_b == 0.0
+            zeros &= differ
+            self._signed_zero += int(np.count_nonzero(zeros))
+            if numbers.any():
+                ulps = _ulp_distance_into(a, b, self.dtype, scratch, n)
+                self._max_ulp = max(self._max_ulp or 0, int(np.max(ulps, where=numbers, initial=0)))
+        if numbers.any():
+            with np.errstate(over="ignore", invalid="ignore"):
+                delta = np.subtract(values_a, values_b, out=values_a)
+                delta = float(np.max(np.abs(delta, out=delta), where=numbers, initial=0.0))
+            self._max_delta = delta if self._max_delta is None else max(self._max_delta, delta)
+
+    def stats(self) -> BitStats:
+        first_index, first_a, first_b = self._first if self._first is not None else (None, None, None)
+        return BitStats(self._elements, self._mismatched, self._nan, self._signed_zero, self._max_ulp,
+                        self._max_delta, first_index, first_a, first_b)
+
+
+class _Scratch:
+    """Work arrays of one block, allocated once per comparison."""
+
+    def __init__(self, size: int = _BLOCK_ELEMENTS):
+        self.differ = np.empty(size, bool)
+        self.mask = np.empty(size, bool)
+        self.numbers = np.empty(size, bool)
+        self.values_a = np.empty(size, np.float64)
+        self.values_b = np.empty(size, np.float64)
+        self.widened = np.empty(size, np.uint32)
+        self.ordered_a = np.empty(size, np.int64)
+        self.ordered_b = np.empty(size, np.int64)
+        self.sign = np.empty(size, np.int64)
+
+
+def _ordered_into(bits: np.ndarray, dtype: BitDType, out: np.ndarray, sign: np.ndarray) -> np.ndarray:
+    """:func:`ordered` into ``out`` (int64), with ``sign`` (int64) as scratch; branch-free: the
+    magnitude, negated where the sign bit is set ((x ^ -1) - -1 == -x). Masked ufuncs (``where=``)
+    are several times slower."""
+    out[...] = bits.view(np.dtype(f"<i{dtype.itemsize}"))  # sign-extended
+    np.right_shift(out, 63, out=sign)  # 0, or -1 where negative
+    out &= np.int64((1 << (dtype.itemsize * 8 - 1)) - 1)
+    out ^= sign
+    out -= sign
+    return out
+
+
+def _ulp_distance_into(a: np.ndarray, b: np.ndarray, dtype: BitDType, scratch: _Scratch, n: int) -> np.ndarray:
+    """:func:`ulp_distance` of one block, in the scratch arrays where it fits in int64 (<= 32-bit floats)."""
+    if dtype.itemsize > 4:  # float64: the distance may exceed int64
+        return ulp_distance(a, b, dtype)
+    ordered_a = _ordered_into(a, dtype, scratch.ordered_a[:n], scratch.sign[:n])
+    ordered_b = _ordered_into(b, dtype, scratch.ordered_b[:n], scratch.sign[:n])
+    ordered_a -= ordered_b
+    return np.abs(ordered_a, out=ordered_a)
+
+
+def _same_bytes(chunk_a, chunk_b, nbytes: int) -> bool:
+    """memcmp of the first ``nbytes``: bytearray == bytearray is memcmp (a memoryview compare is not)."""
+    if len(chunk_a) == nbytes and len(chunk_b) == nbytes and not isinstance(chunk_a, memoryview):
+        return chunk_a == chunk_b
+    return np.array_equal(np.frombuffer(chunk_a, np.uint8, nbytes), np.frombuffer(chunk_b, np.uint8, nbytes))
+
+
+def compare_arrays(a: np.ndarray, b: np.ndarray, dtype: BitDType | str) -> BitStats:
+    """Compare two in-memory arrays (C order) in one chunk: the convenience form of :class:`BitComparison`."""
+    dtype = lookup_dtype(dtype) if isinstance(dtype, str) else dtype
+    raw_a = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    raw_b = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
+    if raw_a.size != raw_b.size:
+        raise ValueError(f"arrays of {raw_a.size} and {raw_b.size} bytes cannot be compared element by element")
+    comparison = BitComparison(dtype)
+    comparison.update(raw_a.tobytes(), raw_b.tobytes(), raw_a.size)
+    return comparison.stats()

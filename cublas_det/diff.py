@@ -1,0 +1,120 @@
+"""``python -m cublas_det.diff RUN_A RUN_B``: the first step and the first tensor where two runs' bits differ.
+
+Reads the dumps or trace logs of two runs of any framework (raw binaries, .npy, .npz,
+safetensors, or the digest logs of :class:`cublas_det.trace.Recorder`), compares them step by step
+and leaf by leaf, and prints per step a table of leaves (equal, or DIVERGE with the mismatched
+elements, the greatest ULP distance and |difference|, and the first mismatched index), then a
+verdict. Streams: at most four chunks of one leaf (two per side) are in memory at a time.
+
+Exit codes: 0 identical, 1 diverged, 2 usage or I/O error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ._cli import EXIT_FINDING, EXIT_OK, EXIT_USAGE, error_line, run_guarded
+from .bitcompare import DTYPES, lookup_dtype
+
+PROG = "python -m cublas_det.diff"
+
+EPILOG = """layouts (RUN is a directory unless said otherwise):
+  RUN/trace.jsonl (or the .jsonl itself)  digest log of cublas_det.trace.Recorder, leaves in recording order
+  RUN/step_<N>/<leaf>.bin, RUN/step<N>_<leaf>.bin   raw binaries of --dtype, 1-D
+  RUN/step_<N>/<leaf>.npy, RUN/step<N>_<leaf>.npy, RUN/step_<N>.npz, RUN/step_<N>.safetensors
+  a single .npz or .safetensors file: a run of one step (step 0)
+  without a log, leaves are compared in name order (or --order's)
+
+examples:
+  python -m cublas_det.diff runs/a runs/b                  # stop after the first divergent step
+  python -m cublas_det.diff runs/a runs/b --all -v         # every step, every table
+  python -m cublas_det.diff dump1 dump2 --dtype bfloat16 --order leaves.txt
+  python -m cublas_det.diff runs/a/trace.jsonl runs/b --json diff.json
+
+exit codes: 0 identical, 1 diverged, 2 usage or I/O error
+"""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line (``prog: error: ...``) and exit 2, like every other expected error."""
+
+    def error(self, message):
+        error_line(self.prog, message)
+        sys.exit(EXIT_USAGE)
+
+
+def _dtype(value: str) -> str:
+    try:
+        return lookup_dtype(value).name
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _chunk_mib(value: str) -> int:
+    try:
+        mib = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    chunk = int(mib * (1 << 20)) // 8 * 8
+    if chunk <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {value}")
+    return chunk
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog=PROG, description=__doc__.split("\n\n")[1].replace("\n", " "), epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_a", metavar="RUN_A", help="the first run: a directory of dumps, or a trace log")
+    parser.add_argument("run_b", metavar="RUN_B", help="the second run, in any layout")
+    parser.add_argument("--dtype", type=_dtype, default="float32", metavar="DTYPE",
+                        help=f"dtype of raw .bin files without a log: {', '.join(DTYPES)} (default: %(default)s)")
+    parser.add_argument("--order", metavar="FILE",
+                        help="leaf names, one per line: compare these first, in this order (default: "
+                             "recording order from a log, else name order)")
+    parser.add_argument("--all", action="store_true", dest="all_steps",
+                        help="compare every step (default: stop after the first divergent step)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print the full table of steps whose leaves are all equal too")
+    parser.add_argument("--json", metavar="PATH", help="also write the comparison as JSON")
+    parser.add_argument("--chunk-mib", type=_chunk_mib, default=4 << 20, dest="chunk_bytes", metavar="MIB",
+                        help="bytes read per side per step of the stream, in MiB (default: 4)")
+    return parser
+
+
+def _run(argv: list[str]) -> int:
+    from .run_diff import compare_runs, report_lines
+    from .run_layout import open_run, read_order_file
+
+    args = build_parser().parse_args(argv)
+    if args.json:
+        _check_writable(args.json)
+    order = read_order_file(args.order) if args.order else None
+    run_a = open_run(args.run_a, raw_dtype=args.dtype)
+    run_b = open_run(args.run_b, raw_dtype=args.dtype)
+    diff = compare_runs(run_a, run_b, order=order, all_steps=args.all_steps, chunk_bytes=args.chunk_bytes)
+    print("\n".join(report_lines(diff, verbose=args.verbose)))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as stream:
+            json.dump(diff.to_dict(), stream, indent=1)
+            stream.write("\n")
+    return EXIT_OK if diff.identical else EXIT_FINDING
+
+
+def _check_writable(path: str) -> None:
+    """Fail before comparing when the JSON cannot be written."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise OSError(f"--json {path}: is a directory; give a file name")
+    if not os.path.isdir(directory):
+        raise OSError(f"--json {path}: directory {directory} does not exist")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_guarded(PROG, lambda: _run(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,363 @@
+"""Comparing two runs step by step, leaf by leaf: where do their bits first differ?
+
+:func:`compare_runs` walks the steps of two :class:`~cublas_det.run_layout.Run` in ascending
+order and, in each, the leaves in recording order (else name order, or a given order). Leaves with
+bytes on both sides are compared element by element (:mod:`cublas_det.bitcompare`), streamed in
+chunks so that memory stays bounded whatever the size of the runs; leaves with only a digest on
+either side are compared by digest (computed from the bytes on the other side if need be). By
+default the walk stops after the first step with a divergent leaf.
+
+The results are frozen dataclasses with ``to_dict()``; :func:`report_lines` renders them as text.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import enum
+import zipfile
+import zlib
+
+import numpy as np
+
+from .bitcompare import BitComparison, BitStats, lookup_dtype
+from .digest import DigestAccumulator
+from .run_layout import DataSource, Leaf, Run, RunLayoutError, read_into
+
+DEFAULT_CHUNK_BYTES = 4 << 20
+
+
+class LeafStatus(str, enum.Enum):
+    EQUAL = "equal"
+    DIVERGE = "DIVERGE"
+    MISSING_IN_A = "missing in A"
+    MISSING_IN_B = "missing in B"
+    SHAPE_DIFFERS = "shape differs"
+    DTYPE_DIFFERS = "dtype differs"
+
+
+@dataclasses.dataclass(frozen=True)
+class LeafDiff:
+    """One leaf of one step in both runs."""
+
+    step: int
+    leaf: str
+    status: LeafStatus
+    dtype_a: str | None = None
+    dtype_b: str | None = None
+    shape_a: tuple[int, ...] | None = None
+    shape_b: tuple[int, ...] | None = None
+    compared_by: str | None = None  # "bits", "digest", or None when dtype/shape/presence already differ
+    stats: BitStats | None = None  # when compared by bits
+
+    @property
+    def equal(self) -> bool:
+        return self.status is LeafStatus.EQUAL
+
+    @property
+    def first_index(self) -> tuple[int, ...] | None:
+        """The first mismatched element's index in the leaf's shape (C order)."""
+        if self.stats is None or self.stats.first_index is None:
+            return None
+        shape = self.shape_a or (self.stats.elements,)
+        return tuple(int(i) for i in np.unravel_index(self.stats.first_index, shape)) if shape else ()
+
+    def to_dict(self) -> dict:
+        data = {"step": self.step, "leaf": self.leaf, "status": self.status.value,
+                "dtype_a": self.dtype_a, "dtype_b": self.dtype_b,
+                "shape_a": list(self.shape_a) if self.shape_a is not None else None,
+                "shape_b": list(self.shape_b) if self.shape_b is not None else None,
+                "compared_by": self.compared_by}
+        data.update(self.stats.to_dict() if self.stats is not None else {})
+        if self.stats is not None:
+            data["first_index"] = list(self.first_index) if self.first_index is not None else None
+            data["first_flat_index"] = self.stats.first_index
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class StepDiff:
+    """One step in both runs: its leaves in comparison order."""
+
+    step: int
+    leaves: tuple[LeafDiff, ...]
+
+    @property
+    def diverged(self) -> tuple[LeafDiff, ...]:
+        return tuple(leaf for leaf in self.leaves if not leaf.equal)
+
+    @property
+    def equal(self) -> bool:
+        return not self.diverged
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "equal": self.equal, "leaves": [leaf.to_dict() for leaf in self.leaves]}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDiff:
+    """Two runs compared: the steps compared, and those left after the first divergent one."""
+
+    run_a: str
+    run_b: str
+    steps: tuple[StepDiff, ...]
+    not_compared: tuple[int, ...] = ()  # steps after the first divergent step (without all_steps)
+
+    @property
+    def identical(self) -> bool:
+        return all(step.equal for step in self.steps)
+
+    @property
+    def first_divergence(self) -> LeafDiff | None:
+        for step in self.steps:
+            if step.diverged:
+                return step.diverged[0]
+        return None
+
+    @property
+    def divergent_steps(self) -> tuple[int, ...]:
+        return tuple(step.step for step in self.steps if not step.equal)
+
+    def verdict(self) -> str:
+        """One sentence: ``first divergence at step 2 in leaf X; all of step 1 equal`` or ``identical: ...``."""
+        first = self.first_divergence
+        if first is None:
+            leaves = sum(len(step.leaves) for step in self.steps)
+            return f"identical: {leaves} leaves in {len(self.steps)} steps, all bits equal"
+        reason = "" if first.status is LeafStatus.DIVERGE else f" ({first.status.value})"
+        earlier = [step.step for step in self.steps if step.step < first.step]
+        return f"first divergence at step {first.step} in leaf {first.leaf}{reason}; {_earlier_steps(earlier)}"
+
+    def to_dict(self) -> dict:
+        first = self.first_divergence
+        return {"run_a": self.run_a, "run_b": self.run_b, "identical": self.identical,
+                "verdict": self.verdict(),
+                "first_divergence": {"step": first.step, "leaf": first.leaf} if first else None,
+                "divergent_steps": list(self.divergent_steps), "not_compared": list(self.not_compared),
+                "steps": [step.to_dict() for step in self.steps]}
+
+
+def _earlier_steps(steps: list[int]) -> str:
+    if not steps:
+        return "no step before it"
+    if len(steps) == 1:
+        return f"all of step {steps[0]} equal"
+    if steps == list(range(steps[0], steps[-1] + 1)):
+        return f"all of steps {steps[0]}-{steps[-1]} equal"
+    if len(steps) <= 4:
+        return f"all of steps {', '.join(map(str, steps))} equal"
+    return f"all of the {len(steps)} steps before it equal ({steps[0]}-{steps[-1]})"
+
+
+# -- comparing ------------------------------------------------------------------------------
+def compare_runs(run_a: Run, run_b: Run, *, order: list[str] | None = None, all_steps: bool = False,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> RunDiff:
+    """Compare two runs step by step; stop after the first divergent step unless ``all_steps``.
+
+    ``order``: leaf names to compare first, in this order (the others follow in run A's order,
+    then those only in run B in B's order).
+    """
+    if chunk_bytes <= 0 or chunk_bytes % 8:
+        raise ValueError(f"chunk size must be a positive multiple of 8 bytes, not {chunk_bytes}")
+    steps = sorted(set(run_a.steps) | set(run_b.steps))
+    compared = []
+    for position, step in enumerate(steps):
+        leaves_a = {leaf.name: leaf for leaf in run_a.steps.get(step, ())}
+        leaves_b = {leaf.name: leaf for leaf in run_b.steps.get(step, ())}
+        names = _leaf_order(run_a.steps.get(step, ()), run_b.steps.get(step, ()), order)
+        result = StepDiff(step, tuple(compare_leaf(step, name, leaves_a.get(name), leaves_b.get(name), chunk_bytes)
+                                      for name in names))
+        compared.append(result)
+        if not result.equal and not all_steps:
+            return RunDiff(run_a.describe(), run_b.describe(), tuple(compared), tuple(steps[position + 1:]))
+    return RunDiff(run_a.describe(), run_b.describe(), tuple(compared))
+
+
+def _leaf_order(leaves_a, leaves_b, order) -> list[str]:
+    names = [leaf.name for leaf in leaves_a]
+    names += [leaf.name for leaf in leaves_b if leaf.name not in set(names)]
+    if not order:
+        return names
+    present = set(names)
+    first = [name for name in dict.fromkeys(order) if name in present]
+    return first + [name for name in names if name not in set(first)]
+
+
+def compare_leaf(step: int, name: str, a: Leaf | None, b: Leaf | None,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> LeafDiff:
+    """Compare one leaf of one step: presence, dtype, shape, then bits (or digests)."""
+    facts = {"step": step, "leaf": name,
+             "dtype_a": a.dtype if a else None, "dtype_b": b.dtype if b else None,
+             "shape_a": a.shape if a else None, "shape_b": b.shape if b else None}
+    if a is None or b is None:
+        return LeafDiff(status=LeafStatus.MISSING_IN_A if a is None else LeafStatus.MISSING_IN_B, **facts)
+    if a.dtype != b.dtype:
+        return LeafDiff(status=LeafStatus.DTYPE_DIFFERS, **facts)
+    if a.shape != b.shape:
+        return LeafDiff(status=LeafStatus.SHAPE_DIFFERS, **facts)
+    if a.source is not None and b.source is not None:
+        stats = compare_sources(a.source, b.source, a.dtype, chunk_bytes)
+        status = LeafStatus.EQUAL if stats.equal else LeafStatus.DIVERGE
+        return LeafDiff(status=status, compared_by="bits", stats=stats, **facts)
+    same = leaf_digest(a, chunk_bytes) == leaf_digest(b, chunk_bytes)
+    return LeafDiff(status=LeafStatus.EQUAL if same else LeafStatus.DIVERGE, compared_by="digest", **facts)
+
+
+def compare_sources(source_a: DataSource, source_b: DataSource, dtype: str,
+                    chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> BitStats:
+    """Stream two equally long sources through one :class:`BitComparison`.
+
+    Both sides are read at once by two threads (file reads release the GIL), one chunk pair
+    ahead of the comparison: four chunks in memory at most, whatever the size of the leaf.
+    """
+    bit_dtype = lookup_dtype(dtype)
+    chunk = max(bit_dtype.itemsize, chunk_bytes - chunk_bytes % bit_dtype.itemsize)
+    comparison = BitComparison(bit_dtype)
+    nbytes = source_a.nbytes
+    if nbytes == 0:
+        return comparison.stats()
+    size = min(chunk, nbytes)
+    buffers = [(bytearray(size), bytearray(size)), (bytearray(size), bytearray(size))]
+    with contextlib.ExitStack() as stack:
+        reader_a = source_a.open(chunk)
+        stack.callback(reader_a.close)
+        reader_b = source_b.open(chunk)
+        stack.callback(reader_b.close)
+        pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+
+        def read(pair: int, count: int):
+            buffer_a, buffer_b = buffers[pair]
+            return (pool.submit(_read_exactly, reader_a, buffer_a, count, source_a),
+                    pool.submit(_read_exactly, reader_b, buffer_b, count, source_b))
+
+        position, pair = 0, 0
+        pending = read(pair, min(chunk, nbytes))
+        while position < nbytes:
+            count = min(chunk, nbytes - position)
+            for future in pending:
+                future.result()  # raises the read's RunLayoutError here
+            position += count
+            if position < nbytes:  # read the next pair into the other buffers while this one is compared
+                pending = read(1 - pair, min(chunk, nbytes - position))
+            comparison.update(*buffers[pair], count)
+            pair = 1 - pair
+    return comparison.stats()
+
+
+def leaf_digest(leaf: Leaf, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> str:
+    """The leaf's recorded digest, or the digest of its bytes (streamed)."""
+    if leaf.digest is not None:
+        return leaf.digest
+    source = leaf.source
+    accumulator = DigestAccumulator()
+    buffer = bytearray(min(chunk_bytes, source.nbytes))
+    reader = source.open(chunk_bytes)
+    try:
+        remaining = source.nbytes
+        while remaining:
+            count = min(chunk_bytes, remaining)
+            _read_exactly(reader, buffer, count, source)
+            accumulator.update(memoryview(buffer)[:count])
+            remaining -= count
+    finally:
+        reader.close()
+    return accumulator.hexdigest()
+
+
+def _read_exactly(reader, buffer, count: int, source: DataSource) -> None:
+    try:
+        got = read_into(reader, buffer, count)
+    except OSError as err:
+        raise RunLayoutError(f"{source.describe()}: read failed: {err.strerror or err}") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as err:  # a damaged .npz member (bad CRC, bad deflate data)
+        raise RunLayoutError(f"{source.describe()}: read failed: {err}") from None
+    if got < count:
+        raise RunLayoutError(f"{source.describe()}: truncated: ended before the {source.nbytes} bytes "
+                             "its dtype and shape need")
+
+
+# -- rendering ------------------------------------------------------------------------------
+TABLE_HEADER = ("leaf", "status", "mismatched", "max ULP", "max |delta|", "first index", "note")
+
+
+def leaf_row(leaf: LeafDiff) -> tuple[str, ...]:
+    """The cells of one table row."""
+    if leaf.equal:
+        return (leaf.leaf, leaf.status.value) + ("",) * 5
+    if leaf.status is not LeafStatus.DIVERGE:
+        return (leaf.leaf, leaf.status.value, "", "", "", "", _presence_note(leaf))
+    if leaf.compared_by == "digest":
+        return (leaf.leaf, leaf.status.value, "digest differs", "-", "-", "-",
+                "recorded as a digest: no element facts")
+    stats = leaf.stats
+    share = 100.0 * stats.mismatched / stats.elements
+    share_text = "<0.1" if share < 0.1 else f"{share:.1f}"
+    mismatched = f"{stats.mismatched}/{stats.elements} ({share_text}%)"
+    dtype = lookup_dtype(leaf.dtype_a)
+    if not dtype.is_float:
+        max_ulp = "-"
+    elif stats.nan_mismatches:
+        max_ulp = "nan"
+    else:
+        max_ulp = str(stats.max_ulp)
+    delta = "-" if stats.max_abs_delta is None else f"{stats.max_abs_delta:.3g}"
+    index = "[" + ", ".join(map(str, leaf.first_index)) + "]"
+    return (leaf.leaf, leaf.status.value, mismatched, max_ulp, delta, index, _value_note(leaf, dtype))
+
+
+def _value_note(leaf: LeafDiff, dtype) -> str:
+    stats = leaf.stats
+    notes = [f"A {dtype.format_value(stats.first_a)}, B {dtype.format_value(stats.first_b)}"]
+    if stats.only_signed_zeros:
+        notes.append("signed zero only")
+    elif stats.signed_zero_mismatches:
+        notes.append(f"{stats.signed_zero_mismatches} signed zero")
+    if stats.nan_mismatches:
+        finite = f"; others up to {stats.max_ulp} ULP" if stats.max_ulp is not None else ""
+        notes.append(f"{stats.nan_mismatches} with NaN{finite}")
+    return "; ".join(notes)
+
+
+def _presence_note(leaf: LeafDiff) -> str:
+    def describe(dtype, shape):
+        return f"{dtype}[{', '.join(map(str, shape))}]"
+
+    if leaf.status is LeafStatus.MISSING_IN_A:
+        return f"only B has it: {describe(leaf.dtype_b, leaf.shape_b)}"
+    if leaf.status is LeafStatus.MISSING_IN_B:
+        return f"only A has it: {describe(leaf.dtype_a, leaf.shape_a)}"
+    return f"A {describe(leaf.dtype_a, leaf.shape_a)}, B {describe(leaf.dtype_b, leaf.shape_b)}"
+
+
+def format_table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    """Left-aligned columns; trailing blanks trimmed."""
+    rows = [TABLE_HEADER] + rows
+    widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_HEADER))]
+    return [(indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths))).rstrip() for row in rows]
+
+
+def report_lines(diff: RunDiff, *, verbose: bool = False) -> list[str]:
+    """The report: both runs, the first divergence, a table per step, the verdict (last line).
+
+    A step whose leaves are all equal is one line unless ``verbose``.
+    """
+    first = diff.first_divergence
+    lines = [f"A: {diff.run_a}", f"B: {diff.run_b}",
+             f"first divergence: step {first.step}, leaf {first.leaf}" if first else "no divergence", ""]
+    for step in diff.steps:
+        if step.equal and not verbose:
+            lines.append(f"step {step.step}: all {len(step.leaves)} leaves equal")
+            continue
+        heading = (f"all {len(step.leaves)} leaves equal" if step.equal
+                   else f"{len(step.diverged)} of {len(step.leaves)} leaves diverge")
+        lines.append(f"step {step.step}: {heading}")
+        lines += format_table([leaf_row(leaf) for leaf in step.leaves])
+    if diff.not_compared:
+        count = len(diff.not_compared)
+        lines.append(f"stopped after step {diff.steps[-1].step}, the first divergent step; {count} later "
+                     f"step{'s' if count > 1 else ''} not compared (--all compares them)")
+    if len(diff.divergent_steps) > 1:
+        lines.append(f"divergent steps: {', '.join(map(str, diff.divergent_steps))}")
+    lines += ["", diff.verdict()]
+    return lines

@@ -1,0 +1,444 @@
+"""``python -m cublas_det.diff``: generated runs in every layout, planted divergences, errors, memory."""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from cublas_det import diff as diff_cli
+from cublas_det.run_diff import LeafStatus, compare_runs
+from cublas_det.run_layout import open_run
+from cublas_det.trace import Recorder
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROG = "python -m cublas_det.diff"
+SEED_LEAVES = [f"l{i:02d}" for i in range(26)]
+PLANTED = "l07"
+PLANTED_AT = (130, 1000, 4000)  # elements of the planted leaf of run B that differ at step 2
+
+
+def _cli(*args):
+    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "cublas_det.diff", *map(str, args)], capture_output=True,
+                          text=True, timeout=120, cwd=REPO, env=env)
+
+
+def _main(capsys, *args):
+    code = diff_cli.main([str(arg) for arg in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def seed_values(step: int, leaf: int, diverged: bool) -> np.ndarray:
+    """Leaf ``leaf`` of step ``step`` of the seed note's runs: 4096 float32 values per leaf.
+
+    Run B has the same values as run A at step 1; at step 2 three elements of PLANTED are one
+    or two ULP away; from step 3 on every leaf differs a little (the divergence has spread).
+    """
+    values = np.random.default_rng(1000 * step + leaf).standard_normal(4096).astype(np.float32)
+    if not diverged:
+        return values
+    if step == 2 and SEED_LEAVES[leaf] == PLANTED:
+        index = list(PLANTED_AT)
+        values[index] = np.nextafter(values[index], np.float32(np.inf))
+        values[4000] = np.nextafter(values[4000], np.float32(np.inf))  # two ULP there
+    elif step >= 3:
+        values = values * np.float32(1.0 + 2.0 ** -20)
+    return values
+
+
+def write_seed_run(root, diverged: bool, steps=(1, 2, 3), flat=False):
+    """Raw float32 binaries per step, as the seed note's trainer dumped them."""
+    for step in steps:
+        for leaf, name in enumerate(SEED_LEAVES):
+            path = root / (f"step{step}_{name}.bin" if flat else f"step_{step}/{name}.bin")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            seed_values(step, leaf, diverged).tofile(path)
+    return root
+
+
+@pytest.fixture
+def seed_runs(tmp_path):
+    return write_seed_run(tmp_path / "a", False), write_seed_run(tmp_path / "b", True)
+
+
+def test_seed_note_runs_first_divergence_at_step_2_in_the_planted_leaf(seed_runs):
+    result = _cli(*seed_runs)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[2] == f"first divergence: step 2, leaf {PLANTED}"
+    assert "step 1: all 26 leaves equal" in lines
+    assert "step 2: 1 of 26 leaves diverge" in lines
+    row = next(line.split() for line in lines if line.strip().startswith(PLANTED))
+    a, b = seed_values(2, 7, False).astype(np.float64), seed_values(2, 7, True).astype(np.float64)
+    assert row[:7] == [PLANTED, "DIVERGE", "3/4096", "(<0.1%)", "2", f"{np.abs(a - b).max():.3g}", "[130]"]
+    assert "step 3" not in result.stdout and "1 later step not compared" in result.stdout
+    assert lines[-1] == f"first divergence at step 2 in leaf {PLANTED}; all of step 1 equal"
+
+
+def test_all_goes_on_past_the_first_divergent_step(seed_runs, capsys):
+    code, out, _ = _main(capsys, *seed_runs, "--all")
+    assert code == 1
+    assert "step 3: 26 of 26 leaves diverge" in out and "divergent steps: 2, 3" in out
+    assert out.splitlines()[-1] == f"first divergence at step 2 in leaf {PLANTED}; all of step 1 equal"
+
+
+def test_flat_file_names_and_identical_runs(tmp_path, capsys):
+    a = write_seed_run(tmp_path / "a", False, flat=True)
+    b = write_seed_run(tmp_path / "b", False, steps=(1, 2, 3))
+    code, out, _ = _main(capsys, a, b)
+    assert code == 0
+    assert out.splitlines()[-1] == "identical: 78 leaves in 3 steps, all bits equal"
+    (a / "step3_l05.bin").rename(a / "step_3_l05.bin")  # step_<N>_<leaf>.bin is read the same way
+    assert _main(capsys, a, b)[0] == 0
+
+
+def test_verbose_prints_the_tables_of_equal_steps(seed_runs, capsys):
+    _, out, _ = _main(capsys, *seed_runs, "-v")
+    assert "step 1: all 26 leaves equal" in out
+    assert sum(line.split() == ["l00", "equal"] for line in out.splitlines()) == 2  # tables of steps 1 and 2
+
+
+def _npy_run(root, arrays_per_step):
+    for step, arrays in arrays_per_step.items():
+        (root / f"step_{step}").mkdir(parents=True)
+        for name, array in arrays.items():
+            np.save(root / f"step_{step}" / f"{name}.npy", array)
+    return root
+
+
+def test_npy_runs_report_the_first_index_in_the_leaf_shape(tmp_path, capsys):
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    w_b = w.copy()
+    w_b[1, 2] += 0.5
+    a = _npy_run(tmp_path / "a", {0: {"w": w, "x": w}, 1: {"w": w, "x": w}})
+    b = _npy_run(tmp_path / "b", {0: {"w": w, "x": w}, 1: {"w": w_b, "x": w}})
+    code, out, _ = _main(capsys, a, b)
+    assert code == 1
+    row = next(line for line in out.splitlines() if line.strip().startswith("w "))
+    assert "1/12 (8.3%)" in row and "[1, 2]" in row and "A 6.0, B 6.5" in row
+    assert out.splitlines()[-1] == "first divergence at step 1 in leaf w; all of step 0 equal"
+
+
+def test_fortran_order_npy_is_compared_in_c_order(tmp_path, capsys):
+    w = np.arange(24, dtype=np.float32).reshape(4, 6)
+    a = _npy_run(tmp_path / "a", {0: {"w": np.asfortranarray(w)}})
+    b = _npy_run(tmp_path / "b", {0: {"w": w}})
+    assert _main(capsys, a, b)[0] == 0
+    w2 = w.copy()
+    w2[3, 1] = -1
+    c = _npy_run(tmp_path / "c", {0: {"w": np.asfortranarray(w2)}})
+    code, out, _ = _main(capsys, a, c, "--chunk-mib", str(24 / 2**20))  # 24-byte chunks: several row blocks
+    assert code == 1 and "[3, 1]" in out
+
+
+def test_npz_per_step_and_single_npz_file(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    x = np.linspace(-1, 1, 50, dtype=np.float32)
+    for step in (1, 2):
+        np.savez(a / f"step{step}.npz", x=x * step, y=x)
+        y = x.copy()
+        y[9] += np.float32(step == 2)
+        np.savez_compressed(b / f"step_{step}.npz", x=x * step, y=y)  # read while decompressed
+    code, out, _ = _main(capsys, a, b)
+    assert code == 1 and "numpy .npz" in out
+    row = next(line for line in out.splitlines() if line.strip().startswith("y "))
+    assert "1/50 (2.0%)" in row and "[9]" in row
+    np.savez(tmp_path / "one.npz", x=x, y=x)
+    np.savez(tmp_path / "two.npz", x=x, y=x + 1)
+    code, out, _ = _main(capsys, tmp_path / "one.npz", tmp_path / "two.npz")
+    assert code == 1 and out.splitlines()[-1] == "first divergence at step 0 in leaf y; no step before it"
+
+
+def write_safetensors(path, tensors):
+    """The safetensors layout by hand: u64 header length, JSON header, data (no package needed)."""
+    codes = {"float32": "F32", "float16": "F16", "int64": "I64", "uint16": "BF16"}
+    header, blobs, offset = {"__metadata__": {"format": "np"}}, [], 0
+    for name, array in tensors.items():
+        raw = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": codes[array.dtype.name], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def test_safetensors_runs_bfloat16_included(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    bf16 = np.array([0x3F80, 0x4000, 0xC040], np.uint16)  # 1.0, 2.0, -3.0 as bfloat16 bits
+    bf16_b = bf16.copy()
+    bf16_b[2] += 1  # one ULP further from zero
+    for step in (0, 1):
+        write_safetensors(a / f"step_{step}.safetensors", {"h": np.ones((2, 3), np.float16), "g": bf16})
+        write_safetensors(b / f"step{step}.safetensors", {"h": np.ones((2, 3), np.float16),
+                                                           "g": bf16_b if step else bf16})
+    code, out, _ = _main(capsys, a, b)
+    assert code == 1
+    row = next(line for line in out.splitlines() if line.strip().startswith("g "))
+    assert "1/3 (33.3%)" in row and row.split()[4] == "1" and "[2]" in row and "A -3.0, B -3.02" in row
+
+
+def test_safetensors_written_by_the_package(tmp_path, capsys):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    tensors = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.zeros(4, np.int64)}
+    safetensors_numpy.save_file(tensors, str(a / "step_1.safetensors"))
+    safetensors_numpy.save_file({**tensors, "w": tensors["w"] * 2}, str(b / "step_1.safetensors"))
+    code, out, _ = _main(capsys, a, b)
+    assert code == 1 and "step 1: 1 of 2 leaves diverge" in out and "[0, 1]" in out
+
+
+def _record(directory, values_per_step, mode="digest", order=None):
+    with Recorder(directory, mode=mode) as recorder:
+        for step, leaves in values_per_step.items():
+            for name in order or leaves:
+                recorder.record(step, name, leaves[name])
+    return directory
+
+
+def test_digest_logs_keep_the_recording_order(tmp_path, capsys):
+    base = {"z_first": np.ones(5, np.float32), "a_second": np.zeros(5, np.float32)}
+    changed = {"z_first": np.full(5, 2, np.float32), "a_second": np.ones(5, np.float32)}
+    a = _record(tmp_path / "a", {0: base, 1: base})
+    b = _record(tmp_path / "b", {0: base, 1: changed})
+    code, out, _ = _main(capsys, a, b)
+    assert code == 1
+    table = [line.split()[0] for line in out.splitlines() if line.startswith("  ") and "DIVERGE" in line]
+    assert table == ["z_first", "a_second"]  # recording order, not name order
+    assert out.splitlines()[-1] == "first divergence at step 1 in leaf z_first; all of step 0 equal"
+    assert "digest differs" in out
+    (tmp_path / "order.txt").write_text("# compare the bias first\na_second\n\nnot_a_leaf\n")
+    _, out, _ = _main(capsys, a, b, "--order", tmp_path / "order.txt")
+    assert out.splitlines()[-1] == "first divergence at step 1 in leaf a_second; all of step 0 equal"
+    assert _main(capsys, a / "trace.jsonl", b)[0] == 1  # the log file itself is a run too
+
+
+def test_full_recording_against_digests_and_against_raw_dumps(tmp_path, capsys):
+    steps = {step: {"w": np.arange(64, dtype=np.float32) * step, "x": np.full((4, 4), step, np.float16)}
+             for step in range(3)}
+    full = _record(tmp_path / "full", steps, mode="full")
+    digests = _record(tmp_path / "digests", steps)
+    assert _main(capsys, full, digests)[0] == 0
+    raw = tmp_path / "raw"
+    for step, leaves in steps.items():
+        (raw / f"step_{step}").mkdir(parents=True)
+        leaves["w"].tofile(raw / f"step_{step}" / "w.bin")
+    code, out, _ = _main(capsys, full, raw)  # raw dumps have no x: reported, not a crash
+    assert code == 1 and "missing in B" in out
+    changed = {**steps, 2: {**steps[2], "w": steps[2]["w"] + np.float32(1)}}
+    code, out, _ = _main(capsys, full, _record(tmp_path / "full2", changed, mode="full"))
+    assert code == 1 and "64/64 (100.0%)" in out and "first divergence at step 2 in leaf w" in out
+
+
+def test_nan_and_signed_zero_cases(tmp_path, capsys):
+    nan = np.float32(np.nan)
+    a = _npy_run(tmp_path / "a", {0: {"nan_same": np.array([nan, 1], np.float32),
+                                      "nan_vs_number": np.array([nan, 1, 2], np.float32),
+                                      "zeros": np.array([0.0, 0.0, 5.0], np.float32)}})
+    b = _npy_run(tmp_path / "b", {0: {"nan_same": np.array([nan, 1], np.float32),
+                                      "nan_vs_number": np.array([3, 1, 2], np.float32),
+                                      "zeros": np.array([0.0, -0.0, 5.0], np.float32)}})
+    code, out, _ = _main(capsys, a, b)
+    assert code == 1
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and "leaf" not in line}
+    assert rows["nan_same"].split()[1] == "equal"
+    assert rows["nan_vs_number"].split()[1:5] == ["DIVERGE", "1/3", "(33.3%)", "nan"]
+    assert "A nan, B 3.0" in rows["nan_vs_number"] and "1 with NaN" in rows["nan_vs_number"]
+    assert rows["zeros"].split()[1:6] == ["DIVERGE", "1/3", "(33.3%)", "0", "0"]
+    assert "signed zero only" in rows["zeros"] and "A 0.0, B -0.0" in rows["zeros"]
+
+
+def test_missing_reshaped_and_retyped_leaves_and_steps_are_reported(tmp_path, capsys):
+    w = np.zeros((2, 3), np.float32)
+    a = _npy_run(tmp_path / "a", {0: {"w": w, "only_a": w, "shape": w, "dtype": w}, 1: {"w": w}})
+    b = _npy_run(tmp_path / "b", {0: {"w": w, "only_b": w, "shape": w.reshape(3, 2),
+                                      "dtype": w.astype(np.float16)}})
+    code, out, _ = _main(capsys, a, b, "--all")
+    assert code == 1
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and "status" not in line}
+    assert "missing in B" in rows["only_a"] and "only A has it: float32[2, 3]" in rows["only_a"]
+    assert "missing in A" in rows["only_b"]
+    assert "shape differs" in rows["shape"] and "A float32[2, 3], B float32[3, 2]" in rows["shape"]
+    assert "dtype differs" in rows["dtype"] and "B float16[2, 3]" in rows["dtype"]
+    assert "step 1: 1 of 1 leaves diverge" in out  # the step B does not have
+    assert out.splitlines()[-1] == "first divergence at step 0 in leaf dtype (dtype differs); no step before it"
+
+
+def test_raw_bfloat16_and_float16_with_dtype(tmp_path, capsys):
+    for run, last in (("a", 0x3F80), ("b", 0x3F81)):
+        (tmp_path / run / "step_0").mkdir(parents=True)
+        np.array([0x4000, last], np.uint16).tofile(tmp_path / run / "step_0" / "g.bin")
+    code, out, _ = _main(capsys, tmp_path / "a", tmp_path / "b", "--dtype", "bfloat16")
+    assert code == 1 and "A 1.0, B 1.01" in out
+    code, out, _ = _main(capsys, tmp_path / "a", tmp_path / "b", "--dtype", "float16")
+    assert code == 1 and "1/2 (50.0%)" in out
+
+
+def test_json_output(seed_runs, tmp_path, capsys):
+    code, _, _ = _main(capsys, *seed_runs, "--json", tmp_path / "diff.json")
+    data = json.loads((tmp_path / "diff.json").read_text())
+    assert code == 1 and data["identical"] is False and data["first_divergence"] == {"step": 2, "leaf": PLANTED}
+    planted = next(leaf for leaf in data["steps"][1]["leaves"] if leaf["leaf"] == PLANTED)
+    assert planted["mismatched"] == 3 and planted["max_ulp"] == 2 and planted["first_index"] == [130]
+    assert data["not_compared"] == [3]
+
+
+def test_chunk_size_does_not_change_the_result(seed_runs):
+    run_a, run_b = (open_run(str(path)) for path in seed_runs)
+    small = compare_runs(run_a, run_b, all_steps=True, chunk_bytes=40)
+    large = compare_runs(run_a, run_b, all_steps=True)
+    assert small == large
+    planted = next(leaf for leaf in large.steps[1].leaves if leaf.leaf == PLANTED)
+    assert planted.status is LeafStatus.DIVERGE and planted.stats.first_index == 130
+
+
+def test_memory_stays_bounded_while_streaming(tmp_path):
+    n = 8 << 20  # 32 MiB per leaf and run
+    values = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    for run, data in (("a", values), ("b", values), ("c", np.nextafter(values, np.float32(1)))):
+        (tmp_path / run / "step_0").mkdir(parents=True)
+        data.tofile(tmp_path / run / "step_0" / "x.bin")
+    del values, data
+    runs = {run: open_run(str(tmp_path / run)) for run in "abc"}
+    tracemalloc.start()
+    try:
+        equal = compare_runs(runs["a"], runs["b"], chunk_bytes=1 << 20)
+        _, equal_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        every = compare_runs(runs["a"], runs["c"], chunk_bytes=1 << 20)
+        _, diverged_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert equal.identical and every.steps[0].leaves[0].stats.mismatched == n
+    assert equal_peak < 8 << 20 and diverged_peak < 8 << 20, (equal_peak, diverged_peak)
+
+
+# -- errors: one line, exit 2 --------------------------------------------------------------------
+def _error(tmp_path, *args):
+    result = _cli(*args)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{PROG}: error: "), result.stderr
+    return lines[0]
+
+
+def test_missing_directory_and_non_run_paths(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    assert "no such file or directory" in _error(tmp_path, tmp_path / "nope", tmp_path / "empty")
+    assert "no steps found" in _error(tmp_path, tmp_path / "empty", tmp_path / "empty")
+    assert "not a run" in _error(tmp_path, tmp_path / "notes.txt", tmp_path / "empty")
+
+
+def test_bad_dtype_and_bad_options(tmp_path, seed_runs):
+    assert "unknown dtype 'float8'" in _error(tmp_path, *seed_runs, "--dtype", "float8")
+    assert "the following arguments are required" in _error(tmp_path, seed_runs[0])
+    assert "does not exist" in _error(tmp_path, *seed_runs, "--json", tmp_path / "no" / "x.json")
+
+
+def test_unreadable_order_file_is_one_line(tmp_path, seed_runs):
+    assert "none.txt: cannot open" in _error(tmp_path, *seed_runs, "--order", tmp_path / "none.txt")
+
+
+def test_raw_file_size_not_a_multiple_of_the_dtype(tmp_path):
+    (tmp_path / "a" / "step_0").mkdir(parents=True)
+    (tmp_path / "a" / "step_0" / "x.bin").write_bytes(b"\0" * 10)
+    message = _error(tmp_path, tmp_path / "a", tmp_path / "a")
+    assert "10 bytes is not a whole number of float32 elements" in message
+
+
+def test_malformed_logs(tmp_path):
+    run = tmp_path / "a"
+    run.mkdir()
+    good = json.dumps({"step": 0, "leaf": "x", "dtype": "float32", "shape": [2], "digest": "0" * 32})
+    cases = [
+        ("{not json", "trace.jsonl:2: malformed JSON line"),
+        (json.dumps({"step": 0, "leaf": "y", "dtype": "float32", "shape": [2]}), "missing digest"),
+        (json.dumps({"step": -1, "leaf": "y", "dtype": "float32", "shape": [2], "digest": "0" * 32}), "step must be"),
+        (json.dumps({"step": 0, "leaf": "y", "dtype": "f8", "shape": [2], "digest": "0" * 32}), "unknown dtype"),
+        (json.dumps({"step": 0, "leaf": "y", "dtype": "float32", "shape": [2], "digest": "0" * 32,
+                     "algorithm": "sha256"}), "digest algorithm 'sha256'"),
+        (json.dumps({"step": 0, "leaf": "y", "dtype": "float32", "shape": [2], "digest": "xyz"}), "hex digits"),
+        (good, "recorded twice"),
+        (json.dumps({"step": 0, "leaf": "y", "dtype": "float32", "shape": [2], "digest": "0" * 32,
+                     "file": "step_0/y.bin"}), "y.bin: cannot stat"),
+    ]
+    for line, message in cases:
+        (run / "trace.jsonl").write_text(good + "\n" + line + "\n")
+        assert message in _error(tmp_path, run, run), line
+
+
+def test_corrupt_and_truncated_numpy_files(tmp_path):
+    (tmp_path / "a" / "step_0").mkdir(parents=True)
+    (tmp_path / "a" / "step_0" / "x.npy").write_bytes(b"not an npy file at all")
+    assert "not a readable .npy file" in _error(tmp_path, tmp_path / "a", tmp_path / "a")
+    np.save(tmp_path / "a" / "step_0" / "x.npy", np.zeros(100, np.float32))
+    with open(tmp_path / "a" / "step_0" / "x.npy", "r+b") as stream:
+        stream.truncate(200)
+    assert "bytes, but its dtype and shape need" in _error(tmp_path, tmp_path / "a", tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "step_0.npz").write_bytes(b"PK\x03\x04 broken")
+    assert "not a readable .npz file" in _error(tmp_path, tmp_path / "b", tmp_path / "b")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "step_0.safetensors").write_bytes(struct.pack("<Q", 1000) + b"{}")
+    assert "not a safetensors file" in _error(tmp_path, tmp_path / "c", tmp_path / "c")
+
+
+def test_untyped_bfloat16_npy_needs_dtype(tmp_path, capsys):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    run = _npy_run(tmp_path / "a", {0: {"g": np.ones(4, ml_dtypes.bfloat16)}})
+    assert "pass --dtype bfloat16" in _error(tmp_path, run, run)
+    assert _main(capsys, run, run, "--dtype", "bfloat16")[0] == 0
+
+
+def test_help_has_defaults_and_examples():
+    result = _cli("--help")
+    assert result.returncode == 0
+    for fragment in ("examples:", "(default: float32)", "--all", "--order FILE", "exit codes"):
+        assert fragment in result.stdout
+
+
+def test_damaged_compressed_npz_member_is_one_line(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    values = np.random.default_rng(0).standard_normal(50_000).astype(np.float32)
+    np.savez_compressed(tmp_path / "a" / "step_0.npz", x=values)
+    np.savez_compressed(tmp_path / "b" / "step_0.npz", x=values)
+    damaged = bytearray((tmp_path / "b" / "step_0.npz").read_bytes())
+    middle = len(damaged) // 2
+    damaged[middle:middle + 64] = bytes(64)  # inside the deflate stream, past the .npy header
+    (tmp_path / "b" / "step_0.npz").write_bytes(bytes(damaged))
+    assert "read failed" in _error(tmp_path, tmp_path / "a", tmp_path / "b")
+
+
+def test_readme_worked_example(tmp_path, monkeypatch, capsys):
+    """The README's example runs and gives the verdict and the dW2 row it shows."""
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("Worked example"):]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = section.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README example", "exec"), {})
+    code_, out, _ = _main(capsys, "runs/a", "runs/b")
+    lines = out.splitlines()
+    assert code_ == 1 and lines[-1] == shown[-3] and lines[2] == shown[3]
+    row = next(line for line in lines if line.strip().startswith("dW2"))
+    shown_row = next(line for line in shown if line.strip().startswith("dW2"))
+    # the values depend on this machine's BLAS; the facts of the planted change do not
+    assert row.split()[:5] == shown_row.split()[:5] == ["dW2", "DIVERGE", "1/4096", "(<0.1%)", "1"]
+    assert "[12, 40]" in row and "[12, 40]" in shown_row
