@@ -9,7 +9,15 @@ import argparse
 import os
 import sys
 
-from ._cli import EXIT_OK, EXIT_USAGE, ArgumentParser, error_line, prog_name, run_guarded, wrap_paragraphs
+from ._cli import (
+    EXIT_OK,
+    EXIT_USAGE,
+    ArgumentParser,
+    error_line,
+    prog_name,
+    run_guarded,
+    wrap_paragraphs,
+)
 
 DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version
 and library file, CuPy, the environment variables that change cuBLAS), where libcublas, cudart and

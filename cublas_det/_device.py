@@ -65,13 +65,12 @@ def driver_reason(driver_version: int, runtime_version: int, module_version: str
         runtime_version: ``cudaRuntimeGetVersion`` of CuPy's CUDA runtime.
         module_version: the NVIDIA kernel module's version (``535.104.05``), if known.
     """
-    from ._provenance import _cuda_version_text
 
     if driver_version == 0:
         return ("no GPU available: no NVIDIA driver found (libcuda.so.1 is not loadable); "
                 "run on a machine with an NVIDIA GPU and its driver")
     driver_major, runtime_major = driver_version // 1000, runtime_version // 1000
-    driver_text, runtime_text = _cuda_version_text(driver_version), _cuda_version_text(runtime_version)
+    driver_text, runtime_text = cuda_version_text(driver_version), cuda_version_text(runtime_version)
     if driver_major < runtime_major and runtime_major in MIN_DRIVER_BRANCH:
         needed = f"{MIN_DRIVER_BRANCH[runtime_major]} or newer"
     else:
@@ -134,3 +133,21 @@ def device_properties(device_id: int | None = None) -> dict:
         "total_memory_bytes": int(props["totalGlobalMem"]),
         "pci_bus_id": pci_bus_id,
     }
+
+
+def cuda_version_text(value: int) -> str:
+    """CUDA encodes versions as 1000*major + 10*minor (13000 -> '13.0')."""
+    return f"{value // 1000}.{value % 1000 // 10}"
+
+
+def gpu_failures() -> tuple[type[BaseException], ...]:
+    """The exceptions a GPU phase (operands, reference, a scenario, timing) may raise without a bug:
+    out of memory, a CUDA or cuBLAS error, a shape that does not fit. A phase that raises one is
+    recorded as an error in the report; anything else propagates with its traceback."""
+    import cupy
+
+    from ._cublas import CublasError
+    from .errors import DoesNotFit
+
+    return (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
+            CublasError, DoesNotFit, MemoryError)

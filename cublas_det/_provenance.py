@@ -15,7 +15,7 @@ def fingerprint(device_id: int | None = None) -> dict:
     import numpy
 
     from . import _cublas
-    from ._device import device_properties
+    from ._device import cuda_version_text, device_properties
     from ._env import cublas_env_vars
 
     runtime = cupy.cuda.runtime
@@ -23,8 +23,8 @@ def fingerprint(device_id: int | None = None) -> dict:
     version = _cublas.cublas_get_version()
     return {
         "gpu": device_properties(device_id),
-        "driver_version": _cuda_version_text(runtime.driverGetVersion()),
-        "runtime_version": _cuda_version_text(runtime.runtimeGetVersion()),
+        "driver_version": cuda_version_text(runtime.driverGetVersion()),
+        "runtime_version": cuda_version_text(runtime.runtimeGetVersion()),
         "cublas_version": f"{version // 10000}.{version // 100 % 100}.{version % 100}",
         "cublas_library": library_path,
         "cublas_found_via": found_via,
@@ -36,8 +36,3 @@ def fingerprint(device_id: int | None = None) -> dict:
         "python": sys.executable,
         "env": cublas_env_vars(),
     }
-
-
-def _cuda_version_text(value: int) -> str:
-    """CUDA encodes versions as 1000*major + 10*minor (13000 -> '13.0')."""
-    return f"{value // 1000}.{value % 1000 // 10}"

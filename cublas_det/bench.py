@@ -18,9 +18,18 @@ import argparse
 import sys
 import time
 
-from ._cli import (EXIT_FINDING, EXIT_OK, EXIT_USAGE, ArgumentParser, ExtendList, error_line, prog_name,
-                   run_guarded, wrap_paragraphs)
-from .config import MODE_CHOICES
+from ._cli import (
+    EXIT_FINDING,
+    EXIT_OK,
+    EXIT_USAGE,
+    ArgumentParser,
+    ExtendList,
+    error_line,
+    prog_name,
+    run_guarded,
+    wrap_paragraphs,
+)
+from .config import DEFAULT_MODES, MODE_CHOICES
 from .errors import UsageError
 from .outputs import check_writable, write_json, write_text
 
@@ -61,8 +70,8 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     what.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, metavar="T",
                       help="tokens (batch x seqlen) for the Mamba2 presets (default: %(default)s)")
     what.add_argument("--modes", nargs="+", action=ExtendList, type=str.lower, choices=MODE_CHOICES,
-                      default=list(MODE_CHOICES), metavar="MODE",
-                      help=f"math modes: {', '.join(MODE_CHOICES)} (default: {' '.join(MODE_CHOICES)})")
+                      default=list(DEFAULT_MODES), metavar="MODE",
+                      help=f"math modes: {', '.join(MODE_CHOICES)} (default: {' '.join(DEFAULT_MODES)})")
     what.add_argument("--scenarios", nargs="+", action=ExtendList, metavar="NAME",
                       help="reproducibility scenarios, or 'all' or 'none' (default: all; with --devices: repeat): "
                            f"{', '.join(REGISTRY)}")
@@ -256,10 +265,10 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused) -> int:
     import cupy
 
     from . import __version__
+    from ._device import gpu_failures
     from ._provenance import fingerprint
     from ._timing import time_shape, warm_up
     from .check import CheckInterrupted, check_many
-    from .errors import gpu_failures
     from .report.json_file import now_iso, to_json
     from .report.text import render_text, run_failed
     from .results import BenchResult, ShapeReport

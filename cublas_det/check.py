@@ -12,10 +12,10 @@ import time
 
 from . import _compare
 from ._cublas import MathMode
+from ._device import gpu_failures
 from ._gemm import shape_gemm
 from ._handle import create_handle
 from .config import GemmConfig, resolve_config
-from .errors import gpu_failures
 from .memory import check_fits
 from .operands import Operands, fp64_reference, output, upload_operands
 from .results import GemmCheck, ScenarioResult

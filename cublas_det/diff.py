@@ -12,12 +12,19 @@ Exit codes: 0 identical, 1 diverged, 2 usage or I/O error (one line on stderr).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 
-from ._cli import EXIT_FINDING, EXIT_OK, EXIT_USAGE, error_line, run_guarded
+from ._cli import (
+    EXIT_FINDING,
+    EXIT_OK,
+    EXIT_USAGE,
+    ArgumentParser,
+    prog_name,
+    run_guarded,
+    wrap_paragraphs,
+)
 from .bitcompare import DTYPES, lookup_dtype
+from .outputs import check_writable, write_json
 
 PROG = "python -m cublas_det.diff"
 
@@ -36,14 +43,6 @@ examples:
 
 exit codes: 0 identical, 1 diverged, 2 usage or I/O error
 """
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """Usage errors as one line (``prog: error: ...``) and exit 2, like every other expected error."""
-
-    def error(self, message):
-        error_line(self.prog, message)
-        sys.exit(EXIT_USAGE)
 
 
 def _dtype(value: str) -> str:
@@ -65,7 +64,7 @@ def _chunk_mib(value: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog=PROG, description=__doc__.split("\n\n")[1].replace("\n", " "), epilog=EPILOG,
+    parser = ArgumentParser(prog=prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_a", metavar="RUN_A", help="the first run: a directory of dumps, or a trace log")
     parser.add_argument("run_b", metavar="RUN_B", help="the second run, in any layout")
@@ -89,31 +88,20 @@ def _run(argv: list[str]) -> int:
     from .run_layout import open_run, read_order_file
 
     args = build_parser().parse_args(argv)
-    if args.json:
-        _check_writable(args.json)
+    if args.json is not None:
+        check_writable(args.json, "--json")
     order = read_order_file(args.order) if args.order else None
     run_a = open_run(args.run_a, raw_dtype=args.dtype)
     run_b = open_run(args.run_b, raw_dtype=args.dtype)
     diff = compare_runs(run_a, run_b, order=order, all_steps=args.all_steps, chunk_bytes=args.chunk_bytes)
     print("\n".join(report_lines(diff, verbose=args.verbose)))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as stream:
-            json.dump(diff.to_dict(), stream, indent=1)
-            stream.write("\n")
+    if args.json and not write_json(args.json, diff.to_dict()):
+        return EXIT_USAGE
     return EXIT_OK if diff.identical else EXIT_FINDING
 
 
-def _check_writable(path: str) -> None:
-    """Fail before comparing when the JSON cannot be written."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise OSError(f"--json {path}: is a directory; give a file name")
-    if not os.path.isdir(directory):
-        raise OSError(f"--json {path}: directory {directory} does not exist")
-
-
 def main(argv: list[str] | None = None) -> int:
-    return run_guarded(PROG, lambda: _run(sys.argv[1:] if argv is None else argv))
+    return run_guarded(prog_name(), lambda: _run(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -22,15 +22,3 @@ class InputFileError(UsageError):
 
 class DoesNotFit(CublasDetError, MemoryError):
     """A GEMM needs more host or device memory than is available."""
-
-
-def gpu_failures() -> tuple[type[BaseException], ...]:
-    """The exceptions a GPU phase (operands, reference, a scenario, timing) may raise without a bug:
-    out of memory, a CUDA or cuBLAS error, a shape that does not fit. A phase that raises one is
-    recorded as an error in the report; anything else propagates with its traceback."""
-    import cupy
-
-    from ._cublas import CublasError
-
-    return (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
-            CublasError, DoesNotFit, MemoryError)

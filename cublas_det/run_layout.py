@@ -36,6 +36,7 @@ import numpy as np
 
 from .bitcompare import dtype_name_of, lookup_dtype
 from .digest import ALGORITHM, DIGEST_HEX_DIGITS
+from .errors import InputFileError
 
 LOG_NAME = "trace.jsonl"
 STEP_DIR = re.compile(r"^step_?(\d+)$")
@@ -48,7 +49,7 @@ SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF1
 _HEX = re.compile(r"^[0-9a-f]+$")
 
 
-class RunLayoutError(ValueError):
+class RunLayoutError(InputFileError):
     """A run that cannot be read: a missing path, a malformed file, an unsupported dtype (one line)."""
 
 

@@ -6,8 +6,8 @@ Each case: (tool, arguments, environment, files to create, expected exit code, f
 """
 
 import json
-import re
 import pathlib
+import re
 
 import pytest
 

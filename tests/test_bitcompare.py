@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from cublas_det import bitcompare
-from cublas_det.bitcompare import BitComparison, compare_arrays, lookup_dtype, ordered, ulp_distance
+from cublas_det.bitcompare import (
+    BitComparison,
+    compare_arrays,
+    lookup_dtype,
+    ordered,
+    ulp_distance,
+)
 
 
 def _bf16_bits(values) -> np.ndarray:

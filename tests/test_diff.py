@@ -16,7 +16,7 @@ from cublas_det.run_layout import open_run
 from cublas_det.trace import Recorder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROG = "python -m cublas_det.diff"
+PROG = f"{os.path.basename(sys.executable)} -m cublas_det.diff"  # the name the user typed
 SEED_LEAVES = [f"l{i:02d}" for i in range(26)]
 PLANTED = "l07"
 PLANTED_AT = (130, 1000, 4000)  # elements of the planted leaf of run B that differ at step 2

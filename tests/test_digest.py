@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from cublas_det import digest
-from cublas_det.digest import MASK64, WEYL, DigestAccumulator, finish, fmix64, host_digest, smix64
+from cublas_det.digest import (
+    MASK64,
+    WEYL,
+    DigestAccumulator,
+    finish,
+    fmix64,
+    host_digest,
+    smix64,
+)
 
 SIZES = [0, 1, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33, 47, 64, 1000, 4097]
 

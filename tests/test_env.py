@@ -1,4 +1,4 @@
-from cublas_det import _env, _provenance
+from cublas_det import _device, _env
 
 
 def test_empty_math_mode_var_means_unset(monkeypatch):
@@ -44,5 +44,5 @@ def test_tf32_warnings(monkeypatch):
 
 
 def test_cuda_version_text():
-    assert _provenance._cuda_version_text(13000) == "13.0"
-    assert _provenance._cuda_version_text(12080) == "12.8"
+    assert _device.cuda_version_text(13000) == "13.0"
+    assert _device.cuda_version_text(12080) == "12.8"

@@ -68,7 +68,7 @@ class Scenario:
 
         Any other exception is a bug and propagates with its traceback.
         """
-        from ..errors import gpu_failures
+        from .._device import gpu_failures
 
         try:
             return self.body(context)
