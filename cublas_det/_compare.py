@@ -1,4 +1,4 @@
-"""Bitwise comparison of float32 outputs: mismatch counts, greatest difference, ULP distance, digests.
+"""Bitwise comparison of GEMM outputs (float32, bfloat16, float16): mismatches, greatest difference, ULP distance, digests.
 
 Works on numpy and CuPy arrays alike (the array module is taken from the inputs), so the
 arithmetic is tested on the CPU and runs on the GPU without a host copy.
@@ -41,12 +41,20 @@ def _unravel(flat: int, shape) -> tuple[int, ...]:
     return tuple(int(i) for i in numpy.unravel_index(flat, shape))
 
 
+def _bits(xp, array, signed: bool = False):
+    """The array's bit patterns as integers of its width (float32: 32 bits; bfloat16, float16: 16)."""
+    width = array.dtype.itemsize
+    if width not in (2, 4):
+        raise TypeError(f"cannot compare {array.dtype} bit for bit: float32, bfloat16 or float16 expected")
+    return array.view((xp.int16 if width == 2 else xp.int32) if signed else (xp.uint16 if width == 2 else xp.uint32))
+
+
 def ordered_bits(array):
-    """float32 -> int64 such that adjacent floats differ by 1 and +0 == -0 (for ULP distances)."""
+    """A float array -> int64 such that adjacent floats differ by 1 and +0 == -0 (for ULP distances)."""
     xp = _xp(array)
-    bits = array.view(xp.int32).astype(xp.int64)
+    bits = _bits(xp, array, signed=True).astype(xp.int64)
     # Negative floats have the sign bit set; map them below zero in reverse order.
-    return xp.where(bits < 0, -(2**31) - bits, bits)
+    return xp.where(bits < 0, -(2 ** (8 * array.dtype.itemsize - 1)) - bits, bits)
 
 
 def ulp_distance(a, b):
@@ -77,7 +85,7 @@ class Mismatch:
 def count_mismatches(reference, actual):
     """Number of elements whose bits differ, as a 0-d array (no host sync on the GPU)."""
     xp = _xp(reference)
-    return xp.count_nonzero(reference.view(xp.uint32) != actual.view(xp.uint32))
+    return xp.count_nonzero(_bits(xp, reference) != _bits(xp, actual))
 
 
 def compare(reference, actual) -> Mismatch:
@@ -89,7 +97,7 @@ def compare(reference, actual) -> Mismatch:
     if mismatched == 0:
         return Mismatch(0, int(reference.size), 0.0, 0, None)
     # -1 where the bits match, so that argmax finds a mismatch even when it is 0 ULP (a signed zero).
-    differ = reference.view(xp.uint32) != actual.view(xp.uint32)
+    differ = _bits(xp, reference) != _bits(xp, actual)
     ulps = xp.where(differ, ulp_distance(reference, actual), -1)
     flat = int(xp.argmax(ulps))
     index = _unravel(flat, reference.shape)
@@ -155,7 +163,7 @@ class MismatchTracker:
         self._counts = xp.zeros(max_runs, dtype=xp.uint64)
         # -1: no mismatch seen at this element (a mismatch of 0 ULP, a signed zero, is recorded as 0).
         self._worst_ulp = xp.full(reference.shape, -1, dtype=xp.int64)
-        self._worst_value = reference.copy()
+        self._worst_bits = _bits(xp, reference).copy()  # the value with the greatest ULP distance, as bits
         self._worst_abs = xp.full(reference.shape, -1.0, dtype=xp.float64)
         self._runs = 0
 
@@ -164,18 +172,18 @@ class MismatchTracker:
         if self._runs >= self._counts.size:
             raise ValueError(f"MismatchTracker was made for {self._counts.size} runs")
         xp = self._xp
-        ref_bits = self._reference.view(xp.uint32)
-        out_bits = actual.view(xp.uint32)
+        ref_bits = _bits(xp, self._reference)
+        out_bits = _bits(xp, actual)
         if xp.__name__ == "cupy":
-            _gpu_tracker_kernel()(ref_bits, out_bits, xp.int32(self._runs), self._worst_ulp, self._worst_value,
-                                  self._worst_abs, self._counts)
+            _gpu_tracker_kernel(self._reference.dtype.name)(ref_bits, out_bits, xp.int32(self._runs), self._worst_ulp,
+                                                            self._worst_bits, self._worst_abs, self._counts)
         else:
             differ = ref_bits != out_bits
             self._counts[self._runs] = int(differ.sum())
             ulps = xp.where(differ, ulp_distance(self._reference, actual), -1)
             worse = ulps > self._worst_ulp
             self._worst_ulp[worse] = ulps[worse]
-            self._worst_value[worse] = actual[worse]
+            self._worst_bits[worse] = out_bits[worse]
             with xp.errstate(invalid="ignore"):
                 diff = xp.abs(self._reference.astype(xp.float64) - actual.astype(xp.float64))
                 larger = differ & (diff > self._worst_abs)  # NaN compares false: not recorded
@@ -195,14 +203,34 @@ class MismatchTracker:
             max(counts), int(self._reference.size),
             _finite_max(xp, self._worst_abs),
             int(self._worst_ulp.reshape(-1)[flat]), index,
-            float(self._reference[index]), float(self._worst_value[index]),
+            float(self._reference[index]), float(self._worst_bits.view(self._reference.dtype)[index]),
         )
         return RunsSummary(self._runs, len(differing), worst, differing)
 
 
+# Per element format: the C type of its bits, and an expression decoding bits `x` to a double.
+_FORMATS = {
+    "float32": ("uint32", "int", "(double)__uint_as_float(x)"),
+    "bfloat16": ("uint16", "short", "(double)__uint_as_float(((unsigned int)x) << 16)"),
+    "float16": ("uint16", "short", "half_bits_to_double(x)"),
+}
+_HALF_DECODER = """
+__device__ double half_bits_to_double(unsigned short x) {
+    int exponent = (x >> 10) & 0x1f, mantissa = x & 0x3ff;
+    double value;
+    if (exponent == 0) value = ldexp((double)mantissa, -24);
+    else if (exponent == 31) value = mantissa ? __longlong_as_double(0x7ff8000000000000LL)
+                                              : __longlong_as_double(0x7ff0000000000000LL);
+    else value = ldexp((double)(mantissa | 0x400), exponent - 25);
+    return (x & 0x8000) ? -value : value;
+}
+"""
+
+
 @functools.cache
-def _gpu_tracker_kernel():
-    """One pass per output: count differing elements, keep each element's worst ULP and value.
+def _gpu_tracker_kernel(dtype_name: str = "float32"):
+    """One pass per output: count differing elements, keep each element's worst ULP, its bits, and its
+    greatest absolute difference.
 
     Why one fused elementwise kernel: a CuPy ReductionKernel reducing to one value ran in one
     block (~22 ms for 27 M elements, measured on the H200), slower than the GEMM it checks. Here
@@ -210,20 +238,31 @@ def _gpu_tracker_kernel():
     """
     import cupy
 
-    return cupy.ElementwiseKernel(
-        "uint32 r, uint32 o, int32 run",
-        "int64 worst_ulp, float32 worst_value, float64 worst_abs, raw uint64 counts",
-        """
-        if (r != o) {
+    inputs, outputs, body, preamble = tracker_kernel_parts(dtype_name)
+    return cupy.ElementwiseKernel(inputs, outputs, body, f"cublas_det_track_mismatches_{dtype_name}",
+                                  preamble=preamble)
+
+
+def tracker_kernel_parts(dtype_name: str) -> tuple[str, str, str, str]:
+    """The tracker kernel's (inputs, outputs, body, preamble) for one element format (compiled by
+    CuPy on the GPU; by the tests with NVRTC alone)."""
+    if dtype_name not in _FORMATS:
+        raise TypeError(f"cannot compare {dtype_name} bit for bit: float32, bfloat16 or float16 expected")
+    bits, signed, decode = _FORMATS[dtype_name]
+    low = "-2147483648LL" if bits == "uint32" else "-32768LL"
+    body = f"""
+        if (r != o) {{
             atomicAdd(&counts[run], 1ULL);
             // Order the bit patterns so that adjacent floats differ by one (as ordered_bits does).
-            long long rk = (int)r < 0 ? -2147483648LL - (long long)(int)r : (long long)(int)r;
-            long long ok = (int)o < 0 ? -2147483648LL - (long long)(int)o : (long long)(int)o;
+            long long rk = ({signed})r < 0 ? {low} - (long long)({signed})r : (long long)({signed})r;
+            long long ok = ({signed})o < 0 ? {low} - (long long)({signed})o : (long long)({signed})o;
             long long d = rk > ok ? rk - ok : ok - rk;
-            if (d > worst_ulp) { worst_ulp = d; worst_value = __uint_as_float(o); }
-            double diff = fabs((double)__uint_as_float(r) - (double)__uint_as_float(o));
+            if (d > worst_ulp) {{ worst_ulp = d; worst_bits = o; }}
+            double diff = fabs(to_double(r) - to_double(o));
             if (diff > worst_abs) worst_abs = diff;  // NaN compares false: not recorded
-        }
-        """,
-        "cublas_det_track_mismatches",
-    )
+        }}
+        """
+    preamble = ((_HALF_DECODER if dtype_name == "float16" else "")
+                + f"template <typename T> __device__ double to_double(T x) {{ return {decode}; }}\n")
+    return (f"{bits} r, {bits} o, int32 run", f"int64 worst_ulp, {bits} worst_bits, float64 worst_abs, raw uint64 counts",
+            body, preamble)

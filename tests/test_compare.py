@@ -122,3 +122,53 @@ def test_digest_is_sha256_of_bytes_and_relative_error():
     assert digest(x) == hashlib.sha256(x.tobytes()).hexdigest()
     assert digest(x) != digest(_values(1.0, -2.0))
     assert relative_error(_values(1.0, 2.5), np.array([1.0, 2.0])) == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16", "float16"])
+def test_the_tracker_kernel_compiles_with_nvrtc_for_each_format(dtype_name):
+    """The kernel's source in a stand-alone wrapper of the types CuPy gives its parameters."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as err:  # no CuPy, or no libnvrtc: nothing to compile with
+        pytest.skip(f"NVRTC not available: {err}")
+    from cublas_det._compare import tracker_kernel_parts
+
+    _, _, body, preamble = tracker_kernel_parts(dtype_name)
+    bits = "unsigned int" if dtype_name == "float32" else "unsigned short"
+    source = f"""{preamble}
+extern "C" __global__ void track(const {bits}* R, const {bits}* O, int run, long long* WU, {bits}* WB, double* WA,
+                                 unsigned long long* counts, int n) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    {bits} r = R[i], o = O[i];
+    long long& worst_ulp = WU[i];
+    {bits}& worst_bits = WB[i];
+    double& worst_abs = WA[i];
+    {body}
+}}
+"""
+    program = nvrtc.createProgram(source, "tracker.cu", [], [])
+    try:
+        nvrtc.compileProgram(program, ["-arch=compute_90"])
+    except Exception as err:
+        pytest.fail(f"{err}\n{nvrtc.getProgramLog(program)}")
+
+
+def test_16_bit_formats_compare_bit_for_bit_with_ulps():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        ref = np.array([1.0, 0.0, 2.0, -3.0], dtype=dtype)
+        out = ref.copy()
+        out.view(np.uint16)[3] += 2  # -3 moved 2 ULP further from zero
+        out[1] = -0.0
+        mismatch = compare(ref, out)
+        assert mismatch.mismatched_elements == 2 and mismatch.max_ulp == 2 and mismatch.index == (3,)
+        assert mismatch.reference_value == -3.0 and mismatch.actual_value < -3.0
+        tracker = MismatchTracker(ref, 1)
+        tracker.record(out)
+        worst = tracker.summary().worst
+        assert (worst.max_ulp, worst.index, worst.actual_value) == (2, (3,), mismatch.actual_value)
+        assert worst.max_abs_diff == pytest.approx(abs(float(out[3]) + 3.0))
+    assert ulp_distance(np.array([1.0], np.float16), np.array([2.0], np.float16))[0] == 2**10
