@@ -13,11 +13,12 @@ Two ways into the same ``cublasGemmEx`` of the same libcublas, with the same han
 
 from __future__ import annotations
 
-from ctypes import addressof, c_float, c_void_p
+from ctypes import addressof, c_float, c_uint16, c_void_p
 
 from . import _cublas
 from ._cublas import DataType, GemmAlgo, Operation
 from ._handle import Handle, default_handle
+from .config import ELEMENT_TYPES, HALF_SCALAR_COMPUTE, check_types
 
 # The enums as plain ints, read once: the hot path passes them untyped.
 CUDA_R_32F = int(DataType.R_32F)
@@ -87,11 +88,13 @@ def _pointer(ptr: int) -> c_void_p:
 
 
 def _check_operand(name: str, array, ndarray) -> None:
-    """Raise TypeError/ValueError unless ``array`` is a non-empty 2-D C-contiguous float32 CuPy array."""
+    """Raise TypeError/ValueError unless ``array`` is a non-empty 2-D C-contiguous CuPy array of a GEMM type."""
     if not isinstance(array, ndarray):
-        raise TypeError(f"{name} must be a cupy.ndarray, not {type(array).__name__} (move it with cupy.asarray)")
-    if array.dtype.char != "f":
-        raise TypeError(f"{name} must be float32, not {array.dtype} (convert with {name}.astype(cupy.float32))")
+        raise TypeError(f"{name} must be a CuPy array or a GPU tensor with __dlpack__ (PyTorch ...), not "
+                        f"{type(array).__name__} (move it with cupy.asarray)")
+    if array.dtype.name not in ELEMENT_TYPES:
+        raise TypeError(f"{name} must be float32, bfloat16 or float16, not {array.dtype} "
+                        f"(convert with {name}.astype(cupy.float32))")
     if array.ndim != 2:
         raise ValueError(f"{name} must be 2-D, not {array.ndim}-D with shape {array.shape}")
     if array.size == 0:
@@ -109,8 +112,12 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     """
     cupy = _bind()
     ndarray = cupy.ndarray
+    a, b = _as_cupy("a", a), _as_cupy("b", b)
+    out = None if out is None else _as_cupy("out", out)
     _check_operand("a", a, ndarray)
     _check_operand("b", b, ndarray)
+    if a.dtype != b.dtype:
+        raise TypeError(f"a and b must have one element type, not {a.dtype} and {b.dtype}")
     a_rows, lda = a.shape
     b_rows, ldb = b.shape
     m, k = (lda, a_rows) if trans_a else (a_rows, lda)
@@ -133,29 +140,58 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
         )
     if out is None:
         with cupy.cuda.Device(device_id):
-            out = cupy.empty((m, n), dtype=cupy.float32)
+            out = cupy.empty((m, n), dtype=a.dtype)
     else:
         _check_operand("out", out, ndarray)
         if out.shape != (m, n):
             raise ValueError(f"out must have shape {(m, n)}, not {out.shape}")
         if out.data.device_id != device_id:
             raise ValueError(f"out is on device {out.data.device_id} but the handle is on device {device_id}")
-    scalars = (c_float(alpha), c_float(beta))
+    compute = handle._compute_type if compute_type is None else int(compute_type)
+    check_types(a.dtype.name, out.dtype.name, compute)  # ValueError naming an unsupported combination
+    scalars = _scalars(alpha, beta, compute)
     args = _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr,
-                         addressof(scalars[0]), addressof(scalars[1]),
-                         handle._compute_type if compute_type is None else compute_type)
+                         addressof(scalars[0]), addressof(scalars[1]), compute,
+                         int(ELEMENT_TYPES[a.dtype.name].cuda), int(ELEMENT_TYPES[out.dtype.name].cuda))
     return handle, out, args, scalars
 
 
+def _as_cupy(name: str, value):
+    """A CuPy array as it is; another GPU tensor (PyTorch ...) as a CuPy view of its memory through DLPack."""
+    if isinstance(value, _cupy.ndarray) or not hasattr(value, "__dlpack__"):
+        return value  # not a tensor at all: _check_operand names the problem
+    try:
+        on_gpu = value.__dlpack_device__()[0] in (2, 13)  # kDLCUDA, kDLCUDAManaged
+    except (AttributeError, TypeError, ValueError):
+        on_gpu = False
+    if not on_gpu:
+        return value  # a host array (NumPy ...): _check_operand says to move it
+    try:
+        return _cupy.from_dlpack(value)  # zero copy: the view shares the tensor's memory
+    except (TypeError, ValueError, NotImplementedError, BufferError) as err:
+        hint = (" (CuPy takes bfloat16 from ml_dtypes: pip install ml-dtypes)" if "bfloat16" in str(err).lower()
+                else "")
+        raise TypeError(f"{name}: CuPy cannot view this {type(value).__name__} through DLPack: {err}{hint}") from None
+
+
+def _scalars(alpha: float, beta: float, compute: int) -> tuple:
+    """alpha and beta as the host scalars the compute type reads: half for COMPUTE_16F*, else float."""
+    if compute in HALF_SCALAR_COMPUTE:
+        import numpy
+
+        return tuple(c_uint16(int(numpy.float16(x).view(numpy.uint16))) for x in (alpha, beta))
+    return c_float(alpha), c_float(beta)
+
+
 def _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, alpha_address, beta_address,
-                  compute_type) -> tuple:
+                  compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUDA_R_32F) -> tuple:
     """cublasGemmEx's arguments after the handle, for a row-major ``out = op(a) @ op(b)``.
 
     Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the operands swap places and
     each leading dimension is a row length.
     """
     return (CUBLAS_OP_T if trans_b else CUBLAS_OP_N, CUBLAS_OP_T if trans_a else CUBLAS_OP_N, n, m, k,
-            alpha_address, b_ptr, CUDA_R_32F, ldb, a_ptr, CUDA_R_32F, lda, beta_address, out_ptr, CUDA_R_32F, n,
+            alpha_address, b_ptr, ab_type, ldb, a_ptr, ab_type, lda, beta_address, out_ptr, c_type, n,
             int(compute_type), CUBLAS_GEMM_DEFAULT)
 
 
@@ -191,9 +227,9 @@ def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cu
 
 def _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     """:func:`gemm` with every argument checked in turn (the path for anything but the common call)."""
-    handle, out, args, _scalars = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
+    handle, written, args, _kept = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
     _issue(handle, args)
-    return out
+    return written if out is None else out  # the caller's own tensor when one was given
 
 
 def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,

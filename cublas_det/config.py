@@ -121,13 +121,7 @@ class GemmConfig:
                              "set disallow_reduced_precision_reduction=True")
         object.__setattr__(self, "input_dtype", canonical_dtype(self.input_dtype, "input dtype"))
         object.__setattr__(self, "output_dtype", canonical_dtype(self.output_dtype, "output dtype"))
-        if self.output_dtype not in OUTPUT_TYPES[self.input_dtype]:
-            raise ValueError(f"GemmConfig: {self.input_dtype} inputs with a {self.output_dtype} output are not "
-                             f"supported; choose {', '.join(OUTPUT_TYPES[self.input_dtype])}")
-        allowed = COMPUTE_TYPES[(self.input_dtype, self.output_dtype)]
-        if self.compute_type not in allowed:
-            raise ValueError(f"GemmConfig: compute type {self.compute_type.name} does not take {self.input_dtype} "
-                             f"inputs with a {self.output_dtype} output; choose {', '.join(c.name for c in allowed)}")
+        check_types(self.input_dtype, self.output_dtype, self.compute_type, "GemmConfig: ")
         if self.math_mode in FP32_ONLY_MODES and self.input_dtype != "float32":
             raise ValueError(f"GemmConfig: {self.math_mode.name} math applies to float32 inputs, not "
                              f"{self.input_dtype}; choose PEDANTIC or DEFAULT")
@@ -234,6 +228,17 @@ def resolve_config(mode: GemmConfig | MathMode | int | str | None = None) -> tup
     if isinstance(mode, str):
         return GemmConfig.parse(mode), ModeSource.ARGUMENT
     return GemmConfig.from_math_mode_value(mode), ModeSource.ARGUMENT
+
+
+def check_types(input_dtype: str, output_dtype: str, compute_type: ComputeType, prefix: str = "") -> None:
+    """ValueError naming the combination unless cublasGemmEx takes these element and compute types."""
+    if output_dtype not in OUTPUT_TYPES[input_dtype]:
+        raise ValueError(f"{prefix}{input_dtype} inputs with a {output_dtype} output are not supported; "
+                         f"choose {', '.join(OUTPUT_TYPES[input_dtype])}")
+    allowed = COMPUTE_TYPES[(input_dtype, output_dtype)]
+    if compute_type not in allowed:
+        raise ValueError(f"{prefix}compute type {ComputeType(compute_type).name} does not take {input_dtype} inputs "
+                         f"with a {output_dtype} output; choose {', '.join(c.name for c in allowed)}")
 
 
 def canonical_dtype(name, what: str = "dtype") -> str:

@@ -15,10 +15,14 @@ from .shapes import GemmShape
 
 
 def host_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None):
-    """Seeded random normal A and B in their stored layouts, as numpy arrays of the input type."""
+    """Seeded random normal A and B in their stored layouts, as numpy arrays of the input type.
+
+    Drawn in float32 and rounded on the host (bfloat16 by ml_dtypes, round to nearest even), so the
+    rounded inputs, and their digests, are the same on every machine.
+    """
     import numpy
 
-    dtype = (config or GemmConfig()).input_dtype
+    dtype = (config or GemmConfig()).a_type.numpy_dtype
     rng = numpy.random.default_rng(seed)
     return (rng.standard_normal(shape.a_shape, dtype=numpy.float32).astype(dtype, copy=False),
             rng.standard_normal(shape.b_shape, dtype=numpy.float32).astype(dtype, copy=False))
@@ -62,7 +66,7 @@ def output(shape: GemmShape, config: GemmConfig | None = None, rows: int | None 
     """An uninitialised (M, N) output of the configuration's output type (``rows`` replaces M)."""
     import cupy
 
-    return cupy.empty((shape.m if rows is None else rows, shape.n), (config or GemmConfig()).output_dtype)
+    return cupy.empty((shape.m if rows is None else rows, shape.n), (config or GemmConfig()).c_type.numpy_dtype)
 
 
 def fp64_reference(shape: GemmShape, a, b):

@@ -23,7 +23,8 @@ def test_driver_older_than_the_runtime_names_both_and_both_fixes():
     assert reason.startswith("driver too old: NVIDIA driver 535.104.05 supports CUDA up to 12.2")
     assert "CuPy's CUDA runtime is 13.0, which needs R580 (580.65.06) or newer" in reason
     assert "upgrade the driver" in reason
-    assert "pip install 'cupy-cuda12x>=14,<15' 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' (the cuda12 extra)" in reason
+    assert ("pip install 'cupy-cuda12x>=14,<15' 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' 'ml-dtypes>=0.4' (the "
+            "cuda12 extra") in reason
 
 
 def test_driver_of_the_same_major_version_gets_no_other_cupy():

@@ -112,9 +112,9 @@ def _bad_calls():
 
     return [
         ("numpy a", lambda a, b, out, h: ((np.zeros((M, K), np.float32), b), dict(out=out, handle=h)),
-         TypeError, r"a must be a cupy.ndarray, not ndarray"),
+         TypeError, r"a must be a CuPy array or a GPU tensor with __dlpack__"),
         ("float64 b", lambda a, b, out, h: ((a, _array((K, N), 0x7300_0000, "float64")), dict(out=out, handle=h)),
-         TypeError, r"b must be float32, not float64"),
+         TypeError, r"b must be float32, bfloat16 or float16, not float64"),
         ("1-D a", lambda a, b, out, h: ((_array((M,), 0x7000_0000), b), dict(out=out, handle=h)),
          ValueError, r"a must be 2-D, not 1-D"),
         ("3-D out", lambda a, b, out, h: ((a, b), dict(out=_array((M, N, 1), 0x7200_0000), handle=h)),
@@ -204,3 +204,66 @@ def test_without_cupys_binding_every_call_goes_through_ctypes(calls, handles, mo
     assert [call[0] for call in calls] == ["setStream", "ctypes"]
     _, handle_arg, op_b, op_a, n, m = calls[1][:6]
     assert (handle_arg.value, op_b, op_a, n, m) == (0xA000, _gemm.CUBLAS_OP_N, _gemm.CUBLAS_OP_T, N, M)
+
+
+# -- half precision and DLPack tensors (issue: the GEMMs Mamba2 trains with) ------------------------
+class FakeCudaTensor:
+    """A stand-in for a PyTorch CUDA tensor: it exposes only the DLPack interface."""
+
+    def __init__(self, view):
+        self.view = view
+
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA, device 0
+
+    def __dlpack__(self, **kwargs):
+        raise AssertionError("cupy.from_dlpack is replaced in this test")
+
+
+@pytest.mark.parametrize("dtype, cuda_type", [("float16", 2), ("bfloat16", 14)])
+def test_dlpack_tensors_in_half_precision_are_viewed_not_copied(monkeypatch, calls, handles, dtype, cuda_type):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dtype = getattr(ml_dtypes, dtype) if dtype == "bfloat16" else dtype
+    views = []
+
+    def from_dlpack(tensor):
+        views.append(tensor)
+        return tensor.view  # CuPy's zero-copy view of the tensor's memory
+
+    monkeypatch.setattr(cupy, "from_dlpack", from_dlpack)
+    a, b, out = (FakeCudaTensor(_array(shape, address, dtype)) for shape, address in
+                 (((M, K), 0x1000), ((K, N), 0x2000), ((M, N), 0x3000)))
+    handle = handles()
+    assert _gemm.gemm(a, b, out=out, handle=handle) is out  # the caller's own tensor comes back
+    assert views == [a, b, out]
+    (call,) = [c for c in calls if c[0] in ("cupy", "ctypes")]
+    args = call[2:] if call[0] == "cupy" else call[2:]
+    pointers = [getattr(x, "value", x) for x in args]
+    assert 0x1000 in pointers and 0x2000 in pointers and 0x3000 in pointers  # the tensors' own memory
+    assert [args[7], args[10], args[14]] == [cuda_type, cuda_type, cuda_type]  # B, A and C types
+    assert args[15 + 1] == int(_cublas.ComputeType.COMPUTE_32F)
+
+
+def test_half_precision_combinations_are_named(monkeypatch, calls, handles):
+    import ctypes
+
+    alphas = []  # alpha read while the call runs: the host scalar lives only as long as the call
+
+    def record(*args):
+        alpha = args[6]
+        alphas.append(ctypes.c_uint16.from_address(getattr(alpha, "value", alpha)).value)
+        return 0
+
+    monkeypatch.setattr(_gemm, "_gemm_ex", record)
+    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", record)
+    a16 = _array((M, K), 0x1000, "float16")
+    b16 = _array((K, N), 0x2000, "float16")
+    with pytest.raises(TypeError, match="a and b must have one element type, not float16 and float32"):
+        _gemm.gemm(a16, _array((K, N), 0x2000), handle=handles())
+    with pytest.raises(ValueError, match="compute type COMPUTE_32F_FAST_TF32 does not take float16 inputs"):
+        _gemm.gemm(a16, b16, out=_array((M, N), 0x3000, "float16"), handle=handles(),
+                   compute_type=_cublas.ComputeType.COMPUTE_32F_FAST_TF32)
+    half = _gemm.gemm(a16, b16, out=_array((M, N), 0x3000, "float16"), handle=handles(), alpha=2.0,
+                      compute_type=_cublas.ComputeType.COMPUTE_16F)
+    assert half.dtype == cupy.float16
+    assert alphas == [0x4000]  # 2.0 as an IEEE half, as COMPUTE_16F reads alpha

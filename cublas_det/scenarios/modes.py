@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from .. import _compare
 from .._cublas import ComputeType, MathMode
+from ..config import COMPUTE_TYPES, GemmConfig
 from ..operands import fp64_reference
 from ..results import Kind
 from .base import Scenario, ScenarioContext, worst_of
 
 MODES = (MathMode.PEDANTIC, MathMode.DEFAULT, MathMode.TF32)
 MATRIX_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_32F_FAST_TF32)
+# In half precision TF32 does not apply, and what users choose between is the DISALLOW flag and the
+# compute types (PyTorch allows reduced-precision reduction in bf16 GEMMs by default).
+HALF_MODES = (MathMode.PEDANTIC, MathMode.DEFAULT)
+HALF_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_16F,
+                      ComputeType.COMPUTE_16F_PEDANTIC)
+
+
+def matrix(config: GemmConfig) -> list[tuple[GemmConfig, ComputeType]]:
+    """The cells of the matrix: a handle's configuration (COMPUTE_32F) and the compute type passed to the call."""
+    if config.input_dtype == "float32":
+        modes, flags, computes = MODES, (config.disallow_reduced_precision_reduction,), MATRIX_COMPUTE_TYPES
+    else:
+        modes, flags, computes = HALF_MODES, (False, True), HALF_COMPUTE_TYPES
+    allowed = COMPUTE_TYPES[(config.input_dtype, config.output_dtype)]
+    base = dataclasses.replace(config, compute_type=ComputeType.COMPUTE_32F)
+    return [(dataclasses.replace(base, math_mode=mode, disallow_reduced_precision_reduction=flag), compute)
+            for mode in modes for flag in flags for compute in computes if compute in allowed]
 
 
 def identical_groups(digests: dict[str, str]) -> list[list[str]]:
@@ -32,31 +52,31 @@ def _matrix(context: ScenarioContext) -> dict:
 
     reference64 = fp64_reference(context.shape, context.a, context.b)
     cells, outputs = {}, {}
-    for mode in MODES:
-        config = context.config.with_math_mode(mode)
+    for config, compute in matrix(context.config):
         with create_handle(config) as handle:
-            for compute in MATRIX_COMPUTE_TYPES:
-                out = cupy.empty((context.shape.m, context.shape.n), config.output_dtype)
-                gemm(context.a, context.b, out=out, handle=handle, trans_a=context.shape.trans_a,
-                     trans_b=context.shape.trans_b, compute_type=compute)
-                cells[f"{config.name}/{compute.name}"] = {
-                    "digest": _compare.digest(out), "rel_error": _compare.relative_error(out, reference64)}
-                if compute is ComputeType.COMPUTE_32F:
-                    outputs[config.name] = out
+            out = cupy.empty((context.shape.m, context.shape.n), config.c_type.numpy_dtype)
+            gemm(context.a, context.b, out=out, handle=handle, trans_a=context.shape.trans_a,
+                 trans_b=context.shape.trans_b, compute_type=compute)
+            cells[f"{config.name}/{compute.name}"] = {
+                "digest": _compare.digest(out), "rel_error": _compare.relative_error(out, reference64)}
+            if compute is ComputeType.COMPUTE_32F:
+                outputs[config.name] = out
     groups = identical_groups({name: cells[f"{name}/COMPUTE_32F"]["digest"] for name in outputs})
-    return {"cells": cells, "groups": groups, "outputs": outputs}
+    all_groups = identical_groups({name: cell["digest"] for name, cell in cells.items()})
+    return {"cells": cells, "groups": groups, "all_groups": all_groups, "outputs": outputs}
 
 
 def _modes(context: ScenarioContext):
     if "modes" not in context.shared:
         context.shared["modes"] = _matrix(context)
-    matrix = context.shared["modes"]
-    others = {name: out for name, out in matrix["outputs"].items() if name != context.config.name}
+    table = context.shared["modes"]
+    others = {name: out for name, out in table["outputs"].items() if name != context.config.name}
     mismatches = [_compare.compare(context.reference, out) for out in others.values()]
     differing = sum(not m.identical for m in mismatches)
     return MODES_SCENARIO.from_worst(len(others), differing, worst_of(mismatches),
-                                     " | ".join(" = ".join(group) for group in matrix["groups"]),
-                                     {"matrix": matrix["cells"], "groups": matrix["groups"]})
+                                     " | ".join(" = ".join(group) for group in table["groups"]),
+                                     {"matrix": table["cells"], "groups": table["groups"],
+                                      "all_groups": table["all_groups"]})
 
 
 MODES_SCENARIO = Scenario("modes", "which math modes give identical bits, and the math-mode x compute-type matrix",
