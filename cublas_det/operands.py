@@ -40,8 +40,13 @@ class Operands:
 def upload_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None) -> Operands:
     """:func:`device_operands` with the digests of the inputs, taken on the host before the upload."""
     a_host, b_host = host_operands(shape, seed, config)
-    digests = {"a": hashlib.sha256(a_host.data).hexdigest(), "b": hashlib.sha256(b_host.data).hexdigest()}
-    return Operands(*_upload(a_host, b_host), digests)
+    return Operands(*_upload(a_host, b_host), {"a": bytes_digest(a_host), "b": bytes_digest(b_host)})
+
+
+def bytes_digest(array) -> str:
+    """sha256 of a C-contiguous host array's bytes (through a byte view: the buffer protocol has no
+    format for ml_dtypes' bfloat16)."""
+    return hashlib.sha256(array.reshape(-1).view("uint8").data).hexdigest()
 
 
 def device_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None):

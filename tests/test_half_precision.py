@@ -81,3 +81,19 @@ def test_planted_shared_handle_race_is_caught_in_fp16():
     shared, per_handle = check.scenario("streams-shared-handle"), check.scenario("streams-per-handle")
     assert shared.differing_runs > 0 and shared.index is not None, str(shared)
     assert per_handle.identical, str(per_handle)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_host_operands_are_rounded_on_the_host_and_their_digests_are_of_their_bytes(dtype):
+    import hashlib
+
+    pytest.importorskip("ml_dtypes")
+    from cublas_det.operands import bytes_digest, host_operands
+    from cublas_det.shapes import parse_shape
+
+    config = GemmConfig(input_dtype=dtype, output_dtype=dtype)
+    a, b = host_operands(parse_shape("8x4x16:nt"), 3, config)
+    assert a.dtype == config.a_type.numpy_dtype and a.shape == (16, 8) and b.shape == (4, 16)
+    assert bytes_digest(a) == hashlib.sha256(a.tobytes()).hexdigest()
+    again, _ = host_operands(parse_shape("8x4x16:nt"), 3, config)
+    assert bytes_digest(again) == bytes_digest(a)  # the same seed, the same rounded bits
