@@ -93,7 +93,7 @@ def test_host_operands_are_rounded_on_the_host_and_their_digests_are_of_their_by
 
     config = GemmConfig(input_dtype=dtype, output_dtype=dtype)
     a, b = host_operands(parse_shape("8x4x16:nt"), 3, config)
-    assert a.dtype == config.a_type.numpy_dtype and a.shape == (16, 8) and b.shape == (4, 16)
+    assert a.dtype == config.a_type.numpy_dtype and a.shape == (16, 8) and b.shape == (16, 4)
     assert bytes_digest(a) == hashlib.sha256(a.tobytes()).hexdigest()
     again, _ = host_operands(parse_shape("8x4x16:nt"), 3, config)
     assert bytes_digest(again) == bytes_digest(a)  # the same seed, the same rounded bits
