@@ -149,6 +149,17 @@ class ShapeBench:
                 self.hold.release()
         return start, end
 
+    def held_replays(self, name: str, replays: int) -> None:
+        """Queue ``replays`` replays of arm ``name``'s batch graph behind the blocking kernel, then release
+        them: back to back, as a profiler should see them (``prepare`` first)."""
+        with self.stream:
+            self.hold.hold(self._outcomes[:1])
+            try:
+                for _ in range(replays):
+                    self.graphs[name].launch(self.stream)
+            finally:
+                self.hold.release()
+
     def held_seconds(self, graph) -> tuple[float, bool]:
         """Seconds one held replay of ``graph`` took, and whether the stream was held throughout."""
         import cupy
