@@ -59,3 +59,30 @@ def test_the_timer_reports_gpu_time_per_gemm(suite):
     assert suite.GPU_CLOCK() - start == pytest.approx(2e-3 / 100)  # 2 ms for 100 GEMMs: 20 µs per GEMM
     marks = {mark.name: mark for mark in suite.test_gemm.pytestmark}
     assert marks["benchmark"].kwargs == {"timer": suite.GPU_CLOCK} and "gpu" in marks
+
+
+def test_suite_ratios_are_checked_against_the_bench_intervals(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = SUITE.parent.parent
+    suite = {"benchmarks": [
+        {"group": "trunk/W_in/dW", "stats": {"median": 8.9e-6}, "extra_info": {"mode": "PEDANTIC"}},
+        {"group": "trunk/W_in/dW", "stats": {"median": 7.35e-6}, "extra_info": {"mode": "TF32"}},
+        {"group": "trunk/W_a/dX", "stats": {"median": 8.5e-6}, "extra_info": {"mode": "PEDANTIC"}},
+        {"group": "trunk/W_a/dX", "stats": {"median": 5.5e-6}, "extra_info": {"mode": "TF32"}}]}
+    bench = {"cublas_det": {"ratios": {
+        "trunk/W_in/dW": [{"numerator": "TF32", "denominator": "PEDANTIC", "median": 0.824, "ci_low": 0.822,
+                           "ci_high": 0.828}],
+        "trunk/W_a/dX": [{"numerator": "TF32", "denominator": "PEDANTIC", "median": 0.596, "ci_low": 0.594,
+                          "ci_high": 0.598}]}}}
+    (tmp_path / "suite.json").write_text(json.dumps(suite))
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    result = subprocess.run([sys.executable, str(root / "bench" / "suite_vs_bench.py"), str(tmp_path / "suite.json"),
+                             str(tmp_path / "bench.json")], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 1, result.stderr  # W_a/dX: 5.5/8.5 = 0.647 lies outside [0.594, 0.598]
+    assert "trunk/W_in/dW: suite TF32/PEDANTIC 0.826 (1.21x), bench 0.824 [0.822, 0.828] -> inside" in result.stdout
+    assert "trunk/W_a/dX: suite TF32/PEDANTIC 0.647 (1.55x), bench 0.596 [0.594, 0.598] -> OUTSIDE" in result.stdout
