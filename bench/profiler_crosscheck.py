@@ -1,79 +1,98 @@
 """Cross-check the timing engine against an independent profiler (the torch profiler, CUPTI).
 
-    python bench/profiler_crosscheck.py [--shape 128x56x4096:nt] [--modes pedantic tf32]
+    python bench/profiler_crosscheck.py [--shape 128x56x4096:nt --shape 4096x128x128:tn] [--modes pedantic tf32]
 
-For each mode, in this one process: the graph-replay time per GEMM from cublas_det's timing
-engine (and the eager time, host-bound on small shapes), against the torch profiler's (CUPTI)
-kernel timestamps while the same batch graph replays: the kernel span per GEMM (which should
-agree within 10%) and the summed kernel durations (lower: it leaves out the ~1 µs launch gaps
-between a split-K GEMM's two kernels).
+For each shape and mode, in this one process: the engine times its own CUDA graphs (operand sets
+rotated through the batch as always, batches started from a held stream); then the torch
+profiler records the kernels of the same graphs while they replay back to back, queued behind the
+same blocking kernel. Per GEMM it compares the engine's graph time with the profiler's kernel span
+(first kernel start to last kernel end, the gaps between a split-K GEMM's kernels included) and
+asserts they agree within --tolerance (10%). The summed kernel durations ("busy", lower: no gaps)
+and the kernel names are printed beside.
+
+Exit codes: 0 every ratio within the tolerance; 1 one is not; 2 no GPU, no PyTorch (one line,
+before any GPU work) or a bad argument.
 """
 
 import argparse
 import importlib.util
 import sys
+import time
 
 from cublas_det._cli import ArgumentParser, prog_name, run_guarded
 from cublas_det._device import require_gpu
+from cublas_det.timing.hold import KERNEL_NAMES
+
+SHAPES = ["128x56x4096:nt", "4096x128x128:tn"]
 
 
-def profiled_us_per_gemm(shape, mode, calls, replays=20):
-    """Replay a graph of ``calls`` GEMMs under the torch profiler; per GEMM: (kernel span, kernel busy, names).
-
-    Span = last kernel end - first kernel start over all replays (what back-to-back GEMMs take,
-    launch gaps between a GEMM's kernels included); busy = summed kernel durations.
-    """
-    import cupy
+def profiled_us_per_gemm(bench, mode: str, replays: int = 20):
+    """Replay arm ``mode``'s batch graph ``replays`` times under the torch profiler, all queued behind
+    the blocking kernel; per GEMM: (kernel span µs, kernel busy µs, kernel names, kernels per GEMM)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from cublas_det import create_handle, shape_gemm
-    from cublas_det._timing import WORKSPACE_BYTES
-    from cublas_det.operands import device_operands
-
-    a, b = device_operands(shape, 0)
-    out = cupy.empty((shape.m, shape.n), cupy.float32)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with create_handle(mode, stream=stream, workspace_bytes=WORKSPACE_BYTES) as handle, stream:
-        stream.begin_capture()
-        for _ in range(calls):
-            shape_gemm(a, b, out, handle, shape)
-        graph = stream.end_capture()
-        graph.launch(stream)
-        stream.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(replays):
-                graph.launch(stream)
-            stream.synchronize()
-            torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        bench.held_replays(mode, replays)
+        bench.stream.synchronize()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA" and not e.name.startswith(KERNEL_NAMES)]
+    if not kernels:
+        raise RuntimeError("the torch profiler recorded no GEMM kernel")
     span = max(e.time_range.end for e in kernels) - min(e.time_range.start for e in kernels)
     busy = sum(e.time_range.end - e.time_range.start for e in kernels)
-    gemms = calls * replays
+    gemms = bench.calls * replays
     return span / gemms, busy / gemms, sorted({e.name[:50] for e in kernels}), len(kernels) / gemms
 
 
-def main():
-    from cublas_det._timing import time_shape, warm_up
-    from cublas_det.shapes import parse_shape
+def within(ratio: float, tolerance: float) -> bool:
+    return abs(ratio - 1) <= tolerance
 
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", default="128x56x4096:nt")
-    parser.add_argument("--modes", nargs="+", default=["PEDANTIC", "TF32"])
+
+def main() -> int:
+    from cublas_det.config import GemmConfig
+    from cublas_det.shapes import parse_shape
+    from cublas_det.timing import ShapeBench, warm_up
+    from cublas_det.timing.clocks import default_sm_clock_mhz
+    from cublas_det.timing.rounds import THROTTLE_FRACTION
+
+    parser = ArgumentParser(prog=prog_name(), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", action="append", metavar="MxNxK[:op]", help=f"repeatable (default: {' '.join(SHAPES)})")
+    parser.add_argument("--modes", nargs="+", default=["pedantic", "tf32"])
+    parser.add_argument("--replays", type=int, default=20)
+    parser.add_argument("--tolerance", type=float, default=0.10, help="largest |graph / span - 1| (default: %(default)s)")
     args = parser.parse_args()
     require_gpu()  # one line and exit 2 without a GPU, before the first CUDA call
-    if importlib.util.find_spec("torch") is None:  # imported only after the timing: check now
+    if importlib.util.find_spec("torch") is None:  # before any GPU work: the check is useless without it
         raise ModuleNotFoundError("the profiler cross-check needs PyTorch: No module named 'torch'", name="torch")
-    shape = parse_shape(args.shape)
-    modes = [m.upper() for m in args.modes]
+    shapes = [parse_shape(spec) for spec in args.shape or SHAPES]
+    configs = [GemmConfig.parse(mode, source="--modes") for mode in args.modes]
+    default = default_sm_clock_mhz()
     warm_up(1.0)
-    timing = time_shape(shape, modes, aa_control=False, min_rounds=20, max_rounds=60)
-    for mode in modes:
-        arm = timing.arm(mode)
-        span_us, busy_us, names, per_gemm = profiled_us_per_gemm(shape, mode, timing.calls_per_batch)
-        print(f"{shape.spec} {mode}: cublas_det graph {arm.median_us:.2f} µs/GEMM (eager {arm.eager_median_us:.2f}); "
-              f"torch profiler: kernel span {span_us:.2f} µs/GEMM -> ratio {arm.median_us / span_us:.3f}, "
-              f"kernel busy {busy_us:.2f} µs/GEMM ({per_gemm:.0f} kernels/GEMM: {names})")
+    failed = []
+    for shape in shapes:
+        with ShapeBench(shape, configs, aa_control=False) as bench:
+            started = time.perf_counter()
+            bench.prepare()
+            timing = bench.time(started=started, min_rounds=20, max_rounds=60,
+                                clock_floor_mhz=THROTTLE_FRACTION * default if default else None)
+            for config in configs:
+                arm = timing.arm(config.name)
+                span_us, busy_us, names, per_gemm = profiled_us_per_gemm(bench, config.name, args.replays)
+                ratio = arm.median_us / span_us
+                ok = within(ratio, args.tolerance)
+                if not ok:
+                    failed.append(f"{shape.spec} {config.name}")
+                print(f"{shape.spec} {config.name}: cublas_det graph {arm.median_us:.2f} µs/GEMM (eager "
+                      f"{arm.eager_median_us:.2f}; {timing.calls_per_batch} GEMMs/batch, {timing.buffer_sets} "
+                      f"buffer sets, SM {arm.median_clock_mhz or 0:.0f} MHz); torch profiler: kernel span "
+                      f"{span_us:.2f} µs/GEMM -> ratio {ratio:.3f} {'ok' if ok else 'FAIL'} (within ±{args.tolerance:.0%}"
+                      f"), kernel busy {busy_us:.2f} µs/GEMM ({per_gemm:.0f} kernels/GEMM: {names})")
+    if failed:
+        print(f"FAIL: graph time and kernel span differ by more than {args.tolerance:.0%} for {', '.join(failed)}")
+        return 1
+    print(f"ok: graph time within {args.tolerance:.0%} of the profiler's kernel span for every shape and mode")
+    return 0
 
 
 if __name__ == "__main__":

@@ -267,7 +267,8 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused) -> int:
     from . import __version__
     from ._device import gpu_failures
     from ._provenance import fingerprint
-    from ._timing import time_shape, warm_up
+    from .timing import time_shape, warm_up
+    from .timing.monitor import GpuMonitor
     from .check import CheckInterrupted, check_many
     from .report.json_file import now_iso, to_json
     from .report.text import render_text, run_failed
@@ -281,6 +282,7 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused) -> int:
     progress = Progress(len(runnable) * len(configs) * bool(scenarios) + len(runnable) * timing)
     checks, timings, errors = {}, {}, dict(refused)
     interrupted = False
+    monitor = None
     try:
         if scenarios:
             try:
@@ -291,12 +293,13 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused) -> int:
             for check in found:
                 checks.setdefault(check.shape.name, {})[check.mode_name] = check
         if timing and not interrupted:
+            monitor = GpuMonitor.start()  # other processes, clocks, power: before and while timing runs
             warm_up(0.5 if args.quick else 1.0)
             for shape in runnable:
                 try:
                     timings[shape.name] = time_shape(
                         shape, configs, seed=args.seed, min_rounds=5 if args.quick else 10,
-                        max_rounds=20 if args.quick else 60, budget_s=1.0 if args.quick else 2.5)
+                        max_rounds=20 if args.quick else 60, budget_s=1.0 if args.quick else 2.5, monitor=monitor)
                 except KeyboardInterrupt:
                     interrupted = True
                     break
@@ -308,6 +311,8 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused) -> int:
         interrupted = True
     finally:
         progress.close()
+        if monitor is not None:
+            provenance["gpu_state"] = monitor.stop()
     order = [s for s in shapes if s.name in checks or s.name in timings or s.name in errors]
     reports = tuple(ShapeReport(s, checks.get(s.name, {}), timings.get(s.name), errors.get(s.name)) for s in order)
     result = BenchResult(reports, provenance, started_iso, time.perf_counter() - started, __version__, interrupted,

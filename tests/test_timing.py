@@ -1,18 +1,34 @@
+"""The timing engine's pure parts on synthetic samples: intervals, the Williams order, the round
+loop (redo, pair, stop and why), calibration, the A/A control and trust."""
+
+import collections
+import itertools
 import random
 
 import pytest
 
-from cublas_det._timing import (
+from cublas_det.timing import (
+    ArmTiming,
+    Discards,
     Ratio,
+    Sample,
+    ShapeTiming,
+    StopReason,
+    aa_reference,
     batch_size,
     buffer_sets,
+    cycle_length,
     median_ci,
     paired_ratio,
+    probe_calls,
     quartiles,
     ratio_pairs,
-    rotation,
-    should_stop,
+    round_order,
+    run_rounds,
+    stop_reason,
+    williams_rows,
 )
+from cublas_det.timing.rounds import MAX_REDOS, THROTTLE_PAUSE_S, round_problem
 
 
 def test_median_ci_order_statistics():
@@ -40,30 +56,167 @@ def test_paired_ratio_cancels_common_drift():
         paired_ratio("a", "b", [1.0], [1.0, 2.0])
 
 
-def test_stopping_rule():
-    tight = Ratio("a", "b", 1.0, 0.998, 1.002, 10)
-    loose = Ratio("a", "b", 1.0, 0.95, 1.05, 10)
-    assert not should_stop([tight], rounds=9, elapsed_s=0.1)
-    assert should_stop([tight], rounds=10, elapsed_s=0.1)
-    assert not should_stop([tight, loose], rounds=10, elapsed_s=0.1)
-    assert should_stop([loose], rounds=100, elapsed_s=0.1)
-    assert should_stop([loose], rounds=10, elapsed_s=3.0)
+# -- the Williams order ---------------------------------------------------------------------
+@pytest.mark.parametrize("n", range(1, 9))
+def test_williams_design_balances_positions_and_predecessors(n):
+    rows = williams_rows(n)
+    assert len(rows) == cycle_length(n) == (n if n % 2 == 0 or n == 1 else 2 * n)
+    assert all(sorted(row) == list(range(n)) for row in rows)  # every round holds every arm once
+    positions = collections.Counter((arm, i) for row in rows for i, arm in enumerate(row))
+    assert set(positions.values()) == {len(rows) // n}  # each arm in each position equally often
+    follows = collections.Counter((row[i], row[i + 1]) for row in rows for i in range(n - 1))
+    # Every arm follows every other equally often: once per cycle (n even), twice (n odd).
+    assert set(follows) == {(a, b) for a, b in itertools.permutations(range(n), 2)}
+    assert set(follows.values()) <= {1 if n % 2 == 0 else 2}
 
 
-def test_quartiles_rotation_batch_and_buffers():
+def test_round_order_cycles_and_a_rotation_would_not_balance():
+    arms = ["PEDANTIC", "DEFAULT", "TF32", "DEFAULT-AA"]
+    orders = [round_order(arms, r) for r in range(8)]
+    assert orders[:4] == orders[4:] and all(sorted(o) == sorted(arms) for o in orders)
+    follows = collections.Counter((o[i], o[i + 1]) for o in orders[:4] for i in range(3))
+    assert follows[("DEFAULT", "DEFAULT-AA")] == follows[("TF32", "DEFAULT-AA")] == 1
+    rotation = [arms[r:] + arms[:r] for r in range(4)]  # what the engine did before: A/A always after TF32
+    rotated = collections.Counter((o[i], o[i + 1]) for o in rotation for i in range(3))
+    assert rotated[("TF32", "DEFAULT-AA")] == 3 and rotated[("DEFAULT", "DEFAULT-AA")] == 0
+
+
+# -- stopping --------------------------------------------------------------------------------
+def test_stop_reason():
+    tight = Ratio("a", "b", 1.0, 0.998, 1.002, 12)
+    loose = Ratio("a", "b", 1.0, 0.95, 1.05, 12)
+    assert stop_reason([tight], rounds=11, elapsed_s=0.1) is None
+    assert stop_reason([tight], rounds=12, elapsed_s=0.1) is StopReason.INTERVAL
+    assert stop_reason([tight], rounds=14, elapsed_s=0.1, cycle=4) is None  # waits for a whole cycle
+    assert stop_reason([tight], rounds=16, elapsed_s=0.1, cycle=4) is StopReason.INTERVAL
+    assert stop_reason([tight, loose], rounds=12, elapsed_s=0.1) is None
+    assert stop_reason([loose], rounds=100, elapsed_s=0.1) is StopReason.ROUNDS
+    assert stop_reason([loose], rounds=12, elapsed_s=3.0) is StopReason.BUDGET
+    # A long GEMM: the budget stops it after 5 rounds, short of min_rounds; never before.
+    assert stop_reason([loose], rounds=4, elapsed_s=9.0) is None
+    assert stop_reason([loose], rounds=5, elapsed_s=9.0) is StopReason.BUDGET
+
+
+def _rounds(names, times, *, clock=1980.0, problems=()):
+    """A measure_round callback: per-call seconds per arm with +-1% noise; ``problems`` maps round
+    attempts to (arm, "throttled"/"unheld")."""
+    rng = random.Random(1)
+    attempts = itertools.count()
+    orders = []
+
+    def measure(order):
+        orders.append(order)
+        attempt = next(attempts)
+        bad = dict(problems).get(attempt)
+        out = {}
+        for name in order:
+            t = times[name] * (1 + rng.uniform(-0.01, 0.01))
+            out[name] = Sample(t, 1.5 * t, clock / 2 if bad == (name, "throttled") else clock,
+                               bad != (name, "unheld"))
+        return out
+
+    return measure, orders
+
+
+class FakeClock:
+    def __init__(self, step):
+        self.t, self.step = 0.0, step
+
+    def __call__(self):
+        self.t += self.step
+        return self.t
+
+
+def test_run_rounds_stops_on_the_interval_with_whole_cycles():
+    names = ["PEDANTIC", "DEFAULT", "TF32", "DEFAULT-AA"]
+    measure, orders = _rounds(names, {"PEDANTIC": 2e-5, "DEFAULT": 2e-5, "TF32": 1e-5, "DEFAULT-AA": 2e-5})
+    out = run_rounds(names, measure, min_rounds=10, max_rounds=200, budget_s=1e9, target_half_width=0.01,
+                     now=FakeClock(0.001), sleep=lambda s: None)
+    assert out.stop_reason is StopReason.INTERVAL and out.rounds % 4 == 0 and out.rounds >= 12
+    assert orders == [round_order(names, r) for r in range(out.rounds)]
+    ratios = {(r.numerator, r.denominator): r for r in out.ratios}
+    assert ratios[("TF32", "PEDANTIC")].median == pytest.approx(0.5, rel=0.02)
+    assert ("DEFAULT-AA", "DEFAULT") in ratios and all(len(s) == out.rounds for s in out.samples.values())
+
+
+def test_run_rounds_stops_on_rounds_and_on_budget():
+    names = ["PEDANTIC", "TF32"]
+    measure, _ = _rounds(names, {"PEDANTIC": 2e-5, "TF32": 1e-5})
+    out = run_rounds(names, measure, min_rounds=2, max_rounds=6, budget_s=1e9, target_half_width=0.0,
+                     now=FakeClock(0.001))
+    assert (out.stop_reason, out.rounds) == (StopReason.ROUNDS, 6)
+    out = run_rounds(names, measure, min_rounds=2, max_rounds=100, budget_s=1.0, target_half_width=0.0,
+                     now=FakeClock(0.3), started=0.0)
+    assert out.stop_reason is StopReason.BUDGET and out.rounds == 4  # clock reads 0.3, 0.6, 0.9, then 1.2 >= 1
+
+
+def test_throttled_and_unheld_rounds_are_redone_and_counted():
+    names = ["PEDANTIC", "TF32"]
+    problems = {1: ("TF32", "throttled"), 2: ("PEDANTIC", "unheld"), 4: ("TF32", "throttled")}
+    measure, orders = _rounds(names, {"PEDANTIC": 2e-5, "TF32": 1e-5}, problems=problems)
+    pauses = []
+    out = run_rounds(names, measure, min_rounds=4, max_rounds=4, clock_floor_mhz=1485.0, now=FakeClock(0.001),
+                     sleep=pauses.append)
+    assert out.rounds == 4 and len(orders) == 7
+    assert out.discards == Discards(throttled=2, unheld=1)
+    assert pauses == [THROTTLE_PAUSE_S] * 2  # a pause after each throttled round, none after an unheld one
+    assert orders[1] == orders[2] == orders[3]  # a redone round is retaken in the same order
+    assert all(s.clock_mhz == 1980.0 and s.held for kept in out.samples.values() for s in kept)
+
+
+def test_a_gpu_that_stays_throttled_still_ends_and_says_so():
+    names = ["PEDANTIC", "TF32"]
+    measure, _ = _rounds(names, {"PEDANTIC": 2e-5, "TF32": 1e-5}, clock=1000.0)
+    out = run_rounds(names, measure, min_rounds=3, max_rounds=3, clock_floor_mhz=1485.0, now=FakeClock(0.001),
+                     sleep=lambda s: None)
+    assert out.rounds == 3 and out.discards == Discards(throttled=MAX_REDOS, kept_throttled=3)
+
+
+def test_round_problem_ignores_unread_clocks():
+    assert round_problem({"a": Sample(1.0, 1.0, None)}, 1485.0) is None
+    assert round_problem({"a": Sample(1.0, 1.0, 1400.0)}, None) is None
+    assert round_problem({"a": Sample(1.0, 1.0, 1400.0, held=False)}, 1485.0) == "unheld"
+
+
+# -- calibration, batches, buffers -----------------------------------------------------------
+def test_quartiles_batch_probe_and_buffers():
     assert quartiles([1, 2, 3, 4, 5]) == (2, 3, 4)
     assert quartiles([7.0]) == (7.0, 7.0, 7.0)
-    arms = ["PEDANTIC", "DEFAULT", "TF32", "DEFAULT-AA"]
-    firsts = [rotation(arms, r)[0] for r in range(4)]
-    assert sorted(firsts) == sorted(arms) and sorted(rotation(arms, 5)) == sorted(arms)
     assert batch_size(1e-5) == 100 and batch_size(5e-3) == 1 and batch_size(1e-9) == 4000
+    # Long GEMMs are calibrated from one call (a batch already) to five (0.2 ms and more).
+    assert probe_calls(50e-3) == 0 and probe_calls(1e-3) == 0
+    assert probe_calls(0.3e-3) == 4 and probe_calls(0.2e-3) == 5 and probe_calls(0.19e-3) == 6
+    assert probe_calls(5e-6) == 16
     l2 = 60 * 2**20
     assert buffer_sets(200 * 2**20, l2) == 1
     assert buffer_sets(3 * 2**20, l2) == 60
     assert buffer_sets(2**30, l2, budget_bytes=2**30) == 1
 
 
-def test_ratio_pairs():
+# -- arms, the A/A control, trust -------------------------------------------------------------
+def test_ratio_pairs_keep_an_aa_control_whatever_the_modes():
     assert ratio_pairs(["PEDANTIC", "DEFAULT", "TF32", "DEFAULT-AA"]) == [
         ("DEFAULT", "PEDANTIC"), ("TF32", "PEDANTIC"), ("PEDANTIC", "DEFAULT"), ("DEFAULT-AA", "DEFAULT")]
+    assert aa_reference(["PEDANTIC", "TF32"]) == "PEDANTIC" and aa_reference(["TF32"]) == "TF32"
+    assert ratio_pairs(["PEDANTIC", "TF32", "PEDANTIC-AA"]) == [("TF32", "PEDANTIC"), ("PEDANTIC-AA", "PEDANTIC")]
+    assert ratio_pairs(["TF32", "TF32-AA"]) == [("TF32-AA", "TF32")]
     assert ratio_pairs(["TF32"]) == []
+
+
+def _timing(aa):
+    arms = tuple(ArmTiming(n, (t,) * 12, (t,) * 12, (1980.0,) * 11 + (None,)) for n, t in
+                 (("PEDANTIC", 10.0), ("TF32", 5.0), ("PEDANTIC-AA", 10.0)))
+    ratios = (Ratio("TF32", "PEDANTIC", 0.5, 0.499, 0.501, 12), aa)
+    return ShapeTiming("s", 1, 100, 1, 12, arms, ratios, 1.0, "interval")
+
+
+def test_aa_control_outside_its_band_makes_ratios_untrusted():
+    fine = _timing(Ratio("PEDANTIC-AA", "PEDANTIC", 1.003, 1.001, 1.004, 12))  # excludes 1, inside ±0.5%
+    assert fine.control == "PEDANTIC-AA" and fine.trusted and fine.untrusted_reason is None
+    assert fine.noise_floor == pytest.approx(0.003)
+    off = _timing(Ratio("PEDANTIC-AA", "PEDANTIC", 1.012, 1.008, 1.015, 12))
+    assert not off.trusted and "PEDANTIC-AA/PEDANTIC 1.012 [1.008, 1.015]" in off.untrusted_reason
+    assert off.to_dict()["trusted"] is False and off.to_dict()["stop_reason"] == "interval"
+    wide = _timing(Ratio("PEDANTIC-AA", "PEDANTIC", 1.0, 0.9, 1.1, 12))  # noisy, not biased: wide intervals say so
+    assert wide.trusted and wide.noise_floor == pytest.approx(0.1)
+    assert off.arm("PEDANTIC").median_clock_mhz == 1980.0 and off.clock_range_mhz == (1980.0, 1980.0)

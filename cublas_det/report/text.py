@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
-from .._timing import AA_ARM
 from ..results import BenchResult, GemmCheck, Kind, Outcome, Reproducible, ShapeReport
 from ..scenarios import REGISTRY
+from ..timing.results import is_control
+from .timing_text import TIME_NOTE, heading_suffix, timing_warnings, trust_suffix
 from .verdicts import (
     check_failures,
     hazards_cell,
@@ -38,7 +39,7 @@ def _fmt_us(value: float | None) -> str:
 def table_rows(report: ShapeReport, gpu_name: str) -> list[list[str]]:
     rows = []
     timing = report.timing
-    modes = list(report.checks) or ([a.name for a in timing.arms if a.name != AA_ARM] if timing else [])
+    modes = list(report.checks) or ([a.name for a in timing.arms if not is_control(a.name)] if timing else [])
     for mode in modes:
         check = report.checks.get(mode)
         arm = timing.arm(mode) if timing else None
@@ -52,7 +53,7 @@ def table_rows(report: ShapeReport, gpu_name: str) -> list[list[str]]:
             f"{tflops:.1f}" if tflops else "-",
             f"{100 * tflops / peak:.0f}%" if tflops and peak else "-",
             "1 (reference)" if mode == "PEDANTIC" and timing and arm else
-            (f"{ratio.median:.3f} [{ratio.ci_low:.3f}, {ratio.ci_high:.3f}]" if ratio else "-"),
+            (f"{ratio.median:.3f} [{ratio.ci_low:.3f}, {ratio.ci_high:.3f}]{trust_suffix(timing)}" if ratio else "-"),
         ])
     return rows
 
@@ -72,13 +73,16 @@ def title(result: BenchResult) -> str:
 def render_text(result: BenchResult) -> str:
     gpu = result.provenance.get("gpu", {})
     lines = [title(result), ""]
+    if any(report.timing for report in result.shapes):
+        lines += [TIME_NOTE, ""]
     for report in result.shapes:
         shape = report.shape
         heading = f"{shape.name}  {shape.m}x{shape.n}x{shape.k} op {shape.cublas_op}, {shape.flop / 1e9:.3f} GFLOP"
         if report.timing:
-            heading += (f"  [{report.timing.calls_per_batch} GEMMs/batch, {report.timing.buffer_sets} buffer sets, "
-                        f"{report.timing.rounds} rounds]")
+            heading += heading_suffix(report.timing)
         lines.append(heading)
+        if report.timing and not report.timing.trusted:
+            lines.append(f"  ratios not trusted: {report.timing.untrusted_reason}")
         if report.error:
             lines.append(f"  error: {report.error}")
         rows = table_rows(report, gpu.get("name", ""))
@@ -130,9 +134,9 @@ def _timing_lines(result: BenchResult) -> list[str]:
         if tf32:
             speed = 1 / tf32.median
             parts.append(f"TF32 is {speed:.2f}x faster than PEDANTIC [{1 / tf32.ci_high:.2f}, {1 / tf32.ci_low:.2f}]")
-        aa = report.timing.ratio(AA_ARM, "DEFAULT")
+        aa = report.timing.aa_ratio
         if aa:
-            parts.append(f"A/A {aa.median:.3f}")
+            parts.append(f"A/A {aa.median:.3f}" + ("" if report.timing.trusted else ": ratios not trusted"))
         if parts:
             lines.append(f"{report.shape.name}: " + "; ".join(parts))
     return lines
@@ -217,6 +221,7 @@ def warnings_for(result: BenchResult) -> list[str]:
             for arm in report.timing.arms:
                 if arm.rel_iqr > NOISY_REL_IQR:
                     notes.append(f"{report.shape.name} {arm.name}: noisy timing, IQR {100 * arm.rel_iqr:.0f}% of the median")
+    notes += timing_warnings(result)
     return notes
 
 

@@ -1,0 +1,133 @@
+"""Is a configuration faster or slower than in a baseline run? FASTER / SLOWER / SAME / UNSURE, from intervals.
+
+A bare percentage cannot say whether a change is real: two runs of the same code differ by their
+noise. Each run's entry carries the 95% interval of its median time per GEMM (``median_ci_s``,
+else computed from ``stats.data``, else ``[q1, q3]``), widened by that run's A/A noise floor
+(``noise_floor``: how far two identical arms of that shape timed apart). The change new/base - 1
+then has the interval [new_low / base_high - 1, new_high / base_low - 1], and, in the manner of
+``nvbench_compare_robust``'s FAST / SLOW / SAME / AMBG:
+
+- SLOWER (FASTER): the whole interval lies above +CLEAR_GAP (below -CLEAR_GAP): the two runs'
+  intervals are apart by a clear gap;
+- SAME: the whole interval lies within ±SAME_CENTER; or the medians differ by at most
+  SAME_CENTER, the two intervals overlap by at least SAME_OVERLAP of the narrower one, and
+  neither is wider than ±DISPERSION_CEILING;
+- UNSURE: neither (the intervals are too wide, or overlap too little to call).
+
+``--fail-on PCT`` fails a SLOWER entry whose median grew by more than PCT; never an UNSURE one.
+Pure: works on two pytest-benchmark entries as ``--json`` writes them (dicts), or on anything with
+``stats`` and ``extra_info`` attributes (a :class:`cublas_det.runfile.Entry`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from ..timing.stats import median_ci
+
+# nvbench_compare_robust's defaults, but SAME_CENTER: two runs on one GPU drift apart by up to ~1%
+# (clocks, temperature), while a --fail-on threshold is a few percent.
+CLEAR_GAP = 0.005
+SAME_CENTER = 0.01
+SAME_OVERLAP = 0.5
+DISPERSION_CEILING = 0.02
+
+
+class TimeLabel(str, enum.Enum):
+    FASTER = "FASTER"
+    SLOWER = "SLOWER"
+    SAME = "SAME"
+    UNSURE = "UNSURE"
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeVerdict:
+    """The verdict on one entry's time; percentages are of the baseline's median."""
+
+    label: TimeLabel
+    change_pct: float
+    low_pct: float
+    high_pct: float
+    detail: str
+    fails: bool
+
+    def __str__(self) -> str:
+        return f"time {self.label.value} {self.change_pct:+.1f}% [{self.low_pct:+.1f}%, {self.high_pct:+.1f}%]"
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["label"] = self.label.value
+        return data
+
+
+def _parts(entry) -> tuple[dict, dict]:
+    """(stats, extra_info) of a dict entry or an object with those attributes; {} for what is missing."""
+    if isinstance(entry, dict):
+        return entry.get("stats") or {}, entry.get("extra_info") or {}
+    return getattr(entry, "stats", None) or {}, getattr(entry, "extra_info", None) or {}
+
+
+def entry_interval(entry) -> tuple[float, float, float] | None:
+    """(median, low, high) seconds per GEMM of a pytest-benchmark entry, widened by its noise floor;
+    None when it was not timed."""
+    stats, info = _parts(entry)
+    if not stats.get("rounds") or not stats.get("median"):
+        return None
+    median = stats["median"]
+    if info.get("median_ci_s"):
+        low, high = info["median_ci_s"]
+    elif stats.get("data"):
+        low, high = median_ci(stats["data"])
+    else:
+        low, high = stats.get("q1") or median, stats.get("q3") or median
+    noise = info.get("noise_floor") or 0.0
+    return median, min(low, median) * (1 - noise), max(high, median) * (1 + noise)
+
+
+def overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
+    """How much two intervals overlap, as a fraction of the narrower one (1 for a point inside the other)."""
+    shared = min(a[1], b[1]) - max(a[0], b[0])
+    narrower = min(a[1] - a[0], b[1] - b[0])
+    if narrower <= 0:
+        return 1.0 if shared >= 0 else 0.0
+    return max(0.0, shared) / narrower
+
+
+def half_width(interval: tuple[float, float, float]) -> float:
+    """Half an entry interval's width relative to its median."""
+    median, low, high = interval
+    return (high - low) / 2 / median
+
+
+def time_verdict(base_entry, new_entry, fail_on_pct: float | None = None) -> TimeVerdict | None:
+    """The time verdict of ``new_entry`` against ``base_entry``; None when either was not timed."""
+    base, new = entry_interval(base_entry), entry_interval(new_entry)
+    if base is None or new is None:
+        return None
+    (base_median, base_low, base_high), (new_median, new_low, new_high) = base, new
+    change = new_median / base_median - 1
+    low, high = new_low / base_high - 1, new_high / base_low - 1
+    span = f"{change:+.1%} [{low:+.1%}, {high:+.1%}]"
+    if low > CLEAR_GAP:
+        label, why = TimeLabel.SLOWER, f"the change {span} lies above +{CLEAR_GAP:.1%}"
+    elif high < -CLEAR_GAP:
+        label, why = TimeLabel.FASTER, f"the change {span} lies below -{CLEAR_GAP:.1%}"
+    elif -SAME_CENTER <= low and high <= SAME_CENTER:
+        label, why = TimeLabel.SAME, f"the change {span} lies within ±{SAME_CENTER:.0%}"
+    elif (abs(change) <= SAME_CENTER and overlap((base_low, base_high), (new_low, new_high)) >= SAME_OVERLAP
+          and max(half_width(base), half_width(new)) <= DISPERSION_CEILING):
+        label, why = TimeLabel.SAME, f"the change {span} is centred within ±{SAME_CENTER:.0%}, the intervals overlapping"
+    else:
+        label, why = TimeLabel.UNSURE, (f"the change {span}: no clear gap of {CLEAR_GAP:.1%}, and the intervals too "
+                                        "wide or too far apart to call the same")
+    fails = label is TimeLabel.SLOWER and fail_on_pct is not None and change * 100 > fail_on_pct
+    detail = (f"median {base_median * 1e6:,.2f} -> {new_median * 1e6:,.2f} µs per GEMM; {why} (95% intervals of "
+              "both medians, each widened by its run's A/A noise floor)")
+    untrusted = [f"{which}: {_parts(e)[1]['untrusted_reason']}" for which, e in (("baseline", base_entry),
+                 ("this run", new_entry)) if _parts(e)[1].get("untrusted_reason")]
+    if untrusted:
+        detail += "; timing not trusted in " + "; ".join(untrusted)
+    if fails:
+        detail += f"; fails --fail-on {fail_on_pct:g}"
+    return TimeVerdict(label, change * 100, low * 100, high * 100, detail, fails)

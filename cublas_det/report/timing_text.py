@@ -1,0 +1,100 @@
+"""The timing parts of the terminal report: what the times include, how each shape was timed, and
+the warnings that say when a timing cannot be taken at its word (throttled clocks, a busy GPU, an
+A/A control that failed)."""
+
+from __future__ import annotations
+
+from ..timing.rounds import MAX_REDOS, THROTTLE_FRACTION
+
+TIME_NOTE = ("graph µs: per GEMM, CUDA-graph replay started from a held stream (the kernels and the gaps between "
+             "graph nodes; no launch latency). eager µs: per GEMM, Python launches on an idle GPU (host cost "
+             "included).")
+NOT_TRUSTED = " (not trusted)"
+
+
+def heading_suffix(timing) -> str:
+    """How a shape was timed: batch, buffers, rounds, why it stopped, redone rounds, SM clock."""
+    parts = [f"{timing.calls_per_batch} GEMMs/batch", f"{timing.buffer_sets} buffer sets", f"{timing.rounds} rounds"]
+    if timing.stop_reason:
+        parts.append(f"stop: {timing.stop_reason}")
+    if timing.discards.redone:
+        parts.append(f"{timing.discards.redone} redone")
+    clocks = timing.clock_range_mhz
+    if clocks:
+        low, high = clocks
+        parts.append(f"SM {low:.0f} MHz" if round(low) == round(high) else f"SM {low:.0f}-{high:.0f} MHz")
+    return "  [" + ", ".join(parts) + "]"
+
+
+def trust_suffix(timing) -> str:
+    return NOT_TRUSTED if timing is not None and not timing.trusted else ""
+
+
+def shape_warnings(name: str, timing) -> list[str]:
+    notes = []
+    if not timing.trusted:
+        notes.append(f"{name}: ratios not trusted: {timing.untrusted_reason}")
+    discards = timing.discards
+    floor = f"{timing.clock_floor_mhz:.0f} MHz" if timing.clock_floor_mhz else "the floor"
+    if discards.throttled or discards.kept_throttled:
+        text = (f"{name}: SM clock below {floor} ({THROTTLE_FRACTION:.0%} of the default) in "
+                f"{discards.throttled + discards.kept_throttled} rounds: {discards.throttled} redone")
+        if discards.kept_throttled:
+            text += f", {discards.kept_throttled} kept after {MAX_REDOS} redos (their times are at a low clock)"
+        notes.append(text)
+    if discards.unheld or discards.kept_unheld:
+        notes.append(f"{name}: the blocking kernel let go before the batch was queued in "
+                     f"{discards.unheld + discards.kept_unheld} rounds (a stalled host): {discards.unheld} redone"
+                     + (f", {discards.kept_unheld} kept with launch latency inside" if discards.kept_unheld else ""))
+    return notes
+
+
+def busy_warning(gpu_state: dict | None, shapes) -> str | None:
+    """One line naming the other processes seen on the GPU before or during timing, or None."""
+    if not gpu_state:
+        return None
+    seen = {}
+    for phase in ("before", "during"):
+        activity = gpu_state.get(phase) or {}
+        if activity.get("other_count"):
+            for process in activity.get("other_processes", []):
+                seen.setdefault(process["pid"], process)
+    if not seen:
+        return None
+    described = []
+    for process in seen.values():
+        text = f"pid {process['pid']}" + (f" ({process['name']})" if process.get("name") else "")
+        if process.get("used_mib") is not None:
+            text += f" {process['used_mib'] / 1024:.1f} GiB"
+        if process.get("sm_util") is not None:
+            text += f" up to {process['sm_util']}% SM"
+        described.append(text)
+    ambiguous = any((gpu_state.get(p) or {}).get("ambiguous_pids") for p in ("before", "during"))
+    timed = [r.shape.name for r in shapes if r.timing is not None and r.timing.gpu_activity is not None
+             and r.timing.gpu_activity.busy]
+    line = "another process used the GPU while timing ran: " + "; ".join(described)
+    if ambiguous:
+        line += " (PIDs of another namespace: one of them is this process)"
+    if timed:
+        line += f"; present while {len(timed)} shape(s) were timed (e.g. {', '.join(timed[:3])}): their times are suspect"
+    return line
+
+
+def slowdown_warning(gpu_state: dict | None) -> str | None:
+    from ..timing.monitor import SLOWDOWN_REASONS
+
+    during = (gpu_state or {}).get("during") or {}
+    slowed = [r for r in during.get("clock_event_reasons", []) if r in SLOWDOWN_REASONS]
+    return f"NVML reported clock slowdowns while timing ran: {', '.join(slowed)}" if slowed else None
+
+
+def timing_warnings(result) -> list[str]:
+    notes = []
+    gpu_state = result.provenance.get("gpu_state")
+    for line in (busy_warning(gpu_state, result.shapes), slowdown_warning(gpu_state)):
+        if line:
+            notes.append(line)
+    for report in result.shapes:
+        if report.timing is not None:
+            notes += shape_warnings(report.shape.name, report.timing)
+    return notes

@@ -1,0 +1,96 @@
+"""Start every timed batch from a queue: a kernel holds the stream while the batch is queued behind it.
+
+Recorded on an idle stream, a start event completes at once and the batch's launch latency falls
+inside the interval, with a bias that differs per arm and per position (nvbench's
+``blocking_kernel`` exists for this). Here a one-thread kernel spins on a flag in host-mapped
+memory; the host queues a clock stamp, the start event, the graph, the end event and a clock
+stamp behind it, then sets the flag. The GPU then runs them back to back.
+
+The kernel gives up after TIMEOUT_NS (so a bug never hangs the GPU) and says so in a device word:
+such a batch started late, and the round loop redoes it. Each hold has its own ticket, and the
+kernel waits for the flag to reach it, so a late kernel cannot be released by an earlier flag.
+The clock stamps run on SM 0 only (the kernel has one block per SM; the one on SM 0 writes), so
+both read one SM's cycle counter.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+TIMEOUT_NS = 100_000_000  # 100 ms: host queueing takes tens of µs unless the host stalls
+RELEASED, TIMED_OUT = 1, 2
+KERNEL_NAMES = ("hold_stream", "stamp_clock")  # what a profiler shows of this module: no GEMM
+
+_SOURCE = r"""
+extern "C" __global__ void hold_stream(unsigned long long flag_address, unsigned int ticket,
+                                       unsigned long long timeout_ns, unsigned int* outcome) {
+    const volatile unsigned int* flag = (const volatile unsigned int*)flag_address;
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    while (true) {
+        if ((int)(*flag - ticket) >= 0) { *outcome = 1u; return; }
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (now - start > timeout_ns) { *outcome = 2u; return; }
+    }
+}
+
+extern "C" __global__ void stamp_clock(unsigned long long* out) {
+    unsigned int smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    if (smid == 0) {
+        unsigned long long ns;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+        long long cycles = clock64();
+        out[0] = ns;
+        out[1] = (unsigned long long)cycles;
+    }
+}
+"""
+
+
+class StreamHold:
+    """The blocking kernel, its host-mapped flag and the clock-stamp kernel, for the current device."""
+
+    def __init__(self):
+        import cupy
+
+        runtime = cupy.cuda.runtime
+        module = cupy.RawModule(code=_SOURCE)
+        self._hold = module.get_function("hold_stream")
+        self._stamp = module.get_function("stamp_clock")
+        self._sms = runtime.deviceGetAttribute(runtime.cudaDevAttrMultiProcessorCount, runtime.getDevice())
+        # Mapped pinned memory: with unified addressing the device reads it at the host address;
+        # the attributes give the device address where they differ. Kept for the process's life.
+        self._host_ptr = runtime.hostAlloc(4, runtime.hostAllocMapped)
+        self._flag = ctypes.c_uint32.from_address(self._host_ptr)
+        self._flag.value = 0
+        try:
+            device_ptr = runtime.pointerGetAttributes(self._host_ptr).devicePointer or self._host_ptr
+        except runtime.CUDARuntimeError:
+            device_ptr = self._host_ptr
+        self._device_ptr = device_ptr
+        self._ticket = 0
+
+    def hold(self, outcome) -> None:
+        """Queue the blocking kernel on the current stream; ``outcome`` (a 1-element uint32 array)
+        receives RELEASED or TIMED_OUT."""
+        import numpy
+
+        self._ticket = (self._ticket + 1) % 2**32
+        self._hold((1,), (1,), (numpy.uint64(self._device_ptr), numpy.uint32(self._ticket),
+                                numpy.uint64(TIMEOUT_NS), outcome))
+
+    def release(self) -> None:
+        """Let the last held stream go (and every earlier one)."""
+        self._flag.value = self._ticket
+
+    def stamp(self, out) -> None:
+        """Queue a kernel writing (%globaltimer ns, clock64 cycles) of SM 0 into ``out`` (2 uint64)."""
+        self._stamp((self._sms,), (1,), (out,))
+
+
+@functools.cache
+def stream_hold(device_id: int) -> StreamHold:
+    """One StreamHold per device, compiled once per process."""
+    return StreamHold()

@@ -1,0 +1,320 @@
+"""Who else uses the GPU while timing runs, and its clocks, power and temperature (NVML, optional).
+
+Another process on the GPU takes time slices from the timed batches: times inflate and ratios
+blur, and nothing in the samples themselves says why. A background thread reads NVML every
+POLL_S seconds: the processes on the device (and, where NVML keeps them, their SM utilisation),
+the SM clock, temperature, power and the clock event reasons. Each timed shape gets the activity
+seen while it ran; the run gets the state before timing, during it, and the device's clock and
+power limits for ``machine_info``.
+
+NVML comes from ``nvidia-ml-py`` (module ``pynvml``), an optional extra: without it this says so
+once on stderr and records null. Inside a container NVML reports host PIDs, so this process may
+not find its own PID in the list; then one of the processes listed is this one, and the report
+says so rather than guessing which.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import threading
+import time
+
+POLL_S = 0.25
+# NVML's clock event reason bits (nvmlClocksEventReason*), by name.
+EVENT_REASONS = {0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 0x8: "HwSlowdown",
+                 0x10: "SyncBoost", 0x20: "SwThermalSlowdown", 0x40: "HwThermalSlowdown",
+                 0x80: "HwPowerBrakeSlowdown", 0x100: "DisplayClockSetting"}
+SLOWDOWN_REASONS = ("HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown")
+NO_NVML = "nvidia-ml-py is not installed: GPU clocks, power, temperature and other processes are not recorded " \
+          "(pip install nvidia-ml-py)"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessSeen:
+    """A process NVML lists on the device."""
+
+    pid: int
+    name: str = ""  # from /proc when the PID is visible here
+    used_mib: float | None = None
+    sm_util: int | None = None  # percent, where NVML keeps per-process samples
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        parts = [f"pid {self.pid}" + (f" ({self.name})" if self.name else "")]
+        if self.used_mib is not None:
+            parts.append(f"{self.used_mib / 1024:.1f} GiB")
+        if self.sm_util is not None:
+            parts.append(f"up to {self.sm_util}% SM")
+        return ", ".join(parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuSample:
+    """One NVML reading; a field is None where NVML did not answer."""
+
+    time_s: float
+    processes: tuple[ProcessSeen, ...] = ()
+    sm_mhz: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
+    gpu_util: int | None = None
+    event_reasons: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuActivity:
+    """What a stretch of NVML samples saw besides this process."""
+
+    samples: int
+    others: tuple[ProcessSeen, ...] = ()  # merged by PID: the most memory and SM utilisation seen
+    ambiguous: bool = False  # this process's PID was not listed: one of ``others`` is this process
+    sm_mhz: tuple[int, int] | None = None  # lowest and highest SM clock read
+    temperature_c_max: int | None = None
+    power_w_max: float | None = None
+    gpu_util_max: int | None = None
+    event_reasons: tuple[str, ...] = ()
+
+    @property
+    def other_count(self) -> int:
+        return max(0, len(self.others) - 1) if self.ambiguous else len(self.others)
+
+    @property
+    def busy(self) -> bool:
+        return self.other_count > 0
+
+    @property
+    def slowdowns(self) -> tuple[str, ...]:
+        return tuple(r for r in self.event_reasons if r in SLOWDOWN_REASONS)
+
+    def describe_others(self) -> str:
+        text = "; ".join(p.describe() for p in self.others)
+        return text + ("; one of these PIDs (from another PID namespace) is this process" if self.ambiguous else "")
+
+    def to_dict(self) -> dict:
+        return {"samples": self.samples, "other_processes": [p.to_dict() for p in self.others],
+                "other_count": self.other_count, "ambiguous_pids": self.ambiguous,
+                "sm_clock_mhz": list(self.sm_mhz) if self.sm_mhz else None,
+                "temperature_c_max": self.temperature_c_max, "power_w_max": self.power_w_max,
+                "gpu_util_max": self.gpu_util_max, "clock_event_reasons": list(self.event_reasons)}
+
+
+def others_in(processes, own_pid: int) -> tuple[tuple[ProcessSeen, ...], bool]:
+    """The processes that are not this one, and whether this one could not be told apart."""
+    if any(p.pid == own_pid for p in processes):
+        return tuple(p for p in processes if p.pid != own_pid), False
+    if len(processes) <= 1:  # only this process, under a PID from another namespace (or none at all)
+        return (), False
+    return tuple(processes), True
+
+
+def reason_names(bits: int) -> tuple[str, ...]:
+    return tuple(name for bit, name in EVENT_REASONS.items() if bits & bit)
+
+
+def summarize(samples, own_pid: int) -> GpuActivity:
+    """Merge NVML samples: other processes by PID, clock range, peaks, clock event reasons."""
+    merged: dict[int, ProcessSeen] = {}
+    ambiguous = False
+    for sample in samples:
+        others, unsure = others_in(sample.processes, own_pid)
+        ambiguous = ambiguous or unsure
+        for p in others:
+            old = merged.get(p.pid)
+            merged[p.pid] = p if old is None else ProcessSeen(
+                p.pid, p.name or old.name, _max(old.used_mib, p.used_mib), _max(old.sm_util, p.sm_util))
+    clocks = [s.sm_mhz for s in samples if s.sm_mhz is not None]
+    bits = 0
+    for s in samples:
+        bits |= s.event_reasons or 0
+    return GpuActivity(
+        len(samples), tuple(merged[pid] for pid in sorted(merged)), ambiguous and len(merged) > 0,
+        (min(clocks), max(clocks)) if clocks else None,
+        _max(*(s.temperature_c for s in samples)), _max(*(s.power_w for s in samples)),
+        _max(*(s.gpu_util for s in samples)), reason_names(bits))
+
+
+def _max(*values):
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _process_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as file:
+            return file.read().strip()
+    except OSError:
+        return ""
+
+
+class NvmlReader:
+    """Reads one device through an NVML module (``pynvml``, or a stand-in in tests)."""
+
+    def __init__(self, nvml, bus_id: str | None = None, index: int = 0):
+        self.nvml = nvml
+        nvml.nvmlInit()
+        self.handle = nvml.nvmlDeviceGetHandleByPciBusId(bus_id) if bus_id else nvml.nvmlDeviceGetHandleByIndex(index)
+        self._last_util_ts = 0
+
+    def _call(self, name: str, *args):
+        """One NVML query; None where the function is missing or NVML declines (not supported, no data)."""
+        function = getattr(self.nvml, name, None)
+        if function is None:
+            return None
+        try:
+            return function(self.handle, *args)
+        except self.nvml.NVMLError:
+            return None
+
+    def sample(self) -> GpuSample:
+        nvml = self.nvml
+        util_by_pid = {}
+        for entry in self._call("nvmlDeviceGetProcessUtilization", self._last_util_ts) or []:
+            util_by_pid[entry.pid] = max(util_by_pid.get(entry.pid, 0), entry.smUtil)
+            self._last_util_ts = max(self._last_util_ts, entry.timeStamp)
+        seen = {}
+        for query in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+            for entry in self._call(query) or []:
+                used = getattr(entry, "usedGpuMemory", None)
+                seen[entry.pid] = ProcessSeen(entry.pid, _process_name(entry.pid),
+                                              used / 2**20 if isinstance(used, int) else None,
+                                              util_by_pid.get(entry.pid))
+        power = self._call("nvmlDeviceGetPowerUsage")
+        util = self._call("nvmlDeviceGetUtilizationRates")
+        reasons = self._call("nvmlDeviceGetCurrentClocksEventReasons")
+        if reasons is None:
+            reasons = self._call("nvmlDeviceGetCurrentClocksThrottleReasons")
+        return GpuSample(time.perf_counter(), tuple(seen.values()), self._call("nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_SM),
+                         self._call("nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU),
+                         power / 1000 if power is not None else None, util.gpu if util is not None else None, reasons)
+
+    def limits(self) -> dict:
+        """The device's clock and power settings, for machine_info."""
+        nvml = self.nvml
+        name = self._call("nvmlDeviceGetName")
+        limit = self._call("nvmlDeviceGetPowerManagementLimit")
+        enforced = self._call("nvmlDeviceGetEnforcedPowerLimit")
+        return {"name": name.decode() if isinstance(name, bytes) else name,
+                "sm_clock_max_mhz": self._call("nvmlDeviceGetMaxClockInfo", nvml.NVML_CLOCK_SM),
+                "sm_clock_default_applications_mhz": self._call("nvmlDeviceGetDefaultApplicationsClock",
+                                                                nvml.NVML_CLOCK_SM),
+                "sm_clock_applications_mhz": self._call("nvmlDeviceGetApplicationsClock", nvml.NVML_CLOCK_SM),
+                "power_limit_w": limit / 1000 if limit is not None else None,
+                "enforced_power_limit_w": enforced / 1000 if enforced is not None else None}
+
+    def close(self) -> None:
+        try:
+            self.nvml.nvmlShutdown()
+        except self.nvml.NVMLError:
+            pass
+
+
+def open_reader(device_id: int | None = None) -> tuple[NvmlReader | None, str | None]:
+    """An NVML reader for the current CUDA device (matched by PCI bus id), or None and why not."""
+    try:
+        import pynvml
+    except ImportError:
+        return None, NO_NVML
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    try:  # NVML numbers devices its own way: match the CUDA device by its PCI bus id
+        bus_id = runtime.deviceGetPCIBusId(runtime.getDevice() if device_id is None else device_id)
+    except (AttributeError, runtime.CUDARuntimeError):
+        bus_id = None
+    try:
+        return NvmlReader(pynvml, bus_id), None
+    except pynvml.NVMLError as err:
+        return None, f"NVML could not be read ({err}): GPU clocks, power, temperature and other processes are not recorded"
+
+
+_told = set()
+
+
+def _note_once(text: str) -> None:
+    if text not in _told:
+        _told.add(text)
+        print(f"cublas_det: note: {text}", file=sys.stderr)
+
+
+class GpuMonitor:
+    """Samples the GPU in a background thread between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, reader: NvmlReader | None, unavailable: str | None = None, *, poll_s: float = POLL_S,
+                 own_pid: int | None = None, default_clock_mhz: float | None = None):
+        self.reader = reader
+        self.unavailable = unavailable
+        self.default_clock_mhz = default_clock_mhz
+        self.poll_s = poll_s
+        self.own_pid = os.getpid() if own_pid is None else own_pid
+        self.samples: list[GpuSample] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+        self._limits = reader.limits() if reader else None
+        self._before = None
+
+    @classmethod
+    def start(cls, device_id: int | None = None, *, poll_s: float = POLL_S) -> GpuMonitor:
+        from .clocks import default_sm_clock_mhz
+
+        reader, why = open_reader(device_id)
+        if reader is None:
+            _note_once(why)
+        monitor = cls(reader, why, poll_s=poll_s, default_clock_mhz=default_sm_clock_mhz(device_id))
+        monitor.begin()
+        return monitor
+
+    def begin(self) -> None:
+        """Read the GPU once now (the state before timing), then keep reading in the background."""
+        if self.reader is None:
+            return
+        self.sample_now()
+        self._before = summarize(self.samples, self.own_pid)
+        self._thread = threading.Thread(target=self._poll, name="cublas_det-gpu-monitor", daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            self.sample_now()
+
+    def sample_now(self) -> None:
+        if self.reader is None:
+            return
+        sample = self.reader.sample()
+        with self._lock:
+            self.samples.append(sample)
+
+    def mark(self) -> int:
+        """A position in the samples, for :meth:`activity_since`."""
+        with self._lock:
+            return len(self.samples)
+
+    def activity_since(self, mark: int) -> GpuActivity | None:
+        """What was seen from ``mark`` to now (reading once more now, so a short stretch has a sample)."""
+        if self.reader is None:
+            return None
+        self.sample_now()
+        with self._lock:
+            return summarize(self.samples[mark:], self.own_pid)
+
+    def stop(self) -> dict:
+        """Stop sampling; the state for machine_info: limits, before, during (all None without NVML)."""
+        from .rounds import THROTTLE_FRACTION
+
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+        during = None
+        if self.reader is not None:
+            during = self.activity_since(0)
+            self.reader.close()
+            self.reader = None
+        return {"nvml": self._limits, "nvml_unavailable": self.unavailable,
+                "sm_clock_default_mhz": self.default_clock_mhz, "throttle_floor_fraction": THROTTLE_FRACTION,
+                "before": self._before.to_dict() if self._before else None,
+                "during": during.to_dict() if during else None}

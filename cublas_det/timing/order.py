@@ -1,0 +1,40 @@
+"""The order of the arms in each round: a Williams design, so carry-over effects balance out.
+
+A GEMM can run faster or slower after another (clocks, L2 and TLB contents, power state). With a
+plain rotation each arm always follows the same neighbour, so such an effect lands on one ratio
+and never on the A/A control. In a Williams design (a balanced Latin square) every arm stands in
+every position equally often and follows every other arm equally often: for n arms, once each in
+n rounds when n is even, twice each in 2n rounds when n is odd (the square and its mirror).
+"""
+
+from __future__ import annotations
+
+
+def williams_rows(n: int) -> list[list[int]]:
+    """The rounds of one cycle, as orders of arm indices 0..n-1."""
+    if n < 1:
+        raise ValueError(f"need at least one arm, not {n}")
+    # First row 0, 1, n-1, 2, n-2, ...: consecutive differences take every value 1..n-1 once
+    # (mod n), so the shifted rows give every ordered pair of neighbours exactly once.
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    rows = [[(index + shift) % n for index in first] for shift in range(n)]
+    if n % 2 and n > 1:  # odd n: the mirrored square supplies the pairs in the other direction
+        rows += [list(reversed(row)) for row in rows]
+    return rows
+
+
+def cycle_length(n: int) -> int:
+    """Rounds in one balanced cycle of n arms."""
+    return len(williams_rows(n))
+
+
+def round_order(arms: list[str], round_index: int) -> list[str]:
+    """The arms in the order of round ``round_index`` (0-based), cycling through the design."""
+    rows = williams_rows(len(arms))
+    return [arms[i] for i in rows[round_index % len(rows)]]

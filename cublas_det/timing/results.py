@@ -1,0 +1,184 @@
+"""What timing found for one shape: each arm's samples and clocks, the paired ratios, why it stopped,
+what was discarded, and whether the A/A control lets the ratios be trusted."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+
+from .stats import Ratio, median_ci, quartiles
+
+AA_SUFFIX = "-AA"
+AA_ARM = "DEFAULT-AA"  # the control's name when DEFAULT is timed, as in earlier JSON files
+# The A/A control fails when its whole interval lies outside 1 ± this. Not "excludes 1": with 95%
+# intervals on 15 shapes, one shape in two runs would then fail by chance alone; ±0.5% is also the
+# precision the stopping rule aims at, so a control outside it says the ratios are not that good.
+AA_TOLERANCE = 0.005
+
+
+def aa_reference(arm_names) -> str:
+    """The arm the A/A control repeats: DEFAULT, else PEDANTIC, else the first arm."""
+    names = list(arm_names)
+    return next((n for n in ("DEFAULT", "PEDANTIC") if n in names), names[0])
+
+
+def aa_name(reference: str) -> str:
+    return reference + AA_SUFFIX
+
+
+def is_control(name: str) -> bool:
+    return name.endswith(AA_SUFFIX)
+
+
+def ratio_pairs(arm_names: list[str]) -> list[tuple[str, str]]:
+    """Every mode against PEDANTIC, PEDANTIC against DEFAULT, and the A/A control against its reference."""
+    modes = [name for name in arm_names if not is_control(name)]
+    pairs = [(name, "PEDANTIC") for name in modes if name != "PEDANTIC" and "PEDANTIC" in modes]
+    if "PEDANTIC" in modes and "DEFAULT" in modes:
+        pairs.append(("PEDANTIC", "DEFAULT"))
+    pairs += [(name, name[:-len(AA_SUFFIX)]) for name in arm_names if is_control(name)
+              and name[:-len(AA_SUFFIX)] in modes]
+    return pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmTiming:
+    """Per-call microseconds of one arm, one sample per kept round (graph replay and eager), and the
+    SM clock of each graph batch (None where it could not be read)."""
+
+    name: str
+    graph_us: tuple[float, ...]
+    eager_us: tuple[float, ...]
+    clock_mhz: tuple[float | None, ...] = ()
+
+    @property
+    def median_us(self) -> float:
+        return statistics.median(self.graph_us)
+
+    @property
+    def eager_median_us(self) -> float:
+        return statistics.median(self.eager_us)
+
+    @property
+    def median_ci_us(self) -> tuple[float, float]:
+        """95% interval of the median graph time per call."""
+        return median_ci(self.graph_us)
+
+    @property
+    def rel_iqr(self) -> float:
+        q1, q2, q3 = quartiles(self.graph_us)
+        return (q3 - q1) / q2 if q2 else 0.0
+
+    @property
+    def median_clock_mhz(self) -> float | None:
+        known = [c for c in self.clock_mhz if c is not None]
+        return statistics.median(known) if known else None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "graph_us": list(self.graph_us), "eager_us": list(self.eager_us),
+                "median_us": self.median_us, "eager_median_us": self.eager_median_us, "rel_iqr": self.rel_iqr,
+                "median_ci_us": list(self.median_ci_us), "clock_mhz": list(self.clock_mhz),
+                "median_clock_mhz": self.median_clock_mhz}
+
+
+@dataclasses.dataclass(frozen=True)
+class Discards:
+    """Rounds redone, and rounds kept after the redo limit, by cause."""
+
+    throttled: int = 0  # an SM clock below the floor (75% of the default clock)
+    unheld: int = 0  # the blocking kernel gave up before the batch was queued: launch latency got in
+    kept_throttled: int = 0
+    kept_unheld: int = 0
+
+    @property
+    def redone(self) -> int:
+        return self.throttled + self.unheld
+
+    @property
+    def kept(self) -> int:
+        return self.kept_throttled + self.kept_unheld
+
+    def add(self, cause: str, kept: bool) -> Discards:
+        field = ("kept_" if kept else "") + cause
+        return dataclasses.replace(self, **{field: getattr(self, field) + 1})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeTiming:
+    """Side-by-side timing of one shape: each arm's samples, the paired ratios, and how they were taken."""
+
+    shape_name: str
+    flop: int
+    calls_per_batch: int
+    buffer_sets: int
+    rounds: int
+    arms: tuple[ArmTiming, ...]
+    ratios: tuple[Ratio, ...]
+    elapsed_s: float
+    stop_reason: str = ""  # a StopReason value
+    discards: Discards = Discards()
+    clock_floor_mhz: float | None = None  # batches below it were redone; None: not checked
+    gpu_activity: object = None  # a monitor.GpuActivity while this shape was timed, None without NVML
+    options: dict = dataclasses.field(default_factory=dict)  # the timing parameters used
+
+    def arm(self, name: str) -> ArmTiming | None:
+        return next((a for a in self.arms if a.name == name), None)
+
+    def ratio(self, numerator: str, denominator: str) -> Ratio | None:
+        return next((r for r in self.ratios if (r.numerator, r.denominator) == (numerator, denominator)), None)
+
+    def tflops(self, name: str) -> float:
+        return self.flop / (self.arm(name).median_us * 1e-6) / 1e12
+
+    @property
+    def control(self) -> str | None:
+        """The A/A arm's name (``<reference>-AA``), if one was timed."""
+        return next((a.name for a in self.arms if is_control(a.name)), None)
+
+    @property
+    def aa_ratio(self) -> Ratio | None:
+        control = self.control
+        return self.ratio(control, control[:-len(AA_SUFFIX)]) if control else None
+
+    @property
+    def untrusted_reason(self) -> str | None:
+        """Why this shape's ratios should not be trusted, or None."""
+        aa = self.aa_ratio
+        if aa is None or not aa.excludes(1 - AA_TOLERANCE, 1 + AA_TOLERANCE):
+            return None
+        return (f"the A/A control {aa} lies outside 1 ± {AA_TOLERANCE:.1%}: one configuration timed against "
+                "itself differed, so drift, order effects or another process bias this shape's ratios")
+
+    @property
+    def trusted(self) -> bool:
+        return self.untrusted_reason is None
+
+    @property
+    def noise_floor(self) -> float:
+        """Relative error the A/A control shows (its offset from 1 or its half-width, the larger); 0 without one."""
+        aa = self.aa_ratio
+        return max(abs(aa.median - 1), aa.half_width) if aa else 0.0
+
+    @property
+    def clock_range_mhz(self) -> tuple[float, float] | None:
+        """Lowest and highest per-arm median SM clock, or None when no clock was read."""
+        clocks = [a.median_clock_mhz for a in self.arms if a.median_clock_mhz is not None]
+        return (min(clocks), max(clocks)) if clocks else None
+
+    def to_dict(self) -> dict:
+        activity = self.gpu_activity.to_dict() if self.gpu_activity is not None else None
+        return {"shape": self.shape_name, "flop": self.flop, "calls_per_batch": self.calls_per_batch,
+                "buffer_sets": self.buffer_sets, "rounds": self.rounds, "elapsed_s": self.elapsed_s,
+                "stop_reason": self.stop_reason, "discards": self.discards.to_dict(),
+                "clock_floor_mhz": self.clock_floor_mhz, "trusted": self.trusted,
+                "untrusted_reason": self.untrusted_reason, "noise_floor": self.noise_floor,
+                "gpu_activity": activity, "options": self.options,
+                "arms": [a.to_dict() for a in self.arms], "ratios": [r.to_dict() for r in self.ratios]}
+
+
+def fmt_mhz(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.0f}"

@@ -1,0 +1,135 @@
+"""The statistics of side-by-side timing: intervals, paired ratios, batch sizes, when to stop.
+
+Pure Python on lists of floats, so every rule here is tested on synthetic samples without a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import statistics
+
+TARGET_BATCH_S = 1e-3  # a sample lasts >= 1 ms: ~2000x the 0.5 µs resolution of CUDA events
+MAX_BATCH = 4000
+PROBE_MAX_CALLS = 16
+TARGET_HALF_WIDTH = 0.005  # stop when every ratio's 95% interval is within ±0.5% of its median
+BUDGET_FLOOR_ROUNDS = 5  # the time budget may stop a shape only after this many rounds
+
+
+def quartiles(values) -> tuple[float, float, float]:
+    """(q1, median, q3) with linear interpolation; a single value is all three."""
+    values = sorted(values)
+    if not values:
+        raise ValueError("no samples")
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def median_ci(values, confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free interval for the median from order statistics (normal approximation).
+
+    With z = 1.96, ranks j = floor(n/2 - z*sqrt(n)/2) and k = ceil(n/2 + 1 + z*sqrt(n)/2)
+    (1-based, clamped to 1..n); needs no assumption about the shape of the distribution.
+    """
+    if confidence != 0.95:
+        raise ValueError("only the 95% interval is implemented")
+    values = sorted(values)
+    n = len(values)
+    if n == 0:
+        raise ValueError("no samples")
+    half = 0.98 * math.sqrt(n)
+    j = max(1, math.floor(n / 2 - half))
+    k = min(n, math.ceil(n / 2 + 1 + half))
+    return values[j - 1], values[k - 1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Ratio:
+    """Median of per-round ratios numerator/denominator, with its 95% interval."""
+
+    numerator: str
+    denominator: str
+    median: float
+    ci_low: float
+    ci_high: float
+    rounds: int
+
+    @property
+    def half_width(self) -> float:
+        """Half the interval, relative to the median."""
+        return (self.ci_high - self.ci_low) / 2 / self.median if self.median else math.inf
+
+    def excludes(self, low: float, high: float) -> bool:
+        """True when the whole interval lies outside [low, high]."""
+        return self.ci_low > high or self.ci_high < low
+
+    def __str__(self) -> str:
+        return f"{self.numerator}/{self.denominator} {self.median:.3f} [{self.ci_low:.3f}, {self.ci_high:.3f}]"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def paired_ratio(numerator: str, denominator: str, num_samples, den_samples) -> Ratio:
+    """Ratio of two arms from samples taken in the same rounds (paired: drift cancels)."""
+    if len(num_samples) != len(den_samples) or not num_samples:
+        raise ValueError("paired samples need the same, non-zero number of rounds")
+    ratios = [n / d for n, d in zip(num_samples, den_samples)]
+    low, high = median_ci(ratios)
+    return Ratio(numerator, denominator, statistics.median(ratios), low, high, len(ratios))
+
+
+class StopReason(str, enum.Enum):
+    """Why a shape's rounds ended: the precision was reached, or a limit was."""
+
+    INTERVAL = "interval"  # every ratio's interval within the target, after min_rounds complete cycles
+    ROUNDS = "rounds"  # max_rounds taken
+    BUDGET = "budget"  # the time budget spent
+
+
+def stop_reason(ratios: list[Ratio], rounds: int, elapsed_s: float, *, min_rounds: int = 12,
+                max_rounds: int = 100, budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
+                cycle: int = 1) -> StopReason | None:
+    """Whether to stop after ``rounds`` kept rounds, and why; None to go on.
+
+    The interval rule waits for a whole number of order cycles (``cycle`` rounds), so every arm has
+    followed every other equally often. The budget stops a shape only after BUDGET_FLOOR_ROUNDS
+    rounds (or min_rounds, if fewer): a 50 ms GEMM still gets an interval, just a wider one.
+    """
+    if rounds >= min_rounds and rounds % cycle == 0 and all(r.half_width <= target_half_width for r in ratios):
+        return StopReason.INTERVAL
+    if rounds >= max_rounds:
+        return StopReason.ROUNDS
+    if elapsed_s >= budget_s and rounds >= min(min_rounds, BUDGET_FLOOR_ROUNDS):
+        return StopReason.BUDGET
+    return None
+
+
+def batch_size(per_call_s: float, target_s: float = TARGET_BATCH_S, cap: int = MAX_BATCH) -> int:
+    """Calls per batch so that a batch lasts at least ``target_s``."""
+    if per_call_s <= 0:
+        return cap
+    return max(1, min(cap, math.ceil(target_s / per_call_s)))
+
+
+def probe_calls(single_call_s: float, target_s: float = TARGET_BATCH_S, cap: int = PROBE_MAX_CALLS) -> int:
+    """Calls of the second calibration probe, after a first probe of one call took ``single_call_s``.
+
+    0 when one call already lasts a batch (the batch is one call, nothing more to learn). A GEMM
+    of 0.2 ms or more is estimated from at most 5 calls, as triton's do_bench estimates from 5:
+    a 50 ms GEMM no longer spends its budget calibrating. Shorter ones take up to ``cap`` calls,
+    so the 0.5 µs event resolution stays small against the probe.
+    """
+    if single_call_s >= target_s:
+        return 0
+    return batch_size(single_call_s, target_s, cap)
+
+
+def buffer_sets(footprint_bytes: int, l2_bytes: int, budget_bytes: int = 2 * 2**30) -> int:
+    """Operand sets to rotate: 1 when the footprint is at least 2x L2, else ceil(3*L2/F), within budget."""
+    if footprint_bytes >= 2 * l2_bytes:
+        return 1
+    return max(1, min(math.ceil(3 * l2_bytes / footprint_bytes), budget_bytes // footprint_bytes))

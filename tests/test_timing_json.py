@@ -1,0 +1,115 @@
+"""--json is a real pytest-benchmark file: its stats are pytest-benchmark's, computed its way; its
+layout holds every key of a file pytest-benchmark itself wrote; ``pytest-benchmark compare`` reads
+it, untimed entries (--no-timing, a device sweep) included; and cublas_det reads it back."""
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from cublas_det.report import json_file
+from cublas_det.report.commit_info import commit_info
+from cublas_det.results import BenchResult, ShapeReport
+from cublas_det.runfile import run_from_dict
+from cublas_det.shapes import parse_shape
+from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
+
+pytest_benchmark = pytest.importorskip("pytest_benchmark", reason="needs the test extra's pytest-benchmark")
+
+
+def _pb_stats(data, iterations):
+    from pytest_benchmark.stats import Stats
+
+    stats = Stats()
+    for x in data:
+        stats.update(x)
+    return {**stats.as_dict(), "data": list(data), "iterations": iterations}
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15, 60])
+def test_stats_are_pytest_benchmarks_own(n):
+    rng = random.Random(n)
+    samples_us = [5.0 + rng.expovariate(2.0) for _ in range(n)]  # skewed, with outliers
+    ours = json_file.stats(samples_us, iterations=237)
+    theirs = _pb_stats([x * 1e-6 for x in samples_us], 237)
+    assert set(ours) == set(theirs)
+    for key, value in theirs.items():
+        assert ours[key] == (pytest.approx(value, rel=1e-12) if isinstance(value, float) else value), key
+
+
+def _result():
+    """A run of two shapes: one timed (with its A/A arm), one only checked (no timing)."""
+    timed = parse_shape("128x56x4096:nt")
+    arms = tuple(ArmTiming(n, tuple(t * (1 + 0.01 * (i % 3)) for i in range(12)), (2 * t,) * 12, (1980.0,) * 12)
+                 for n, t in (("PEDANTIC", 9.0), ("TF32", 7.0), ("PEDANTIC-AA", 9.0)))
+    ratios = (Ratio("TF32", "PEDANTIC", 0.778, 0.776, 0.780, 12), Ratio("PEDANTIC-AA", "PEDANTIC", 1.0, 0.998, 1.002, 12))
+    timing = ShapeTiming(timed.name, timed.flop, 110, 60, 12, arms, ratios, 0.4, "interval", options={
+        "min_rounds": 10, "max_rounds": 60, "budget_s": 2.5})
+    return BenchResult((ShapeReport(timed, {}, timing), ShapeReport(parse_shape("64x64x64:nn"), {}, None, "not timed")),
+                       {"gpu": {"name": "NVIDIA H200", "sm_count": 132}, "env": {}}, "2026-11-29T00:00:00+00:00", 1.0,
+                       "0.1.0")
+
+
+def test_entries_carry_gemms_per_sample_the_interval_and_the_stop():
+    data = json_file.to_json(_result())
+    first = data["benchmarks"][0]
+    assert first["name"] == "128x56x4096:nt[PEDANTIC]" and first["stats"]["iterations"] == 110
+    assert first["stats"]["rounds"] == 12 and first["options"]["timer"] == json_file.TIMER
+    info = first["extra_info"]
+    low, high = info["median_ci_s"]
+    assert low <= first["stats"]["median"] <= high and info["stop_reason"] == "interval"
+    assert info["timing_trusted"] is True and info["noise_floor"] == pytest.approx(0.002)
+    assert info["sm_clock_mhz"] == 1980.0
+    assert [b["name"] for b in data["benchmarks"]][-1] == "128x56x4096:nt[PEDANTIC-AA]"
+    assert data["cublas_det"]["timing"]["128x56x4096:nt"]["stop_reason"] == "interval"
+    assert data["commit_info"] == commit_info() and set(data["commit_info"]) >= {"id", "dirty", "branch", "project"}
+
+
+def test_layout_holds_every_key_of_a_file_pytest_benchmark_wrote(pytester):
+    pytester.makepyfile(test_tiny="""
+        def test_tiny(benchmark):
+            benchmark.pedantic(sum, args=([1, 2, 3],), rounds=5, iterations=3)
+    """)
+    out = pytester.path / "theirs.json"
+    assert pytester.runpytest_subprocess(f"--benchmark-json={out}", "-p", "no:cacheprovider").ret == 0
+    theirs = json.loads(out.read_text())
+    ours = json_file.to_json(_result())
+    assert set(theirs) <= set(ours)
+    assert set(theirs["commit_info"]) <= set(ours["commit_info"])
+    their_entry = theirs["benchmarks"][0]
+    for entry in ours["benchmarks"]:  # the timed ones and the untimed one alike
+        assert set(their_entry) <= set(entry), entry["name"]
+        assert set(their_entry["stats"]) == set(entry["stats"]), entry["name"]
+        assert {type(v) for v in their_entry["stats"].values()} >= {type(v) for k, v in entry["stats"].items()
+                                                                  if k != "rounds" or v}
+
+
+def test_pytest_benchmark_compare_reads_the_file(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(json_file.to_json(_result()), indent=1))
+    result = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(path), "--group-by=group"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Failed to load" not in result.stdout + result.stderr
+    assert "128x56x4096:nt[TF32]" in result.stdout and "64x64x64:nn[PEDANTIC]" not in result.stdout  # no check ran
+    row = next(line for line in result.stdout.splitlines() if "[TF32]" in line)
+    assert "Iterations" in result.stdout and row.split()[-2:] == ["12", "110"]  # rounds, GEMMs per sample
+
+
+def test_untimed_entries_are_complete_and_read_back_as_untimed(tmp_path):
+    shape = parse_shape("64x64x64:nn")
+    entry = json_file.benchmark_entry(shape, "PEDANTIC", None, {"shape": shape.to_dict(), "digest": "ab" * 32})
+    assert entry["stats"]["rounds"] == 0 and entry["stats"]["data"] == [] and set(entry["stats"]) == set(
+        json_file.STATS_FIELDS)
+    data = json_file.to_json(_result())
+    data["benchmarks"].append(entry)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    result = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(path)], capture_output=True,
+                            text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0 and "Failed to load" not in result.stdout + result.stderr
+    assert "64x64x64:nn[PEDANTIC]" in result.stdout
+    run = run_from_dict(json.loads(path.read_text()), "run.json")
+    assert run.entries[-1].stats is None and run.entries[0].stats["iterations"] == 110

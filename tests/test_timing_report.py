@@ -1,0 +1,76 @@
+"""How the report shows a timing: what the times include, how each shape was timed, and the
+warnings for throttled clocks, a busy GPU and an A/A control that failed (none on a quiet run)."""
+
+from cublas_det.report import text
+from cublas_det.report.timing_text import TIME_NOTE, busy_warning, heading_suffix
+from cublas_det.results import BenchResult, ShapeReport
+from cublas_det.shapes import parse_shape
+from cublas_det.timing import ArmTiming, Discards, Ratio, ShapeTiming
+from cublas_det.timing.monitor import GpuActivity, ProcessSeen
+
+SHAPE = "128x56x4096:nt"
+OTHER = ProcessSeen(4242, "python3", 3072.0, 88)
+
+
+def _timing(aa=(1.001, 0.999, 1.003), discards=Discards(), activity=None, clocks=(1980.0,) * 12):
+    arms = tuple(ArmTiming(n, (t,) * 12, (2 * t,) * 12, clocks) for n, t in
+                 (("PEDANTIC", 9.0), ("TF32", 7.0), ("PEDANTIC-AA", 9.0)))
+    ratios = (Ratio("TF32", "PEDANTIC", 0.778, 0.776, 0.780, 12), Ratio("PEDANTIC-AA", "PEDANTIC", *aa, 12))
+    return ShapeTiming(SHAPE, parse_shape(SHAPE).flop, 110, 60, 12, arms, ratios, 0.4, "interval", discards, 1485.0,
+                       activity)
+
+
+def _result(timing, gpu_state=None):
+    provenance = {"gpu": {"name": "NVIDIA H200", "sm_count": 132}, "env": {}}
+    if gpu_state is not None:
+        provenance["gpu_state"] = gpu_state
+    return BenchResult((ShapeReport(parse_shape(SHAPE), {}, timing),), provenance, "2026-11-29T00:00:00+00:00", 1.0,
+                       "0.1.0")
+
+
+def _quiet_state():
+    quiet = GpuActivity(8, sm_mhz=(1980, 1980)).to_dict()
+    return {"nvml": {"power_limit_w": 700.0}, "before": quiet, "during": quiet}
+
+
+def test_a_quiet_run_shows_how_it_was_timed_and_warns_of_nothing():
+    result = _result(_timing(activity=GpuActivity(2)), _quiet_state())
+    rendered = text.render_text(result)
+    assert TIME_NOTE in rendered and "no launch latency" in TIME_NOTE and "gaps between graph nodes" in TIME_NOTE
+    assert f"{SHAPE}  128x56x4096 op NT" in rendered
+    assert "[110 GEMMs/batch, 60 buffer sets, 12 rounds, stop: interval, SM 1980 MHz]" in rendered
+    assert text.warnings_for(result) == [] and "Warnings" not in rendered
+    rows = [line.split() for line in rendered.splitlines() if line.startswith("  ") and line.split()[0] in
+            ("PEDANTIC", "TF32", "PEDANTIC-AA")]
+    assert [row[0] for row in rows] == ["PEDANTIC", "TF32"]  # the A/A arm is no mode of its own
+    assert "not trusted" not in rendered and "A/A 1.001" in rendered
+
+
+def test_a_failed_aa_control_marks_the_ratios_not_trusted_and_says_why():
+    result = _result(_timing(aa=(1.012, 1.008, 1.015)))
+    rendered = text.render_text(result)
+    assert "0.778 [0.776, 0.780] (not trusted)" in rendered
+    assert f"  ratios not trusted: the A/A control PEDANTIC-AA/PEDANTIC 1.012 [1.008, 1.015] lies outside 1 ± 0.5%" \
+        in rendered
+    assert "A/A 1.012: ratios not trusted" in rendered
+    assert any(note.startswith(f"{SHAPE}: ratios not trusted:") for note in text.warnings_for(result))
+
+
+def test_throttled_rounds_are_counted_in_the_heading_and_warned():
+    timing = _timing(discards=Discards(throttled=10, kept_throttled=2), clocks=(1300.0,) * 2 + (1980.0,) * 10)
+    assert "12 redone" not in heading_suffix(timing) and "10 redone" in heading_suffix(timing)
+    notes = text.warnings_for(_result(timing))
+    assert (f"{SHAPE}: SM clock below 1485 MHz (75% of the default) in 12 rounds: 10 redone, 2 kept after 10 redos "
+            "(their times are at a low clock)") in notes
+
+
+def test_another_process_on_the_gpu_is_named_in_one_line():
+    busy = GpuActivity(5, (OTHER,), sm_mhz=(1700, 1980), event_reasons=("SwPowerCap", "HwThermalSlowdown"))
+    state = {"nvml": {}, "before": GpuActivity(1).to_dict(), "during": busy.to_dict()}
+    notes = text.warnings_for(_result(_timing(activity=busy), state))
+    assert (f"another process used the GPU while timing ran: pid 4242 (python3) 3.0 GiB up to 88% SM; present while "
+            f"1 shape(s) were timed (e.g. {SHAPE}): their times are suspect") in notes
+    assert "NVML reported clock slowdowns while timing ran: HwThermalSlowdown" in notes
+    assert busy_warning(None, []) is None and busy_warning({"nvml": None, "before": None, "during": None}, []) is None
+    unsure = GpuActivity(3, (ProcessSeen(1), ProcessSeen(2)), ambiguous=True).to_dict()
+    assert "one of them is this process" in busy_warning({"during": unsure}, [])
