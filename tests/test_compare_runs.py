@@ -104,13 +104,23 @@ def test_one_changed_digest_is_bits_differ_exit_1(tmp_path, stored):
     assert "compared 45: 44 identical, 1 differ" in result.stdout
 
 
-def test_a_time_regression_fails_only_with_fail_on(stored):
+def test_a_time_regression_fails_only_with_fail_on_and_only_when_slower_beyond_the_intervals(stored):
     slower = copy.deepcopy(stored)
-    slower["benchmarks"][1]["stats"]["median"] *= 1.2
+    stats = slower["benchmarks"][1]["stats"]
+    stats["data"] = [x * 1.2 for x in stats["data"]]
+    stats["median"] *= 1.2
     base, new = run_from_dict(stored, "a.json"), run_from_dict(slower, "b.json")
     assert compare_runs(base, new).exit_code == 0
     comparison = compare_runs(base, new, fail_on_pct=10)
-    assert comparison.exit_code == 1 and any("REGRESSION (> 10%)" in line for line in comparison.lines)
+    assert comparison.exit_code == 1
+    assert any("time SLOWER +20.0%" in line and "REGRESSION (> 10%)" in line for line in comparison.lines)
+    assert any("time SAME +0.0%" in line for line in comparison.lines)  # the untouched entries
+    noisy = copy.deepcopy(stored)  # the same median, but samples spread wide: not a verdict to fail on
+    stats = noisy["benchmarks"][1]["stats"]
+    stats["data"] = [x * (0.5 + i % 3 * 0.5) for i, x in enumerate(stats["data"])]
+    stats["median"] *= 1.2
+    comparison = compare_runs(base, run_from_dict(noisy, "c.json"), fail_on_pct=10)
+    assert comparison.exit_code == 0 and any("time UNSURE" in line for line in comparison.lines)
 
 
 def test_a_file_of_version_0_1_is_read_with_a_note(stored):

@@ -13,6 +13,7 @@ import dataclasses
 import os
 
 from ..runfile import Entry, Run, describe_machine
+from .time_verdict import time_verdict
 
 EXIT_OK, EXIT_FINDING, EXIT_NOTHING = 0, 1, 2
 IDENTICAL, DIFFER, INPUTS_DIFFER = "identical bits", "bits DIFFER", "inputs differ"
@@ -57,13 +58,11 @@ def _bits(base: Entry, new: Entry) -> str:
 
 
 def _time(base: Entry, new: Entry, fail_on_pct: float | None) -> tuple[str, bool]:
-    if not (base.stats and new.stats):
+    """FASTER / SLOWER / SAME / UNSURE from both runs' intervals; a regression only when SLOWER past --fail-on."""
+    verdict = time_verdict(base, new, fail_on_pct)
+    if verdict is None:
         return "", False
-    change = (new.stats["median"] / base.stats["median"] - 1) * 100
-    text = f", time {change:+.1f}%"
-    if fail_on_pct is not None and change > fail_on_pct:
-        return text + f" REGRESSION (> {fail_on_pct:g}%)", True
-    return text, False
+    return f", {verdict}" + (f" REGRESSION (> {fail_on_pct:g}%)" if verdict.fails else ""), verdict.fails
 
 
 def _legacy_notes(runs: list[Run]) -> list[str]:
