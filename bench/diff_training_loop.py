@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--streams", type=int, default=4,
                         help="concurrent streams for the dW GEMMs (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=8, help="training steps per run (default: %(default)s)")
+    parser.add_argument("--layout", default="nt", choices=("nt", "nn"),
+                        help="dW as input^T @ grad read in place (nt), or as an NN GEMM over a transposed copy of "
+                             "the input, the layout of the planted shared-handle check (default: %(default)s)")
     parser.add_argument("--mode", default="pedantic", choices=("pedantic", "default", "tf32"),
                         help="cuBLAS math mode of every handle (default: %(default)s)")
     parser.add_argument("--lr", type=float, default=0.5, help="SGD learning rate (default: %(default)s)")
@@ -137,8 +140,13 @@ class Model:
                 handle = self.handles[slot]
                 if self.shared:
                     handle.set_stream(self.streams[slot])
-                gemm(inputs[layer][part], grads[layer][part], out=self.dw_parts[layer, mb], handle=handle,
-                     trans_a=True)
+                if args.layout == "nn":  # the copy is made on the GEMM's stream, so it is ready in order
+                    with self.streams[slot]:
+                        transposed = cupy.ascontiguousarray(inputs[layer][part].T)
+                    gemm(transposed, grads[layer][part], out=self.dw_parts[layer, mb], handle=handle)
+                else:
+                    gemm(inputs[layer][part], grads[layer][part], out=self.dw_parts[layer, mb], handle=handle,
+                         trans_a=True)
                 issued += 1
         for stream in self.streams:
             main.wait_event(stream.record())
@@ -182,7 +190,7 @@ def main() -> int:
 
     reason = gpu_unavailable_reason()
     if reason is not None:
-        error_line(PROG, f"no GPU available: {reason}")
+        error_line(PROG, reason)  # the reason already says "no GPU available"
         return 2
     from cublas_det._device import device_properties
     from cublas_det.run_diff import compare_runs, report_lines

@@ -50,7 +50,7 @@ def main() -> int:
 
     reason = gpu_unavailable_reason()
     if reason is not None:
-        error_line(PROG, f"no GPU available: {reason}")
+        error_line(PROG, reason)  # the reason already says "no GPU available"
         return 2
     import cupy
 
