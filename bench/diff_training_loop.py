@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--streams", type=int, default=4,
                         help="concurrent streams for the dW GEMMs (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=8, help="training steps per run (default: %(default)s)")
-    parser.add_argument("--layout", default="nt", choices=("nt", "nn"),
+    parser.add_argument("--layout", default="nn", choices=("nn", "nt"),
                         help="dW as input^T @ grad read in place (nt), or as an NN GEMM over a transposed copy of "
                              "the input, the layout of the planted shared-handle check (default: %(default)s)")
     parser.add_argument("--mode", default="pedantic", choices=("pedantic", "default", "tf32"),
