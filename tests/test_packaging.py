@@ -84,7 +84,7 @@ def test_wheel_holds_py_typed_license_and_lean_extras(dists):
     requires = meta.get_all("Requires-Dist")
     for cuda in ("12", "13"):
         extra = sorted(r.split(";")[0].strip() for r in requires if f'extra == "cuda{cuda}"' in r)
-        assert extra == [f"cuda-toolkit[cublas,cudart,nvrtc]=={cuda}.*", f"cupy-cuda{cuda}x<15,>=14"]
+        assert extra == [f"cuda-toolkit[cublas,cudart,nvrtc]=={cuda}.*", f"cupy-cuda{cuda}x<15,>=14", "ml-dtypes>=0.4"]
     assert not any("ctk" in r for r in requires)
 
 

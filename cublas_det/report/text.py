@@ -6,7 +6,7 @@ import math
 
 from ..results import BenchResult, GemmCheck, Kind, Outcome, Reproducible, ShapeReport
 from ..scenarios import REGISTRY
-from ..timing.results import is_control
+from ..timing.results import is_control, role
 from .timing_text import TIME_NOTE, heading_suffix, timing_warnings, trust_suffix
 from .verdicts import (
     check_failures,
@@ -17,15 +17,20 @@ from .verdicts import (
 )
 
 # Dense peak TFLOP/s by GPU (vendor datasheets, SXM parts): fp32 on CUDA cores, TF32 on tensor cores.
-PEAK_TFLOPS = {"H200": (67.0, 495.0), "H100": (67.0, 495.0), "A100": (19.5, 156.0), "L40S": (91.6, 183.0)}
+# Dense peak TFLOP/s by GPU (vendor datasheets, SXM parts): fp32 on CUDA cores, TF32 and bf16/fp16 on tensor cores.
+PEAK_TFLOPS = {"H200": (67.0, 495.0, 989.5), "H100": (67.0, 495.0, 989.5), "A100": (19.5, 156.0, 312.0),
+               "L40S": (91.6, 183.0, 362.1)}
 NOISY_REL_IQR = 0.10
 HEADER = ["mode", "reproducible", "hazards: bits changed by", "same bits as", "rel. err", "graph µs", "eager µs",
           "TFLOP/s", "% peak", "time vs PEDANTIC [95% CI]"]
 
 
 def peak_tflops(gpu_name: str, mode: str) -> float | None:
-    for key, (fp32, tf32) in PEAK_TFLOPS.items():
+    """The peak of what a configuration runs on: half-precision inputs and TF32 on tensor cores, else fp32."""
+    for key, (fp32, tf32, half) in PEAK_TFLOPS.items():
         if key in gpu_name:
+            if "float16->" in mode or "bfloat16->" in mode:
+                return half
             return tf32 if mode.startswith("TF32") else fp32
     return None
 
@@ -43,7 +48,8 @@ def table_rows(report: ShapeReport, gpu_name: str) -> list[list[str]]:
     for mode in modes:
         check = report.checks.get(mode)
         arm = timing.arm(mode) if timing else None
-        ratio = timing.ratio(mode, "PEDANTIC") if timing else None
+        reference = timing.arm_name("PEDANTIC") if timing else None
+        ratio = timing.ratio(mode, reference) if timing and reference else None
         peak = peak_tflops(gpu_name, mode)
         tflops = timing.tflops(mode) if arm else None
         rows.append([
@@ -52,7 +58,7 @@ def table_rows(report: ShapeReport, gpu_name: str) -> list[list[str]]:
             _fmt_us(arm.median_us if arm else None), _fmt_us(arm.eager_median_us if arm else None),
             f"{tflops:.1f}" if tflops else "-",
             f"{100 * tflops / peak:.0f}%" if tflops and peak else "-",
-            "1 (reference)" if mode == "PEDANTIC" and timing and arm else
+            "1 (reference)" if mode == reference and arm else
             (f"{ratio.median:.3f} [{ratio.ci_low:.3f}, {ratio.ci_high:.3f}]{trust_suffix(timing)}" if ratio else "-"),
         ])
     return rows
@@ -126,14 +132,22 @@ def _timing_lines(result: BenchResult) -> list[str]:
     for report in result.shapes:
         if not report.timing:
             continue
-        ped_def = report.timing.ratio("PEDANTIC", "DEFAULT")
-        tf32 = report.timing.ratio("TF32", "PEDANTIC")
+        timing = report.timing
+        ped_def = timing.ratio_by_role("PEDANTIC", "DEFAULT")
         parts = []
         if ped_def:
             parts.append(f"PEDANTIC costs {_pct(ped_def)} over DEFAULT")
-        if tf32:
-            speed = 1 / tf32.median
-            parts.append(f"TF32 is {speed:.2f}x faster than PEDANTIC [{1 / tf32.ci_high:.2f}, {1 / tf32.ci_low:.2f}]")
+        pedantic = timing.arm_name("PEDANTIC")
+        for arm in timing.arms:  # every other configuration against PEDANTIC: TF32, COMPUTE_32F_PEDANTIC ...
+            ratio = timing.ratio(arm.name, pedantic) if pedantic else None
+            if ratio is None or role(arm.name) in ("PEDANTIC", "DEFAULT"):
+                continue
+            if ratio.median < 1:
+                parts.append(f"{role(arm.name)} is {1 / ratio.median:.2f}x faster than PEDANTIC "
+                             f"[{1 / ratio.ci_high:.2f}, {1 / ratio.ci_low:.2f}]")
+            else:
+                parts.append(f"{role(arm.name)} takes {ratio.median:.2f}x the time of PEDANTIC "
+                             f"[{ratio.ci_low:.2f}, {ratio.ci_high:.2f}]")
         aa = report.timing.aa_ratio
         if aa:
             parts.append(f"A/A {aa.median:.3f}" + ("" if report.timing.trusted else ": ratios not trusted"))
@@ -196,12 +210,12 @@ def finding_lines(checks: list[tuple[str, GemmCheck]]) -> list[str]:
 def _modes_agreement(result: BenchResult) -> str:
     groups = []
     for report in result.shapes:
-        check = report.checks.get("PEDANTIC") or next(iter(report.checks.values()), None)
+        check = next(iter(report.checks.values()), None)
         if modes_group(check) is not None:
             groups.append(check.scenario("modes").extra["groups"])
     if not groups:
         return ""
-    together = sum(any({"DEFAULT", "PEDANTIC"} <= set(g) for g in grouping) for grouping in groups)
+    together = sum(any({"DEFAULT", "PEDANTIC"} <= {role(name) for name in g} for g in grouping) for grouping in groups)
     return f"modes: DEFAULT and PEDANTIC gave identical bits on {together} of {len(groups)} shapes"
 
 

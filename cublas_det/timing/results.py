@@ -17,10 +17,24 @@ AA_ARM = "DEFAULT-AA"  # the control's name when DEFAULT is timed, as in earlier
 AA_TOLERANCE = 0.005
 
 
+def role(name: str) -> str:
+    """A configuration's name without its element types: ``PEDANTIC/bfloat16->bfloat16`` -> ``PEDANTIC``.
+
+    Arms are found by role, so a bf16 run compares its modes as an fp32 run does.
+    """
+    head, _, tail = name.rpartition("/")
+    return head if "->" in tail else name
+
+
+def arm_with_role(arm_names, wanted: str) -> str | None:
+    """The (first) arm whose role is ``wanted``, A/A controls excluded."""
+    return next((n for n in arm_names if not is_control(n) and role(n) == wanted), None)
+
+
 def aa_reference(arm_names) -> str:
     """The arm the A/A control repeats: DEFAULT, else PEDANTIC, else the first arm."""
     names = list(arm_names)
-    return next((n for n in ("DEFAULT", "PEDANTIC") if n in names), names[0])
+    return arm_with_role(names, "DEFAULT") or arm_with_role(names, "PEDANTIC") or names[0]
 
 
 def aa_name(reference: str) -> str:
@@ -32,11 +46,13 @@ def is_control(name: str) -> bool:
 
 
 def ratio_pairs(arm_names: list[str]) -> list[tuple[str, str]]:
-    """Every mode against PEDANTIC, PEDANTIC against DEFAULT, and the A/A control against its reference."""
+    """Every mode against PEDANTIC, PEDANTIC against DEFAULT, and the A/A control against its reference
+    (by role: the same in fp32 and in half precision)."""
     modes = [name for name in arm_names if not is_control(name)]
-    pairs = [(name, "PEDANTIC") for name in modes if name != "PEDANTIC" and "PEDANTIC" in modes]
-    if "PEDANTIC" in modes and "DEFAULT" in modes:
-        pairs.append(("PEDANTIC", "DEFAULT"))
+    pedantic, default = arm_with_role(modes, "PEDANTIC"), arm_with_role(modes, "DEFAULT")
+    pairs = [(name, pedantic) for name in modes if pedantic and name != pedantic]
+    if pedantic and default:
+        pairs.append((pedantic, default))
     pairs += [(name, name[:-len(AA_SUFFIX)]) for name in arm_names if is_control(name)
               and name[:-len(AA_SUFFIX)] in modes]
     return pairs
@@ -130,6 +146,15 @@ class ShapeTiming:
 
     def ratio(self, numerator: str, denominator: str) -> Ratio | None:
         return next((r for r in self.ratios if (r.numerator, r.denominator) == (numerator, denominator)), None)
+
+    def arm_name(self, wanted_role: str) -> str | None:
+        """The name of the arm with this role (``PEDANTIC`` finds ``PEDANTIC/bfloat16->bfloat16``)."""
+        return arm_with_role([a.name for a in self.arms], wanted_role)
+
+    def ratio_by_role(self, numerator: str, denominator: str) -> Ratio | None:
+        """:meth:`ratio` of the arms with these roles (``ratio_by_role("TF32", "PEDANTIC")``)."""
+        num, den = self.arm_name(numerator), self.arm_name(denominator)
+        return self.ratio(num, den) if num and den else None
 
     def tflops(self, name: str) -> float:
         return self.flop / (self.arm(name).median_us * 1e-6) / 1e12
