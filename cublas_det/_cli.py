@@ -73,6 +73,9 @@ def run_guarded(prog: str, body) -> int:
 
     try:
         return body()
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_OK
     except KeyboardInterrupt:
         error_line(prog, "interrupted")
         return 130

@@ -29,7 +29,7 @@ from ._cli import (
     run_guarded,
     wrap_paragraphs,
 )
-from .config import DEFAULT_MODES, MODE_CHOICES
+from .config import DEFAULT_MODES, HALF_DEFAULT_MODES, MODE_CHOICES, PRECISIONS
 from .errors import UsageError
 from .outputs import check_writable, write_json, write_text
 
@@ -69,9 +69,19 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
                       help="custom row-major shapes; op is the cuBLAS transa+transb (nn, nt, tn, tt)")
     what.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, metavar="T",
                       help="tokens (batch x seqlen) for the Mamba2 presets (default: %(default)s)")
-    what.add_argument("--modes", nargs="+", action=ExtendList, type=str.lower, choices=MODE_CHOICES,
-                      default=list(DEFAULT_MODES), metavar="MODE",
-                      help=f"math modes: {', '.join(MODE_CHOICES)} (default: {' '.join(DEFAULT_MODES)})")
+    what.add_argument("--modes", nargs="+", action=ExtendList, type=str.lower, metavar="MODE",
+                      help=f"math modes: {', '.join(MODE_CHOICES)}, each optionally +disallow-rpr (default: "
+                           f"{' '.join(DEFAULT_MODES)}; in half precision: {' '.join(HALF_DEFAULT_MODES)})")
+    what.add_argument("--dtype", type=str.lower, metavar="TYPE",
+                      help="input element type: float32, bfloat16 or float16 (bf16, fp16) (default: float32)")
+    what.add_argument("--out-dtype", type=str.lower, metavar="TYPE",
+                      help="output element type: the input type or float32 (default: the input type)")
+    what.add_argument("--compute-type", nargs="+", action=ExtendList, metavar="TYPE",
+                      help="cuBLAS compute types, each run in every mode, e.g. COMPUTE_32F COMPUTE_32F_PEDANTIC "
+                           "(default: COMPUTE_32F)")
+    what.add_argument("--precision", choices=tuple(PRECISIONS), metavar="NAME",
+                      help="a named precision: " + "; ".join(f"{name}: {text}" for name, (text, _) in
+                                                            PRECISIONS.items()))
     what.add_argument("--scenarios", nargs="+", action=ExtendList, metavar="NAME",
                       help="reproducibility scenarios, or 'all' or 'none' (default: all; with --devices: repeat): "
                            f"{', '.join(REGISTRY)}")
@@ -143,8 +153,36 @@ def _parse_options(args, parser):
     if args.quick:
         scenarios = list(without_workers(scenarios))
         repeats = min(repeats, 5)
-    configs = list(dict.fromkeys(GemmConfig.parse(mode, source="--modes") for mode in args.modes))
-    return shapes, scenarios, repeats, configs
+    return shapes, scenarios, repeats, _configurations(args)
+
+
+def _configurations(args) -> list:
+    """The configurations to run: --precision's, or --modes x --compute-type in --dtype / --out-dtype."""
+    from ._cublas import ComputeType
+    from .config import GemmConfig, canonical_dtype
+
+    if args.precision:
+        if args.dtype or args.out_dtype or args.compute_type or args.modes:
+            raise UsageError(f"--precision {args.precision} sets the types and modes; drop --dtype, --out-dtype, "
+                             "--compute-type and --modes, or drop --precision")
+        return list(PRECISIONS[args.precision][1])
+    dtype = canonical_dtype(args.dtype or "float32", "--dtype")
+    out_dtype = canonical_dtype(args.out_dtype or dtype, "--out-dtype")
+    modes = args.modes or (DEFAULT_MODES if dtype == "float32" else HALF_DEFAULT_MODES)
+    computes = []
+    for name in args.compute_type or ["COMPUTE_32F"]:
+        key = name.upper() if name.upper().startswith("COMPUTE_") else "COMPUTE_" + name.upper()
+        if key not in ComputeType.__members__:
+            raise UsageError(f"--compute-type {name!r} is not a cuBLAS compute type; choose from "
+                             f"{', '.join(ComputeType.__members__)}")
+        computes.append(ComputeType[key])
+    configs = []
+    for mode in modes:
+        parsed = GemmConfig.parse(mode, source="--modes")
+        for compute in computes:
+            configs.append(GemmConfig(parsed.math_mode, parsed.disallow_reduced_precision_reduction, compute, dtype,
+                                      out_dtype))
+    return list(dict.fromkeys(configs))
 
 
 class Progress:

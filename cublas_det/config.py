@@ -81,6 +81,8 @@ DTYPE_ALIASES = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16", "fp16"
 DEFAULT_MATH_MODE = MathMode.PEDANTIC
 MODE_CHOICES = ("pedantic", "default", "tf32", "bf16x9")
 DEFAULT_MODES = ("pedantic", "default", "tf32")  # the benchmark's default: the modes the user's problem is about
+# In half precision TF32 does not apply; the choice is the DISALLOW_REDUCED_PRECISION_REDUCTION flag.
+HALF_DEFAULT_MODES = ("pedantic", "default", "pedantic+disallow-rpr")
 _MODE_NAMES = {
     "pedantic": MathMode.PEDANTIC,
     "default": MathMode.DEFAULT,
@@ -262,3 +264,17 @@ def math_mode_name(value: int) -> str:
         return GemmConfig.from_math_mode_value(value).name
     except ValueError:
         return str(value)
+
+
+def _amp_configs() -> tuple[GemmConfig, ...]:
+    bf16 = {"input_dtype": "bfloat16", "output_dtype": "bfloat16"}
+    return (GemmConfig(MathMode.PEDANTIC, **bf16), GemmConfig(MathMode.DEFAULT, **bf16),
+            GemmConfig(MathMode.PEDANTIC, True, **bf16),
+            GemmConfig(MathMode.PEDANTIC, compute_type=ComputeType.COMPUTE_32F_PEDANTIC, **bf16))
+
+
+# Named precisions: what a training setup runs, as the configurations the benchmark compares.
+PRECISIONS = {
+    "mamba2-amp": ("bf16 in and out with fp32 accumulation, as Mamba2 trains under PyTorch autocast; PEDANTIC, "
+                   "DEFAULT, PEDANTIC+DISALLOW_RPR and COMPUTE_32F_PEDANTIC", _amp_configs()),
+}

@@ -124,7 +124,50 @@ def summary_lines(result: BenchResult) -> list[str]:
     same = _modes_agreement(result)
     if same:
         lines.append(same)
-    return lines
+    return lines + precision_lines(result)
+
+
+def _short(cell: str) -> str:
+    """A matrix cell's name without element types and the default compute type, for a sentence."""
+    parts = [p for p in cell.split("/") if "->" not in p and p != "COMPUTE_32F"]
+    return "/".join(parts)
+
+
+def precision_lines(result: BenchResult) -> list[str]:
+    """In half precision: which configurations gave PEDANTIC's bits (the modes matrix), which changed them,
+    and what the others cost against PEDANTIC."""
+    same, changed, shapes, dtype = {}, {}, 0, ""
+    for report in result.shapes:
+        check = next(iter(report.checks.values()), None)
+        modes = check.scenario("modes") if check else None
+        if check is None or check.config.input_dtype == "float32" or modes is None or modes.error \
+                or "all_groups" not in modes.extra:
+            continue
+        shapes += 1
+        dtype = check.config.input_dtype
+        base = f"PEDANTIC/{check.config.input_dtype}->{check.config.output_dtype}/COMPUTE_32F"
+        group = next((g for g in modes.extra["all_groups"] if base in g), [base])
+        for cell in modes.extra["matrix"]:
+            target = same if cell in group else changed
+            target[_short(cell)] = target.get(_short(cell), 0) + 1
+    if not shapes:
+        return []
+    always = [name for name, count in same.items() if count == shapes and name not in changed]
+    line = f"{dtype}: {', '.join(always)} gave identical bits on all {shapes} shapes"
+    if changed:
+        line += "; " + ", ".join(f"{name} changed them ({count} of {shapes})" for name, count in changed.items())
+    costs = {}
+    for report in result.shapes:
+        timing = report.timing
+        pedantic = timing.arm_name("PEDANTIC") if timing else None
+        for arm in timing.arms if pedantic else ():
+            ratio = timing.ratio(arm.name, pedantic)
+            if ratio and role(arm.name) not in ("PEDANTIC", "DEFAULT") and not is_control(arm.name):
+                costs.setdefault(role(arm.name), []).append(ratio.median)
+    for name, ratios in costs.items():
+        low, high = f"{min(ratios):.1f}", f"{max(ratios):.1f}"
+        line += f"; {name} takes {low if low == high else f'{low}-{high}'}x the time of PEDANTIC"
+    return [line]
 
 
 def _timing_lines(result: BenchResult) -> list[str]:

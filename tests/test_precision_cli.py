@@ -1,0 +1,95 @@
+"""Half precision in the benchmark: --dtype, --out-dtype, --compute-type, --precision, and the summary line."""
+
+import argparse
+
+import pytest
+
+from cublas_det import bench
+from cublas_det._cublas import ComputeType, MathMode
+from cublas_det.config import GemmConfig
+from cublas_det.errors import UsageError
+from cublas_det.report.text import precision_lines, table_rows
+from cublas_det.results import BenchResult, GemmCheck, Kind, ScenarioResult, ShapeReport
+from cublas_det.shapes import parse_shape
+from cublas_det.timing.results import ArmTiming, Ratio, ShapeTiming
+
+
+def _args(**given):
+    values = {"precision": None, "dtype": None, "out_dtype": None, "compute_type": None, "modes": None}
+    return argparse.Namespace(**{**values, **given})
+
+
+def test_default_configurations_are_the_three_fp32_modes():
+    assert [c.name for c in bench._configurations(_args())] == ["PEDANTIC", "DEFAULT", "TF32"]
+
+
+def test_half_precision_defaults_and_products():
+    configs = bench._configurations(_args(dtype="bf16"))
+    assert [c.name for c in configs] == ["PEDANTIC/bfloat16->bfloat16", "DEFAULT/bfloat16->bfloat16",
+                                         "PEDANTIC+DISALLOW_RPR/bfloat16->bfloat16"]
+    configs = bench._configurations(_args(dtype="fp16", out_dtype="float32", modes=["pedantic"],
+                                          compute_type=["32f", "COMPUTE_32F_PEDANTIC"]))
+    assert [c.name for c in configs] == ["PEDANTIC/float16->float32",
+                                         "PEDANTIC/COMPUTE_32F_PEDANTIC/float16->float32"]
+
+
+def test_the_mamba2_amp_precision():
+    configs = bench._configurations(_args(precision="mamba2-amp"))
+    assert configs[0] == GemmConfig(MathMode.PEDANTIC, input_dtype="bfloat16", output_dtype="bfloat16")
+    assert configs[3].compute_type is ComputeType.COMPUTE_32F_PEDANTIC and configs[2].disallow_reduced_precision_reduction
+    with pytest.raises(UsageError, match="--precision mamba2-amp sets the types and modes"):
+        bench._configurations(_args(precision="mamba2-amp", dtype="bf16"))
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"dtype": "int8"}, "--dtype 'int8' is not supported; choose float32, bfloat16, float16"),
+    ({"dtype": "bf16", "modes": ["tf32"]}, "TF32 math applies to float32 inputs, not bfloat16"),
+    ({"dtype": "float16", "out_dtype": "bfloat16"}, "float16 inputs with a bfloat16 output are not supported"),
+    ({"compute_type": ["fast"]}, "--compute-type 'fast' is not a cuBLAS compute type"),
+    ({"modes": ["pedantic+rpr"]}, "--modes='pedantic+rpr' is not a math mode"),
+])
+def test_bad_precisions_are_named(tmp_path, capsys, given, message):
+    argv = []
+    for key, value in given.items():
+        argv += [f"--{key.replace('_', '-')}", *(value if isinstance(value, list) else [value])]
+    assert bench.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
+def _bf16_result():
+    shape = parse_shape("3352x768x16384:nt")
+    dt = "bfloat16->bfloat16"
+    cells = {f"{mode}/{dt}/{compute}": {"digest": "x", "rel_error": 3e-3}
+             for mode in ("PEDANTIC", "PEDANTIC+DISALLOW_RPR", "DEFAULT", "DEFAULT+DISALLOW_RPR")
+             for compute in ("COMPUTE_32F", "COMPUTE_32F_PEDANTIC")}
+    same = [cell for cell in cells if cell.endswith("/COMPUTE_32F")]
+    modes = ScenarioResult("modes", Kind.COMPARISON, 3, 0, extra={
+        "matrix": cells, "groups": [[c.rsplit("/", 1)[0] for c in same]],
+        "all_groups": [same, [c for c in cells if c not in same]]})
+    configs = bench._configurations(_args(precision="mamba2-amp"))
+    checks = {c.name: GemmCheck(shape, c, "argument", 0, "ab" * 32, 3e-3, (ScenarioResult("repeat", Kind.GUARANTEE,
+              20, 0), modes)) for c in configs}
+    names = [c.name for c in configs]
+    arms = tuple(ArmTiming(n, (t,) * 10, (t,) * 10) for n, t in zip(names, (100.0, 100.0, 100.0, 3800.0)))
+    ratios = (Ratio(names[3], names[0], 38.0, 37.8, 38.2, 10), Ratio(names[1], names[0], 1.0, 0.99, 1.01, 10),
+              Ratio(names[2], names[0], 1.0, 0.99, 1.01, 10))
+    timing = ShapeTiming(shape.name, shape.flop, 10, 1, 10, arms, ratios, 1.0)
+    return BenchResult((ShapeReport(shape, checks, timing),), {"gpu": {"name": "NVIDIA H200"}}, "now", 1.0, "x")
+
+
+def test_the_summary_answers_the_bf16_user():
+    (line,) = precision_lines(_bf16_result())
+    assert line == ("bfloat16: PEDANTIC, PEDANTIC+DISALLOW_RPR, DEFAULT, DEFAULT+DISALLOW_RPR gave identical bits on "
+                    "all 1 shapes; PEDANTIC/COMPUTE_32F_PEDANTIC changed them (1 of 1), "
+                    "PEDANTIC+DISALLOW_RPR/COMPUTE_32F_PEDANTIC changed them (1 of 1), DEFAULT/COMPUTE_32F_PEDANTIC "
+                    "changed them (1 of 1), DEFAULT+DISALLOW_RPR/COMPUTE_32F_PEDANTIC changed them (1 of 1); "
+                    "PEDANTIC+DISALLOW_RPR takes 1.0x the time of PEDANTIC; PEDANTIC/COMPUTE_32F_PEDANTIC takes 38.0x "
+                    "the time of PEDANTIC")
+
+
+def test_the_table_compares_bf16_configurations_with_pedantic_in_bf16():
+    result = _bf16_result()
+    rows = table_rows(result.shapes[0], "NVIDIA H200")
+    assert rows[0][-1] == "1 (reference)" and rows[3][-1].startswith("38.000 [37.800, 38.200]")
+    assert rows[0][8] == f"{100 * result.shapes[0].timing.tflops(rows[0][0]) / 989.5:.0f}%"  # the bf16 peak
