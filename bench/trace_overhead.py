@@ -53,6 +53,7 @@ def main() -> int:
         error_line(PROG, reason)  # the reason already says "no GPU available"
         return 2
     import cupy
+    import numpy
 
     from cublas_det._device import device_properties
     from cublas_det.digest import finish, host_digest, queue_device_sums
@@ -61,7 +62,8 @@ def main() -> int:
     nbytes = int(args.mb * 1e6) // 4 * 4
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
-        tensor = cupy.random.standard_normal(nbytes // 4, dtype=cupy.float32)
+        # Made on the host: cupy.random needs cuRAND, which the cuda12/cuda13 extras leave out.
+        tensor = cupy.asarray(numpy.random.default_rng(0).standard_normal(nbytes // 4, dtype=numpy.float32))
         copy = cupy.empty_like(tensor)
         sums = cupy.zeros(2, cupy.uint64)
         scrub = cupy.empty(256 << 20, cupy.uint8)

@@ -58,7 +58,7 @@ def ordered_bits(array):
 
 
 def ulp_distance(a, b):
-    """Elementwise distance in units in the last place between two float32 arrays."""
+    """Elementwise distance in units in the last place between two arrays of one float type."""
     return abs(ordered_bits(a) - ordered_bits(b))
 
 
@@ -89,7 +89,7 @@ def count_mismatches(reference, actual):
 
 
 def compare(reference, actual) -> Mismatch:
-    """Compare two float32 arrays of one shape bit for bit and locate the worst element."""
+    """Compare two arrays of one shape and float type bit for bit and locate the worst element."""
     if reference.shape != actual.shape or reference.dtype != actual.dtype:
         raise ValueError(f"cannot compare {reference.dtype}{reference.shape} with {actual.dtype}{actual.shape}")
     xp = _xp(reference)
@@ -168,7 +168,7 @@ class MismatchTracker:
         self._runs = 0
 
     def record(self, actual) -> None:
-        """Compare one output (same shape, float32) with the reference; queued on the current stream."""
+        """Compare one output (the reference's shape and type) with the reference; queued on the current stream."""
         if self._runs >= self._counts.size:
             raise ValueError(f"MismatchTracker was made for {self._counts.size} runs")
         xp = self._xp

@@ -1,4 +1,5 @@
-"""``gemm()``: row-major float32 GEMM on CuPy arrays through ``cublasGemmEx``, capturable in CUDA graphs.
+"""``gemm()``: row-major GEMM (float32, bfloat16, float16) on CuPy arrays or DLPack tensors through
+``cublasGemmEx``, capturable in CUDA graphs.
 
 Two ways into the same ``cublasGemmEx`` of the same libcublas, with the same handle and arguments:
 
@@ -234,11 +235,14 @@ def _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type
 
 def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
          trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0, compute_type=None):
-    """``out = alpha * op(a) @ op(b) + beta * out`` on row-major float32 CuPy arrays.
+    """``out = alpha * op(a) @ op(b) + beta * out`` on row-major arrays.
 
     Args:
-        a, b: 2-D C-contiguous float32 ``cupy.ndarray``; ``op(x)`` is ``x.T`` when ``trans_x``.
-        out: an (M, N) float32 C-contiguous array to write into; a new one when ``None``.
+        a, b: 2-D C-contiguous arrays of one element type, float32, bfloat16 or float16: CuPy arrays,
+            or GPU tensors with ``__dlpack__`` (PyTorch ...), viewed by CuPy without a copy (bfloat16
+            needs ``ml_dtypes``); ``op(x)`` is ``x.T`` when ``trans_x``.
+        out: an (M, N) C-contiguous array or tensor to write into (the input type, or float32 for
+            half-precision inputs); a new CuPy array of the input type when ``None``.
         handle: a :class:`Handle`; ``None`` uses this thread's handle for the current device in
             the configuration that ``CUBLAS_DET_MATH_MODE`` names (PEDANTIC by default).
         compute_type: a :class:`ComputeType`; ``None`` uses the handle's configuration, by default
@@ -248,9 +252,10 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     Returns:
         ``out``.
     Raises:
-        TypeError: an operand that is not a CuPy array, or not float32.
-        ValueError: shapes that do not multiply, a wrong ``out``, a non-contiguous operand, or an
-            operand on another device than the handle.
+        TypeError: an operand that is neither a CuPy array nor a GPU tensor, or of another type.
+        ValueError: shapes that do not multiply, a wrong ``out``, a non-contiguous operand, an
+            operand on another device than the handle, or element and compute types that cuBLAS does
+            not combine (the message names the combination).
         CublasError: cuBLAS rejected the call.
     """
     # This function's host time is part of every eager GEMM (a ~12 µs cuBLAS launch on the H200

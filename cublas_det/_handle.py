@@ -227,11 +227,9 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
     try:
         _cublas.cublas_set_math_mode(ptr, config.math_mode_value)
         read_back = _cublas.cublas_get_math_mode(ptr)
-        if read_back != config.math_mode_value:
-            raise RuntimeError(
-                f"cublasSetMathMode({config.name}) did not take: the handle reads back "
-                f"{math_mode_name(read_back)}"
-            )
+        if read_back != config.math_mode_value:  # the cuBLAS in use does not know this mode
+            raise _cublas.CublasError(15, f"cublasSetMathMode({config.name}) did not take: the handle reads back "
+                                          f"{math_mode_name(read_back)}")
         if atomics:
             _cublas.cublas_set_atomics_mode(ptr, int(AtomicsMode.ALLOWED))
         handle.set_stream(stream)
@@ -293,5 +291,5 @@ def default_handle() -> Handle:
     key = (_current_device(), config)
     handle = handles.get(key)
     if handle is None or handle.closed:
-        handle = handles[key] = create_handle(None)
+        handle = handles[key] = create_handle(None)  # None, not config: the handle says where its mode came from
     return handle

@@ -144,9 +144,11 @@ def run_sweep(shapes: list[GemmShape], configs: list[GemmConfig], devices: list[
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config in configs)
     env = dict(os.environ)
     started = time.perf_counter()
-    workers = {device: spawn(Request(device, tasks, tuple(scenarios), repeats), env) for device in devices}
+    workers: dict = {}
     runs = []
     try:
+        for device in devices:  # inside the try: a failure to start one never leaves the others running
+            workers[device] = spawn(Request(device, tasks, tuple(scenarios), repeats), env)
         for device, process in workers.items():
             answer, error = collect(process, timeout_s)
             if answer is None:
@@ -158,7 +160,7 @@ def run_sweep(shapes: list[GemmShape], configs: list[GemmConfig], devices: list[
                 on_device(run)
     except KeyboardInterrupt:  # keep what the finished workers returned; mark the rest
         done = {run.device_id for run in runs}
-        runs += [DeviceRun(device, error=INTERRUPTED) for device in workers if device not in done]
+        runs += [DeviceRun(device, error=INTERRUPTED) for device in devices if device not in done]
     finally:
         kill_all(workers)
     return runs
@@ -190,7 +192,8 @@ def agreements(shapes: list[GemmShape], configs: list[GemmConfig], runs: list[De
                     changed = [r.scenario for r in task.scenarios if r.kind is Kind.HAZARD and r.changed_bits]
                     if changed:
                         findings[run.device_id] = changed
-                    failed = [f"{r.scenario}: {r.error}" for r in task.scenarios if r.error]
+                    # Only a guarantee that could not run leaves the device's verdict open; a hazard's does not.
+                    failed = [f"{r.scenario}: {r.error}" for r in task.scenarios if r.error and r.kind is Kind.GUARANTEE]
                     if failed:
                         errors[run.device_id] = "; ".join(failed)
             found.append(Agreement(shape, config, digests, errors, failures, findings, inputs))

@@ -123,7 +123,6 @@ def _parse_options(args, parser):
     import math
 
     from ._sweep import parse_devices
-    from .config import GemmConfig
     from .scenarios import REGISTRY, validate_scenarios, without_workers
     from .shapes import resolve_shapes
 
@@ -331,8 +330,13 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused) -> int:
             for check in found:
                 checks.setdefault(check.shape.name, {})[check.mode_name] = check
         if timing and not interrupted:
-            monitor = GpuMonitor.start()  # other processes, clocks, power: before and while timing runs
-            warm_up(0.5 if args.quick else 1.0)
+            try:
+                monitor = GpuMonitor.start()  # other processes, clocks, power: before and while timing runs
+                warm_up(0.5 if args.quick else 1.0)
+            except gpu_failures() as err:  # the checks above are kept; every shape's timing says why
+                for shape in runnable:
+                    errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
+                runnable = []
             for shape in runnable:
                 try:
                     timings[shape.name] = time_shape(

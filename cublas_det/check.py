@@ -74,7 +74,6 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     import cupy
 
     from ._device import require_gpu
-    from ._provenance import fingerprint
 
     names = validate_scenarios(scenarios)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 2:
@@ -82,13 +81,22 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     shapes = [parse_shape(s) if isinstance(s, str) else s for s in shapes]
     configs = [resolve_config(mode) for mode in modes]
     require_gpu()
-    if device_id is not None:
-        cupy.cuda.Device(device_id).use()
+    with cupy.cuda.Device(device_id if device_id is not None else cupy.cuda.runtime.getDevice()):
+        return _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check)
+
+
+def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check) -> list[GemmCheck]:
+    """:func:`check_many` on the current device, its arguments checked."""
+    import cupy
+
+    from ._provenance import fingerprint
+
     provenance = fingerprint()
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config, _ in configs)
-    workers = _start_workers(names, tasks, repeats, gemm_fn)
+    workers: dict = {}
     checks = []
     try:
+        _start_workers(workers, names, tasks, repeats, gemm_fn)  # inside the try: none is left running
         for shape in shapes:
             operands: dict = {}  # input dtype -> Operands, or the error that stopped making them
             shared: dict = {}  # what the configurations of this shape share (the modes matrix)
@@ -139,7 +147,10 @@ def _check_one(shape, config, source, seed, names, repeats, operands, run, share
                              provenance)
     a, b = operands.a, operands.b
     stream = cupy.cuda.Stream(non_blocking=True)
-    handle = create_handle(config, stream=stream)
+    handle = _guarded(lambda: create_handle(config, stream=stream))
+    if isinstance(handle, BaseException):
+        return _failed_check(shape, config, source, seed, names, f"handle: {type(handle).__name__}: {handle}",
+                             provenance, operands.digests)
     try:
         with stream:
             reference = _guarded(lambda: _reference(shape, config, a, b, handle, run))
@@ -175,10 +186,11 @@ def _failed_check(shape, config, source, seed, names, error, provenance, input_d
 
 
 # -- scenarios in other processes ---------------------------------------------------------------
-def _start_workers(names, tasks, repeats, gemm_fn) -> dict:
+def _start_workers(workers: dict, names, tasks, repeats, gemm_fn) -> None:
     """Start the worker processes the scenarios need; they run while this process checks.
 
-    Returns ``{worker name: Popen, or the reason it was not started}``.
+    Fills ``workers`` with ``{worker name: Popen, or the reason it was not started}`` one by one, so
+    that the caller can kill those already started if starting another fails.
     """
     planned = {}
     for name in names:
@@ -187,9 +199,8 @@ def _start_workers(names, tasks, repeats, gemm_fn) -> dict:
             import cupy
 
             planned.update(scenario.plan(cupy.cuda.runtime.getDevice(), tasks, repeats))
-    if gemm_fn is not None:
-        return {worker: "a custom gemm_fn cannot run in another process" for worker in planned}
-    return {worker: spawn(request, env) for worker, (request, env) in planned.items()}
+    for worker, (request, env) in planned.items():
+        workers[worker] = "a custom gemm_fn cannot run in another process" if gemm_fn else spawn(request, env)
 
 
 def _merge_worker_results(checks: list[GemmCheck], names, workers: dict) -> list[GemmCheck]:

@@ -6,9 +6,11 @@ flag, the compute type, and the element types of the inputs and the output. The 
 travels unchanged to ``cublasSetMathMode`` and ``cublasGemmEx``; tables and JSON name it by
 :attr:`GemmConfig.name`.
 
-The text form is ``MODE[+disallow-rpr]``: ``pedantic``, ``default`` or ``tf32`` (or the cuBLAS
-names ``CUBLAS_PEDANTIC_MATH`` ...), case-insensitive, optionally with the flag
-``DISALLOW_REDUCED_PRECISION_REDUCTION`` (``+disallow-rpr``).
+The text form is ``MODE[+disallow-rpr]``: ``pedantic``, ``default``, ``tf32`` or ``bf16x9``
+(fp32 emulated with bf16x9 on tensor cores, cuBLAS 12.9+), or the cuBLAS names
+(``CUBLAS_PEDANTIC_MATH`` ...), case-insensitive, optionally with the flag
+``DISALLOW_REDUCED_PRECISION_REDUCTION`` (``+disallow-rpr``). Element and compute types are set
+apart (``GemmConfig(input_dtype="bfloat16", ...)``, the benchmark's ``--dtype``).
 """
 
 from __future__ import annotations
@@ -165,10 +167,6 @@ class GemmConfig:
     def __str__(self) -> str:
         return self.name
 
-    def with_math_mode(self, mode: MathMode) -> GemmConfig:
-        """This configuration in another math mode (the flag, compute and element types kept)."""
-        return dataclasses.replace(self, math_mode=mode)
-
     def to_dict(self) -> dict:
         return {"name": self.name, "math_mode": self.math_mode.name,
                 "disallow_reduced_precision_reduction": self.disallow_reduced_precision_reduction,
@@ -208,8 +206,9 @@ class GemmConfig:
         if base not in (MathMode.DEFAULT, MathMode.PEDANTIC, MathMode.TF32, MathMode.FP32_EMULATED_BF16X9) \
                 or int(value) & ~0xFF:
             raise ValueError(
-                f"mode={int(value)} is not a supported math mode; use MathMode.DEFAULT (0), PEDANTIC (2) "
-                "or TF32 (3), optionally | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION (16)")
+                f"mode={int(value)} is not a supported math mode; use MathMode.DEFAULT (0), PEDANTIC (2), "
+                "TF32 (3) or FP32_EMULATED_BF16X9 (4), optionally | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION "
+                "(16)")
         return cls(MathMode(base), bool(int(value) & MATH_MODE_FLAGS))
 
 

@@ -12,6 +12,7 @@ Exit codes: 0 identical, 1 diverged, 2 usage or I/O error (one line on stderr).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from ._cli import (
@@ -57,6 +58,8 @@ def _chunk_mib(value: str) -> int:
         mib = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not math.isfinite(mib):
+        raise argparse.ArgumentTypeError(f"must be a finite number of MiB, not {value}")
     chunk = int(mib * (1 << 20)) // 8 * 8
     if chunk <= 0:
         raise argparse.ArgumentTypeError(f"must be more than 0, not {value}")

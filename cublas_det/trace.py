@@ -110,7 +110,9 @@ class _DeviceSums:
 
     def collect(self) -> np.ndarray:
         """The filled sums on the host, once their kernels have run (copied on a stream of our own)."""
-        with self.copy_stream:
+        import cupy
+
+        with cupy.cuda.Device(self.device_id), self.copy_stream:  # the copy stream belongs to that device
             for event in self.last_event_per_stream.values():
                 self.copy_stream.wait_event(event)
             host = self.sums[:self.used].get(stream=self.copy_stream)

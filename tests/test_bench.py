@@ -203,3 +203,15 @@ def test_comparison_is_printed_and_its_exit_code_returned(capsys):
     assert bench._print_comparison(args, baseline, drifted) == 1 and "bits DIFFER" in capsys.readouterr().out
     assert bench._exit_code(False, False, 2) == 2 and bench._exit_code(True, False, 0) == 1
     assert bench._exit_code(False, False, 0, written=False) == 2 and bench._exit_code(True, True, 2) == 130
+
+
+def test_a_hazard_that_could_not_run_is_reported_but_fails_nothing():
+    hazard_erred = _checks(("PEDANTIC", 5e-7, (ScenarioResult("repeat", G, 20, 0),
+                                               ScenarioResult("sm-count", H, 0, 0, error="CublasError: boom"))))
+    result = _bench_result(hazard_erred)
+    lines = text.summary_lines(result)
+    assert lines[0].startswith("reproducible: yes for all 1 shape/mode pairs")
+    assert any(line.startswith("could not run (1 scenario runs)") and "sm-count" in line for line in lines)
+    assert not text.run_failed(result)
+    guarantee_erred = _checks(("PEDANTIC", 5e-7, (ScenarioResult("repeat", G, 0, 0, error="CublasError: boom"),)))
+    assert text.run_failed(_bench_result(guarantee_erred))

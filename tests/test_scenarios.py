@@ -106,3 +106,26 @@ def test_workspace_config_names_where_a_difference_lies():
     assert result.kind is Kind.GUARANTEE and result.identical
     assert result.detail.endswith("the worker's first output differs from this process's bits")
     assert result.extra["reference_matches_this_process"] is False
+
+
+def test_configurations_share_a_modes_matrix_only_when_it_is_the_same_matrix():
+    from cublas_det._cublas import ComputeType, MathMode
+    from cublas_det.scenarios.modes import matrix_key
+
+    fp32 = GemmConfig()
+    assert matrix_key(fp32) == matrix_key(GemmConfig(MathMode.TF32))  # the modes of one matrix
+    assert matrix_key(fp32) != matrix_key(GemmConfig(MathMode.PEDANTIC, True))  # the flag is a row of it
+    bf16 = GemmConfig(input_dtype="bfloat16", output_dtype="bfloat16")
+    assert matrix_key(bf16) != matrix_key(fp32)
+    assert matrix_key(bf16) != matrix_key(GemmConfig(input_dtype="bfloat16", output_dtype="float32"))
+    assert matrix_key(bf16) == matrix_key(GemmConfig(MathMode.DEFAULT, True, ComputeType.COMPUTE_32F_PEDANTIC,
+                                                     "bfloat16", "bfloat16"))
+
+
+def test_a_task_carries_its_whole_shape_to_the_worker():
+    from cublas_det.worker.protocol import Request
+
+    dw = next(s for s in preset("trunk") if s.gemm_pass == "dW")
+    request = Request(0, (Task(dw, GemmConfig(), 3),), ("batch-invariance",), 5)
+    (task,) = Request.from_dict(request.to_dict()).tasks
+    assert task.shape == dw and task.shape.gemm_pass == "dW" and task.seed == 3  # so the worker knows K is T

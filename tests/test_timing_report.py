@@ -50,7 +50,7 @@ def test_a_failed_aa_control_marks_the_ratios_not_trusted_and_says_why():
     result = _result(_timing(aa=(1.012, 1.008, 1.015)))
     rendered = text.render_text(result)
     assert "0.778 [0.776, 0.780] (not trusted)" in rendered
-    assert f"  ratios not trusted: the A/A control PEDANTIC-AA/PEDANTIC 1.012 [1.008, 1.015] lies outside 1 ± 0.5%" \
+    assert "  ratios not trusted: the A/A control PEDANTIC-AA/PEDANTIC 1.012 [1.008, 1.015] lies outside 1 ± 0.5%" \
         in rendered
     assert "A/A 1.012: ratios not trusted" in rendered
     assert any(note.startswith(f"{SHAPE}: ratios not trusted:") for note in text.warnings_for(result))

@@ -167,7 +167,8 @@ def forbid_host_copies(monkeypatch):
 def test_gpu_digest_mode_makes_no_host_copy_and_matches_numpy(tmp_path, forbid_host_copies):
     import cupy
 
-    tensors = {"big": cupy.random.standard_normal((4096, 4096), dtype=cupy.float32),  # 64 MiB
+    host = np.random.default_rng(0).standard_normal((4096, 4096), dtype=np.float32)  # cupy.random needs cuRAND
+    tensors = {"big": cupy.asarray(host),  # 64 MiB
                "odd": cupy.arange(1001, dtype=cupy.float16), "view": None}
     tensors["view"] = tensors["big"][:, 1:7]  # not contiguous, not 16-byte aligned
     with Recorder(tmp_path / "run") as recorder:

@@ -34,6 +34,13 @@ def _run(argv) -> int:
     for flag in ("markdown", "plot"):
         if getattr(args, flag) is not None:
             check_writable(getattr(args, flag), f"--{flag}")
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            from ..errors import UsageError
+
+            raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
     result = bench_result(load_run(args.file))
     print(render_text(result))
     written = True

@@ -26,10 +26,6 @@ class Comparison:
     lines: list
     exit_code: int
 
-    @property
-    def failed(self) -> bool:
-        return self.exit_code != EXIT_OK
-
 
 def inputs_differ(base: Entry, new: Entry) -> str | None:
     """Why two paired results are not the same problem, or None when they are (as far as can be told)."""

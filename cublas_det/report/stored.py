@@ -7,7 +7,7 @@ registry supplies them.
 
 from __future__ import annotations
 
-from .._timing import ArmTiming, Ratio, ShapeTiming
+from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..results import BenchResult, GemmCheck, ScenarioResult, ShapeReport

@@ -16,7 +16,6 @@ from .verdicts import (
     reproducible_cell,
 )
 
-# Dense peak TFLOP/s by GPU (vendor datasheets, SXM parts): fp32 on CUDA cores, TF32 on tensor cores.
 # Dense peak TFLOP/s by GPU (vendor datasheets, SXM parts): fp32 on CUDA cores, TF32 and bf16/fp16 on tensor cores.
 PEAK_TFLOPS = {"H200": (67.0, 495.0, 989.5), "H100": (67.0, 495.0, 989.5), "A100": (19.5, 156.0, 312.0),
                "L40S": (91.6, 183.0, 362.1)}

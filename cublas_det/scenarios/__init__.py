@@ -23,7 +23,7 @@ REGISTRY: dict[str, Scenario] = {scenario.name: scenario for scenario in (
 DEFAULT_SCENARIOS = (REPEAT.name, FRESH_HANDLE.name)
 
 __all__ = ["DEFAULT_SCENARIOS", "GemmFunction", "Kind", "ProcessScenario", "REGISTRY", "Scenario", "ScenarioContext",
-           "in_process", "validate_scenarios", "without_workers"]
+           "validate_scenarios", "without_workers"]
 
 
 def validate_scenarios(names) -> tuple[str, ...]:
@@ -39,7 +39,3 @@ def validate_scenarios(names) -> tuple[str, ...]:
 def without_workers(names) -> tuple[str, ...]:
     """The scenarios that need no other process (``--quick``)."""
     return tuple(name for name in names if not REGISTRY[name].in_worker)
-
-
-def in_process(names) -> tuple[Scenario, ...]:
-    return tuple(REGISTRY[name] for name in names if not REGISTRY[name].in_worker)

@@ -66,10 +66,18 @@ def _matrix(context: ScenarioContext) -> dict:
     return {"cells": cells, "groups": groups, "all_groups": all_groups, "outputs": outputs}
 
 
+def matrix_key(config: GemmConfig) -> tuple:
+    """What a configuration's matrix is: its cells. Equal keys, one matrix computed for both."""
+    return ("modes",) + tuple(f"{cell.name}/{compute.name}" for cell, compute in matrix(config))
+
+
 def _modes(context: ScenarioContext):
-    if "modes" not in context.shared:
-        context.shared["modes"] = _matrix(context)
-    table = context.shared["modes"]
+    # Configurations of one shape share a matrix only when it is the same matrix (same element types,
+    # and in fp32 the same flag): a bf16 and an fp32 configuration never compare each other's outputs.
+    key = matrix_key(context.config)
+    if key not in context.shared:
+        context.shared[key] = _matrix(context)
+    table = context.shared[key]
     others = {name: out for name, out in table["outputs"].items() if name != context.config.name}
     mismatches = [_compare.compare(context.reference, out) for out in others.values()]
     differing = sum(not m.identical for m in mismatches)

@@ -71,6 +71,10 @@ class ShapeBench:
         self.shape = shape
         self.stream = cupy.cuda.Stream(non_blocking=True)
         configs = [resolve_config(config)[0] for config in configs]
+        if len({config.a_type for config in configs}) > 1 or len({config.c_type for config in configs}) > 1:
+            raise ValueError("time_shape times configurations side by side on one set of operands: give "
+                             "configurations of one input and one output type, not "
+                             + ", ".join(sorted({f"{c.input_dtype}->{c.output_dtype}" for c in configs})))
         if operands is None:
             operands = device_operands(shape, seed, configs[0])
         a, b = operands

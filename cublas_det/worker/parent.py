@@ -52,7 +52,10 @@ def collect(process, timeout_s: float = WORKER_TIMEOUT_S) -> tuple[Answer | None
 
 
 def kill_all(workers: dict) -> None:
-    """Kill the workers still running (on Ctrl-C, or when the caller is done)."""
+    """Kill the workers still running (on Ctrl-C, or when the caller is done), and reap them: no zombie,
+    no open pipe."""
     for process in workers.values():
-        if isinstance(process, subprocess.Popen) and process.poll() is None:
-            process.kill()
+        if isinstance(process, subprocess.Popen) and process.returncode is None:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()

@@ -31,11 +31,14 @@ class Task:
         return task_key(self.shape, self.config)
 
     def to_dict(self) -> dict:
-        return {"spec": self.shape.spec, "name": self.shape.name, "config": self.config.to_dict(), "seed": self.seed}
+        # The whole shape, not only its spec: the scenarios read its pass (a dW GEMM's batch is K).
+        return {"spec": self.shape.spec, "shape": self.shape.to_dict(), "config": self.config.to_dict(),
+                "seed": self.seed}
 
     @classmethod
     def from_dict(cls, data: dict) -> Task:
-        shape = dataclasses.replace(parse_shape(data["spec"]), name=data.get("name") or data["spec"])
+        shape = GemmShape.from_dict(data["shape"]) if "shape" in data else dataclasses.replace(
+            parse_shape(data["spec"]), name=data.get("name") or data["spec"])
         return cls(shape, GemmConfig.from_dict(data["config"]), int(data.get("seed", 0)))
 
 
