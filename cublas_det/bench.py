@@ -304,12 +304,12 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused) -> int:
     from . import __version__
     from ._device import gpu_failures
     from ._provenance import fingerprint
-    from .timing import time_shape, warm_up
-    from .timing.monitor import GpuMonitor
     from .check import CheckInterrupted, check_many
     from .report.json_file import now_iso, to_json
     from .report.text import render_text, run_failed
     from .results import BenchResult, ShapeReport
+    from .timing import time_shape, warm_up
+    from .timing.monitor import GpuMonitor
 
     started_iso = now_iso()
     started = time.perf_counter()

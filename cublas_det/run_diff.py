@@ -319,10 +319,13 @@ def _value_note(leaf: LeafDiff, dtype) -> str:
     return "; ".join(notes)
 
 
-def _presence_note(leaf: LeafDiff) -> str:
-    def describe(dtype, shape):
-        return f"{dtype}[{', '.join(map(str, shape))}]"
+def describe_leaf_type(dtype, shape) -> str:
+    """``float32[4096, 64]``: a leaf's element type and shape, as reports name them."""
+    return f"{dtype}[{', '.join(map(str, shape))}]"
 
+
+def _presence_note(leaf: LeafDiff) -> str:
+    describe = describe_leaf_type
     if leaf.status is LeafStatus.MISSING_IN_A:
         return f"only B has it: {describe(leaf.dtype_b, leaf.shape_b)}"
     if leaf.status is LeafStatus.MISSING_IN_B:

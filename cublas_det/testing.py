@@ -146,9 +146,7 @@ def format_run_divergence(comparison) -> str:
 def _run_leaf_facts(leaf) -> str:
     from .bitcompare import lookup_dtype
     from .run_diff import LeafStatus
-
-    def described(dtype, shape):
-        return f"{dtype}[{', '.join(map(str, shape))}]"
+    from .run_diff import describe_leaf_type as described
 
     if leaf.status is LeafStatus.MISSING_IN_A:
         return f"Leaf {leaf.leaf}: missing in A (B has {described(leaf.dtype_b, leaf.shape_b)})"

@@ -2,6 +2,9 @@
 pytest_plugins = ["pytester"]
 
 
+import importlib.util
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -23,3 +26,12 @@ def fp64_product(a, b, trans_a=False, trans_b=False):
     a64 = a.astype("float64")
     b64 = b.astype("float64")
     return (a64.T if trans_a else a64) @ (b64.T if trans_b else b64)
+
+
+def load_bench_script(name: str):
+    """A script of bench/ (not a package) imported as a module, for its functions."""
+    path = pathlib.Path(__file__).resolve().parent.parent / "bench" / name
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,20 +1,18 @@
 """The pytest-benchmark suite (bench/test_gemm_modes.py) compares like with like, on the CPU: every
 mode of a shape runs the same number of GEMMs per sample, and its timer reports GPU time per GEMM."""
 
-import importlib.util
 import pathlib
 
 import pytest
+
+from .conftest import load_bench_script
 
 SUITE = pathlib.Path(__file__).resolve().parent.parent / "bench" / "test_gemm_modes.py"
 
 
 @pytest.fixture
 def suite():
-    spec = importlib.util.spec_from_file_location("gemm_modes_suite", SUITE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("test_gemm_modes.py")
 
 
 class FakeBench:

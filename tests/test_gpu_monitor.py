@@ -9,7 +9,14 @@ import types
 import pytest
 
 from cublas_det.timing import monitor
-from cublas_det.timing.monitor import GpuMonitor, GpuSample, NvmlReader, ProcessSeen, others_in, summarize
+from cublas_det.timing.monitor import (
+    GpuMonitor,
+    GpuSample,
+    NvmlReader,
+    ProcessSeen,
+    others_in,
+    summarize,
+)
 
 OWN = os.getpid()
 

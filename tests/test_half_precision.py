@@ -2,7 +2,14 @@
 
 import pytest
 
-from cublas_det import ComputeType, GemmConfig, MathMode, check_gemm, create_handle, gemm
+from cublas_det import (
+    ComputeType,
+    GemmConfig,
+    MathMode,
+    check_gemm,
+    create_handle,
+    gemm,
+)
 
 BF16 = GemmConfig(MathMode.PEDANTIC, input_dtype="bfloat16", output_dtype="bfloat16")
 

@@ -9,15 +9,14 @@ import pytest
 
 from cublas_det._cli import run_guarded
 
+from .conftest import load_bench_script
+
 SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "bench" / "profiler_crosscheck.py"
 
 
 @pytest.fixture
 def crosscheck():
-    spec = importlib.util.spec_from_file_location("profiler_crosscheck", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("profiler_crosscheck.py")
 
 
 def test_without_torch_one_line_exit_2_before_gpu_work(crosscheck, monkeypatch, capsys):

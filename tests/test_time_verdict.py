@@ -6,7 +6,13 @@ import pathlib
 import pytest
 
 from cublas_det.report.json_file import stats
-from cublas_det.report.time_verdict import CLEAR_GAP, TimeLabel, entry_interval, overlap, time_verdict
+from cublas_det.report.time_verdict import (
+    CLEAR_GAP,
+    TimeLabel,
+    entry_interval,
+    overlap,
+    time_verdict,
+)
 from cublas_det.runfile import run_from_dict
 from cublas_det.timing.stats import median_ci
 

@@ -12,7 +12,7 @@ from cublas_det.shapes import parse_shape
 def test_the_blocking_kernel_holds_the_stream_until_released_and_gives_up_alone():
     import cupy
 
-    from cublas_det.timing.hold import RELEASED, TIMEOUT_NS, TIMED_OUT, stream_hold
+    from cublas_det.timing.hold import RELEASED, TIMED_OUT, TIMEOUT_NS, stream_hold
 
     hold = stream_hold(cupy.cuda.runtime.getDevice())
     stream = cupy.cuda.Stream(non_blocking=True)

@@ -1,6 +1,5 @@
 """bench/timing_load_check.py on the CPU: which printed lines are timing warnings, and one line, exit 2, without a GPU."""
 
-import importlib.util
 import os
 import pathlib
 import subprocess
@@ -8,7 +7,7 @@ import sys
 
 import pytest
 
-from .conftest import needs_no_gpu
+from .conftest import load_bench_script, needs_no_gpu
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "bench" / "timing_load_check.py"
@@ -16,10 +15,7 @@ SCRIPT = ROOT / "bench" / "timing_load_check.py"
 
 @pytest.fixture
 def check():
-    spec = importlib.util.spec_from_file_location("timing_load_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("timing_load_check.py")
 
 
 def test_reads_the_printed_warnings_and_picks_the_timing_ones(check):

@@ -7,13 +7,13 @@ registry supplies them.
 
 from __future__ import annotations
 
-from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..results import BenchResult, GemmCheck, ScenarioResult, ShapeReport
 from ..runfile import Entry, Run
 from ..scenarios import REGISTRY
 from ..shapes import GemmShape
+from ..timing import ArmTiming, Ratio, ShapeTiming
 
 
 def bench_result(run: Run) -> BenchResult:

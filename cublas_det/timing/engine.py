@@ -29,7 +29,13 @@ from .clocks import clock_mhz, default_sm_clock_mhz
 from .hold import RELEASED, stream_hold
 from .results import ArmTiming, ShapeTiming, aa_name, aa_reference
 from .rounds import THROTTLE_FRACTION, Sample, run_rounds
-from .stats import PROBE_MAX_CALLS, TARGET_HALF_WIDTH, batch_size, buffer_sets, probe_calls
+from .stats import (
+    PROBE_MAX_CALLS,
+    TARGET_HALF_WIDTH,
+    batch_size,
+    buffer_sets,
+    probe_calls,
+)
 
 WORKSPACE_BYTES = 32 * 2**20  # cuBLAS's recommendation for Hopper
 
