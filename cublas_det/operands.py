@@ -8,8 +8,8 @@ they hide rounding.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 
+from ._compare import bytes_digest
 from .config import GemmConfig
 from .shapes import GemmShape
 
@@ -41,12 +41,6 @@ def upload_operands(shape: GemmShape, seed: int, config: GemmConfig | None = Non
     """:func:`device_operands` with the digests of the inputs, taken on the host before the upload."""
     a_host, b_host = host_operands(shape, seed, config)
     return Operands(*_upload(a_host, b_host), {"a": bytes_digest(a_host), "b": bytes_digest(b_host)})
-
-
-def bytes_digest(array) -> str:
-    """sha256 of a C-contiguous host array's bytes (through a byte view: the buffer protocol has no
-    format for ml_dtypes' bfloat16)."""
-    return hashlib.sha256(array.reshape(-1).view("uint8").data).hexdigest()
 
 
 def device_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None):
