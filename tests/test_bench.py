@@ -111,7 +111,7 @@ def _checks(*results_per_mode, shape="64x64x65536:nn"):
 
 
 def test_text_and_markdown_reports_from_results(tmp_path):
-    from cublas_det._timing import ArmTiming, Ratio, ShapeTiming
+    from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
 
     def results(changed):
         return (ScenarioResult("repeat", G, 20, 0),
