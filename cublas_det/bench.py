@@ -44,6 +44,8 @@ EPILOG = """examples:
   %(prog)s --devices all --json host-a.json     # same bits on every GPU of this host?
   %(prog)s --devices 0,3 --compare host-a.json  # ... and the same as on host A?
   %(prog)s --list                 # the shape catalogue (no GPU needed)
+  %(prog)s --kernels              # + the kernels each GEMM ran, and their time (needs cupti-python)
+  %(prog)s --explain 128x56x4096:nt   # kernels per mode, SM-count target and batch rung
 
 exit codes:
   0  no finding
@@ -96,6 +98,15 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
                       help="per-device sweep instead of the benchmark: 'all' or ids (0,1 or 0 1); one worker "
                            "process per GPU computes every shape in every mode (and --scenarios inside it); the "
                            "report says whether the devices agree. No timing.")
+    kernels = parser.add_argument_group("kernels (CUPTI: needs NVIDIA's cupti-python, pip install 'cupti-python==13.*' "
+                                        "or '==12.*' to match CUDA)")
+    kernels.add_argument("--kernels", action="store_true",
+                         help="record the kernels each GEMM ran: a kernels column, kernel time per GEMM beside graph "
+                              "time, and the kernel change behind each bit change (sm-count, batch-invariance, "
+                              "streams-shared-handle). Timing is unchanged: kernels are recorded after the timed rounds")
+    kernels.add_argument("--explain", metavar="SHAPE",
+                         help="print the kernels of one shape (MxNxK[:op], or a catalogue name such as "
+                              "mamba2-130m/in_proj/dW) per configuration, SM-count target and batch rung, and exit")
     out = parser.add_argument_group("outputs")
     out.add_argument("--json", metavar="PATH", help="write results in pytest-benchmark's JSON layout, with digests")
     out.add_argument("--markdown", metavar="PATH", help="write the tables and summary as Markdown")
@@ -210,6 +221,7 @@ def _run(argv) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     shapes, scenarios, repeats, configs = _options(args, parser)
+    explained = _explain_target(args, parser) if args.explain else None
     if args.list:
         from .shapes import format_catalogue
 
@@ -232,6 +244,9 @@ def _run(argv) -> int:
     from ._device import require_gpu
 
     require_gpu()
+    if explained is not None:
+        return _explain(explained, configs, args.seed)
+    kernels = args.kernels and _kernels_available()
     if args.devices:
         import cupy
 
@@ -243,7 +258,54 @@ def _run(argv) -> int:
             raise UsageError(str(err)) from None
         return _sweep(args, shapes, scenarios, repeats, configs, baseline, devices)
     refused = _refused_for_memory(shapes, configs, timing=not args.no_timing)
-    return _bench(args, shapes, scenarios, repeats, configs, baseline, refused)
+    return _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels)
+
+
+def _kernels_available() -> bool:
+    """Whether CUPTI can record kernels; if not, one line saying what to install (the run goes on without)."""
+    from .kernels.recorder import cupti_unavailable
+
+    reason = cupti_unavailable()
+    if reason:
+        error_line(prog_name(), f"--kernels: {reason}; running without kernel traces")
+    return reason is None
+
+
+def explain_target(spec: str, tokens: int):
+    """The shape ``--explain`` names: a catalogue name (any preset at ``tokens``) or MxNxK[:op]."""
+    from .shapes import PRESETS, parse_shape, preset
+
+    for name in PRESETS:
+        for shape in preset(name, tokens):
+            if shape.name == spec:
+                return shape
+    if not spec.strip()[:1].isdigit():
+        raise UsageError(f"--explain {spec!r}: neither a shape like 128x56x4096:nt nor a catalogue name (see --list)")
+    try:
+        return parse_shape(spec)
+    except ValueError as err:
+        raise UsageError(f"--explain: {err}") from None
+
+
+def _explain_target(args, parser):
+    """--explain's shape, before any GPU work; the options it cannot go with are refused."""
+    clashing = [flag for flag in ("json", "markdown", "plot", "compare", "devices") if getattr(args, flag)]
+    clashing += ["list"] if args.list else []
+    if clashing:
+        parser.error(f"--explain prints one table and exits; drop --{', --'.join(f.replace('_', '-') for f in clashing)}")
+    return explain_target(args.explain, args.tokens)
+
+
+def _explain(shape, configs, seed: int) -> int:
+    from .kernels.explain import explain_shape, render_explanation
+    from .kernels.recorder import require_cupti
+    from .memory import check_fits
+
+    require_cupti()  # the feature itself: without CUPTI, one line and exit 2
+    for config in configs:
+        check_fits(shape, config, timing=False)
+    print(render_explanation(explain_shape(shape, configs, seed=seed)))
+    return EXIT_OK
 
 
 def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
@@ -298,7 +360,7 @@ def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
     return _exit_code(sweep_failed(runs, found), any(run.error == INTERRUPTED for run in runs), comparison, written)
 
 
-def _bench(args, shapes, scenarios, repeats, configs, baseline, refused) -> int:
+def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels=False) -> int:
     import cupy
 
     from . import __version__
@@ -324,7 +386,8 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused) -> int:
         if scenarios:
             try:
                 found = check_many(runnable, configs, repeats=repeats, scenarios=scenarios, seed=args.seed,
-                                   on_check=lambda c: progress.step(f"checked {c.shape.name} {c.mode_name}"))
+                                   on_check=lambda c: progress.step(f"checked {c.shape.name} {c.mode_name}"),
+                                   kernels=kernels)
             except CheckInterrupted as stop:
                 found, interrupted = stop.checks, True
             for check in found:
@@ -341,7 +404,8 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused) -> int:
                 try:
                     timings[shape.name] = time_shape(
                         shape, configs, seed=args.seed, min_rounds=5 if args.quick else 10,
-                        max_rounds=20 if args.quick else 60, budget_s=1.0 if args.quick else 2.5, monitor=monitor)
+                        max_rounds=20 if args.quick else 60, budget_s=1.0 if args.quick else 2.5, monitor=monitor,
+                        kernels=kernels)
                 except KeyboardInterrupt:
                     interrupted = True
                     break

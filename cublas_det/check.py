@@ -60,16 +60,20 @@ class CheckInterrupted(KeyboardInterrupt):
 
 
 def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS, seed: int = 0,
-               gemm_fn: GemmFunction | None = None, on_check=None, device_id: int | None = None) -> list[GemmCheck]:
+               gemm_fn: GemmFunction | None = None, on_check=None, device_id: int | None = None,
+               kernels: bool = False) -> list[GemmCheck]:
     """:func:`check_gemm` over shapes x configurations, sharing inputs and the worker processes.
 
     Worker processes (``fresh-process``, ``workspace-config``) start once for all pairs and run
     while this process works. ``on_check(check)`` is called as each in-process check completes
     (worker scenarios still pending). A shape that fails (out of memory, say) is returned with
-    the error recorded, and the others go on.
+    the error recorded, and the others go on. ``kernels``: record, through CUPTI, the kernels of the
+    reference call (``GemmCheck.kernels``) and of the runs that may change bits (sm-count,
+    batch-invariance, streams-shared-handle), so a bit change comes with the kernel change behind it.
 
     Raises:
         CheckInterrupted: on Ctrl-C, carrying the checks completed so far.
+        KernelsUnavailable: ``kernels`` without cupti-python or libcupti (before any GPU work).
     """
     import cupy
 
@@ -81,11 +85,15 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     shapes = [parse_shape(s) if isinstance(s, str) else s for s in shapes]
     configs = [resolve_config(mode) for mode in modes]
     require_gpu()
+    if kernels:
+        from .kernels.recorder import require_cupti
+
+        require_cupti()
     with cupy.cuda.Device(device_id if device_id is not None else cupy.cuda.runtime.getDevice()):
-        return _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check)
+        return _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels)
 
 
-def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check) -> list[GemmCheck]:
+def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels=False) -> list[GemmCheck]:
     """:func:`check_many` on the current device, its arguments checked."""
     import cupy
 
@@ -105,7 +113,7 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check) -> list
                 if config.input_dtype not in operands:
                     operands[config.input_dtype] = _guarded(lambda: _operands(shape, seed, config))
                 check = _check_one(shape, config, source, seed, names, repeats, operands[config.input_dtype],
-                                   gemm_fn or shape_gemm, shared, provenance)
+                                   gemm_fn or shape_gemm, shared, provenance, kernels)
                 check = dataclasses.replace(check, elapsed_s=time.perf_counter() - started)
                 checks.append(check)
                 if on_check is not None:
@@ -139,7 +147,8 @@ def _guarded(make):
         return err
 
 
-def _check_one(shape, config, source, seed, names, repeats, operands, run, shared, provenance) -> GemmCheck:
+def _check_one(shape, config, source, seed, names, repeats, operands, run, shared, provenance,
+               kernels=False) -> GemmCheck:
     import cupy
 
     if isinstance(operands, BaseException):
@@ -153,26 +162,36 @@ def _check_one(shape, config, source, seed, names, repeats, operands, run, share
                              provenance, operands.digests)
     try:
         with stream:
-            reference = _guarded(lambda: _reference(shape, config, a, b, handle, run))
+            reference = _guarded(lambda: _reference(shape, config, a, b, handle, run, kernels))
             if isinstance(reference, BaseException):
                 return _failed_check(shape, config, source, seed, names,
                                      f"reference: {type(reference).__name__}: {reference}", provenance,
                                      operands.digests)
-            reference, digest, rel_error = reference
-            context = ScenarioContext(shape, config, a, b, reference, handle, stream, repeats, seed, run, shared)
+            reference, digest, rel_error, signature = reference
+            context = ScenarioContext(shape, config, a, b, reference, handle, stream, repeats, seed, run, shared,
+                                      kernels, signature)
             results = tuple(_pending(REGISTRY[name]) if REGISTRY[name].in_worker else REGISTRY[name].run(context)
                             for name in names)
     finally:
         handle.close()
     return GemmCheck(shape, config, source.value, seed, digest, rel_error, results, provenance,
-                     input_digests=operands.digests)
+                     input_digests=operands.digests, kernels=signature)
 
 
-def _reference(shape, config, a, b, handle, run):
-    """The first output, its digest, and its error against float64."""
+def _reference(shape, config, a, b, handle, run, kernels=False):
+    """The first output, its digest, its error against float64, and (with ``kernels``) the
+    :class:`KernelSignature` of the call that computed it (else None)."""
     reference = output(shape, config)
-    run(a, b, reference, handle, shape)
-    return reference, _compare.digest(reference), _compare.relative_error(reference, fp64_reference(shape, a, b))
+    if kernels:
+        from .kernels.recorder import record_kernels
+        from .kernels.signature import signature_of
+
+        signature = signature_of(record_kernels(lambda: run(a, b, reference, handle, shape)))
+    else:
+        run(a, b, reference, handle, shape)
+        signature = None
+    return (reference, _compare.digest(reference), _compare.relative_error(reference, fp64_reference(shape, a, b)),
+            signature)
 
 
 def _pending(scenario) -> ScenarioResult:

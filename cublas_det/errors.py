@@ -22,3 +22,7 @@ class InputFileError(UsageError):
 
 class DoesNotFit(CublasDetError, MemoryError):
     """A GEMM needs more host or device memory than is available."""
+
+
+class KernelsUnavailable(CublasDetError, RuntimeError):
+    """Kernel traces were asked for, and CUPTI cannot be used here (no cupti-python, no libcupti)."""

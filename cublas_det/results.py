@@ -18,6 +18,7 @@ import enum
 
 from ._compare import Mismatch, RunsSummary
 from .config import GemmConfig
+from .kernels.signature import KernelSignature
 from .shapes import GemmShape
 
 
@@ -144,6 +145,7 @@ class GemmCheck:
     elapsed_s: float = 0.0
     error: str | None = None  # the GEMM itself could not be computed (operands, reference)
     input_digests: dict = dataclasses.field(default_factory=dict)  # sha256 of A's and B's bytes
+    kernels: KernelSignature | None = None  # the reference call's kernels, when they were recorded
 
     @property
     def mode_name(self) -> str:
@@ -209,7 +211,7 @@ class GemmCheck:
             "findings": [r.scenario for r in self.findings],
             "scenarios": [result.to_dict() for result in self.scenarios],
             "provenance": self.provenance, "elapsed_s": self.elapsed_s, "error": self.error,
-            "input_digests": self.input_digests,
+            "input_digests": self.input_digests, "kernels": self.kernels.to_dict() if self.kernels else None,
         }
 
     @classmethod
@@ -217,7 +219,8 @@ class GemmCheck:
         return cls(GemmShape.from_dict(data["shape"]), GemmConfig.from_dict(data["config"]), data["mode_source"],
                    data["seed"], data["digest"], data["rel_error"],
                    tuple(ScenarioResult.from_dict(r) for r in data["scenarios"]), data.get("provenance", {}),
-                   data.get("elapsed_s", 0.0), data.get("error"), data.get("input_digests", {}))
+                   data.get("elapsed_s", 0.0), data.get("error"), data.get("input_digests", {}),
+                   KernelSignature.from_dict(data["kernels"]) if data.get("kernels") else None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -99,7 +99,8 @@ def timing_extra(timing, mode: str) -> dict:
     """The timing facts of one arm for ``extra_info``: its interval, clock, the shape's trust and stop."""
     arm = timing.arm(mode)
     low, high = median_ci(arm.graph_us)
-    return {"median_ci_s": [low * 1e-6, high * 1e-6], "sm_clock_mhz": arm.median_clock_mhz,
+    kernels = {"kernel_time_s": arm.kernel_us * 1e-6, "timed_kernels": arm.kernels} if arm.kernel_us else {}
+    return {**kernels, "median_ci_s": [low * 1e-6, high * 1e-6], "sm_clock_mhz": arm.median_clock_mhz,
             "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,
             "untrusted_reason": timing.untrusted_reason, "noise_floor": timing.noise_floor}
 
@@ -130,6 +131,7 @@ def to_json(result: BenchResult) -> dict:
                 "findings": [r.scenario for r in check.findings] if check else [],
                 "same_bits_as": modes_group(check) if check else None,
                 "scenarios": [r.to_dict() for r in check.scenarios] if check else [],
+                **({"kernels": check.kernels.to_dict()} if check and check.kernels else {}),
                 "eager_stats": stats(arm.eager_us, calls) if arm else None,
                 "calls_per_batch": calls,
                 "buffer_sets": report.timing.buffer_sets if report.timing else None,

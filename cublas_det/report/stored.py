@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from ..config import GemmConfig
 from ..errors import InputFileError
+from ..kernels.signature import KernelSignature
 from ..results import BenchResult, GemmCheck, ScenarioResult, ShapeReport
 from ..runfile import Entry, Run
 from ..scenarios import REGISTRY
 from ..shapes import GemmShape
 from ..timing import ArmTiming, Ratio, ShapeTiming
+from ..timing.results import Discards
 
 
 def bench_result(run: Run) -> BenchResult:
@@ -27,7 +29,9 @@ def bench_result(run: Run) -> BenchResult:
     info = run.data.get("cublas_det") or {}
     ratios = info.get("ratios") or {}
     try:
-        reports = tuple(_shape_report(name, entries, run, ratios.get(name) or []) for name, entries in groups.items())
+        timings = info.get("timing") or {}
+        reports = tuple(_shape_report(name, entries, run, ratios.get(name) or [], timings.get(name) or {})
+                        for name, entries in groups.items())
     except (KeyError, TypeError, ValueError) as err:
         raise InputFileError(f"{run.source}: a result cannot be read back ({type(err).__name__}: {err})") from None
     seeds = {(e.identity or {}).get("seed") for e in run.entries} - {None}
@@ -35,18 +39,25 @@ def bench_result(run: Run) -> BenchResult:
                        bool(info.get("interrupted")), seeds.pop() if len(seeds) == 1 else None)
 
 
-def _shape_report(name: str, entries: list[Entry], run: Run, ratios: list) -> ShapeReport:
+def _shape_report(name: str, entries: list[Entry], run: Run, ratios: list, how: dict) -> ShapeReport:
+    """``how``: the file's record of how the shape was timed (stop reason, discarded rounds, clock floor, options)."""
     shape = GemmShape.from_dict(entries[0].extra_info["shape"])
     checks = {e.config: _check(shape, e, run) for e in entries if e.extra_info.get("scenarios")}
     arms = tuple(ArmTiming(e.config, tuple(x * 1e6 for x in e.stats["data"]),
-                           tuple(x * 1e6 for x in (e.extra_info.get("eager_stats") or {}).get("data") or ()))
+                           tuple(x * 1e6 for x in (e.extra_info.get("eager_stats") or {}).get("data") or ()),
+                           # the file keeps the median SM clock of an arm, not each batch's
+                           (e.extra_info["sm_clock_mhz"],) if e.extra_info.get("sm_clock_mhz") else (),
+                           kernel_us=e.extra_info["kernel_time_s"] * 1e6 if e.extra_info.get("kernel_time_s") else None,
+                           kernels=e.extra_info.get("timed_kernels") or "")
                  for e in entries if e.stats and e.stats.get("data"))
     timing = None
     if arms:
         info = entries[0].extra_info
         timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0), int(info.get("buffer_sets") or 1),
                              len(arms[0].graph_us), arms, tuple(Ratio(**r) for r in ratios),
-                             float(info.get("timing_elapsed_s") or 0.0))
+                             float(info.get("timing_elapsed_s") or 0.0), how.get("stop_reason") or "",
+                             Discards(**(how.get("discards") or {})), how.get("clock_floor_mhz"),
+                             options=how.get("options") or {})
     errors = {e.extra_info.get("error") for e in entries} - {None}
     return ShapeReport(shape, checks, timing, "; ".join(sorted(errors)) or None)
 
@@ -62,4 +73,5 @@ def _check(shape: GemmShape, entry: Entry, run: Run) -> GemmCheck:
     identity = entry.identity or {}
     return GemmCheck(shape, config, info.get("mode_source") or "argument", int(identity.get("seed") or 0),
                      info.get("digest") or "", float("nan") if rel_error is None else float(rel_error), tuple(results),
-                     run.machine_info, error=None, input_digests=identity.get("inputs") or {})
+                     run.machine_info, error=None, input_digests=identity.get("inputs") or {},
+                     kernels=KernelSignature.from_dict(info["kernels"]) if info.get("kernels") else None)

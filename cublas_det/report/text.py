@@ -7,7 +7,7 @@ import math
 from ..results import BenchResult, GemmCheck, Kind, Outcome, Reproducible, ShapeReport
 from ..scenarios import REGISTRY
 from ..timing.results import is_control, role
-from .timing_text import TIME_NOTE, heading_suffix, timing_warnings, trust_suffix
+from .timing_text import KERNEL_NOTE, TIME_NOTE, heading_suffix, timing_warnings, trust_suffix
 from .verdicts import (
     check_failures,
     hazards_cell,
@@ -22,6 +22,7 @@ PEAK_TFLOPS = {"H200": (67.0, 495.0, 989.5), "H100": (67.0, 495.0, 989.5), "A100
 NOISY_REL_IQR = 0.10
 HEADER = ["mode", "reproducible", "hazards: bits changed by", "same bits as", "rel. err", "graph µs", "eager µs",
           "TFLOP/s", "% peak", "time vs PEDANTIC [95% CI]"]
+KERNEL_HEADER = ["kernel µs", "kernels"]  # with --kernels
 
 
 def peak_tflops(gpu_name: str, mode: str) -> float | None:
@@ -40,7 +41,22 @@ def _fmt_us(value: float | None) -> str:
     return f"{value:,.1f}" if value < 1e4 else f"{value:,.0f}"
 
 
-def table_rows(report: ShapeReport, gpu_name: str) -> list[list[str]]:
+def has_kernels(result: BenchResult) -> bool:
+    """Whether the run recorded kernels (--kernels): the tables then carry the kernel columns."""
+    return any(check.kernels for _, check in _checks(result)) or any(
+        arm.kernel_us is not None for report in result.shapes if report.timing for arm in report.timing.arms)
+
+
+def header(result: BenchResult) -> list[str]:
+    return HEADER + KERNEL_HEADER if has_kernels(result) else HEADER
+
+
+def _kernel_cells(check: GemmCheck | None, arm) -> list[str]:
+    """Kernel time per GEMM (CUPTI, held graph replays) and the reference call's kernels, briefly."""
+    return [_fmt_us(arm.kernel_us if arm else None), check.kernels.brief() if check and check.kernels else "-"]
+
+
+def table_rows(report: ShapeReport, gpu_name: str, kernels: bool = False) -> list[list[str]]:
     rows = []
     timing = report.timing
     modes = list(report.checks) or ([a.name for a in timing.arms if not is_control(a.name)] if timing else [])
@@ -59,7 +75,7 @@ def table_rows(report: ShapeReport, gpu_name: str) -> list[list[str]]:
             f"{100 * tflops / peak:.0f}%" if tflops and peak else "-",
             "1 (reference)" if mode == reference and arm else
             (f"{ratio.median:.3f} [{ratio.ci_low:.3f}, {ratio.ci_high:.3f}]{trust_suffix(timing)}" if ratio else "-"),
-        ])
+        ] + (_kernel_cells(check, arm) if kernels else []))
     return rows
 
 
@@ -78,8 +94,9 @@ def title(result: BenchResult) -> str:
 def render_text(result: BenchResult) -> str:
     gpu = result.provenance.get("gpu", {})
     lines = [title(result), ""]
+    kernels = has_kernels(result)
     if any(report.timing for report in result.shapes):
-        lines += [TIME_NOTE, ""]
+        lines += [TIME_NOTE + (" " + KERNEL_NOTE if kernels else ""), ""]
     for report in result.shapes:
         shape = report.shape
         heading = f"{shape.name}  {shape.m}x{shape.n}x{shape.k} op {shape.cublas_op}, {shape.flop / 1e9:.3f} GFLOP"
@@ -90,9 +107,11 @@ def render_text(result: BenchResult) -> str:
             lines.append(f"  ratios not trusted: {report.timing.untrusted_reason}")
         if report.error:
             lines.append(f"  error: {report.error}")
-        rows = table_rows(report, gpu.get("name", ""))
+        rows = table_rows(report, gpu.get("name", ""), kernels)
         if rows:
-            lines += ["  " + line for line in layout(HEADER, rows)]
+            lines += ["  " + line for line in layout(header(result), rows)]
+        if kernels:
+            lines += ["  " + line for line in kernel_lines(report)]
         lines.append("")
     lines.append("Summary")
     lines += ["  " + line for line in summary_lines(result)]
@@ -101,6 +120,11 @@ def render_text(result: BenchResult) -> str:
         lines.append("Warnings")
         lines += ["  " + note for note in notes]
     return "\n".join(lines)
+
+
+def kernel_lines(report: ShapeReport) -> list[str]:
+    """Every kernel each configuration's reference call ran, with its grid (the table shows them briefly)."""
+    return [f"kernels {mode}: {check.kernels.describe()}" for mode, check in report.checks.items() if check.kernels]
 
 
 def _pct(ratio) -> str:
@@ -246,6 +270,8 @@ def finding_lines(checks: list[tuple[str, GemmCheck]]) -> list[str]:
         if skipped:
             text += f"; not applicable to {len(skipped)} ({skipped[0].not_applicable})"
         lines.append(text)
+        lines += [f"  why (kernels): {where} at {label}: {change}" for where, r in ran if r.changed_bits
+                  for label, change in list(r.extra.get("kernel_changes", {}).items())[:1]][:3]
     return lines
 
 
@@ -286,5 +312,5 @@ def run_failed(result: BenchResult) -> bool:
     return any(check_failures(check) for _, check in _checks(result)) or any(r.error for r in result.shapes)
 
 
-__all__ = ["HEADER", "layout", "peak_tflops", "render_text", "run_failed", "summary_lines", "table_rows",
+__all__ = ["HEADER", "header", "kernel_lines", "layout", "peak_tflops", "render_text", "run_failed", "summary_lines", "table_rows",
            "warnings_for"]

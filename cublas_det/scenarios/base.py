@@ -21,7 +21,8 @@ class ScenarioContext:
     ``reference`` is the first output, computed by ``gemm`` on ``handle``, which is pinned to
     ``stream``; scenarios issue their work on ``stream`` unless they make streams of their own.
     ``shared`` holds what is computed once per shape and shared by its configurations (the
-    ``modes`` matrix).
+    ``modes`` matrix). ``kernels``: record the kernels of the runs that may change bits
+    (:meth:`traced`), so a report can say which kernel change came with a bit change.
     """
 
     shape: GemmShape
@@ -35,6 +36,30 @@ class ScenarioContext:
     seed: int
     gemm: GemmFunction
     shared: dict = dataclasses.field(default_factory=dict)
+    kernels: bool = False
+    reference_kernels: Any = None  # KernelSignature of the reference output's call, with ``kernels``
+
+    def traced(self, run):
+        """Run ``run()``; with ``kernels``, return the :class:`KernelSignature` of what it launched, else None."""
+        if not self.kernels:
+            run()
+            return None
+        from ..kernels.recorder import record_kernels
+        from ..kernels.signature import signature_of
+
+        return signature_of(record_kernels(run))
+
+    def kernel_extra(self, signatures: dict, differing) -> dict:
+        """The ``extra`` entries for per-label signatures: each signature, and for each label whose bits
+        differed, the kernel change from the reference run ({} without ``kernels``)."""
+        if not self.kernels:
+            return {}
+        from ..kernels.signature import kernel_change
+
+        return {"kernels": {str(label): sig.to_dict() if sig else None for label, sig in signatures.items()},
+                "reference_kernels": self.reference_kernels.to_dict() if self.reference_kernels else None,
+                "kernel_changes": {str(label): kernel_change(self.reference_kernels, signatures[label])
+                                   for label in differing}}
 
     def new_handle(self, **options):
         """A new handle in this configuration (``create_handle`` options: stream, workspace_bytes ...)."""

@@ -42,22 +42,25 @@ def _batch_invariance(context: ScenarioContext):
     if reason:
         return BATCH_INVARIANCE.does_not_apply(reason)
     shape, a = context.shape, context.a
-    differing, mismatches, per_m = [], [], {}
+    differing, mismatches, per_m, signatures = [], [], {}, {}
     ladder = batch_ladder(shape.m)
     for rows in ladder:
         sliced = dataclasses.replace(shape, m=rows)
         a_rows = cupy.ascontiguousarray(a[:, :rows] if shape.trans_a else a[:rows])
         out = context.new_output(rows)
-        context.gemm(a_rows, context.b, out, context.handle, sliced)
+        signatures[rows] = context.traced(lambda: context.gemm(a_rows, context.b, out, context.handle, sliced))
         mismatch = _compare.compare(context.reference[:rows], out)
         mismatches.append(mismatch)
         per_m[rows] = mismatch.mismatched_elements
         if not mismatch.identical:
             differing.append(rows)
+    extra = {"mismatched_by_m": per_m}
+    extra.update(context.kernel_extra(signatures, differing))
     what = f"the first m rows of op(A) @ op(B) against the same rows of the full M = {shape.m} product, m in {ladder}"
     detail = f"{what}: bits differ for m = {differing}" if differing else f"{what}: every row identical"
-    return BATCH_INVARIANCE.from_worst(len(ladder), len(differing), worst_of(mismatches), detail,
-                                       {"mismatched_by_m": per_m})
+    if differing and extra.get("kernel_changes"):
+        detail += f" (m = {differing[0]}: {extra['kernel_changes'][str(differing[0])]})"
+    return BATCH_INVARIANCE.from_worst(len(ladder), len(differing), worst_of(mismatches), detail, extra)
 
 
 BATCH_INVARIANCE = Scenario(

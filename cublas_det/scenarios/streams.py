@@ -47,8 +47,14 @@ def concurrent_streams(context: ScenarioContext, shared: bool):
 
 
 def _shared_handle(context: ScenarioContext):
-    summary, rounds = concurrent_streams(context, shared=True)
-    return STREAMS_SHARED_HANDLE.from_runs(summary, f"{rounds} rounds x {STREAMS} streams on one handle")
+    ran = []
+    signature = context.traced(lambda: ran.append(concurrent_streams(context, shared=True)))
+    summary, rounds = ran[0]
+    extra = context.kernel_extra({"all streams": signature}, ["all streams"] if summary.differing_runs else [])
+    detail = f"{rounds} rounds x {STREAMS} streams on one handle"
+    if extra.get("kernel_changes"):
+        detail += f" ({extra['kernel_changes']['all streams']})"
+    return STREAMS_SHARED_HANDLE.from_runs(summary, detail, **extra)
 
 
 def _handle_per_stream(context: ScenarioContext):

@@ -23,6 +23,7 @@ The method, and why:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from .clocks import clock_mhz, default_sm_clock_mhz
@@ -170,6 +171,15 @@ class ShapeBench:
             finally:
                 self.hold.release()
 
+    def kernel_signatures(self, replays: int = 2) -> dict:
+        """{arm: KernelSignature} of ``replays`` held replays of each arm's batch graph, recorded by
+        CUPTI (``prepare`` first; untimed, so the recording cannot touch the timed samples)."""
+        from ..kernels.recorder import record_kernels
+        from ..kernels.signature import signature_of
+
+        return {name: signature_of(record_kernels(lambda: self.held_replays(name, replays)), replays * self.calls)
+                for name in self.names}
+
     def held_seconds(self, graph) -> tuple[float, bool]:
         """Seconds one held replay of ``graph`` took, and whether the stream was held throughout."""
         import cupy
@@ -256,16 +266,25 @@ class ShapeBench:
 
 
 def time_shape(shape, configs, *, seed: int = 0, min_rounds: int = 12, max_rounds: int = 100,
-               budget_s: float = 3.0, aa_control: bool = True, operands=None, monitor=None) -> ShapeTiming:
+               budget_s: float = 3.0, aa_control: bool = True, operands=None, monitor=None,
+               kernels: bool = False) -> ShapeTiming:
     """Time ``shape`` in each configuration (:class:`GemmConfig`, or a mode name), side by side.
 
     Arms are named by the configurations' names, plus the A/A control ``<reference>-AA`` unless
     ``aa_control`` is off. ``monitor``: a running :class:`~.monitor.GpuMonitor`, whose readings
-    while this shape ran go into the result.
+    while this shape ran go into the result. ``kernels``: after the timed rounds, record each
+    arm's kernels through CUPTI (their summed time per GEMM goes into ``ArmTiming.kernel_us``).
     """
     started = time.perf_counter()
     default = default_sm_clock_mhz()
     with ShapeBench(shape, configs, seed=seed, aa_control=aa_control, operands=operands) as bench:
         bench.prepare()
-        return bench.time(started=started, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget_s,
-                          clock_floor_mhz=THROTTLE_FRACTION * default if default else None, monitor=monitor)
+        timing = bench.time(started=started, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget_s,
+                            clock_floor_mhz=THROTTLE_FRACTION * default if default else None, monitor=monitor)
+        if not kernels:
+            return timing
+        signatures = bench.kernel_signatures()
+    arms = tuple(dataclasses.replace(arm, kernel_us=signatures[arm.name].kernel_us,
+                                     kernels=signatures[arm.name].describe()) if signatures.get(arm.name) else arm
+                 for arm in timing.arms)
+    return dataclasses.replace(timing, arms=arms)

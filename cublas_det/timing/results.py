@@ -67,6 +67,10 @@ class ArmTiming:
     graph_us: tuple[float, ...]
     eager_us: tuple[float, ...]
     clock_mhz: tuple[float | None, ...] = ()
+    # With kernels recorded (--kernels): the summed kernel durations per GEMM of held graph replays
+    # (the GPU's busy time, without the gaps between kernels), and the kernels that ran.
+    kernel_us: float | None = None
+    kernels: str = ""
 
     @property
     def median_us(self) -> float:
@@ -95,7 +99,7 @@ class ArmTiming:
         return {"name": self.name, "graph_us": list(self.graph_us), "eager_us": list(self.eager_us),
                 "median_us": self.median_us, "eager_median_us": self.eager_median_us, "rel_iqr": self.rel_iqr,
                 "median_ci_us": list(self.median_ci_us), "clock_mhz": list(self.clock_mhz),
-                "median_clock_mhz": self.median_clock_mhz}
+                "median_clock_mhz": self.median_clock_mhz, "kernel_us": self.kernel_us, "kernels": self.kernels}
 
 
 @dataclasses.dataclass(frozen=True)

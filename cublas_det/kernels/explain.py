@@ -1,0 +1,136 @@
+"""``--explain SHAPE``: the kernels one GEMM shape runs per configuration, per SM-count target and per
+batch rung, as one compact table: why its bits change under each hazard.
+
+Each cell is what one call ran, recorded by CUPTI after an untimed first call: the main kernel (a
+key into the legend below the table), ``+R`` when a split-K reduce kernel follows it, the main
+kernel's grid, and the summed kernel time per call in µs (the mean of a few calls). A ``*``
+marks a cell whose kernels or grid differ from the configuration's full-device run: its bits may
+differ, and this is why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .signature import KernelSignature
+
+CALLS = 3  # recorded calls per cell, after one untimed call
+
+
+@dataclasses.dataclass(frozen=True)
+class Explanation:
+    """The signature of every (condition, configuration) cell; a cell that failed holds its error."""
+
+    shape: object  # GemmShape
+    sm_count: int
+    configs: tuple[str, ...]
+    rows: tuple[tuple[str, dict], ...]  # (condition, {config name: KernelSignature | str})
+
+
+def sm_targets(sm_count: int) -> list[int]:
+    """SM counts to plan for: one in eight fewer, a half, a quarter, an eighth of the device's."""
+    return sorted({max(1, t) for t in (sm_count - sm_count // 8, sm_count // 2, sm_count // 4, sm_count // 8)}
+                  - {sm_count}, reverse=True)
+
+
+def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None) -> Explanation:
+    """Record the kernels of ``shape`` in each configuration: on the whole device, under each SM-count
+    target, and with M cut to each batch rung (1, 2, 4, ..., M - 1)."""
+    import cupy
+
+    from .._device import device_properties
+    from .._handle import create_handle
+    from ..config import resolve_config
+    from ..operands import device_operands, output
+    from ..scenarios.batch import batch_ladder
+
+    sm_count = sm_count or device_properties()["sm_count"]
+    configs = [resolve_config(config)[0] for config in configs]
+    conditions = [(f"device ({sm_count} SMs)", None, None)]
+    conditions += [(f"SM target {t}", t, None) for t in sm_targets(sm_count)]
+    conditions += [(f"M = {m}", None, m) for m in batch_ladder(shape.m)]
+    cells = {label: {} for label, _, _ in conditions}
+    operands = {}
+    for config in configs:
+        if config.input_dtype not in operands:
+            operands[config.input_dtype] = device_operands(shape, seed, config)
+        a, b = operands[config.input_dtype]
+        for label, target, rows in conditions:
+            cells[label][config.name] = _cell(shape, config, a, b, target, rows, create_handle, output, cupy)
+    return Explanation(shape, sm_count, tuple(c.name for c in configs),
+                       tuple((label, cells[label]) for label, _, _ in conditions))
+
+
+def _cell(shape, config, a, b, target, rows, create_handle, output, cupy):
+    """The signature of the GEMM under one condition, or the error that stopped it (one line)."""
+    from .._device import gpu_failures
+    from .._gemm import shape_gemm
+    from .recorder import record_kernels
+    from .signature import signature_of
+
+    if rows is not None:
+        shape = dataclasses.replace(shape, m=rows)
+        a = cupy.ascontiguousarray(a[:, :rows] if shape.trans_a else a[:rows])
+    try:
+        out = output(shape, config)
+        with create_handle(config) as handle:
+            if target is not None:
+                handle.sm_count_target = target
+            shape_gemm(a, b, out, handle, shape)  # untimed: module loading, the heuristic's cache
+
+            def calls():
+                for _ in range(CALLS):
+                    shape_gemm(a, b, out, handle, shape)
+
+            return signature_of(record_kernels(calls), CALLS)
+    except gpu_failures() as err:
+        return f"error: {type(err).__name__}: {err}"
+
+
+def render_explanation(explanation: Explanation) -> str:
+    """The table, the legend of kernel keys, and how to read it."""
+    keys: dict[str, str] = {}  # main kernel name -> k1, k2 ...
+    reduces = set()
+    for _, row in explanation.rows:
+        for cell in row.values():
+            if isinstance(cell, KernelSignature) and cell.main:
+                keys.setdefault(cell.main.name, f"k{len(keys) + 1}")
+                if cell.reduce:
+                    reduces.add(cell.reduce.name)
+    baseline = explanation.rows[0][1]
+    header = ["condition"] + [f"{name}: kernel grid µs" for name in explanation.configs]
+    table = [header]
+    for condition, row in explanation.rows:
+        table.append([condition] + [_cell_text(row.get(name), baseline.get(name), keys) for name in explanation.configs])
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    shape = explanation.shape
+    lines = [f"kernels of {shape.name} ({shape.spec}), {CALLS} calls per cell after an untimed one; "
+             f"* = other kernels or grid than on the whole device"]
+    lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]
+    lines.append("legend")
+    lines += [f"  {key} = {name}" + _kind(name) for name, key in keys.items()]
+    lines += [f"  +R = {name} after the main kernel: it sums the split-K slices (grid z of the main kernel)"
+              for name in sorted(reduces)]
+    errors = sorted({cell for _, row in explanation.rows for cell in row.values() if isinstance(cell, str)})
+    lines += [f"  {error}" for error in errors[:3]]
+    return "\n".join(lines)
+
+
+def _kind(name: str) -> str:
+    from .signature import math_of, tile_of
+
+    words = " ".join(w for w in (math_of(name), tile_of(name) and f"tile {tile_of(name)}") if w)
+    return f" ({words})" if words else ""
+
+
+def _cell_text(cell, baseline, keys) -> str:
+    if cell is None:
+        return "-"
+    if isinstance(cell, str):
+        return "error"
+    main = cell.main
+    text = f"{keys.get(main.name, '?')}{'+R' if cell.reduce else ''} {main.grid_text} {cell.kernel_us:.1f}"
+    if cell.variants > 1:
+        text += f" ({cell.variants} variants)"
+    changed = isinstance(baseline, KernelSignature) and baseline.launches != cell.launches
+    return text + (" *" if changed else "")

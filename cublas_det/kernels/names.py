@@ -1,0 +1,159 @@
+"""Kernel names as people read them: demangled (the C++ ABI's ``__cxa_demangle``), then shortened.
+
+cuBLAS's kernels come in a few forms, all shortened to the name that identifies the kernel:
+
+- ``cutlass_80_simt_sgemm_64x64_8x5_nt_align1``: a plain name, kept (an xmma kernel's
+  ``_execute_kernel__5x_cublas`` trailer dropped);
+- ``void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_nt_align4>(...::Params)``: a
+  generic launcher whose one template argument names the kernel -> that argument;
+- ``void cublasLt::splitKreduce_kernel<32, 16, int, float, ...>(...)``: return type, namespace,
+  template arguments and parameters dropped -> ``splitKreduce_kernel``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import re
+
+# cuBLAS's xmma kernels end in ``_execute_kernel__5x_cublas`` (or ``_execute_segment_k_on_kernel__5x_cublas``):
+# the launcher and library suffix say nothing about the kernel and are dropped.
+LIBRARY_SUFFIX = re.compile(r"(_execute)?_kernel__\w+$")
+
+# Launchers whose first template argument is the kernel's real name.
+LAUNCHERS = {"Kernel", "Kernel2", "device_kernel", "kernel", "GemmKernel"}
+
+
+@functools.lru_cache(maxsize=None)
+def _cxa_demangle():
+    """libstdc++'s ``__cxa_demangle``, or None where there is none (names then stay mangled)."""
+    for candidate in ("libstdc++.so.6", ctypes.util.find_library("stdc++"), "libc++.so.1"):
+        if not candidate:
+            continue
+        try:
+            function = ctypes.CDLL(candidate).__cxa_demangle
+        except (OSError, AttributeError):
+            continue
+        function.restype = ctypes.c_void_p
+        function.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
+                             ctypes.POINTER(ctypes.c_int)]
+        return function
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def demangle(name: str) -> str:
+    """The C++ name of a mangled symbol (``_Z...``); any other name, or one that does not demangle, as is."""
+    function = _cxa_demangle()
+    if not name.startswith("_Z") or function is None:
+        return name
+    status = ctypes.c_int()
+    pointer = function(name.encode(), None, None, ctypes.byref(status))
+    if status.value != 0 or not pointer:
+        return name
+    try:
+        return ctypes.string_at(pointer).decode(errors="replace")
+    finally:
+        ctypes.CDLL(None).free(ctypes.c_void_p(pointer))
+
+
+def _split_top(text: str, opening: str) -> tuple[str, str]:
+    """``text`` cut at its first ``opening`` bracket outside any brackets: (before, inside the pair)."""
+    depth = 0
+    for i, char in enumerate(text):
+        if char in "<(":
+            if depth == 0 and char == opening:
+                close = _matching(text, i)
+                return text[:i], text[i + 1:close]
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+    return text, ""
+
+
+def _matching(text: str, start: int) -> int:
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] in "<(":
+            depth += 1
+        elif text[i] in ">)":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(text)
+
+
+def _first_argument(arguments: str) -> str:
+    depth = 0
+    for i, char in enumerate(arguments):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == "," and depth == 0:
+            return arguments[:i].strip()
+    return arguments.strip()
+
+
+# Template arguments that are types, not kernel names: a launcher over one of them keeps its own name.
+BUILTIN_TYPES = {"int", "long", "float", "double", "bool", "char", "short", "unsigned", "void", "signed", "half",
+                 "__half", "__nv_bfloat16", "__nv_fp8_e4m3", "__nv_fp8_e5m2"}
+
+
+def _top_level_tokens(text: str) -> list[str]:
+    """``text`` split at spaces outside brackets: ``std::enable_if<...>::type ns::kernel<...>`` -> 2 tokens."""
+    tokens, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == " " and depth == 0:
+            tokens.append(text[start:i])
+            start = i + 1
+    tokens.append(text[start:])
+    return [t for t in tokens if t]
+
+
+def _components(qualified: str) -> list[str]:
+    """``ns::inner::name<args>`` -> ``["ns", "inner", "name"]`` (template arguments dropped)."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(qualified):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif qualified.startswith("::", i) and depth == 0:
+            parts.append(qualified[start:i])
+            start = i + 2
+    parts.append(qualified[start:])
+    return [_split_top(part, "<")[0] for part in parts if part]
+
+
+@functools.lru_cache(maxsize=4096)
+def short_name(name: str) -> str:
+    """The kernel's identifying name: demangled, without return type, namespaces, template
+    arguments and parameters; a generic launcher is replaced by the kernel it launches, and a
+    function called just ``kernel`` keeps its namespace (``gemvx::kernel``)."""
+    full = demangle(name)
+    if full == name and name.isidentifier():  # a plain (extern "C") name: only the library suffix goes
+        return LIBRARY_SUFFIX.sub("", name) or name
+    callee, _ = _split_top(full, "(")
+    tokens = _top_level_tokens(callee)
+    if not tokens:
+        return full
+    function = tokens[-1]  # the return type, if any, comes first
+    components = _components(function)
+    if not components:
+        return full
+    short = components[-1]
+    _, templates = _split_top(function[function.rfind(short):], "<") if short in LAUNCHERS else ("", "")
+    if templates:
+        argument = _components(_first_argument(templates))
+        if argument and argument[-1] not in BUILTIN_TYPES and argument[-1].replace("_", "").isalnum() \
+                and not argument[-1].isdigit():
+            return argument[-1]
+    if short == "kernel" and len(components) > 1:
+        return f"{components[-2]}::{short}"
+    return short

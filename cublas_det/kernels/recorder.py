@@ -1,0 +1,107 @@
+"""Record the kernels that run on the GPU, through CUPTI's activity API (NVIDIA's ``cupti-python``).
+
+Optional: the ``kernels-cuda12`` / ``kernels-cuda13`` extras (``cupti-python==12.*`` / ``==13.*``). The package loads libcupti itself (through
+``cuda.pathfinder``); without it, :func:`cupti_unavailable` says so in one line and everything
+else in cublas_det works. Nothing here is imported unless kernels are asked for, so timings
+without ``--kernels`` run exactly as before.
+
+CUPTI is process-wide: one recording at a time, and a profiler that registers its own activity
+callbacks (the torch profiler) takes them over until the next recording registers these again.
+"""
+
+from __future__ import annotations
+
+from .records import KernelRecord
+
+INSTALL = ("pip install 'cupti-python==13.*' for CUDA 13, '==12.*' for CUDA 12 (the kernels-cuda13 / kernels-cuda12 "
+           "extras; it brings libcupti)")
+BUFFER_BYTES = 8 * 1024 * 1024
+
+_sink: list | None = None  # the running recording's records; None when none runs
+
+
+def cupti_unavailable() -> str | None:
+    """Why kernels cannot be recorded here (one line), or ``None`` when they can."""
+    try:
+        from cupti import cupti
+    except ImportError as err:
+        return f"kernel traces need NVIDIA's cupti-python: {INSTALL} ({err})"
+    except OSError as err:  # the wheel is there, libcupti is not
+        return f"kernel traces need libcupti, which cupti-python could not load: {INSTALL} ({err})"
+    try:
+        cupti.get_timestamp()  # the first call that loads libcupti
+    except Exception as err:  # noqa: BLE001 - the binding raises its own types for a missing library
+        return f"kernel traces need libcupti, which cupti-python could not load: {INSTALL} ({type(err).__name__}: {err})"
+    return None
+
+
+def require_cupti() -> None:
+    """Raise :class:`KernelsUnavailable` (one line: what to install) unless kernels can be recorded."""
+    from ..errors import KernelsUnavailable
+
+    reason = cupti_unavailable()
+    if reason:
+        raise KernelsUnavailable(reason)
+
+
+class KernelRecorder:
+    """A context manager: the kernels that ran on the GPU inside it, as :class:`KernelRecord` s.
+
+    On exit it waits for the device, flushes CUPTI's buffers and stops recording, so ``records``
+    holds every kernel launched inside the block (in start order).
+    """
+
+    def __init__(self):
+        self.records: list[KernelRecord] = []
+
+    def __enter__(self) -> KernelRecorder:
+        from cupti import cupti
+
+        global _sink
+        if _sink is not None:
+            raise RuntimeError("a kernel recording is already running in this process")
+        _sink = []
+        try:
+            cupti.activity_register_callbacks(_buffer_requested, _buffer_completed)
+            cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
+        except BaseException:
+            _sink = None
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import cupy
+        from cupti import cupti
+
+        global _sink
+        try:
+            cupy.cuda.runtime.deviceSynchronize()
+            cupti.activity_flush_all(1)  # forced: the completed-buffer callback runs before this returns
+        finally:
+            cupti.activity_disable(cupti.ActivityKind.CONCURRENT_KERNEL)
+            cupti.activity_flush_all(1)
+            self.records = sorted(_sink or [], key=lambda r: r.start_ns)
+            _sink = None
+
+
+def _buffer_requested():
+    return BUFFER_BYTES, 0  # 0: as many records as fit
+
+
+def _buffer_completed(activities) -> None:
+    from cupti import cupti
+
+    if _sink is None:
+        return
+    kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.KERNEL)
+    _sink.extend(KernelRecord.from_activity(a) for a in activities if a.kind in kinds)
+
+
+def record_kernels(run) -> list[KernelRecord]:
+    """The kernels ``run()`` launched (the device is synchronised before and after)."""
+    import cupy
+
+    cupy.cuda.runtime.deviceSynchronize()
+    with KernelRecorder() as recorder:
+        run()
+    return recorder.records

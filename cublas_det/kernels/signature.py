@@ -1,0 +1,201 @@
+"""What one GEMM call ran, as a comparable signature: its kernels, their grids, and the time they took.
+
+Records are grouped into calls per stream: a call starts at each kernel that is not a reduction
+(cuBLASLt's ``splitKreduce_kernel`` sums the partial products of a split-K kernel, after it).
+The signature names the main kernel and reads what its name and grid say: tensor op or SIMT,
+the tile, and the split of K (the grid's z extent, when a reduce kernel sums the slices).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+
+from ..timing.hold import KERNEL_NAMES as ENGINE_KERNELS  # the timing engine's own kernels, never a GEMM's
+from .names import short_name
+from .records import KernelRecord
+TILE = re.compile(r"tilesize(\d+x\d+(?:x\d+)?)|_(\d+x\d+)_")
+TENSOR_OP_MARKS = ("tensorop", "s1688", "s16816", "h1688", "h16816", "gmma", "hmma", "tf32", "bf16", "f16", "nvjet",
+                   "_tst_")
+SIMT_MARKS = ("simt", "ffma", "sgemm")
+
+
+def is_reduce(name: str) -> bool:
+    return "reduce" in name.lower()
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelLaunch:
+    """One kernel of a call: its short name and launch geometry."""
+
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+
+    @property
+    def grid_text(self) -> str:
+        return "x".join(map(str, self.grid))
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "grid": list(self.grid), "block": list(self.block)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> KernelLaunch:
+        return cls(data["name"], tuple(data["grid"]), tuple(data["block"]))
+
+
+def math_of(name: str) -> str:
+    """"tensor op", "SIMT", "GEMV" or "" (unknown), as the kernel's name says."""
+    lower = name.lower()
+    if "gemv" in lower:
+        return "GEMV"
+    if any(mark in lower for mark in TENSOR_OP_MARKS) and "f32f32_f32f32" not in lower:
+        return "tensor op"
+    if any(mark in lower for mark in SIMT_MARKS):
+        return "SIMT"
+    return ""
+
+
+def tile_of(name: str) -> str:
+    """The CTA tile the kernel's name gives (``64x64``, ``128x128x32``), or ""."""
+    found = TILE.search(name + "_")
+    return next((group for group in found.groups() if group), "") if found else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSignature:
+    """The kernels of one GEMM call (the most common sequence among the calls seen), and their time.
+
+    ``variants`` counts the distinct sequences seen: above 1, not every call ran the same kernels.
+    ``kernel_us`` is the mean of the summed kernel durations per call (no launch gaps).
+    """
+
+    launches: tuple[KernelLaunch, ...]
+    calls: int
+    kernel_us: float
+    variants: int = 1
+
+    @property
+    def main(self) -> KernelLaunch | None:
+        return next((k for k in self.launches if not is_reduce(k.name)), self.launches[0] if self.launches else None)
+
+    @property
+    def reduce(self) -> KernelLaunch | None:
+        return next((k for k in self.launches if is_reduce(k.name)), None)
+
+    @property
+    def split_k(self) -> int | None:
+        """How many slices of K the main kernel computes for a reduce kernel to sum: the grid's z
+        extent; 1 without a reduce kernel; None when a reduce runs but the grid does not say (z = 1)."""
+        if not (self.main and self.reduce):
+            return 1
+        return self.main.grid[2] if self.main.grid[2] > 1 else None
+
+    @property
+    def math(self) -> str:
+        return math_of(self.main.name) if self.main else ""
+
+    @property
+    def tile(self) -> str:
+        return tile_of(self.main.name) if self.main else ""
+
+    def brief(self) -> str:
+        """A few words for a table cell: ``SIMT 64x64, split-K 64 + reduce``."""
+        if not self.main:
+            return "no kernel"
+        words = " ".join(w for w in (self.math, self.tile) if w) or self.main.name
+        if self.reduce:
+            words += f", split-K {self.split_k} + reduce" if self.split_k else ", split-K + reduce"
+        elif self.main.grid[2] > 1:
+            words += f", grid z {self.main.grid[2]}"
+        if len([k for k in self.launches if not is_reduce(k.name)]) > 1:
+            words += f", {len(self.launches)} kernels"
+        return words + (f" ({self.variants} variants)" if self.variants > 1 else "")
+
+    def describe(self) -> str:
+        """Every kernel with its grid: ``cutlass_80_simt_sgemm_64x64_8x5_nt_align1 grid 2x1x64 + splitKreduce_kernel grid 2x8x1``."""
+        return " + ".join(f"{k.name} grid {k.grid_text}" for k in self.launches) or "no kernel"
+
+    def to_dict(self) -> dict:
+        return {"launches": [k.to_dict() for k in self.launches], "calls": self.calls, "kernel_us": self.kernel_us,
+                "variants": self.variants, "brief": self.brief(), "math": self.math, "tile": self.tile,
+                "split_k": self.split_k}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> KernelSignature:
+        return cls(tuple(KernelLaunch.from_dict(k) for k in data["launches"]), data["calls"], data["kernel_us"],
+                   data.get("variants", 1))
+
+
+def gemm_records(records) -> list[KernelRecord]:
+    """The records without the timing engine's own kernels."""
+    return [r for r in records if short_name(r.name) not in ENGINE_KERNELS]
+
+
+def calls_of(records) -> list[list[KernelRecord]]:
+    """The records grouped into GEMM calls: per stream in start order, a call per non-reduce kernel."""
+    by_stream = collections.defaultdict(list)
+    for record in sorted(gemm_records(records), key=lambda r: r.start_ns):
+        by_stream[record.stream_id].append(record)
+    calls = []
+    for stream_records in by_stream.values():
+        for record in stream_records:
+            if calls and is_reduce(short_name(record.name)) and calls[-1][-1].stream_id == record.stream_id:
+                calls[-1].append(record)
+            else:
+                calls.append([record])
+    return calls
+
+
+def _launches(call) -> tuple[KernelLaunch, ...]:
+    return tuple(KernelLaunch(short_name(r.name), tuple(r.grid), tuple(r.block)) for r in call)
+
+
+def signature_of(records, calls: int | None = None) -> KernelSignature | None:
+    """The signature of the GEMM calls in ``records`` (None when they hold no GEMM kernel).
+
+    ``calls``: how many GEMM calls ran, for the time per call (default: the calls found).
+    """
+    grouped = calls_of(records)
+    if not grouped:
+        return None
+    sequences = collections.Counter(_launches(call) for call in grouped)
+    common, _ = sequences.most_common(1)[0]
+    busy_ns = sum(r.duration_ns for call in grouped for r in call)
+    count = calls or len(grouped)
+    return KernelSignature(common, count, busy_ns / 1e3 / count, len(sequences))
+
+
+def signatures_by_stream(records) -> dict[int, KernelSignature]:
+    """One signature per stream that ran GEMM kernels."""
+    by_stream = collections.defaultdict(list)
+    for record in gemm_records(records):
+        by_stream[record.stream_id].append(record)
+    return {stream: signature_of(found) for stream, found in by_stream.items()}
+
+
+def kernel_change(reference: KernelSignature | None, other: KernelSignature | None) -> str:
+    """Why, in kernel terms, ``other``'s run may give other bits than ``reference``'s: one phrase."""
+    if reference is None or other is None:
+        return "kernels not recorded"
+    if other.variants > 1:
+        return (f"the calls ran {other.variants} different kernel sequences (most often {other.describe()}; "
+                f"the reference ran {reference.describe()})")
+    if reference.launches == other.launches:
+        return "same kernels and grids: the bits changed inside them (reduction order or scheduling)"
+    ref_main, other_main = reference.main, other.main
+    parts = []
+    if ref_main.name != other_main.name:
+        parts.append(f"the kernel changed from {ref_main.name} to {other_main.name}")
+    if reference.reduce and other.reduce and reference.split_k != other.split_k and reference.split_k and other.split_k:
+        parts.append(f"split-K {reference.split_k} -> {other.split_k}")
+    elif ref_main.grid != other_main.grid:
+        parts.append(f"grid {ref_main.grid_text} -> {other_main.grid_text}")
+    if other.reduce and not reference.reduce:
+        parts.append(f"a split-K reduce appeared ({other.reduce.name})")
+    elif reference.reduce and not other.reduce:
+        parts.append("the split-K reduce went away")
+    if not parts:
+        parts.append(f"{reference.describe()} -> {other.describe()}")
+    return "; ".join(parts)

@@ -1,0 +1,155 @@
+"""--kernels in the reports and on the command line, on the CPU: the kernel columns and lines, the kernel
+change named beside a hazard's bit change, the JSON round trip, and what happens without CUPTI."""
+
+import json
+
+import pytest
+
+from cublas_det.config import GemmConfig
+from cublas_det.report import text
+from cublas_det.report.json_file import to_json
+from cublas_det.report.markdown import to_markdown
+from cublas_det.report.stored import bench_result
+from cublas_det.results import BenchResult, GemmCheck, Kind, ScenarioResult, ShapeReport
+from cublas_det.runfile import run_from_dict
+from cublas_det.shapes import parse_shape
+from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
+
+from .test_kernels import records, signature
+
+SHAPE = "128x56x4096:nt"
+
+
+def _result(with_kernels: bool) -> BenchResult:
+    shape = parse_shape(SHAPE)
+    checks = {}
+    for mode, case in (("PEDANTIC", "128x56x4096:nt/pedantic"), ("TF32", "128x56x4096:nt/tf32")):
+        sm_count = ScenarioResult(
+            "sm-count", Kind.HAZARD, 2, 2, 900, 7168, 1e-6, 12, (3, 4), 1.0, 1.0000001,
+            "66 SMs: 900 elements differ (split-K 64 -> 32), 116 SMs: 880 elements differ",
+            {"kernel_changes": {"66": "split-K 64 -> 32", "116": "split-K 64 -> 57"}} if with_kernels else {})
+        checks[mode] = GemmCheck(shape, GemmConfig.parse(mode), "argument", 0, "ab" * 32, 2.6e-7,
+                                 (ScenarioResult("repeat", Kind.GUARANTEE, 20, 0), sm_count),
+                                 kernels=signature(case) if with_kernels else None)
+    arms = tuple(ArmTiming(name, (us,) * 10, (us * 1.4,) * 10, (1980.0,) * 10,
+                           kernel_us=kernel if with_kernels else None,
+                           kernels=f"{name} kernels" if with_kernels else "")
+                 for name, us, kernel in (("PEDANTIC", 9.9, 8.44), ("TF32", 8.2, 6.89)))
+    timing = ShapeTiming(SHAPE, shape.flop, 120, 40, 10, arms, (Ratio("TF32", "PEDANTIC", 0.828, 0.826, 0.830, 10),),
+                         0.5, "interval")
+    return BenchResult((ShapeReport(shape, checks, timing),), {"gpu": {"name": "NVIDIA H200", "sm_count": 132}},
+                       "2026-11-29T00:00:00+00:00", 1.0, "0.1.0")
+
+
+def test_without_kernels_the_report_is_as_before():
+    rendered = text.render_text(_result(False))
+    assert "kernel µs" not in rendered and "why (kernels)" not in rendered and "kernels PEDANTIC" not in rendered
+    assert text.header(_result(False)) == text.HEADER
+
+
+def test_with_kernels_the_table_shows_kernel_time_and_kernels_and_the_finding_says_why():
+    rendered = text.render_text(_result(True))
+    lines = rendered.splitlines()
+    assert "kernel µs: per GEMM, the summed durations of its kernels" in rendered
+    header = next(line for line in lines if line.strip().startswith("mode"))
+    assert header.rstrip().endswith("kernel µs  kernels")
+    pedantic = next(line for line in lines if line.strip().startswith("PEDANTIC"))
+    assert "8.4" in pedantic and pedantic.rstrip().endswith("SIMT 64x64, split-K 64 + reduce")
+    assert ("  kernels PEDANTIC: cutlass_80_simt_sgemm_64x64_8x5_nt_align1 grid 2x1x64 + splitKreduce_kernel grid 2x8x1"
+            in lines)
+    why = [line for line in lines if "why (kernels)" in line]
+    assert why == [f"    why (kernels): {SHAPE} PEDANTIC at 66: split-K 64 -> 32",
+                   f"    why (kernels): {SHAPE} TF32 at 66: split-K 64 -> 32"]
+
+
+def test_markdown_carries_the_time_notes_and_kernel_columns():
+    markdown = to_markdown(_result(True))
+    assert "graph µs: per GEMM, CUDA-graph replay" in markdown and "kernel µs: per GEMM" in markdown
+    assert "| kernel µs | kernels |" in markdown and "- kernels TF32: cutlass_80_tensorop" in markdown
+    assert "graph µs: per GEMM" in to_markdown(_result(False)) and "kernel µs" not in to_markdown(_result(False))
+
+
+def test_kernels_survive_the_json_file_and_render_the_same():
+    data = json.loads(json.dumps(to_json(_result(True))))
+    back = bench_result(run_from_dict(data, "run.json"))
+    report = back.shapes[0]
+    assert report.checks["PEDANTIC"].kernels == signature("128x56x4096:nt/pedantic")
+    assert report.timing.arm("TF32").kernel_us == pytest.approx(6.89)
+    assert report.timing.arm("TF32").kernels == "TF32 kernels"
+    assert report.timing.stop_reason == "interval"  # how the shape was timed is read back too
+    assert report.checks["PEDANTIC"].scenario("sm-count").extra["kernel_changes"]["66"] == "split-K 64 -> 32"
+
+
+def test_check_to_dict_and_back_keeps_the_signature():
+    check = _result(True).shapes[0].checks["TF32"]
+    assert GemmCheck.from_dict(json.loads(json.dumps(check.to_dict()))).kernels == check.kernels
+    plain = _result(False).shapes[0].checks["TF32"]
+    assert plain.to_dict()["kernels"] is None and GemmCheck.from_dict(plain.to_dict()).kernels is None
+
+
+# -- without CUPTI -------------------------------------------------------------------------------
+
+def test_cupti_unavailable_names_what_to_install():
+    from cublas_det.kernels.recorder import cupti_unavailable
+
+    reason = cupti_unavailable()
+    if reason is None:
+        pytest.skip("checks the path without CUPTI; cupti-python works here")
+    assert "\n" not in reason and "cupti-python" in reason and "pip install" in reason
+
+
+def test_kernels_flag_without_cupti_says_so_in_one_line_and_runs_on(monkeypatch, capsys):
+    from cublas_det import bench
+    from cublas_det.kernels import recorder
+
+    monkeypatch.setattr(recorder, "cupti_unavailable", lambda: "kernel traces need NVIDIA's cupti-python: pip install x")
+    assert bench._kernels_available() is False
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--kernels: kernel traces need" in err and "running without kernel traces" in err
+
+
+def test_explain_without_cupti_is_one_line_and_exit_2(monkeypatch, capsys):
+    from cublas_det import _device, bench
+    from cublas_det.kernels import recorder
+
+    monkeypatch.setattr(_device, "require_gpu", lambda: None)
+    monkeypatch.setattr(recorder, "cupti_unavailable", lambda: "kernel traces need NVIDIA's cupti-python: pip install x")
+    monkeypatch.setattr("cublas_det.kernels.explain.explain_shape", lambda *a, **k: pytest.fail("ran without CUPTI"))
+    assert bench.main(["--explain", SHAPE]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "kernel traces need NVIDIA's cupti-python" in err
+
+
+def test_explain_names_a_catalogue_entry_or_a_shape_and_refuses_what_it_cannot_do(capsys):
+    from cublas_det import bench
+    from cublas_det.errors import UsageError
+
+    assert bench.explain_target("mamba2-130m/in_proj/dW", 16384).spec == "3352x768x16384:nt"
+    assert bench.explain_target(SHAPE, 16384).spec == SHAPE
+    with pytest.raises(UsageError, match="neither a shape"):
+        bench.explain_target("in_proj", 16384)
+    with pytest.raises(SystemExit):
+        bench.main(["--explain", SHAPE, "--json", "x.json"])
+    assert "--explain prints one table and exits; drop --json" in capsys.readouterr().err
+
+
+def test_scenario_context_records_kernels_only_when_asked(monkeypatch):
+    from cublas_det.scenarios.base import ScenarioContext
+
+    ran = []
+    context = ScenarioContext(parse_shape(SHAPE), GemmConfig(), None, None, None, None, None, 2, 0, None)
+    assert context.traced(lambda: ran.append(1)) is None and ran == [1]
+    assert context.kernel_extra({"66": None}, ["66"]) == {}
+    recorded = ScenarioContext(parse_shape(SHAPE), GemmConfig(), None, None, None, None, None, 2, 0, None,
+                               kernels=True, reference_kernels=signature("128x56x4096:nt/pedantic"))
+
+    def record_kernels(run):  # CUPTI's part: what an H200 recorded for this GEMM at 66 SMs
+        run()
+        return records("128x56x4096:nt/pedantic/sm66")
+
+    monkeypatch.setattr("cublas_det.kernels.recorder.record_kernels", record_kernels)
+    sig = recorded.traced(lambda: ran.append(2))
+    assert ran == [1, 2] and sig.split_k == 32
+    extra = recorded.kernel_extra({66: sig, 116: None}, [66])
+    assert extra["kernel_changes"] == {"66": "split-K 64 -> 32"} and extra["kernels"]["116"] is None
+    assert extra["reference_kernels"]["split_k"] == 64
