@@ -7,13 +7,17 @@ Like with like, so that pytest-benchmark's own table and its relative columns gi
 
 - within a shape's group every mode replays a CUDA graph of the same number of GEMMs, calibrated
   once per shape on its fastest mode (>= 1 ms), with the operand sets rotated as the engine does;
-- pytest-benchmark's timer is the GPU's (``GPU_CLOCK``): each round replays the graph from a
-  stream held by the engine's blocking kernel, times it with CUDA events and advances the clock
-  by the time per GEMM. The table's times are GPU time per GEMM, without the host's launch and
-  sync cost (which would pull every ratio towards 1).
+- each round of a test is one round of the bench (``ShapeBench.measure_round``): every mode's
+  held graph and eager batch, in the Williams order of the round, so the mode under test runs
+  under the conditions the bench times it in (clock, power and cache state set by the same mix of
+  neighbours) and not after twenty replays of itself;
+- pytest-benchmark's timer is the GPU's (``GPU_CLOCK``): the round advances it by the held graph
+  replay's GPU time per GEMM of the mode under test, from CUDA events. The table's times are GPU
+  time per GEMM, without the host's launch and sync cost (which would pull every ratio towards 1).
 
-The modes still run one after another, not interleaved: for paired ratios with intervals and an
-A/A control, use ``python -m cublas_det.bench``.
+Each test keeps only its own mode's samples, so its ratios are of medians, not paired: for paired
+ratios with intervals and an A/A control, use ``python -m cublas_det.bench``
+(``bench/suite_vs_bench.py`` checks that the two agree).
 """
 
 import os
@@ -21,12 +25,13 @@ import os
 import pytest
 
 from cublas_det.shapes import resolve_shapes
+from cublas_det.timing.order import round_order
 
 PRESETS = os.environ.get("CUBLAS_DET_BENCH_PRESETS", "trunk mamba2-130m").split()
 TOKENS = int(os.environ.get("CUBLAS_DET_BENCH_TOKENS", "16384"))
 SHAPES = resolve_shapes(PRESETS, tokens=TOKENS)
 MODES = ("PEDANTIC", "DEFAULT", "TF32")
-MAX_UNHELD = 3  # replays redone when the blocking kernel let go before the graph was queued
+MAX_UNHELD = 3  # rounds redone when the blocking kernel let go before the graph was queued
 
 
 class GpuClock:
@@ -51,6 +56,7 @@ class GpuClock:
 GPU_CLOCK = GpuClock()
 _CALLS: dict = {}  # shape name -> GEMMs per sample, the same for every mode of the shape
 _BENCH: dict = {}  # the one shape set up now: name -> ShapeBench
+_ROUNDS: dict = {}  # (shape name, mode) -> rounds run, which picks the round's Williams order
 
 
 def shape_bench(shape, make_bench=None):
@@ -73,12 +79,15 @@ def shape_bench(shape, make_bench=None):
 
 
 def timed_replay(bench, mode: str) -> None:
-    """One round: the mode's batch graph replayed from a held stream; the GPU clock advances by its time per GEMM."""
+    """One round: a bench round over every mode; the GPU clock advances by ``mode``'s held graph time per GEMM."""
+    key = (bench.shape.name, mode)
     for _ in range(MAX_UNHELD):
-        elapsed, held = bench.held_seconds(bench.graphs[mode])
-        if held:
+        order = round_order(list(MODES), _ROUNDS.get(key, 0))
+        _ROUNDS[key] = _ROUNDS.get(key, 0) + 1
+        sample = bench.measure_round(order)[mode]
+        if sample.held:
             break
-    GPU_CLOCK.advance(elapsed, bench.calls)
+    GPU_CLOCK.advance(sample.graph_s * bench.calls, bench.calls)
 
 
 @pytest.mark.gpu
@@ -89,5 +98,5 @@ def test_gemm(benchmark, shape, mode):
     bench = shape_bench(shape)
     benchmark.group = shape.name
     benchmark.extra_info.update(gemms_per_sample=bench.calls, buffer_sets=bench.sets, shape=shape.spec, mode=mode,
-                                flop_per_call=shape.flop, time="GPU seconds per GEMM, held graph replay")
+                                flop_per_call=shape.flop, time="GPU seconds per GEMM, held graph replay within a Williams-ordered round of all modes")
     benchmark.pedantic(timed_replay, args=(bench, mode), rounds=20, warmup_rounds=3)

@@ -31,8 +31,17 @@ class FakeBench:
         self.graphs = {mode: f"graph {mode}" for mode in ["PEDANTIC", "DEFAULT", "TF32"]}
         return self.calls
 
-    def held_seconds(self, graph):
-        return 2e-3, True
+    rounds = []
+
+    def measure_round(self, order):
+        """A bench round: every mode once; PEDANTIC 4 ms, DEFAULT 3 ms, TF32 2 ms per 100 GEMMs; the
+        first round's TF32 batch was not held (the blocking kernel let go) and must be redone."""
+        from cublas_det.timing.rounds import Sample
+
+        FakeBench.rounds.append(list(order))
+        per_call = {"PEDANTIC": 4e-5, "DEFAULT": 3e-5, "TF32": 2e-5}
+        held = len(FakeBench.rounds) > 1
+        return {mode: Sample(per_call[mode], per_call[mode], None, held or mode != "TF32") for mode in order}
 
     def close(self):
         self.closed = True
@@ -49,12 +58,19 @@ def test_every_mode_of_a_shape_runs_the_same_gemms_per_sample(suite):
     assert suite.shape_bench(first, FakeBench).calls == 100 and len(FakeBench.made) == 3
 
 
-def test_the_timer_reports_gpu_time_per_gemm(suite):
-    FakeBench.made = []
+def test_the_timer_reports_gpu_time_per_gemm_of_the_mode_in_an_interleaved_round(suite):
+    FakeBench.made, FakeBench.rounds = [], []
     bench = suite.shape_bench(suite.SHAPES[0], FakeBench)
     start = suite.GPU_CLOCK()
     suite.timed_replay(bench, "TF32")
-    assert suite.GPU_CLOCK() - start == pytest.approx(2e-3 / 100)  # 2 ms for 100 GEMMs: 20 µs per GEMM
+    assert suite.GPU_CLOCK() - start == pytest.approx(2e-5)  # TF32's 20 µs per GEMM, not a neighbour's
+    # Every round ran all three modes (the unheld first one was redone), in the Williams design's orders.
+    assert [sorted(order) for order in FakeBench.rounds] == [sorted(suite.MODES)] * 2
+    assert FakeBench.rounds[0] != FakeBench.rounds[1]
+    for _ in range(4):
+        suite.timed_replay(bench, "TF32")
+    firsts = [order[0] for order in FakeBench.rounds]
+    assert set(firsts) == set(suite.MODES)  # the mode under test does not always run first
     marks = {mark.name: mark for mark in suite.test_gemm.pytestmark}
     assert marks["benchmark"].kwargs == {"timer": suite.GPU_CLOCK} and "gpu" in marks
 
