@@ -150,6 +150,16 @@ def test_calls_that_ran_different_kernels_are_counted_as_variants():
     assert "2 different kernel sequences" in kernel_change(signature("128x56x4096:nt/pedantic"), sig)
 
 
+def test_cublas_det_and_cupy_kernels_are_not_a_gemms():
+    from cublas_det.kernels.signature import is_own
+
+    assert is_own("cublas_det_track_mismatches_float32") and is_own("cupy_copy__float32_float32")
+    assert is_own("hold_stream") and not is_own("_ZN8cublasLt19splitKreduce_kernelILi32ELi16EiffffEEvv")
+    tracker = KernelRecord("cublas_det_track_mismatches_float32", (9216, 1, 1), (128, 1, 1), 0, 10, 21)
+    sig = signature_of(records("128x56x4096:nt/pedantic") + [tracker], 3)
+    assert sig.variants == 1 and all(not k.name.startswith("cublas_det") for k in sig.launches)
+
+
 def test_every_stream_of_a_shared_handle_ran_the_same_kernels():
     per_stream = signatures_by_stream(records("streams-shared/128x56x4096:nt/pedantic"))
     assert len(per_stream) == 4 and len({s.launches for s in per_stream.values()}) == 1

@@ -52,11 +52,14 @@ def test_sm_count_names_the_kernel_change_behind_each_bit_change():
     assert check.kernels is not None and check.kernels.launches
     result = check.scenario("sm-count")
     differing = [t for t, n in result.extra["mismatched_by_sm_count"].items() if n]
-    assert set(result.extra["kernel_changes"]) == {str(t) for t in differing}
+    assert set(result.extra["kernel_changes"]) == {f"{t} SMs" for t in differing}
     assert all(change != "kernels not recorded" for change in result.extra["kernel_changes"].values())
-    assert set(result.extra["kernels"]) == {str(t) for t in result.extra["mismatched_by_sm_count"]}
+    assert set(result.extra["kernels"]) == {f"{t} SMs" for t in result.extra["mismatched_by_sm_count"]}
     if differing:
-        assert result.extra["kernel_changes"][str(differing[0])] in result.detail
+        assert result.extra["kernel_changes"][f"{differing[0]} SMs"] in result.detail
+    batch = check.scenario("batch-invariance")  # M = 128: rows 1 ... 127, whose kernels change with M
+    assert batch.changed_bits and batch.extra["kernel_changes"]
+    assert all(label.startswith("m = ") for label in batch.extra["kernel_changes"])
 
 
 @pytest.mark.gpu

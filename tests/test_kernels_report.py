@@ -27,7 +27,7 @@ def _result(with_kernels: bool) -> BenchResult:
         sm_count = ScenarioResult(
             "sm-count", Kind.HAZARD, 2, 2, 900, 7168, 1e-6, 12, (3, 4), 1.0, 1.0000001,
             "66 SMs: 900 elements differ (split-K 64 -> 32), 116 SMs: 880 elements differ",
-            {"kernel_changes": {"66": "split-K 64 -> 32", "116": "split-K 64 -> 57"}} if with_kernels else {})
+            {"kernel_changes": {"66 SMs": "split-K 64 -> 32", "116 SMs": "split-K 64 -> 57"}} if with_kernels else {})
         checks[mode] = GemmCheck(shape, GemmConfig.parse(mode), "argument", 0, "ab" * 32, 2.6e-7,
                                  (ScenarioResult("repeat", Kind.GUARANTEE, 20, 0), sm_count),
                                  kernels=signature(case) if with_kernels else None)
@@ -58,8 +58,8 @@ def test_with_kernels_the_table_shows_kernel_time_and_kernels_and_the_finding_sa
     assert ("  kernels PEDANTIC: cutlass_80_simt_sgemm_64x64_8x5_nt_align1 grid 2x1x64 + splitKreduce_kernel grid 2x8x1"
             in lines)
     why = [line for line in lines if "why (kernels)" in line]
-    assert why == [f"    why (kernels): {SHAPE} PEDANTIC at 66: split-K 64 -> 32",
-                   f"    why (kernels): {SHAPE} TF32 at 66: split-K 64 -> 32"]
+    assert why == [f"    why (kernels): {SHAPE} PEDANTIC, 66 SMs: split-K 64 -> 32",
+                   f"    why (kernels): {SHAPE} TF32, 66 SMs: split-K 64 -> 32"]
 
 
 def test_markdown_carries_the_time_notes_and_kernel_columns():
@@ -77,7 +77,7 @@ def test_kernels_survive_the_json_file_and_render_the_same():
     assert report.timing.arm("TF32").kernel_us == pytest.approx(6.89)
     assert report.timing.arm("TF32").kernels == "TF32 kernels"
     assert report.timing.stop_reason == "interval"  # how the shape was timed is read back too
-    assert report.checks["PEDANTIC"].scenario("sm-count").extra["kernel_changes"]["66"] == "split-K 64 -> 32"
+    assert report.checks["PEDANTIC"].scenario("sm-count").extra["kernel_changes"]["66 SMs"] == "split-K 64 -> 32"
 
 
 def test_check_to_dict_and_back_keeps_the_signature():
@@ -150,6 +150,8 @@ def test_scenario_context_records_kernels_only_when_asked(monkeypatch):
     monkeypatch.setattr("cublas_det.kernels.recorder.record_kernels", record_kernels)
     sig = recorded.traced(lambda: ran.append(2))
     assert ran == [1, 2] and sig.split_k == 32
-    extra = recorded.kernel_extra({66: sig, 116: None}, [66])
-    assert extra["kernel_changes"] == {"66": "split-K 64 -> 32"} and extra["kernels"]["116"] is None
+    extra = recorded.kernel_extra({"66 SMs": sig, "116 SMs": None}, ["66 SMs"])
+    assert extra["kernel_changes"] == {"66 SMs": "split-K 64 -> 32"} and extra["kernels"]["116 SMs"] is None
+    assert recorded.kernel_extra({"4 streams": signature("128x56x4096:nt/pedantic")}, ["4 streams"],
+                                 same="same on every stream")["kernel_changes"] == {"4 streams": "same on every stream"}
     assert extra["reference_kernels"]["split_k"] == 64

@@ -13,6 +13,9 @@ import dataclasses
 import re
 
 from ..timing.hold import KERNEL_NAMES as ENGINE_KERNELS  # the timing engine's own kernels, never a GEMM's
+
+# cublas_det's and CuPy's own kernels (the checker's mismatch tracker, copies, fills): never a GEMM's.
+OWN_PREFIXES = ("cublas_det_", "cupy_")
 from .names import short_name
 from .records import KernelRecord
 TILE = re.compile(r"tilesize(\d+x\d+(?:x\d+)?)|_(\d+x\d+)_")
@@ -128,9 +131,15 @@ class KernelSignature:
                    data.get("variants", 1))
 
 
+def is_own(name: str) -> bool:
+    """Whether a kernel is cublas_det's or CuPy's own (the timing engine's, the checker's, a copy)."""
+    short = short_name(name)
+    return short in ENGINE_KERNELS or short.startswith(OWN_PREFIXES)
+
+
 def gemm_records(records) -> list[KernelRecord]:
-    """The records without the timing engine's own kernels."""
-    return [r for r in records if short_name(r.name) not in ENGINE_KERNELS]
+    """The records of cuBLAS's kernels: without cublas_det's and CuPy's own."""
+    return [r for r in records if not is_own(r.name)]
 
 
 def calls_of(records) -> list[list[KernelRecord]]:
@@ -175,15 +184,19 @@ def signatures_by_stream(records) -> dict[int, KernelSignature]:
     return {stream: signature_of(found) for stream, found in by_stream.items()}
 
 
-def kernel_change(reference: KernelSignature | None, other: KernelSignature | None) -> str:
-    """Why, in kernel terms, ``other``'s run may give other bits than ``reference``'s: one phrase."""
+SAME_KERNELS = "same kernels and grids: the bits changed inside them (reduction order or scheduling)"
+
+
+def kernel_change(reference: KernelSignature | None, other: KernelSignature | None, same: str = SAME_KERNELS) -> str:
+    """Why, in kernel terms, ``other``'s run may give other bits than ``reference``'s: one phrase
+    (``same``: the phrase when both ran the same kernels on the same grids)."""
     if reference is None or other is None:
         return "kernels not recorded"
     if other.variants > 1:
         return (f"the calls ran {other.variants} different kernel sequences (most often {other.describe()}; "
                 f"the reference ran {reference.describe()})")
     if reference.launches == other.launches:
-        return "same kernels and grids: the bits changed inside them (reduction order or scheduling)"
+        return same
     ref_main, other_main = reference.main, other.main
     parts = []
     if ref_main.name != other_main.name:

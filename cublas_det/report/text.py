@@ -270,7 +270,7 @@ def finding_lines(checks: list[tuple[str, GemmCheck]]) -> list[str]:
         if skipped:
             text += f"; not applicable to {len(skipped)} ({skipped[0].not_applicable})"
         lines.append(text)
-        lines += [f"  why (kernels): {where} at {label}: {change}" for where, r in ran if r.changed_bits
+        lines += [f"  why (kernels): {where}, {label}: {change}" for where, r in ran if r.changed_bits
                   for label, change in list(r.extra.get("kernel_changes", {}).items())[:1]][:3]
     return lines
 

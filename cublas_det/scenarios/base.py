@@ -49,16 +49,17 @@ class ScenarioContext:
 
         return signature_of(record_kernels(run))
 
-    def kernel_extra(self, signatures: dict, differing) -> dict:
-        """The ``extra`` entries for per-label signatures: each signature, and for each label whose bits
-        differed, the kernel change from the reference run ({} without ``kernels``)."""
+    def kernel_extra(self, signatures: dict, differing, **change) -> dict:
+        """The ``extra`` entries for signatures by label (a few words: "66 SMs", "m = 1"): each
+        signature, and for each label whose bits differed, the kernel change from the reference run
+        (``change``: :func:`kernel_change`'s options). {} without ``kernels``."""
         if not self.kernels:
             return {}
         from ..kernels.signature import kernel_change
 
-        return {"kernels": {str(label): sig.to_dict() if sig else None for label, sig in signatures.items()},
+        return {"kernels": {label: sig.to_dict() if sig else None for label, sig in signatures.items()},
                 "reference_kernels": self.reference_kernels.to_dict() if self.reference_kernels else None,
-                "kernel_changes": {str(label): kernel_change(self.reference_kernels, signatures[label])
+                "kernel_changes": {label: kernel_change(self.reference_kernels, signatures[label], **change)
                                    for label in differing}}
 
     def new_handle(self, **options):

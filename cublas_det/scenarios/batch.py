@@ -48,18 +48,18 @@ def _batch_invariance(context: ScenarioContext):
         sliced = dataclasses.replace(shape, m=rows)
         a_rows = cupy.ascontiguousarray(a[:, :rows] if shape.trans_a else a[:rows])
         out = context.new_output(rows)
-        signatures[rows] = context.traced(lambda: context.gemm(a_rows, context.b, out, context.handle, sliced))
+        signatures[f"m = {rows}"] = context.traced(lambda: context.gemm(a_rows, context.b, out, context.handle, sliced))
         mismatch = _compare.compare(context.reference[:rows], out)
         mismatches.append(mismatch)
         per_m[rows] = mismatch.mismatched_elements
         if not mismatch.identical:
             differing.append(rows)
     extra = {"mismatched_by_m": per_m}
-    extra.update(context.kernel_extra(signatures, differing))
+    extra.update(context.kernel_extra(signatures, [f"m = {rows}" for rows in differing]))
     what = f"the first m rows of op(A) @ op(B) against the same rows of the full M = {shape.m} product, m in {ladder}"
     detail = f"{what}: bits differ for m = {differing}" if differing else f"{what}: every row identical"
     if differing and extra.get("kernel_changes"):
-        detail += f" (m = {differing[0]}: {extra['kernel_changes'][str(differing[0])]})"
+        detail += f" (m = {differing[0]}: {extra['kernel_changes'][f'm = {differing[0]}']})"
     return BATCH_INVARIANCE.from_worst(len(ladder), len(differing), worst_of(mismatches), detail, extra)
 
 

@@ -24,15 +24,15 @@ def _sm_count(context: ScenarioContext):
     for target in targets:
         with context.new_handle(stream=context.stream) as limited:
             limited.sm_count_target = target
-            signatures[target] = context.traced(lambda: context.gemm(context.a, context.b, out, limited, context.shape))
+            signatures[f"{target} SMs"] = context.traced(lambda: context.gemm(context.a, context.b, out, limited, context.shape))
             mismatch = _compare.compare(context.reference, out)
         per_target[target] = mismatch.mismatched_elements
         mismatches.append(mismatch)
     extra = {"mismatched_by_sm_count": per_target}
-    extra.update(context.kernel_extra(signatures, [t for t, n in per_target.items() if n]))
+    extra.update(context.kernel_extra(signatures, [f"{t} SMs" for t, n in per_target.items() if n]))
     changes = extra.get("kernel_changes", {})
     detail = ", ".join(f"{t} SMs: {'identical' if n == 0 else f'{n} elements differ'}"
-                       + (f" ({changes[str(t)]})" if str(t) in changes else "")
+                       + (f" ({changes[f'{t} SMs']})" if f"{t} SMs" in changes else "")
                        for t, n in per_target.items()) + f" (device has {sm_count})"
     differing = sum(not m.identical for m in mismatches)
     return SM_COUNT.from_worst(len(targets), differing, worst_of(mismatches), detail, extra)

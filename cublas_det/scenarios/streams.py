@@ -7,6 +7,10 @@ from ..results import Kind
 from .base import Scenario, ScenarioContext
 
 STREAMS = 4
+# The kernel change on a shared handle when every stream ran the reference's kernels: what differs is
+# inside them, where concurrent GEMMs share the handle's one workspace.
+SAME_KERNELS = ("same kernels and grids on every stream as alone: what differs is inside them (the streams share "
+                "the handle's workspace)")
 
 
 def concurrent_streams(context: ScenarioContext, shared: bool):
@@ -50,10 +54,11 @@ def _shared_handle(context: ScenarioContext):
     ran = []
     signature = context.traced(lambda: ran.append(concurrent_streams(context, shared=True)))
     summary, rounds = ran[0]
-    extra = context.kernel_extra({"all streams": signature}, ["all streams"] if summary.differing_runs else [])
+    label = f"{STREAMS} streams"
+    extra = context.kernel_extra({label: signature}, [label] if summary.differing_runs else [], same=SAME_KERNELS)
     detail = f"{rounds} rounds x {STREAMS} streams on one handle"
     if extra.get("kernel_changes"):
-        detail += f" ({extra['kernel_changes']['all streams']})"
+        detail += f" ({extra['kernel_changes'][label]})"
     return STREAMS_SHARED_HANDLE.from_runs(summary, detail, **extra)
 
 
