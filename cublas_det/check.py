@@ -34,7 +34,8 @@ __all__ = ["CheckInterrupted", "DEFAULT_SCENARIOS", "check_gemm", "check_many"]
 
 
 def check_gemm(shape: GemmShape | str, mode: GemmConfig | MathMode | int | str | None = None, *, repeats: int = 20,
-               scenarios=DEFAULT_SCENARIOS, seed: int = 0, gemm_fn: GemmFunction | None = None) -> GemmCheck:
+               scenarios=DEFAULT_SCENARIOS, seed: int = 0, gemm_fn: GemmFunction | None = None,
+               kernels: bool = False) -> GemmCheck:
     """Run ``shape`` in ``mode`` under each scenario and report what repeated and what did not.
 
     Args:
@@ -44,11 +45,13 @@ def check_gemm(shape: GemmShape | str, mode: GemmConfig | MathMode | int | str |
         scenarios: names from :data:`cublas_det.SCENARIOS`.
         seed: input seed; the same seed gives the same inputs on every machine.
         gemm_fn: ``gemm_fn(a, b, out, handle, shape)`` replacing the cuBLAS call (to plant faults).
+        kernels: record the kernels through CUPTI (see :func:`check_many`; needs cupti-python).
 
     Returns:
         A :class:`GemmCheck`; it never raises because bits differ.
     """
-    return check_many([shape], [mode], repeats=repeats, scenarios=scenarios, seed=seed, gemm_fn=gemm_fn)[0]
+    return check_many([shape], [mode], repeats=repeats, scenarios=scenarios, seed=seed, gemm_fn=gemm_fn,
+                      kernels=kernels)[0]
 
 
 class CheckInterrupted(KeyboardInterrupt):

@@ -122,6 +122,35 @@ def test_configurations_share_a_modes_matrix_only_when_it_is_the_same_matrix():
                                                      "bfloat16", "bfloat16"))
 
 
+def test_a_mode_outside_the_matrix_gets_a_row_of_its_own_so_its_bits_are_compared():
+    from cublas_det._cublas import MathMode
+    from cublas_det.scenarios.modes import matrix
+
+    bf16x9 = GemmConfig(MathMode.FP32_EMULATED_BF16X9)
+    rows = {cell.name for cell, _ in matrix(bf16x9)}
+    assert rows == {"PEDANTIC", "DEFAULT", "TF32", "FP32_EMULATED_BF16X9"}
+    assert {cell.name for cell, _ in matrix(GemmConfig())} == {"PEDANTIC", "DEFAULT", "TF32"}  # as before
+
+
+def test_same_bits_as_is_read_from_the_configurations_own_comparison():
+    from cublas_det._cublas import ComputeType, MathMode
+    from cublas_det.report.verdicts import modes_cell, modes_group
+    from cublas_det.results import ScenarioResult
+
+    half = GemmConfig(MathMode.PEDANTIC, False, ComputeType.COMPUTE_32F_PEDANTIC, "bfloat16", "bfloat16")
+    groups = [["PEDANTIC/bfloat16->bfloat16", "DEFAULT/bfloat16->bfloat16"]]  # COMPUTE_32F cells only
+
+    def check(extra):
+        modes = ScenarioResult("modes", Kind.COMPARISON, 2, 0, extra=extra)
+        return GemmCheck(parse_shape("64x64x65536:nn"), half, "argument", 0, "ab" * 32, 1e-3, (modes,))
+
+    # Its name is in no group of modes; what it was compared with decides, not "none".
+    assert modes_group(check({"groups": groups, "same_bits_as": ["PEDANTIC/bfloat16->bfloat16"]})) == [
+        "PEDANTIC/bfloat16->bfloat16"]
+    assert modes_cell(check({"groups": groups, "same_bits_as": []})) == "none"
+    assert modes_group(check({"groups": [["PEDANTIC/COMPUTE_32F_PEDANTIC/bfloat16->bfloat16", "X"]]})) == ["X"]
+
+
 def test_a_task_carries_its_whole_shape_to_the_worker():
     from cublas_det.worker.protocol import Request
 

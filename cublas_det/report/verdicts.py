@@ -47,7 +47,9 @@ def modes_group(check: GemmCheck | None) -> list[str] | None:
     result = check.scenario("modes") if check else None
     if result is None or result.error or "groups" not in result.extra:
         return None
-    for group in result.extra["groups"]:
+    if "same_bits_as" in result.extra:  # compared with this configuration's own output
+        return list(result.extra["same_bits_as"])
+    for group in result.extra["groups"]:  # files of earlier versions: by the groups of modes
         if check.mode_name in group:
             return [name for name in group if name != check.mode_name]
     return []

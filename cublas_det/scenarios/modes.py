@@ -21,11 +21,17 @@ HALF_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC,
 
 
 def matrix(config: GemmConfig) -> list[tuple[GemmConfig, ComputeType]]:
-    """The cells of the matrix: a handle's configuration (COMPUTE_32F) and the compute type passed to the call."""
+    """The cells of the matrix: a handle's configuration (COMPUTE_32F) and the compute type passed to the call.
+
+    The configuration's own math mode is always a row (BF16X9, or TF32 asked for in half precision),
+    so that its bits are compared with every other mode's.
+    """
     if config.input_dtype == "float32":
         modes, flags, computes = MODES, (config.disallow_reduced_precision_reduction,), MATRIX_COMPUTE_TYPES
     else:
         modes, flags, computes = HALF_MODES, (False, True), HALF_COMPUTE_TYPES
+    if config.math_mode not in modes:
+        modes += (config.math_mode,)
     allowed = COMPUTE_TYPES[(config.input_dtype, config.output_dtype)]
     base = dataclasses.replace(config, compute_type=ComputeType.COMPUTE_32F)
     return [(dataclasses.replace(base, math_mode=mode, disallow_reduced_precision_reduction=flag), compute)
@@ -81,10 +87,13 @@ def _modes(context: ScenarioContext):
     others = {name: out for name, out in table["outputs"].items() if name != context.config.name}
     mismatches = [_compare.compare(context.reference, out) for out in others.values()]
     differing = sum(not m.identical for m in mismatches)
+    # Compared with this configuration's own output: right also for a compute type other than
+    # COMPUTE_32F, whose name is in no group of modes.
+    same = [name for name, mismatch in zip(others, mismatches) if mismatch.identical]
     return MODES_SCENARIO.from_worst(len(others), differing, worst_of(mismatches),
                                      " | ".join(" = ".join(group) for group in table["groups"]),
                                      {"matrix": table["cells"], "groups": table["groups"],
-                                      "all_groups": table["all_groups"]})
+                                      "all_groups": table["all_groups"], "same_bits_as": same})
 
 
 MODES_SCENARIO = Scenario("modes", "which math modes give identical bits, and the math-mode x compute-type matrix",
