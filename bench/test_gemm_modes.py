@@ -7,10 +7,13 @@ Like with like, so that pytest-benchmark's own table and its relative columns gi
 
 - within a shape's group every mode replays a CUDA graph of the same number of GEMMs, calibrated
   once per shape on its fastest mode (>= 1 ms), with the operand sets rotated as the engine does;
-- each round of a test is one round of the bench (``ShapeBench.measure_round``): every mode's
+- each round of a test is one round of the bench (``ShapeSetups.measure_round``): every mode's
   held graph and eager batch, in the Williams order of the round, so the mode under test runs
   under the conditions the bench times it in (clock, power and cache state set by the same mix of
   neighbours) and not after twenty replays of itself;
+- as in the bench, the rounds go round the shape's independent setups (operand buffers, handles
+  and graphs made anew), whole Williams cycles on each: each setup has a small bias of its own,
+  which one setup alone would carry into every median;
 - pytest-benchmark's timer is the GPU's (``GPU_CLOCK``): the round advances it by the held graph
   replay's GPU time per GEMM of the mode under test, from CUDA events. The table's times are GPU
   time per GEMM, without the host's launch and sync cost (which would pull every ratio towards 1).
@@ -25,7 +28,7 @@ import os
 import pytest
 
 from cublas_det.shapes import resolve_shapes
-from cublas_det.timing.order import round_order
+from cublas_det.timing.order import cycle_length, round_order
 
 PRESETS = os.environ.get("CUBLAS_DET_BENCH_PRESETS", "trunk mamba2-130m").split()
 TOKENS = int(os.environ.get("CUBLAS_DET_BENCH_TOKENS", "16384"))
@@ -71,7 +74,7 @@ def shape_bench(shape, make_bench=None):
             old.close()
         _BENCH.clear()
         if make_bench is None:
-            from cublas_det.timing import ShapeBench as make_bench
+            from cublas_det.timing import ShapeSetups as make_bench
         bench = make_bench(shape, list(MODES), aa_control=False)
         _CALLS[shape.name] = bench.prepare(_CALLS.get(shape.name))
         _BENCH[shape.name] = bench
@@ -79,12 +82,14 @@ def shape_bench(shape, make_bench=None):
 
 
 def timed_replay(bench, mode: str) -> None:
-    """One round: a bench round over every mode; the GPU clock advances by ``mode``'s held graph time per GEMM."""
+    """One round: a bench round over every mode on the round's setup; the GPU clock advances by ``mode``'s
+    held graph time per GEMM."""
     key = (bench.shape.name, mode)
     for _ in range(MAX_UNHELD):
-        order = round_order(list(MODES), _ROUNDS.get(key, 0))
-        _ROUNDS[key] = _ROUNDS.get(key, 0) + 1
-        sample = bench.measure_round(order)[mode]
+        count = _ROUNDS.get(key, 0)
+        _ROUNDS[key] = count + 1
+        sample = bench.measure_round(round_order(list(MODES), count),
+                                     (count // cycle_length(len(MODES))) % bench.setups)[mode]
         if sample.held:
             break
     GPU_CLOCK.advance(sample.graph_s * bench.calls, bench.calls)
@@ -97,6 +102,7 @@ def timed_replay(bench, mode: str) -> None:
 def test_gemm(benchmark, shape, mode):
     bench = shape_bench(shape)
     benchmark.group = shape.name
-    benchmark.extra_info.update(gemms_per_sample=bench.calls, buffer_sets=bench.sets, shape=shape.spec, mode=mode,
+    benchmark.extra_info.update(gemms_per_sample=bench.calls, buffer_sets=bench.sets, setups=bench.setups,
+                                shape=shape.spec, mode=mode,
                                 flop_per_call=shape.flop, time="GPU seconds per GEMM, held graph replay within a Williams-ordered round of all modes")
     benchmark.pedantic(timed_replay, args=(bench, mode), rounds=20, warmup_rounds=3)

@@ -23,7 +23,7 @@ class FakeBench:
     def __init__(self, shape, modes, aa_control):
         assert not aa_control and modes == ["PEDANTIC", "DEFAULT", "TF32"]
         self.shape, self.closed, self.graphs = shape, False, {}
-        self.calls, self.sets = 0, 4
+        self.calls, self.sets, self.setups = 0, 4, 2
         FakeBench.made.append(self)
 
     def prepare(self, calls=None):
@@ -32,13 +32,15 @@ class FakeBench:
         return self.calls
 
     rounds = []
+    setups_taken = []
 
-    def measure_round(self, order):
+    def measure_round(self, order, setup):
         """A bench round: every mode once; PEDANTIC 4 ms, DEFAULT 3 ms, TF32 2 ms per 100 GEMMs; the
         first round's TF32 batch was not held (the blocking kernel let go) and must be redone."""
         from cublas_det.timing.rounds import Sample
 
         FakeBench.rounds.append(list(order))
+        FakeBench.setups_taken.append(setup)
         per_call = {"PEDANTIC": 4e-5, "DEFAULT": 3e-5, "TF32": 2e-5}
         held = len(FakeBench.rounds) > 1
         return {mode: Sample(per_call[mode], per_call[mode], None, held or mode != "TF32") for mode in order}
@@ -59,7 +61,7 @@ def test_every_mode_of_a_shape_runs_the_same_gemms_per_sample(suite):
 
 
 def test_the_timer_reports_gpu_time_per_gemm_of_the_mode_in_an_interleaved_round(suite):
-    FakeBench.made, FakeBench.rounds = [], []
+    FakeBench.made, FakeBench.rounds, FakeBench.setups_taken = [], [], []
     bench = suite.shape_bench(suite.SHAPES[0], FakeBench)
     start = suite.GPU_CLOCK()
     suite.timed_replay(bench, "TF32")
@@ -71,6 +73,10 @@ def test_the_timer_reports_gpu_time_per_gemm_of_the_mode_in_an_interleaved_round
         suite.timed_replay(bench, "TF32")
     firsts = [order[0] for order in FakeBench.rounds]
     assert set(firsts) == set(suite.MODES)  # the mode under test does not always run first
+    for _ in range(8):
+        suite.timed_replay(bench, "TF32")
+    # Whole Williams cycles (6 rounds for 3 modes) on each setup in turn.
+    assert FakeBench.setups_taken == [0] * 6 + [1] * 6 + [0] * 2
     marks = {mark.name: mark for mark in suite.test_gemm.pytestmark}
     assert marks["benchmark"].kwargs == {"timer": suite.GPU_CLOCK} and "gpu" in marks
 

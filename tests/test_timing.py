@@ -97,22 +97,22 @@ def test_stop_reason():
     assert stop_reason([loose], rounds=5, elapsed_s=9.0) is StopReason.BUDGET
 
 
-def _rounds(names, times, *, clock=1980.0, problems=()):
+def _rounds(names, times, *, clock=1980.0, problems=(), setup_bias=None):
     """A measure_round callback: per-call seconds per arm with +-1% noise; ``problems`` maps round
-    attempts to (arm, "throttled"/"unheld")."""
+    attempts to (arm, "throttled"/"unheld"); ``setup_bias``: {arm: [factor per setup]}, a setup's own bias."""
     rng = random.Random(1)
     attempts = itertools.count()
     orders = []
 
-    def measure(order):
+    def measure(order, setup=0):
         orders.append(order)
         attempt = next(attempts)
         bad = dict(problems).get(attempt)
         out = {}
         for name in order:
-            t = times[name] * (1 + rng.uniform(-0.01, 0.01))
+            t = times[name] * (1 + rng.uniform(-0.01, 0.01)) * (setup_bias or {}).get(name, [1.0] * 8)[setup]
             out[name] = Sample(t, 1.5 * t, clock / 2 if bad == (name, "throttled") else clock,
-                               bad != (name, "unheld"))
+                               bad != (name, "unheld"), setup)
         return out
 
     return measure, orders
@@ -137,6 +137,52 @@ def test_run_rounds_stops_on_the_interval_with_whole_cycles():
     ratios = {(r.numerator, r.denominator): r for r in out.ratios}
     assert ratios[("TF32", "PEDANTIC")].median == pytest.approx(0.5, rel=0.02)
     assert ("DEFAULT-AA", "DEFAULT") in ratios and all(len(s) == out.rounds for s in out.samples.values())
+
+
+def test_several_setups_take_whole_cycles_in_turn_and_their_spread_widens_the_interval():
+    names = ["PEDANTIC", "TF32"]  # a Williams cycle of 2 rounds
+    times = {"PEDANTIC": 2e-5, "TF32": 1e-5}
+    bias = {"TF32": [1.0, 1.012, 0.992, 1.004]}  # each setup's own bias, as on the H200 (0.5-1%)
+    measure, _ = _rounds(names, times, setup_bias=bias)
+    out = run_rounds(names, measure, min_rounds=8, max_rounds=400, budget_s=1e9, target_half_width=0.01,
+                     now=FakeClock(0.001), sleep=lambda s: None, setups=4)
+    taken = [s.setup for s in out.samples["TF32"]]
+    assert taken[:8] == [0, 0, 1, 1, 2, 2, 3, 3] and out.rounds % 8 == 0  # every setup as often, whole cycles
+    ratio = next(r for r in out.ratios if r.numerator == "TF32")
+    # The interval is wider than the one setup-blind interval of the same rounds, and the part that
+    # more rounds cannot shrink is the between-setup term, which the stopping rule leaves out.
+    from cublas_det.timing.stats import median_ci
+
+    blind_low, blind_high = median_ci([n.graph_s / d.graph_s for n, d in zip(out.samples["TF32"],
+                                                                             out.samples["PEDANTIC"])])
+    assert ratio.ci_low < blind_low and ratio.ci_high > blind_high and ratio.setup_half_width > 0.005
+    assert out.stop_reason is StopReason.INTERVAL and ratio.sampling_half_width <= 0.01 < ratio.half_width
+    assert ratio.ci_low <= 0.5 * sum(bias["TF32"]) / 4 <= ratio.ci_high  # holds the mean over setups
+    one, _ = _rounds(names, times, setup_bias=bias)
+    single = run_rounds(names, one, min_rounds=8, max_rounds=8, budget_s=1e9, now=FakeClock(0.001))
+    assert all(s.setup == 0 for s in single.samples["TF32"])
+    assert next(r for r in single.ratios if r.numerator == "TF32").setup_half_width == 0.0
+
+
+def test_between_setups_is_t_times_the_spread_of_setup_medians():
+    from cublas_det.timing.stats import between_setups, widened_ci
+
+    assert between_setups([1.0, 1.1, 1.2], [0, 0, 0]) == 0.0
+    assert between_setups([1.0, 1.0, 1.02, 1.02], [0, 0, 1, 1]) == pytest.approx(12.706 * 0.02 / 2 ** 0.5 / 2 ** 0.5)
+    values, setups = [1.0, 1.01, 0.99, 1.02, 1.03, 1.01], [0, 0, 1, 1, 2, 2]
+    low, high = widened_ci(values, setups)
+    from cublas_det.timing.stats import median_ci
+
+    assert low < median_ci(values)[0] and high > median_ci(values)[1]
+    assert widened_ci(values) == median_ci(values)
+
+
+def test_an_arms_interval_holds_the_between_setup_term():
+    arm = ArmTiming("TF32", (5.0, 5.0, 5.1, 5.1), (6.0,) * 4, setups=(0, 0, 1, 1))
+    low, high = arm.median_ci_us
+    assert low < 5.0 and high > 5.1
+    assert ArmTiming("TF32", (5.0, 5.0, 5.1, 5.1), (6.0,) * 4).median_ci_us == (5.0, 5.1)
+    assert arm.to_dict()["setups"] == [0, 0, 1, 1]
 
 
 def test_run_rounds_stops_on_rounds_and_on_budget():
@@ -220,3 +266,10 @@ def test_aa_control_outside_its_band_makes_ratios_untrusted():
     wide = _timing(Ratio("PEDANTIC-AA", "PEDANTIC", 1.0, 0.9, 1.1, 12))  # noisy, not biased: wide intervals say so
     assert wide.trusted and wide.noise_floor == pytest.approx(0.1)
     assert off.arm("PEDANTIC").median_clock_mhz == 1980.0 and off.clock_range_mhz == (1980.0, 1980.0)
+
+
+def test_the_memory_check_counts_the_setups_the_engine_makes():
+    from cublas_det.memory import TIMING_SETUPS
+    from cublas_det.timing.engine import SETUPS
+
+    assert TIMING_SETUPS == SETUPS

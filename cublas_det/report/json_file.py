@@ -13,7 +13,6 @@ import statistics
 from bisect import bisect_left, bisect_right
 
 from ..results import BenchResult
-from ..timing.stats import median_ci
 from .commit_info import commit_info
 from .text import summary_lines, warnings_for
 from .verdicts import check_failures, modes_group
@@ -98,7 +97,7 @@ def timing_options(timing) -> dict:
 def timing_extra(timing, mode: str) -> dict:
     """The timing facts of one arm for ``extra_info``: its interval, clock, the shape's trust and stop."""
     arm = timing.arm(mode)
-    low, high = median_ci(arm.graph_us)
+    low, high = arm.median_ci_us
     kernels = {"kernel_time_s": arm.kernel_us * 1e-6, "timed_kernels": arm.kernels} if arm.kernel_us else {}
     return {**kernels, "median_ci_s": [low * 1e-6, high * 1e-6], "sm_clock_mhz": arm.median_clock_mhz,
             "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,

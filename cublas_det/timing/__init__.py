@@ -5,7 +5,7 @@ The pure modules (``stats``, ``order``, ``rounds``, ``results``, ``clocks``' ari
 summaries in ``monitor``) import without CuPy; ``engine`` and ``hold`` need a GPU when called.
 """
 
-from .engine import WORKSPACE_BYTES, ShapeBench, time_shape, warm_up
+from .engine import SETUPS, WORKSPACE_BYTES, ShapeBench, ShapeSetups, time_shape, warm_up
 from .order import cycle_length, round_order, williams_rows
 from .results import (
     AA_ARM,
@@ -34,8 +34,8 @@ from .stats import (
     stop_reason,
 )
 
-__all__ = ["AA_ARM", "AA_SUFFIX", "AA_TOLERANCE", "MAX_BATCH", "TARGET_BATCH_S", "WORKSPACE_BYTES", "ArmTiming",
-           "Discards", "Ratio", "Sample", "ShapeBench", "ShapeTiming", "StopReason", "aa_name", "aa_reference",
+__all__ = ["AA_ARM", "AA_SUFFIX", "AA_TOLERANCE", "MAX_BATCH", "SETUPS", "TARGET_BATCH_S", "WORKSPACE_BYTES",
+           "ArmTiming", "Discards", "Ratio", "Sample", "ShapeBench", "ShapeSetups", "ShapeTiming", "StopReason", "aa_name", "aa_reference",
            "batch_size", "buffer_sets", "cycle_length", "is_control", "median_ci", "paired_ratio", "probe_calls",
            "quartiles", "ratio_pairs", "round_order", "run_rounds", "stop_reason", "time_shape", "warm_up",
            "williams_rows"]

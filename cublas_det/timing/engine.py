@@ -19,6 +19,11 @@ The method, and why:
   below 75% of the default clock is redone after a pause (``rounds``).
 - Rounds continue until every paired ratio's 95% interval is within ±0.5% of its median, or the
   round or time budget runs out; the reason is kept.
+- A shape is timed on several independent *setups* (``ShapeSetups``: operand buffers, handles
+  and graphs made anew), taking whole Williams cycles in turn. Each setup keeps a small bias of
+  its own (0.5-1% on the H200's small GEMMs, against 0.05% between timings of one setup), so
+  one setup's interval says what another round would give, not another run: the intervals add
+  the between-setup spread (``stats.between_setups``).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from .stats import (
 )
 
 WORKSPACE_BYTES = 32 * 2**20  # cuBLAS's recommendation for Hopper
+SETUPS = 4  # independent setups a shape is timed on: t(3) = 3.18 keeps the between-setup term usable
+# (memory.TIMING_SETUPS says the same to the memory check, which must not import the GPU side)
 
 
 def warm_up(seconds: float = 1.0) -> None:
@@ -67,7 +74,8 @@ class ShapeBench:
     ``<reference>-AA``.
     """
 
-    def __init__(self, shape, configs, *, seed: int = 0, aa_control: bool = True, operands=None):
+    def __init__(self, shape, configs, *, seed: int = 0, aa_control: bool = True, operands=None,
+                 copy_operands: bool = False):
         import cupy
 
         from .._device import device_properties
@@ -85,6 +93,8 @@ class ShapeBench:
         if operands is None:
             operands = device_operands(shape, seed, configs[0])
         a, b = operands
+        if copy_operands:  # a setup of its own: no buffer shared with the setup that made the operands
+            a, b = a.copy(), b.copy()
         self.sets = buffer_sets(shape.footprint_bytes, device_properties()["l2_cache_bytes"])
         self.buffers = [(a, b, output(shape, configs[0]))]
         self.buffers += [(a.copy(), b.copy(), output(shape, configs[0])) for _ in range(self.sets - 1)]
@@ -219,9 +229,10 @@ class ShapeBench:
         self.graphs = {name: self.capture(name, self.calls) for name in self.names}
         return self.calls
 
-    def measure_round(self, order: list[str]) -> dict:
+    def measure_round(self, order: list[str], setup: int = 0) -> dict:
         """One sample per arm in ``order``: the held graph batch, then the same batch eagerly from
-        an idle GPU (as a step after a sync would run it)."""
+        an idle GPU (as a step after a sync would run it). ``setup``: this setup's index, kept in
+        each sample."""
         import cupy
 
         with self.stream:
@@ -244,40 +255,114 @@ class ShapeBench:
             (t0, c0), (t1, c1) = stamps[slot]
             samples[name] = Sample(cupy.cuda.get_elapsed_time(graph_start, graph_end) * 1e-3 / self.calls,
                                    cupy.cuda.get_elapsed_time(eager_start, eager_end) * 1e-3 / self.calls,
-                                   clock_mhz(t0, c0, t1, c1), outcomes[slot] == RELEASED)
+                                   clock_mhz(t0, c0, t1, c1), outcomes[slot] == RELEASED, setup)
         return samples
 
-    def time(self, *, started: float, min_rounds: int = 12, max_rounds: int = 100, budget_s: float = 3.0,
-             target_half_width: float = TARGET_HALF_WIDTH, clock_floor_mhz: float | None = None,
-             monitor=None) -> ShapeTiming:
-        """Rounds until the stopping rule; ``prepare`` first. ``started``: when the shape's budget began."""
-        mark = monitor.mark() if monitor is not None else 0
-        outcome = run_rounds(self.names, self.measure_round, min_rounds=min_rounds, max_rounds=max_rounds,
-                             budget_s=budget_s, target_half_width=target_half_width,
-                             clock_floor_mhz=clock_floor_mhz, started=started)
-        activity = monitor.activity_since(mark) if monitor is not None else None
-        arms = tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in kept), tuple(s.eager_s * 1e6 for s in kept),
-                               tuple(s.clock_mhz for s in kept)) for name, kept in outcome.samples.items())
-        options = {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
-                   "target_half_width": target_half_width, "order": "williams", "sets": self.sets}
-        return ShapeTiming(self.shape.name, self.shape.flop, self.calls, self.sets, outcome.rounds, arms,
-                           outcome.ratios, time.perf_counter() - started, outcome.stop_reason.value,
-                           outcome.discards, clock_floor_mhz, activity, options)
+    @property
+    def setups(self) -> int:
+        return 1
+
+    def time(self, **options) -> ShapeTiming:
+        """Rounds on this one setup until the stopping rule (:func:`time_rounds`); ``prepare`` first."""
+        return time_rounds(self, **options)
+
+
+class ShapeSetups:
+    """One shape on several independent setups (a :class:`ShapeBench` each: operand buffers, handles
+    and graphs made anew, the same GEMMs per batch), timed as one: rounds take whole Williams cycles
+    on each setup in turn. The first setup serves what needs only one (kernel traces, profiling).
+    A context manager."""
+
+    def __init__(self, shape, configs, *, setups: int = SETUPS, seed: int = 0, aa_control: bool = True,
+                 operands=None):
+        self.benches = [ShapeBench(shape, configs, seed=seed, aa_control=aa_control, operands=operands)]
+        try:
+            operands = self.benches[0].buffers[0][:2]
+            for _ in range(setups - 1):
+                self.benches.append(ShapeBench(shape, configs, seed=seed, aa_control=aa_control, operands=operands,
+                                               copy_operands=True))
+        except BaseException:
+            self.close()
+            raise
+        first = self.benches[0]
+        self.shape, self.names, self.sets, self.stream = first.shape, first.names, first.sets, first.stream
+        self.calls = 0
+
+    def __enter__(self) -> ShapeSetups:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for bench in self.benches:
+            bench.close()
+
+    @property
+    def setups(self) -> int:
+        return len(self.benches)
+
+    @property
+    def graphs(self) -> dict:
+        return self.benches[0].graphs
+
+    def prepare(self, calls: int | None = None) -> int:
+        """Calibrate on the first setup (unless ``calls`` is given); capture every setup's graphs."""
+        self.calls = self.benches[0].prepare(calls)
+        for bench in self.benches[1:]:
+            bench.prepare(self.calls)
+        return self.calls
+
+    def measure_round(self, order: list[str], setup: int = 0) -> dict:
+        return self.benches[setup].measure_round(order, setup)
+
+    def held_replays(self, name: str, replays: int) -> None:
+        self.benches[0].held_replays(name, replays)
+
+    def kernel_signatures(self, replays: int = 2) -> dict:
+        return self.benches[0].kernel_signatures(replays)
+
+    def time(self, **options) -> ShapeTiming:
+        """Rounds on every setup until the stopping rule (:func:`time_rounds`); ``prepare`` first."""
+        return time_rounds(self, **options)
+
+
+def time_rounds(bench, *, started: float, min_rounds: int = 12, max_rounds: int = 100, budget_s: float = 3.0,
+                target_half_width: float = TARGET_HALF_WIDTH, clock_floor_mhz: float | None = None,
+                monitor=None) -> ShapeTiming:
+    """Rounds of a prepared :class:`ShapeBench` or :class:`ShapeSetups` until the stopping rule.
+    ``started``: when the shape's budget began."""
+    mark = monitor.mark() if monitor is not None else 0
+    outcome = run_rounds(bench.names, bench.measure_round, min_rounds=min_rounds, max_rounds=max_rounds,
+                         budget_s=budget_s, target_half_width=target_half_width,
+                         clock_floor_mhz=clock_floor_mhz, started=started, setups=bench.setups)
+    activity = monitor.activity_since(mark) if monitor is not None else None
+    arms = tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in kept), tuple(s.eager_s * 1e6 for s in kept),
+                           tuple(s.clock_mhz for s in kept),
+                           setups=tuple(s.setup for s in kept) if bench.setups > 1 else ())
+                 for name, kept in outcome.samples.items())
+    options = {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
+               "target_half_width": target_half_width, "order": "williams", "sets": bench.sets,
+               "setups": bench.setups}
+    return ShapeTiming(bench.shape.name, bench.shape.flop, bench.calls, bench.sets, outcome.rounds, arms,
+                       outcome.ratios, time.perf_counter() - started, outcome.stop_reason.value,
+                       outcome.discards, clock_floor_mhz, activity, options)
 
 
 def time_shape(shape, configs, *, seed: int = 0, min_rounds: int = 12, max_rounds: int = 100,
                budget_s: float = 3.0, aa_control: bool = True, operands=None, monitor=None,
-               kernels: bool = False) -> ShapeTiming:
+               kernels: bool = False, setups: int = SETUPS) -> ShapeTiming:
     """Time ``shape`` in each configuration (:class:`GemmConfig`, or a mode name), side by side.
 
     Arms are named by the configurations' names, plus the A/A control ``<reference>-AA`` unless
     ``aa_control`` is off. ``monitor``: a running :class:`~.monitor.GpuMonitor`, whose readings
     while this shape ran go into the result. ``kernels``: after the timed rounds, record each
     arm's kernels through CUPTI (their summed time per GEMM goes into ``ArmTiming.kernel_us``).
+    ``setups``: independent setups the rounds are spread over (:class:`ShapeSetups`).
     """
     started = time.perf_counter()
     default = default_sm_clock_mhz()
-    with ShapeBench(shape, configs, seed=seed, aa_control=aa_control, operands=operands) as bench:
+    with ShapeSetups(shape, configs, setups=setups, seed=seed, aa_control=aa_control, operands=operands) as bench:
         bench.prepare()
         timing = bench.time(started=started, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget_s,
                             clock_floor_mhz=THROTTLE_FRACTION * default if default else None, monitor=monitor)

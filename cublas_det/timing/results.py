@@ -7,7 +7,7 @@ import dataclasses
 import math
 import statistics
 
-from .stats import Ratio, median_ci, quartiles
+from .stats import Ratio, quartiles, widened_ci
 
 AA_SUFFIX = "-AA"
 AA_ARM = "DEFAULT-AA"  # the control's name when DEFAULT is timed, as in earlier JSON files
@@ -71,6 +71,7 @@ class ArmTiming:
     # (the GPU's busy time, without the gaps between kernels), and the kernels that ran.
     kernel_us: float | None = None
     kernels: str = ""
+    setups: tuple[int, ...] = ()  # the setup of each sample (empty: one setup)
 
     @property
     def median_us(self) -> float:
@@ -82,8 +83,8 @@ class ArmTiming:
 
     @property
     def median_ci_us(self) -> tuple[float, float]:
-        """95% interval of the median graph time per call."""
-        return median_ci(self.graph_us)
+        """95% interval of the median graph time per call (with the between-setup term, from several setups)."""
+        return widened_ci(self.graph_us, self.setups or None)
 
     @property
     def rel_iqr(self) -> float:
@@ -99,7 +100,8 @@ class ArmTiming:
         return {"name": self.name, "graph_us": list(self.graph_us), "eager_us": list(self.eager_us),
                 "median_us": self.median_us, "eager_median_us": self.eager_median_us, "rel_iqr": self.rel_iqr,
                 "median_ci_us": list(self.median_ci_us), "clock_mhz": list(self.clock_mhz),
-                "median_clock_mhz": self.median_clock_mhz, "kernel_us": self.kernel_us, "kernels": self.kernels}
+                "median_clock_mhz": self.median_clock_mhz, "kernel_us": self.kernel_us, "kernels": self.kernels,
+                "setups": list(self.setups)}
 
 
 @dataclasses.dataclass(frozen=True)

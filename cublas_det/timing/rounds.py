@@ -1,7 +1,8 @@
 """The round loop of side-by-side timing, apart from the GPU: order, redo, pair, stop.
 
-``run_rounds`` asks a ``measure_round(order)`` callback for one sample per arm, in the Williams
-order of the round, and decides everything else: a round whose batch ran below the clock floor
+``run_rounds`` asks a ``measure_round(order, setup)`` callback for one sample per arm, in the
+Williams order of the round, on one of ``setups`` setups (whole order cycles on each in turn), and
+decides everything else: a round whose batch ran below the clock floor
 (nvbench's 75% of the default SM clock) or started without the stream held is redone, after a
 pause when throttled, up to ``max_redos`` times a shape (then kept and counted, so a GPU that
 stays throttled still ends); kept rounds are paired into ratios; the stopping rule says when and
@@ -31,6 +32,7 @@ class Sample:
     eager_s: float
     clock_mhz: float | None = None
     held: bool = True
+    setup: int = 0  # which setup (operand buffers, handles, graphs) took it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,19 +56,24 @@ def round_problem(samples: dict, clock_floor_mhz: float | None) -> str | None:
 def run_rounds(names: list[str], measure_round, *, min_rounds: int = 12, max_rounds: int = 100,
                budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
                clock_floor_mhz: float | None = None, started: float | None = None, max_redos: int = MAX_REDOS,
-               now=time.perf_counter, sleep=time.sleep) -> RoundsOutcome:
-    """Rounds until the stopping rule says stop; ``started`` is when the shape's budget began."""
+               setups: int = 1, now=time.perf_counter, sleep=time.sleep) -> RoundsOutcome:
+    """Rounds until the stopping rule says stop; ``started`` is when the shape's budget began.
+
+    With several ``setups``, each takes whole Williams cycles in turn, and the interval rule waits
+    until every setup has taken as many.
+    """
     started = now() if started is None else started
     kept = {name: [] for name in names}
     pairs = ratio_pairs(names)
-    cycle = cycle_length(len(names))
+    order_cycle = cycle_length(len(names))
+    cycle = order_cycle * setups
     discards = Discards()
     ratios: list[Ratio] = []
     rounds = 0
     while True:
         # The order follows kept rounds: a redone round is retaken in the same order, so the
         # kept rounds stay balanced.
-        measured = measure_round(round_order(names, rounds))
+        measured = measure_round(round_order(names, rounds), (rounds // order_cycle) % setups)
         problem = round_problem(measured, clock_floor_mhz)
         if problem is not None:
             redo = discards.redone < max_redos
@@ -78,7 +85,9 @@ def run_rounds(names: list[str], measure_round, *, min_rounds: int = 12, max_rou
         for name in names:
             kept[name].append(measured[name])
         rounds += 1
-        ratios = [paired_ratio(n, d, [s.graph_s for s in kept[n]], [s.graph_s for s in kept[d]]) for n, d in pairs]
+        taken_on = [s.setup for s in kept[names[0]]] if setups > 1 else None
+        ratios = [paired_ratio(n, d, [s.graph_s for s in kept[n]], [s.graph_s for s in kept[d]], taken_on)
+                  for n, d in pairs]
         reason = stop_reason(ratios, rounds, now() - started, min_rounds=min_rounds, max_rounds=max_rounds,
                              budget_s=budget_s, target_half_width=target_half_width, cycle=cycle)
         if reason is not None:

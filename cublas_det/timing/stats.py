@@ -15,6 +15,8 @@ MAX_BATCH = 4000
 PROBE_MAX_CALLS = 16
 TARGET_HALF_WIDTH = 0.005  # stop when every ratio's 95% interval is within ±0.5% of its median
 BUDGET_FLOOR_ROUNDS = 5  # the time budget may stop a shape only after this many rounds
+# Student's t, two-sided 95%, by degrees of freedom: the between-setup term of an interval from a few setups.
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
 def quartiles(values) -> tuple[float, float, float]:
@@ -46,9 +48,45 @@ def median_ci(values, confidence: float = 0.95) -> tuple[float, float]:
     return values[j - 1], values[k - 1]
 
 
+def between_setups(values, setups) -> float:
+    """The between-setup term of a 95% interval for the median of ``values``, each taken on setup
+    ``setups[i]`` (absolute, in the values' units): t(P-1) x sd(per-setup medians) / sqrt(P); 0 with
+    one setup.
+
+    A setup (operand buffers, handles and graphs made anew) keeps its own small bias for as long
+    as it lives: on an H200 the TF32/PEDANTIC ratio of one setup timed five times stayed within
+    0.05%, of five setups spread over 0.5-1%. An interval from the rounds of one setup holds what
+    another round would give, not what another run would: this term adds what another setup would.
+    """
+    groups: dict = {}
+    for value, setup in zip(values, setups):
+        groups.setdefault(setup, []).append(value)
+    if len(groups) < 2:
+        return 0.0
+    medians = [statistics.median(group) for group in groups.values()]
+    count = len(medians)
+    return T_975.get(count - 1, 1.96) * statistics.stdev(medians) / math.sqrt(count)
+
+
+def widened_ci(values, setups=None) -> tuple[float, float]:
+    """:func:`median_ci`, widened by :func:`between_setups` when the values come from several setups
+    (the two half-widths added in quadrature, around the median of all values)."""
+    low, high = median_ci(values)
+    between = between_setups(values, setups) if setups else 0.0
+    if not between:
+        return low, high
+    center = statistics.median(values)
+    below, above = center - low, high - center
+    return center - math.hypot(below, between), center + math.hypot(above, between)
+
+
 @dataclasses.dataclass(frozen=True)
 class Ratio:
-    """Median of per-round ratios numerator/denominator, with its 95% interval."""
+    """Median of per-round ratios numerator/denominator, with its 95% interval.
+
+    With several setups the interval holds the between-setup term too; ``setup_half_width`` is
+    that term relative to the median (0 with one setup), which more rounds cannot shrink.
+    """
 
     numerator: str
     denominator: str
@@ -56,11 +94,17 @@ class Ratio:
     ci_low: float
     ci_high: float
     rounds: int
+    setup_half_width: float = 0.0
 
     @property
     def half_width(self) -> float:
         """Half the interval, relative to the median."""
         return (self.ci_high - self.ci_low) / 2 / self.median if self.median else math.inf
+
+    @property
+    def sampling_half_width(self) -> float:
+        """The part of :attr:`half_width` that more rounds shrink (what the stopping rule watches)."""
+        return math.sqrt(max(0.0, self.half_width ** 2 - self.setup_half_width ** 2))
 
     def excludes(self, low: float, high: float) -> bool:
         """True when the whole interval lies outside [low, high]."""
@@ -73,13 +117,16 @@ class Ratio:
         return dataclasses.asdict(self)
 
 
-def paired_ratio(numerator: str, denominator: str, num_samples, den_samples) -> Ratio:
-    """Ratio of two arms from samples taken in the same rounds (paired: drift cancels)."""
+def paired_ratio(numerator: str, denominator: str, num_samples, den_samples, setups=None) -> Ratio:
+    """Ratio of two arms from samples taken in the same rounds (paired: drift cancels); ``setups``:
+    the setup of each round, whose spread widens the interval (:func:`widened_ci`)."""
     if len(num_samples) != len(den_samples) or not num_samples:
         raise ValueError("paired samples need the same, non-zero number of rounds")
     ratios = [n / d for n, d in zip(num_samples, den_samples)]
-    low, high = median_ci(ratios)
-    return Ratio(numerator, denominator, statistics.median(ratios), low, high, len(ratios))
+    low, high = widened_ci(ratios, setups)
+    median = statistics.median(ratios)
+    between = between_setups(ratios, setups) / median if setups and median else 0.0
+    return Ratio(numerator, denominator, median, low, high, len(ratios), between)
 
 
 class StopReason(str, enum.Enum):
@@ -99,7 +146,8 @@ def stop_reason(ratios: list[Ratio], rounds: int, elapsed_s: float, *, min_round
     followed every other equally often. The budget stops a shape only after BUDGET_FLOOR_ROUNDS
     rounds (or min_rounds, if fewer): a 50 ms GEMM still gets an interval, just a wider one.
     """
-    if rounds >= min_rounds and rounds % cycle == 0 and all(r.half_width <= target_half_width for r in ratios):
+    if rounds >= min_rounds and rounds % cycle == 0 and all(r.sampling_half_width <= target_half_width
+                                                             for r in ratios):
         return StopReason.INTERVAL
     if rounds >= max_rounds:
         return StopReason.ROUNDS
