@@ -25,17 +25,14 @@ from cublas_det._device import require_gpu
 SHAPES = ["128x56x4096:nt", "3352x768x16384:nt", "4096x128x128:tn"]
 
 
-def _profiled_us_per_gemm():
-    """bench/profiler_crosscheck.py's torch-profiler measurement (the same replays, the same filter)."""
+def _profiler_crosscheck():
+    """bench/profiler_crosscheck.py: its torch-profiler measurement (the same replays, the same filter)
+    and its tolerance and verdict."""
     path = pathlib.Path(__file__).resolve().parent / "profiler_crosscheck.py"
     spec = importlib.util.spec_from_file_location("profiler_crosscheck", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.profiled_us_per_gemm
-
-
-def within(ratio: float, tolerance: float) -> bool:
-    return abs(ratio - 1) <= tolerance
+    return module
 
 
 def main() -> int:
@@ -56,7 +53,7 @@ def main() -> int:
     if importlib.util.find_spec("torch") is None:
         raise ModuleNotFoundError("the kernel-time cross-check needs PyTorch: No module named 'torch'", name="torch")
     require_cupti()
-    profiled_us_per_gemm = _profiled_us_per_gemm()
+    crosscheck = _profiler_crosscheck()
     warm_up(1.0)
     benches = [ShapeBench(shape, configs, aa_control=False) for shape in shapes]
     try:
@@ -69,9 +66,9 @@ def main() -> int:
         for bench in benches:
             for config in configs:
                 signature = ours[(bench.shape.spec, config.name)]
-                _, busy_us, names, per_gemm = profiled_us_per_gemm(bench, config.name, args.replays)
+                _, busy_us, names, per_gemm = crosscheck.profiled_us_per_gemm(bench, config.name, args.replays)
                 ratio = signature.kernel_us / busy_us
-                ok = within(ratio, args.tolerance)
+                ok = crosscheck.within(ratio, args.tolerance)
                 if not ok:
                     failed.append(f"{bench.shape.spec} {config.name}")
                 print(f"{bench.shape.spec} {config.name}: cublas_det kernel time {signature.kernel_us:.3f} µs/GEMM "
@@ -80,11 +77,7 @@ def main() -> int:
     finally:
         for bench in benches:
             bench.close()
-    if failed:
-        print(f"FAIL: kernel times differ by more than {args.tolerance:.0%} for {', '.join(failed)}")
-        return 1
-    print(f"ok: kernel time per GEMM within {args.tolerance:.0%} of the torch profiler's for every shape and mode")
-    return 0
+    return crosscheck.verdict(failed, "kernel time per GEMM and the torch profiler's", args.tolerance)
 
 
 if __name__ == "__main__":

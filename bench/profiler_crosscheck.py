@@ -49,6 +49,15 @@ def within(ratio: float, tolerance: float) -> bool:
     return abs(ratio - 1) <= tolerance
 
 
+def verdict(failed: list, what: str, tolerance: float) -> int:
+    """The last line and exit code of a cross-check: 1 with the shapes and modes that failed, else 0."""
+    if failed:
+        print(f"FAIL: {what} differ by more than {tolerance:.0%} for {', '.join(failed)}")
+        return 1
+    print(f"ok: {what} agree within {tolerance:.0%} for every shape and mode")
+    return 0
+
+
 def main() -> int:
     from cublas_det.config import GemmConfig
     from cublas_det.shapes import parse_shape
@@ -88,11 +97,7 @@ def main() -> int:
                       f"buffer sets, SM {arm.median_clock_mhz or 0:.0f} MHz); torch profiler: kernel span "
                       f"{span_us:.2f} µs/GEMM -> ratio {ratio:.3f} {'ok' if ok else 'FAIL'} (within ±{args.tolerance:.0%}"
                       f"), kernel busy {busy_us:.2f} µs/GEMM ({per_gemm:.0f} kernels/GEMM: {names})")
-    if failed:
-        print(f"FAIL: graph time and kernel span differ by more than {args.tolerance:.0%} for {', '.join(failed)}")
-        return 1
-    print(f"ok: graph time within {args.tolerance:.0%} of the profiler's kernel span for every shape and mode")
-    return 0
+    return verdict(failed, "graph time and the profiler's kernel span", args.tolerance)
 
 
 if __name__ == "__main__":

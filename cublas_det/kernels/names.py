@@ -58,42 +58,31 @@ def demangle(name: str) -> str:
         ctypes.CDLL(None).free(ctypes.c_void_p(pointer))
 
 
-def _split_top(text: str, opening: str) -> tuple[str, str]:
-    """``text`` cut at its first ``opening`` bracket outside any brackets: (before, inside the pair)."""
+def _top_level(text: str):
+    """(index, character) of each character outside brackets (``<>``, ``()``), the brackets that open
+    and close at the top level included."""
     depth = 0
     for i, char in enumerate(text):
+        if char in ">)":
+            depth -= 1
+        if depth == 0:
+            yield i, char
         if char in "<(":
-            if depth == 0 and char == opening:
-                close = _matching(text, i)
-                return text[:i], text[i + 1:close]
             depth += 1
-        elif char in ">)":
-            depth -= 1
-    return text, ""
 
 
-def _matching(text: str, start: int) -> int:
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] in "<(":
-            depth += 1
-        elif text[i] in ">)":
-            depth -= 1
-            if depth == 0:
-                return i
-    return len(text)
+def _split_top(text: str, opening: str) -> tuple[str, str]:
+    """``text`` cut at its first ``opening`` bracket outside any brackets: (before, inside the pair)."""
+    start = next((i for i, char in _top_level(text) if char == opening), None)
+    if start is None:
+        return text, ""
+    close = next((i for i, char in _top_level(text[start:]) if i and char in ">)"), len(text) - start)
+    return text[:start], text[start + 1:start + close]
 
 
 def _first_argument(arguments: str) -> str:
-    depth = 0
-    for i, char in enumerate(arguments):
-        if char in "<(":
-            depth += 1
-        elif char in ">)":
-            depth -= 1
-        elif char == "," and depth == 0:
-            return arguments[:i].strip()
-    return arguments.strip()
+    comma = next((i for i, char in _top_level(arguments) if char == ","), len(arguments))
+    return arguments[:comma].strip()
 
 
 # Template arguments that are types, not kernel names: a launcher over one of them keeps its own name.
@@ -101,34 +90,25 @@ BUILTIN_TYPES = {"int", "long", "float", "double", "bool", "char", "short", "uns
                  "__half", "__nv_bfloat16", "__nv_fp8_e4m3", "__nv_fp8_e5m2"}
 
 
+def _cut(text: str, separator: str) -> list[str]:
+    """``text`` split at each ``separator`` outside brackets, empty pieces dropped."""
+    pieces, start = [], 0
+    for i, _ in _top_level(text):
+        if i >= start and text.startswith(separator, i):
+            pieces.append(text[start:i])
+            start = i + len(separator)
+    pieces.append(text[start:])
+    return [piece for piece in pieces if piece]
+
+
 def _top_level_tokens(text: str) -> list[str]:
     """``text`` split at spaces outside brackets: ``std::enable_if<...>::type ns::kernel<...>`` -> 2 tokens."""
-    tokens, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        if char in "<(":
-            depth += 1
-        elif char in ">)":
-            depth -= 1
-        elif char == " " and depth == 0:
-            tokens.append(text[start:i])
-            start = i + 1
-    tokens.append(text[start:])
-    return [t for t in tokens if t]
+    return _cut(text, " ")
 
 
 def _components(qualified: str) -> list[str]:
     """``ns::inner::name<args>`` -> ``["ns", "inner", "name"]`` (template arguments dropped)."""
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(qualified):
-        if char in "<(":
-            depth += 1
-        elif char in ">)":
-            depth -= 1
-        elif qualified.startswith("::", i) and depth == 0:
-            parts.append(qualified[start:i])
-            start = i + 2
-    parts.append(qualified[start:])
-    return [_split_top(part, "<")[0] for part in parts if part]
+    return [_split_top(part, "<")[0] for part in _cut(qualified, "::")]
 
 
 @functools.lru_cache(maxsize=4096)
