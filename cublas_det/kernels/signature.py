@@ -70,7 +70,9 @@ def tile_of(name: str) -> str:
 class KernelSignature:
     """The kernels of one GEMM call (the most common sequence among the calls seen), and their time.
 
-    ``variants`` counts the distinct sequences seen: above 1, not every call ran the same kernels.
+    ``variants`` counts the distinct sequences seen: above 1, not every call ran the same kernels,
+    and ``sequences`` holds every sequence with how many calls ran it, most frequent first (empty
+    when every call ran the same).
     ``kernel_us`` is the mean of the summed kernel durations per call (no launch gaps).
     """
 
@@ -78,6 +80,7 @@ class KernelSignature:
     calls: int
     kernel_us: float
     variants: int = 1
+    sequences: tuple[tuple[tuple[KernelLaunch, ...], int], ...] = ()
 
     @property
     def main(self) -> KernelLaunch | None:
@@ -118,17 +121,22 @@ class KernelSignature:
 
     def describe(self) -> str:
         """Every kernel with its grid: ``cutlass_80_simt_sgemm_64x64_8x5_nt_align1 grid 2x1x64 + splitKreduce_kernel grid 2x8x1``."""
-        return " + ".join(f"{k.name} grid {k.grid_text}" for k in self.launches) or "no kernel"
+        return _describe(self.launches)
+
 
     def to_dict(self) -> dict:
         return {"launches": [k.to_dict() for k in self.launches], "calls": self.calls, "kernel_us": self.kernel_us,
-                "variants": self.variants, "brief": self.brief(), "math": self.math, "tile": self.tile,
+                "variants": self.variants, "sequences": [{"launches": [k.to_dict() for k in launches], "calls": calls}
+                                                          for launches, calls in self.sequences],
+                "brief": self.brief(), "math": self.math, "tile": self.tile,
                 "split_k": self.split_k}
 
     @classmethod
     def from_dict(cls, data: dict) -> KernelSignature:
         return cls(tuple(KernelLaunch.from_dict(k) for k in data["launches"]), data["calls"], data["kernel_us"],
-                   data.get("variants", 1))
+                   data.get("variants", 1),
+                   tuple((tuple(KernelLaunch.from_dict(k) for k in seen["launches"]), seen["calls"])
+                         for seen in data.get("sequences", ())))
 
 
 def is_own(name: str) -> bool:
@@ -169,11 +177,15 @@ def signature_of(records, calls: int | None = None) -> KernelSignature | None:
     grouped = calls_of(records)
     if not grouped:
         return None
-    sequences = collections.Counter(_launches(call) for call in grouped)
-    common, _ = sequences.most_common(1)[0]
+    sequences = collections.Counter(_launches(call) for call in grouped).most_common()
     busy_ns = sum(r.duration_ns for call in grouped for r in call)
     count = calls or len(grouped)
-    return KernelSignature(common, count, busy_ns / 1e3 / count, len(sequences))
+    return KernelSignature(sequences[0][0], count, busy_ns / 1e3 / count, len(sequences),
+                           tuple(sequences) if len(sequences) > 1 else ())
+
+
+def _describe(launches) -> str:
+    return " + ".join(f"{k.name} grid {k.grid_text}" for k in launches) or "no kernel"
 
 
 def signatures_by_stream(records) -> dict[int, KernelSignature]:
@@ -193,8 +205,9 @@ def kernel_change(reference: KernelSignature | None, other: KernelSignature | No
     if reference is None or other is None:
         return "kernels not recorded"
     if other.variants > 1:
-        return (f"the calls ran {other.variants} different kernel sequences (most often {other.describe()}; "
-                f"the reference ran {reference.describe()})")
+        ran = "; ".join(f"{calls} x {_describe(launches)}" + (" (as alone)" if launches == reference.launches else "")
+                        for launches, calls in other.sequences)
+        return f"the calls ran {other.variants} different kernel sequences: {ran}"
     if reference.launches == other.launches:
         return same
     ref_main, other_main = reference.main, other.main
