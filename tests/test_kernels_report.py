@@ -155,3 +155,61 @@ def test_scenario_context_records_kernels_only_when_asked(monkeypatch):
     assert recorded.kernel_extra({"4 streams": signature("128x56x4096:nt/pedantic")}, ["4 streams"],
                                  same="same on every stream")["kernel_changes"] == {"4 streams": "same on every stream"}
     assert extra["reference_kernels"]["split_k"] == 64
+
+
+class FakeCuptiError(Exception):
+    pass
+
+
+def _fake_cupti(monkeypatch, refuse: bool):
+    """A stand-in for cupti-python's ``cupti`` module whose activity_enable fails when ``refuse``."""
+    import sys
+    import types
+
+    calls = []
+
+    def enable(kind):
+        calls.append("enable")
+        if refuse:
+            raise FakeCuptiError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+
+    inner = types.SimpleNamespace(
+        ActivityKind=types.SimpleNamespace(CONCURRENT_KERNEL=10, KERNEL=3), cuptiError=FakeCuptiError,
+        get_timestamp=lambda: 1, activity_register_callbacks=lambda requested, completed: calls.append("register"),
+        activity_enable=enable, activity_disable=lambda kind: calls.append("disable"),
+        activity_flush_all=lambda flag: calls.append("flush"))
+    monkeypatch.setitem(sys.modules, "cupti", types.SimpleNamespace(cupti=inner))
+    return calls
+
+
+def test_cupti_refusing_to_record_is_one_line_and_the_next_recording_may_start(monkeypatch):
+    from cublas_det.errors import KernelsUnavailable
+    from cublas_det.kernels import recorder
+
+    _fake_cupti(monkeypatch, refuse=True)
+    with pytest.raises(KernelsUnavailable, match="CUPTI refused to record kernels") as caught:
+        with recorder.KernelRecorder():
+            pytest.fail("recorded although CUPTI refused")
+    assert "\n" not in str(caught.value) and "nsys" in str(caught.value)
+    assert recorder._sink is None  # nothing left running
+    monkeypatch.setattr(recorder, "record_kernels", lambda run: (_ for _ in ()).throw(KernelsUnavailable("refused")))
+    assert recorder.cupti_unavailable() == "refused"  # the probe records nothing, and says why it could not
+
+
+def test_a_recording_ends_even_when_cupti_fails_to_stop(monkeypatch):
+    from cublas_det.kernels import recorder
+
+    calls = _fake_cupti(monkeypatch, refuse=False)
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=lambda: None))))
+    sys.modules["cupti"].cupti.activity_disable = lambda kind: (_ for _ in ()).throw(FakeCuptiError("disable"))
+    with pytest.raises(FakeCuptiError), recorder.KernelRecorder():
+        pass
+    assert recorder._sink is None and calls[:2] == ["register", "enable"]
+    sys.modules["cupti"].cupti.activity_disable = lambda kind: calls.append("disable")
+    with recorder.KernelRecorder() as again:  # not "already running"
+        pass
+    assert again.records == []

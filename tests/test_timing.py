@@ -268,8 +268,18 @@ def test_aa_control_outside_its_band_makes_ratios_untrusted():
     assert off.arm("PEDANTIC").median_clock_mhz == 1980.0 and off.clock_range_mhz == (1980.0, 1980.0)
 
 
-def test_the_memory_check_counts_the_setups_the_engine_makes():
-    from cublas_det.memory import TIMING_SETUPS
-    from cublas_det.timing.engine import SETUPS
 
-    assert TIMING_SETUPS == SETUPS
+def test_with_setups_every_stop_comes_at_a_whole_pass():
+    names = ["PEDANTIC", "TF32", "DEFAULT", "DEFAULT-AA"]  # a Williams cycle of 4: a pass of 4 setups is 16
+    times = {"PEDANTIC": 2e-5, "TF32": 1e-5, "DEFAULT": 2e-5, "DEFAULT-AA": 2e-5}
+    measure, _ = _rounds(names, times)
+    # The budget is spent long before the pass ends (the first look at the clock): the stop waits for it.
+    out = run_rounds(names, measure, min_rounds=5, max_rounds=60, budget_s=1.0, target_half_width=0.0,
+                     now=FakeClock(2.0), started=0.0, setups=4)
+    assert out.stop_reason is StopReason.BUDGET and out.rounds == 16
+    assert collections.Counter(s.setup for s in out.samples["TF32"]) == {0: 4, 1: 4, 2: 4, 3: 4}
+    # max_rounds is rounded down to whole passes (one at least).
+    measure, _ = _rounds(names, times)
+    out = run_rounds(names, measure, min_rounds=5, max_rounds=20, budget_s=1e9, target_half_width=0.0,
+                     now=FakeClock(0.001), setups=4)
+    assert out.stop_reason is StopReason.ROUNDS and out.rounds == 16

@@ -11,6 +11,7 @@ callbacks (the torch profiler) takes them over until the next recording register
 
 from __future__ import annotations
 
+from ..errors import KernelsUnavailable
 from .records import KernelRecord
 
 INSTALL = ("pip install 'cupti-python==13.*' for CUDA 13, '==12.*' for CUDA 12 (the kernels-cuda13 / kernels-cuda12 "
@@ -32,13 +33,15 @@ def cupti_unavailable() -> str | None:
         cupti.get_timestamp()  # the first call that loads libcupti
     except Exception as err:  # noqa: BLE001 - the binding raises its own types for a missing library
         return f"kernel traces need libcupti, which cupti-python could not load: {INSTALL} ({type(err).__name__}: {err})"
+    try:
+        record_kernels(lambda: None)  # a recording of nothing: another CUPTI client (nsys, ncu) refuses it
+    except KernelsUnavailable as err:
+        return str(err)
     return None
 
 
 def require_cupti() -> None:
     """Raise :class:`KernelsUnavailable` (one line: what to install) unless kernels can be recorded."""
-    from ..errors import KernelsUnavailable
-
     reason = cupti_unavailable()
     if reason:
         raise KernelsUnavailable(reason)
@@ -64,6 +67,10 @@ class KernelRecorder:
         try:
             cupti.activity_register_callbacks(_buffer_requested, _buffer_completed)
             cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
+        except cupti.cuptiError as err:
+            _sink = None
+            raise KernelsUnavailable(f"CUPTI refused to record kernels ({err}); is another profiler (nsys, ncu) "
+                                     "attached to this process?") from None
         except BaseException:
             _sink = None
             raise
@@ -78,10 +85,12 @@ class KernelRecorder:
             cupy.cuda.runtime.deviceSynchronize()
             cupti.activity_flush_all(1)  # forced: the completed-buffer callback runs before this returns
         finally:
-            cupti.activity_disable(cupti.ActivityKind.CONCURRENT_KERNEL)
-            cupti.activity_flush_all(1)
-            self.records = sorted(_sink or [], key=lambda r: r.start_ns)
-            _sink = None
+            try:
+                cupti.activity_disable(cupti.ActivityKind.CONCURRENT_KERNEL)
+                cupti.activity_flush_all(1)
+            finally:  # whatever CUPTI said, the next recording may start
+                self.records = sorted(_sink or [], key=lambda r: r.start_ns)
+                _sink = None
 
 
 def _buffer_requested():

@@ -17,13 +17,14 @@ The method, and why:
   configurations are chosen.
 - Each batch's SM clock is read from %globaltimer/clock64 stamps on SM 0; a round with a batch
   below 75% of the default clock is redone after a pause (``rounds``).
-- Rounds continue until every paired ratio's 95% interval is within ±0.5% of its median, or the
-  round or time budget runs out; the reason is kept.
+- Rounds continue until every paired ratio's 95% interval, less its between-setup term (which
+  more rounds cannot shrink), is within ±0.5% of its median, or the round or time budget runs
+  out; the reason is kept.
 - A shape is timed on several independent *setups* (``ShapeSetups``: operand buffers, handles
   and graphs made anew), taking whole Williams cycles in turn. Each setup keeps a small bias of
   its own (0.5-1% on the H200's small GEMMs, against 0.05% between timings of one setup), so
-  one setup's interval says what another round would give, not another run: the intervals add
-  the between-setup spread (``stats.between_setups``).
+  one setup's interval holds only what another round of that setup would give: the intervals
+  add the between-setup spread (``stats.between_setups``), for the mean over setups.
 """
 
 from __future__ import annotations
@@ -44,8 +45,7 @@ from .stats import (
 )
 
 WORKSPACE_BYTES = 32 * 2**20  # cuBLAS's recommendation for Hopper
-SETUPS = 4  # independent setups a shape is timed on: t(3) = 3.18 keeps the between-setup term usable
-# (memory.TIMING_SETUPS says the same to the memory check, which must not import the GPU side)
+SETUPS = 4  # independent setups a shape is timed on (as many as fit): t(3) = 3.18 keeps the between-setup term usable
 
 
 def warm_up(seconds: float = 1.0) -> None:
@@ -275,12 +275,20 @@ class ShapeSetups:
 
     def __init__(self, shape, configs, *, setups: int = SETUPS, seed: int = 0, aa_control: bool = True,
                  operands=None):
+        import cupy
+
         self.benches = [ShapeBench(shape, configs, seed=seed, aa_control=aa_control, operands=operands)]
         try:
             operands = self.benches[0].buffers[0][:2]
             for _ in range(setups - 1):
-                self.benches.append(ShapeBench(shape, configs, seed=seed, aa_control=aa_control, operands=operands,
-                                               copy_operands=True))
+                try:
+                    self.benches.append(ShapeBench(shape, configs, seed=seed, aa_control=aa_control,
+                                                   operands=operands, copy_operands=True))
+                except cupy.cuda.memory.OutOfMemoryError:
+                    # The memory check counts one setup: a shape that fits once is timed on the setups
+                    # that fit (options["setups"] says how many), not refused.
+                    cupy.get_default_memory_pool().free_all_blocks()
+                    break
         except BaseException:
             self.close()
             raise
@@ -329,13 +337,14 @@ class ShapeSetups:
 
 def time_rounds(bench, *, started: float, min_rounds: int = 12, max_rounds: int = 100, budget_s: float = 3.0,
                 target_half_width: float = TARGET_HALF_WIDTH, clock_floor_mhz: float | None = None,
-                monitor=None) -> ShapeTiming:
+                monitor=None, budget_from: float | None = None) -> ShapeTiming:
     """Rounds of a prepared :class:`ShapeBench` or :class:`ShapeSetups` until the stopping rule.
-    ``started``: when the shape's budget began."""
+    ``started``: when the shape's timing began (its elapsed time counts from there);
+    ``budget_from``: when the rounds' time budget began (default: ``started``)."""
     mark = monitor.mark() if monitor is not None else 0
     outcome = run_rounds(bench.names, bench.measure_round, min_rounds=min_rounds, max_rounds=max_rounds,
-                         budget_s=budget_s, target_half_width=target_half_width,
-                         clock_floor_mhz=clock_floor_mhz, started=started, setups=bench.setups)
+                         budget_s=budget_s, target_half_width=target_half_width, clock_floor_mhz=clock_floor_mhz,
+                         started=started if budget_from is None else budget_from, setups=bench.setups)
     activity = monitor.activity_since(mark) if monitor is not None else None
     arms = tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in kept), tuple(s.eager_s * 1e6 for s in kept),
                            tuple(s.clock_mhz for s in kept),
@@ -365,7 +374,8 @@ def time_shape(shape, configs, *, seed: int = 0, min_rounds: int = 12, max_round
     with ShapeSetups(shape, configs, setups=setups, seed=seed, aa_control=aa_control, operands=operands) as bench:
         bench.prepare()
         timing = bench.time(started=started, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget_s,
-                            clock_floor_mhz=THROTTLE_FRACTION * default if default else None, monitor=monitor)
+                            clock_floor_mhz=THROTTLE_FRACTION * default if default else None, monitor=monitor,
+                            budget_from=time.perf_counter())  # the setups' making does not eat the rounds' budget
         if not kernels:
             return timing
         signatures = bench.kernel_signatures()

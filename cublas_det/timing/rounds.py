@@ -59,14 +59,18 @@ def run_rounds(names: list[str], measure_round, *, min_rounds: int = 12, max_rou
                setups: int = 1, now=time.perf_counter, sleep=time.sleep) -> RoundsOutcome:
     """Rounds until the stopping rule says stop; ``started`` is when the shape's budget began.
 
-    With several ``setups``, each takes whole Williams cycles in turn, and the interval rule waits
-    until every setup has taken as many.
+    With several ``setups``, each takes whole Williams cycles in turn, and every stop (interval,
+    rounds, budget) comes at the end of a whole pass, when every setup has taken as many rounds:
+    ``max_rounds`` is rounded down to whole passes (one at least), and the budget is checked only
+    there.
     """
     started = now() if started is None else started
     kept = {name: [] for name in names}
     pairs = ratio_pairs(names)
     order_cycle = cycle_length(len(names))
     cycle = order_cycle * setups
+    if setups > 1:
+        max_rounds = max(cycle, max_rounds // cycle * cycle)
     discards = Discards()
     ratios: list[Ratio] = []
     rounds = 0
@@ -85,6 +89,8 @@ def run_rounds(names: list[str], measure_round, *, min_rounds: int = 12, max_rou
         for name in names:
             kept[name].append(measured[name])
         rounds += 1
+        if setups > 1 and rounds % cycle:
+            continue  # within a pass: no stop, so no setup is left with fewer rounds
         taken_on = [s.setup for s in kept[names[0]]] if setups > 1 else None
         ratios = [paired_ratio(n, d, [s.graph_s for s in kept[n]], [s.graph_s for s in kept[d]], taken_on)
                   for n, d in pairs]

@@ -13,7 +13,7 @@ import statistics
 TARGET_BATCH_S = 1e-3  # a sample lasts >= 1 ms: ~2000x the 0.5 µs resolution of CUDA events
 MAX_BATCH = 4000
 PROBE_MAX_CALLS = 16
-TARGET_HALF_WIDTH = 0.005  # stop when every ratio's 95% interval is within ±0.5% of its median
+TARGET_HALF_WIDTH = 0.005  # stop when every ratio's sampling half-width is within ±0.5% of its median
 BUDGET_FLOOR_ROUNDS = 5  # the time budget may stop a shape only after this many rounds
 # Student's t, two-sided 95%, by degrees of freedom: the between-setup term of an interval from a few setups.
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
@@ -55,8 +55,10 @@ def between_setups(values, setups) -> float:
 
     A setup (operand buffers, handles and graphs made anew) keeps its own small bias for as long
     as it lives: on an H200 the TF32/PEDANTIC ratio of one setup timed five times stayed within
-    0.05%, of five setups spread over 0.5-1%. An interval from the rounds of one setup holds what
-    another round would give, not what another run would: this term adds what another setup would.
+    0.05%, of five setups spread over 0.5-1%. An interval from the rounds of one setup holds only
+    what another round of that setup would give; with this term it is an interval for the mean
+    over setups. (Added in quadrature to the rounds' interval, whose noise the setup medians also
+    carry: conservative.)
     """
     groups: dict = {}
     for value, setup in zip(values, setups):
@@ -142,8 +144,9 @@ def stop_reason(ratios: list[Ratio], rounds: int, elapsed_s: float, *, min_round
                 cycle: int = 1) -> StopReason | None:
     """Whether to stop after ``rounds`` kept rounds, and why; None to go on.
 
-    The interval rule waits for a whole number of order cycles (``cycle`` rounds), so every arm has
-    followed every other equally often. The budget stops a shape only after BUDGET_FLOOR_ROUNDS
+    The interval rule watches each ratio's sampling half-width (its interval less the between-setup
+    term, which more rounds cannot shrink) and waits for a whole number of order cycles (``cycle``
+    rounds), so every arm has followed every other equally often. The budget stops a shape only after BUDGET_FLOOR_ROUNDS
     rounds (or min_rounds, if fewer): a 50 ms GEMM still gets an interval, just a wider one.
     """
     if rounds >= min_rounds and rounds % cycle == 0 and all(r.sampling_half_width <= target_half_width
