@@ -60,6 +60,11 @@ def error_line(prog: str, message: str) -> None:
     print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
 
 
+def warning_line(prog: str, message: str) -> None:
+    """Print ``prog: warning: message`` on stderr, on one line: the run goes on."""
+    print(f"{prog}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
 def run_guarded(prog: str, body) -> int:
     """Run ``body()`` and turn expected failures into one line on stderr and exit code 2.
 

@@ -27,6 +27,7 @@ from ._cli import (
     error_line,
     prog_name,
     run_guarded,
+    warning_line,
     wrap_paragraphs,
 )
 from .config import DEFAULT_MODES, HALF_DEFAULT_MODES, MODE_CHOICES, PRECISIONS
@@ -151,6 +152,8 @@ def _parse_options(args, parser):
     shapes = resolve_shapes(specs or DEFAULT_PRESETS, tokens=args.tokens)
     if args.devices and args.plot:
         parser.error("--plot draws times, and --devices does not time; drop one of them")
+    if args.devices and args.kernels:
+        parser.error("--kernels records kernels in this process, and --devices runs worker processes; drop one of them")
     if args.scenarios is None:
         scenarios = ["repeat"] if args.devices else list(REGISTRY)
     elif args.scenarios == ["all"]:
@@ -267,7 +270,7 @@ def _kernels_available() -> bool:
 
     reason = cupti_unavailable()
     if reason:
-        error_line(prog_name(), f"--kernels: {reason}; running without kernel traces")
+        warning_line(prog_name(), f"--kernels: {reason}; running without kernel traces")
     return reason is None
 
 
@@ -289,8 +292,9 @@ def explain_target(spec: str, tokens: int):
 
 def _explain_target(args, parser):
     """--explain's shape, before any GPU work; the options it cannot go with are refused."""
-    clashing = [flag for flag in ("json", "markdown", "plot", "compare", "devices") if getattr(args, flag)]
-    clashing += ["list"] if args.list else []
+    flags = ("json", "markdown", "plot", "compare", "devices", "preset", "shape", "scenarios", "no_timing", "list",
+             "quick", "kernels")
+    clashing = [flag for flag in flags if getattr(args, flag)]
     if clashing:
         parser.error(f"--explain prints one table and exits; drop --{', --'.join(f.replace('_', '-') for f in clashing)}")
     return explain_target(args.explain, args.tokens)

@@ -26,6 +26,7 @@ from .scenarios import (
     ScenarioContext,
     validate_scenarios,
 )
+from .scenarios.modes import RUN_MODES
 from .shapes import GemmShape, parse_shape
 from .worker.parent import INTERRUPTED, collect, kill_all, spawn
 from .worker.protocol import Task
@@ -110,7 +111,8 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
         _start_workers(workers, names, tasks, repeats, gemm_fn)  # inside the try: none is left running
         for shape in shapes:
             operands: dict = {}  # input dtype -> Operands, or the error that stopped making them
-            shared: dict = {}  # what the configurations of this shape share (the modes matrix)
+            # What the configurations of this shape share: the modes matrix, over every math mode of the run.
+            shared: dict = {RUN_MODES: tuple(dict.fromkeys(config.math_mode for config, _ in configs))}
             for config, source in configs:
                 started = time.perf_counter()
                 if config.input_dtype not in operands:
@@ -189,7 +191,7 @@ def _reference(shape, config, a, b, handle, run, kernels=False):
         from .kernels.recorder import record_kernels
         from .kernels.signature import signature_of
 
-        signature = signature_of(record_kernels(lambda: run(a, b, reference, handle, shape)))
+        signature = signature_of(record_kernels(lambda: run(a, b, reference, handle, shape)), 1)
     else:
         run(a, b, reference, handle, shape)
         signature = None

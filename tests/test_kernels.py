@@ -16,7 +16,6 @@ from cublas_det.kernels.signature import (
     calls_of,
     kernel_change,
     signature_of,
-    signatures_by_stream,
 )
 
 FIXTURE = pathlib.Path(__file__).resolve().parent / "data" / "cupti_kernels_h200.json"
@@ -150,7 +149,7 @@ def test_calls_that_ran_different_kernels_are_counted_as_variants():
     assert [calls for _, calls in sig.sequences] == [3, 1]  # most frequent first
     change = kernel_change(signature("128x56x4096:nt/pedantic"), sig)
     assert change == ("the calls ran 2 different kernel sequences: 3 x cutlass_80_simt_sgemm_64x64_8x5_nt_align1 grid "
-                      "2x1x64 + splitKreduce_kernel grid 2x8x1 (as alone); 1 x cutlass_80_tensorop_s1688gemm_64x64_"
+                      "2x1x64 + splitKreduce_kernel grid 2x8x1 (the reference's); 1 x cutlass_80_tensorop_s1688gemm_64x64_"
                       "16x6_nt_align4 grid 2x1x32 + splitKreduce_kernel grid 2x8x1")
     assert KernelSignature.from_dict(json.loads(json.dumps(sig.to_dict()))) == sig
     assert signature("128x56x4096:nt/pedantic").sequences == ()
@@ -167,8 +166,28 @@ def test_cublas_det_and_cupy_kernels_are_not_a_gemms():
 
 
 def test_every_stream_of_a_shared_handle_ran_the_same_kernels():
-    per_stream = signatures_by_stream(records("streams-shared/128x56x4096:nt/pedantic"))
-    assert len(per_stream) == 4 and len({s.launches for s in per_stream.values()}) == 1
+    sig = signature_of(records("streams-shared/128x56x4096:nt/pedantic"))
+    assert sig.calls == 8 and sig.variants == 1 and sig.launches == signature("128x56x4096:nt/pedantic").launches
+
+
+def test_a_known_number_of_calls_keeps_a_gemm_of_two_main_kernels_one_call():
+    prologue = KernelRecord("memset_kernel", (4, 1, 1), (256, 1, 1), 0, 500, 7)
+    main = [KernelRecord.from_dict(r) for r in CASES["3352x768x16384:nt/pedantic"]["records"]][:1]
+    one_call = [prologue] + [KernelRecord(**{**r.__dict__, "start_ns": 1000, "end_ns": 2000}) for r in main]
+    sig = signature_of(one_call, 1)
+    assert sig.calls == 1 and sig.variants == 1 and len(sig.launches) == 2 and sig.kernel_us == pytest.approx(1.5)
+    assert "2 kernels" in sig.brief()
+    assert len(calls_of(one_call)) == 2  # unknown count: each main kernel starts a call
+
+
+def test_only_cublaslts_split_k_reduce_is_called_split_k():
+    dot = KernelRecord("dot_kernel", (31, 1, 56), (128, 1, 1), 0, 3000, 7)
+    reduce = KernelRecord("reduce_1Block_kernel", (1, 1, 1), (512, 1, 1), 3100, 4800, 7)
+    sig = signature_of([dot, reduce], 1)
+    assert sig.split_k == 1 and sig.brief() == "dot_kernel + reduce"
+    assert kernel_change(signature("128x56x4096:nt/pedantic"), sig).endswith("the split-K reduce went away")
+    assert kernel_change(sig, signature("128x56x4096:nt/pedantic")).endswith(
+        "a split-K reduce appeared (splitKreduce_kernel)")
 
 
 # -- --explain -----------------------------------------------------------------------------------
@@ -198,3 +217,24 @@ def test_explain_table_keys_kernels_and_marks_cells_that_differ_from_the_whole_d
     assert "  k3 = cutlass_80_simt_sgemm_64x128_8x5_nt_align1 (SIMT tile 64x128)" in lines
     assert any(line.startswith("  +R = splitKreduce_kernel") for line in lines)
     assert "  error: CublasError: planted" in lines
+
+
+def test_a_batch_row_is_marked_for_other_kernels_or_another_split_of_k_not_for_a_grid_that_follows_m():
+    from cublas_det.kernels.explain import differs
+    from cublas_det.kernels.signature import KernelLaunch
+
+    device = signature("128x56x4096:nt/pedantic")  # grid 2x1x64 + reduce
+
+    def like(grid):
+        return KernelSignature((KernelLaunch(device.launches[0].name, grid, device.launches[0].block),
+                                device.launches[1]), 3, 7.0)
+
+    assert not differs(like((1, 1, 64)), device, batch_row=True)  # fewer rows, fewer tiles in x
+    assert differs(like((1, 1, 36)), device, batch_row=True)  # K split otherwise
+    assert differs(like((1, 1, 64)), device, batch_row=False)  # an SM target: the work on other SMs
+    assert differs(signature("128x56x4096:nt/tf32"), device, batch_row=True)  # other kernels
+
+
+def test_an_anonymous_namespace_is_not_taken_for_a_call():
+    assert names.short_name("void (anonymous namespace)::k<float>(float*)") == "k"
+    assert names.short_name("void at::native::(anonymous namespace)::matmul_kernel<float>(int)") == "matmul_kernel"

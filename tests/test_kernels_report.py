@@ -31,9 +31,9 @@ def _result(with_kernels: bool) -> BenchResult:
         checks[mode] = GemmCheck(shape, GemmConfig.parse(mode), "argument", 0, "ab" * 32, 2.6e-7,
                                  (ScenarioResult("repeat", Kind.GUARANTEE, 20, 0), sm_count),
                                  kernels=signature(case) if with_kernels else None)
-    arms = tuple(ArmTiming(name, (us,) * 10, (us * 1.4,) * 10, (1980.0,) * 10,
-                           kernel_us=kernel if with_kernels else None,
-                           kernels=f"{name} kernels" if with_kernels else "")
+    arms = tuple(ArmTiming(name, tuple(us * (1 + 0.002 * (i % 2)) for i in range(10)), (us * 1.4,) * 10,
+                           (1980.0,) * 10, kernel_us=kernel if with_kernels else None,
+                           kernels=f"{name} kernels" if with_kernels else "", setups=(0,) * 5 + (1,) * 5)
                  for name, us, kernel in (("PEDANTIC", 9.9, 8.44), ("TF32", 8.2, 6.89)))
     timing = ShapeTiming(SHAPE, shape.flop, 120, 40, 10, arms, (Ratio("TF32", "PEDANTIC", 0.828, 0.826, 0.830, 10),),
                          0.5, "interval")
@@ -77,6 +77,9 @@ def test_kernels_survive_the_json_file_and_render_the_same():
     assert report.timing.arm("TF32").kernel_us == pytest.approx(6.89)
     assert report.timing.arm("TF32").kernels == "TF32 kernels"
     assert report.timing.stop_reason == "interval"  # how the shape was timed is read back too
+    original = _result(True).shapes[0].timing.arm("TF32")
+    assert report.timing.arm("TF32").setups == original.setups  # so the interval is the one the run reported
+    assert report.timing.arm("TF32").median_ci_us == pytest.approx(original.median_ci_us)
     assert report.checks["PEDANTIC"].scenario("sm-count").extra["kernel_changes"]["66 SMs"] == "split-K 64 -> 32"
 
 
@@ -105,7 +108,8 @@ def test_kernels_flag_without_cupti_says_so_in_one_line_and_runs_on(monkeypatch,
     monkeypatch.setattr(recorder, "cupti_unavailable", lambda: "kernel traces need NVIDIA's cupti-python: pip install x")
     assert bench._kernels_available() is False
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--kernels: kernel traces need" in err and "running without kernel traces" in err
+    assert err.count("\n") == 1 and ": warning: --kernels: kernel traces need" in err
+    assert "running without kernel traces" in err and "error" not in err
 
 
 def test_explain_without_cupti_is_one_line_and_exit_2(monkeypatch, capsys):
@@ -131,6 +135,12 @@ def test_explain_names_a_catalogue_entry_or_a_shape_and_refuses_what_it_cannot_d
     with pytest.raises(SystemExit):
         bench.main(["--explain", SHAPE, "--json", "x.json"])
     assert "--explain prints one table and exits; drop --json" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["--explain", SHAPE, "--preset", "trunk", "--no-timing"])
+    assert "drop --preset, --no-timing" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["--kernels", "--devices", "all"])
+    assert "--kernels records kernels in this process" in capsys.readouterr().err
 
 
 def test_scenario_context_records_kernels_only_when_asked(monkeypatch):

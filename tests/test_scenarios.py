@@ -130,6 +130,12 @@ def test_a_mode_outside_the_matrix_gets_a_row_of_its_own_so_its_bits_are_compare
     rows = {cell.name for cell, _ in matrix(bf16x9)}
     assert rows == {"PEDANTIC", "DEFAULT", "TF32", "FP32_EMULATED_BF16X9"}
     assert {cell.name for cell, _ in matrix(GemmConfig())} == {"PEDANTIC", "DEFAULT", "TF32"}  # as before
+    # In a run with BF16X9, every configuration has it as a row: one matrix, the same answer on every row.
+    from cublas_det.scenarios.modes import matrix_key
+
+    run = (MathMode.PEDANTIC, MathMode.TF32, MathMode.FP32_EMULATED_BF16X9)
+    assert {cell.name for cell, _ in matrix(GemmConfig(), run)} == rows
+    assert matrix_key(GemmConfig(), run) == matrix_key(bf16x9, run) == matrix_key(GemmConfig(MathMode.TF32), run)
 
 
 def test_same_bits_as_is_read_from_the_configurations_own_comparison():

@@ -2,17 +2,18 @@
 batch rung, as one compact table: why its bits change under each hazard.
 
 Each cell is what one call ran, recorded by CUPTI after an untimed first call: the main kernel (a
-key into the legend below the table), ``+R`` when a split-K reduce kernel follows it, the main
-kernel's grid, and the summed kernel time per call in µs (the mean of a few calls). A ``*``
-marks a cell whose kernels or grid differ from the configuration's full-device run: its bits may
-differ, and this is why.
+key into the legend below the table), ``+R`` when a reduce kernel follows it, the main kernel's
+grid, and the summed kernel time per call in µs (the mean of a few calls). A ``*`` marks a cell
+that ran other kernels than the configuration's full-device run, or split K otherwise (another
+grid z; in an SM-target row, any other grid: the work is divided among other SMs): the reason its
+bits may differ. In a batch row the grid's x and y follow M and are not marked.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from .signature import KernelSignature
+from .signature import KernelSignature, is_split_k_reduce
 
 CALLS = 3  # recorded calls per cell, after one untimed call
 
@@ -51,12 +52,18 @@ def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None)
     conditions += [(f"M = {m}", None, m) for m in batch_ladder(shape.m)]
     cells = {label: {} for label, _, _ in conditions}
     operands = {}
+    from .._device import gpu_failures
+
     for config in configs:
         if config.input_dtype not in operands:
-            operands[config.input_dtype] = device_operands(shape, seed, config)
-        a, b = operands[config.input_dtype]
+            try:
+                operands[config.input_dtype] = device_operands(shape, seed, config)
+            except gpu_failures() as err:  # out of memory: every cell of the type says so
+                operands[config.input_dtype] = f"error: {type(err).__name__}: {err}"
+        made = operands[config.input_dtype]
         for label, target, rows in conditions:
-            cells[label][config.name] = _cell(shape, config, a, b, target, rows, create_handle, output, cupy)
+            cells[label][config.name] = made if isinstance(made, str) else _cell(
+                shape, config, *made, target, rows, create_handle, output, cupy)
     return Explanation(shape, sm_count, tuple(c.name for c in configs),
                        tuple((label, cells[label]) for label, _, _ in conditions))
 
@@ -101,15 +108,18 @@ def render_explanation(explanation: Explanation) -> str:
     header = ["condition"] + [f"{name}: kernel grid µs" for name in explanation.configs]
     table = [header]
     for condition, row in explanation.rows:
-        table.append([condition] + [_cell_text(row.get(name), baseline.get(name), keys) for name in explanation.configs])
+        table.append([condition] + [_cell_text(row.get(name), baseline.get(name), keys, condition.startswith("M = "))
+                                    for name in explanation.configs])
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     shape = explanation.shape
-    lines = [f"kernels of {shape.name} ({shape.spec}), {CALLS} calls per cell after an untimed one; "
-             f"* = other kernels or grid than on the whole device"]
+    title = shape.name if shape.name == shape.spec else f"{shape.name} ({shape.spec})"
+    lines = [f"kernels of {title}, {CALLS} calls per cell after an untimed one; * = other kernels or another split "
+             "of the work than on the whole device"]
     lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]
     lines.append("legend")
     lines += [f"  {key} = {name}" + _kind(name) for name, key in keys.items()]
-    lines += [f"  +R = {name} after the main kernel: it sums the split-K slices (grid z of the main kernel)"
+    lines += [f"  +R = {name} after the main kernel: " + ("it sums the split-K slices (grid z of the main kernel)"
+                                                          if is_split_k_reduce(name) else "it reduces its partial results")
               for name in sorted(reduces)]
     errors = sorted({cell for _, row in explanation.rows for cell in row.values() if isinstance(cell, str)})
     lines += [f"  {error}" for error in errors[:3]]
@@ -123,7 +133,17 @@ def _kind(name: str) -> str:
     return f" ({words})" if words else ""
 
 
-def _cell_text(cell, baseline, keys) -> str:
+def differs(cell: KernelSignature, baseline: KernelSignature, batch_row: bool) -> bool:
+    """Whether ``cell`` ran other kernels than ``baseline`` or split the work otherwise (in a batch
+    row, where M changes the grid's x and y, only another grid z counts)."""
+    if [k.name for k in cell.launches] != [k.name for k in baseline.launches]:
+        return True
+    if batch_row:
+        return cell.main.grid[2] != baseline.main.grid[2]
+    return [k.grid for k in cell.launches] != [k.grid for k in baseline.launches]
+
+
+def _cell_text(cell, baseline, keys, batch_row: bool = False) -> str:
     if cell is None:
         return "-"
     if isinstance(cell, str):
@@ -132,5 +152,5 @@ def _cell_text(cell, baseline, keys) -> str:
     text = f"{keys.get(main.name, '?')}{'+R' if cell.reduce else ''} {main.grid_text} {cell.kernel_us:.1f}"
     if cell.variants > 1:
         text += f" ({cell.variants} variants)"
-    changed = isinstance(baseline, KernelSignature) and baseline.launches != cell.launches
+    changed = isinstance(baseline, KernelSignature) and differs(cell, baseline, batch_row)
     return text + (" *" if changed else "")

@@ -119,6 +119,7 @@ def short_name(name: str) -> str:
     full = demangle(name)
     if full == name and name.isidentifier():  # a plain (extern "C") name: only the library suffix goes
         return LIBRARY_SUFFIX.sub("", name) or name
+    full = full.replace("(anonymous namespace)::", "")  # a namespace in brackets is no call
     callee, _ = _split_top(full, "(")
     tokens = _top_level_tokens(callee)
     if not tokens:

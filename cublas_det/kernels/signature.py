@@ -1,9 +1,11 @@
 """What one GEMM call ran, as a comparable signature: its kernels, their grids, and the time they took.
 
-Records are grouped into calls per stream: a call starts at each kernel that is not a reduction
-(cuBLASLt's ``splitKreduce_kernel`` sums the partial products of a split-K kernel, after it).
-The signature names the main kernel and reads what its name and grid say: tensor op or SIMT,
-the tile, and the split of K (the grid's z extent, when a reduce kernel sums the slices).
+Records are grouped into calls: where the number of calls is known and every call launched as
+many kernels, into that many equal runs of kernels per stream; else per stream, a call starting
+at each kernel that is not a reduction (cuBLASLt's ``splitKreduce_kernel`` sums the partial
+products of a split-K kernel, after it). The signature names the main kernel and reads what its
+name and grid say: tensor op or SIMT, the tile, and the split of K (the grid's z extent, when a
+split-K reduce sums the slices).
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ SIMT_MARKS = ("simt", "ffma", "sgemm")
 
 
 def is_reduce(name: str) -> bool:
+    """A kernel that reduces the main kernel's partial results (``splitKreduce_kernel``, ``reduce_1Block_kernel``)."""
     return "reduce" in name.lower()
+
+
+def is_split_k_reduce(name: str) -> bool:
+    """cuBLASLt's reduce of split-K slices, whose count is the main kernel's grid z."""
+    return "splitkreduce" in name.lower()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,9 +100,9 @@ class KernelSignature:
 
     @property
     def split_k(self) -> int | None:
-        """How many slices of K the main kernel computes for a reduce kernel to sum: the grid's z
-        extent; 1 without a reduce kernel; None when a reduce runs but the grid does not say (z = 1)."""
-        if not (self.main and self.reduce):
+        """How many slices of K the main kernel computes for a split-K reduce to sum: the grid's z
+        extent; 1 without a split-K reduce; None when one runs but the grid does not say (z = 1)."""
+        if not (self.main and self.reduce and is_split_k_reduce(self.reduce.name)):
             return 1
         return self.main.grid[2] if self.main.grid[2] > 1 else None
 
@@ -111,8 +119,10 @@ class KernelSignature:
         if not self.main:
             return "no kernel"
         words = " ".join(w for w in (self.math, self.tile) if w) or self.main.name
-        if self.reduce:
+        if self.reduce and is_split_k_reduce(self.reduce.name):
             words += f", split-K {self.split_k} + reduce" if self.split_k else ", split-K + reduce"
+        elif self.reduce:
+            words += " + reduce"
         elif self.main.grid[2] > 1:
             words += f", grid z {self.main.grid[2]}"
         if len([k for k in self.launches if not is_reduce(k.name)]) > 1:
@@ -150,11 +160,18 @@ def gemm_records(records) -> list[KernelRecord]:
     return [r for r in records if not is_own(r.name)]
 
 
-def calls_of(records) -> list[list[KernelRecord]]:
-    """The records grouped into GEMM calls: per stream in start order, a call per non-reduce kernel."""
+def calls_of(records, calls: int | None = None) -> list[list[KernelRecord]]:
+    """The records grouped into GEMM calls, per stream in start order: with ``calls`` known and the
+    records of one stream a multiple of it, ``calls`` equal runs (a GEMM of two main kernels stays
+    one call); else a call per non-reduce kernel, each reduce joining the call before it."""
     by_stream = collections.defaultdict(list)
     for record in sorted(gemm_records(records), key=lambda r: r.start_ns):
         by_stream[record.stream_id].append(record)
+    if calls and len(by_stream) == 1:
+        (stream_records,) = by_stream.values()
+        if len(stream_records) % calls == 0:
+            size = len(stream_records) // calls
+            return [stream_records[i:i + size] for i in range(0, len(stream_records), size)]
     calls = []
     for stream_records in by_stream.values():
         for record in stream_records:
@@ -174,7 +191,7 @@ def signature_of(records, calls: int | None = None) -> KernelSignature | None:
 
     ``calls``: how many GEMM calls ran, for the time per call (default: the calls found).
     """
-    grouped = calls_of(records)
+    grouped = calls_of(records, calls)
     if not grouped:
         return None
     sequences = collections.Counter(_launches(call) for call in grouped).most_common()
@@ -188,14 +205,6 @@ def _describe(launches) -> str:
     return " + ".join(f"{k.name} grid {k.grid_text}" for k in launches) or "no kernel"
 
 
-def signatures_by_stream(records) -> dict[int, KernelSignature]:
-    """One signature per stream that ran GEMM kernels."""
-    by_stream = collections.defaultdict(list)
-    for record in gemm_records(records):
-        by_stream[record.stream_id].append(record)
-    return {stream: signature_of(found) for stream, found in by_stream.items()}
-
-
 SAME_KERNELS = "same kernels and grids: the bits changed inside them (reduction order or scheduling)"
 
 
@@ -205,23 +214,28 @@ def kernel_change(reference: KernelSignature | None, other: KernelSignature | No
     if reference is None or other is None:
         return "kernels not recorded"
     if other.variants > 1:
-        ran = "; ".join(f"{calls} x {_describe(launches)}" + (" (as alone)" if launches == reference.launches else "")
+        ran = "; ".join(f"{calls} x {_describe(launches)}" + (" (the reference's)" if launches == reference.launches else "")
                         for launches, calls in other.sequences)
         return f"the calls ran {other.variants} different kernel sequences: {ran}"
     if reference.launches == other.launches:
         return same
     ref_main, other_main = reference.main, other.main
+    ref_split = bool(reference.reduce and is_split_k_reduce(reference.reduce.name))
+    other_split = bool(other.reduce and is_split_k_reduce(other.reduce.name))
     parts = []
     if ref_main.name != other_main.name:
         parts.append(f"the kernel changed from {ref_main.name} to {other_main.name}")
-    if reference.reduce and other.reduce and reference.split_k != other.split_k and reference.split_k and other.split_k:
+    if ref_split and other_split and reference.split_k != other.split_k and reference.split_k and other.split_k:
         parts.append(f"split-K {reference.split_k} -> {other.split_k}")
     elif ref_main.grid != other_main.grid:
         parts.append(f"grid {ref_main.grid_text} -> {other_main.grid_text}")
-    if other.reduce and not reference.reduce:
+    if other_split and not ref_split:
         parts.append(f"a split-K reduce appeared ({other.reduce.name})")
-    elif reference.reduce and not other.reduce:
+    elif ref_split and not other_split:
         parts.append("the split-K reduce went away")
+    elif (reference.reduce and reference.reduce.name) != (other.reduce and other.reduce.name):
+        parts.append(f"reduce {reference.reduce.name if reference.reduce else 'none'} -> "
+                     f"{other.reduce.name if other.reduce else 'none'}")
     if not parts:
         parts.append(f"{reference.describe()} -> {other.describe()}")
     return "; ".join(parts)

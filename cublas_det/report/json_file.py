@@ -99,7 +99,8 @@ def timing_extra(timing, mode: str) -> dict:
     arm = timing.arm(mode)
     low, high = arm.median_ci_us
     kernels = {"kernel_time_s": arm.kernel_us * 1e-6, "timed_kernels": arm.kernels} if arm.kernel_us else {}
-    return {**kernels, "median_ci_s": [low * 1e-6, high * 1e-6], "sm_clock_mhz": arm.median_clock_mhz,
+    setups = {"setups": list(arm.setups)} if arm.setups else {}  # of each sample in stats.data, in order
+    return {**kernels, **setups, "median_ci_s": [low * 1e-6, high * 1e-6], "sm_clock_mhz": arm.median_clock_mhz,
             "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,
             "untrusted_reason": timing.untrusted_reason, "noise_floor": timing.noise_floor}
 

@@ -39,15 +39,16 @@ class ScenarioContext:
     kernels: bool = False
     reference_kernels: Any = None  # KernelSignature of the reference output's call, with ``kernels``
 
-    def traced(self, run):
-        """Run ``run()``; with ``kernels``, return the :class:`KernelSignature` of what it launched, else None."""
+    def traced(self, run, calls: int | None = 1):
+        """Run ``run()``; with ``kernels``, return the :class:`KernelSignature` of the ``calls`` GEMM calls
+        it made (None: as many as the records show), else None."""
         if not self.kernels:
             run()
             return None
         from ..kernels.recorder import record_kernels
         from ..kernels.signature import signature_of
 
-        return signature_of(record_kernels(run))
+        return signature_of(record_kernels(run), calls)
 
     def kernel_extra(self, signatures: dict, differing, **change) -> dict:
         """The ``extra`` entries for signatures by label (a few words: "66 SMs", "m = 1"): each

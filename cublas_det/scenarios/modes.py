@@ -20,18 +20,21 @@ HALF_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC,
                       ComputeType.COMPUTE_16F_PEDANTIC)
 
 
-def matrix(config: GemmConfig) -> list[tuple[GemmConfig, ComputeType]]:
+RUN_MODES = "run modes"  # key in ScenarioContext.shared: the math modes of every configuration of the run
+
+
+def matrix(config: GemmConfig, run_modes=()) -> list[tuple[GemmConfig, ComputeType]]:
     """The cells of the matrix: a handle's configuration (COMPUTE_32F) and the compute type passed to the call.
 
-    The configuration's own math mode is always a row (BF16X9, or TF32 asked for in half precision),
-    so that its bits are compared with every other mode's.
+    The configuration's own math mode, and every math mode of the run (``run_modes``), are rows
+    (BF16X9, or TF32 asked for in half precision), so that each configuration's bits are compared
+    with every other's, and all configurations of the run share one matrix.
     """
     if config.input_dtype == "float32":
         modes, flags, computes = MODES, (config.disallow_reduced_precision_reduction,), MATRIX_COMPUTE_TYPES
     else:
         modes, flags, computes = HALF_MODES, (False, True), HALF_COMPUTE_TYPES
-    if config.math_mode not in modes:
-        modes += (config.math_mode,)
+    modes += tuple(mode for mode in dict.fromkeys((*run_modes, config.math_mode)) if mode not in modes)
     allowed = COMPUTE_TYPES[(config.input_dtype, config.output_dtype)]
     base = dataclasses.replace(config, compute_type=ComputeType.COMPUTE_32F)
     return [(dataclasses.replace(base, math_mode=mode, disallow_reduced_precision_reduction=flag), compute)
@@ -46,6 +49,10 @@ def identical_groups(digests: dict[str, str]) -> list[list[str]]:
     return list(groups.values())
 
 
+def _run_modes(context: ScenarioContext) -> tuple:
+    return tuple(context.shared.get(RUN_MODES, ()))
+
+
 def _matrix(context: ScenarioContext) -> dict:
     """Digest and error of every math mode x compute type, and each mode's COMPUTE_32F output.
 
@@ -58,7 +65,7 @@ def _matrix(context: ScenarioContext) -> dict:
 
     reference64 = fp64_reference(context.shape, context.a, context.b)
     cells, outputs = {}, {}
-    for config, compute in matrix(context.config):
+    for config, compute in matrix(context.config, _run_modes(context)):
         with create_handle(config) as handle:
             out = cupy.empty((context.shape.m, context.shape.n), config.c_type.numpy_dtype)
             gemm(context.a, context.b, out=out, handle=handle, trans_a=context.shape.trans_a,
@@ -72,15 +79,15 @@ def _matrix(context: ScenarioContext) -> dict:
     return {"cells": cells, "groups": groups, "all_groups": all_groups, "outputs": outputs}
 
 
-def matrix_key(config: GemmConfig) -> tuple:
+def matrix_key(config: GemmConfig, run_modes=()) -> tuple:
     """What a configuration's matrix is: its cells. Equal keys, one matrix computed for both."""
-    return ("modes",) + tuple(f"{cell.name}/{compute.name}" for cell, compute in matrix(config))
+    return ("modes",) + tuple(f"{cell.name}/{compute.name}" for cell, compute in matrix(config, run_modes))
 
 
 def _modes(context: ScenarioContext):
     # Configurations of one shape share a matrix only when it is the same matrix (same element types,
     # and in fp32 the same flag): a bf16 and an fp32 configuration never compare each other's outputs.
-    key = matrix_key(context.config)
+    key = matrix_key(context.config, _run_modes(context))
     if key not in context.shared:
         context.shared[key] = _matrix(context)
     table = context.shared[key]
