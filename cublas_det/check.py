@@ -188,10 +188,9 @@ def _reference(shape, config, a, b, handle, run, kernels=False):
     :class:`KernelSignature` of the call that computed it (else None)."""
     reference = output(shape, config)
     if kernels:
-        from .kernels.recorder import record_kernels
-        from .kernels.signature import signature_of
+        from .kernels.signature import recorded_signature
 
-        signature = signature_of(record_kernels(lambda: run(a, b, reference, handle, shape)), 1)
+        signature = recorded_signature(lambda: run(a, b, reference, handle, shape), 1)
     else:
         run(a, b, reference, handle, shape)
         signature = None

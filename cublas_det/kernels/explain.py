@@ -37,12 +37,9 @@ def sm_targets(sm_count: int) -> list[int]:
 def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None) -> Explanation:
     """Record the kernels of ``shape`` in each configuration: on the whole device, under each SM-count
     target, and with M cut to each batch rung (1, 2, 4, ..., M - 1)."""
-    import cupy
-
-    from .._device import device_properties
-    from .._handle import create_handle
+    from .._device import device_properties, gpu_failures
     from ..config import resolve_config
-    from ..operands import device_operands, output
+    from ..operands import device_operands
     from ..scenarios.batch import batch_ladder
 
     sm_count = sm_count or device_properties()["sm_count"]
@@ -52,8 +49,6 @@ def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None)
     conditions += [(f"M = {m}", None, m) for m in batch_ladder(shape.m)]
     cells = {label: {} for label, _, _ in conditions}
     operands = {}
-    from .._device import gpu_failures
-
     for config in configs:
         if config.input_dtype not in operands:
             try:
@@ -62,18 +57,20 @@ def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None)
                 operands[config.input_dtype] = f"error: {type(err).__name__}: {err}"
         made = operands[config.input_dtype]
         for label, target, rows in conditions:
-            cells[label][config.name] = made if isinstance(made, str) else _cell(
-                shape, config, *made, target, rows, create_handle, output, cupy)
+            cells[label][config.name] = made if isinstance(made, str) else _cell(shape, config, *made, target, rows)
     return Explanation(shape, sm_count, tuple(c.name for c in configs),
                        tuple((label, cells[label]) for label, _, _ in conditions))
 
 
-def _cell(shape, config, a, b, target, rows, create_handle, output, cupy):
+def _cell(shape, config, a, b, target, rows):
     """The signature of the GEMM under one condition, or the error that stopped it (one line)."""
+    import cupy
+
     from .._device import gpu_failures
     from .._gemm import shape_gemm
-    from .recorder import record_kernels
-    from .signature import signature_of
+    from .._handle import create_handle
+    from ..operands import output
+    from .signature import recorded_signature
 
     if rows is not None:
         shape = dataclasses.replace(shape, m=rows)
@@ -89,7 +86,7 @@ def _cell(shape, config, a, b, target, rows, create_handle, output, cupy):
                 for _ in range(CALLS):
                     shape_gemm(a, b, out, handle, shape)
 
-            return signature_of(record_kernels(calls), CALLS)
+            return recorded_signature(calls, CALLS)
     except gpu_failures() as err:
         return f"error: {type(err).__name__}: {err}"
 

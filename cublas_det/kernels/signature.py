@@ -201,6 +201,14 @@ def signature_of(records, calls: int | None = None) -> KernelSignature | None:
                            tuple(sequences) if len(sequences) > 1 else ())
 
 
+def recorded_signature(run, calls: int | None = None) -> KernelSignature | None:
+    """Run ``run()`` under CUPTI and return the signature of the ``calls`` GEMM calls it made
+    (None: as many as the records show)."""
+    from .recorder import record_kernels
+
+    return signature_of(record_kernels(run), calls)
+
+
 def _describe(launches) -> str:
     return " + ".join(f"{k.name} grid {k.grid_text}" for k in launches) or "no kernel"
 

@@ -14,7 +14,7 @@ def to_markdown(result: BenchResult) -> str:
     kernels = has_kernels(result)
     if any(report.timing for report in result.shapes):
         lines += [TIME_NOTE + (" " + KERNEL_NOTE if kernels else ""), ""]
-    columns = header(result)
+    columns = header(kernels)
     for report in result.shapes:
         lines += [f"## {report.shape.name} (`{report.shape.spec}`)", ""]
         if report.error:

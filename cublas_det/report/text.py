@@ -47,8 +47,9 @@ def has_kernels(result: BenchResult) -> bool:
         arm.kernel_us is not None for report in result.shapes if report.timing for arm in report.timing.arms)
 
 
-def header(result: BenchResult) -> list[str]:
-    return HEADER + KERNEL_HEADER if has_kernels(result) else HEADER
+def header(kernels: bool) -> list[str]:
+    """The table's columns: with the kernel columns when the run recorded kernels (:func:`has_kernels`)."""
+    return HEADER + KERNEL_HEADER if kernels else HEADER
 
 
 def _kernel_cells(check: GemmCheck | None, arm) -> list[str]:
@@ -109,7 +110,7 @@ def render_text(result: BenchResult) -> str:
             lines.append(f"  error: {report.error}")
         rows = table_rows(report, gpu.get("name", ""), kernels)
         if rows:
-            lines += ["  " + line for line in layout(header(result), rows)]
+            lines += ["  " + line for line in layout(header(kernels), rows)]
         if kernels:
             lines += ["  " + line for line in kernel_lines(report)]
         lines.append("")

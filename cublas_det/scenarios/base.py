@@ -45,10 +45,9 @@ class ScenarioContext:
         if not self.kernels:
             run()
             return None
-        from ..kernels.recorder import record_kernels
-        from ..kernels.signature import signature_of
+        from ..kernels.signature import recorded_signature
 
-        return signature_of(record_kernels(run), calls)
+        return recorded_signature(run, calls)
 
     def kernel_extra(self, signatures: dict, differing, **change) -> dict:
         """The ``extra`` entries for signatures by label (a few words: "66 SMs", "m = 1"): each

@@ -20,19 +20,21 @@ def _sm_count(context: ScenarioContext):
     if not targets:
         return SM_COUNT.does_not_apply(f"the device has {sm_count} SM: no smaller count to emulate")
     out = context.new_output()
+    label = {target: f"{target} SMs" for target in targets}
     per_target, mismatches, signatures = {}, [], {}
     for target in targets:
         with context.new_handle(stream=context.stream) as limited:
             limited.sm_count_target = target
-            signatures[f"{target} SMs"] = context.traced(lambda: context.gemm(context.a, context.b, out, limited, context.shape))
+            signatures[label[target]] = context.traced(
+                lambda: context.gemm(context.a, context.b, out, limited, context.shape))
             mismatch = _compare.compare(context.reference, out)
         per_target[target] = mismatch.mismatched_elements
         mismatches.append(mismatch)
     extra = {"mismatched_by_sm_count": per_target}
-    extra.update(context.kernel_extra(signatures, [f"{t} SMs" for t, n in per_target.items() if n]))
+    extra.update(context.kernel_extra(signatures, [label[t] for t, n in per_target.items() if n]))
     changes = extra.get("kernel_changes", {})
-    detail = ", ".join(f"{t} SMs: {'identical' if n == 0 else f'{n} elements differ'}"
-                       + (f" ({changes[f'{t} SMs']})" if f"{t} SMs" in changes else "")
+    detail = ", ".join(f"{label[t]}: {'identical' if n == 0 else f'{n} elements differ'}"
+                       + (f" ({changes[label[t]]})" if label[t] in changes else "")
                        for t, n in per_target.items()) + f" (device has {sm_count})"
     differing = sum(not m.identical for m in mismatches)
     return SM_COUNT.from_worst(len(targets), differing, worst_of(mismatches), detail, extra)

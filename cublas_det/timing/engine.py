@@ -184,10 +184,9 @@ class ShapeBench:
     def kernel_signatures(self, replays: int = 2) -> dict:
         """{arm: KernelSignature} of ``replays`` held replays of each arm's batch graph, recorded by
         CUPTI (``prepare`` first; untimed, so the recording cannot touch the timed samples)."""
-        from ..kernels.recorder import record_kernels
-        from ..kernels.signature import signature_of
+        from ..kernels.signature import recorded_signature
 
-        return {name: signature_of(record_kernels(lambda: self.held_replays(name, replays)), replays * self.calls)
+        return {name: recorded_signature(lambda name=name: self.held_replays(name, replays), replays * self.calls)
                 for name in self.names}
 
     def held_seconds(self, graph) -> tuple[float, bool]:
