@@ -66,7 +66,7 @@ def main() -> int:
         for bench in benches:
             for config in configs:
                 signature = ours[(bench.shape.spec, config.name)]
-                _, busy_us, names, per_gemm = crosscheck.profiled_us_per_gemm(bench, config.name, args.replays)
+                _, busy_us, _, per_gemm = crosscheck.profiled_us_per_gemm(bench, config.name, args.replays)
                 ratio = signature.kernel_us / busy_us
                 ok = crosscheck.within(ratio, args.tolerance)
                 if not ok:

@@ -25,7 +25,7 @@ LIBRARY_SUFFIX = re.compile(r"(_execute)?_kernel__\w+$")
 LAUNCHERS = {"Kernel", "Kernel2", "device_kernel", "kernel", "GemmKernel"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cxa_demangle():
     """libstdc++'s ``__cxa_demangle``, or None where there is none (names then stay mangled)."""
     for candidate in ("libstdc++.so.6", ctypes.util.find_library("stdc++"), "libc++.so.1"):

@@ -15,11 +15,11 @@ import dataclasses
 import re
 
 from ..timing.hold import KERNEL_NAMES as ENGINE_KERNELS  # the timing engine's own kernels, never a GEMM's
+from .names import short_name
+from .records import KernelRecord
 
 # cublas_det's and CuPy's own kernels (the checker's mismatch tracker, copies, fills): never a GEMM's.
 OWN_PREFIXES = ("cublas_det_", "cupy_")
-from .names import short_name
-from .records import KernelRecord
 TILE = re.compile(r"tilesize(\d+x\d+(?:x\d+)?)|_(\d+x\d+)_")
 TENSOR_OP_MARKS = ("tensorop", "s1688", "s16816", "h1688", "h16816", "gmma", "hmma", "tf32", "bf16", "f16", "nvjet",
                    "_tst_")
