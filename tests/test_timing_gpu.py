@@ -43,7 +43,10 @@ def test_a_shape_is_timed_with_clocks_an_aa_arm_and_a_stop_reason():
                         budget_s=2.0)
     assert [a.name for a in timing.arms] == ["PEDANTIC", "TF32", "PEDANTIC-AA"]  # no DEFAULT: A/A of PEDANTIC
     assert timing.aa_ratio is not None and StopReason(timing.stop_reason) in StopReason
-    assert 4 <= timing.rounds <= 8 and timing.discards.unheld == 0
+    # 4 setups: max_rounds is rounded down to whole passes, one at least (a 6-round Williams cycle of
+    # 3 arms on each setup), so no setup is left with fewer rounds.
+    assert timing.options["setups"] == 4 and timing.rounds == 6 * 4 and timing.discards.unheld == 0
+    assert all(len(set(arm.setups)) == 4 for arm in timing.arms)
     default = default_sm_clock_mhz()
     assert default and 500 < default < 4000
     for arm in timing.arms:
