@@ -5,21 +5,19 @@
 
 Like with like, so that pytest-benchmark's own table and its relative columns give true ratios:
 
-- within a shape's group every mode replays a CUDA graph of the same number of GEMMs, calibrated
-  once per shape on its fastest mode (>= 1 ms), with the operand sets rotated as the engine does;
-- each round of a test is one round of the bench (``ShapeSetups.measure_round``): every mode's
-  held graph and eager batch, in the Williams order of the round, so the mode under test runs
-  under the conditions the bench times it in (clock, power and cache state set by the same mix of
-  neighbours) and not after twenty replays of itself;
-- as in the bench, the rounds go round the shape's independent setups (operand buffers, handles
-  and graphs made anew), whole Williams cycles on each: each setup has a small bias of its own,
-  which one setup alone would carry into every median;
-- pytest-benchmark's timer is the GPU's (``GPU_CLOCK``): the round advances it by the held graph
-  replay's GPU time per GEMM of the mode under test, from CUDA events. The table's times are GPU
-  time per GEMM, without the host's launch and sync cost (which would pull every ratio towards 1).
+- a shape's rounds are the bench's rounds (``ShapeSetups.measure_round``): every mode's held graph
+  and eager batch, and the A/A control's, in the Williams order of the round, on one of the shape's
+  independent setups (operand buffers, handles and graphs made anew), whole Williams cycles on each
+  setup in turn, over PASSES whole passes. Every mode runs the same number of GEMMs per sample,
+  calibrated once per shape on its fastest mode (>= 1 ms), with the operand sets rotated;
+- each round is measured once and gives every mode its sample: the tests of a shape's modes read
+  the *same* rounds, so the ratio of two tests' medians is taken on the same setups, clocks and
+  neighbours, as the bench's paired ratio is, and not on rounds run at another time;
+- pytest-benchmark's timer is the GPU's (``GPU_CLOCK``): a test's round advances it by the held
+  graph replay's GPU time per GEMM of its mode, from CUDA events. The table's times are GPU time
+  per GEMM, without the host's launch and sync cost (which would pull every ratio towards 1).
 
-Each test keeps only its own mode's samples, so its ratios are of medians, not paired: for paired
-ratios with intervals and an A/A control, use ``python -m cublas_det.bench``
+For paired ratios with intervals and the A/A verdict, use ``python -m cublas_det.bench``
 (``bench/suite_vs_bench.py`` checks that the two agree).
 """
 
@@ -29,12 +27,14 @@ import pytest
 
 from cublas_det.shapes import resolve_shapes
 from cublas_det.timing.order import cycle_length, round_order
+from cublas_det.timing.rounds import THROTTLE_FRACTION, round_problem
 
 PRESETS = os.environ.get("CUBLAS_DET_BENCH_PRESETS", "trunk mamba2-130m").split()
 TOKENS = int(os.environ.get("CUBLAS_DET_BENCH_TOKENS", "16384"))
 SHAPES = resolve_shapes(PRESETS, tokens=TOKENS)
-MODES = ("PEDANTIC", "DEFAULT", "TF32")
-MAX_UNHELD = 3  # rounds redone when the blocking kernel let go before the graph was queued
+MODES = ("PEDANTIC", "DEFAULT", "TF32")  # the bench's default modes, in its order (the A/A arm follows)
+PASSES = 3  # whole passes over the setups: 48 rounds of 4 arms on 4 setups, the most the bench takes
+MAX_REDOS = 3  # times a round is redone, as the bench redoes it: a batch that started unheld, or throttled
 
 
 class GpuClock:
@@ -52,47 +52,89 @@ class GpuClock:
     def __call__(self) -> float:
         return self.now
 
-    def advance(self, elapsed_s: float, calls: int) -> None:
-        self.now += elapsed_s / calls
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 GPU_CLOCK = GpuClock()
+
+
+class ShapeRounds:
+    """One shape's rounds on a set-up :class:`~cublas_det.timing.ShapeSetups`, each measured when a
+    test first asks for it and kept for the shape's other modes."""
+
+    def __init__(self, bench, clock_floor_mhz=None):
+        self.bench, self.clock_floor_mhz = bench, clock_floor_mhz
+        self.calls, self.sets, self.setups = bench.calls, bench.sets, bench.setups
+        self.cycle = cycle_length(len(bench.names))
+        self.count = PASSES * self.cycle * bench.setups
+        self.measured = []  # one {arm: Sample} per round
+
+    def sample(self, mode: str, index: int):
+        """``mode``'s sample of round ``index`` (measuring the rounds up to it)."""
+        while len(self.measured) <= index:
+            self.measured.append(self._measure(len(self.measured)))
+            if self.complete:  # the shape's memory goes back before the next shape is set up
+                self.close()
+        return self.measured[index][mode]
+
+    def _measure(self, index: int) -> dict:
+        order = round_order(self.bench.names, index)
+        setup = (index // self.cycle) % self.bench.setups
+        for _ in range(MAX_REDOS):
+            samples = self.bench.measure_round(order, setup)
+            if round_problem(samples, self.clock_floor_mhz) is None:
+                break
+        return samples
+
+    @property
+    def open(self) -> bool:
+        return self.bench is not None
+
+    def close(self) -> None:
+        """Free the setups (handles, graphs, operand buffers); the measured rounds stay."""
+        self.bench.close()
+        self.bench = None
+
+    @property
+    def complete(self) -> bool:
+        return len(self.measured) >= self.count
+
+
 _CALLS: dict = {}  # shape name -> GEMMs per sample, the same for every mode of the shape
-_BENCH: dict = {}  # the one shape set up now: name -> ShapeBench
-_ROUNDS: dict = {}  # (shape name, mode) -> rounds run, which picks the round's Williams order
+_ROUNDS: dict = {}  # shape name -> ShapeRounds; at most one is set up (open) at a time
+_WARM: list = []
 
 
-def shape_bench(shape, make_bench=None):
-    """The shape's ShapeBench with every mode's batch graph captured at the shape's one batch size.
+def shape_rounds(shape, make_bench=None) -> ShapeRounds:
+    """The shape's rounds, its ShapeSetups set up with every arm's batch graph at the shape's one batch size.
 
-    One shape is kept set up at a time (its operand sets may be large); set up again later, it
-    reuses the batch size calibrated the first time, so every mode of a shape runs the same number
-    of GEMMs per sample whatever order the tests run in.
+    One shape is kept set up at a time (its operand sets may be large). Once a shape's rounds are
+    all measured its other tests need no GPU. A shape set up again before its rounds were complete
+    (tests run in another order, an interrupted test) starts its rounds afresh on new setups, with
+    the batch size calibrated the first time, so every mode of a shape runs the same GEMMs per sample.
     """
-    if shape.name not in _BENCH:
-        for old in _BENCH.values():
-            old.close()
-        _BENCH.clear()
-        if make_bench is None:
-            from cublas_det.timing import ShapeSetups as make_bench
-        bench = make_bench(shape, list(MODES), aa_control=False)
-        _CALLS[shape.name] = bench.prepare(_CALLS.get(shape.name))
-        _BENCH[shape.name] = bench
-    return _BENCH[shape.name]
+    rounds = _ROUNDS.get(shape.name)
+    if rounds is not None and (rounds.complete or rounds.open):
+        return rounds
+    for other in _ROUNDS.values():
+        if other.open:
+            other.close()
+    floor = None
+    if make_bench is None:
+        from cublas_det.timing import ShapeSetups as make_bench
+        from cublas_det.timing import warm_up
+        from cublas_det.timing.clocks import default_sm_clock_mhz
 
-
-def timed_replay(bench, mode: str) -> None:
-    """One round: a bench round over every mode on the round's setup; the GPU clock advances by ``mode``'s
-    held graph time per GEMM."""
-    key = (bench.shape.name, mode)
-    for _ in range(MAX_UNHELD):
-        count = _ROUNDS.get(key, 0)
-        _ROUNDS[key] = count + 1
-        sample = bench.measure_round(round_order(list(MODES), count),
-                                     (count // cycle_length(len(MODES))) % bench.setups)[mode]
-        if sample.held:
-            break
-    GPU_CLOCK.advance(sample.graph_s * bench.calls, bench.calls)
+        if not _WARM:  # as the bench does: clocks up before the first sample
+            warm_up(1.0)
+            _WARM.append(True)
+        default = default_sm_clock_mhz()
+        floor = THROTTLE_FRACTION * default if default else None
+    bench = make_bench(shape, list(MODES))
+    _CALLS[shape.name] = bench.prepare(_CALLS.get(shape.name))
+    _ROUNDS[shape.name] = ShapeRounds(bench, floor)
+    return _ROUNDS[shape.name]
 
 
 @pytest.mark.gpu
@@ -100,9 +142,12 @@ def timed_replay(bench, mode: str) -> None:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape", SHAPES, ids=[s.name for s in SHAPES])
 def test_gemm(benchmark, shape, mode):
-    bench = shape_bench(shape)
+    rounds = shape_rounds(shape)
     benchmark.group = shape.name
-    benchmark.extra_info.update(gemms_per_sample=bench.calls, buffer_sets=bench.sets, setups=bench.setups,
-                                shape=shape.spec, mode=mode,
-                                flop_per_call=shape.flop, time="GPU seconds per GEMM, held graph replay within a Williams-ordered round of all modes")
-    benchmark.pedantic(timed_replay, args=(bench, mode), rounds=20, warmup_rounds=3)
+    benchmark.extra_info.update(gemms_per_sample=rounds.calls, buffer_sets=rounds.sets, setups=rounds.setups,
+                                shape=shape.spec, mode=mode, flop_per_call=shape.flop,
+                                time="GPU seconds per GEMM, held graph replay within a Williams-ordered "
+                                     "round of all modes and the A/A control, the rounds shared by the "
+                                     "shape's modes")
+    taken = iter(range(rounds.count))
+    benchmark.pedantic(lambda: GPU_CLOCK.advance(rounds.sample(mode, next(taken)).graph_s), rounds=rounds.count)
