@@ -35,6 +35,11 @@ from .errors import UsageError
 from .outputs import check_writable, write_json, write_text
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
+# Rounds a shape takes at least: 3 passes of 4 arms on 4 setups (48 rounds), 12 rounds per setup.
+# From one pass (4 rounds per setup) two runs' TF32/PEDANTIC ratios moved by up to 1% on the H200
+# (4096x56x128:nn 0.6437 and 0.6503), outside each other's intervals on 4 of 9 trunk shapes; from
+# three passes the suite's two runs kept within 0.45%.
+MIN_ROUNDS = 40
 
 EPILOG = """examples:
   %(prog)s                        # trunk + mamba2-130m, all modes, all scenarios
@@ -407,7 +412,7 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
             for shape in runnable:
                 try:
                     timings[shape.name] = time_shape(
-                        shape, configs, seed=args.seed, min_rounds=5 if args.quick else 10,
+                        shape, configs, seed=args.seed, min_rounds=5 if args.quick else MIN_ROUNDS,
                         max_rounds=20 if args.quick else 60, budget_s=1.0 if args.quick else 2.5, monitor=monitor,
                         kernels=kernels)
                 except KeyboardInterrupt:
