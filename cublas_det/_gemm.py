@@ -19,7 +19,7 @@ from ctypes import addressof, c_float, c_uint16, c_void_p
 from . import _cublas
 from ._cublas import DataType, GemmAlgo, Operation
 from ._handle import Handle, default_handle
-from .config import ELEMENT_TYPES, HALF_SCALAR_COMPUTE, check_types
+from .config import COMPUTE_TYPES, ELEMENT_TYPES, HALF_SCALAR_COMPUTE, check_types
 
 # The enums as plain ints, read once: the hot path passes them untyped.
 CUDA_R_32F = int(DataType.R_32F)
@@ -31,6 +31,9 @@ CUBLAS_GEMM_DEFAULT = int(GemmAlgo.DEFAULT)
 _ONE = c_float(1.0)
 _ZERO = c_float(0.0)
 _ONE_ADDRESS = addressof(_ONE)
+# The compute types cublasGemmEx takes with float32 in and out: any other (a half-precision
+# handle's COMPUTE_16F ...) goes through the checked path, which names the combination.
+_F32_COMPUTES = frozenset(int(c) for c in COMPUTE_TYPES[("float32", "float32")])
 _ZERO_ADDRESS = addressof(_ZERO)
 
 # Bound by _bind() on the first call: this module must import without CuPy or libcublas.
@@ -288,8 +291,10 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
         k_b, n_b, op_b = b_rows, ldb, CUBLAS_OP_N
     a_data, b_data, out_data = a.data, b.data, out.data
     handle_ptr = handle._ptr  # 0 once closed
-    if m != m_a or n != n_b or k != k_b or not (m and n and k and handle_ptr) or (_several_devices and not (
-            a_data.device_id == b_data.device_id == out_data.device_id == handle._device_id)):
+    compute = handle._compute_type if compute_type is None else int(compute_type)
+    if m != m_a or n != n_b or k != k_b or not (m and n and k and handle_ptr) or compute not in _F32_COMPUTES or (
+            _several_devices and not (a_data.device_id == b_data.device_id == out_data.device_id
+                                      == handle._device_id)):
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)  # names the problem
     # The arguments _gemm_ex_args makes, written out: calling helpers here costs ~0.2 µs per GEMM.
     if alpha == 1.0 and beta == 0.0:
@@ -297,7 +302,6 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     else:
         scalars = (c_float(alpha), c_float(beta))  # alive until the call returns
         alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
-    compute = handle._compute_type if compute_type is None else int(compute_type)
     if handle._cupy_binding_fits:  # as in _issue
         try:
             _cupy_gemm_ex(handle_ptr, op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr,

@@ -131,7 +131,18 @@ def _bad_calls():
          TypeError, r"handle must be a cublas_det.Handle, not str"),
         ("closed handle", lambda a, b, out, h: ((a, b), dict(out=out, handle=_closed(h))),
          RuntimeError, r"this cuBLAS handle is closed"),
+        ("compute type", lambda a, b, out, h: ((a, b), dict(out=out, handle=h,
+                                                            compute_type=_cublas.ComputeType.COMPUTE_16F)),
+         ValueError, r"compute type COMPUTE_16F does not take float32 inputs with a float32 output"),
+        ("half handle", lambda a, b, out, h: ((a, b), dict(out=out, handle=_half(h))),
+         ValueError, r"compute type COMPUTE_16F does not take float32 inputs with a float32 output"),
     ]
+
+
+def _half(handle):
+    """The handle as a float16 handle computing in half precision would be."""
+    handle._compute_type = int(_cublas.ComputeType.COMPUTE_16F)
+    return handle
 
 
 def _closed(handle):
