@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from ..memory import WORKSPACE_BYTES
 from .clocks import clock_mhz, default_sm_clock_mhz
 from .hold import RELEASED, stream_hold
 from .results import ArmTiming, ShapeTiming, aa_name, aa_reference
@@ -44,7 +45,6 @@ from .stats import (
     probe_calls,
 )
 
-WORKSPACE_BYTES = 32 * 2**20  # cuBLAS's recommendation for Hopper
 SETUPS = 4  # independent setups a shape is timed on (as many as fit): t(3) = 3.18 keeps the between-setup term usable
 
 
