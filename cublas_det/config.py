@@ -238,7 +238,11 @@ def check_types(input_dtype: str, output_dtype: str, compute_type: ComputeType, 
                          f"choose {', '.join(OUTPUT_TYPES[input_dtype])}")
     allowed = COMPUTE_TYPES[(input_dtype, output_dtype)]
     if compute_type not in allowed:
-        raise ValueError(f"{prefix}compute type {ComputeType(compute_type).name} does not take {input_dtype} inputs "
+        try:
+            name = ComputeType(compute_type).name
+        except ValueError:
+            name = f"{compute_type!r} (no cuBLAS compute type)"
+        raise ValueError(f"{prefix}compute type {name} does not take {input_dtype} inputs "
                          f"with a {output_dtype} output; choose {', '.join(c.name for c in allowed)}")
 
 

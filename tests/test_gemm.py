@@ -290,13 +290,22 @@ def test_cublas_rejection_is_a_cublas_error_on_both_paths():
 
     from cublas_det import CublasError
 
+    from cublas_det import _gemm
+
     a, b = _trunk_dw_operands()
     out = cupy.empty((128, 56), cupy.float32)
+    # gemm() names a compute type cuBLAS would refuse before any call; the issuing step itself is
+    # given one (12345), so that cuBLAS rejects it on each binding.
+    with pytest.raises(ValueError, match=r"compute type 12345 \(no cuBLAS compute type\) does not take float32"):
+        gemm(a, b, out=out, trans_a=True, compute_type=12345)
+    args = _gemm._gemm_ex_args(True, False, 128, 56, 4096, 128, 56, a.data.ptr, b.data.ptr, out.data.ptr,
+                               _gemm._ONE_ADDRESS, _gemm._ZERO_ADDRESS, 12345)
     statuses = []
     with create_handle("pedantic") as follows, create_handle("pedantic", workspace_bytes=2**20) as with_workspace:
+        assert follows._cupy_binding_fits and not with_workspace._cupy_binding_fits  # one binding each
         for handle in (follows, with_workspace):
             with pytest.raises(CublasError, match=r"\[cublasGemmEx\]") as caught:
-                gemm(a, b, out=out, handle=handle, trans_a=True, compute_type=12345)
+                _gemm._issue(handle, args)
             statuses.append(caught.value.status)
     assert statuses[0] == statuses[1] and statuses[0] in (7, 15)
 

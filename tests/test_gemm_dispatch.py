@@ -134,6 +134,8 @@ def _bad_calls():
         ("compute type", lambda a, b, out, h: ((a, b), dict(out=out, handle=h,
                                                             compute_type=_cublas.ComputeType.COMPUTE_16F)),
          ValueError, r"compute type COMPUTE_16F does not take float32 inputs with a float32 output"),
+        ("unknown compute type", lambda a, b, out, h: ((a, b), dict(out=out, handle=h, compute_type=12345)),
+         ValueError, r"compute type 12345 \(no cuBLAS compute type\) does not take float32 inputs"),
         ("half handle", lambda a, b, out, h: ((a, b), dict(out=out, handle=_half(h))),
          ValueError, r"compute type COMPUTE_16F does not take float32 inputs with a float32 output"),
     ]
