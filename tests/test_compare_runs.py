@@ -175,3 +175,42 @@ def test_report_re_renders_a_stored_run(tmp_path):
     assert "  PEDANTIC  yes           batch size                DEFAULT" in result.stdout
     assert "modes: DEFAULT and PEDANTIC gave identical bits on 15 of 15 shapes" in result.stdout
     assert markdown.read_text().startswith("# cublas_det benchmark")
+
+
+def _renamed(data, group, new_name):
+    """A copy in which the shape ``group`` is a custom shape, named by its spec (as ``--shape MxNxK:op`` names it)."""
+    data = copy.deepcopy(data)
+    for entry in data["benchmarks"]:
+        if entry["group"] == group:
+            entry["group"] = new_name
+            entry["name"] = entry["name"].replace(group, new_name)
+            entry["extra_info"]["shape"]["name"] = new_name
+            entry["extra_info"]["identity"]["preset"] = None
+    return data
+
+
+def test_a_custom_shape_is_paired_with_the_preset_role_of_the_same_gemm(stored):
+    custom = _renamed(stored, "trunk/W_in/dW", "128x56x4096:nt")
+    comparison = compare_runs(run_from_dict(stored, "a.json"), run_from_dict(custom, "b.json"))
+    assert comparison.exit_code == 0
+    assert "128x56x4096:nt[PEDANTIC] (128x56x4096:nt): identical bits, time SAME +0.0% [-0.3%, +0.3%]" in \
+        comparison.lines
+    assert not any("only in" in line for line in comparison.lines)
+    assert "compared 45: 45 identical, 0 differ; 0 with other inputs, 15 without a digest" in comparison.lines
+
+
+def test_a_fleet_pairs_a_custom_shape_with_the_preset_role_of_the_same_gemm(stored):
+    custom = _renamed(stored, "trunk/W_in/dW", "128x56x4096:nt")
+    for entry in custom["benchmarks"]:
+        if entry["group"] == "128x56x4096:nt" and entry["extra_info"].get("digest"):
+            entry["extra_info"]["digest"] = "c" * 64
+    runs = [run_from_dict(data, name) for data, name in ((stored, "a.json"), (stored, "b.json"), (custom, "c.json"))]
+    comparison = compare_fleet(runs)
+    assert comparison.exit_code == 1
+    line = next(x for x in comparison.lines if x.startswith("trunk/W_in/dW (128x56x4096:nt) PEDANTIC"))
+    assert "2 groups: [a.json, b.json]" in line and "| [c.json as 128x56x4096:nt] cccccccccccc" in line
+    assert "compared 45 GEMM/configuration pairs present in two or more places: 42 agree, 3 differ" in comparison.lines
+    # Two files that name the GEMM by its spec: the preset's role, in one file alone, joins them.
+    runs = [run_from_dict(data, name) for data, name in ((stored, "a.json"), (custom, "c.json"), (custom, "d.json"))]
+    line = next(x for x in compare_fleet(runs).lines if x.startswith("128x56x4096:nt (128x56x4096:nt) PEDANTIC"))
+    assert "2 groups: [c.json, d.json] cccccccccccc" in line and "| [a.json as trunk/W_in/dW]" in line

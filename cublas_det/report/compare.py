@@ -134,15 +134,36 @@ def _members(run: Run, entry: Entry) -> list[Member]:
             for device, digest in sorted(per_device.items())]
 
 
+def _fleet_groups(runs: list[Run]) -> dict:
+    """``{(shape role, configuration): [Member]}``, paired as :func:`compare_runs` pairs: by role and
+    configuration, then a role that one file alone has (a custom shape, named by its spec) joins a
+    role of the same GEMM and configuration from other files; its members say what they were called."""
+    keys: dict = {}
+    files: dict = {}  # role key -> indices of the files that have it
+    for index, run in enumerate(runs):
+        for entry in run.entries:
+            keys.setdefault(entry.key, []).extend(_members(run, entry))
+            files.setdefault(entry.key, set()).add(index)
+    for key in list(keys):
+        if len(files[key]) > 1 or not keys[key]:  # (a role may have been joined by another by now)
+            continue
+        gemm_key = keys[key][0].entry.gemm_key
+        target = next((other for other in keys if other != key and keys[other] and not files[other] & files[key]
+                       and keys[other][0].entry.gemm_key == gemm_key), None)
+        if target is None:
+            continue
+        keys[target] += [dataclasses.replace(member, label=f"{member.label} as {member.entry.shape_name}")
+                         for member in keys.pop(key)]
+        files[target] |= files.pop(key)
+    return keys
+
+
 def compare_fleet(runs: list[Run]) -> Comparison:
     """Per GEMM and configuration, which files (and devices) agree: members grouped by digest,
     each group named by its GPUs, SM counts, drivers and cuBLAS versions."""
     lines = [f"fleet of {len(runs)} files:"] + [f"  {os.path.basename(r.source)}: {r.describe()}" for r in runs]
     lines += _legacy_notes(runs)
-    keys: dict = {}
-    for run in runs:
-        for entry in run.entries:
-            keys.setdefault(entry.key, []).extend(_members(run, entry))
+    keys = _fleet_groups(runs)
     compared = differing = 0
     for (name, config), members in keys.items():
         spec = members[0].entry.spec if members else "?"
