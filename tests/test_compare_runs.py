@@ -214,3 +214,11 @@ def test_a_fleet_pairs_a_custom_shape_with_the_preset_role_of_the_same_gemm(stor
     runs = [run_from_dict(data, name) for data, name in ((stored, "a.json"), (custom, "c.json"), (custom, "d.json"))]
     line = next(x for x in compare_fleet(runs).lines if x.startswith("128x56x4096:nt (128x56x4096:nt) PEDANTIC"))
     assert "2 groups: [c.json, d.json] cccccccccccc" in line and "| [a.json as trunk/W_in/dW]" in line
+    # Two files of each naming, in any order: one comparison of all four, which differs.
+    for names in (("a", "b", "c", "d"), ("c", "a", "d", "b")):
+        runs = [run_from_dict(stored if name in "ab" else custom, f"{name}.json") for name in names]
+        comparison = compare_fleet(runs)
+        assert comparison.exit_code == 1
+        line = next(x for x in comparison.lines if "(128x56x4096:nt) PEDANTIC" in x)
+        assert "2 groups:" in line and "cccccccccccc" in line and "a.json" in line and "d.json" in line
+        assert not any("all 2 agree" in x for x in comparison.lines if "128x56x4096:nt" in x)

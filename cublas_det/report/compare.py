@@ -136,25 +136,31 @@ def _members(run: Run, entry: Entry) -> list[Member]:
 
 def _fleet_groups(runs: list[Run]) -> dict:
     """``{(shape role, configuration): [Member]}``, paired as :func:`compare_runs` pairs: by role and
-    configuration, then a role that one file alone has (a custom shape, named by its spec) joins a
-    role of the same GEMM and configuration from other files; its members say what they were called."""
+    configuration, then across roles of one GEMM and configuration (a custom shape, named by its spec,
+    and the preset role that runs it): the role in the most files takes in every other whose files it
+    does not share (two roles in one file, W_a and W_b of the same shape, stay apart); moved members
+    say what their file called the GEMM."""
     keys: dict = {}
     files: dict = {}  # role key -> indices of the files that have it
     for index, run in enumerate(runs):
         for entry in run.entries:
             keys.setdefault(entry.key, []).extend(_members(run, entry))
             files.setdefault(entry.key, set()).add(index)
-    for key in list(keys):
-        if len(files[key]) > 1 or not keys[key]:  # (a role may have been joined by another by now)
-            continue
-        gemm_key = keys[key][0].entry.gemm_key
-        target = next((other for other in keys if other != key and keys[other] and not files[other] & files[key]
-                       and keys[other][0].entry.gemm_key == gemm_key), None)
-        if target is None:
-            continue
-        keys[target] += [dataclasses.replace(member, label=f"{member.label} as {member.entry.shape_name}")
-                         for member in keys.pop(key)]
-        files[target] |= files.pop(key)
+    roles_of_gemm: dict = {}
+    for key, members in keys.items():
+        if members:
+            roles_of_gemm.setdefault(members[0].entry.gemm_key, []).append(key)
+    for roles in roles_of_gemm.values():
+        roles.sort(key=lambda key: -len(files[key]))  # stable: among equals, the first met
+        for target in roles:
+            if target not in keys:
+                continue
+            for other in roles:
+                if other == target or other not in keys or files[other] & files[target]:
+                    continue
+                keys[target] += [dataclasses.replace(member, label=f"{member.label} as {member.entry.shape_name}")
+                                 for member in keys.pop(other)]
+                files[target] |= files.pop(other)
     return keys
 
 
