@@ -77,9 +77,10 @@ def compare(suite: dict, bench: dict, numerator: str = "TF32", denominator: str 
                      f"[{reach_low:.4f}, {reach_high:.4f}] -> {'agrees' if reached else 'DISAGREES'}")
     if not lines:
         raise InputFileError("no shape with both ratios in the two files")
-    lines.append(f"{len(lines)} shapes: {inside_count} inside the bench's interval, {reached_count} within a "
+    shapes = len(lines)
+    lines.append(f"{shapes} shapes: {inside_count} inside the bench's interval, {reached_count} within a "
                  f"rerun's reach")
-    return lines, reached_count == len(lines) - 1
+    return lines, reached_count == shapes
 
 
 def main() -> int:

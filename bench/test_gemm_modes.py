@@ -10,6 +10,8 @@ Like with like, so that pytest-benchmark's own table and its relative columns gi
   independent setups (operand buffers, handles and graphs made anew), whole Williams cycles on each
   setup in turn, over PASSES whole passes. Every mode runs the same number of GEMMs per sample,
   calibrated once per shape on its fastest mode (>= 1 ms), with the operand sets rotated;
+- a round whose batch started unheld or ran below 75% of the default SM clock is taken again, as
+  in the bench (after a pause when throttled), and the counts go into each test's extra_info;
 - each round is measured once and gives every mode its sample: the tests of a shape's modes read
   the *same* rounds, so the ratio of two tests' medians is taken on the same setups, clocks and
   neighbours, as the bench's paired ratio is, and not on rounds run at another time;
@@ -21,20 +23,22 @@ For paired ratios with intervals and the A/A verdict, use ``python -m cublas_det
 (``bench/suite_vs_bench.py`` checks that the two agree).
 """
 
+import itertools
 import os
+import time
 
 import pytest
 
 from cublas_det.shapes import resolve_shapes
 from cublas_det.timing.order import cycle_length, round_order
-from cublas_det.timing.rounds import THROTTLE_FRACTION, round_problem
+from cublas_det.timing.rounds import THROTTLE_FRACTION, THROTTLE_PAUSE_S, round_problem
 
 PRESETS = os.environ.get("CUBLAS_DET_BENCH_PRESETS", "trunk mamba2-130m").split()
 TOKENS = int(os.environ.get("CUBLAS_DET_BENCH_TOKENS", "16384"))
 SHAPES = resolve_shapes(PRESETS, tokens=TOKENS)
 MODES = ("PEDANTIC", "DEFAULT", "TF32")  # the bench's default modes, in its order (the A/A arm follows)
 PASSES = 3  # whole passes over the setups: 48 rounds of 4 arms on 4 setups, the most the bench takes
-MAX_REDOS = 3  # times a round is redone, as the bench redoes it: a batch that started unheld, or throttled
+ROUND_ATTEMPTS = 4  # a round that started unheld or ran throttled is taken again, up to 3 times (then kept and counted)
 
 
 class GpuClock:
@@ -63,8 +67,9 @@ class ShapeRounds:
     """One shape's rounds on a set-up :class:`~cublas_det.timing.ShapeSetups`, each measured when a
     test first asks for it and kept for the shape's other modes."""
 
-    def __init__(self, bench, clock_floor_mhz=None):
-        self.bench, self.clock_floor_mhz = bench, clock_floor_mhz
+    def __init__(self, bench, clock_floor_mhz=None, sleep=time.sleep):
+        self.bench, self.clock_floor_mhz, self.sleep = bench, clock_floor_mhz, sleep
+        self.redone = self.kept_with_problem = 0  # rounds taken again; rounds kept after the last attempt
         self.calls, self.sets, self.setups = bench.calls, bench.sets, bench.setups
         self.cycle = cycle_length(len(bench.names))
         self.count = PASSES * self.cycle * bench.setups
@@ -81,10 +86,17 @@ class ShapeRounds:
     def _measure(self, index: int) -> dict:
         order = round_order(self.bench.names, index)
         setup = (index // self.cycle) % self.bench.setups
-        for _ in range(MAX_REDOS):
+        for attempt in range(ROUND_ATTEMPTS):
             samples = self.bench.measure_round(order, setup)
-            if round_problem(samples, self.clock_floor_mhz) is None:
+            problem = round_problem(samples, self.clock_floor_mhz)
+            if problem is None:
                 break
+            if attempt == ROUND_ATTEMPTS - 1:
+                self.kept_with_problem += 1
+                break
+            self.redone += 1
+            if problem == "throttled":
+                self.sleep(THROTTLE_PAUSE_S)  # as the bench: let the clocks recover first
         return samples
 
     @property
@@ -103,16 +115,17 @@ class ShapeRounds:
 
 _CALLS: dict = {}  # shape name -> GEMMs per sample, the same for every mode of the shape
 _ROUNDS: dict = {}  # shape name -> ShapeRounds; at most one is set up (open) at a time
-_WARM: list = []
+_WARMED_UP = False
 
 
 def shape_rounds(shape, make_bench=None) -> ShapeRounds:
     """The shape's rounds, its ShapeSetups set up with every arm's batch graph at the shape's one batch size.
 
-    One shape is kept set up at a time (its operand sets may be large). Once a shape's rounds are
-    all measured its other tests need no GPU. A shape set up again before its rounds were complete
-    (tests run in another order, an interrupted test) starts its rounds afresh on new setups, with
-    the batch size calibrated the first time, so every mode of a shape runs the same GEMMs per sample.
+    One shape is kept set up at a time (its operand sets may be large). The first test of a shape
+    measures all its rounds; its other tests, whatever order they run in, read them and need no GPU.
+    A shape whose rounds stopped short (a test that failed, or ``--benchmark-disable``, which calls
+    each test once) and is asked for again starts its rounds afresh on new setups, with the batch
+    size calibrated the first time, so every mode of a shape runs the same GEMMs per sample.
     """
     rounds = _ROUNDS.get(shape.name)
     if rounds is not None and (rounds.complete or rounds.open):
@@ -120,15 +133,16 @@ def shape_rounds(shape, make_bench=None) -> ShapeRounds:
     for other in _ROUNDS.values():
         if other.open:
             other.close()
+    global _WARMED_UP
     floor = None
     if make_bench is None:
         from cublas_det.timing import ShapeSetups as make_bench
         from cublas_det.timing import warm_up
         from cublas_det.timing.clocks import default_sm_clock_mhz
 
-        if not _WARM:  # as the bench does: clocks up before the first sample
+        if not _WARMED_UP:  # as the bench does: clocks up before the first sample
             warm_up(1.0)
-            _WARM.append(True)
+            _WARMED_UP = True
         default = default_sm_clock_mhz()
         floor = THROTTLE_FRACTION * default if default else None
     bench = make_bench(shape, list(MODES))
@@ -149,5 +163,7 @@ def test_gemm(benchmark, shape, mode):
                                 time="GPU seconds per GEMM, held graph replay within a Williams-ordered "
                                      "round of all modes and the A/A control, the rounds shared by the "
                                      "shape's modes")
-    taken = iter(range(rounds.count))
-    benchmark.pedantic(lambda: GPU_CLOCK.advance(rounds.sample(mode, next(taken)).graph_s), rounds=rounds.count)
+    taken = itertools.count()  # a call past the rounds (--benchmark-cprofile profiles one more) reads one again
+    benchmark.pedantic(lambda: GPU_CLOCK.advance(rounds.sample(mode, next(taken) % rounds.count).graph_s),
+                       rounds=rounds.count)
+    benchmark.extra_info.update(redone_rounds=rounds.redone, rounds_kept_with_problem=rounds.kept_with_problem)

@@ -31,10 +31,10 @@ CUBLAS_GEMM_DEFAULT = int(GemmAlgo.DEFAULT)
 _ONE = c_float(1.0)
 _ZERO = c_float(0.0)
 _ONE_ADDRESS = addressof(_ONE)
+_ZERO_ADDRESS = addressof(_ZERO)
 # The compute types cublasGemmEx takes with float32 in and out: any other (a half-precision
 # handle's COMPUTE_16F ...) goes through the checked path, which names the combination.
 _F32_COMPUTES = frozenset(int(c) for c in COMPUTE_TYPES[("float32", "float32")])
-_ZERO_ADDRESS = addressof(_ZERO)
 
 # Bound by _bind() on the first call: this module must import without CuPy or libcublas.
 _cupy = None

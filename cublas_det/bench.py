@@ -35,8 +35,9 @@ from .errors import UsageError
 from .outputs import check_writable, write_json, write_text
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
-# Rounds a shape takes at least: 3 passes of 4 arms on 4 setups (48 rounds), 12 rounds per setup, as
-# the pytest-benchmark suite takes. On the H200's trunk shapes, one pass (4 rounds per setup) gave
+# Rounds a shape takes at least, unless its time budget ends it first (at a whole pass): rounded up
+# to whole passes, 48 with 4 arms on 4 setups (3 passes, 12 rounds per setup), as the
+# pytest-benchmark suite takes. On the H200's trunk shapes, one pass (4 rounds per setup) gave
 # intervals of ±0.23-0.82% and put another run's TF32/PEDANTIC ratio inside on 5 of 9 shapes
 # (4096x56x128:nn 0.6437 and 0.6503); three passes, ±0.18-0.64% and 6 to 7 of 9, for ~9 s more a
 # default run (39.8 s warm).

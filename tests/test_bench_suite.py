@@ -63,12 +63,15 @@ def test_every_mode_of_a_shape_runs_the_same_gemms_per_sample(suite):
     # again, with its first batch size, and its rounds begin afresh on the new setups.
     again = suite.shape_rounds(first, FakeBench)
     assert again.calls == 100 and len(FakeBench.made) == 3 and again.measured == []
-    for index in range(again.count):
+    for index in range(again.count - 1):
         again.sample("TF32", index)
-    suite.shape_rounds(second, FakeBench)
-    # Its rounds complete, the first shape's other tests read them: no set-up, no GPU; its setups were
-    # closed and let go (their operand buffers freed), the rounds kept.
+    assert not FakeBench.made[2].closed
+    again.sample("TF32", again.count - 1)
+    # Its last round measured, its setups are closed and let go (their operand buffers freed) at once,
+    # before another shape is set up; the rounds are kept.
     assert FakeBench.made[2].closed and again.bench is None and len(again.measured) == again.count
+    suite.shape_rounds(second, FakeBench)
+    # The first shape's other tests read its rounds: no set-up, no GPU.
     assert suite.shape_rounds(first, FakeBench) is again and len(FakeBench.made) == 4
 
 
@@ -83,6 +86,7 @@ class FakeBenchmark:
             start = self.timer()
             target()
             self.times.append(self.timer() - start)
+        target()  # as --benchmark-cprofile does: one call more, profiled
 
 
 def test_each_round_is_measured_once_and_gives_every_mode_its_gpu_time_per_gemm(suite):
@@ -104,6 +108,8 @@ def test_each_round_is_measured_once_and_gives_every_mode_its_gpu_time_per_gemm(
         # the redone first round), not a neighbour's.
         assert times == pytest.approx([per_call + (i + 2) * 1e-9 for i in range(rounds)], rel=1e-9, abs=1e-15)
         assert results[mode].group == shape.name and results[mode].extra_info["gemms_per_sample"] == 100
+        assert results[mode].extra_info["redone_rounds"] == 1  # the unheld first round
+        assert results[mode].extra_info["rounds_kept_with_problem"] == 0
     # Every round ran every arm, the A/A control too, in the Williams design's orders, whole cycles
     # on each setup in turn.
     assert all(sorted(order) == sorted(ARMS) for order in bench.rounds)
@@ -112,6 +118,25 @@ def test_each_round_is_measured_once_and_gives_every_mode_its_gpu_time_per_gemm(
     assert bench.setups_taken[1:] == ([0] * 4 + [1] * 4) * suite.PASSES
     marks = {mark.name: mark for mark in suite.test_gemm.pytestmark}
     assert marks["benchmark"].kwargs == {"timer": suite.GPU_CLOCK} and "gpu" in marks
+
+
+def test_a_throttled_round_is_taken_again_after_a_pause_then_kept_and_counted(suite):
+    from cublas_det.timing.rounds import THROTTLE_PAUSE_S, Sample
+
+    class Throttled(FakeBench):
+        def measure_round(self, order, setup):
+            self.rounds.append(list(order))
+            return {arm: Sample(1e-5, 1e-5, 900.0 if len(self.rounds) <= 5 else 1900.0) for arm in order}
+
+    pauses = []
+    rounds = suite.ShapeRounds(Throttled(suite.SHAPES[0], list(suite.MODES)), clock_floor_mhz=1485.0,
+                               sleep=pauses.append)
+    rounds.sample("TF32", 0)  # 4 attempts below the floor: kept, and counted
+    assert len(rounds.bench.rounds) == suite.ROUND_ATTEMPTS and rounds.kept_with_problem == 1
+    assert pauses == [THROTTLE_PAUSE_S] * (suite.ROUND_ATTEMPTS - 1) and rounds.redone == suite.ROUND_ATTEMPTS - 1
+    rounds.sample("TF32", 1)  # one more throttled attempt, then a good one
+    assert rounds.redone == suite.ROUND_ATTEMPTS and rounds.kept_with_problem == 1
+    assert rounds.measured[1]["TF32"].clock_mhz == 1900.0
 
 
 def test_suite_ratios_are_checked_against_the_bench_intervals(tmp_path):

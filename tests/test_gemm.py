@@ -288,9 +288,7 @@ def test_common_call_skips_the_full_checks_and_errors_still_name_the_problem(mon
 def test_cublas_rejection_is_a_cublas_error_on_both_paths():
     import cupy
 
-    from cublas_det import CublasError
-
-    from cublas_det import _gemm
+    from cublas_det import CublasError, _gemm
 
     a, b = _trunk_dw_operands()
     out = cupy.empty((128, 56), cupy.float32)
