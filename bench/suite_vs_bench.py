@@ -14,8 +14,7 @@ estimate inside the other's 95% interval on only about 83% of shapes (both error
 1.96 / sqrt(2) standard errors), so a shape outside is no fault by itself. Were the interval to
 hold all of a run's error, a run the size of the bench's would land within sqrt(2) x the interval
 (the rerun's reach) in 95% of cases; that is what the verdict and the exit code go by. On the H200
-it held 11 to 14 of 15 shapes: runs minutes apart also differ by a spread that one run's rounds
-and setups do not show (the README's paragraph on the pytest-benchmark suite).
+it held 11 to 14 of 15 shapes. ``bench/rerun_spread.py`` measures how well bench runs hold each other.
 Exit codes: 0 every shared shape within reach; 1 one beyond; 2 a file that cannot be read.
 """
 

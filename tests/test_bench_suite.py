@@ -186,3 +186,4 @@ def test_a_suite_ratio_outside_the_interval_but_within_a_reruns_reach_agrees(tmp
     bench["cublas_det"]["ratios"]["s"][0]["ci_high"] = 0.802  # reach 0.8028: 0.8035 lies beyond
     lines, ok = module.compare(suite, bench)
     assert not ok and "DISAGREES" in lines[0]
+
