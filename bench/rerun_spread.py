@@ -5,16 +5,21 @@
 
 An interval of ``python -m cublas_det.bench`` is for the ratio on this GPU from one run's rounds and
 setups. Whether it holds what another run gives is a question only several runs answer. Per shape
-with the ratio in every file, this prints each run's median and interval, then three figures:
+with the ratio in every file, this prints each run's median and interval, then:
 
 - **inside**: of the ordered pairs of runs (i, j), those where run j's median lies in run i's
-  interval. Faultless 95% intervals of runs of one size give about 83%: both runs' errors count,
-  and 1.96 / sqrt(2) standard errors hold 83%.
-- **between**: the standard deviation of the runs' medians, relative to their mean.
-- **beyond**: the part of ``between`` that the runs' own intervals do not account for:
-  sqrt(max(0, var(medians) - mean(se^2))), with se = half the interval / 1.96. 0 when one run's
-  interval says all there is to say about the next; above 0, a spread between runs (the GPU's
-  state minutes apart, the process) that no run's rounds or setups show.
+  interval;
+- **expected**: how many that would be if the runs differed only by their own errors: per pair,
+  P(|Z| < h_i / sqrt(se_i^2 + se_j^2)), with h_i run i's half-width and se each run's standard
+  error. A run's se is taken from what its interval is made of: the between-setup term is
+  t(P-1) x se (P setups; the setup medians carry the rounds' noise too); with one setup, the
+  order-statistic interval is about 1.96 se. The intervals are wider than 1.96 se on purpose
+  (t(3) for 4 setups, the two terms added in quadrature), so faultless runs hold each other on
+  well over 83%, the figure for intervals of exactly 1.96 se (1.96 / sqrt(2) se hold 83%);
+- **between**: the standard deviation of the runs' medians, relative to their mean;
+- **beyond**: the part of ``between`` that the runs' own errors do not account for,
+  sqrt(max(0, var(medians) - mean(se^2))). With two runs each shape's figure rests on one degree
+  of freedom; the summary pools the shapes.
 
 Exit codes: 0 the table was printed; 2 fewer than two files, a file that cannot be read, or no
 shape with the ratio in every file.
@@ -22,6 +27,7 @@ shape with the ratio in every file.
 
 import argparse
 import itertools
+import json
 import math
 import statistics
 import sys
@@ -30,31 +36,65 @@ from cublas_det._cli import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
 from cublas_det.report.stored import bench_result
 from cublas_det.runfile import load_run
+from cublas_det.timing.stats import T_975
 
 Z_95 = 1.96
-FAULTLESS_INSIDE = math.erf(Z_95 / math.sqrt(2) / math.sqrt(2))  # P(|Z| < 1.96 / sqrt(2)) = 0.834
 
 
 def run_ratios(path: str, numerator: str, denominator: str) -> dict:
-    """{shape name: Ratio} of one stored bench run, for numerator/denominator."""
+    """{shape name: (Ratio, setups)} of one stored bench run, for numerator/denominator."""
+    try:
+        run = load_run(path)
+    except InputFileError:
+        if _is_suite_file(path):
+            raise InputFileError(f"{path}: a file of python -m pytest bench/, not of python -m cublas_det.bench; "
+                                 "set it against a bench run with bench/suite_vs_bench.py") from None
+        raise
     found = {}
-    for shape_report in bench_result(load_run(path)).shapes:
-        for ratio in (shape_report.timing.ratios if shape_report.timing else ()):
+    for shape_report in bench_result(run).shapes:
+        timing = shape_report.timing
+        for ratio in (timing.ratios if timing else ()):
             if (ratio.numerator, ratio.denominator) == (numerator, denominator):
-                found[shape_report.shape.name] = ratio
+                if ratio.median <= 0:
+                    raise InputFileError(f"{path}: {shape_report.shape.name}: a {numerator}/{denominator} ratio of "
+                                         f"{ratio.median} cannot be a time ratio")
+                found[shape_report.shape.name] = (ratio, int(timing.options.get("setups") or 1))
+    if not found:
+        raise InputFileError(f"{path}: no {numerator}/{denominator} ratio (a --no-timing run, or other modes)")
     return found
 
 
-def spread(ratios: list) -> dict:
-    """The figures of one shape over its runs' Ratios: inside (pairs, of), between and beyond (relative)."""
-    pairs = [(i, j) for i, j in itertools.permutations(range(len(ratios)), 2)]
+def _is_suite_file(path: str) -> bool:
+    try:
+        with open(path) as file:
+            benchmarks = json.load(file).get("benchmarks") or []
+    except (OSError, ValueError, AttributeError):
+        return False
+    return any("gemms_per_sample" in (b.get("extra_info") or {}) for b in benchmarks if isinstance(b, dict))
+
+
+def standard_error(ratio, setups: int) -> float:
+    """A run's standard error of its ratio (relative), from what its interval is made of."""
+    if setups > 1 and ratio.setup_half_width > 0:
+        return ratio.setup_half_width / T_975.get(setups - 1, Z_95)
+    return ratio.half_width / Z_95
+
+
+def spread(runs: list) -> dict:
+    """The figures of one shape over its runs' (Ratio, setups): inside and expected (of pairs), between,
+    the variance of the medians and the runs' mean squared error (both relative)."""
+    ratios = [ratio for ratio, _ in runs]
+    errors = [standard_error(ratio, setups) for ratio, setups in runs]
+    pairs = list(itertools.permutations(range(len(runs)), 2))
     inside = sum(ratios[i].ci_low <= ratios[j].median <= ratios[i].ci_high for i, j in pairs)
-    medians = [r.median for r in ratios]
+    expected = sum(math.erf(ratios[i].half_width / math.sqrt(2 * (errors[i] ** 2 + errors[j] ** 2)))
+                   if errors[i] or errors[j] else 1.0 for i, j in pairs)
+    medians = [ratio.median for ratio in ratios]
     mean = statistics.fmean(medians)
-    variance = statistics.variance(medians)
-    own = statistics.fmean(((r.ci_high - r.ci_low) / 2 / Z_95) ** 2 for r in ratios)
-    return {"inside": inside, "pairs": len(pairs), "between": math.sqrt(variance) / mean,
-            "beyond": math.sqrt(max(0.0, variance - own)) / mean}
+    variance = statistics.variance(medians) / mean ** 2
+    own = statistics.fmean(error ** 2 for error in errors)
+    return {"inside": inside, "expected": expected, "pairs": len(pairs), "between": math.sqrt(variance),
+            "variance": variance, "own": own}
 
 
 def report(paths: list, numerator: str = "TF32", denominator: str = "PEDANTIC") -> list:
@@ -65,20 +105,25 @@ def report(paths: list, numerator: str = "TF32", denominator: str = "PEDANTIC") 
     shapes = [name for name in runs[0] if all(name in run for run in runs[1:])]
     if not shapes:
         raise InputFileError(f"no shape has a {numerator}/{denominator} ratio in every file")
-    lines, inside, pairs, beyond = [], 0, 0, []
+    dropped = sorted(set().union(*runs) - set(shapes))
+    lines, inside, expected, pairs, excess = [], 0, 0.0, 0, []
     for name in shapes:
-        ratios = [run[name] for run in runs]
-        figures = spread(ratios)
+        figures = spread([run[name] for run in runs])
         inside += figures["inside"]
+        expected += figures["expected"]
         pairs += figures["pairs"]
-        beyond.append(figures["beyond"])
-        each = "  ".join(f"{r.median:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}]" for r in ratios)
-        lines.append(f"{name}: {each}  inside {figures['inside']}/{figures['pairs']}, between "
-                     f"{100 * figures['between']:.2f}%, beyond {100 * figures['beyond']:.2f}%")
+        excess.append(figures["variance"] - figures["own"])
+        each = "  ".join(f"{r.median:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}]" for r, _ in (run[name] for run in runs))
+        beyond = math.sqrt(max(0.0, figures["variance"] - figures["own"]))
+        lines.append(f"{name}: {each}  inside {figures['inside']}/{figures['pairs']} (expected "
+                     f"{figures['expected']:.1f}), between {100 * figures['between']:.2f}%, beyond {100 * beyond:.2f}%")
+    pooled = math.sqrt(max(0.0, statistics.fmean(excess)))
     lines.append(f"{len(paths)} runs, {len(shapes)} shapes, {numerator}/{denominator}: another run's median inside an "
-                 f"interval in {inside} of {pairs} ordered pairs ({100 * inside / pairs:.0f}%; faultless 95% "
-                 f"intervals: about {100 * FAULTLESS_INSIDE:.0f}%); spread beyond the intervals: median "
-                 f"{100 * statistics.median(beyond):.2f}%, largest {100 * max(beyond):.2f}%")
+                 f"interval in {inside} of {pairs} ordered pairs ({100 * inside / pairs:.0f}%), where runs that "
+                 f"differed only by their own errors would give {expected:.0f} ({100 * expected / pairs:.0f}%); spread "
+                 f"beyond the runs' errors, pooled over the shapes: {100 * pooled:.2f}%")
+    if dropped:
+        lines.append(f"not in every file, left out: {', '.join(dropped)}")
     return lines
 
 

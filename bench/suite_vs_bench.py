@@ -9,12 +9,11 @@ the same rounds) and the bench's paired ratio with its 95% interval; "inside" wh
 ratio lies in that interval.
 
 That interval is for the ratio on this GPU, from the bench's own rounds and setups. The suite is
-another run, on setups of its own, with an error of its own: even two faultless runs put one
-estimate inside the other's 95% interval on only about 83% of shapes (both errors count:
-1.96 / sqrt(2) standard errors), so a shape outside is no fault by itself. Were the interval to
-hold all of a run's error, a run the size of the bench's would land within sqrt(2) x the interval
-(the rerun's reach) in 95% of cases; that is what the verdict and the exit code go by. On the H200
-it held 11 to 14 of 15 shapes. ``bench/rerun_spread.py`` measures how well bench runs hold each other.
+another run, on setups of its own, with an error of its own, so a shape outside is not by itself a
+fault of either. The rerun's reach, sqrt(2) x each side of the interval, allows the suite an
+error as large as the bench's; that is what the verdict and the exit code go by. On the H200 it
+held 11 to 14 of 15 shapes: bench runs minutes apart also differ by more than their intervals
+show (``bench/rerun_spread.py`` measures by how much).
 Exit codes: 0 every shared shape within reach; 1 one beyond; 2 a file that cannot be read.
 """
 

@@ -11,7 +11,8 @@ Like with like, so that pytest-benchmark's own table and its relative columns gi
   setup in turn, over PASSES whole passes. Every mode runs the same number of GEMMs per sample,
   calibrated once per shape on its fastest mode (>= 1 ms), with the operand sets rotated;
 - a round whose batch started unheld or ran below 75% of the default SM clock is taken again, as
-  in the bench (after a pause when throttled), and the counts go into each test's extra_info;
+  in the bench (after a pause when throttled; 10 times a shape at most, then kept), and the counts
+  go into each test's extra_info;
 - each round is measured once and gives every mode its sample: the tests of a shape's modes read
   the *same* rounds, so the ratio of two tests' medians is taken on the same setups, clocks and
   neighbours, as the bench's paired ratio is, and not on rounds run at another time;
@@ -31,14 +32,13 @@ import pytest
 
 from cublas_det.shapes import resolve_shapes
 from cublas_det.timing.order import cycle_length, round_order
-from cublas_det.timing.rounds import THROTTLE_FRACTION, THROTTLE_PAUSE_S, round_problem
+from cublas_det.timing.rounds import MAX_REDOS, THROTTLE_FRACTION, THROTTLE_PAUSE_S, round_problem
 
 PRESETS = os.environ.get("CUBLAS_DET_BENCH_PRESETS", "trunk mamba2-130m").split()
 TOKENS = int(os.environ.get("CUBLAS_DET_BENCH_TOKENS", "16384"))
 SHAPES = resolve_shapes(PRESETS, tokens=TOKENS)
 MODES = ("PEDANTIC", "DEFAULT", "TF32")  # the bench's default modes, in its order (the A/A arm follows)
 PASSES = 3  # whole passes over the setups: 48 rounds of 4 arms on 4 setups, the most the bench takes
-ROUND_ATTEMPTS = 4  # a round that started unheld or ran throttled is taken again, up to 3 times (then kept and counted)
 
 
 class GpuClock:
@@ -69,7 +69,9 @@ class ShapeRounds:
 
     def __init__(self, bench, clock_floor_mhz=None, sleep=time.sleep):
         self.bench, self.clock_floor_mhz, self.sleep = bench, clock_floor_mhz, sleep
-        self.redone = self.kept_with_problem = 0  # rounds taken again; rounds kept after the last attempt
+        # As the bench: a bad round is taken again, MAX_REDOS times a shape at most, then kept.
+        self.redone = {"unheld": 0, "throttled": 0}
+        self.kept_with_problem = {"unheld": 0, "throttled": 0}
         self.calls, self.sets, self.setups = bench.calls, bench.sets, bench.setups
         self.cycle = cycle_length(len(bench.names))
         self.count = PASSES * self.cycle * bench.setups
@@ -86,18 +88,17 @@ class ShapeRounds:
     def _measure(self, index: int) -> dict:
         order = round_order(self.bench.names, index)
         setup = (index // self.cycle) % self.bench.setups
-        for attempt in range(ROUND_ATTEMPTS):
+        while True:
             samples = self.bench.measure_round(order, setup)
             problem = round_problem(samples, self.clock_floor_mhz)
             if problem is None:
-                break
-            if attempt == ROUND_ATTEMPTS - 1:
-                self.kept_with_problem += 1
-                break
-            self.redone += 1
+                return samples
+            if sum(self.redone.values()) >= MAX_REDOS:
+                self.kept_with_problem[problem] += 1
+                return samples
+            self.redone[problem] += 1
             if problem == "throttled":
                 self.sleep(THROTTLE_PAUSE_S)  # as the bench: let the clocks recover first
-        return samples
 
     @property
     def open(self) -> bool:
@@ -163,7 +164,8 @@ def test_gemm(benchmark, shape, mode):
                                 time="GPU seconds per GEMM, held graph replay within a Williams-ordered "
                                      "round of all modes and the A/A control, the rounds shared by the "
                                      "shape's modes")
-    taken = itertools.count()  # a call past the rounds (--benchmark-cprofile profiles one more) reads one again
+    taken = itertools.count()  # calls past the rounds (--benchmark-cprofile's profiled ones) read rounds again
     benchmark.pedantic(lambda: GPU_CLOCK.advance(rounds.sample(mode, next(taken) % rounds.count).graph_s),
                        rounds=rounds.count)
-    benchmark.extra_info.update(redone_rounds=rounds.redone, rounds_kept_with_problem=rounds.kept_with_problem)
+    benchmark.extra_info.update(redone_rounds=dict(rounds.redone),
+                                rounds_kept_with_problem=dict(rounds.kept_with_problem))

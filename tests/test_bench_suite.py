@@ -108,8 +108,8 @@ def test_each_round_is_measured_once_and_gives_every_mode_its_gpu_time_per_gemm(
         # the redone first round), not a neighbour's.
         assert times == pytest.approx([per_call + (i + 2) * 1e-9 for i in range(rounds)], rel=1e-9, abs=1e-15)
         assert results[mode].group == shape.name and results[mode].extra_info["gemms_per_sample"] == 100
-        assert results[mode].extra_info["redone_rounds"] == 1  # the unheld first round
-        assert results[mode].extra_info["rounds_kept_with_problem"] == 0
+        assert results[mode].extra_info["redone_rounds"] == {"unheld": 1, "throttled": 0}  # the first round
+        assert results[mode].extra_info["rounds_kept_with_problem"] == {"unheld": 0, "throttled": 0}
     # Every round ran every arm, the A/A control too, in the Williams design's orders, whole cycles
     # on each setup in turn.
     assert all(sorted(order) == sorted(ARMS) for order in bench.rounds)
@@ -120,23 +120,27 @@ def test_each_round_is_measured_once_and_gives_every_mode_its_gpu_time_per_gemm(
     assert marks["benchmark"].kwargs == {"timer": suite.GPU_CLOCK} and "gpu" in marks
 
 
-def test_a_throttled_round_is_taken_again_after_a_pause_then_kept_and_counted(suite):
-    from cublas_det.timing.rounds import THROTTLE_PAUSE_S, Sample
+def test_bad_rounds_are_taken_again_as_the_bench_does_then_kept_and_counted(suite):
+    from cublas_det.timing.rounds import MAX_REDOS, THROTTLE_PAUSE_S, Sample
 
-    class Throttled(FakeBench):
+    class Troubled(FakeBench):
+        """Rounds 1-2 unheld, rounds 3-12 throttled (900 MHz), good after that."""
+
         def measure_round(self, order, setup):
             self.rounds.append(list(order))
-            return {arm: Sample(1e-5, 1e-5, 900.0 if len(self.rounds) <= 5 else 1900.0) for arm in order}
+            count = len(self.rounds)
+            return {arm: Sample(1e-5, 1e-5, 900.0 if 3 <= count <= 12 else 1900.0, count > 2) for arm in order}
 
     pauses = []
-    rounds = suite.ShapeRounds(Throttled(suite.SHAPES[0], list(suite.MODES)), clock_floor_mhz=1485.0,
+    rounds = suite.ShapeRounds(Troubled(suite.SHAPES[0], list(suite.MODES)), clock_floor_mhz=1485.0,
                                sleep=pauses.append)
-    rounds.sample("TF32", 0)  # 4 attempts below the floor: kept, and counted
-    assert len(rounds.bench.rounds) == suite.ROUND_ATTEMPTS and rounds.kept_with_problem == 1
-    assert pauses == [THROTTLE_PAUSE_S] * (suite.ROUND_ATTEMPTS - 1) and rounds.redone == suite.ROUND_ATTEMPTS - 1
-    rounds.sample("TF32", 1)  # one more throttled attempt, then a good one
-    assert rounds.redone == suite.ROUND_ATTEMPTS and rounds.kept_with_problem == 1
-    assert rounds.measured[1]["TF32"].clock_mhz == 1900.0
+    rounds.sample("TF32", 0)  # 2 unheld (no pause), then 8 throttled (a pause each): 10 redos, the shape's all
+    assert rounds.redone == {"unheld": 2, "throttled": MAX_REDOS - 2} and pauses == [THROTTLE_PAUSE_S] * 8
+    assert rounds.kept_with_problem == {"unheld": 0, "throttled": 1}  # the 11th attempt is kept, and counted
+    rounds.sample("TF32", 1)  # throttled again: no redo left, kept
+    rounds.sample("TF32", 2)  # good
+    assert rounds.kept_with_problem == {"unheld": 0, "throttled": 2} and len(rounds.bench.rounds) == 13
+    assert rounds.measured[2]["TF32"].clock_mhz == 1900.0 and len(pauses) == 8
 
 
 def test_suite_ratios_are_checked_against_the_bench_intervals(tmp_path):

@@ -139,19 +139,24 @@ def _fleet_groups(runs: list[Run]) -> dict:
     configuration, then across roles of one GEMM and configuration (a custom shape, named by its spec,
     and the preset role that runs it): the role in the most files takes in every other whose files it
     does not share (two roles in one file, W_a and W_b of the same shape, stay apart); moved members
-    say what their file called the GEMM."""
+    say what their file called the GEMM. A file holding both a preset's role and a custom spec of one
+    GEMM keeps them apart too, each compared with the files that named it alike."""
     keys: dict = {}
     files: dict = {}  # role key -> indices of the files that have it
     for index, run in enumerate(runs):
         for entry in run.entries:
-            keys.setdefault(entry.key, []).extend(_members(run, entry))
-            files.setdefault(entry.key, set()).add(index)
+            members = _members(run, entry)
+            keys.setdefault(entry.key, []).extend(members)
+            if members:  # a result without a digest takes no part
+                files.setdefault(entry.key, set()).add(index)
     roles_of_gemm: dict = {}
     for key, members in keys.items():
         if members:
             roles_of_gemm.setdefault(members[0].entry.gemm_key, []).append(key)
     for roles in roles_of_gemm.values():
-        roles.sort(key=lambda key: -len(files[key]))  # stable: among equals, the first met
+        # The role in the most files first; among equals a preset's role before a custom shape's
+        # spec, then by name: the same fleet reads the same in any order of its files.
+        roles.sort(key=lambda key: (-len(files[key]), keys[key][0].entry.shape_name == keys[key][0].entry.spec, key))
         for target in roles:
             if target not in keys:
                 continue

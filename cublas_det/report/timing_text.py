@@ -8,9 +8,9 @@ from ..timing.rounds import MAX_REDOS, THROTTLE_FRACTION
 
 TIME_NOTE = ("graph µs: per GEMM, CUDA-graph replay started from a held stream (the kernels and the gaps between "
              "graph nodes; no launch latency). eager µs: per GEMM, Python launches on an idle GPU (host cost "
-             "included). Intervals are 95%, for this run (its rounds and setups): another run's median lies "
-             "inside about 5 times in 6, as both runs have errors, so compare runs with both intervals "
-             "(--compare).")
+             "included). Intervals are 95%, for this run (its rounds and setups); runs minutes apart differ by "
+             "more than they show (bench/rerun_spread.py measures it), so compare runs with --compare, which "
+             "weighs both runs' intervals.")
 KERNEL_NOTE = ("kernel µs: per GEMM, the summed durations of its kernels in held graph replays, as CUPTI records "
                "them (no gaps: the purest cost of a mode). kernels: what the reference call ran.")
 NOT_TRUSTED = " (not trusted)"
