@@ -56,7 +56,7 @@ def _evict(*paths: str) -> None:
 def _timed(command: list[str], expect: int) -> float:
     env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
     start = time.perf_counter()
-    result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, check=False)
     elapsed = time.perf_counter() - start
     if result.returncode != expect:
         raise SystemExit(f"{' '.join(command)} exited {result.returncode}, expected {expect}: {result.stderr}")
@@ -124,7 +124,7 @@ def main() -> int:
 
 def _device_of(path: str) -> str:
     try:
-        out = subprocess.run(["df", "--output=source,fstype", path], capture_output=True, text=True).stdout
+        out = subprocess.run(["df", "--output=source,fstype", path], capture_output=True, text=True, check=False).stdout
         source, fstype = out.strip().splitlines()[-1].split()
         return f"{path} ({source}, {fstype})"
     except (OSError, ValueError):

@@ -30,7 +30,7 @@ def _run(command, *args, env=None):
     # installed (scripts and the console script do not have the working directory on it).
     env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120, env=env, check=False)
 
 
 def _one_error_line(result, prog):

@@ -9,7 +9,7 @@ from .conftest import needs_no_gpu
 
 def _run(*args, env=None):
     return subprocess.run([sys.executable, "-m", "cublas_det", *args], capture_output=True, text=True,
-                          timeout=300, env=env)
+                          timeout=300, env=env, check=False)
 
 
 @needs_no_gpu

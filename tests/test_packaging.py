@@ -61,7 +61,7 @@ def dists(tmp_path_factory):
     # Without PYTHONDONTWRITEBYTECODE, which only makes setuptools warn that it will not byte-compile.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     result = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(source)],
-                            capture_output=True, text=True, timeout=600, env=env)
+                            capture_output=True, text=True, timeout=600, env=env, check=False)
     log = (result.stdout + result.stderr).splitlines()
     if result.returncode != 0 and any("No matching distribution found for setuptools" in line for line in log):
         pytest.skip("cannot install the build backend: no package index reachable (a GPU host without network)")
@@ -108,6 +108,6 @@ def test_pytest_passes_in_the_unpacked_sdist(dists, tmp_path):
     # The unpacked copy of cublas_det comes first on the path, before this environment's install.
     env = {**os.environ, NESTED: "1", "PYTHONPATH": str(unpacked)}
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=unpacked,
-                            capture_output=True, text=True, timeout=600, env=env)
+                            capture_output=True, text=True, timeout=600, env=env, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert re.search(r"\d+ passed", result.stdout.splitlines()[-1]), result.stdout[-500:]

@@ -156,7 +156,7 @@ def test_collect_names_a_timeout_and_a_signal():
 
 def test_devices_flag_errors_are_one_line_exit_2(tmp_path):
     result = subprocess.run([sys.executable, "-m", "cublas_det.bench", "--devices", "all", "--plot",
-                             str(tmp_path / "x.png")], capture_output=True, text=True)
+                             str(tmp_path / "x.png")], capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "--plot draws times, and --devices does not time" in result.stderr
 
 
@@ -180,16 +180,18 @@ def test_devices_cli_on_this_machine(tmp_path):
 
     out = tmp_path / "sweep.json"
     result = subprocess.run([sys.executable, "-m", "cublas_det.bench", "--devices", "all", "--shape", "128x56x4096:tn",
-                             "--modes", "pedantic", "tf32", "--json", str(out)], capture_output=True, text=True)
+                             "--modes", "pedantic", "tf32", "--json", str(out)], capture_output=True, text=True,
+                            check=False)
     assert result.returncode == 0, result.stderr
     count = cupy.cuda.runtime.getDeviceCount()
     assert ("1 device only" if count == 1 else f"yes ({count}/{count})") in result.stdout
     data = json.loads(out.read_text())
     assert sorted(data["benchmarks"][0]["extra_info"]["device_digests"]) == [str(d) for d in range(count)]
     again = subprocess.run([sys.executable, "-m", "cublas_det.bench", "--devices", "0", "--shape", "128x56x4096:tn",
-                            "--modes", "pedantic", "tf32", "--compare", str(out)], capture_output=True, text=True)
+                            "--modes", "pedantic", "tf32", "--compare", str(out)], capture_output=True, text=True,
+                           check=False)
     assert again.returncode == 0 and "128x56x4096:tn[TF32] (128x56x4096:tn): identical bits" in again.stdout
     missing = subprocess.run([sys.executable, "-m", "cublas_det.bench", "--devices", str(count), "--shape",
-                              "128x56x4096:tn"], capture_output=True, text=True)
+                              "128x56x4096:tn"], capture_output=True, text=True, check=False)
     assert missing.returncode == 2 and f"there is no device {count}" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
