@@ -32,7 +32,8 @@ import pytest
 
 from cublas_det.shapes import resolve_shapes
 from cublas_det.timing.order import cycle_length, round_order
-from cublas_det.timing.rounds import MAX_REDOS, THROTTLE_FRACTION, THROTTLE_PAUSE_S, round_problem
+from cublas_det.timing.results import Discards
+from cublas_det.timing.rounds import THROTTLE_FRACTION, take_round
 
 PRESETS = os.environ.get("CUBLAS_DET_BENCH_PRESETS", "trunk mamba2-130m").split()
 TOKENS = int(os.environ.get("CUBLAS_DET_BENCH_TOKENS", "16384"))
@@ -69,9 +70,7 @@ class ShapeRounds:
 
     def __init__(self, bench, clock_floor_mhz=None, sleep=time.sleep):
         self.bench, self.clock_floor_mhz, self.sleep = bench, clock_floor_mhz, sleep
-        # As the bench: a bad round is taken again, MAX_REDOS times a shape at most, then kept.
-        self.redone = {"unheld": 0, "throttled": 0}
-        self.kept_with_problem = {"unheld": 0, "throttled": 0}
+        self.discards = Discards()  # rounds taken again, and kept after the shape's redos ran out
         self.calls, self.sets, self.setups = bench.calls, bench.sets, bench.setups
         self.cycle = cycle_length(len(bench.names))
         self.count = PASSES * self.cycle * bench.setups
@@ -88,17 +87,9 @@ class ShapeRounds:
     def _measure(self, index: int) -> dict:
         order = round_order(self.bench.names, index)
         setup = (index // self.cycle) % self.bench.setups
-        while True:
-            samples = self.bench.measure_round(order, setup)
-            problem = round_problem(samples, self.clock_floor_mhz)
-            if problem is None:
-                return samples
-            if sum(self.redone.values()) >= MAX_REDOS:
-                self.kept_with_problem[problem] += 1
-                return samples
-            self.redone[problem] += 1
-            if problem == "throttled":
-                self.sleep(THROTTLE_PAUSE_S)  # as the bench: let the clocks recover first
+        samples, self.discards = take_round(self.bench.measure_round, order, setup, self.discards,
+                                            clock_floor_mhz=self.clock_floor_mhz, sleep=self.sleep)
+        return samples
 
     @property
     def open(self) -> bool:
@@ -167,5 +158,4 @@ def test_gemm(benchmark, shape, mode):
     taken = itertools.count()  # calls past the rounds (--benchmark-cprofile's profiled ones) read rounds again
     benchmark.pedantic(lambda: GPU_CLOCK.advance(rounds.sample(mode, next(taken) % rounds.count).graph_s),
                        rounds=rounds.count)
-    benchmark.extra_info.update(redone_rounds=dict(rounds.redone),
-                                rounds_kept_with_problem=dict(rounds.kept_with_problem))
+    benchmark.extra_info.update(discards=rounds.discards.to_dict())

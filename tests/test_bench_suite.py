@@ -108,8 +108,8 @@ def test_each_round_is_measured_once_and_gives_every_mode_its_gpu_time_per_gemm(
         # the redone first round), not a neighbour's.
         assert times == pytest.approx([per_call + (i + 2) * 1e-9 for i in range(rounds)], rel=1e-9, abs=1e-15)
         assert results[mode].group == shape.name and results[mode].extra_info["gemms_per_sample"] == 100
-        assert results[mode].extra_info["redone_rounds"] == {"unheld": 1, "throttled": 0}  # the first round
-        assert results[mode].extra_info["rounds_kept_with_problem"] == {"unheld": 0, "throttled": 0}
+        assert results[mode].extra_info["discards"] == {"throttled": 0, "unheld": 1,  # the first round
+                                                        "kept_throttled": 0, "kept_unheld": 0}
     # Every round ran every arm, the A/A control too, in the Williams design's orders, whole cycles
     # on each setup in turn.
     assert all(sorted(order) == sorted(ARMS) for order in bench.rounds)
@@ -135,11 +135,12 @@ def test_bad_rounds_are_taken_again_as_the_bench_does_then_kept_and_counted(suit
     rounds = suite.ShapeRounds(Troubled(suite.SHAPES[0], list(suite.MODES)), clock_floor_mhz=1485.0,
                                sleep=pauses.append)
     rounds.sample("TF32", 0)  # 2 unheld (no pause), then 8 throttled (a pause each): 10 redos, the shape's all
-    assert rounds.redone == {"unheld": 2, "throttled": MAX_REDOS - 2} and pauses == [THROTTLE_PAUSE_S] * 8
-    assert rounds.kept_with_problem == {"unheld": 0, "throttled": 1}  # the 11th attempt is kept, and counted
+    assert (rounds.discards.unheld, rounds.discards.throttled) == (2, MAX_REDOS - 2)
+    assert pauses == [THROTTLE_PAUSE_S] * 8
+    assert (rounds.discards.kept_unheld, rounds.discards.kept_throttled) == (0, 1)  # the 11th attempt is kept
     rounds.sample("TF32", 1)  # throttled again: no redo left, kept
     rounds.sample("TF32", 2)  # good
-    assert rounds.kept_with_problem == {"unheld": 0, "throttled": 2} and len(rounds.bench.rounds) == 13
+    assert (rounds.discards.kept_unheld, rounds.discards.kept_throttled) == (0, 2) and len(rounds.bench.rounds) == 13
     assert rounds.measured[2]["TF32"].clock_mhz == 1900.0 and len(pauses) == 8
 
 

@@ -53,6 +53,26 @@ def round_problem(samples: dict, clock_floor_mhz: float | None) -> str | None:
     return None
 
 
+def take_round(measure_round, order: list[str], setup: int, discards: Discards, *,
+               clock_floor_mhz: float | None = None, max_redos: int = MAX_REDOS,
+               sleep=time.sleep) -> tuple[dict, Discards]:
+    """One round, ``measure_round(order, setup)``, taken again in the same order while it cannot be used
+    as it is (:func:`round_problem`), after a pause when throttled, until ``discards`` holds
+    ``max_redos`` redos (a shape's allowance); then kept as it is. Returns the round's samples and
+    ``discards`` with this round's redos and keeps counted."""
+    while True:
+        measured = measure_round(order, setup)
+        problem = round_problem(measured, clock_floor_mhz)
+        if problem is None:
+            return measured, discards
+        redo = discards.redone < max_redos
+        discards = discards.add(problem, kept=not redo)
+        if not redo:
+            return measured, discards
+        if problem == "throttled":
+            sleep(THROTTLE_PAUSE_S)
+
+
 def run_rounds(names: list[str], measure_round, *, min_rounds: int = 12, max_rounds: int = 100,
                budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
                clock_floor_mhz: float | None = None, started: float | None = None, max_redos: int = MAX_REDOS,
@@ -77,15 +97,8 @@ def run_rounds(names: list[str], measure_round, *, min_rounds: int = 12, max_rou
     while True:
         # The order follows kept rounds: a redone round is retaken in the same order, so the
         # kept rounds stay balanced.
-        measured = measure_round(round_order(names, rounds), (rounds // order_cycle) % setups)
-        problem = round_problem(measured, clock_floor_mhz)
-        if problem is not None:
-            redo = discards.redone < max_redos
-            discards = discards.add(problem, kept=not redo)
-            if redo:
-                if problem == "throttled":
-                    sleep(THROTTLE_PAUSE_S)
-                continue
+        measured, discards = take_round(measure_round, round_order(names, rounds), (rounds // order_cycle) % setups,
+                                        discards, clock_floor_mhz=clock_floor_mhz, max_redos=max_redos, sleep=sleep)
         for name in names:
             kept[name].append(measured[name])
         rounds += 1
