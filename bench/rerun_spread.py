@@ -12,9 +12,9 @@ with the ratio in every file, this prints each run's median and interval, then:
 - **expected**: how many that would be if the runs differed only by their own errors: per pair,
   P(|Z| < h_i / sqrt(se_i^2 + se_j^2)), with h_i run i's half-width and se each run's standard
   error. A run's se is taken from what its interval is made of: the between-setup term is
-  t(P-1) x se (P setups; the setup medians carry the rounds' noise too); with one setup, the
-  order-statistic interval is about 1.96 se. The intervals are wider than 1.96 se on purpose
-  (t(3) for 4 setups, the two terms added in quadrature), so faultless runs hold each other on
+  t(P-1) x se (P setups, a run's visits; the setup medians carry the rounds' noise too); with one
+  setup, the order-statistic interval is about 1.96 se. The intervals are wider than 1.96 se on
+  purpose (t(P-1), the two terms added in quadrature), so faultless runs hold each other on
   well over 83%, the figure for intervals of exactly 1.96 se (1.96 / sqrt(2) se hold 83%);
 - **between**: the standard deviation of the runs' medians, relative to their mean;
 - **beyond**: the part of ``between`` that the runs' own errors do not account for,
@@ -36,13 +36,14 @@ from cublas_det._cli import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
 from cublas_det.report.stored import bench_result
 from cublas_det.runfile import load_run
-from cublas_det.timing.stats import T_975
+from cublas_det.timing.stats import t_975
 
 Z_95 = 1.96
 
 
-def run_ratios(path: str, numerator: str, denominator: str) -> dict:
-    """{shape name: (Ratio, setups)} of one stored bench run, for numerator/denominator."""
+def run_ratios(path: str, numerator: str, denominator: str) -> tuple[dict, str | None]:
+    """{shape name: (Ratio, setups)} of one stored bench run, for numerator/denominator, and the UUID of
+    its GPU (None in files written before it was recorded)."""
     try:
         run = load_run(path)
     except InputFileError:
@@ -61,7 +62,19 @@ def run_ratios(path: str, numerator: str, denominator: str) -> dict:
                 found[shape_report.shape.name] = (ratio, int(timing.options.get("setups") or 1))
     if not found:
         raise InputFileError(f"{path}: no {numerator}/{denominator} ratio (a --no-timing run, or other modes)")
-    return found
+    gpu = (run.data.get("machine_info") or {}).get("gpu") or {}
+    return found, gpu.get("uuid") if isinstance(gpu, dict) else None
+
+
+def gpus_line(uuids: list) -> str:
+    """Whether the runs share one GPU: a spread between runs on several GPUs is partly the GPUs'."""
+    known = set(u for u in uuids if u)
+    if not known:
+        return "GPU: no UUID in these files (written before it was recorded): another GPU of the model cannot be told apart"
+    unknown = f"; {uuids.count(None)} file(s) without one" if None in uuids else ""
+    if len(known) == 1:
+        return f"GPU: every run with a UUID on {known.pop()}{unknown}"
+    return f"GPU: {len(known)} different GPUs ({', '.join(sorted(known))}): the spread between runs is partly theirs{unknown}"
 
 
 def _is_suite_file(path: str) -> bool:
@@ -76,7 +89,7 @@ def _is_suite_file(path: str) -> bool:
 def standard_error(ratio, setups: int) -> float:
     """A run's standard error of its ratio (relative), from what its interval is made of."""
     if setups > 1 and ratio.setup_half_width > 0:
-        return ratio.setup_half_width / T_975.get(setups - 1, Z_95)
+        return ratio.setup_half_width / t_975(setups - 1)
     return ratio.half_width / Z_95
 
 
@@ -101,7 +114,8 @@ def report(paths: list, numerator: str = "TF32", denominator: str = "PEDANTIC") 
     """The table's lines."""
     if len(paths) < 2:
         raise InputFileError("give two or more --json files of python -m cublas_det.bench")
-    runs = [run_ratios(path, numerator, denominator) for path in paths]
+    loaded = [run_ratios(path, numerator, denominator) for path in paths]
+    runs = [found for found, _ in loaded]
     shapes = [name for name in runs[0] if all(name in run for run in runs[1:])]
     if not shapes:
         raise InputFileError(f"no shape has a {numerator}/{denominator} ratio in every file")
@@ -122,6 +136,7 @@ def report(paths: list, numerator: str = "TF32", denominator: str = "PEDANTIC") 
                  f"interval in {inside} of {pairs} ordered pairs ({100 * inside / pairs:.0f}%), where runs that "
                  f"differed only by their own errors would give {expected:.0f} ({100 * expected / pairs:.0f}%); spread "
                  f"beyond the runs' errors, pooled over the shapes: {100 * pooled:.2f}%")
+    lines.append(gpus_line([gpu for _, gpu in loaded]))
     if dropped:
         lines.append(f"not in every file, left out: {', '.join(dropped)}")
     return lines

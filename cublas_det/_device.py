@@ -132,7 +132,18 @@ def device_properties(device_id: int | None = None) -> dict:
         "l2_cache_bytes": int(props["l2CacheSize"]),
         "total_memory_bytes": int(props["totalGlobalMem"]),
         "pci_bus_id": pci_bus_id,
+        "uuid": gpu_uuid(props.get("uuid")),
     }
+
+
+def gpu_uuid(raw) -> str | None:
+    """The device's UUID as nvidia-smi writes it (``GPU-bd284568-87af-c5ff-665f-3718c892de74``), from the
+    16 bytes of cudaDeviceProp.uuid; None where CuPy gives none. It tells one physical GPU from
+    another of the same name across runs, hosts and machine loans."""
+    if not isinstance(raw, (bytes, bytearray)) or len(raw) != 16:
+        return None
+    text = bytes(raw).hex()
+    return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def cuda_version_text(value: int) -> str:

@@ -35,13 +35,13 @@ from .errors import UsageError
 from .outputs import check_writable, write_json, write_text
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
-# Rounds a shape takes at least, unless its time budget ends it first (at a whole pass): rounded up
-# to whole passes, 48 with 4 arms on 4 setups (3 passes, 12 rounds per setup), as the
-# pytest-benchmark suite takes. On the H200's trunk shapes, one pass (4 rounds per setup) gave
-# intervals of ±0.23-0.82% and put another run's TF32/PEDANTIC ratio inside on 5 of 9 shapes
-# (4096x56x128:nn 0.6437 and 0.6503); three passes, ±0.18-0.64% and 6 to 7 of 9, for ~9 s more a
-# default run (39.8 s warm).
-MIN_ROUNDS = 40
+# Rounds a shape takes at least (unless its time budget ends it first) and at most, in visits of one
+# Williams cycle each (4 rounds with 4 arms), round-robin over the run's shapes (``timing.visits``):
+# 12 to 15 visits. On the H200 a shape's ratio moved between visits seconds apart by 0.41% (sd)
+# beyond its setups' spread, so one stretch of rounds held one moment of the run; 12 visits put
+# t(11) x sd/sqrt(12), ~0.3%, of that spread into each interval.
+MIN_ROUNDS = 48
+MAX_ROUNDS = 60
 
 EPILOG = """examples:
   %(prog)s                        # trunk + mamba2-130m, all modes, all scenarios
@@ -212,8 +212,9 @@ class Progress:
         self.total, self.done, self.started = max(1, total), 0, time.perf_counter()
         self.tty = sys.stderr.isatty()
 
-    def step(self, label: str) -> None:
-        self.done += 1
+    def step(self, label: str, skip: int = 0) -> None:
+        """One step done (and ``skip`` more that will not be taken)."""
+        self.done = min(self.total, self.done + 1 + skip)
         filled = int(30 * self.done / self.total)
         line = (f"[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
                 f"{time.perf_counter() - self.started:5.1f}s {label}")
@@ -381,7 +382,8 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
     from .report.json_file import now_iso, to_json
     from .report.text import render_text, run_failed
     from .results import BenchResult, ShapeReport
-    from .timing import time_shape, warm_up
+    from .timing import arms_of, time_shapes, warm_up
+    from .timing.visits import visits_for
     from .timing.monitor import GpuMonitor
 
     started_iso = now_iso()
@@ -389,7 +391,9 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
     provenance = fingerprint()
     timing = not args.no_timing
     runnable = [shape for shape in shapes if shape.name not in refused]  # refused: one line each, no GPU work
-    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + len(runnable) * timing)
+    min_rounds, max_rounds = (5, 20) if args.quick else (MIN_ROUNDS, MAX_ROUNDS)
+    arms = len(arms_of(configs))
+    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + visits_for(max_rounds, arms) * timing)
     checks, timings, errors = {}, {}, dict(refused)
     interrupted = False
     monitor = None
@@ -411,19 +415,19 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
                 for shape in runnable:
                     errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
                 runnable = []
-            for shape in runnable:
-                try:
-                    timings[shape.name] = time_shape(
-                        shape, configs, seed=args.seed, min_rounds=5 if args.quick else MIN_ROUNDS,
-                        max_rounds=20 if args.quick else 60, budget_s=1.0 if args.quick else 2.5, monitor=monitor,
-                        kernels=kernels)
-                except KeyboardInterrupt:
-                    interrupted = True
-                    break
-                except gpu_failures() as err:
-                    errors[shape.name] = f"timing failed: {type(err).__name__}: {err}"
-                    cupy.get_default_memory_pool().free_all_blocks()
-                progress.step(f"timed {shape.name}")
+            if runnable:
+                def on_visit(visit: int, going: int) -> None:
+                    if going:
+                        progress.step(f"timing: visit {visit} done, {going} of {len(runnable)} shapes go on")
+                    else:  # every shape stopped: the visits it did not need are done
+                        progress.step(f"timed {len(runnable)} shapes in {visit} visits",
+                                      skip=visits_for(max_rounds, arms) - visit)
+
+                run = time_shapes(runnable, configs, seed=args.seed, min_rounds=min_rounds, max_rounds=max_rounds,
+                                  budget_s=1.0 if args.quick else 2.5, monitor=monitor, kernels=kernels,
+                                  on_visit=on_visit)
+                timings, interrupted = run.timings, run.interrupted
+                errors.update(run.errors)
     except KeyboardInterrupt:
         interrupted = True
     finally:

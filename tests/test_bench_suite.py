@@ -1,5 +1,6 @@
 """The pytest-benchmark suite (bench/test_gemm_modes.py) compares like with like, on the CPU: every
-mode of a shape runs the same number of GEMMs per sample, and its timer reports GPU time per GEMM."""
+mode of a shape reads the same rounds of one timing (so the same GEMMs per sample), and its timer
+reports GPU time per GEMM."""
 
 import pathlib
 
@@ -16,70 +17,44 @@ def suite():
 
 
 ARMS = ["PEDANTIC", "DEFAULT", "TF32", "DEFAULT-AA"]  # the bench's arms: the modes and the A/A control
+PER_CALL_US = {"PEDANTIC": 40.0, "DEFAULT": 30.0, "TF32": 20.0, "DEFAULT-AA": 30.0}
 
 
-class FakeBench:
-    """A ShapeSetups stand-in: calibrates to 100 / 200 ... GEMMs on successive set-ups; 2 setups."""
+class FakeTimeShapes:
+    """``cublas_det.timing.time_shapes`` as far as the suite uses it: each shape's arms over ``min_rounds``
+    rounds, PEDANTIC 40 µs, DEFAULT 30, TF32 20 per GEMM plus the round's index in ns (so each sample
+    names its round), 100 GEMMs per sample; shapes named in ``failing`` fail as the GPU's failures do."""
 
-    made = []
+    def __init__(self, failing=()):
+        self.calls, self.failing = [], set(failing)
 
-    def __init__(self, shape, modes):
-        assert modes == ["PEDANTIC", "DEFAULT", "TF32"]
-        self.shape, self.closed, self.names = shape, False, list(ARMS)
-        self.calls, self.sets, self.setups = 0, 4, 2
-        self.rounds, self.setups_taken = [], []
-        FakeBench.made.append(self)
+    def __call__(self, shapes, modes, *, min_rounds, max_rounds, budget_s):
+        from cublas_det.timing import ArmTiming, RunTiming, ShapeTiming
 
-    def prepare(self, calls=None):
-        self.calls = calls or 100 * len(FakeBench.made)  # a recalibration would give another count
-        return self.calls
-
-    def measure_round(self, order, setup):
-        """A bench round: every arm once; PEDANTIC 40 µs, DEFAULT 30, TF32 20 per GEMM, plus the round's
-        index in ns (so each sample names its round); the first round's TF32 batch was not held (the
-        blocking kernel let go) and must be redone."""
-        from cublas_det.timing.rounds import Sample
-
-        assert not self.closed
-        self.rounds.append(list(order))
-        self.setups_taken.append(setup)
-        per_call = {"PEDANTIC": 4e-5, "DEFAULT": 3e-5, "TF32": 2e-5, "DEFAULT-AA": 3e-5}
-        held = len(self.rounds) > 1
-        return {arm: Sample(per_call[arm] + len(self.rounds) * 1e-9, per_call[arm], None, held or arm != "TF32")
-                for arm in order}
-
-    def close(self):
-        self.closed = True
+        self.calls.append(([s.name for s in shapes], list(modes), min_rounds, max_rounds))
+        timings, errors = {}, {}
+        for shape in shapes:
+            if shape.name in self.failing:
+                errors[shape.name] = "timing failed: OutOfMemoryError: out of memory allocating 2 GiB"
+                continue
+            arms = tuple(ArmTiming(arm, tuple(PER_CALL_US[arm] + i * 1e-3 for i in range(min_rounds)),
+                                   (1.0,) * min_rounds, setups=tuple(i // 4 for i in range(min_rounds)))
+                         for arm in ARMS)
+            timings[shape.name] = ShapeTiming(shape.name, shape.flop, 100, 3, min_rounds, arms, (), 1.0, "rounds",
+                                              options={"visits": min_rounds // 4, "setups": min_rounds // 4})
+        return RunTiming(timings, errors)
 
 
-def test_every_mode_of_a_shape_runs_the_same_gemms_per_sample(suite):
-    FakeBench.made = []
-    first, second = suite.SHAPES[0], suite.SHAPES[1]
-    calls = {mode: suite.shape_rounds(first, FakeBench).calls for mode in suite.MODES}
-    assert set(calls.values()) == {100} and len(FakeBench.made) == 1  # set up once for all three modes
-    suite.shape_rounds(second, FakeBench)
-    assert FakeBench.made[0].closed and len(FakeBench.made) == 2  # one shape set up at a time
-    # Back to the first shape before its rounds were complete (tests run in another order): set up
-    # again, with its first batch size, and its rounds begin afresh on the new setups.
-    again = suite.shape_rounds(first, FakeBench)
-    assert again.calls == 100 and len(FakeBench.made) == 3 and again.measured == []
-    for index in range(again.count - 1):
-        again.sample("TF32", index)
-    assert not FakeBench.made[2].closed
-    again.sample("TF32", again.count - 1)
-    # Its last round measured, its setups are closed and let go (their operand buffers freed) at once,
-    # before another shape is set up; the rounds are kept.
-    assert FakeBench.made[2].closed and again.bench is None and len(again.measured) == again.count
-    suite.shape_rounds(second, FakeBench)
-    # The first shape's other tests read its rounds: no set-up, no GPU.
-    assert suite.shape_rounds(first, FakeBench) is again and len(FakeBench.made) == 4
+class FakeItem:
+    def __init__(self, shape, mode):
+        self.callspec = type("CallSpec", (), {"params": {"shape": shape, "mode": mode}})()
 
 
 class FakeBenchmark:
     """pytest-benchmark's fixture, as far as the suite uses it: each round's reading of the timer."""
 
-    def __init__(self, timer):
-        self.timer, self.group, self.extra_info, self.times = timer, None, {}, []
+    def __init__(self, timer, disabled=False):
+        self.timer, self.disabled, self.group, self.extra_info, self.times = timer, disabled, None, {}, []
 
     def pedantic(self, target, rounds):
         for _ in range(rounds):
@@ -89,59 +64,72 @@ class FakeBenchmark:
         target()  # as --benchmark-cprofile does: one call more, profiled
 
 
-def test_each_round_is_measured_once_and_gives_every_mode_its_gpu_time_per_gemm(suite):
-    FakeBench.made = []
-    shape = suite.SHAPES[0]
-    suite.shape_rounds(shape, FakeBench)  # set up with the stand-in; the test reads the rounds from there
+def _request(items):
+    return type("Request", (), {"session": type("Session", (), {"items": items})()})()
+
+
+@pytest.fixture
+def fake(suite, monkeypatch):
+    """The engine's time_shapes and warm_up replaced, as the suite imports them when it first times."""
+    import cublas_det.timing
+
+    fake = FakeTimeShapes()
+    monkeypatch.setattr(cublas_det.timing, "time_shapes", fake)
+    monkeypatch.setattr(cublas_det.timing, "warm_up", lambda seconds: None)
+    return fake
+
+
+def test_the_first_test_times_every_selected_shape_at_once_and_the_others_read_it(suite, fake):
+    shapes = suite.SHAPES[:3]
+    items = [FakeItem(shape, mode) for shape in shapes for mode in suite.MODES] + [object()]  # and a test of another kind
+    assert suite.selected_shapes(items) == shapes
+    first = suite.shape_timing(shapes[0], shapes)
+    rounds = suite.VISITS * 4
+    assert fake.calls == [([s.name for s in shapes], list(suite.MODES), rounds, rounds)]
+    # Every mode of every selected shape reads that one timing: no other rounds, no other batch size.
+    assert suite.shape_timing(shapes[2], shapes).shape_name == shapes[2].name
+    assert suite.shape_timing(shapes[0], shapes) is first and len(fake.calls) == 1
+    # A shape not among the selected (not expected; still served) is timed when first asked for.
+    suite.shape_timing(suite.SHAPES[5], shapes)
+    assert fake.calls[1][0] == [suite.SHAPES[5].name]
+
+
+def test_each_round_gives_every_mode_its_gpu_time_per_gemm_and_the_same_gemms_per_sample(suite, fake):
+    shapes = suite.SHAPES[:2]
+    request = _request([FakeItem(shape, mode) for shape in shapes for mode in suite.MODES])
     results = {}
     for mode in suite.MODES:
         benchmark = FakeBenchmark(suite.GPU_CLOCK)
-        suite.test_gemm(benchmark, shape, mode)
+        suite.test_gemm(benchmark, shapes[0], mode, request)
         results[mode] = benchmark
-    bench = FakeBench.made[0]
-    rounds = suite.PASSES * 4 * 2  # whole passes: a Williams cycle of 4 arms on each of 2 setups
-    assert len(bench.rounds) == rounds + 1  # every round measured once for all modes, the unheld one redone
-    for mode, per_call in (("PEDANTIC", 4e-5), ("DEFAULT", 3e-5), ("TF32", 2e-5)):
+    rounds = suite.VISITS * 4
+    assert len(fake.calls) == 1 and fake.calls[0][0] == [s.name for s in shapes]
+    for mode in suite.MODES:
         times = results[mode].times
-        assert len(times) == rounds
-        # The mode's own GPU time per GEMM, from the same rounds as every other mode (round i + 2 after
-        # the redone first round), not a neighbour's.
-        assert times == pytest.approx([per_call + (i + 2) * 1e-9 for i in range(rounds)], rel=1e-9, abs=1e-15)
-        assert results[mode].group == shape.name and results[mode].extra_info["gemms_per_sample"] == 100
-        assert results[mode].extra_info["discards"] == {"throttled": 0, "unheld": 1,  # the first round
-                                                        "kept_throttled": 0, "kept_unheld": 0}
-    # Every round ran every arm, the A/A control too, in the Williams design's orders, whole cycles
-    # on each setup in turn.
-    assert all(sorted(order) == sorted(ARMS) for order in bench.rounds)
-    assert {order[0] for order in bench.rounds} == set(ARMS)  # the mode under test does not always run first
-    assert bench.rounds[0] == bench.rounds[1]  # the redone round is retaken in its order
-    assert bench.setups_taken[1:] == ([0] * 4 + [1] * 4) * suite.PASSES
+        # The mode's own GPU time per GEMM, round by round, from the rounds every other mode reads.
+        assert times == pytest.approx([(PER_CALL_US[mode] + i * 1e-3) * 1e-6 for i in range(rounds)],
+                                      rel=1e-9, abs=1e-15)
+        info = results[mode].extra_info
+        assert results[mode].group == shapes[0].name and info["mode"] == mode
+        assert info["gemms_per_sample"] == 100 and info["visits"] == suite.VISITS and info["stop_reason"] == "rounds"
     marks = {mark.name: mark for mark in suite.test_gemm.pytestmark}
     assert marks["benchmark"].kwargs == {"timer": suite.GPU_CLOCK} and "gpu" in marks
 
 
-def test_bad_rounds_are_taken_again_as_the_bench_does_then_kept_and_counted(suite):
-    from cublas_det.timing.rounds import MAX_REDOS, THROTTLE_PAUSE_S, Sample
+def test_under_benchmark_disable_the_shapes_take_two_visits(suite, fake):
+    shape = suite.SHAPES[0]
+    suite.test_gemm(FakeBenchmark(suite.GPU_CLOCK, disabled=True), shape, "TF32", _request([FakeItem(shape, "TF32")]))
+    assert fake.calls[0][2:] == (suite.DISABLED_VISITS * 4, suite.DISABLED_VISITS * 4)
 
-    class Troubled(FakeBench):
-        """Rounds 1-2 unheld, rounds 3-12 throttled (900 MHz), good after that."""
 
-        def measure_round(self, order, setup):
-            self.rounds.append(list(order))
-            count = len(self.rounds)
-            return {arm: Sample(1e-5, 1e-5, 900.0 if 3 <= count <= 12 else 1900.0, count > 2) for arm in order}
-
-    pauses = []
-    rounds = suite.ShapeRounds(Troubled(suite.SHAPES[0], list(suite.MODES)), clock_floor_mhz=1485.0,
-                               sleep=pauses.append)
-    rounds.sample("TF32", 0)  # 2 unheld (no pause), then 8 throttled (a pause each): 10 redos, the shape's all
-    assert (rounds.discards.unheld, rounds.discards.throttled) == (2, MAX_REDOS - 2)
-    assert pauses == [THROTTLE_PAUSE_S] * 8
-    assert (rounds.discards.kept_unheld, rounds.discards.kept_throttled) == (0, 1)  # the 11th attempt is kept
-    rounds.sample("TF32", 1)  # throttled again: no redo left, kept
-    rounds.sample("TF32", 2)  # good
-    assert (rounds.discards.kept_unheld, rounds.discards.kept_throttled) == (0, 2) and len(rounds.bench.rounds) == 13
-    assert rounds.measured[2]["TF32"].clock_mhz == 1900.0 and len(pauses) == 8
+def test_a_shape_whose_timing_failed_fails_its_tests_in_one_line(suite, fake):
+    fake.failing.add(suite.SHAPES[1].name)
+    shapes = suite.SHAPES[:2]
+    request = _request([FakeItem(shape, "TF32") for shape in shapes])
+    with pytest.raises(pytest.fail.Exception, match=r"^trunk/W_in/dX: timing failed: OutOfMemoryError: out of memory"):
+        suite.test_gemm(FakeBenchmark(suite.GPU_CLOCK), shapes[1], "TF32", request)
+    suite.test_gemm(FakeBenchmark(suite.GPU_CLOCK), shapes[0], "TF32", request)  # the other shape was timed
+    assert len(fake.calls) == 1
 
 
 def test_suite_ratios_are_checked_against_the_bench_intervals(tmp_path):

@@ -75,3 +75,9 @@ def test_entry_without_cupy_is_one_line_exit_2():
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert ": error: CuPy is not installed (" in lines[0]
+
+
+def test_gpu_uuid_is_written_as_nvidia_smi_writes_it():
+    raw = bytes.fromhex("bd28456887afc5ff665f3718c892de74")
+    assert _device.gpu_uuid(raw) == "GPU-bd284568-87af-c5ff-665f-3718c892de74"  # as nvidia-smi -L shows it
+    assert _device.gpu_uuid(None) is None and _device.gpu_uuid(b"short") is None and _device.gpu_uuid("text") is None

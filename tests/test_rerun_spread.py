@@ -47,12 +47,13 @@ def test_inside_counts_against_the_runs_own_errors(tmp_path, rerun_spread):
     between = float(line.split("between ")[1].split("%")[0])
     beyond = float(line.split("beyond ")[1].split("%")[0])
     assert 1.0 < beyond <= between < 1.2  # medians m, m, 1.02 m: sd 1.15%, nearly all of it beyond the errors
-    others = [x for x in lines[:-1] if x is not line]
+    others = [x for x in lines[:-2] if x is not line]
     assert len(others) == 14 and all("inside 6/6 (expected 5.0)" in x and "between 0.00%, beyond 0.00%" in x
                                      for x in others)
-    assert lines[-1].startswith("3 runs, 15 shapes, TF32/PEDANTIC: another run's median inside an interval in 86 of "
+    assert lines[-2].startswith("3 runs, 15 shapes, TF32/PEDANTIC: another run's median inside an interval in 86 of "
                                 "90 ordered pairs (96%), where runs that differed only by their own errors would give "
                                 "75 (83%)")
+    assert lines[-1].startswith("GPU: no UUID in these files")  # v0.1's reference runs predate it
 
 
 def test_a_runs_standard_error_comes_from_the_terms_of_its_interval(rerun_spread):
@@ -90,4 +91,17 @@ def test_a_shape_missing_from_a_file_is_named_not_dropped_silently(tmp_path, rer
     del fewer["cublas_det"]["ratios"]["trunk/W_a/dX"]
     lines = rerun_spread.report([_write(tmp_path, "a.json", stored), _write(tmp_path, "b.json", fewer)])
     assert lines[-1] == "not in every file, left out: trunk/W_a/dX"
-    assert lines[-2].startswith("2 runs, 14 shapes")
+    assert lines[-3].startswith("2 runs, 14 shapes")
+
+
+def test_it_says_whether_the_runs_share_a_gpu(tmp_path, rerun_spread):
+    stored = json.loads((DATA / "h200_run_identity.json").read_text())
+    a, b, c = (copy.deepcopy(stored) for _ in range(3))
+    for data, uuid in ((a, "GPU-aaaa"), (b, "GPU-aaaa"), (c, "GPU-cccc")):
+        data["machine_info"]["gpu"]["uuid"] = uuid
+    paths = [_write(tmp_path, name, data) for name, data in (("a.json", a), ("b.json", b), ("c.json", c))]
+    assert rerun_spread.report(paths[:2])[-1] == "GPU: every run with a UUID on GPU-aaaa"
+    assert rerun_spread.report(paths)[-1] == ("GPU: 2 different GPUs (GPU-aaaa, GPU-cccc): the spread between runs is "
+                                              "partly theirs")
+    old = _write(tmp_path, "old.json", stored)
+    assert rerun_spread.report([paths[0], old])[-1] == "GPU: every run with a UUID on GPU-aaaa; 1 file(s) without one"

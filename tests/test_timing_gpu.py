@@ -43,10 +43,10 @@ def test_a_shape_is_timed_with_clocks_an_aa_arm_and_a_stop_reason():
                         budget_s=2.0)
     assert [a.name for a in timing.arms] == ["PEDANTIC", "TF32", "PEDANTIC-AA"]  # no DEFAULT: A/A of PEDANTIC
     assert timing.aa_ratio is not None and StopReason(timing.stop_reason) in StopReason
-    # 4 setups: max_rounds is rounded down to whole passes, one at least (a 6-round Williams cycle of
-    # 3 arms on each setup), so no setup is left with fewer rounds.
-    assert timing.options["setups"] == 4 and timing.rounds == 6 * 4 and timing.discards.unheld == 0
-    assert all(len(set(arm.setups)) == 4 for arm in timing.arms)
+    # Visits of one Williams cycle (6 rounds of 3 arms), two at least: max_rounds 8 is 2 visits.
+    assert timing.options["visits"] == timing.options["setups"] == 2 and timing.rounds == 6 * 2
+    assert timing.discards.unheld == 0
+    assert all(arm.setups == (0,) * 6 + (1,) * 6 for arm in timing.arms)
     default = default_sm_clock_mhz()
     assert default and 500 < default < 4000
     for arm in timing.arms:
@@ -54,6 +54,21 @@ def test_a_shape_is_timed_with_clocks_an_aa_arm_and_a_stop_reason():
         assert 0.3 * default < arm.median_clock_mhz < 1.2 * default, arm
         assert arm.median_us * timing.calls_per_batch >= 900  # a batch lasts about 1 ms or more
     assert timing.ratio("TF32", "PEDANTIC").median < 1
+
+
+@pytest.mark.gpu
+def test_shapes_are_timed_in_visits_on_setups_of_their_own_with_one_batch_size():
+    from cublas_det.timing import time_shapes
+
+    shapes = [parse_shape("128x56x4096:nt"), parse_shape("4096x128x128:tn")]
+    run = time_shapes(shapes, ["pedantic", "tf32"], min_rounds=18, max_rounds=18, budget_s=30.0)
+    assert not run.errors and not run.interrupted and list(run.timings) == [s.name for s in shapes]
+    for timing in run.timings.values():
+        assert timing.options["visits"] == 3 and timing.rounds == 18 and timing.stop_reason in ("interval", "rounds")
+        assert all(arm.setups == tuple(v for v in range(3) for _ in range(6)) for arm in timing.arms)
+        ratio = timing.ratio("TF32", "PEDANTIC")
+        assert ratio.setup_half_width > 0 and ratio.ci_low < ratio.median < ratio.ci_high < 1
+        assert timing.elapsed_s > 0
 
 
 @pytest.mark.gpu
@@ -68,3 +83,20 @@ def test_the_monitor_records_the_device():
     assert set(state) >= {"nvml", "before", "during", "sm_clock_default_mhz"}
     if state["nvml"] is not None:  # nvidia-ml-py installed
         assert activity.samples >= 2 and state["before"] is not None and state["nvml"]["sm_clock_max_mhz"]
+
+
+@pytest.mark.gpu
+def test_the_gpu_uuid_in_machine_info_is_the_one_nvml_reports():
+    import re
+
+    from cublas_det._device import device_properties
+
+    gpu = device_properties()
+    assert re.fullmatch(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", gpu["uuid"] or "")
+    pynvml = pytest.importorskip("pynvml", reason="nvidia-ml-py not installed: UUID not checked against NVML")
+    pynvml.nvmlInit()
+    try:
+        uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByPciBusId(gpu["pci_bus_id"]))
+    finally:
+        pynvml.nvmlShutdown()
+    assert gpu["uuid"] == (uuid.decode() if isinstance(uuid, bytes) else uuid)

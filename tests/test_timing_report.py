@@ -18,7 +18,7 @@ def _timing(aa=(1.001, 0.999, 1.003), discards=NO_DISCARDS, activity=None, clock
                  (("PEDANTIC", 9.0), ("TF32", 7.0), ("PEDANTIC-AA", 9.0)))
     ratios = (Ratio("TF32", "PEDANTIC", 0.778, 0.776, 0.780, 12), Ratio("PEDANTIC-AA", "PEDANTIC", *aa, 12))
     return ShapeTiming(SHAPE, parse_shape(SHAPE).flop, 110, 60, 12, arms, ratios, 0.4, "interval", discards, 1485.0,
-                       activity)
+                       activity, {"visits": 3})
 
 
 def _result(timing, gpu_state=None):
@@ -38,9 +38,9 @@ def test_a_quiet_run_shows_how_it_was_timed_and_warns_of_nothing():
     result = _result(_timing(activity=GpuActivity(2)), _quiet_state())
     rendered = text.render_text(result)
     assert TIME_NOTE in rendered and "no launch latency" in TIME_NOTE and "gaps between graph nodes" in TIME_NOTE
-    assert "Intervals are 95%, for this run" in TIME_NOTE  # what an interval does not cover is said
+    assert "over a shape's visits" in TIME_NOTE and "another run on this GPU" in TIME_NOTE  # what it covers
     assert f"{SHAPE}  128x56x4096 op NT" in rendered
-    assert "[110 GEMMs/batch, 60 buffer sets, 12 rounds, stop: interval, SM 1980 MHz]" in rendered
+    assert "[110 GEMMs/batch, 60 buffer sets, 12 rounds in 3 visits, stop: interval, SM 1980 MHz]" in rendered
     assert text.warnings_for(result) == [] and "Warnings" not in rendered
     rows = [line.split() for line in rendered.splitlines() if line.startswith("  ") and line.split()[0] in
             ("PEDANTIC", "TF32", "PEDANTIC-AA")]

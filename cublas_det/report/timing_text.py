@@ -8,9 +8,9 @@ from ..timing.rounds import MAX_REDOS, THROTTLE_FRACTION
 
 TIME_NOTE = ("graph µs: per GEMM, CUDA-graph replay started from a held stream (the kernels and the gaps between "
              "graph nodes; no launch latency). eager µs: per GEMM, Python launches on an idle GPU (host cost "
-             "included). Intervals are 95%, for this run (its rounds and setups); runs minutes apart differ by "
-             "more than they show (bench/rerun_spread.py measures it), so compare runs with --compare, which "
-             "weighs both runs' intervals.")
+             "included). Intervals are 95%, over a shape's visits: rounds taken at moments spread over the run, "
+             "each on a setup made anew, so they hold what another run on this GPU gives "
+             "(bench/rerun_spread.py checks it); compare runs with --compare, which weighs both runs' intervals.")
 KERNEL_NOTE = ("kernel µs: per GEMM, the summed durations of its kernels in held graph replays, as CUPTI records "
                "them (no gaps: the purest cost of a mode). kernels: what the reference call ran.")
 NOT_TRUSTED = " (not trusted)"
@@ -18,7 +18,9 @@ NOT_TRUSTED = " (not trusted)"
 
 def heading_suffix(timing) -> str:
     """How a shape was timed: batch, buffers, rounds, why it stopped, redone rounds, SM clock."""
-    parts = [f"{timing.calls_per_batch} GEMMs/batch", f"{timing.buffer_sets} buffer sets", f"{timing.rounds} rounds"]
+    visits = timing.options.get("visits")
+    rounds = f"{timing.rounds} rounds" + (f" in {visits} visits" if visits else "")
+    parts = [f"{timing.calls_per_batch} GEMMs/batch", f"{timing.buffer_sets} buffer sets", rounds]
     if timing.stop_reason:
         parts.append(f"stop: {timing.stop_reason}")
     if timing.discards.redone:

@@ -5,7 +5,7 @@ The pure modules (``stats``, ``order``, ``rounds``, ``results``, ``clocks``' ari
 summaries in ``monitor``) import without CuPy; ``engine`` and ``hold`` need a GPU when called.
 """
 
-from .engine import SETUPS, WORKSPACE_BYTES, ShapeBench, ShapeSetups, time_shape, warm_up
+from .engine import WORKSPACE_BYTES, RunTiming, ShapeBench, arms_of, time_shape, time_shapes, warm_up
 from .order import cycle_length, round_order, williams_rows
 from .results import (
     AA_ARM,
@@ -19,7 +19,8 @@ from .results import (
     is_control,
     ratio_pairs,
 )
-from .rounds import Sample, run_rounds
+from .rounds import KeptRounds, Sample, run_rounds
+from .visits import VisitsRun, run_visits
 from .stats import (
     MAX_BATCH,
     TARGET_BATCH_S,
@@ -34,8 +35,8 @@ from .stats import (
     stop_reason,
 )
 
-__all__ = ["AA_ARM", "AA_SUFFIX", "AA_TOLERANCE", "MAX_BATCH", "SETUPS", "TARGET_BATCH_S", "WORKSPACE_BYTES",
-           "ArmTiming", "Discards", "Ratio", "Sample", "ShapeBench", "ShapeSetups", "ShapeTiming", "StopReason", "aa_name", "aa_reference",
+__all__ = ["AA_ARM", "AA_SUFFIX", "AA_TOLERANCE", "MAX_BATCH", "TARGET_BATCH_S", "WORKSPACE_BYTES",
+           "ArmTiming", "Discards", "Ratio", "RunTiming", "KeptRounds", "Sample", "ShapeBench", "ShapeTiming", "StopReason", "aa_name", "aa_reference", "arms_of",
            "batch_size", "buffer_sets", "cycle_length", "is_control", "median_ci", "paired_ratio", "probe_calls",
-           "quartiles", "ratio_pairs", "round_order", "run_rounds", "stop_reason", "time_shape", "warm_up",
+           "quartiles", "ratio_pairs", "round_order", "run_rounds", "stop_reason", "time_shape", "time_shapes", "VisitsRun", "run_visits", "warm_up",
            "williams_rows"]

@@ -1,4 +1,4 @@
-"""GPU timing of one GEMM shape in several configurations, side by side (``shared/reference/perf_method.md`` §5).
+"""GPU timing of GEMM shapes in several configurations, side by side (``shared/reference/perf_method.md`` §5).
 
 The method, and why:
 - One sample = CUDA events around a *batch* of n GEMMs lasting >= 1 ms: event resolution is
@@ -17,14 +17,14 @@ The method, and why:
   configurations are chosen.
 - Each batch's SM clock is read from %globaltimer/clock64 stamps on SM 0; a round with a batch
   below 75% of the default clock is redone after a pause (``rounds``).
-- Rounds continue until every paired ratio's 95% interval, less its between-setup term (which
-  more rounds cannot shrink), is within ±0.5% of its median, or the round or time budget runs
-  out; the reason is kept.
-- A shape is timed on several independent *setups* (``ShapeSetups``: operand buffers, handles
-  and graphs made anew), taking whole Williams cycles in turn. Each setup keeps a small bias of
-  its own (0.5-1% on the H200's small GEMMs, against 0.05% between timings of one setup), so
-  one setup's interval holds only what another round of that setup would give: the intervals
-  add the between-setup spread (``stats.between_setups``), for the mean over setups.
+- A run's shapes are timed in *visits* (``visits``): round-robin over the shapes, each visit a
+  setup made anew (operand buffers, handles, graphs) taking one Williams cycle of rounds. A setup
+  keeps a small bias of its own and so does the moment it is timed at (on an H200, 0.25% and
+  0.41% sd on the trunk shapes' TF32/PEDANTIC ratio, against 0.05% between timings of one
+  setup): the intervals add the spread between visits (``stats.between_setups``), so that they
+  hold what another run gives, not only another round of the same setup.
+- Visits continue until every paired ratio's 95% interval is within ±0.5% of its median, or
+  the round or time budget runs out; the reason is kept.
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from .stats import (
     probe_calls,
 )
 
-SETUPS = 4  # independent setups a shape is timed on (as many as fit): t(3) = 3.18 keeps the between-setup term usable
 
 
 def warm_up(seconds: float = 1.0) -> None:
@@ -65,6 +64,18 @@ def warm_up(seconds: float = 1.0) -> None:
             cupy.cuda.get_current_stream().synchronize()
 
 
+def arms_of(configs, aa_control: bool = True) -> dict:
+    """{arm name: configuration}: the configurations (resolved) by name, and with ``aa_control`` the
+    A/A arm, a second handle of the reference configuration (DEFAULT, else PEDANTIC, else the first)."""
+    from ..config import resolve_config
+
+    arm_configs = {config.name: config for config in (resolve_config(c)[0] for c in configs)}
+    if aa_control:
+        reference = aa_reference(arm_configs)
+        arm_configs[aa_name(reference)] = arm_configs[reference]
+    return arm_configs
+
+
 class ShapeBench:
     """One shape set up for timing: rotated operand sets, a handle per arm on one stream, a CUDA
     graph of one batch per arm, and the held launch that times a graph. A context manager.
@@ -74,8 +85,7 @@ class ShapeBench:
     ``<reference>-AA``.
     """
 
-    def __init__(self, shape, configs, *, seed: int = 0, aa_control: bool = True, operands=None,
-                 copy_operands: bool = False):
+    def __init__(self, shape, configs, *, seed: int = 0, aa_control: bool = True, operands=None):
         import cupy
 
         from .._device import device_properties
@@ -93,16 +103,11 @@ class ShapeBench:
         if operands is None:
             operands = device_operands(shape, seed, configs[0])
         a, b = operands
-        if copy_operands:  # a setup of its own: no buffer shared with the setup that made the operands
-            a, b = a.copy(), b.copy()
         self.sets = buffer_sets(shape.footprint_bytes, device_properties()["l2_cache_bytes"])
         self.buffers = [(a, b, output(shape, configs[0]))]
         self.buffers += [(a.copy(), b.copy(), output(shape, configs[0])) for _ in range(self.sets - 1)]
         cupy.cuda.get_current_stream().synchronize()  # the copies are complete before `stream` reads them
-        arm_configs = {config.name: config for config in configs}
-        if aa_control:
-            reference = aa_reference(arm_configs)
-            arm_configs[aa_name(reference)] = arm_configs[reference]
+        arm_configs = arms_of(configs, aa_control)
         self.names = list(arm_configs)
         self.handles = {}
         try:
@@ -257,128 +262,120 @@ class ShapeBench:
                                    clock_mhz(t0, c0, t1, c1), outcomes[slot] == RELEASED, setup)
         return samples
 
-    @property
-    def setups(self) -> int:
-        return 1
-
     def time(self, **options) -> ShapeTiming:
         """Rounds on this one setup until the stopping rule (:func:`time_rounds`); ``prepare`` first."""
         return time_rounds(self, **options)
 
 
-class ShapeSetups:
-    """One shape on several independent setups (a :class:`ShapeBench` each: operand buffers, handles
-    and graphs made anew, the same GEMMs per batch), timed as one: rounds take whole Williams cycles
-    on each setup in turn. The first setup serves what needs only one (kernel traces, profiling).
-    A context manager."""
+@dataclasses.dataclass
+class RunTiming:
+    """What :func:`time_shapes` gave: each timed shape's :class:`ShapeTiming`, the shapes whose timing
+    failed (why, in one line), and whether Ctrl-C ended the visits."""
 
-    def __init__(self, shape, configs, *, setups: int = SETUPS, seed: int = 0, aa_control: bool = True,
-                 operands=None):
-        import cupy
+    timings: dict  # shape name -> ShapeTiming
+    errors: dict  # shape name -> "timing failed: ..."
+    interrupted: bool = False
 
-        self.benches = [ShapeBench(shape, configs, seed=seed, aa_control=aa_control, operands=operands)]
+
+def time_shapes(shapes, configs, *, seed: int = 0, min_rounds: int = 48, max_rounds: int = 60,
+                budget_s: float = 2.5, aa_control: bool = True, monitor=None, kernels: bool = False,
+                failures: tuple | None = None, on_visit=None) -> RunTiming:
+    """Time every shape in each configuration (:class:`GemmConfig`, or a mode name), side by side, in
+    visits spread over the run (``visits``): round-robin over ``shapes``, each visit a fresh
+    :class:`ShapeBench` (one setup) taking one Williams cycle of rounds.
+
+    A shape takes at least ``min_rounds`` and at most ``max_rounds`` (rounded up to whole visits), or
+    stops when every ratio's interval is within ±0.5%, or when its rounds have spent ``budget_s``.
+    Its batch size is calibrated on its first visit and kept. ``monitor``: a running
+    :class:`~.monitor.GpuMonitor`; every shape gets its readings over the visits (they share the
+    run's moments). ``kernels``: after the visits, record each arm's kernels through CUPTI on one
+    more setup. ``failures``: exceptions that end one shape's timing with a one-line reason (default:
+    the GPU's failures, :func:`~cublas_det._device.gpu_failures`); others propagate.
+    """
+    import contextlib
+
+    import cupy
+
+    from .._device import gpu_failures
+    from .visits import run_visits, visits_for
+
+    default = default_sm_clock_mhz()
+    floor = THROTTLE_FRACTION * default if default else None
+    failures = gpu_failures() if failures is None else failures
+    by_name = {shape.name: shape for shape in shapes}
+    names = list(arms_of(configs, aa_control))
+    calls, visit_s = {}, dict.fromkeys(by_name, 0.0)
+    sets = {}
+
+    @contextlib.contextmanager
+    def open_visit(key, visit):
+        opened = time.perf_counter()
         try:
-            operands = self.benches[0].buffers[0][:2]
-            for _ in range(setups - 1):
-                try:
-                    self.benches.append(ShapeBench(shape, configs, seed=seed, aa_control=aa_control,
-                                                   operands=operands, copy_operands=True))
-                except cupy.cuda.memory.OutOfMemoryError:
-                    # The memory check counts one setup: a shape that fits once is timed on the setups
-                    # that fit (options["setups"] says how many), not refused.
-                    cupy.get_default_memory_pool().free_all_blocks()
-                    break
-        except BaseException:
-            self.close()
+            with ShapeBench(by_name[key], configs, seed=seed, aa_control=aa_control) as bench:
+                calls[key] = bench.prepare(calls.get(key))
+                sets[key] = bench.sets
+                yield bench.measure_round
+        except failures:
+            cupy.get_default_memory_pool().free_all_blocks()  # the next shapes get the memory back
             raise
-        first = self.benches[0]
-        self.shape, self.names, self.sets, self.stream = first.shape, first.names, first.sets, first.stream
-        self.calls = 0
+        finally:
+            visit_s[key] += time.perf_counter() - opened
 
-    def __enter__(self) -> ShapeSetups:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        for bench in self.benches:
-            bench.close()
-
-    @property
-    def setups(self) -> int:
-        return len(self.benches)
-
-    @property
-    def graphs(self) -> dict:
-        return self.benches[0].graphs
-
-    def prepare(self, calls: int | None = None) -> int:
-        """Calibrate on the first setup (unless ``calls`` is given); capture every setup's graphs."""
-        self.calls = self.benches[0].prepare(calls)
-        for bench in self.benches[1:]:
-            bench.prepare(self.calls)
-        return self.calls
-
-    def measure_round(self, order: list[str], setup: int = 0) -> dict:
-        return self.benches[setup].measure_round(order, setup)
-
-    def held_replays(self, name: str, replays: int) -> None:
-        self.benches[0].held_replays(name, replays)
-
-    def kernel_signatures(self, replays: int = 2) -> dict:
-        return self.benches[0].kernel_signatures(replays)
-
-    def time(self, **options) -> ShapeTiming:
-        """Rounds on every setup until the stopping rule (:func:`time_rounds`); ``prepare`` first."""
-        return time_rounds(self, **options)
-
-
-def time_rounds(bench, *, started: float, min_rounds: int = 12, max_rounds: int = 100, budget_s: float = 3.0,
-                target_half_width: float = TARGET_HALF_WIDTH, clock_floor_mhz: float | None = None,
-                monitor=None, budget_from: float | None = None) -> ShapeTiming:
-    """Rounds of a prepared :class:`ShapeBench` or :class:`ShapeSetups` until the stopping rule.
-    ``started``: when the shape's timing began (its elapsed time counts from there);
-    ``budget_from``: when the rounds' time budget began (default: ``started``)."""
     mark = monitor.mark() if monitor is not None else 0
+    visits = run_visits(list(by_name), names, open_visit, min_visits=visits_for(min_rounds, len(names)),
+                        max_visits=visits_for(max_rounds, len(names)), budget_s=budget_s, clock_floor_mhz=floor,
+                        failures=failures, on_visit=on_visit)
+    activity = monitor.activity_since(mark) if monitor is not None else None
+    timings = {}
+    for key in by_name:
+        outcome = visits.outcomes.get(key)
+        if outcome is None:
+            continue
+        options = {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
+                   "target_half_width": TARGET_HALF_WIDTH, "order": "williams", "sets": sets[key],
+                   "schedule": "visits", "visits": outcome.visits, "setups": outcome.visits,
+                   "rounds_per_visit": outcome.rounds.rounds // outcome.visits}
+        arms = tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in kept), tuple(s.eager_s * 1e6 for s in kept),
+                               tuple(s.clock_mhz for s in kept), setups=tuple(s.setup for s in kept))
+                     for name, kept in outcome.rounds.kept.items())
+        timings[key] = ShapeTiming(key, by_name[key].flop, calls[key], sets[key], outcome.rounds.rounds, arms,
+                                   outcome.ratios, visit_s[key], outcome.stop_reason.value,
+                                   outcome.rounds.discards, floor, activity, options)
+    if kernels and not visits.interrupted:
+        for key, timing in timings.items():
+            with ShapeBench(by_name[key], configs, seed=seed, aa_control=aa_control) as bench:
+                bench.prepare(calls[key])
+                signatures = bench.kernel_signatures()
+            timings[key] = dataclasses.replace(timing, arms=tuple(
+                dataclasses.replace(arm, kernel_us=signatures[arm.name].kernel_us,
+                                    kernels=signatures[arm.name].describe()) if signatures.get(arm.name) else arm
+                for arm in timing.arms))
+    return RunTiming(timings, visits.errors, visits.interrupted)
+
+
+def time_shape(shape, configs, **options) -> ShapeTiming:
+    """:func:`time_shapes` for one shape (its visits follow each other); a GPU failure raises, and so
+    does Ctrl-C."""
+    run = time_shapes([shape], configs, failures=(), **options)
+    if run.interrupted:
+        raise KeyboardInterrupt
+    return run.timings[shape.name]
+
+
+def time_rounds(bench: ShapeBench, *, started: float, min_rounds: int = 12, max_rounds: int = 100,
+                budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
+                clock_floor_mhz: float | None = None) -> ShapeTiming:
+    """Rounds of one prepared :class:`ShapeBench` until the stopping rule (its interval holds only
+    that setup at that moment: what a cross-check of one setup needs). ``started``: when the
+    shape's timing began (its elapsed time and budget count from there)."""
     outcome = run_rounds(bench.names, bench.measure_round, min_rounds=min_rounds, max_rounds=max_rounds,
                          budget_s=budget_s, target_half_width=target_half_width, clock_floor_mhz=clock_floor_mhz,
-                         started=started if budget_from is None else budget_from, setups=bench.setups)
-    activity = monitor.activity_since(mark) if monitor is not None else None
+                         started=started)
     arms = tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in kept), tuple(s.eager_s * 1e6 for s in kept),
-                           tuple(s.clock_mhz for s in kept),
-                           setups=tuple(s.setup for s in kept) if bench.setups > 1 else ())
+                           tuple(s.clock_mhz for s in kept))
                  for name, kept in outcome.samples.items())
     options = {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
-               "target_half_width": target_half_width, "order": "williams", "sets": bench.sets,
-               "setups": bench.setups}
+               "target_half_width": target_half_width, "order": "williams", "sets": bench.sets, "setups": 1}
     return ShapeTiming(bench.shape.name, bench.shape.flop, bench.calls, bench.sets, outcome.rounds, arms,
                        outcome.ratios, time.perf_counter() - started, outcome.stop_reason.value,
-                       outcome.discards, clock_floor_mhz, activity, options)
-
-
-def time_shape(shape, configs, *, seed: int = 0, min_rounds: int = 12, max_rounds: int = 100,
-               budget_s: float = 3.0, aa_control: bool = True, operands=None, monitor=None,
-               kernels: bool = False, setups: int = SETUPS) -> ShapeTiming:
-    """Time ``shape`` in each configuration (:class:`GemmConfig`, or a mode name), side by side.
-
-    Arms are named by the configurations' names, plus the A/A control ``<reference>-AA`` unless
-    ``aa_control`` is off. ``monitor``: a running :class:`~.monitor.GpuMonitor`, whose readings
-    while this shape ran go into the result. ``kernels``: after the timed rounds, record each
-    arm's kernels through CUPTI (their summed time per GEMM goes into ``ArmTiming.kernel_us``).
-    ``setups``: independent setups the rounds are spread over (:class:`ShapeSetups`).
-    """
-    started = time.perf_counter()
-    default = default_sm_clock_mhz()
-    with ShapeSetups(shape, configs, setups=setups, seed=seed, aa_control=aa_control, operands=operands) as bench:
-        bench.prepare()
-        timing = bench.time(started=started, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget_s,
-                            clock_floor_mhz=THROTTLE_FRACTION * default if default else None, monitor=monitor,
-                            budget_from=time.perf_counter())  # the setups' making does not eat the rounds' budget
-        if not kernels:
-            return timing
-        signatures = bench.kernel_signatures()
-    arms = tuple(dataclasses.replace(arm, kernel_us=signatures[arm.name].kernel_us,
-                                     kernels=signatures[arm.name].describe()) if signatures.get(arm.name) else arm
-                 for arm in timing.arms)
-    return dataclasses.replace(timing, arms=arms)
+                       outcome.discards, clock_floor_mhz, None, options)

@@ -1,12 +1,12 @@
 """The round loop of side-by-side timing, apart from the GPU: order, redo, pair, stop.
 
-``run_rounds`` asks a ``measure_round(order, setup)`` callback for one sample per arm, in the
-Williams order of the round, on one of ``setups`` setups (whole order cycles on each in turn), and
-decides everything else: a round whose batch ran below the clock floor
+``KeptRounds`` asks a ``measure_round(order, setup)`` callback for one sample per arm, in the
+Williams order of the round, and decides everything else: a round whose batch ran below the clock floor
 (nvbench's 75% of the default SM clock) or started without the stream held is redone, after a
 pause when throttled, up to ``max_redos`` times a shape (then kept and counted, so a GPU that
-stays throttled still ends); kept rounds are paired into ratios; the stopping rule says when and
-why to stop. The GPU loop supplies the callback; tests supply synthetic rounds.
+stays throttled still ends); kept rounds are paired into ratios. ``run_rounds`` takes rounds of one setup until
+the stopping rule says when and why to stop (``visits`` times a run's shapes). The GPU loop
+supplies the callback; tests supply synthetic rounds.
 """
 
 from __future__ import annotations
@@ -73,41 +73,59 @@ def take_round(measure_round, order: list[str], setup: int, discards: Discards, 
             sleep(THROTTLE_PAUSE_S)
 
 
+class KeptRounds:
+    """One shape's kept rounds so far, one :class:`Sample` per arm and round, and what was redone.
+
+    Rounds go on from where they stopped, on whatever setup measures them: the Williams order
+    follows the kept rounds, so a redone round is retaken in the same order and a shape timed in
+    several visits stays balanced as long as each visit takes whole order cycles.
+    """
+
+    def __init__(self, names: list[str]):
+        self.names = list(names)
+        self.kept = {name: [] for name in self.names}
+        self.discards = Discards()
+
+    @property
+    def rounds(self) -> int:
+        return len(self.kept[self.names[0]])
+
+    def take(self, measure_round, count: int, setup: int = 0, *, clock_floor_mhz: float | None = None,
+             max_redos: int = MAX_REDOS, sleep=time.sleep) -> None:
+        """``count`` more rounds of ``measure_round(order, setup)`` (:func:`take_round`)."""
+        for _ in range(count):
+            measured, self.discards = take_round(measure_round, round_order(self.names, self.rounds), setup,
+                                                 self.discards, clock_floor_mhz=clock_floor_mhz,
+                                                 max_redos=max_redos, sleep=sleep)
+            for name in self.names:
+                self.kept[name].append(measured[name])
+
+    def keep_first(self, count: int) -> None:
+        """Drop the rounds after the first ``count`` (what was redone stays counted)."""
+        for name in self.names:
+            del self.kept[name][count:]
+
+    def ratios(self) -> tuple[Ratio, ...]:
+        """The paired ratios of the kept rounds; taken on several setups, their spread widens the intervals."""
+        taken_on = [s.setup for s in self.kept[self.names[0]]]
+        setups = taken_on if len(set(taken_on)) > 1 else None
+        return tuple(paired_ratio(n, d, [s.graph_s for s in self.kept[n]], [s.graph_s for s in self.kept[d]], setups)
+                     for n, d in ratio_pairs(self.names))
+
+
 def run_rounds(names: list[str], measure_round, *, min_rounds: int = 12, max_rounds: int = 100,
                budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
                clock_floor_mhz: float | None = None, started: float | None = None, max_redos: int = MAX_REDOS,
-               setups: int = 1, now=time.perf_counter, sleep=time.sleep) -> RoundsOutcome:
-    """Rounds until the stopping rule says stop; ``started`` is when the shape's budget began.
-
-    With several ``setups``, each takes whole Williams cycles in turn, and every stop (interval,
-    rounds, budget) comes at the end of a whole pass, when every setup has taken as many rounds:
-    ``max_rounds`` is rounded down to whole passes (one at least), and the budget is checked only
-    there.
-    """
+               now=time.perf_counter, sleep=time.sleep) -> RoundsOutcome:
+    """Rounds of one setup until the stopping rule says stop; ``started`` is when the shape's budget began.
+    (A run's shapes are timed in visits instead: ``visits.run_visits``.)"""
     started = now() if started is None else started
-    kept = {name: [] for name in names}
-    pairs = ratio_pairs(names)
-    order_cycle = cycle_length(len(names))
-    cycle = order_cycle * setups
-    if setups > 1:
-        max_rounds = max(cycle, max_rounds // cycle * cycle)
-    discards = Discards()
-    ratios: list[Ratio] = []
-    rounds = 0
+    rounds = KeptRounds(names)
+    cycle = cycle_length(len(names))
     while True:
-        # The order follows kept rounds: a redone round is retaken in the same order, so the
-        # kept rounds stay balanced.
-        measured, discards = take_round(measure_round, round_order(names, rounds), (rounds // order_cycle) % setups,
-                                        discards, clock_floor_mhz=clock_floor_mhz, max_redos=max_redos, sleep=sleep)
-        for name in names:
-            kept[name].append(measured[name])
-        rounds += 1
-        if setups > 1 and rounds % cycle:
-            continue  # within a pass: no stop, so no setup is left with fewer rounds
-        taken_on = [s.setup for s in kept[names[0]]] if setups > 1 else None
-        ratios = [paired_ratio(n, d, [s.graph_s for s in kept[n]], [s.graph_s for s in kept[d]], taken_on)
-                  for n, d in pairs]
-        reason = stop_reason(ratios, rounds, now() - started, min_rounds=min_rounds, max_rounds=max_rounds,
+        rounds.take(measure_round, 1, clock_floor_mhz=clock_floor_mhz, max_redos=max_redos, sleep=sleep)
+        ratios = rounds.ratios()
+        reason = stop_reason(ratios, rounds.rounds, now() - started, min_rounds=min_rounds, max_rounds=max_rounds,
                              budget_s=budget_s, target_half_width=target_half_width, cycle=cycle)
         if reason is not None:
-            return RoundsOutcome(kept, tuple(ratios), rounds, reason, discards)
+            return RoundsOutcome(rounds.kept, ratios, rounds.rounds, reason, rounds.discards)

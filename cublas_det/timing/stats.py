@@ -13,10 +13,23 @@ import statistics
 TARGET_BATCH_S = 1e-3  # a sample lasts >= 1 ms: ~2000x the 0.5 µs resolution of CUDA events
 MAX_BATCH = 4000
 PROBE_MAX_CALLS = 16
-TARGET_HALF_WIDTH = 0.005  # stop when every ratio's sampling half-width is within ±0.5% of its median
+TARGET_HALF_WIDTH = 0.005  # stop when every ratio's interval is within ±0.5% of its median
 BUDGET_FLOOR_ROUNDS = 5  # the time budget may stop a shape only after this many rounds
 # Student's t, two-sided 95%, by degrees of freedom: the between-setup term of an interval from a few setups.
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131}
+Z_975 = 1.959964
+
+
+def t_975(dof: int) -> float:
+    """Student's t, two-sided 95%, for ``dof`` degrees of freedom: the table up to 15, then the
+    Cornish-Fisher expansion about the normal quantile (within 0.001 of the exact value from 16 on)."""
+    if dof < 1:
+        raise ValueError("Student's t needs at least one degree of freedom")
+    if dof in T_975:
+        return T_975[dof]
+    z = Z_975
+    return z + (z ** 3 + z) / (4 * dof) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * dof ** 2)
 
 
 def quartiles(values) -> tuple[float, float, float]:
@@ -54,11 +67,13 @@ def between_setups(values, setups) -> float:
     one setup.
 
     A setup (operand buffers, handles and graphs made anew) keeps its own small bias for as long
-    as it lives: on an H200 the TF32/PEDANTIC ratio of one setup timed five times stayed within
-    0.05%, of five setups spread over 0.5-1%. An interval from the rounds of one setup holds only
-    what another round of that setup would give; with this term it is an interval for the mean
-    over setups. (Added in quadrature to the rounds' interval, whose noise the setup medians also
-    carry: conservative.)
+    as it lives, and the moment it is timed at has one too: on an H200 the TF32/PEDANTIC ratio of
+    one setup timed five times stayed within 0.05%, of five setups spread over 0.5-1%, and a
+    shape's visits seconds apart in one run moved it by 0.41% (sd) beyond its setups' spread. An
+    interval from the rounds of one setup holds only what another round of that setup would give;
+    with this term, over setups made at moments spread through the run (the run's visits), it is
+    an interval for what another run gives. (Added in quadrature to the rounds' interval, whose
+    noise the setup medians also carry: conservative.)
     """
     groups: dict = {}
     for value, setup in zip(values, setups):
@@ -67,7 +82,7 @@ def between_setups(values, setups) -> float:
         return 0.0
     medians = [statistics.median(group) for group in groups.values()]
     count = len(medians)
-    return T_975.get(count - 1, 1.96) * statistics.stdev(medians) / math.sqrt(count)
+    return t_975(count - 1) * statistics.stdev(medians) / math.sqrt(count)
 
 
 def widened_ci(values, setups=None) -> tuple[float, float]:
@@ -86,8 +101,9 @@ def widened_ci(values, setups=None) -> tuple[float, float]:
 class Ratio:
     """Median of per-round ratios numerator/denominator, with its 95% interval.
 
-    With several setups the interval holds the between-setup term too; ``setup_half_width`` is
-    that term relative to the median (0 with one setup), which more rounds cannot shrink.
+    With several setups (a run's visits) the interval holds the between-setup term too;
+    ``setup_half_width`` is that term relative to the median (0 with one setup), which more rounds
+    of the same setups cannot shrink, and more visits do.
     """
 
     numerator: str
@@ -105,7 +121,7 @@ class Ratio:
 
     @property
     def sampling_half_width(self) -> float:
-        """The part of :attr:`half_width` that more rounds shrink (what the stopping rule watches)."""
+        """The part of :attr:`half_width` that more rounds of the same setups shrink."""
         return math.sqrt(max(0.0, self.half_width ** 2 - self.setup_half_width ** 2))
 
     def excludes(self, low: float, high: float) -> bool:
@@ -137,24 +153,25 @@ class StopReason(str, enum.Enum):
     INTERVAL = "interval"  # every ratio's interval within the target, after min_rounds complete cycles
     ROUNDS = "rounds"  # max_rounds taken
     BUDGET = "budget"  # the time budget spent
+    INTERRUPTED = "interrupted"  # Ctrl-C: the visits taken so far
 
 
 def stop_reason(ratios: list[Ratio], rounds: int, elapsed_s: float, *, min_rounds: int = 12,
                 max_rounds: int = 100, budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
-                cycle: int = 1) -> StopReason | None:
+                cycle: int = 1, budget_floor: int = BUDGET_FLOOR_ROUNDS) -> StopReason | None:
     """Whether to stop after ``rounds`` kept rounds, and why; None to go on.
 
-    The interval rule watches each ratio's sampling half-width (its interval less the between-setup
-    term, which more rounds cannot shrink) and waits for a whole number of order cycles (``cycle``
-    rounds), so every arm has followed every other equally often. The budget stops a shape only after BUDGET_FLOOR_ROUNDS
-    rounds (or min_rounds, if fewer): a 50 ms GEMM still gets an interval, just a wider one.
+    The interval rule watches each ratio's whole interval (timed in visits, its between-visit term
+    too, which more visits shrink) and waits for a whole number of order cycles (``cycle`` rounds),
+    so every arm has followed every other equally often. The budget stops a shape only after
+    ``budget_floor`` rounds (or min_rounds, if fewer): a 50 ms GEMM still gets an interval, just a
+    wider one.
     """
-    if rounds >= min_rounds and rounds % cycle == 0 and all(r.sampling_half_width <= target_half_width
-                                                             for r in ratios):
+    if rounds >= min_rounds and rounds % cycle == 0 and all(r.half_width <= target_half_width for r in ratios):
         return StopReason.INTERVAL
     if rounds >= max_rounds:
         return StopReason.ROUNDS
-    if elapsed_s >= budget_s and rounds >= min(min_rounds, BUDGET_FLOOR_ROUNDS):
+    if elapsed_s >= budget_s and rounds >= min(min_rounds, budget_floor):
         return StopReason.BUDGET
     return None
 

@@ -1,0 +1,149 @@
+"""A run's timing in visits, apart from the GPU: round-robin over shapes, one Williams cycle a visit on
+a setup of its own, intervals that hold the spread between visits, stops per shape, failures and Ctrl-C."""
+
+import contextlib
+import itertools
+import random
+
+import pytest
+
+from cublas_det.timing import Sample, StopReason, median_ci, round_order, run_rounds
+from cublas_det.timing.visits import MIN_VISITS_FOR_INTERVAL, run_visits, visits_for
+
+NAMES = ["PEDANTIC", "TF32"]  # a Williams cycle of 2 rounds
+TRUE_RATIO = 0.5
+
+
+class Moments:
+    """Synthetic setups: TF32 takes TRUE_RATIO x PEDANTIC's time, times the bias of the visit (the moment
+    and the setup, drawn once a visit) and +-``noise`` per batch."""
+
+    def __init__(self, visit_sd=0.004, noise=0.001, seed=0, fail=None, interrupt_at=None):
+        self.rng = random.Random(seed)
+        self.visit_sd, self.noise = visit_sd, noise
+        self.opened, self.orders, self.bias = [], [], {}
+        self.fail, self.interrupt_at = fail or {}, interrupt_at
+        self.rounds = itertools.count()
+
+    @contextlib.contextmanager
+    def open_visit(self, key, visit):
+        self.opened.append((key, visit))
+        if (key, visit) in self.fail:
+            raise self.fail[key, visit]
+        self.bias[key, visit] = 1 + self.rng.gauss(0, self.visit_sd)
+        yield lambda order, setup: self.measure(key, visit, order, setup)
+
+    def measure(self, key, visit, order, setup):
+        if next(self.rounds) == self.interrupt_at:
+            raise KeyboardInterrupt
+        self.orders.append((key, order))
+        times = {"PEDANTIC": 2e-5, "TF32": 2e-5 * TRUE_RATIO * self.bias[key, visit]}
+        return {name: Sample(times[name] * (1 + self.rng.uniform(-self.noise, self.noise)), 1e-5, 1980.0, True, setup)
+                for name in order}
+
+
+def _run(moments, keys=("a", "b", "c"), **options):
+    options = {"min_visits": 4, "max_visits": 12, "budget_s": 1e9, "now": itertools.count().__next__,
+               "sleep": lambda s: None, **options}
+    return run_visits(list(keys), NAMES, moments.open_visit, **options)
+
+
+def test_visits_go_round_robin_one_cycle_each_on_a_setup_of_their_own():
+    moments = Moments()
+    seen = []
+    run = _run(moments, min_visits=3, max_visits=3, target_half_width=0.0,
+               on_visit=lambda visit, going: seen.append((visit, going)))
+    assert moments.opened == [(key, visit) for visit in range(3) for key in "abc"]
+    assert seen == [(1, 3), (2, 3), (3, 0)]
+    for key in "abc":
+        outcome = run.outcomes[key]
+        assert outcome.visits == 3 and outcome.rounds.rounds == 6 and outcome.stop_reason is StopReason.ROUNDS
+        assert [s.setup for s in outcome.rounds.kept["TF32"]] == [0, 0, 1, 1, 2, 2]  # a sample's setup: its visit
+        # The Williams order follows the shape's kept rounds across its visits.
+        assert [order for k, order in moments.orders if k == key] == [round_order(NAMES, r) for r in range(6)]
+
+
+def test_the_interval_holds_the_spread_between_visits():
+    run = _run(Moments(visit_sd=0.004, noise=0.0005), keys=["a"], min_visits=12, max_visits=12)
+    kept = run.outcomes["a"].rounds.kept
+    ratio = run.outcomes["a"].ratios[0]
+    # The rounds' own noise is 0.05%, the visits' 0.4%: the between-visit term carries the visits'
+    # spread (t(11) x 0.4% / sqrt(12), ~0.25%), added in quadrature to the rounds' interval.
+    blind_low, blind_high = median_ci([t.graph_s / p.graph_s for t, p in zip(kept["TF32"], kept["PEDANTIC"])])
+    assert 0.0015 < ratio.setup_half_width < 0.004
+    assert ratio.ci_low < blind_low and ratio.ci_high > blind_high
+    assert ratio.half_width ** 2 == pytest.approx(ratio.setup_half_width ** 2 + ratio.sampling_half_width ** 2)
+
+
+def test_another_run_lands_inside_the_interval_as_often_as_it_promises():
+    """The point of visits: over many synthetic runs whose moments differ (0.4% sd a visit, 0.05% noise a
+    batch), an interval from 12 visits holds the true ratio at least as often as 95% intervals
+    should (they are conservative), where one stretch of rounds on one setup, as the bench timed
+    before, holds it far less often."""
+    visits_held = stretch_held = 0
+    runs = 200
+    for seed in range(runs):
+        ratio = _run(Moments(noise=0.0005, seed=seed), keys=["a"], min_visits=12, max_visits=12).outcomes["a"].ratios[0]
+        visits_held += ratio.ci_low <= TRUE_RATIO <= ratio.ci_high
+        moments = Moments(noise=0.0005, seed=seed)
+        with moments.open_visit("a", 0) as measure_round:
+            one = run_rounds(NAMES, measure_round, min_rounds=24, max_rounds=24, budget_s=1e9,
+                             now=itertools.count().__next__)
+        stretch_held += one.ratios[0].ci_low <= TRUE_RATIO <= one.ratios[0].ci_high
+    assert visits_held >= 0.93 * runs
+    assert stretch_held <= 0.5 * runs
+
+
+def test_each_shape_stops_on_its_own_and_the_others_go_on():
+    moments = Moments()
+    quiet = Moments(visit_sd=0.0, noise=0.0001)
+
+    @contextlib.contextmanager
+    def open_visit(key, visit):  # "q" is quiet and meets the target at min_visits; "n" is noisy
+        with (quiet if key == "q" else moments).open_visit(key, visit) as measure_round:
+            yield measure_round
+
+    run = run_visits(["q", "n"], NAMES, open_visit, min_visits=3, max_visits=7, budget_s=1e9, target_half_width=0.001,
+                     now=itertools.count().__next__)
+    assert (run.outcomes["q"].stop_reason, run.outcomes["q"].visits) == (StopReason.INTERVAL, 3)
+    assert (run.outcomes["n"].stop_reason, run.outcomes["n"].visits) == (StopReason.ROUNDS, 7)
+    assert [key for key, _ in quiet.opened + moments.opened].count("n") == 7
+
+
+def test_the_budget_stops_a_shape_after_two_visits_not_before():
+    ticks = itertools.count(step=10.0).__next__  # each look at the clock: 10 s later, so a visit spends 10 s
+    run = _run(Moments(), keys=["a"], min_visits=5, budget_s=1.0, now=ticks)
+    assert (run.outcomes["a"].stop_reason, run.outcomes["a"].visits) == (StopReason.BUDGET, MIN_VISITS_FOR_INTERVAL)
+    assert run.outcomes["a"].rounds_s == pytest.approx(20.0)
+
+
+def test_a_failing_shape_is_named_in_one_line_and_the_others_are_timed():
+    moments = Moments(fail={("b", 1): MemoryError("out of memory allocating 2 GiB")})
+    run = _run(moments, min_visits=3, max_visits=3, failures=(MemoryError,))
+    assert run.errors == {"b": "timing failed: MemoryError: out of memory allocating 2 GiB"}
+    assert set(run.outcomes) == {"a", "c"} and not run.interrupted
+    assert ("b", 2) not in moments.opened
+    with pytest.raises(MemoryError):  # what is not a failure of the GPU is a bug: it propagates
+        _run(Moments(fail={("b", 1): MemoryError("x")}), min_visits=3, max_visits=3)
+
+
+def test_ctrl_c_keeps_the_shapes_with_two_whole_visits_and_leaves_a_cut_visit_out():
+    # Rounds are taken a, a, b, b, c, c per turn of visits; round 16 is c's first round in visit 2,
+    # after a and b took theirs.
+    run = _run(Moments(interrupt_at=16), min_visits=5)
+    assert run.interrupted
+    assert {k: (o.visits, o.rounds.rounds, o.stop_reason) for k, o in run.outcomes.items()} == {
+        "a": (3, 6, StopReason.INTERRUPTED), "b": (3, 6, StopReason.INTERRUPTED), "c": (2, 4, StopReason.INTERRUPTED)}
+    early = _run(Moments(interrupt_at=7), min_visits=5)  # a has one visit and a round, b and c one visit
+    assert early.interrupted and early.outcomes == {}
+
+
+def test_a_shape_takes_two_visits_at_least_whatever_it_is_asked():
+    run = _run(Moments(visit_sd=0.0, noise=0.0), keys=["a"], min_visits=1, max_visits=1, target_half_width=0.5)
+    assert (run.outcomes["a"].visits, run.outcomes["a"].stop_reason) == (2, StopReason.INTERVAL)
+
+
+def test_visits_for_rounds_up_to_whole_cycles():
+    assert visits_for(48, 4) == 12 and visits_for(60, 4) == 15 and visits_for(5, 4) == 2
+    assert visits_for(48, 3) == 8  # 3 arms: a Williams cycle of 6
+    assert visits_for(0, 4) == 1
