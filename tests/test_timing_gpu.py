@@ -100,3 +100,21 @@ def test_the_gpu_uuid_in_machine_info_is_the_one_nvml_reports():
     finally:
         pynvml.nvmlShutdown()
     assert gpu["uuid"] == (uuid.decode() if isinstance(uuid, bytes) else uuid)
+
+
+@pytest.mark.gpu
+def test_fresh_placement_puts_each_setup_at_other_addresses_where_the_pool_would_not():
+    import random
+
+    import cupy
+
+    from cublas_det.timing.engine import fresh_placement
+
+    rng = random.Random(1)
+    placed = []
+    for _ in range(3):
+        with fresh_placement(rng):
+            placed.append(cupy.empty(2**20, cupy.float32).data.ptr)
+    assert len(set(placed)) == 3
+    pooled = [cupy.empty(2**20, cupy.float32).data.ptr for _ in range(2)]
+    assert pooled[0] == pooled[1]  # what the pool does on its own: the freed block again

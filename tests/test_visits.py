@@ -147,3 +147,49 @@ def test_visits_for_rounds_up_to_whole_cycles():
     assert visits_for(48, 4) == 12 and visits_for(60, 4) == 15 and visits_for(5, 4) == 2
     assert visits_for(48, 3) == 8  # 3 arms: a Williams cycle of 6
     assert visits_for(0, 4) == 1
+
+
+def test_time_shapes_builds_each_shapes_timing_from_its_visits(monkeypatch):
+    """The engine's GPU glue on stand-ins: setups made per visit, round-robin, the first visit's batch
+    size kept, and each shape's ShapeTiming (samples by visit, options, clock floor)."""
+    from cublas_det import operands
+    from cublas_det.shapes import parse_shape
+    from cublas_det.timing import engine
+
+    made = []
+
+    class FakeBench:
+        def __init__(self, shape, configs, *, aa_control=True, operands=None, seed=0):
+            assert operands is not None  # from the run's host copy, not made anew
+            self.shape, self.names, self.sets = shape, list(engine.arms_of(configs, aa_control)), 7
+            made.append(shape.name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def prepare(self, calls=None):
+            return calls or 100 + len(made)  # a recalibration would give another count
+
+        def measure_round(self, order, setup):
+            return {name: Sample(1e-5 if name == "TF32" else 2e-5, 3e-5, 1980.0, True, setup) for name in order}
+
+    placed = []
+    monkeypatch.setattr(engine, "ShapeBench", FakeBench)
+    monkeypatch.setattr(engine, "fresh_placement", lambda rng: placed.append(rng) or contextlib.nullcontext())
+    monkeypatch.setattr(engine, "default_sm_clock_mhz", lambda: 1980.0)
+    monkeypatch.setattr(operands, "_upload", lambda a, b: (a, b))
+    shapes = [parse_shape("64x32x16"), parse_shape("32x64x16:tn")]
+    run = engine.time_shapes(shapes, ["pedantic", "tf32"], min_rounds=12, max_rounds=12, budget_s=1e9, failures=())
+    assert made == [s.name for s in shapes] * 2 and len(placed) == 4  # 2 visits of a 6-round cycle (3 arms)
+    assert not run.errors and not run.interrupted
+    for shape, calls in zip(shapes, (101, 102)):
+        timing = run.timings[shape.name]
+        assert timing.calls_per_batch == calls and timing.buffer_sets == 7 and timing.rounds == 12
+        assert [a.name for a in timing.arms] == ["PEDANTIC", "TF32", "PEDANTIC-AA"]
+        assert all(a.setups == (0,) * 6 + (1,) * 6 for a in timing.arms)
+        assert timing.options["visits"] == timing.options["setups"] == 2 and timing.options["rounds_per_visit"] == 6
+        assert timing.ratio("TF32", "PEDANTIC").median == pytest.approx(0.5) and timing.clock_floor_mhz == 1485.0
+        assert timing.stop_reason == "interval" and timing.elapsed_s > 0

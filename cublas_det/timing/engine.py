@@ -18,18 +18,20 @@ The method, and why:
 - Each batch's SM clock is read from %globaltimer/clock64 stamps on SM 0; a round with a batch
   below 75% of the default clock is redone after a pause (``rounds``).
 - A run's shapes are timed in *visits* (``visits``): round-robin over the shapes, each visit a
-  setup made anew (operand buffers, handles, graphs) taking one Williams cycle of rounds. A setup
-  keeps a small bias of its own and so does the moment it is timed at (on an H200, 0.25% and
-  0.41% sd on the trunk shapes' TF32/PEDANTIC ratio, against 0.05% between timings of one
-  setup): the intervals add the spread between visits (``stats.between_setups``), so that they
-  hold what another run gives, not only another round of the same setup.
+  setup made anew (operand buffers, handles, graphs) on device pages of its own
+  (``fresh_placement``), taking one Williams cycle of rounds. A setup keeps a small bias of its
+  own, and so do the moment it is timed at and the pages it reads: the intervals add the spread
+  between visits (``stats.between_setups``), so that they hold what another run gives, not only
+  another round of the same setup.
 - Visits continue until every paired ratio's 95% interval is within ±0.5% of its median, or
   the round or time budget runs out; the reason is kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import random
 import time
 
 from ..memory import WORKSPACE_BYTES
@@ -62,6 +64,36 @@ def warm_up(seconds: float = 1.0) -> None:
             for _ in range(10):
                 gemm(a, a, out=out, handle=handle)
             cupy.cuda.get_current_stream().synchronize()
+
+
+SPACER_MAX_BYTES = 2 * 2**30  # the largest spacer a visit holds (and at most a tenth of the free memory)
+
+
+@contextlib.contextmanager
+def fresh_placement(rng: random.Random):
+    """Device memory that the setup made inside has not had before: CuPy's pool gives its cached
+    blocks back to the driver, and a spacer of random size (up to SPACER_MAX_BYTES) is held until
+    the context ends, so the setup's buffers land on other pages than the last visit's.
+
+    Why: a process's pool hands each visit the blocks of the one before, so every visit of a run
+    reads its operands from the same pages, and the pages carry a bias of their own. On an H200
+    (trunk shapes, 4 processes x 6 visits), the processes' means of the TF32/PEDANTIC ratio
+    differed by 0.14% (sd) beyond their visits' spread with the pool as it is, and by 0.00% with
+    fresh placement; within a process, the visits' spread was the same (0.38% and 0.39%).
+    """
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    size = rng.randrange(0, min(SPACER_MAX_BYTES, free // 10) // 512 + 1) * 512
+    try:
+        spacer = cupy.empty(size, cupy.uint8)
+    except cupy.cuda.memory.OutOfMemoryError:  # no room for one: this visit's pages are the pool's
+        spacer = None
+    try:
+        yield
+    finally:
+        del spacer
 
 
 def arms_of(configs, aa_control: bool = True) -> dict:
@@ -282,7 +314,8 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_rounds: int = 48, max_rou
                 failures: tuple | None = None, on_visit=None) -> RunTiming:
     """Time every shape in each configuration (:class:`GemmConfig`, or a mode name), side by side, in
     visits spread over the run (``visits``): round-robin over ``shapes``, each visit a fresh
-    :class:`ShapeBench` (one setup) taking one Williams cycle of rounds.
+    :class:`ShapeBench` (one setup, on pages of its own: :func:`fresh_placement`) taking one
+    Williams cycle of rounds.
 
     A shape takes at least ``min_rounds`` and at most ``max_rounds`` (rounded up to whole visits), or
     stops when every ratio's interval is within ±0.5%, or when its rounds have spent ``budget_s``.
@@ -292,11 +325,12 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_rounds: int = 48, max_rou
     more setup. ``failures``: exceptions that end one shape's timing with a one-line reason (default:
     the GPU's failures, :func:`~cublas_det._device.gpu_failures`); others propagate.
     """
-    import contextlib
-
     import cupy
 
     from .._device import gpu_failures
+    from ..config import resolve_config
+    from ..memory import host_available_bytes
+    from ..operands import HostOperandCache
     from .visits import run_visits, visits_for
 
     default = default_sm_clock_mhz()
@@ -306,12 +340,18 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_rounds: int = 48, max_rou
     names = list(arms_of(configs, aa_control))
     calls, visit_s = {}, dict.fromkeys(by_name, 0.0)
     sets = {}
+    operand_type = resolve_config(configs[0])[0]  # one input type for every arm (ShapeBench checks)
+    # A quarter of the host's free memory at most (8 GiB assumed where /proc/meminfo is missing).
+    operands = HostOperandCache(seed, (host_available_bytes() or 8 * 2**30) // 4)
+    placements = random.Random()  # a new draw every run: the runs' placements are what differ
 
     @contextlib.contextmanager
     def open_visit(key, visit):
         opened = time.perf_counter()
         try:
-            with ShapeBench(by_name[key], configs, seed=seed, aa_control=aa_control) as bench:
+            with fresh_placement(placements), ShapeBench(
+                    by_name[key], configs, aa_control=aa_control,
+                    operands=operands.device_operands(by_name[key], operand_type)) as bench:
                 calls[key] = bench.prepare(calls.get(key))
                 sets[key] = bench.sets
                 yield bench.measure_round

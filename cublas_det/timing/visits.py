@@ -1,18 +1,24 @@
 """A run's timing in visits: each shape is timed in short visits, round-robin over the run's shapes,
 each visit on a setup made anew. Apart from the GPU: the setups come from an ``open_visit`` callback.
 
-Why visits: a shape's TF32/PEDANTIC ratio moves from one moment of a run to the next by more than
-its rounds show. On an H200 (trunk shapes, 4 processes x 4 visits of 4 setups each), the visits of
-one process, seconds apart, differed by 0.41% (sd, pooled) beyond the spread of their setups
-(0.25%), and the processes by 0.06% beyond that of their visits: a run is its moments. A shape
-timed in one stretch (its 48 rounds took a second) held one moment, so another run's median fell
-outside its interval far more often than 5% (25 of 30 run pairs inside where 29 were due, 97 of
-180 across two machine sessions where 173 were due).
+Why visits: a shape's TF32/PEDANTIC ratio moves from one moment of a run to the next, and from one
+placement of its buffers to the next, by more than its rounds show. A shape timed in one stretch
+(48 rounds in a second, on setups made together) held one moment, so another run's median fell
+outside its interval far more often than 5% (on an H200: 25 of 30 run pairs inside where 29 were
+due; 97 of 180 across two machine sessions where 173 were due). Measured on H200s (trunk shapes):
 
-So each visit takes one whole Williams cycle of rounds on a setup of its own (operand buffers,
-handles, graphs), and a sample's setup is its visit: the interval's between-setup term
-(``stats.between_setups``) is the spread between visits, the moments' and the setups' biases
-together, which more visits shrink. A visit of one setup is the cheapest way to sample both.
+- visits of one process, seconds apart, differed by 0.41% (sd) beyond the spread of setups made
+  together (0.25%);
+- with each visit's buffers in the pool's blocks of the visit before (12 visits a shape, 4 runs),
+  runs still differed by 0.14% beyond their visits' spread: 141 of 180 pairs inside where 172
+  were due. The pages carry a bias, and a process's pool hands every visit the same pages; with
+  the pool emptied and a random spacer before each visit (``engine.fresh_placement``), 4
+  processes x 6 visits differed by 0.00% beyond (0.14% without, in the same processes).
+
+So each visit takes one whole Williams cycle of rounds on a setup of its own, and a sample's setup
+is its visit: the interval's between-setup term (``stats.between_setups``) is the spread between
+visits, the moments', the placements' and the setups' biases together, which more visits shrink.
+A visit of one setup is the cheapest way to sample them all.
 """
 
 from __future__ import annotations
