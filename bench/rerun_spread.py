@@ -68,7 +68,7 @@ def run_ratios(path: str, numerator: str, denominator: str) -> tuple[dict, str |
 
 def gpus_line(uuids: list) -> str:
     """Whether the runs share one GPU: a spread between runs on several GPUs is partly the GPUs'."""
-    known = set(u for u in uuids if u)
+    known = {u for u in uuids if u}
     if not known:
         return "GPU: no UUID in these files (written before it was recorded): another GPU of the model cannot be told apart"
     unknown = f"; {uuids.count(None)} file(s) without one" if None in uuids else ""

@@ -8,12 +8,13 @@ Per shape in both files: the suite's ratio of medians (per-GEMM GPU times of two
 the same rounds) and the bench's paired ratio with its 95% interval; "inside" when the suite's
 ratio lies in that interval.
 
-That interval is for the ratio on this GPU, from the bench's own rounds and setups. The suite is
-another run, on setups of its own, with an error of its own, so a shape outside is not by itself a
-fault of either. The rerun's reach, sqrt(2) x each side of the interval, allows the suite an
-error as large as the bench's; that is what the verdict and the exit code go by. On the H200 it
-held 11 to 14 of 15 shapes: bench runs minutes apart also differ by more than their intervals
-show (``bench/rerun_spread.py`` measures by how much).
+That interval is for the ratio on this GPU, from the bench's visits. The suite is another run (in
+twice the visits), with an error of its own, so a shape outside is not by itself a fault of
+either. The rerun's reach, sqrt(2) x each side of the interval, allows the suite an error as large
+as the bench's; that is what the verdict and the exit code go by. On the H200, one suite run
+against three bench runs: inside on 10, 12 and 14 of 15 shapes, within reach on 14, 14 and 15.
+Bench runs in separate processes still differ by more than their intervals show, 0.15% (pooled)
+beyond (``bench/rerun_spread.py`` measures it).
 Exit codes: 0 every shared shape within reach; 1 one beyond; 2 a file that cannot be read.
 """
 

@@ -35,9 +35,9 @@ PRESETS = os.environ.get("CUBLAS_DET_BENCH_PRESETS", "trunk mamba2-130m").split(
 TOKENS = int(os.environ.get("CUBLAS_DET_BENCH_TOKENS", "16384"))
 SHAPES = resolve_shapes(PRESETS, tokens=TOKENS)
 MODES = ("PEDANTIC", "DEFAULT", "TF32")  # the bench's default modes, in its order (the A/A arm follows)
-VISITS = 24  # visits a shape: 96 rounds of 4 arms, twice the bench's 12 visits
+VISITS = 24  # visits a shape (a Williams cycle each: 96 rounds of 4 arms), twice the bench's 12
 DISABLED_VISITS = 2  # under --benchmark-disable (each test called once): enough for a timing, not for an interval
-BUDGET_S = 30.0  # a shape's rounds stop after this many seconds (after two visits): large GEMMs
+BUDGET_S = 30.0  # a shape's rounds stop after this many seconds (after 4 visits): large GEMMs
 
 
 class GpuClock:
@@ -84,8 +84,7 @@ def shape_timing(shape, selected, *, visits: int = VISITS):
         todo = [s for s in selected if s.name not in _TIMINGS]
         if shape not in todo:
             todo.append(shape)
-        rounds = visits * 4  # whole Williams cycles of the 4 arms: one a visit
-        run = time_shapes(todo, list(MODES), min_rounds=rounds, max_rounds=rounds, budget_s=BUDGET_S)
+        run = time_shapes(todo, list(MODES), min_visits=visits, max_visits=visits, budget_s=BUDGET_S)
         if run.interrupted:
             raise KeyboardInterrupt
         _TIMINGS.update(run.errors)

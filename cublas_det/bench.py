@@ -35,13 +35,14 @@ from .errors import UsageError
 from .outputs import check_writable, write_json, write_text
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
-# Rounds a shape takes at least (unless its time budget ends it first) and at most, in visits of one
-# Williams cycle each (4 rounds with 4 arms), round-robin over the run's shapes (``timing.visits``):
-# 12 to 15 visits. On the H200 a shape's ratio moved between visits seconds apart by 0.41% (sd)
+# Visits a shape takes at least (unless its time budget ends it first) and at most: one Williams
+# cycle each (4 rounds with 4 arms), round-robin over the run's shapes, each on a setup made anew
+# (``timing.visits``). On the H200 a shape's ratio moved between visits seconds apart by 0.41% (sd)
 # beyond its setups' spread, so one stretch of rounds held one moment of the run; 12 visits put
-# t(11) x sd/sqrt(12), ~0.3%, of that spread into each interval.
-MIN_ROUNDS = 48
-MAX_ROUNDS = 60
+# t(11) x sd / sqrt(12), ~0.3%, of that spread into each interval. --quick: 4 to 6.
+MIN_VISITS = 12
+MAX_VISITS = 15
+QUICK_VISITS = (4, 6)
 
 EPILOG = """examples:
   %(prog)s                        # trunk + mamba2-130m, all modes, all scenarios
@@ -98,7 +99,8 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     what.add_argument("--repeats", type=int, default=20, metavar="N", help="runs per scenario (default: %(default)s)")
     what.add_argument("--seed", type=int, default=0, help="input seed (default: %(default)s)")
     what.add_argument("--quick", action="store_true",
-                      help="5 repeats, 5-20 timing rounds, no scenario that needs worker processes ("
+                      help=f"5 repeats, {QUICK_VISITS[0]}-{QUICK_VISITS[1]} timing visits a shape, no scenario that "
+                           "needs worker processes ("
                            f"{', '.join(name for name, s in REGISTRY.items() if s.in_worker)})")
     what.add_argument("--no-timing", action="store_true", help="only the reproducibility checks")
     what.add_argument("--list", action="store_true", help="print the shapes that would run, and exit (no GPU needed)")
@@ -373,8 +375,6 @@ def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
 
 
 def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels=False) -> int:
-    import cupy
-
     from . import __version__
     from ._device import gpu_failures
     from ._provenance import fingerprint
@@ -382,8 +382,7 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
     from .report.json_file import now_iso, to_json
     from .report.text import render_text, run_failed
     from .results import BenchResult, ShapeReport
-    from .timing import arms_of, time_shapes, warm_up
-    from .timing.visits import visits_for
+    from .timing import time_shapes, warm_up
     from .timing.monitor import GpuMonitor
 
     started_iso = now_iso()
@@ -391,9 +390,8 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
     provenance = fingerprint()
     timing = not args.no_timing
     runnable = [shape for shape in shapes if shape.name not in refused]  # refused: one line each, no GPU work
-    min_rounds, max_rounds = (5, 20) if args.quick else (MIN_ROUNDS, MAX_ROUNDS)
-    arms = len(arms_of(configs))
-    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + visits_for(max_rounds, arms) * timing)
+    min_visits, max_visits = QUICK_VISITS if args.quick else (MIN_VISITS, MAX_VISITS)
+    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + max_visits * timing)
     checks, timings, errors = {}, {}, dict(refused)
     interrupted = False
     monitor = None
@@ -420,10 +418,9 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
                     if going:
                         progress.step(f"timing: visit {visit} done, {going} of {len(runnable)} shapes go on")
                     else:  # every shape stopped: the visits it did not need are done
-                        progress.step(f"timed {len(runnable)} shapes in {visit} visits",
-                                      skip=visits_for(max_rounds, arms) - visit)
+                        progress.step(f"timed {len(runnable)} shapes in {visit} visits", skip=max_visits - visit)
 
-                run = time_shapes(runnable, configs, seed=args.seed, min_rounds=min_rounds, max_rounds=max_rounds,
+                run = time_shapes(runnable, configs, seed=args.seed, min_visits=min_visits, max_visits=max_visits,
                                   budget_s=1.0 if args.quick else 2.5, monitor=monitor, kernels=kernels,
                                   on_visit=on_visit)
                 timings, interrupted = run.timings, run.interrupted

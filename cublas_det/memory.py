@@ -47,7 +47,7 @@ def footprint(shape: GemmShape, config: GemmConfig | None = None, *, timing: boo
     modes = 3 * c + fp64
     device = a + b + c + max(fp64, streams, modes)
     if timing:  # operands made again after the checks, copies to rotate, a workspace per arm: one setup
-        # (the timing's visits make one setup at a time)
+        # (a run's timing visits make one setup at a time, each gone before the next)
         device = max(device, a + b + c + 3 * L2_BOUND_BYTES + arms * WORKSPACE_BYTES)
     return Footprint(host, device)
 

@@ -21,17 +21,18 @@ PER_CALL_US = {"PEDANTIC": 40.0, "DEFAULT": 30.0, "TF32": 20.0, "DEFAULT-AA": 30
 
 
 class FakeTimeShapes:
-    """``cublas_det.timing.time_shapes`` as far as the suite uses it: each shape's arms over ``min_rounds``
-    rounds, PEDANTIC 40 µs, DEFAULT 30, TF32 20 per GEMM plus the round's index in ns (so each sample
+    """``cublas_det.timing.time_shapes`` as far as the suite uses it: each shape's arms over ``min_visits``
+    visits of 4 rounds, PEDANTIC 40 µs, DEFAULT 30, TF32 20 per GEMM plus the round's index in ns (so each sample
     names its round), 100 GEMMs per sample; shapes named in ``failing`` fail as the GPU's failures do."""
 
     def __init__(self, failing=()):
         self.calls, self.failing = [], set(failing)
 
-    def __call__(self, shapes, modes, *, min_rounds, max_rounds, budget_s):
+    def __call__(self, shapes, modes, *, min_visits, max_visits, budget_s):
         from cublas_det.timing import ArmTiming, RunTiming, ShapeTiming
 
-        self.calls.append(([s.name for s in shapes], list(modes), min_rounds, max_rounds))
+        self.calls.append(([s.name for s in shapes], list(modes), min_visits, max_visits))
+        min_rounds = 4 * min_visits
         timings, errors = {}, {}
         for shape in shapes:
             if shape.name in self.failing:
@@ -84,8 +85,7 @@ def test_the_first_test_times_every_selected_shape_at_once_and_the_others_read_i
     items = [FakeItem(shape, mode) for shape in shapes for mode in suite.MODES] + [object()]  # and a test of another kind
     assert suite.selected_shapes(items) == shapes
     first = suite.shape_timing(shapes[0], shapes)
-    rounds = suite.VISITS * 4
-    assert fake.calls == [([s.name for s in shapes], list(suite.MODES), rounds, rounds)]
+    assert fake.calls == [([s.name for s in shapes], list(suite.MODES), suite.VISITS, suite.VISITS)]
     # Every mode of every selected shape reads that one timing: no other rounds, no other batch size.
     assert suite.shape_timing(shapes[2], shapes).shape_name == shapes[2].name
     assert suite.shape_timing(shapes[0], shapes) is first and len(fake.calls) == 1
@@ -119,7 +119,7 @@ def test_each_round_gives_every_mode_its_gpu_time_per_gemm_and_the_same_gemms_pe
 def test_under_benchmark_disable_the_shapes_take_two_visits(suite, fake):
     shape = suite.SHAPES[0]
     suite.test_gemm(FakeBenchmark(suite.GPU_CLOCK, disabled=True), shape, "TF32", _request([FakeItem(shape, "TF32")]))
-    assert fake.calls[0][2:] == (suite.DISABLED_VISITS * 4, suite.DISABLED_VISITS * 4)
+    assert fake.calls[0][2:] == (suite.DISABLED_VISITS, suite.DISABLED_VISITS)
 
 
 def test_a_shape_whose_timing_failed_fails_its_tests_in_one_line(suite, fake):

@@ -38,7 +38,7 @@ def test_a_quiet_run_shows_how_it_was_timed_and_warns_of_nothing():
     result = _result(_timing(activity=GpuActivity(2)), _quiet_state())
     rendered = text.render_text(result)
     assert TIME_NOTE in rendered and "no launch latency" in TIME_NOTE and "gaps between graph nodes" in TIME_NOTE
-    assert "over a shape's visits" in TIME_NOTE and "another run on this GPU" in TIME_NOTE  # what it covers
+    assert "over a shape's visits" in TIME_NOTE and "runs in separate processes differ" in TIME_NOTE  # and not
     assert f"{SHAPE}  128x56x4096 op NT" in rendered
     assert "[110 GEMMs/batch, 60 buffer sets, 12 rounds in 3 visits, stop: interval, SM 1980 MHz]" in rendered
     assert text.warnings_for(result) == [] and "Warnings" not in rendered

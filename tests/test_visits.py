@@ -4,11 +4,12 @@ a setup of its own, intervals that hold the spread between visits, stops per sha
 import contextlib
 import itertools
 import random
+import weakref
 
 import pytest
 
 from cublas_det.timing import Sample, StopReason, median_ci, round_order, run_rounds
-from cublas_det.timing.visits import MIN_VISITS_FOR_INTERVAL, run_visits, visits_for
+from cublas_det.timing.visits import BUDGET_FLOOR_VISITS, run_visits
 
 NAMES = ["PEDANTIC", "TF32"]  # a Williams cycle of 2 rounds
 TRUE_RATIO = 0.5
@@ -110,11 +111,13 @@ def test_each_shape_stops_on_its_own_and_the_others_go_on():
     assert [key for key, _ in quiet.opened + moments.opened].count("n") == 7
 
 
-def test_the_budget_stops_a_shape_after_two_visits_not_before():
+def test_the_budget_stops_a_shape_after_four_visits_not_before():
     ticks = itertools.count(step=10.0).__next__  # each look at the clock: 10 s later, so a visit spends 10 s
-    run = _run(Moments(), keys=["a"], min_visits=5, budget_s=1.0, now=ticks)
-    assert (run.outcomes["a"].stop_reason, run.outcomes["a"].visits) == (StopReason.BUDGET, MIN_VISITS_FOR_INTERVAL)
-    assert run.outcomes["a"].rounds_s == pytest.approx(20.0)
+    run = _run(Moments(), keys=["a"], min_visits=6, budget_s=1.0, now=ticks)
+    assert (run.outcomes["a"].stop_reason, run.outcomes["a"].visits) == (StopReason.BUDGET, BUDGET_FLOOR_VISITS)
+    assert run.outcomes["a"].rounds_s == pytest.approx(40.0)
+    fewer = _run(Moments(), keys=["a"], min_visits=3, budget_s=1.0, now=itertools.count(step=10.0).__next__)
+    assert fewer.outcomes["a"].visits == 3  # asked for fewer than the floor: the budget may stop at min_visits
 
 
 def test_a_failing_shape_is_named_in_one_line_and_the_others_are_timed():
@@ -143,53 +146,116 @@ def test_a_shape_takes_two_visits_at_least_whatever_it_is_asked():
     assert (run.outcomes["a"].visits, run.outcomes["a"].stop_reason) == (2, StopReason.INTERVAL)
 
 
-def test_visits_for_rounds_up_to_whole_cycles():
-    assert visits_for(48, 4) == 12 and visits_for(60, 4) == 15 and visits_for(5, 4) == 2
-    assert visits_for(48, 3) == 8  # 3 arms: a Williams cycle of 6
-    assert visits_for(0, 4) == 1
+class StandIns:
+    """The engine's GPU parts replaced: ShapeBench by a stand-in (TF32 twice as fast, one batch size
+    per shape from its first visit), the clock, the upload and CuPy's pool. ``fail`` maps
+    (shape name, setup number) to an exception its ShapeBench raises; ``kernels`` is what
+    kernel_signatures does."""
+
+    def __init__(self, monkeypatch):
+        import sys
+        import types
+
+        from cublas_det import operands
+        from cublas_det.timing import engine
+
+        self.engine, self.made, self.fail, self.alive_at_open, self.freed = engine, [], {}, [], []
+        self.kernels = lambda names: {}
+        stand = self
+
+        class FakeBench:
+            def __init__(self, shape, configs, *, aa_control=True, operands=None, seed=0):
+                assert operands is not None  # from the run's host copy, not made anew
+                stand.alive_at_open.append(sum(ref() is not None for ref in stand.refs))
+                stand.made.append(shape.name)
+                problem = stand.fail.get((shape.name, len(stand.made) - 1))
+                if problem:
+                    raise problem
+                self.names, self.sets = list(engine.arms_of(configs, aa_control)), 7
+                stand.refs.append(weakref.ref(self))
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return None
+
+            def prepare(self, calls=None):
+                return calls or 100 + len(stand.made)  # a recalibration would give another count
+
+            def measure_round(self, order, setup):
+                return {name: Sample(1e-5 if name == "TF32" else 2e-5, 3e-5, 1980.0, True, setup) for name in order}
+
+            def kernel_signatures(self):
+                return stand.kernels(self.names)
+
+        self.refs = []
+        pool = types.SimpleNamespace(free_all_blocks=lambda: self.freed.append(True))
+        monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(get_default_memory_pool=lambda: pool))
+        monkeypatch.setattr(engine, "ShapeBench", FakeBench)
+        monkeypatch.setattr(engine, "default_sm_clock_mhz", lambda: 1980.0)
+        monkeypatch.setattr(operands, "_upload", lambda a, b: (a, b))
+
+    def time_shapes(self, shapes, **options):
+        options = {"min_visits": 2, "max_visits": 2, "budget_s": 1e9, "failures": (MemoryError,), **options}
+        return self.engine.time_shapes(shapes, ["pedantic", "tf32"], **options)
+
+
+SHAPES = ["64x32x16", "32x64x16:tn"]
 
 
 def test_time_shapes_builds_each_shapes_timing_from_its_visits(monkeypatch):
-    """The engine's GPU glue on stand-ins: setups made per visit, round-robin, the first visit's batch
-    size kept, and each shape's ShapeTiming (samples by visit, options, clock floor)."""
-    from cublas_det import operands
+    """The engine's GPU glue on stand-ins: setups made per visit, round-robin, one at a time, the first
+    visit's batch size kept, and each shape's ShapeTiming (samples by visit, options, clock floor)."""
     from cublas_det.shapes import parse_shape
-    from cublas_det.timing import engine
 
-    made = []
-
-    class FakeBench:
-        def __init__(self, shape, configs, *, aa_control=True, operands=None, seed=0):
-            assert operands is not None  # from the run's host copy, not made anew
-            self.shape, self.names, self.sets = shape, list(engine.arms_of(configs, aa_control)), 7
-            made.append(shape.name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def prepare(self, calls=None):
-            return calls or 100 + len(made)  # a recalibration would give another count
-
-        def measure_round(self, order, setup):
-            return {name: Sample(1e-5 if name == "TF32" else 2e-5, 3e-5, 1980.0, True, setup) for name in order}
-
-    placed = []
-    monkeypatch.setattr(engine, "ShapeBench", FakeBench)
-    monkeypatch.setattr(engine, "fresh_placement", lambda rng: placed.append(rng) or contextlib.nullcontext())
-    monkeypatch.setattr(engine, "default_sm_clock_mhz", lambda: 1980.0)
-    monkeypatch.setattr(operands, "_upload", lambda a, b: (a, b))
-    shapes = [parse_shape("64x32x16"), parse_shape("32x64x16:tn")]
-    run = engine.time_shapes(shapes, ["pedantic", "tf32"], min_rounds=12, max_rounds=12, budget_s=1e9, failures=())
-    assert made == [s.name for s in shapes] * 2 and len(placed) == 4  # 2 visits of a 6-round cycle (3 arms)
-    assert not run.errors and not run.interrupted
+    stand = StandIns(monkeypatch)
+    shapes = [parse_shape(spec) for spec in SHAPES]
+    run = stand.time_shapes(shapes)
+    assert stand.made == [s.name for s in shapes] * 2  # 2 visits of a 6-round cycle (3 arms), round-robin
+    assert stand.alive_at_open == [0, 0, 0, 0]  # each setup is gone before the next is made
+    assert not run.errors and not run.interrupted and list(run.timings) == [s.name for s in shapes]
     for shape, calls in zip(shapes, (101, 102)):
         timing = run.timings[shape.name]
         assert timing.calls_per_batch == calls and timing.buffer_sets == 7 and timing.rounds == 12
         assert [a.name for a in timing.arms] == ["PEDANTIC", "TF32", "PEDANTIC-AA"]
         assert all(a.setups == (0,) * 6 + (1,) * 6 for a in timing.arms)
         assert timing.options["visits"] == timing.options["setups"] == 2 and timing.options["rounds_per_visit"] == 6
+        assert (timing.options["min_rounds"], timing.options["max_rounds"]) == (12, 12)  # pytest-benchmark's terms
         assert timing.ratio("TF32", "PEDANTIC").median == pytest.approx(0.5) and timing.clock_floor_mhz == 1485.0
         assert timing.stop_reason == "interval" and timing.elapsed_s > 0
+
+
+def test_a_gpu_failure_in_one_shapes_visit_frees_the_pool_and_the_others_are_timed(monkeypatch):
+    from cublas_det.shapes import parse_shape
+
+    stand = StandIns(monkeypatch)
+    shapes = [parse_shape(spec) for spec in SHAPES]
+    stand.fail[(shapes[1].name, 3)] = MemoryError("out of memory allocating 1 GiB")  # its second visit
+    run = stand.time_shapes(shapes, max_visits=3, min_visits=3)
+    assert run.errors == {shapes[1].name: "timing failed: MemoryError: out of memory allocating 1 GiB"}
+    assert list(run.timings) == [shapes[0].name] and run.timings[shapes[0].name].options["visits"] == 3
+    assert stand.freed == [True]  # the pool's cached blocks went back before the next shape's visit
+
+
+def test_kernels_that_cannot_be_recorded_leave_the_timing_standing(monkeypatch):
+    from cublas_det.shapes import parse_shape
+
+    stand = StandIns(monkeypatch)
+    shapes = [parse_shape(spec) for spec in SHAPES]
+
+    def kernels(names):
+        raise MemoryError("no room for the recording")
+
+    stand.kernels = kernels
+    run = stand.time_shapes(shapes, kernels=True)
+    assert not run.errors and len(run.timings) == 2
+    assert all(arm.kernels == "not recorded (MemoryError: no room for the recording)" and arm.kernel_us is None
+               for timing in run.timings.values() for arm in timing.arms)
+
+    def interrupted(names):
+        raise KeyboardInterrupt
+
+    stand.kernels = interrupted
+    run = stand.time_shapes(shapes, kernels=True)
+    assert run.interrupted and len(run.timings) == 2  # Ctrl-C while recording kernels: the timings stand

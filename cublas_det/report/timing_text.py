@@ -8,9 +8,10 @@ from ..timing.rounds import MAX_REDOS, THROTTLE_FRACTION
 
 TIME_NOTE = ("graph µs: per GEMM, CUDA-graph replay started from a held stream (the kernels and the gaps between "
              "graph nodes; no launch latency). eager µs: per GEMM, Python launches on an idle GPU (host cost "
-             "included). Intervals are 95%, over a shape's visits: rounds taken at moments spread over the run, "
-             "each on a setup made anew, so they hold what another run on this GPU gives "
-             "(bench/rerun_spread.py checks it); compare runs with --compare, which weighs both runs' intervals.")
+             "included). Intervals are 95%, over a shape's visits (rounds at moments spread over the run, each "
+             "on a setup made anew); runs in separate processes differ by somewhat more than they show (0.15% "
+             "on an H200; bench/rerun_spread.py measures it), so compare runs with --compare, which weighs "
+             "both runs' intervals.")
 KERNEL_NOTE = ("kernel µs: per GEMM, the summed durations of its kernels in held graph replays, as CUPTI records "
                "them (no gaps: the purest cost of a mode). kernels: what the reference call ran.")
 NOT_TRUSTED = " (not trusted)"

@@ -18,11 +18,10 @@ The method, and why:
 - Each batch's SM clock is read from %globaltimer/clock64 stamps on SM 0; a round with a batch
   below 75% of the default clock is redone after a pause (``rounds``).
 - A run's shapes are timed in *visits* (``visits``): round-robin over the shapes, each visit a
-  setup made anew (operand buffers, handles, graphs) on device pages of its own
-  (``fresh_placement``), taking one Williams cycle of rounds. A setup keeps a small bias of its
-  own, and so do the moment it is timed at and the pages it reads: the intervals add the spread
-  between visits (``stats.between_setups``), so that they hold what another run gives, not only
-  another round of the same setup.
+  setup made anew (operand buffers, handles, graphs) taking one Williams cycle of rounds. A setup
+  keeps a small bias of its own, and so does the moment it is timed at: the intervals add the
+  spread between visits (``stats.between_setups``), so that they hold what another moment of the
+  run gives, not only another round of the same setup.
 - Visits continue until every paired ratio's 95% interval is within ±0.5% of its median, or
   the round or time budget runs out; the reason is kept.
 """
@@ -31,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import random
 import time
 
 from ..memory import WORKSPACE_BYTES
@@ -46,7 +44,6 @@ from .stats import (
     buffer_sets,
     probe_calls,
 )
-
 
 
 def warm_up(seconds: float = 1.0) -> None:
@@ -64,36 +61,6 @@ def warm_up(seconds: float = 1.0) -> None:
             for _ in range(10):
                 gemm(a, a, out=out, handle=handle)
             cupy.cuda.get_current_stream().synchronize()
-
-
-SPACER_MAX_BYTES = 2 * 2**30  # the largest spacer a visit holds (and at most a tenth of the free memory)
-
-
-@contextlib.contextmanager
-def fresh_placement(rng: random.Random):
-    """Device memory that the setup made inside has not had before: CuPy's pool gives its cached
-    blocks back to the driver, and a spacer of random size (up to SPACER_MAX_BYTES) is held until
-    the context ends, so the setup's buffers land on other pages than the last visit's.
-
-    Why: a process's pool hands each visit the blocks of the one before, so every visit of a run
-    reads its operands from the same pages, and the pages carry a bias of their own. On an H200
-    (trunk shapes, 4 processes x 6 visits), the processes' means of the TF32/PEDANTIC ratio
-    differed by 0.14% (sd) beyond their visits' spread with the pool as it is, and by 0.00% with
-    fresh placement; within a process, the visits' spread was the same (0.38% and 0.39%).
-    """
-    import cupy
-
-    cupy.get_default_memory_pool().free_all_blocks()
-    free, _ = cupy.cuda.runtime.memGetInfo()
-    size = rng.randrange(0, min(SPACER_MAX_BYTES, free // 10) // 512 + 1) * 512
-    try:
-        spacer = cupy.empty(size, cupy.uint8)
-    except cupy.cuda.memory.OutOfMemoryError:  # no room for one: this visit's pages are the pool's
-        spacer = None
-    try:
-        yield
-    finally:
-        del spacer
 
 
 def arms_of(configs, aa_control: bool = True) -> dict:
@@ -162,10 +129,12 @@ class ShapeBench:
         self.close()
 
     def close(self) -> None:
+        """Give back the handles, graphs and device buffers (even while something still refers to this)."""
         for handle in self.handles.values():
             handle.close()
         self.handles = {}
         self.graphs = {}
+        self.buffers = []
 
     # -- batches -------------------------------------------------------------------------
     def eager(self, name: str, calls: int) -> None:
@@ -309,21 +278,21 @@ class RunTiming:
     interrupted: bool = False
 
 
-def time_shapes(shapes, configs, *, seed: int = 0, min_rounds: int = 48, max_rounds: int = 60,
+def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_visits: int = 15,
                 budget_s: float = 2.5, aa_control: bool = True, monitor=None, kernels: bool = False,
                 failures: tuple | None = None, on_visit=None) -> RunTiming:
     """Time every shape in each configuration (:class:`GemmConfig`, or a mode name), side by side, in
     visits spread over the run (``visits``): round-robin over ``shapes``, each visit a fresh
-    :class:`ShapeBench` (one setup, on pages of its own: :func:`fresh_placement`) taking one
-    Williams cycle of rounds.
+    :class:`ShapeBench` (one setup) taking one Williams cycle of rounds.
 
-    A shape takes at least ``min_rounds`` and at most ``max_rounds`` (rounded up to whole visits), or
-    stops when every ratio's interval is within ±0.5%, or when its rounds have spent ``budget_s``.
-    Its batch size is calibrated on its first visit and kept. ``monitor``: a running
-    :class:`~.monitor.GpuMonitor`; every shape gets its readings over the visits (they share the
-    run's moments). ``kernels``: after the visits, record each arm's kernels through CUPTI on one
-    more setup. ``failures``: exceptions that end one shape's timing with a one-line reason (default:
-    the GPU's failures, :func:`~cublas_det._device.gpu_failures`); others propagate.
+    A shape takes at least ``min_visits`` (two at least) and at most ``max_visits``, or stops when
+    every ratio's interval is within ±0.5%, or when its rounds have spent ``budget_s`` (after
+    ``visits.BUDGET_FLOOR_VISITS``). Its batch size is calibrated on its first visit and kept, and
+    its operands are made once on the host (``HostOperandCache``). ``monitor``: a running
+    :class:`~.monitor.GpuMonitor`; every shape gets its readings over the whole timing (its visits
+    are spread over it). ``kernels``: after the visits, record each arm's kernels through CUPTI on
+    one more setup. ``failures``: exceptions that end one shape's timing with a one-line reason
+    (default: the GPU's failures, :func:`~cublas_det._device.gpu_failures`); others propagate.
     """
     import cupy
 
@@ -331,29 +300,33 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_rounds: int = 48, max_rou
     from ..config import resolve_config
     from ..memory import host_available_bytes
     from ..operands import HostOperandCache
-    from .visits import run_visits, visits_for
+    from .visits import run_visits
 
     default = default_sm_clock_mhz()
     floor = THROTTLE_FRACTION * default if default else None
     failures = gpu_failures() if failures is None else failures
     by_name = {shape.name: shape for shape in shapes}
+    if len(by_name) < len(shapes):
+        raise ValueError("time_shapes: give each shape once (two shapes share a name)")
     names = list(arms_of(configs, aa_control))
-    calls, visit_s = {}, dict.fromkeys(by_name, 0.0)
-    sets = {}
+    calls, sets, visit_s = {}, {}, dict.fromkeys(by_name, 0.0)
     operand_type = resolve_config(configs[0])[0]  # one input type for every arm (ShapeBench checks)
     # A quarter of the host's free memory at most (8 GiB assumed where /proc/meminfo is missing).
     operands = HostOperandCache(seed, (host_available_bytes() or 8 * 2**30) // 4)
-    placements = random.Random()  # a new draw every run: the runs' placements are what differ
+
+    @contextlib.contextmanager
+    def setup(key):
+        with ShapeBench(by_name[key], configs, aa_control=aa_control,
+                        operands=operands.device_operands(by_name[key], operand_type)) as bench:
+            calls[key] = bench.prepare(calls.get(key))
+            sets[key] = bench.sets
+            yield bench
 
     @contextlib.contextmanager
     def open_visit(key, visit):
         opened = time.perf_counter()
         try:
-            with fresh_placement(placements), ShapeBench(
-                    by_name[key], configs, aa_control=aa_control,
-                    operands=operands.device_operands(by_name[key], operand_type)) as bench:
-                calls[key] = bench.prepare(calls.get(key))
-                sets[key] = bench.sets
+            with setup(key) as bench:
                 yield bench.measure_round
         except failures:
             cupy.get_default_memory_pool().free_all_blocks()  # the next shapes get the memory back
@@ -362,35 +335,48 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_rounds: int = 48, max_rou
             visit_s[key] += time.perf_counter() - opened
 
     mark = monitor.mark() if monitor is not None else 0
-    visits = run_visits(list(by_name), names, open_visit, min_visits=visits_for(min_rounds, len(names)),
-                        max_visits=visits_for(max_rounds, len(names)), budget_s=budget_s, clock_floor_mhz=floor,
-                        failures=failures, on_visit=on_visit)
+    visits = run_visits(list(by_name), names, open_visit, min_visits=min_visits, max_visits=max_visits,
+                        budget_s=budget_s, clock_floor_mhz=floor, failures=failures, on_visit=on_visit)
     activity = monitor.activity_since(mark) if monitor is not None else None
-    timings = {}
-    for key in by_name:
-        outcome = visits.outcomes.get(key)
-        if outcome is None:
-            continue
-        options = {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
-                   "target_half_width": TARGET_HALF_WIDTH, "order": "williams", "sets": sets[key],
-                   "schedule": "visits", "visits": outcome.visits, "setups": outcome.visits,
-                   "rounds_per_visit": outcome.rounds.rounds // outcome.visits}
-        arms = tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in kept), tuple(s.eager_s * 1e6 for s in kept),
-                               tuple(s.clock_mhz for s in kept), setups=tuple(s.setup for s in kept))
-                     for name, kept in outcome.rounds.kept.items())
-        timings[key] = ShapeTiming(key, by_name[key].flop, calls[key], sets[key], outcome.rounds.rounds, arms,
-                                   outcome.ratios, visit_s[key], outcome.stop_reason.value,
-                                   outcome.rounds.discards, floor, activity, options)
-    if kernels and not visits.interrupted:
-        for key, timing in timings.items():
-            with ShapeBench(by_name[key], configs, seed=seed, aa_control=aa_control) as bench:
-                bench.prepare(calls[key])
-                signatures = bench.kernel_signatures()
-            timings[key] = dataclasses.replace(timing, arms=tuple(
-                dataclasses.replace(arm, kernel_us=signatures[arm.name].kernel_us,
-                                    kernels=signatures[arm.name].describe()) if signatures.get(arm.name) else arm
-                for arm in timing.arms))
-    return RunTiming(timings, visits.errors, visits.interrupted)
+    timings = {key: _shape_timing(by_name[key], outcome, calls[key], sets[key], visit_s[key], floor, activity,
+                                  {"min_visits": min_visits, "max_visits": max_visits, "budget_s": budget_s})
+               for key, outcome in visits.outcomes.items()}
+    timings = {key: timings[key] for key in by_name if key in timings}  # in the order given
+    interrupted = visits.interrupted
+    if kernels and not interrupted:
+        try:
+            for key, timing in timings.items():
+                timings[key] = _with_kernels(timing, setup, key, failures)
+        except KeyboardInterrupt:  # the timings stand; the shapes not reached have no kernels
+            interrupted = True
+    return RunTiming(timings, visits.errors, interrupted)
+
+
+def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor, activity, limits: dict):
+    """A shape's :class:`ShapeTiming` from its visits (each sample's setup is its visit)."""
+    cycle = outcome.rounds.rounds // outcome.visits
+    options = {"min_rounds": limits["min_visits"] * cycle, "max_rounds": limits["max_visits"] * cycle,
+               **limits, "target_half_width": TARGET_HALF_WIDTH, "order": "williams", "sets": sets,
+               "schedule": "visits", "visits": outcome.visits, "setups": outcome.visits, "rounds_per_visit": cycle}
+    arms = tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in kept), tuple(s.eager_s * 1e6 for s in kept),
+                           tuple(s.clock_mhz for s in kept), setups=tuple(s.setup for s in kept))
+                 for name, kept in outcome.rounds.kept.items())
+    return ShapeTiming(shape.name, shape.flop, calls, sets, outcome.rounds.rounds, arms, outcome.ratios, elapsed_s,
+                       outcome.stop_reason.value, outcome.rounds.discards, floor, activity, options)
+
+
+def _with_kernels(timing: ShapeTiming, setup, key, failures) -> ShapeTiming:
+    """``timing`` with each arm's kernels, recorded through CUPTI on one more setup; where the GPU fails
+    the recording, the timing stands and each arm says why its kernels are missing."""
+    try:
+        with setup(key) as bench:
+            signatures = bench.kernel_signatures()
+    except failures as err:
+        reason = f"not recorded ({type(err).__name__}: {err})"
+        return dataclasses.replace(timing, arms=tuple(dataclasses.replace(arm, kernels=reason) for arm in timing.arms))
+    return dataclasses.replace(timing, arms=tuple(
+        dataclasses.replace(arm, kernel_us=signatures[arm.name].kernel_us, kernels=signatures[arm.name].describe())
+        if signatures.get(arm.name) else arm for arm in timing.arms))
 
 
 def time_shape(shape, configs, **options) -> ShapeTiming:

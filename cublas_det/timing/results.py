@@ -144,7 +144,7 @@ class ShapeTiming:
     stop_reason: str = ""  # a StopReason value
     discards: Discards = Discards()
     clock_floor_mhz: float | None = None  # batches below it were redone; None: not checked
-    gpu_activity: object = None  # a monitor.GpuActivity while this shape was timed, None without NVML
+    gpu_activity: object = None  # a monitor.GpuActivity over the timing (a shape's visits span it), None without NVML
     options: dict = dataclasses.field(default_factory=dict)  # the timing parameters used
 
     def arm(self, name: str) -> ArmTiming | None:

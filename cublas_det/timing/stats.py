@@ -71,9 +71,9 @@ def between_setups(values, setups) -> float:
     one setup timed five times stayed within 0.05%, of five setups spread over 0.5-1%, and a
     shape's visits seconds apart in one run moved it by 0.41% (sd) beyond its setups' spread. An
     interval from the rounds of one setup holds only what another round of that setup would give;
-    with this term, over setups made at moments spread through the run (the run's visits), it is
-    an interval for what another run gives. (Added in quadrature to the rounds' interval, whose
-    noise the setup medians also carry: conservative.)
+    with this term, over setups made at moments spread through the run (the run's visits), it
+    holds what another moment of the run gives. (Added in quadrature to the rounds' interval,
+    whose noise the setup medians also carry: conservative.)
     """
     groups: dict = {}
     for value, setup in zip(values, setups):

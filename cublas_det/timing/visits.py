@@ -1,24 +1,24 @@
 """A run's timing in visits: each shape is timed in short visits, round-robin over the run's shapes,
 each visit on a setup made anew. Apart from the GPU: the setups come from an ``open_visit`` callback.
 
-Why visits: a shape's TF32/PEDANTIC ratio moves from one moment of a run to the next, and from one
-placement of its buffers to the next, by more than its rounds show. A shape timed in one stretch
-(48 rounds in a second, on setups made together) held one moment, so another run's median fell
-outside its interval far more often than 5% (on an H200: 25 of 30 run pairs inside where 29 were
-due; 97 of 180 across two machine sessions where 173 were due). Measured on H200s (trunk shapes):
-
-- visits of one process, seconds apart, differed by 0.41% (sd) beyond the spread of setups made
-  together (0.25%);
-- with each visit's buffers in the pool's blocks of the visit before (12 visits a shape, 4 runs),
-  runs still differed by 0.14% beyond their visits' spread: 141 of 180 pairs inside where 172
-  were due. The pages carry a bias, and a process's pool hands every visit the same pages; with
-  the pool emptied and a random spacer before each visit (``engine.fresh_placement``), 4
-  processes x 6 visits differed by 0.00% beyond (0.14% without, in the same processes).
+Why visits: a shape's TF32/PEDANTIC ratio moves from one moment of a run to the next by more than
+its rounds show. On an H200 (trunk shapes, 4 processes x 4 visits of 4 setups), visits of one
+process, seconds apart, differed by 0.41% (sd) beyond the spread of setups made together (0.25%).
+A shape timed in one stretch (48 rounds in a second, on setups made together) held one moment, and
+its interval left that spread out.
 
 So each visit takes one whole Williams cycle of rounds on a setup of its own, and a sample's setup
 is its visit: the interval's between-setup term (``stats.between_setups``) is the spread between
-visits, the moments', the placements' and the setups' biases together, which more visits shrink.
-A visit of one setup is the cheapest way to sample them all.
+visits, the moments' and the setups' biases together, which more visits shrink. A visit of one
+setup is the cheapest way to sample both.
+
+What visits do not reach: runs in separate processes still differ by more than their intervals
+show, 0.15% (sd, pooled over 15 shapes; up to 0.44% on one) beyond their own errors, in 4 runs and
+in 3 (on two H200s; 141 of 180 and 72 of 90 run pairs inside where 172 and 87 were due). It is a
+property of the process, not of the moment: no run's visits show it. Emptying CuPy's pool and
+holding a random spacer before each visit (other device pages) seemed to remove it in a 4-process
+experiment, and did not in the bench's runs, so it is not done. ``bench/rerun_spread.py`` measures
+it for any set of runs.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from .order import cycle_length
 from .rounds import MAX_REDOS, KeptRounds
 from .stats import TARGET_HALF_WIDTH, Ratio, StopReason, stop_reason
 
-MIN_VISITS_FOR_INTERVAL = 2  # the between-visit term needs two; the budget stops no shape before
+MIN_VISITS_FOR_INTERVAL = 2  # the between-visit term needs two
+BUDGET_FLOOR_VISITS = 4  # the budget stops no shape before (t(3) = 3.2; t(1) would be 12.7)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,10 +55,14 @@ class VisitsRun:
     interrupted: bool = False
 
 
-def visits_for(rounds: int, arms: int) -> int:
-    """Visits of one Williams cycle each that make at least ``rounds`` rounds (one at least)."""
-    cycle = cycle_length(arms)
-    return max(1, -(-rounds // cycle))
+def _visit(open_visit, key, visit: int, rounds: KeptRounds, cycle: int, now, **take) -> float:
+    """One visit: a Williams cycle of rounds on the setup ``open_visit`` makes; the seconds its rounds
+    took. A function of its own so that nothing here refers to the setup once it returns: the next
+    visit's setup is made after this one is gone, not beside it."""
+    with open_visit(key, visit) as measure_round:
+        start = now()
+        rounds.take(measure_round, cycle, visit, **take)
+        return now() - start
 
 
 def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visits: int, budget_s: float,
@@ -70,7 +75,8 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
     its ``measure_round(order, setup)``; a visit takes one Williams cycle of rounds on it, with
     ``setup`` = the visit's number. After each visit the shape's ratios are formed over all its
     visits, and it stops when every interval is within ``target_half_width`` after ``min_visits``
-    (two at least), at ``max_visits``, or when its rounds have spent ``budget_s`` (after two visits). An exception
+    (two at least), at ``max_visits``, or when its rounds have spent ``budget_s`` (after
+    BUDGET_FLOOR_VISITS, or ``min_visits`` if fewer). An exception
     of ``failures`` ends that shape's timing with the reason in one line; the others go on.
     ``on_visit(visit, going)``: called after each turn with the number of shapes still going.
     """
@@ -86,11 +92,8 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
             for key in list(going):
                 rounds = going[key]
                 try:
-                    with open_visit(key, visit) as measure_round:
-                        start = now()
-                        rounds.take(measure_round, cycle, visit, clock_floor_mhz=clock_floor_mhz,
-                                    max_redos=max_redos, sleep=sleep)
-                        spent[key] += now() - start
+                    spent[key] += _visit(open_visit, key, visit, rounds, cycle, now, clock_floor_mhz=clock_floor_mhz,
+                                         max_redos=max_redos, sleep=sleep)
                 except failures as err:
                     run.errors[key] = f"timing failed: {type(err).__name__}: {err}"
                     del going[key]
@@ -99,7 +102,7 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
                 reason = stop_reason(ratios, rounds.rounds, spent[key], min_rounds=min_visits * cycle,
                                      max_rounds=max_visits * cycle, budget_s=budget_s,
                                      target_half_width=target_half_width, cycle=cycle,
-                                     budget_floor=MIN_VISITS_FOR_INTERVAL * cycle)
+                                     budget_floor=BUDGET_FLOOR_VISITS * cycle)
                 if reason is not None:
                     run.outcomes[key] = VisitsOutcome(rounds, ratios, visit + 1, reason, spent[key])
                     del going[key]
