@@ -34,7 +34,7 @@ import sys
 
 from cublas_det._cli import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
-from cublas_det.report.stored import bench_result
+from cublas_det.report.stored import stored_ratios
 from cublas_det.runfile import load_run
 from cublas_det.timing.stats import t_975
 
@@ -51,17 +51,7 @@ def run_ratios(path: str, numerator: str, denominator: str) -> tuple[dict, str |
             raise InputFileError(f"{path}: a file of python -m pytest bench/, not of python -m cublas_det.bench; "
                                  "set it against a bench run with bench/suite_vs_bench.py") from None
         raise
-    found = {}
-    for shape_report in bench_result(run).shapes:
-        timing = shape_report.timing
-        for ratio in (timing.ratios if timing else ()):
-            if (ratio.numerator, ratio.denominator) == (numerator, denominator):
-                if ratio.median <= 0:
-                    raise InputFileError(f"{path}: {shape_report.shape.name}: a {numerator}/{denominator} ratio of "
-                                         f"{ratio.median} cannot be a time ratio")
-                found[shape_report.shape.name] = (ratio, int(timing.options.get("setups") or 1))
-    if not found:
-        raise InputFileError(f"{path}: no {numerator}/{denominator} ratio (a --no-timing run, or other modes)")
+    found = stored_ratios(run, numerator, denominator)
     gpu = (run.data.get("machine_info") or {}).get("gpu") or {}
     return found, gpu.get("uuid") if isinstance(gpu, dict) else None
 

@@ -25,30 +25,29 @@ import sys
 
 from cublas_det._cli import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
+from cublas_det.report.stored import stored_ratios
+from cublas_det.runfile import load_run
 
 
-def _load(path: str) -> dict:
+def load_suite(path: str) -> dict:
+    """{(shape name, mode): median seconds per GEMM} of a pytest-benchmark file of bench/test_gemm_modes.py."""
     try:
         with open(path) as file:
-            return json.load(file)
+            data = json.load(file)
     except (OSError, ValueError) as err:
         raise InputFileError(f"{path}: cannot be read as JSON ({err})") from None
+    benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
+    if not isinstance(benchmarks, list) or not any(
+            "gemms_per_sample" in (b.get("extra_info") or {}) for b in benchmarks if isinstance(b, dict)):
+        raise InputFileError(f"{path}: not a file of python -m pytest bench/ --benchmark-json (give that file "
+                             "first, the bench's --json second)")
+    return {(b["group"], b["extra_info"]["mode"]): b["stats"]["median"] for b in benchmarks
+            if isinstance(b, dict) and b.get("stats") and "mode" in (b.get("extra_info") or {})}
 
 
-def suite_medians(suite: dict) -> dict:
-    """{(shape name, mode): median seconds per GEMM} of a pytest-benchmark file of bench/test_gemm_modes.py."""
-    return {(b["group"], b["extra_info"]["mode"]): b["stats"]["median"] for b in suite.get("benchmarks", [])
-            if b.get("stats") and "mode" in (b.get("extra_info") or {})}
-
-
-def bench_ratios(bench: dict, numerator: str, denominator: str) -> dict:
-    """{shape name: (median, low, high)} of the bench's paired ratio numerator/denominator."""
-    found = {}
-    for shape, ratios in ((bench.get("cublas_det") or {}).get("ratios") or {}).items():
-        for r in ratios:
-            if (r["numerator"], r["denominator"]) == (numerator, denominator):
-                found[shape] = (r["median"], r["ci_low"], r["ci_high"])
-    return found
+def bench_ratios(path: str, numerator: str, denominator: str) -> dict:
+    """{shape name: Ratio} of a bench run's --json file (``report.stored`` reads it, as rerun_spread does)."""
+    return {name: ratio for name, (ratio, _) in stored_ratios(load_run(path), numerator, denominator).items()}
 
 
 RERUN_REACH = math.sqrt(2)  # another run's estimate differs by both runs' errors: sqrt(2) x one's
@@ -59,10 +58,12 @@ def rerun_reach(median: float, low: float, high: float) -> tuple[float, float]:
     return median - RERUN_REACH * (median - low), median + RERUN_REACH * (high - median)
 
 
-def compare(suite: dict, bench: dict, numerator: str = "TF32", denominator: str = "PEDANTIC") -> tuple[list, bool]:
-    medians = suite_medians(suite)
+def compare(medians: dict, ratios: dict, numerator: str = "TF32", denominator: str = "PEDANTIC") -> tuple[list, bool]:
+    """The suite's ratio of medians (``load_suite``) against the bench's ratios (``bench_ratios``), per shape
+    in both: the lines to print, and whether every one lies within a rerun's reach."""
     lines, inside_count, reached_count = [], 0, 0
-    for shape, (median, low, high) in bench_ratios(bench, numerator, denominator).items():
+    for shape, bench in ratios.items():
+        median, low, high = bench.median, bench.ci_low, bench.ci_high
         if (shape, numerator) not in medians or (shape, denominator) not in medians:
             continue
         ratio = medians[(shape, numerator)] / medians[(shape, denominator)]
@@ -89,7 +90,8 @@ def main() -> int:
     parser.add_argument("--numerator", default="TF32")
     parser.add_argument("--denominator", default="PEDANTIC")
     args = parser.parse_args()
-    lines, ok = compare(_load(args.suite), _load(args.bench), args.numerator, args.denominator)
+    lines, ok = compare(load_suite(args.suite), bench_ratios(args.bench, args.numerator, args.denominator),
+                        args.numerator, args.denominator)
     print("\n".join(lines))
     return 0 if ok else 1
 

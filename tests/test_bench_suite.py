@@ -132,52 +132,60 @@ def test_a_shape_whose_timing_failed_fails_its_tests_in_one_line(suite, fake):
     assert len(fake.calls) == 1
 
 
-def test_suite_ratios_are_checked_against_the_bench_intervals(tmp_path):
+DATA = pathlib.Path(__file__).parent / "data"
+
+
+def _suite_file(tmp_path, medians: dict) -> str:
+    """A file as ``pytest bench/ --benchmark-json`` writes it, as far as suite_vs_bench reads it."""
     import json
+
+    benchmarks = [{"group": shape, "stats": {"median": median}, "extra_info": {"mode": mode, "gemms_per_sample": 100}}
+                  for (shape, mode), median in medians.items()]
+    path = tmp_path / "suite.json"
+    path.write_text(json.dumps({"benchmarks": benchmarks}))
+    return str(path)
+
+
+def _run_script(*args):
     import os
     import subprocess
     import sys
 
     root = SUITE.parent.parent
-    suite = {"benchmarks": [
-        {"group": "trunk/W_in/dW", "stats": {"median": 8.9e-6}, "extra_info": {"mode": "PEDANTIC"}},
-        {"group": "trunk/W_in/dW", "stats": {"median": 7.35e-6}, "extra_info": {"mode": "TF32"}},
-        {"group": "trunk/W_a/dX", "stats": {"median": 8.5e-6}, "extra_info": {"mode": "PEDANTIC"}},
-        {"group": "trunk/W_a/dX", "stats": {"median": 5.5e-6}, "extra_info": {"mode": "TF32"}}]}
-    bench = {"cublas_det": {"ratios": {
-        "trunk/W_in/dW": [{"numerator": "TF32", "denominator": "PEDANTIC", "median": 0.824, "ci_low": 0.822,
-                           "ci_high": 0.828}],
-        "trunk/W_a/dX": [{"numerator": "TF32", "denominator": "PEDANTIC", "median": 0.596, "ci_low": 0.594,
-                          "ci_high": 0.598}]}}}
-    (tmp_path / "suite.json").write_text(json.dumps(suite))
-    (tmp_path / "bench.json").write_text(json.dumps(bench))
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    result = subprocess.run([sys.executable, str(root / "bench" / "suite_vs_bench.py"), str(tmp_path / "suite.json"),
-                             str(tmp_path / "bench.json")], capture_output=True, text=True, timeout=60, env=env,
-                            check=False)
-    assert result.returncode == 1, result.stderr  # W_a/dX: 5.5/8.5 = 0.647 lies beyond [0.5932, 0.5988]
-    assert ("trunk/W_in/dW: suite TF32/PEDANTIC 0.8258 (1.21x), bench 0.8240 [0.8220, 0.8280] -> inside; rerun's "
-            "reach [0.8212, 0.8297] -> agrees") in result.stdout
-    assert ("trunk/W_a/dX: suite TF32/PEDANTIC 0.6471 (1.55x), bench 0.5960 [0.5940, 0.5980] -> OUTSIDE; rerun's "
-            "reach [0.5932, 0.5988] -> DISAGREES") in result.stdout
+    return subprocess.run([sys.executable, str(root / "bench" / "suite_vs_bench.py"), *args], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)}, check=False)
+
+
+def test_suite_ratios_are_checked_against_the_bench_intervals(tmp_path):
+    # The H200 run's TF32/PEDANTIC: trunk/W_in/dW 0.8257 [0.8239, 0.8277], trunk/W_a/dX 0.6032 [0.6014, 0.6052].
+    suite = _suite_file(tmp_path, {("trunk/W_in/dW", "PEDANTIC"): 9.0e-6, ("trunk/W_in/dW", "TF32"): 7.425e-6,
+                                   ("trunk/W_a/dX", "PEDANTIC"): 8.5e-6, ("trunk/W_a/dX", "TF32"): 5.5e-6})
+    result = _run_script(suite, str(DATA / "h200_run_identity.json"))
+    assert result.returncode == 1, result.stderr  # W_a/dX: 5.5/8.5 = 0.647 lies beyond its reach
+    assert ("trunk/W_in/dW: suite TF32/PEDANTIC 0.8250 (1.21x), bench 0.8257 [0.8239, 0.8277] -> inside; rerun's "
+            "reach [0.8231, 0.8285] -> agrees") in result.stdout
+    assert ("trunk/W_a/dX: suite TF32/PEDANTIC 0.6471 (1.55x), bench 0.6032 [0.6014, 0.6052] -> OUTSIDE; rerun's "
+            "reach [0.6006, 0.6060] -> DISAGREES") in result.stdout
     assert "2 shapes: 1 inside the bench's interval, 1 within a rerun's reach" in result.stdout
 
 
-def test_a_suite_ratio_outside_the_interval_but_within_a_reruns_reach_agrees(tmp_path):
+def test_files_given_the_wrong_way_round_are_one_line_errors(tmp_path):
+    suite = _suite_file(tmp_path, {("trunk/W_in/dW", "PEDANTIC"): 9.0e-6, ("trunk/W_in/dW", "TF32"): 7.4e-6})
+    bench = str(DATA / "h200_run_identity.json")
+    for args in ((bench, suite), (suite, suite)):
+        result = _run_script(*args)
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "Traceback" not in result.stderr
+    assert "not a file of python -m pytest bench/" in _run_script(bench, suite).stderr
+
+
+def test_a_suite_ratio_outside_the_interval_but_within_a_reruns_reach_agrees():
     """The bench's interval is for the ratio; another run carries its own error too: sqrt(2) x the interval."""
-    import importlib.util
+    from cublas_det.timing import Ratio
 
-    spec = importlib.util.spec_from_file_location("suite_vs_bench", SUITE.parent / "suite_vs_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    suite = {"benchmarks": [
-        {"group": "s", "stats": {"median": 1.0}, "extra_info": {"mode": "PEDANTIC"}},
-        {"group": "s", "stats": {"median": 0.8035}, "extra_info": {"mode": "TF32"}}]}
-    bench = {"cublas_det": {"ratios": {"s": [{"numerator": "TF32", "denominator": "PEDANTIC", "median": 0.800,
-                                              "ci_low": 0.797, "ci_high": 0.803}]}}}
-    lines, ok = module.compare(suite, bench)
+    module = load_bench_script("suite_vs_bench.py")
+    medians = {("s", "PEDANTIC"): 1.0, ("s", "TF32"): 0.8035}
+    lines, ok = module.compare(medians, {"s": Ratio("TF32", "PEDANTIC", 0.800, 0.797, 0.803, 48)})
     assert ok and "-> OUTSIDE; rerun's reach [0.7958, 0.8042] -> agrees" in lines[0]
-    bench["cublas_det"]["ratios"]["s"][0]["ci_high"] = 0.802  # reach 0.8028: 0.8035 lies beyond
-    lines, ok = module.compare(suite, bench)
+    lines, ok = module.compare(medians, {"s": Ratio("TF32", "PEDANTIC", 0.800, 0.797, 0.802, 48)})  # reach 0.8028
     assert not ok and "DISAGREES" in lines[0]
-

@@ -76,3 +76,21 @@ def _check(shape: GemmShape, entry: Entry, run: Run) -> GemmCheck:
                      info.get("digest") or "", float("nan") if rel_error is None else float(rel_error), tuple(results),
                      run.machine_info, error=None, input_digests=identity.get("inputs") or {},
                      kernels=KernelSignature.from_dict(info["kernels"]) if info.get("kernels") else None)
+
+
+def stored_ratios(run: Run, numerator: str, denominator: str) -> dict:
+    """{shape name: (Ratio, setups)} of a stored bench run's ``numerator``/``denominator`` ratios, with the
+    number of setups (visits) its interval was taken over; :class:`InputFileError` (one line) when the
+    run has none, or one that cannot be a time ratio."""
+    found = {}
+    for report in bench_result(run).shapes:
+        timing = report.timing
+        for ratio in (timing.ratios if timing else ()):
+            if (ratio.numerator, ratio.denominator) == (numerator, denominator):
+                if ratio.median <= 0:
+                    raise InputFileError(f"{run.source}: {report.shape.name}: a {numerator}/{denominator} ratio of "
+                                         f"{ratio.median} cannot be a time ratio")
+                found[report.shape.name] = (ratio, int(timing.options.get("setups") or 1))
+    if not found:
+        raise InputFileError(f"{run.source}: no {numerator}/{denominator} ratio (a --no-timing run, or other modes)")
+    return found
