@@ -27,7 +27,6 @@ shape with the ratio in every file.
 
 import argparse
 import itertools
-import json
 import math
 import statistics
 import sys
@@ -35,7 +34,7 @@ import sys
 from cublas_det._cli import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
 from cublas_det.report.stored import stored_ratios
-from cublas_det.runfile import load_run
+from cublas_det.runfile import is_suite_file, load_run
 from cublas_det.timing.stats import t_975
 
 Z_95 = 1.96
@@ -47,7 +46,7 @@ def run_ratios(path: str, numerator: str, denominator: str) -> tuple[dict, str |
     try:
         run = load_run(path)
     except InputFileError:
-        if _is_suite_file(path):
+        if is_suite_file(path):
             raise InputFileError(f"{path}: a file of python -m pytest bench/, not of python -m cublas_det.bench; "
                                  "set it against a bench run with bench/suite_vs_bench.py") from None
         raise
@@ -65,15 +64,6 @@ def gpus_line(uuids: list) -> str:
     if len(known) == 1:
         return f"GPU: every run with a UUID on {known.pop()}{unknown}"
     return f"GPU: {len(known)} different GPUs ({', '.join(sorted(known))}): the spread between runs is partly theirs{unknown}"
-
-
-def _is_suite_file(path: str) -> bool:
-    try:
-        with open(path) as file:
-            benchmarks = json.load(file).get("benchmarks") or []
-    except (OSError, ValueError, AttributeError):
-        return False
-    return any("gemms_per_sample" in (b.get("extra_info") or {}) for b in benchmarks if isinstance(b, dict))
 
 
 def standard_error(ratio, setups: int) -> float:

@@ -4,7 +4,8 @@
 
 Runs ``python -m cublas_det.bench --preset ... --scenarios none --json DIR/quiet.json`` (timing
 only) on a quiet GPU, then the same again (DIR/loaded.json), starting a second process once the
-bench has timed --after shapes: a loop of 8192x8192 fp32 cupy matmuls until the bench ends.
+bench's timing has made --after visits (turns over every shape): a loop of 8192x8192 fp32 cupy
+matmuls until the bench ends.
 Prints what each run printed as warnings (the report's Warnings section and cublas_det's notes on
 stderr) and what its JSON recorded of other processes.
 
@@ -62,8 +63,12 @@ def timing_warnings(lines: list[str]) -> list[str]:
     return [line for line in lines if any(pattern in line for pattern in TIMING_WARNINGS)]
 
 
+VISIT_DONE = "timing: visit "  # the bench's progress line after each turn of visits over the shapes
+
+
 def run_bench(command: list[str], after: int | None, load_seconds: float, log: pathlib.Path) -> dict:
-    """Run the bench; with ``after``, start the load once that many shapes are timed. Its outputs and timings."""
+    """Run the bench; with ``after``, start the load once its timing has made that many visits. Its outputs
+    and timings."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()
     bench = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -72,7 +77,7 @@ def run_bench(command: list[str], after: int | None, load_seconds: float, log: p
     def read_stderr():
         for line in bench.stderr:
             stderr_lines.append(line)
-            if after is not None and sum(" timed " in x for x in stderr_lines) >= after:
+            if after is not None and sum(VISIT_DONE in x for x in stderr_lines) >= after:
                 timed.set()
 
     reader = threading.Thread(target=read_stderr, daemon=True)
@@ -104,7 +109,8 @@ def run_bench(command: list[str], after: int | None, load_seconds: float, log: p
 def main() -> int:
     parser = ArgumentParser(prog=prog_name(), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", nargs="+", default=["trunk", "mamba2-130m"])
-    parser.add_argument("--after", type=int, default=3, help="start the load after this many shapes are timed")
+    parser.add_argument("--after", type=int, default=3,
+                        help="start the load after the timing's first this many visits (default: %(default)s)")
     parser.add_argument("--load-seconds", type=float, default=120.0, help="the load's longest run (default: %(default)s)")
     parser.add_argument("--out", help="directory for the JSON files and logs (default: a temporary one)")
     args = parser.parse_args()

@@ -391,7 +391,7 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
     timing = not args.no_timing
     runnable = [shape for shape in shapes if shape.name not in refused]  # refused: one line each, no GPU work
     min_visits, max_visits = QUICK_VISITS if args.quick else (MIN_VISITS, MAX_VISITS)
-    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + max_visits * timing)
+    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + max_visits * bool(timing and runnable))
     checks, timings, errors = {}, {}, dict(refused)
     interrupted = False
     monitor = None

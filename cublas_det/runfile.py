@@ -93,6 +93,18 @@ def load_run(path: str) -> Run:
     return run_from_dict(data, path)
 
 
+def is_suite_file(path: str) -> bool:
+    """Whether ``path`` is a file of the pytest-benchmark suite (``pytest bench/ --benchmark-json``), which
+    :func:`load_run` refuses: what to tell a user who gave it where a ``--json`` run was wanted."""
+    try:
+        with open(path) as file:
+            benchmarks = json.load(file).get("benchmarks") or []
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(benchmarks, list) and any(
+        "gemms_per_sample" in (b.get("extra_info") or {}) for b in benchmarks if isinstance(b, dict))
+
+
 def run_from_dict(data, source: str) -> Run:
     """Check a run's layout and read its entries (``source`` names it in messages)."""
     if not isinstance(data, dict):

@@ -22,8 +22,8 @@ The method, and why:
   keeps a small bias of its own, and so does the moment it is timed at: the intervals add the
   spread between visits (``stats.between_setups``), so that they hold what another moment of the
   run gives, not only another round of the same setup.
-- Visits continue until every paired ratio's 95% interval is within ±0.5% of its median, or
-  the round or time budget runs out; the reason is kept.
+- Visits continue until every paired ratio's 95% interval is within ±0.5% of its median after
+  the minimum of visits, or the visit or time budget runs out; the reason is kept.
 """
 
 from __future__ import annotations
@@ -130,6 +130,12 @@ class ShapeBench:
 
     def close(self) -> None:
         """Give back the handles, graphs and device buffers (even while something still refers to this)."""
+        import cupy
+
+        try:  # the buffers go back to the pool only once no queued work reads them
+            self.stream.synchronize()
+        except cupy.cuda.runtime.CUDARuntimeError:  # a failed GPU: nothing more runs on this stream
+            pass
         for handle in self.handles.values():
             handle.close()
         self.handles = {}
@@ -300,7 +306,7 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_vis
     from ..config import resolve_config
     from ..memory import host_available_bytes
     from ..operands import HostOperandCache
-    from .visits import run_visits
+    from .visits import MIN_VISITS_FOR_INTERVAL, run_visits
 
     default = default_sm_clock_mhz()
     floor = THROTTLE_FRACTION * default if default else None
@@ -309,6 +315,8 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_vis
     if len(by_name) < len(shapes):
         raise ValueError("time_shapes: give each shape once (two shapes share a name)")
     names = list(arms_of(configs, aa_control))
+    min_visits = max(min_visits, MIN_VISITS_FOR_INTERVAL)  # as run_visits takes them, and as the file says
+    max_visits = max(max_visits, min_visits)
     calls, sets, visit_s = {}, {}, dict.fromkeys(by_name, 0.0)
     operand_type = resolve_config(configs[0])[0]  # one input type for every arm (ShapeBench checks)
     # A quarter of the host's free memory at most (8 GiB assumed where /proc/meminfo is missing).

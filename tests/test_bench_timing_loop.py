@@ -1,0 +1,80 @@
+"""The CLI's timing step on stand-ins (no GPU): time_shapes asked for the run's shapes in visits, its
+progress lines, a shape whose timing failed reported in its line, and Ctrl-C during the visits."""
+
+import pytest
+
+from cublas_det import bench
+from cublas_det.timing import ArmTiming, Ratio, RunTiming, ShapeTiming
+
+from .conftest import load_bench_script
+
+
+class StandIn:
+    """``time_shapes``: visit progress for every shape, a timing for the first, a failure for the second."""
+
+    def __init__(self, interrupted=False):
+        self.asked, self.interrupted = None, interrupted
+
+    def __call__(self, shapes, configs, *, seed, min_visits, max_visits, budget_s, monitor, kernels, on_visit):
+        self.asked = ([s.name for s in shapes], min_visits, max_visits, budget_s)
+        on_visit(1, 2)
+        on_visit(2, 0)
+        first = shapes[0]
+        arms = tuple(ArmTiming(name, (t,) * 8, (2 * t,) * 8, (1980.0,) * 8, setups=(0,) * 4 + (1,) * 4)
+                     for name, t in (("PEDANTIC", 9.0), ("DEFAULT", 9.0), ("TF32", 7.0), ("DEFAULT-AA", 9.0)))
+        ratios = (Ratio("TF32", "PEDANTIC", 0.778, 0.776, 0.780, 8), Ratio("DEFAULT-AA", "DEFAULT", 1.0, 0.999, 1.001, 8))
+        timing = ShapeTiming(first.name, first.flop, 100, 3, 8, arms, ratios, 0.5, "interval", options={"visits": 2})
+        return RunTiming({first.name: timing}, {shapes[1].name: "timing failed: OutOfMemoryError: out of memory"},
+                         self.interrupted)
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    import cublas_det._provenance
+    import cublas_det.timing
+    from cublas_det.timing import monitor
+
+    class Monitor:
+        def stop(self):
+            return {}
+
+    monkeypatch.setattr(cublas_det._provenance, "fingerprint",
+                        lambda device_id=None: {"gpu": {"name": "Stand-in GPU", "sm_count": 132}, "env": {}})
+    monkeypatch.setattr(monitor.GpuMonitor, "start", classmethod(lambda cls, *a, **k: Monitor()))
+    monkeypatch.setattr(cublas_det.timing, "warm_up", lambda seconds: None)
+
+    def install(interrupted=False):
+        fake = StandIn(interrupted)
+        monkeypatch.setattr(cublas_det.timing, "time_shapes", fake)
+        return fake
+
+    return install
+
+
+def _bench(*argv):
+    parser = bench.build_parser()
+    args = parser.parse_args(["--scenarios", "none", *argv])
+    shapes, scenarios, repeats, configs = bench._options(args, parser)
+    return bench._bench(args, shapes[:2], scenarios, repeats, configs, None, {})
+
+
+def test_the_timing_asks_for_visits_shows_them_and_reports_a_failed_shape_in_its_line(stand_in, capsys):
+    fake = stand_in()
+    code = _bench("--preset", "trunk")
+    out, err = capsys.readouterr()
+    assert fake.asked == (["trunk/W_in/forward", "trunk/W_in/dX"], bench.MIN_VISITS, bench.MAX_VISITS, 2.5)
+    assert "timing: visit 1 done, 2 of 2 shapes go on" in err
+    assert f"[{'#' * 30}] {bench.MAX_VISITS}/{bench.MAX_VISITS}" in err and "timed 2 shapes in 2 visits" in err
+    assert "trunk/W_in/dX" in out and "timing failed: OutOfMemoryError: out of memory" in out
+    assert "48 rounds" not in out and "8 rounds in 2 visits" in out
+    assert code == 1  # a shape that could not be timed is a finding of the run
+    # bench/timing_load_check.py starts its load on these lines
+    assert load_bench_script("timing_load_check.py").VISIT_DONE in err
+
+
+def test_quick_takes_fewer_visits_and_ctrl_c_in_the_visits_keeps_what_was_timed(stand_in, capsys):
+    fake = stand_in(interrupted=True)
+    code = _bench("--preset", "trunk", "--quick")
+    out, _ = capsys.readouterr()
+    assert fake.asked[1:] == (*bench.QUICK_VISITS, 1.0)
+    assert code == 130 and "trunk/W_in/forward" in out and "0.778" in out
