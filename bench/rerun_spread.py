@@ -34,7 +34,7 @@ import sys
 from cublas_det._cli import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
 from cublas_det.report.stored import stored_ratios
-from cublas_det.runfile import is_suite_file, load_run
+from cublas_det.runfile import load_run
 from cublas_det.timing.stats import t_975
 
 Z_95 = 1.96
@@ -43,13 +43,7 @@ Z_95 = 1.96
 def run_ratios(path: str, numerator: str, denominator: str) -> tuple[dict, str | None]:
     """{shape name: (Ratio, setups)} of one stored bench run, for numerator/denominator, and the UUID of
     its GPU (None in files written before it was recorded)."""
-    try:
-        run = load_run(path)
-    except InputFileError:
-        if is_suite_file(path):
-            raise InputFileError(f"{path}: a file of python -m pytest bench/, not of python -m cublas_det.bench; "
-                                 "set it against a bench run with bench/suite_vs_bench.py") from None
-        raise
+    run = load_run(path, suite_advice="set it against a bench run with bench/suite_vs_bench.py")
     found = stored_ratios(run, numerator, denominator)
     gpu = (run.data.get("machine_info") or {}).get("gpu") or {}
     return found, gpu.get("uuid") if isinstance(gpu, dict) else None

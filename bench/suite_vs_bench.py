@@ -26,7 +26,7 @@ import sys
 from cublas_det._cli import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
 from cublas_det.report.stored import stored_ratios
-from cublas_det.runfile import is_suite_file, load_run
+from cublas_det.runfile import load_run
 
 
 def load_suite(path: str) -> dict:
@@ -47,13 +47,7 @@ def load_suite(path: str) -> dict:
 
 def bench_ratios(path: str, numerator: str, denominator: str) -> dict:
     """{shape name: Ratio} of a bench run's --json file (``report.stored`` reads it, as rerun_spread does)."""
-    try:
-        run = load_run(path)
-    except InputFileError:
-        if is_suite_file(path):
-            raise InputFileError(f"{path}: a file of python -m pytest bench/, where the bench's --json was wanted "
-                                 "(give the suite's file first, the bench's second)") from None
-        raise
+    run = load_run(path, suite_advice="give the suite's file first, the bench's --json second")
     return {name: ratio for name, (ratio, _) in stored_ratios(run, numerator, denominator).items()}
 
 

@@ -74,8 +74,19 @@ def describe_machine(info: dict) -> str:
             f"cuBLAS {info.get('cublas_version', '?')}")
 
 
-def load_run(path: str) -> Run:
-    """Read and check a ``--json`` file; :class:`InputFileError` (one line) on any trouble."""
+def load_run(path: str, suite_advice: str | None = None) -> Run:
+    """Read and check a ``--json`` file; :class:`InputFileError` (one line) on any trouble. ``suite_advice``:
+    what to tell a user who gave the pytest-benchmark suite's file instead (the line names that file)."""
+    try:
+        return _load_run(path)
+    except InputFileError:
+        if suite_advice and is_suite_file(path):
+            raise InputFileError(f"{path}: a file of python -m pytest bench/, not a --json run of python -m "
+                                 f"cublas_det.bench; {suite_advice}") from None
+        raise
+
+
+def _load_run(path: str) -> Run:
     try:
         with open(path) as file:
             data = json.load(file)

@@ -177,7 +177,8 @@ def test_files_given_the_wrong_way_round_are_one_line_errors(tmp_path):
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "Traceback" not in result.stderr
     assert "not a file of python -m pytest bench/" in _run_script(bench, suite).stderr
-    assert "a file of python -m pytest bench/, where the bench's --json was wanted" in _run_script(suite, suite).stderr
+    assert ("a file of python -m pytest bench/, not a --json run of python -m cublas_det.bench; give the suite's "
+            "file first") in _run_script(suite, suite).stderr
 
 
 def test_a_suite_ratio_outside_the_interval_but_within_a_reruns_reach_agrees():
