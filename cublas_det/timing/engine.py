@@ -346,10 +346,10 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_vis
     visits = run_visits(list(by_name), names, open_visit, min_visits=min_visits, max_visits=max_visits,
                         budget_s=budget_s, clock_floor_mhz=floor, failures=failures, on_visit=on_visit)
     activity = monitor.activity_since(mark) if monitor is not None else None
-    timings = {key: _shape_timing(by_name[key], outcome, calls[key], sets[key], visit_s[key], floor, activity,
-                                  {"min_visits": min_visits, "max_visits": max_visits, "budget_s": budget_s})
-               for key, outcome in visits.outcomes.items()}
-    timings = {key: timings[key] for key in by_name if key in timings}  # in the order given
+    limits = {"min_visits": min_visits, "max_visits": max_visits, "budget_s": budget_s}
+    timings = {key: _shape_timing(by_name[key], visits.outcomes[key], calls[key], sets[key], visit_s[key], floor,
+                                  activity, limits)
+               for key in by_name if key in visits.outcomes}  # in the order given, not the order they stopped
     interrupted = visits.interrupted
     if kernels and not interrupted:
         try:
@@ -366,11 +366,18 @@ def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor
     options = {"min_rounds": limits["min_visits"] * cycle, "max_rounds": limits["max_visits"] * cycle,
                **limits, "target_half_width": TARGET_HALF_WIDTH, "order": "williams", "sets": sets,
                "schedule": "visits", "visits": outcome.visits, "setups": outcome.visits, "rounds_per_visit": cycle}
-    arms = tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in kept), tuple(s.eager_s * 1e6 for s in kept),
-                           tuple(s.clock_mhz for s in kept), setups=tuple(s.setup for s in kept))
-                 for name, kept in outcome.rounds.kept.items())
+    arms = arm_timings(outcome.rounds.kept, with_setups=True)
     return ShapeTiming(shape.name, shape.flop, calls, sets, outcome.rounds.rounds, arms, outcome.ratios, elapsed_s,
                        outcome.stop_reason.value, outcome.rounds.discards, floor, activity, options)
+
+
+def arm_timings(kept: dict, with_setups: bool) -> tuple[ArmTiming, ...]:
+    """Each arm's :class:`ArmTiming` from its kept samples ({arm: [Sample]}), in microseconds per GEMM;
+    ``with_setups``: keep the setup (visit) of each sample, whose spread widens the arm's interval."""
+    return tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in samples), tuple(s.eager_s * 1e6 for s in samples),
+                           tuple(s.clock_mhz for s in samples),
+                           setups=tuple(s.setup for s in samples) if with_setups else ())
+                 for name, samples in kept.items())
 
 
 def _with_kernels(timing: ShapeTiming, setup, key, failures) -> ShapeTiming:
@@ -405,9 +412,7 @@ def time_rounds(bench: ShapeBench, *, started: float, min_rounds: int = 12, max_
     outcome = run_rounds(bench.names, bench.measure_round, min_rounds=min_rounds, max_rounds=max_rounds,
                          budget_s=budget_s, target_half_width=target_half_width, clock_floor_mhz=clock_floor_mhz,
                          started=started)
-    arms = tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in kept), tuple(s.eager_s * 1e6 for s in kept),
-                           tuple(s.clock_mhz for s in kept))
-                 for name, kept in outcome.samples.items())
+    arms = arm_timings(outcome.samples, with_setups=False)
     options = {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
                "target_half_width": target_half_width, "order": "williams", "sets": bench.sets, "setups": 1}
     return ShapeTiming(bench.shape.name, bench.shape.flop, bench.calls, bench.sets, outcome.rounds, arms,
