@@ -23,7 +23,8 @@ def test_reads_the_printed_warnings_and_picks_the_timing_ones(check):
                         "  CUPY_TF32=1 is set: cupy.matmul uses TF32 whatever the math mode",
                         "  another process used the GPU while timing ran: pid 7 (python3) 1.0 GiB",
                         "  trunk/W_a/dX DEFAULT: noisy timing, IQR 14% of the median", ""])
-    stderr = "[###] 3/9 1.0s timed trunk/W_in/dW\ncublas_det: note: nvidia-ml-py is not installed: ...\n"
+    stderr = ("[###] 3/15 1.0s timing: visit 3 done, 15 of 15 shapes go on\n"
+              "cublas_det: note: nvidia-ml-py is not installed: ...\n")
     printed = check.printed_warnings(stdout, stderr)
     assert printed == ["CUPY_TF32=1 is set: cupy.matmul uses TF32 whatever the math mode",
                        "another process used the GPU while timing ran: pid 7 (python3) 1.0 GiB",
