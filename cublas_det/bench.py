@@ -40,9 +40,13 @@ DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 # (``timing.visits``). On the H200 a shape's ratio moved between visits seconds apart by 0.41% (sd)
 # beyond its setups' spread, so one stretch of rounds held one moment of the run; 12 visits put
 # t(11) x sd / sqrt(12), ~0.3%, of that spread into each interval. --quick: 4 to 6.
+# The visits are taken in PROCESSES processes (``timing.processes``), 4 each: a process keeps a bias
+# of its own (0.11-0.15% sd beyond its visits' spread on the H200), which only other processes show;
+# a shape not yet within ±0.5% goes on in a fourth. --quick: one process.
 MIN_VISITS = 12
-MAX_VISITS = 15
+MAX_VISITS = 16
 QUICK_VISITS = (4, 6)
+PROCESSES = 3
 
 EPILOG = """examples:
   %(prog)s                        # trunk + mamba2-130m, all modes, all scenarios
@@ -102,6 +106,9 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
                       help=f"5 repeats, {QUICK_VISITS[0]}-{QUICK_VISITS[1]} timing visits a shape, no scenario that "
                            "needs worker processes ("
                            f"{', '.join(name for name, s in REGISTRY.items() if s.in_worker)})")
+    what.add_argument("--processes", type=int, metavar="N",
+                      help=f"timing processes, one after another, each taking a share of every shape's visits, so "
+                           f"that the intervals hold what another run gives (default: {PROCESSES}; with --quick: 1)")
     what.add_argument("--no-timing", action="store_true", help="only the reproducibility checks")
     what.add_argument("--list", action="store_true", help="print the shapes that would run, and exit (no GPU needed)")
     what.add_argument("--devices", nargs="+", action=ExtendList, metavar="all|ID",
@@ -172,6 +179,11 @@ def _parse_options(args, parser):
     else:
         scenarios = list(validate_scenarios(args.scenarios))
     repeats = args.repeats
+    if args.processes is not None and args.processes < 1:
+        parser.error(f"--processes {args.processes}: give 1 or more (1 times in this process)")
+    if args.processes is not None and (args.devices or args.no_timing):
+        parser.error(f"--processes sets how the timing runs, and {'--devices' if args.devices else '--no-timing'} "
+                     "times nothing; drop one of them")
     if args.quick:
         scenarios = list(without_workers(scenarios))
         repeats = min(repeats, 5)
@@ -303,7 +315,7 @@ def explain_target(spec: str, tokens: int):
 def _explain_target(args, parser):
     """--explain's shape, before any GPU work; the options it cannot go with are refused."""
     flags = ("json", "markdown", "plot", "compare", "devices", "preset", "shape", "scenarios", "no_timing", "list",
-             "quick", "kernels")
+             "quick", "kernels", "processes")
     clashing = [flag for flag in flags if getattr(args, flag)]
     if clashing:
         parser.error(f"--explain prints one table and exits; drop --{', --'.join(f.replace('_', '-') for f in clashing)}")
@@ -384,6 +396,7 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
     from .results import BenchResult, ShapeReport
     from .timing import time_shapes, warm_up
     from .timing.monitor import GpuMonitor
+    from .timing.processes import most_visits
 
     started_iso = now_iso()
     started = time.perf_counter()
@@ -391,7 +404,9 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
     timing = not args.no_timing
     runnable = [shape for shape in shapes if shape.name not in refused]  # refused: one line each, no GPU work
     min_visits, max_visits = QUICK_VISITS if args.quick else (MIN_VISITS, MAX_VISITS)
-    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + max_visits * bool(timing and runnable))
+    processes = args.processes or (1 if args.quick else PROCESSES)
+    turns = most_visits(min_visits, max_visits, processes)
+    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + turns * bool(timing and runnable))
     checks, timings, errors = {}, {}, dict(refused)
     interrupted = False
     monitor = None
@@ -418,11 +433,11 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
                     if going:
                         progress.step(f"timing: visit {visit} done, {going} of {len(runnable)} shapes go on")
                     else:  # every shape stopped: the visits it did not need are done
-                        progress.step(f"timed {len(runnable)} shapes in {visit} visits", skip=max_visits - visit)
+                        progress.step(f"timed {len(runnable)} shapes in {visit} visits", skip=turns - visit)
 
                 run = time_shapes(runnable, configs, seed=args.seed, min_visits=min_visits, max_visits=max_visits,
-                                  budget_s=1.0 if args.quick else 2.5, monitor=monitor, kernels=kernels,
-                                  on_visit=on_visit)
+                                  processes=processes, budget_s=1.0 if args.quick else 2.5, monitor=monitor,
+                                  kernels=kernels, on_visit=on_visit)
                 timings, interrupted = run.timings, run.interrupted
                 errors.update(run.errors)
     except KeyboardInterrupt:

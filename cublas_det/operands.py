@@ -67,10 +67,14 @@ class HostOperandCache:
     A shape timed in visits needs the same values on fresh buffers at each visit; numpy's generator
     takes up to a second for a mamba2-130m operand pair (258 MiB), an upload milliseconds. Holds at
     most ``budget_bytes`` of host memory; a shape beyond it is made anew each time.
+
+    ``store``: a directory shared by a run's timing processes: a pair made by one is left there as
+    raw bytes, and the next processes map it instead of drawing it again (seconds a process for
+    the mamba2-130m shapes). Where the store cannot be written, each process makes its own.
     """
 
-    def __init__(self, seed: int, budget_bytes: int):
-        self.seed, self.budget_bytes = seed, budget_bytes
+    def __init__(self, seed: int, budget_bytes: int, store: str | None = None):
+        self.seed, self.budget_bytes, self.store = seed, budget_bytes, store
         self.held: dict = {}
 
     @property
@@ -82,10 +86,34 @@ class HostOperandCache:
         key = (shape.spec, (config or GemmConfig()).a_type)
         pair = self.held.get(key)
         if pair is None:
-            pair = host_operands(shape, self.seed, config)
+            pair = self._stored(shape, config) if self.store else host_operands(shape, self.seed, config)
             if self.held_bytes + pair[0].nbytes + pair[1].nbytes <= self.budget_bytes:
                 self.held[key] = pair
         return _upload(*pair)
+
+    def _stored(self, shape: GemmShape, config: GemmConfig | None):
+        """The pair from the store (mapped, read-only), or made here and left there for the next process."""
+        import os
+
+        import numpy
+
+        dtype = numpy.dtype((config or GemmConfig()).a_type.numpy_dtype)
+        paths = [os.path.join(self.store, f"seed{self.seed}_{dtype.name}_{role}{'x'.join(map(str, dims))}.bin")
+                 for role, dims in (("a", shape.a_shape), ("b", shape.b_shape))]
+        try:
+            return tuple(numpy.memmap(path, dtype, mode="r", shape=dims)
+                         for path, dims in zip(paths, (shape.a_shape, shape.b_shape)))
+        except (OSError, ValueError):  # not there yet (or cut short): made here
+            pass
+        pair = host_operands(shape, self.seed, config)
+        try:
+            for path, array in zip(paths, pair):
+                with open(path + ".part", "wb") as part:
+                    array.tofile(part)
+                os.replace(path + ".part", path)  # whole or absent: a reader never maps half a file
+        except OSError:  # a full or read-only store: the next process makes its own
+            pass
+        return pair
 
 
 def output(shape: GemmShape, config: GemmConfig | None = None, rows: int | None = None):

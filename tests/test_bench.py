@@ -26,7 +26,8 @@ def _run(*args):
 def test_help_shows_defaults_and_examples():
     text = bench.build_parser().format_help()
     for fragment in ("--preset NAME", "(default: trunk mamba2-130m)", "(default: 16384)", "--compare BASE.json",
-                     "--fail-on PCT", "examples:", "--quick", "--plot PATH"):
+                     "--fail-on PCT", "examples:", "--quick", "--plot PATH",
+                     "--processes N", "(default: 3; with"):
         assert fragment in text
 
 
@@ -50,6 +51,10 @@ def test_argparse_usage_errors_exit_2():
     result = _run("--fail-on", "5")
     assert result.returncode == 2 and "--fail-on needs --compare" in result.stderr
     assert _run("--modes", "fast").returncode == 2
+    zero = _run("--processes", "0")
+    assert zero.returncode == 2 and "--processes 0: give 1 or more" in zero.stderr
+    idle = _run("--processes", "2", "--no-timing")
+    assert idle.returncode == 2 and "--no-timing times nothing; drop one of them" in idle.stderr
 
 
 def test_list_needs_no_gpu():

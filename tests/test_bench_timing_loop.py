@@ -15,8 +15,9 @@ class StandIn:
     def __init__(self, interrupted=False):
         self.asked, self.interrupted = None, interrupted
 
-    def __call__(self, shapes, configs, *, seed, min_visits, max_visits, budget_s, monitor, kernels, on_visit):
-        self.asked = ([s.name for s in shapes], min_visits, max_visits, budget_s)
+    def __call__(self, shapes, configs, *, seed, min_visits, max_visits, processes, budget_s, monitor, kernels,
+                 on_visit):
+        self.asked = ([s.name for s in shapes], min_visits, max_visits, budget_s, processes)
         on_visit(1, 2)
         on_visit(2, 0)
         first = shapes[0]
@@ -62,9 +63,11 @@ def test_the_timing_asks_for_visits_shows_them_and_reports_a_failed_shape_in_its
     fake = stand_in()
     code = _bench("--preset", "trunk")
     out, err = capsys.readouterr()
-    assert fake.asked == (["trunk/W_in/forward", "trunk/W_in/dX"], bench.MIN_VISITS, bench.MAX_VISITS, 2.5)
+    assert fake.asked == (["trunk/W_in/forward", "trunk/W_in/dX"], bench.MIN_VISITS, bench.MAX_VISITS, 2.5,
+                          bench.PROCESSES)
     assert "timing: visit 1 done, 2 of 2 shapes go on" in err
-    assert f"[{'#' * 30}] {bench.MAX_VISITS}/{bench.MAX_VISITS}" in err and "timed 2 shapes in 2 visits" in err
+    most = 4 * 4  # 4 visits a process, 3 processes and a fourth for the shapes not yet within ±0.5%
+    assert f"[{'#' * 30}] {most}/{most}" in err and "timed 2 shapes in 2 visits" in err
     assert "trunk/W_in/dX" in out and "timing failed: OutOfMemoryError: out of memory" in out
     assert "48 rounds" not in out and "8 rounds in 2 visits" in out
     assert code == 1  # a shape that could not be timed is a finding of the run
@@ -76,5 +79,5 @@ def test_quick_takes_fewer_visits_and_ctrl_c_in_the_visits_keeps_what_was_timed(
     fake = stand_in(interrupted=True)
     code = _bench("--preset", "trunk", "--quick")
     out, _ = capsys.readouterr()
-    assert fake.asked[1:] == (*bench.QUICK_VISITS, 1.0)
+    assert fake.asked[1:] == (*bench.QUICK_VISITS, 1.0, 1)  # in this process
     assert code == 130 and "trunk/W_in/forward" in out and "0.778" in out

@@ -31,3 +31,30 @@ def test_a_shape_is_made_once_and_uploaded_each_time_within_the_budget(monkeypat
     assert made == ["64x32x16:nn", "512x256x128:nn", "512x256x128:nn"]  # beyond the budget: made anew each time
     bf16 = GemmConfig(input_dtype="bfloat16", output_dtype="bfloat16")
     assert cache.device_operands(small, bf16)[0].dtype != first[0].dtype  # another input type: other operands
+
+
+def test_a_store_lets_the_next_process_map_what_the_first_made(monkeypatch, tmp_path):
+    made = []
+
+    def counted(shape, seed, config=None):
+        made.append(shape.spec)
+        return real(shape, seed, config)
+
+    real = operands.host_operands
+    monkeypatch.setattr(operands, "host_operands", counted)
+    monkeypatch.setattr(operands, "_upload", lambda a, b: (numpy.array(a), numpy.array(b)))
+    shape = parse_shape("96x40x24:tn")
+    for config in (resolve_config("pedantic")[0], GemmConfig(input_dtype="bfloat16", output_dtype="bfloat16")):
+        first = operands.HostOperandCache(seed=5, budget_bytes=2**30, store=str(tmp_path)).device_operands(shape, config)
+        # a later process of the run: its own cache, the same store
+        later = operands.HostOperandCache(seed=5, budget_bytes=2**30, store=str(tmp_path)).device_operands(shape, config)
+        expected = real(shape, 5, config)
+        for got in (first, later):
+            assert all(x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+                       for x, y in zip(got, expected))
+    assert made == [shape.spec, shape.spec]  # once per input type, not once per process
+    assert not list(tmp_path.glob("*.part"))
+    # another seed is another pair; a store that cannot be written costs nothing but the drawing
+    operands.HostOperandCache(seed=6, budget_bytes=2**30, store=str(tmp_path / "missing")).device_operands(
+        shape, resolve_config("pedantic")[0])
+    assert made[-1] == shape.spec and len(made) == 3

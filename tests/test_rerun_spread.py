@@ -2,6 +2,7 @@
 own errors would give, and the spread beyond them."""
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -60,6 +61,8 @@ def test_a_runs_standard_error_comes_from_the_terms_of_its_interval(rerun_spread
     ratio = Ratio("TF32", "PEDANTIC", 0.8, 0.8 * (1 - 0.006), 0.8 * (1 + 0.006), 48, setup_half_width=0.005)
     assert rerun_spread.standard_error(ratio, 4) == pytest.approx(0.005 / 3.182)  # t(3) for 4 setups
     assert rerun_spread.standard_error(ratio, 1) == pytest.approx(0.006 / 1.96)
+    over_processes = dataclasses.replace(ratio, setup_dof=2)  # 12 visits, but 3 processes decided the term
+    assert rerun_spread.standard_error(over_processes, 12) == pytest.approx(0.005 / 4.303)
     figures = rerun_spread.spread([(ratio, 4), (ratio, 4)])
     expected = math.erf(0.006 / math.sqrt(2 * 2 * (0.005 / 3.182) ** 2))
     assert figures["inside"] == 2 and figures["expected"] == pytest.approx(2 * expected)

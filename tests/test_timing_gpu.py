@@ -72,6 +72,32 @@ def test_shapes_are_timed_in_visits_on_setups_of_their_own_with_one_batch_size()
 
 
 @pytest.mark.gpu
+def test_visits_taken_in_processes_carry_their_process_and_one_batch_size():
+    import os
+
+    from cublas_det.timing import time_shapes
+    from cublas_det.timing.monitor import GpuMonitor
+
+    shapes = [parse_shape("128x56x4096:nt"), parse_shape("4096x128x128:tn")]
+    monitor = GpuMonitor.start()
+    try:
+        run = time_shapes(shapes, ["pedantic", "tf32"], min_visits=4, max_visits=4, processes=2, budget_s=30.0,
+                          monitor=monitor)
+    finally:
+        monitor.stop()
+    assert not run.errors and not run.interrupted and list(run.timings) == [s.name for s in shapes]
+    assert len(monitor.own_pids) == 3 and os.getpid() in monitor.own_pids  # this process and its two
+    for timing in run.timings.values():
+        assert timing.options["visits"] == 4 and timing.options["processes"] == 2 and timing.rounds == 24
+        assert not timing.gpu_activity.busy  # the timing processes are the run's own
+        for arm in timing.arms:
+            assert arm.processes == tuple(p for p in range(2) for _ in range(12))
+            assert arm.setups == tuple(v for v in range(4) for _ in range(6))
+        ratio = timing.ratio("TF32", "PEDANTIC")
+        assert ratio.setup_dof in (1, 2) and ratio.ci_low < ratio.median < ratio.ci_high < 1
+
+
+@pytest.mark.gpu
 def test_the_monitor_records_the_device():
     from cublas_det.timing.monitor import GpuMonitor
 

@@ -119,3 +119,25 @@ def test_untimed_entries_are_complete_and_read_back_as_untimed(tmp_path):
     assert "64x64x64:nn[PEDANTIC]" in result.stdout
     run = run_from_dict(json.loads(path.read_text()), "run.json")
     assert run.entries[-1].stats is None and run.entries[0].stats["iterations"] == 110
+
+
+def test_a_timing_over_processes_reads_back_with_each_samples_process_and_the_same_intervals():
+    from cublas_det.report.stored import bench_result
+
+    shape = parse_shape("128x56x4096:nt")
+    setups, owners = tuple(i // 2 for i in range(12)), tuple(i // 4 for i in range(12))  # 6 visits, 3 processes
+    arms = tuple(ArmTiming(n, tuple(t * (1 + 0.01 * (i % 4) + 0.004 * owners[i]) for i in range(12)), (2 * t,) * 12,
+                           (1980.0,) * 12, setups=setups, processes=owners)
+                 for n, t in (("PEDANTIC", 9.0), ("TF32", 7.0), ("PEDANTIC-AA", 9.0)))
+    ratios = (Ratio("TF32", "PEDANTIC", 0.778, 0.770, 0.786, 12, 0.009, 2),)
+    timing = ShapeTiming(shape.name, shape.flop, 110, 60, 12, arms, ratios, 0.4, "interval",
+                         options={"visits": 6, "setups": 6, "processes": 3})
+    result = BenchResult((ShapeReport(shape, {}, timing),), {"gpu": {"name": "NVIDIA H200"}, "env": {}},
+                         "2026-11-30T00:00:00+00:00", 1.0, "0.1.0")
+    data = json.loads(json.dumps(json_file.to_json(result)))
+    assert data["benchmarks"][0]["extra_info"]["processes"] == list(owners)
+    back = bench_result(run_from_dict(data, "run.json")).shapes[0].timing
+    assert back.arm("TF32").processes == owners and back.arm("TF32").setups == setups
+    assert back.arm("TF32").median_ci_us == pytest.approx(arms[1].median_ci_us)  # the two-level interval again
+    assert arms[1].median_ci_us != ArmTiming("TF32", arms[1].graph_us, arms[1].eager_us, setups=setups).median_ci_us
+    assert back.ratios[0].setup_dof == 2 and back.options["processes"] == 3

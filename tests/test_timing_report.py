@@ -1,6 +1,8 @@
 """How the report shows a timing: what the times include, how each shape was timed, and the
 warnings for throttled clocks, a busy GPU and an A/A control that failed (none on a quiet run)."""
 
+import dataclasses
+
 from cublas_det.report import text
 from cublas_det.report.timing_text import TIME_NOTE, busy_warning, heading_suffix
 from cublas_det.results import BenchResult, ShapeReport
@@ -38,9 +40,11 @@ def test_a_quiet_run_shows_how_it_was_timed_and_warns_of_nothing():
     result = _result(_timing(activity=GpuActivity(2)), _quiet_state())
     rendered = text.render_text(result)
     assert TIME_NOTE in rendered and "no launch latency" in TIME_NOTE and "gaps between graph nodes" in TIME_NOTE
-    assert "over a shape's visits" in TIME_NOTE and "runs in separate processes differ" in TIME_NOTE  # and not
+    assert "over a shape's visits" in TIME_NOTE and "and the processes that took them" in TIME_NOTE  # and not
     assert f"{SHAPE}  128x56x4096 op NT" in rendered
     assert "[110 GEMMs/batch, 60 buffer sets, 12 rounds in 3 visits, stop: interval, SM 1980 MHz]" in rendered
+    over = dataclasses.replace(result.shapes[0].timing, options={"visits": 3, "processes": 3})
+    assert "12 rounds in 3 visits over 3 processes," in heading_suffix(over)
     assert text.warnings_for(result) == [] and "Warnings" not in rendered
     rows = [line.split() for line in rendered.splitlines() if line.startswith("  ") and line.split()[0] in
             ("PEDANTIC", "TF32", "PEDANTIC-AA")]

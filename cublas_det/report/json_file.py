@@ -100,6 +100,8 @@ def timing_extra(timing, mode: str) -> dict:
     low, high = arm.median_ci_us
     kernels = {"kernel_time_s": arm.kernel_us * 1e-6, "timed_kernels": arm.kernels} if arm.kernel_us else {}
     setups = {"setups": list(arm.setups)} if arm.setups else {}  # of each sample in stats.data, in order
+    if arm.processes:
+        setups["processes"] = list(arm.processes)
     return {**kernels, **setups, "median_ci_s": [low * 1e-6, high * 1e-6], "sm_clock_mhz": arm.median_clock_mhz,
             "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,
             "untrusted_reason": timing.untrusted_reason, "noise_floor": timing.noise_floor}

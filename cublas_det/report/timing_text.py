@@ -9,8 +9,9 @@ from ..timing.rounds import MAX_REDOS, THROTTLE_FRACTION
 TIME_NOTE = ("graph µs: per GEMM, CUDA-graph replay started from a held stream (the kernels and the gaps between "
              "graph nodes; no launch latency). eager µs: per GEMM, Python launches on an idle GPU (host cost "
              "included). Intervals are 95%, over a shape's visits (rounds at moments spread over the run, each "
-             "on a setup made anew); runs in separate processes differ by somewhat more than they show (0.15% "
-             "on an H200; bench/rerun_spread.py measures it), so compare runs with --compare, which weighs "
+             "on a setup made anew) and the processes that took them: a process keeps a bias of its own, which "
+             "only other processes show (0.11-0.15% on an H200; timed in one process, as with --quick, another "
+             "run differs by that much more than the interval says). Compare runs with --compare, which weighs "
              "both runs' intervals.")
 KERNEL_NOTE = ("kernel µs: per GEMM, the summed durations of its kernels in held graph replays, as CUPTI records "
                "them (no gaps: the purest cost of a mode). kernels: what the reference call ran.")
@@ -19,8 +20,9 @@ NOT_TRUSTED = " (not trusted)"
 
 def heading_suffix(timing) -> str:
     """How a shape was timed: batch, buffers, rounds, why it stopped, redone rounds, SM clock."""
-    visits = timing.options.get("visits")
-    rounds = f"{timing.rounds} rounds" + (f" in {visits} visits" if visits else "")
+    visits, processes = timing.options.get("visits"), timing.options.get("processes") or 1
+    rounds = (f"{timing.rounds} rounds" + (f" in {visits} visits" if visits else "")
+              + (f" over {processes} processes" if processes > 1 else ""))
     parts = [f"{timing.calls_per_batch} GEMMs/batch", f"{timing.buffer_sets} buffer sets", rounds]
     if timing.stop_reason:
         parts.append(f"stop: {timing.stop_reason}")

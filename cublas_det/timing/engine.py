@@ -44,6 +44,7 @@ from .stats import (
     buffer_sets,
     probe_calls,
 )
+from .visits import BUDGET_FLOOR_VISITS, MIN_VISITS_FOR_INTERVAL, VisitsRun, run_visits
 
 
 def warm_up(seconds: float = 1.0) -> None:
@@ -284,7 +285,80 @@ class RunTiming:
     interrupted: bool = False
 
 
-def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_visits: int = 15,
+@dataclasses.dataclass
+class Visited:
+    """The visits of a run's shapes (``visits.VisitsRun``), with what each shape's setups kept:
+    its batch size, its number of rotated operand sets, and the seconds its visits took."""
+
+    run: VisitsRun
+    calls: dict
+    sets: dict
+    visit_s: dict
+
+
+class ShapeSetups:
+    """Makes a shape's setups (one :class:`ShapeBench` each) for a run: its operands made once on the
+    host (``HostOperandCache``; ``operand_store``: shared with the run's other timing processes),
+    its batch size calibrated on the first setup and kept."""
+
+    def __init__(self, shapes, configs, *, seed: int, aa_control: bool, calls: dict | None = None,
+                 operand_store: str | None = None):
+        from ..config import resolve_config
+        from ..memory import host_available_bytes
+        from ..operands import HostOperandCache
+
+        self.by_name = {shape.name: shape for shape in shapes}
+        self.configs, self.aa_control = configs, aa_control
+        self.calls, self.sets = dict(calls or {}), {}
+        self.operand_type = resolve_config(configs[0])[0]  # one input type for every arm (ShapeBench checks)
+        # A quarter of the host's free memory at most (8 GiB assumed where /proc/meminfo is missing).
+        self.operands = HostOperandCache(seed, (host_available_bytes() or 8 * 2**30) // 4, operand_store)
+
+    @contextlib.contextmanager
+    def setup(self, key):
+        shape = self.by_name[key]
+        with ShapeBench(shape, self.configs, aa_control=self.aa_control,
+                        operands=self.operands.device_operands(shape, self.operand_type)) as bench:
+            self.calls[key] = bench.prepare(self.calls.get(key))
+            self.sets[key] = bench.sets
+            yield bench
+
+
+def visit_shapes(shapes, configs, *, seed: int = 0, min_visits: int, max_visits: int, budget_s: float,
+                 aa_control: bool = True, failures: tuple | None = None, on_visit=None, calls: dict | None = None,
+                 budget_floor_visits: int = BUDGET_FLOOR_VISITS, operand_store: str | None = None) -> Visited:
+    """The visits of :func:`time_shapes` in this process (``visits.run_visits`` on :class:`ShapeBench`
+    setups). ``calls``: batch sizes already calibrated (by an earlier process of the run);
+    ``operand_store``: where the run's timing processes share their host operands."""
+    import cupy
+
+    from .._device import gpu_failures
+
+    default = default_sm_clock_mhz()
+    floor = THROTTLE_FRACTION * default if default else None
+    failures = gpu_failures() if failures is None else failures
+    setups = ShapeSetups(shapes, configs, seed=seed, aa_control=aa_control, calls=calls, operand_store=operand_store)
+    visit_s = dict.fromkeys(setups.by_name, 0.0)
+
+    @contextlib.contextmanager
+    def open_visit(key, visit):
+        opened = time.perf_counter()
+        try:
+            with setups.setup(key) as bench:
+                yield bench.measure_round
+        except failures:
+            cupy.get_default_memory_pool().free_all_blocks()  # the next shapes get the memory back
+            raise
+        finally:
+            visit_s[key] += time.perf_counter() - opened
+
+    run = run_visits(list(setups.by_name), list(arms_of(configs, aa_control)), open_visit, min_visits=min_visits,
+                     max_visits=max_visits, budget_s=budget_s, clock_floor_mhz=floor, failures=failures,
+                     on_visit=on_visit, budget_floor_visits=budget_floor_visits)
+    return Visited(run, setups.calls, setups.sets, visit_s)
+
+
+def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_visits: int = 15, processes: int = 1,
                 budget_s: float = 2.5, aa_control: bool = True, monitor=None, kernels: bool = False,
                 failures: tuple | None = None, on_visit=None) -> RunTiming:
     """Time every shape in each configuration (:class:`GemmConfig`, or a mode name), side by side, in
@@ -294,78 +368,59 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_vis
     A shape takes at least ``min_visits`` (two at least) and at most ``max_visits``, or stops when
     every ratio's interval is within ±0.5%, or when its rounds have spent ``budget_s`` (after
     ``visits.BUDGET_FLOOR_VISITS``). Its batch size is calibrated on its first visit and kept, and
-    its operands are made once on the host (``HostOperandCache``). ``monitor``: a running
-    :class:`~.monitor.GpuMonitor`; every shape gets its readings over the whole timing (its visits
-    are spread over it). ``kernels``: after the visits, record each arm's kernels through CUPTI on
-    one more setup. ``failures``: exceptions that end one shape's timing with a one-line reason
-    (default: the GPU's failures, :func:`~cublas_det._device.gpu_failures`); others propagate.
+    its operands are made once on the host (``HostOperandCache``). ``processes`` > 1: the visits
+    are taken in that many processes, one after another (``processes``), so that the intervals
+    hold the bias each process keeps. ``monitor``: a running :class:`~.monitor.GpuMonitor`; every
+    shape gets its readings over the whole timing (its visits are spread over it). ``kernels``:
+    after the visits, record each arm's kernels through CUPTI on one more setup (in this process).
+    ``failures``: exceptions that end one shape's timing with a one-line reason (default: the GPU's
+    failures, :func:`~cublas_det._device.gpu_failures`); others propagate.
     """
-    import cupy
-
     from .._device import gpu_failures
-    from ..config import resolve_config
-    from ..memory import host_available_bytes
-    from ..operands import HostOperandCache
-    from .visits import MIN_VISITS_FOR_INTERVAL, run_visits
 
+    if len({shape.name for shape in shapes}) < len(shapes):
+        raise ValueError("time_shapes: give each shape once (two shapes share a name)")
+    if processes < 1:
+        raise ValueError(f"time_shapes: processes must be at least 1, not {processes}")
     default = default_sm_clock_mhz()
     floor = THROTTLE_FRACTION * default if default else None
-    failures = gpu_failures() if failures is None else failures
-    by_name = {shape.name: shape for shape in shapes}
-    if len(by_name) < len(shapes):
-        raise ValueError("time_shapes: give each shape once (two shapes share a name)")
-    names = list(arms_of(configs, aa_control))
     min_visits = max(min_visits, MIN_VISITS_FOR_INTERVAL)  # as run_visits takes them, and as the file says
     max_visits = max(max_visits, min_visits)
-    calls, sets, visit_s = {}, {}, dict.fromkeys(by_name, 0.0)
-    operand_type = resolve_config(configs[0])[0]  # one input type for every arm (ShapeBench checks)
-    # A quarter of the host's free memory at most (8 GiB assumed where /proc/meminfo is missing).
-    operands = HostOperandCache(seed, (host_available_bytes() or 8 * 2**30) // 4)
-
-    @contextlib.contextmanager
-    def setup(key):
-        with ShapeBench(by_name[key], configs, aa_control=aa_control,
-                        operands=operands.device_operands(by_name[key], operand_type)) as bench:
-            calls[key] = bench.prepare(calls.get(key))
-            sets[key] = bench.sets
-            yield bench
-
-    @contextlib.contextmanager
-    def open_visit(key, visit):
-        opened = time.perf_counter()
-        try:
-            with setup(key) as bench:
-                yield bench.measure_round
-        except failures:
-            cupy.get_default_memory_pool().free_all_blocks()  # the next shapes get the memory back
-            raise
-        finally:
-            visit_s[key] += time.perf_counter() - opened
-
+    options = {"seed": seed, "min_visits": min_visits, "max_visits": max_visits, "budget_s": budget_s,
+               "aa_control": aa_control, "failures": failures, "on_visit": on_visit}
     mark = monitor.mark() if monitor is not None else 0
-    visits = run_visits(list(by_name), names, open_visit, min_visits=min_visits, max_visits=max_visits,
-                        budget_s=budget_s, clock_floor_mhz=floor, failures=failures, on_visit=on_visit)
+    if processes > 1:
+        from .processes import visit_in_processes
+
+        visited = visit_in_processes(shapes, configs, processes=processes, monitor=monitor, **options)
+    else:
+        visited = visit_shapes(shapes, configs, **options)
     activity = monitor.activity_since(mark) if monitor is not None else None
     limits = {"min_visits": min_visits, "max_visits": max_visits, "budget_s": budget_s}
-    timings = {key: _shape_timing(by_name[key], visits.outcomes[key], calls[key], sets[key], visit_s[key], floor,
-                                  activity, limits)
-               for key in by_name if key in visits.outcomes}  # in the order given, not the order they stopped
-    interrupted = visits.interrupted
+    outcomes = visited.run.outcomes
+    timings = {shape.name: _shape_timing(shape, outcomes[shape.name], visited.calls[shape.name],
+                                         visited.sets[shape.name], visited.visit_s[shape.name], floor, activity, limits)
+               for shape in shapes if shape.name in outcomes}  # in the order given, not the order they stopped
+    interrupted = visited.run.interrupted
     if kernels and not interrupted:
+        setups = ShapeSetups(shapes, configs, seed=seed, aa_control=aa_control, calls=visited.calls)
+        failures = gpu_failures() if failures is None else failures
         try:
             for key, timing in timings.items():
-                timings[key] = _with_kernels(timing, setup, key, failures)
+                timings[key] = _with_kernels(timing, setups.setup, key, failures)
         except KeyboardInterrupt:  # the timings stand; the shapes not reached have no kernels
             interrupted = True
-    return RunTiming(timings, visits.errors, interrupted)
+    return RunTiming(timings, visited.run.errors, interrupted)
 
 
 def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor, activity, limits: dict):
     """A shape's :class:`ShapeTiming` from its visits (each sample's setup is its visit)."""
     cycle = outcome.rounds.rounds // outcome.visits
+    taken_by = {s.process for s in outcome.rounds.kept[outcome.rounds.names[0]]}
     options = {"min_rounds": limits["min_visits"] * cycle, "max_rounds": limits["max_visits"] * cycle,
                **limits, "target_half_width": TARGET_HALF_WIDTH, "order": "williams", "sets": sets,
-               "schedule": "visits", "visits": outcome.visits, "setups": outcome.visits, "rounds_per_visit": cycle}
+               "schedule": "visits", "visits": outcome.visits, "setups": outcome.visits, "rounds_per_visit": cycle,
+               "processes": len(taken_by)}
     arms = arm_timings(outcome.rounds.kept, with_setups=True)
     return ShapeTiming(shape.name, shape.flop, calls, sets, outcome.rounds.rounds, arms, outcome.ratios, elapsed_s,
                        outcome.stop_reason.value, outcome.rounds.discards, floor, activity, options)
@@ -376,7 +431,9 @@ def arm_timings(kept: dict, with_setups: bool) -> tuple[ArmTiming, ...]:
     ``with_setups``: keep the setup (visit) of each sample, whose spread widens the arm's interval."""
     return tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in samples), tuple(s.eager_s * 1e6 for s in samples),
                            tuple(s.clock_mhz for s in samples),
-                           setups=tuple(s.setup for s in samples) if with_setups else ())
+                           setups=tuple(s.setup for s in samples) if with_setups else (),
+                           processes=tuple(s.process for s in samples)
+                           if with_setups and len({s.process for s in samples}) > 1 else ())
                  for name, samples in kept.items())
 
 

@@ -102,11 +102,15 @@ class GpuActivity:
                 "gpu_util_max": self.gpu_util_max, "clock_event_reasons": list(self.event_reasons)}
 
 
-def others_in(processes, own_pid: int) -> tuple[tuple[ProcessSeen, ...], bool]:
-    """The processes that are not this one, and whether this one could not be told apart."""
-    if any(p.pid == own_pid for p in processes):
-        return tuple(p for p in processes if p.pid != own_pid), False
-    if len(processes) <= 1:  # only this process, under a PID from another namespace (or none at all)
+def others_in(processes, own_pid, own_at_once: int = 1) -> tuple[tuple[ProcessSeen, ...], bool]:
+    """The processes that are not this run's, and whether this run's could not be told apart.
+
+    ``own_pid``: this process's PID, or the PIDs of this run's processes (this one and the timing
+    processes it started); at most ``own_at_once`` of them use the GPU at one time."""
+    own = {own_pid} if isinstance(own_pid, int) else set(own_pid)
+    if any(p.pid in own for p in processes):
+        return tuple(p for p in processes if p.pid not in own), False
+    if len(processes) <= own_at_once:  # only this run's, under PIDs from another namespace (or none at all)
         return (), False
     return tuple(processes), True
 
@@ -115,12 +119,13 @@ def reason_names(bits: int) -> tuple[str, ...]:
     return tuple(name for bit, name in EVENT_REASONS.items() if bits & bit)
 
 
-def summarize(samples, own_pid: int) -> GpuActivity:
-    """Merge NVML samples: other processes by PID, clock range, peaks, clock event reasons."""
+def summarize(samples, own_pid, own_at_once: int = 1) -> GpuActivity:
+    """Merge NVML samples: other processes by PID, clock range, peaks, clock event reasons
+    (``own_pid``, ``own_at_once``: as :func:`others_in` takes them)."""
     merged: dict[int, ProcessSeen] = {}
     ambiguous = False
     for sample in samples:
-        others, unsure = others_in(sample.processes, own_pid)
+        others, unsure = others_in(sample.processes, own_pid, own_at_once)
         ambiguous = ambiguous or unsure
         for p in others:
             old = merged.get(p.pid)
@@ -250,6 +255,8 @@ class GpuMonitor:
         self.default_clock_mhz = default_clock_mhz
         self.poll_s = poll_s
         self.own_pid = os.getpid() if own_pid is None else own_pid
+        self.own_pids = {self.own_pid}  # and the timing processes this run started (``add_own``)
+        self.own_at_once = 1
         self.samples: list[GpuSample] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -288,6 +295,13 @@ class GpuMonitor:
         with self._lock:
             self.samples.append(sample)
 
+    def add_own(self, pid: int) -> None:
+        """A timing process of this run (``processes``): its use of the GPU is not another's. One
+        runs at a time, beside this process."""
+        with self._lock:
+            self.own_pids.add(pid)
+            self.own_at_once = 2
+
     def mark(self) -> int:
         """A position in the samples, for :meth:`activity_since`."""
         with self._lock:
@@ -299,7 +313,7 @@ class GpuMonitor:
             return None
         self.sample_now()
         with self._lock:
-            return summarize(self.samples[mark:], self.own_pid)
+            return summarize(self.samples[mark:], self.own_pids, self.own_at_once)
 
     def stop(self) -> dict:
         """Stop sampling; the state for machine_info: limits, before, during (all None without NVML)."""

@@ -33,6 +33,7 @@ class Sample:
     clock_mhz: float | None = None
     held: bool = True
     setup: int = 0  # which setup (operand buffers, handles, graphs) took it
+    process: int = 0  # which process took it (``processes``: a run's timing spread over processes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,11 +107,27 @@ class KeptRounds:
             del self.kept[name][count:]
 
     def ratios(self) -> tuple[Ratio, ...]:
-        """The paired ratios of the kept rounds; taken on several setups, their spread widens the intervals."""
-        taken_on = [s.setup for s in self.kept[self.names[0]]]
+        """The paired ratios of the kept rounds; taken on several setups (and processes), their spread
+        widens the intervals."""
+        first = self.kept[self.names[0]]
+        taken_on = [s.setup for s in first]
         setups = taken_on if len(set(taken_on)) > 1 else None
-        return tuple(paired_ratio(n, d, [s.graph_s for s in self.kept[n]], [s.graph_s for s in self.kept[d]], setups)
+        taken_by = [s.process for s in first]
+        processes = taken_by if setups and len(set(taken_by)) > 1 else None
+        return tuple(paired_ratio(n, d, [s.graph_s for s in self.kept[n]], [s.graph_s for s in self.kept[d]], setups,
+                                  processes)
                      for n, d in ratio_pairs(self.names))
+
+    def absorb(self, other: KeptRounds, process: int) -> None:
+        """Append ``other``'s rounds (another process's, of the same arms), as taken by ``process``, their
+        setups numbered on after this one's; their redos count here too. Whole Williams cycles
+        from each keep the order balanced."""
+        if other.names != self.names:
+            raise ValueError(f"cannot merge rounds of arms {other.names} into rounds of {self.names}")
+        offset = 1 + max((s.setup for s in self.kept[self.names[0]]), default=-1)
+        for name in self.names:
+            self.kept[name] += [dataclasses.replace(s, setup=offset + s.setup, process=process) for s in other.kept[name]]
+        self.discards = self.discards.merged(other.discards)
 
 
 def run_rounds(names: list[str], measure_round, *, min_rounds: int = 12, max_rounds: int = 100,

@@ -70,7 +70,7 @@ def _visit(open_visit, key, visit: int, rounds: KeptRounds, cycle: int, now, **t
 def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visits: int, budget_s: float,
                target_half_width: float = TARGET_HALF_WIDTH, clock_floor_mhz: float | None = None,
                max_redos: int = MAX_REDOS, failures: tuple = (), on_visit=None, now=time.perf_counter,
-               sleep=time.sleep) -> VisitsRun:
+               sleep=time.sleep, budget_floor_visits: int = BUDGET_FLOOR_VISITS) -> VisitsRun:
     """Visit every shape of ``keys`` in turn, again and again, until each stops.
 
     ``open_visit(key, visit)`` is a context manager that makes a setup of shape ``key`` and gives
@@ -78,7 +78,7 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
     ``setup`` = the visit's number. After each visit the shape's ratios are formed over all its
     visits, and it stops when every interval is within ``target_half_width`` after ``min_visits``
     (two at least), at ``max_visits``, or when its rounds have spent ``budget_s`` (after
-    BUDGET_FLOOR_VISITS, or ``min_visits`` if fewer). An exception
+    ``budget_floor_visits``, or ``min_visits`` if fewer). An exception
     of ``failures`` ends that shape's timing with the reason in one line; the others go on.
     ``on_visit(visit, going)``: called after each turn with the number of shapes still going.
     """
@@ -104,7 +104,7 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
                 reason = stop_reason(ratios, rounds.rounds, spent[key], min_rounds=min_visits * cycle,
                                      max_rounds=max_visits * cycle, budget_s=budget_s,
                                      target_half_width=target_half_width, cycle=cycle,
-                                     budget_floor=BUDGET_FLOOR_VISITS * cycle)
+                                     budget_floor=budget_floor_visits * cycle)
                 if reason is not None:
                     run.outcomes[key] = VisitsOutcome(rounds, ratios, visit + 1, reason, spent[key])
                     del going[key]

@@ -1,0 +1,331 @@
+"""A run's timing spread over processes, apart from the GPU: each process takes a share of every shape's
+visits, the samples carry their process, the intervals hold the processes' own biases, shapes not yet
+within the target go on in further processes, and a process's failure or Ctrl-C is reported as such.
+
+The processes are stand-ins: threads running the real process body (``processes._take_visits``) over a
+real pipe, with ``engine.visit_shapes`` replaced by synthetic visits in which each process has a bias;
+one test starts real interpreters, which fail on a machine without a GPU, and says so."""
+
+import os
+import pathlib
+import random
+import statistics
+import threading
+
+import pytest
+
+from cublas_det.shapes import parse_shape
+from cublas_det.timing import Sample, StopReason, engine, processes
+from cublas_det.timing.rounds import KeptRounds
+from cublas_det.timing.stats import between_term, median_ci, widened_ci
+from cublas_det.timing.visits import VisitsOutcome, VisitsRun
+
+MODES = ["PEDANTIC", "TF32"]
+NAMES = ["PEDANTIC", "TF32", "PEDANTIC-AA"]  # engine.arms_of(MODES)
+TRUE_RATIO = 0.6
+SHAPES = [parse_shape("64x32x16"), parse_shape("32x64x16:tn")]
+
+
+class ThreadProcess(threading.Thread):
+    """What ``processes`` needs of a process: started at once, a pid, join and an exit code."""
+
+    pid = None
+    exitcode = 0
+
+
+def _start(writer, options):
+    """The process body in a thread, with its own copy of the pipe's writing end (the run closes its copy)."""
+    from multiprocessing.connection import Connection
+
+    process = ThreadProcess(target=processes._take_visits,
+                            args=(Connection(os.dup(writer.fileno()), readable=False), options), daemon=True)
+    process.start()
+    return process
+
+
+def _pipe():
+    import multiprocessing
+
+    return multiprocessing.Pipe(duplex=False)
+
+
+class Processes:
+    """``engine.visit_shapes`` in stand-in processes: every visit one Williams cycle of rounds in which
+    TF32 takes TRUE_RATIO x PEDANTIC's time times the process's bias (sd ``process_sd``) and the
+    visit's (``visit_sd``). ``wide``: shapes whose visits spread by 2%, too much for the target."""
+
+    def __init__(self, process_sd=0.0, visit_sd=0.002, seed=0, wide=(), failing=None, interrupt_in=None,
+                 bug_in=None):
+        self.rng = random.Random(seed)
+        self.process_sd, self.visit_sd, self.wide = process_sd, visit_sd, set(wide)
+        self.failing, self.interrupt_in, self.bug_in = failing or {}, interrupt_in, bug_in
+        self.asked = []  # (shape names, calls given, visits, budget_s) of each process
+        self.stores = []  # the operand store each process was given
+
+    def visit_shapes(self, shapes, configs, *, seed, min_visits, max_visits, budget_s, aa_control, failures,
+                     calls, budget_floor_visits, operand_store, on_visit):
+        number = len(self.asked)
+        assert os.path.isdir(operand_store)
+        self.stores.append(operand_store)
+        self.asked.append(([s.name for s in shapes], dict(calls), (min_visits, max_visits), budget_s))
+        if number == self.bug_in:
+            raise ZeroDivisionError("a bug in a timing process")
+        bias = 1 + self.rng.gauss(0, self.process_sd)
+        run = VisitsRun()
+        cycle = 6  # a Williams cycle of 3 arms
+        kept = {s.name: KeptRounds(NAMES) for s in shapes}
+        for visit in range(max_visits):
+            for shape in shapes:
+                if (shape.name, number) in self.failing:
+                    run.errors[shape.name] = self.failing[shape.name, number]
+                    continue
+                spread = 0.02 if shape.name in self.wide else self.visit_sd
+                moment = bias * (1 + self.rng.gauss(0, spread))
+                for _ in range(cycle):
+                    kept[shape.name].kept["PEDANTIC"].append(Sample(2e-5, 3e-5, 1980.0, True, visit))
+                    kept[shape.name].kept["TF32"].append(Sample(2e-5 * TRUE_RATIO * moment, 3e-5, 1980.0, True, visit))
+                    kept[shape.name].kept["PEDANTIC-AA"].append(Sample(2e-5, 3e-5, 1980.0, True, visit))
+            on_visit(visit + 1, 0 if visit + 1 == max_visits else len(shapes))
+            if number == self.interrupt_in and visit == 1:
+                run.interrupted = True  # what run_visits returns after Ctrl-C: whole visits kept
+                break
+        for shape in shapes:
+            if shape.name not in run.errors:
+                rounds = kept[shape.name]
+                run.outcomes[shape.name] = VisitsOutcome(rounds, rounds.ratios(), rounds.rounds // cycle,
+                                                         StopReason.ROUNDS, 0.1 * rounds.rounds)
+        return engine.Visited(run, {s.name: calls.get(s.name, 100 + number) for s in shapes},
+                              {s.name: 7 for s in shapes}, {s.name: 0.5 for s in shapes})
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    def install(**options):
+        fake = Processes(**options)
+        monkeypatch.setattr(engine, "visit_shapes", fake.visit_shapes)
+        monkeypatch.setattr(engine, "warm_up", lambda seconds: None)
+        return fake
+
+    return install
+
+
+def _visit(**options):
+    options = {"processes": 3, "min_visits": 12, "max_visits": 16, "budget_s": 1e9, "start": _start, "pipe": _pipe,
+               "free_pool": lambda: None, **options}
+    return processes.visit_in_processes(SHAPES, MODES, **options)
+
+
+def test_each_process_takes_a_share_of_every_shapes_visits_and_its_samples_carry_it(stand_in):
+    fake = stand_in()
+    seen = []
+    visited = _visit(on_visit=lambda visit, going: seen.append((visit, going)))
+    names = [s.name for s in SHAPES]
+    # 3 processes of 4 visits each; the batch size of the first process is given to the next ones
+    assert [asked[0] for asked in fake.asked] == [names] * 3
+    assert [asked[2] for asked in fake.asked] == [(4, 4)] * 3
+    assert fake.asked[0][1] == {} and fake.asked[1][1] == fake.asked[2][1] == {n: 100 for n in names}
+    assert fake.asked[0][3] == pytest.approx(1e9 / 3)  # each process its part of the budget
+    assert visited.calls == {n: 100 for n in names} and visited.sets == {n: 7 for n in names}
+    assert len(set(fake.stores)) == 1 and not os.path.exists(fake.stores[0])  # one store, gone after the run
+    assert visited.visit_s == {n: 1.5 for n in names}
+    # progress: a turn of visits at a time, counted over the run; the last says that nothing goes on
+    assert seen == [(v, 2) for v in range(1, 12)] + [(12, 0)]
+    assert not visited.run.errors and not visited.run.interrupted
+    for name in names:
+        outcome = visited.run.outcomes[name]
+        assert outcome.visits == 12 and outcome.stop_reason == StopReason.INTERVAL
+        samples = outcome.rounds.kept["TF32"]
+        assert [s.process for s in samples] == [p for p in range(3) for _ in range(24)]
+        assert [s.setup for s in samples] == [v for v in range(12) for _ in range(6)]  # numbered on over the run
+        assert outcome.ratios == outcome.rounds.ratios() and outcome.ratios[0].setup_dof == 9  # 12 visits - 3
+
+
+def test_a_shape_not_yet_within_the_target_goes_on_in_another_process(stand_in):
+    fake = stand_in(wide={SHAPES[1].name})
+    visited = _visit()
+    assert [asked[0] for asked in fake.asked] == [[s.name for s in SHAPES]] * 3 + [[SHAPES[1].name]]
+    assert visited.run.outcomes[SHAPES[0].name].visits == 12
+    wide = visited.run.outcomes[SHAPES[1].name]
+    assert wide.visits == 16 and wide.stop_reason == StopReason.ROUNDS  # max_visits 16: no fifth process
+    assert {s.process for s in wide.rounds.kept["TF32"]} == {0, 1, 2, 3}
+
+
+def test_the_budget_stops_a_shape_after_the_first_processes():
+    shape = processes._Shape(KeptRounds(NAMES), visits=12, spent_s=3.0)
+    for setup in range(12):
+        for name, ratio in zip(NAMES, (1.0, 0.5 + 0.05 * (setup % 2), 1.0)):
+            shape.rounds.kept[name] += [Sample(ratio, 1.0, None, True, setup, setup // 4)] * 6
+    assert processes._stop(shape, False, False, False, 2.5, 0.005) is None  # not before `processes` of them
+    assert processes._stop(shape, False, True, False, 2.5, 0.005) == StopReason.BUDGET
+    assert processes._stop(shape, False, True, False, 9.0, 0.005) is None
+    assert processes._stop(shape, False, True, True, 9.0, 0.005) == StopReason.ROUNDS
+    assert processes._stop(shape, True, False, False, 9.0, 0.005) == StopReason.INTERRUPTED
+
+
+def test_a_shape_whose_timing_failed_in_a_process_is_reported_and_not_timed_again(stand_in):
+    fake = stand_in(failing={(SHAPES[0].name, 1): "timing failed: OutOfMemoryError: out of memory"})
+    visited = _visit()
+    assert visited.run.errors == {SHAPES[0].name: "timing failed: OutOfMemoryError: out of memory"}
+    assert SHAPES[0].name not in visited.run.outcomes
+    assert [asked[0] for asked in fake.asked][2] == [SHAPES[1].name]
+    assert visited.run.outcomes[SHAPES[1].name].visits == 12
+
+
+def test_ctrl_c_in_a_process_keeps_its_whole_visits_and_starts_no_other(stand_in):
+    fake = stand_in(interrupt_in=1)
+    visited = _visit()
+    assert len(fake.asked) == 2 and visited.run.interrupted
+    for shape in SHAPES:
+        outcome = visited.run.outcomes[shape.name]
+        assert outcome.stop_reason == StopReason.INTERRUPTED and outcome.visits == 4 + 2
+
+
+def test_a_bug_in_a_timing_process_is_raised_with_its_traceback(stand_in):
+    stand_in(bug_in=1)
+    with pytest.raises(processes.TimingProcessFailed, match="(?s)a timing process failed:.*ZeroDivisionError: a bug"):
+        _visit()
+
+
+def test_a_process_that_dies_without_a_word_fails_its_shapes_with_its_exit_code():
+    class Died:
+        pid, exitcode = None, -9
+
+        def join(self):
+            return None
+
+    def start(writer, options):  # the process dies at once: its copy of the pipe goes with it
+        return Died()
+
+    visited = _visit(start=start)
+    reason = "timing failed: a timing process ended without its visits (exit code -9)"
+    assert visited.run.errors == {s.name: reason for s in SHAPES} and not visited.run.outcomes
+
+
+def test_a_gpu_that_fails_a_process_before_its_visits_fails_its_shapes_in_one_line(stand_in, monkeypatch):
+    class NoGpu(Exception):
+        pass
+
+    def warm_up(seconds):
+        raise NoGpu("no CUDA-capable device is detected")
+
+    stand_in()
+    monkeypatch.setattr(engine, "warm_up", warm_up)
+    visited = _visit(failures=(NoGpu,))
+    assert visited.run.errors == {s.name: "timing failed: NoGpu: no CUDA-capable device is detected" for s in SHAPES}
+
+
+def test_the_plan_splits_the_minimum_and_allows_more_processes_up_to_the_maximum():
+    assert processes.plan(12, 16, 3) == (4, 4)
+    assert processes.plan(12, 15, 3) == (4, 3)  # no room for a fourth share
+    assert processes.plan(24, 24, 3) == (8, 3)
+    assert processes.plan(4, 6, 3) == (2, 3)  # two visits a process at least
+    assert processes.most_visits(12, 16, 3) == 16 and processes.most_visits(12, 16, 1) == 16
+    assert processes.most_visits(4, 6, 1) == 6
+
+
+def _two_level(rng, processes_count, visits, process_sd, visit_sd):
+    """Per-round ratios, setups and processes of one synthetic run (4 rounds a visit)."""
+    values, setups, owners = [], [], []
+    for p in range(processes_count):
+        bias = rng.gauss(0, process_sd)
+        for v in range(visits):
+            moment = bias + rng.gauss(0, visit_sd)
+            for _ in range(4):
+                values.append(TRUE_RATIO * (1 + moment + rng.gauss(0, 0.0005)))
+                setups.append(p * visits + v)
+                owners.append(p)
+    return values, setups, owners
+
+
+def test_intervals_over_processes_hold_the_true_ratio_where_intervals_over_visits_alone_do_not():
+    """The checker of the statistic: with a bias per process (0.13% sd, beyond visits of 0.3%, as on the
+    H200), the interval of 12 visits in one process (as runs were timed before processes) misses the
+    truth far more often than 5%; 3 processes of 4 visits, with the two-level interval, hold it as a
+    95% interval should."""
+    rng = random.Random(7)
+    held_one = held_three = 0
+    runs = 400
+    for _ in range(runs):
+        values, setups, _ = _two_level(rng, 1, 12, 0.0013, 0.003)
+        one = widened_ci(values, setups)
+        values, setups, owners = _two_level(rng, 3, 4, 0.0013, 0.003)
+        three = widened_ci(values, setups, owners)
+        held_one += one[0] <= TRUE_RATIO <= one[1]
+        held_three += three[0] <= TRUE_RATIO <= three[1]
+    assert held_three / runs >= 0.93
+    assert held_one / runs <= 0.85
+
+
+def test_without_a_bias_of_the_process_the_two_level_term_is_that_of_the_visits():
+    rng = random.Random(3)
+    values, setups, owners = _two_level(rng, 3, 4, 0.0, 0.003)
+    half, dof = between_term(values, setups, owners)
+    medians = [statistics.median(values[i:i + 4]) for i in range(0, len(values), 4)]
+    means = [statistics.fmean(medians[i:i + 4]) for i in range(0, 12, 4)]
+    within = sum((m - means[i // 4]) ** 2 for i, m in enumerate(medians)) / 9
+    if statistics.variance(means) <= within / 4:  # this draw: the processes' means agree as well as visits give
+        assert dof == 9 and half == pytest.approx(2.262 * (within / 12) ** 0.5)
+    else:
+        assert dof == 2
+    # one process: the visits' term, t(V-1) sd / sqrt(V), as before processes
+    half, dof = between_term(values, setups)
+    assert dof == 11 and half == pytest.approx(2.201 * statistics.stdev(medians) / 12 ** 0.5)
+    assert between_term(values, [0] * len(values), owners) == (0.0, 0)
+    low, high = median_ci(values)
+    assert widened_ci(values) == (low, high)
+
+
+def test_a_process_bias_widens_the_interval_with_the_processes_degrees_of_freedom():
+    values, setups, owners = [], [], []
+    for p, bias in enumerate((0.0, 0.01, -0.01)):
+        for v in range(4):
+            values += [1.0 + bias + 0.0001 * v] * 4
+            setups += [p * 4 + v] * 4
+            owners += [p] * 4
+    half, dof = between_term(values, setups, owners)
+    assert dof == 2 and half == pytest.approx(4.303 * statistics.stdev([1.00015, 1.01015, 0.99015]) / 3 ** 0.5)
+
+
+def test_rounds_of_another_process_are_merged_with_their_process_and_setups_numbered_on():
+    mine, theirs = KeptRounds(NAMES), KeptRounds(NAMES)
+    for rounds, count in ((mine, 2), (theirs, 3)):
+        for setup in range(count):
+            for name in NAMES:
+                rounds.kept[name].append(Sample(1.0, 1.0, None, True, setup))
+    theirs.discards = theirs.discards.add("throttled", kept=False)
+    mine.absorb(theirs, process=1)
+    assert [s.setup for s in mine.kept["TF32"]] == [0, 1, 2, 3, 4]
+    assert [s.process for s in mine.kept["TF32"]] == [0, 0, 1, 1, 1]
+    assert mine.discards.throttled == 1
+    with pytest.raises(ValueError, match="cannot merge rounds of arms"):
+        mine.absorb(KeptRounds(["PEDANTIC", "TF32"]), process=2)
+
+
+def test_a_real_timing_process_reports_its_failure_even_from_a_script_without_a_main_guard(tmp_path):
+    """The timing processes are fresh interpreters on ``cublas_det.timing.processes``: a caller's script
+    without ``if __name__ == "__main__"`` is not run again in them (multiprocessing's spawn would). On
+    this machine the process cannot reach a GPU; its traceback comes back to the run, which raises it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import sys\n"
+        "from cublas_det.shapes import parse_shape\n"
+        "from cublas_det.timing import processes\n"
+        "print('script started', flush=True)\n"
+        "try:\n"
+        "    visited = processes.visit_in_processes([parse_shape('64x32x16')], ['pedantic', 'tf32'], processes=2,\n"
+        "                                           min_visits=4, max_visits=4, budget_s=1.0, free_pool=lambda: None)\n"
+        "    print('shape failed:', visited.run.errors['64x32x16:nn'])\n"
+        "except processes.TimingProcessFailed as err:\n"
+        "    print('process failed:', str(err).strip().splitlines()[-1])\n")
+    root = pathlib.Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root), CUDA_VISIBLE_DEVICES="")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
+                            cwd=tmp_path, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("script started") == 1  # not run again by the timing process
+    # CuPy but no usable driver: the GPU's failure, one line for the shape; no CuPy at all: a process's bug
+    assert "shape failed: timing failed: CUDARuntimeError" in result.stdout or (
+        "process failed: ModuleNotFoundError: No module named 'cupy'" in result.stdout), result.stdout
