@@ -38,11 +38,11 @@ DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 # Visits a shape takes at least (unless its time budget ends it first) and at most: one Williams
 # cycle each (4 rounds with 4 arms), round-robin over the run's shapes, each on a setup made anew
 # (``timing.visits``). On the H200 a shape's ratio moved between visits seconds apart by 0.41% (sd)
-# beyond its setups' spread, so one stretch of rounds held one moment of the run; 12 visits put
-# t(11) x sd / sqrt(12), ~0.3%, of that spread into each interval. --quick: 4 to 6.
+# beyond its setups' spread, so one stretch of rounds held one moment of the run; 12 visits bring
+# that spread into each interval, shrunk by sqrt(12). --quick: 4 to 6.
 # The visits are taken in PROCESSES processes (``timing.processes``), 4 each: a process keeps a bias
 # of its own (0.11-0.15% sd beyond its visits' spread on the H200), which only other processes show;
-# a shape not yet within ±0.5% goes on in a fourth. --quick: one process.
+# a shape not yet within ±0.5% goes on in a fourth (MAX_VISITS). --quick: one process.
 MIN_VISITS = 12
 MAX_VISITS = 16
 QUICK_VISITS = (4, 6)

@@ -20,8 +20,10 @@ The method, and why:
 - A run's shapes are timed in *visits* (``visits``): round-robin over the shapes, each visit a
   setup made anew (operand buffers, handles, graphs) taking one Williams cycle of rounds. A setup
   keeps a small bias of its own, and so does the moment it is timed at: the intervals add the
-  spread between visits (``stats.between_setups``), so that they hold what another moment of the
-  run gives, not only another round of the same setup.
+  spread between visits (``stats.between_term``), so that they hold what another moment of the
+  run gives, not only another round of the same setup. A process keeps a bias too, which only
+  other processes show: the visits can be taken in several processes (``processes``), and the
+  intervals then hold what another run gives.
 - Visits continue until every paired ratio's 95% interval is within ±0.5% of its median after
   the minimum of visits, or the visit or time budget runs out; the reason is kept.
 """

@@ -12,15 +12,12 @@ is its visit: the interval's between-setup term (``stats.between_setups``) is th
 visits, the moments' and the setups' biases together, which more visits shrink. A visit of one
 setup is the cheapest way to sample both.
 
-What visits do not reach: runs in separate processes still differ by more than their intervals
-show, 0.15% (sd, pooled over 15 shapes; up to 0.44% on one) beyond their own errors, in 4 runs and
-in 3 (on two H200s; 141 of 180 and 72 of 90 run pairs inside where 172 and 87 were due). It is a
-property of the process, not of the moment: no run's visits show it. It follows the batch size,
-which each process calibrates once (W_a/forward: 185 to 189 GEMMs): of the trunk shapes, runs with
-the same batch size differed by 0.18% (rms), as their own errors give, runs with other batch sizes
-by 0.32%. (Emptying CuPy's pool and holding a random spacer before each visit, other device pages,
-seemed to remove it in a 4-process experiment and did not in the bench's runs: not done.)
-``bench/rerun_spread.py`` measures it for any set of runs.
+What visits do not reach: runs in separate processes differed by more than their intervals
+showed, 0.11-0.15% (sd, pooled over 15 shapes) beyond their own errors on H200s, a bias each
+process keeps and none of its visits shows; not the batch size or the device pages (runs with one
+batch size, or fresh pages for each visit, differed as much). ``processes`` takes a run's visits in
+several processes, so that the intervals hold it. ``bench/rerun_spread.py`` measures it for any set
+of runs.
 """
 
 from __future__ import annotations
