@@ -1,22 +1,30 @@
 """The host operand cache of a run's visits: the same values each visit, made once, within a budget."""
 
 import numpy
+import pytest
 
 from cublas_det import operands
 from cublas_det.config import GemmConfig, resolve_config
 from cublas_det.shapes import parse_shape
 
+real = operands.host_operands
 
-def test_a_shape_is_made_once_and_uploaded_each_time_within_the_budget(monkeypatch):
-    made = []
+
+@pytest.fixture
+def made(monkeypatch):
+    """The shapes whose operands were drawn, in order; an upload is a host copy."""
+    drawn = []
 
     def counted(shape, seed, config=None):
-        made.append(shape.spec)
+        drawn.append(shape.spec)
         return real(shape, seed, config)
 
-    real = operands.host_operands
     monkeypatch.setattr(operands, "host_operands", counted)
-    monkeypatch.setattr(operands, "_upload", lambda a, b: (a.copy(), b.copy()))  # a device copy stands in
+    monkeypatch.setattr(operands, "_upload", lambda a, b: (numpy.array(a), numpy.array(b)))  # a device copy stands in
+    return drawn
+
+
+def test_a_shape_is_made_once_and_uploaded_each_time_within_the_budget(made):
     small, large = parse_shape("64x32x16"), parse_shape("512x256x128")
     fp32 = resolve_config("pedantic")[0]
     cache = operands.HostOperandCache(seed=3, budget_bytes=small.footprint_bytes * 4)
@@ -33,16 +41,7 @@ def test_a_shape_is_made_once_and_uploaded_each_time_within_the_budget(monkeypat
     assert cache.device_operands(small, bf16)[0].dtype != first[0].dtype  # another input type: other operands
 
 
-def test_a_store_lets_the_next_process_map_what_the_first_made(monkeypatch, tmp_path):
-    made = []
-
-    def counted(shape, seed, config=None):
-        made.append(shape.spec)
-        return real(shape, seed, config)
-
-    real = operands.host_operands
-    monkeypatch.setattr(operands, "host_operands", counted)
-    monkeypatch.setattr(operands, "_upload", lambda a, b: (numpy.array(a), numpy.array(b)))
+def test_a_store_lets_the_next_process_map_what_the_first_made(made, tmp_path):
     shape = parse_shape("96x40x24:tn")
     for config in (resolve_config("pedantic")[0], GemmConfig(input_dtype="bfloat16", output_dtype="bfloat16")):
         first = operands.HostOperandCache(seed=5, budget_bytes=2**30, store=str(tmp_path)).device_operands(shape, config)

@@ -2,8 +2,8 @@
 visits, the samples carry their process, the intervals hold the processes' own biases, shapes not yet
 within the target go on in further processes, and a process's failure or Ctrl-C is reported as such.
 
-The processes are stand-ins: threads running the real process body (``processes._take_visits``) over a
-real pipe, with ``engine.visit_shapes`` replaced by synthetic visits in which each process has a bias;
+The processes are stand-ins: threads running the real process body (``visit_process.take_visits``) over a
+real pipe, with its ``visit_shapes`` replaced by synthetic visits in which each process has a bias;
 one test starts real interpreters, which fail on a machine without a GPU, and says so."""
 
 import os
@@ -15,13 +15,13 @@ import threading
 import pytest
 
 from cublas_det.shapes import parse_shape
-from cublas_det.timing import Sample, StopReason, engine, processes
+from cublas_det.timing import Sample, StopReason, processes, visit_process
 from cublas_det.timing.rounds import KeptRounds
 from cublas_det.timing.stats import between_term, median_ci, widened_ci
-from cublas_det.timing.visits import VisitsOutcome, VisitsRun
+from cublas_det.timing.visits import Visited, VisitsOutcome, VisitsRun
 
 MODES = ["PEDANTIC", "TF32"]
-NAMES = ["PEDANTIC", "TF32", "PEDANTIC-AA"]  # engine.arms_of(MODES)
+NAMES = ["PEDANTIC", "TF32", "PEDANTIC-AA"]  # engine.arms_of(MODES): the A/A arm repeats PEDANTIC
 TRUE_RATIO = 0.6
 SHAPES = [parse_shape("64x32x16"), parse_shape("32x64x16:tn")]
 
@@ -37,7 +37,7 @@ def _start(writer, options):
     """The process body in a thread, with its own copy of the pipe's writing end (the run closes its copy)."""
     from multiprocessing.connection import Connection
 
-    process = ThreadProcess(target=processes._take_visits,
+    process = ThreadProcess(target=visit_process.take_visits,
                             args=(Connection(os.dup(writer.fileno()), readable=False), options), daemon=True)
     process.start()
     return process
@@ -94,7 +94,7 @@ class Processes:
                 rounds = kept[shape.name]
                 run.outcomes[shape.name] = VisitsOutcome(rounds, rounds.ratios(), rounds.rounds // cycle,
                                                          StopReason.ROUNDS, 0.1 * rounds.rounds)
-        return engine.Visited(run, {s.name: calls.get(s.name, 100 + number) for s in shapes},
+        return Visited(run, {s.name: calls.get(s.name, 100 + number) for s in shapes},
                               {s.name: 7 for s in shapes}, {s.name: 0.5 for s in shapes})
 
 
@@ -102,8 +102,8 @@ class Processes:
 def stand_in(monkeypatch):
     def install(**options):
         fake = Processes(**options)
-        monkeypatch.setattr(engine, "visit_shapes", fake.visit_shapes)
-        monkeypatch.setattr(engine, "warm_up", lambda seconds: None)
+        monkeypatch.setattr(visit_process, "visit_shapes", fake.visit_shapes)
+        monkeypatch.setattr(visit_process, "warm_up", lambda seconds: None)
         return fake
 
     return install
@@ -112,7 +112,7 @@ def stand_in(monkeypatch):
 def _visit(**options):
     options = {"processes": 3, "min_visits": 12, "max_visits": 16, "budget_s": 1e9, "start": _start, "pipe": _pipe,
                "free_pool": lambda: None, **options}
-    return processes.visit_in_processes(SHAPES, MODES, **options)
+    return processes.visit_in_processes(SHAPES, MODES, NAMES, **options)
 
 
 def test_each_process_takes_a_share_of_every_shapes_visits_and_its_samples_carry_it(stand_in):
@@ -209,7 +209,7 @@ def test_a_gpu_that_fails_a_process_before_its_visits_fails_its_shapes_in_one_li
         raise NoGpu("no CUDA-capable device is detected")
 
     stand_in()
-    monkeypatch.setattr(engine, "warm_up", warm_up)
+    monkeypatch.setattr(visit_process, "warm_up", warm_up)
     visited = _visit(failures=(NoGpu,))
     assert visited.run.errors == {s.name: "timing failed: NoGpu: no CUDA-capable device is detected" for s in SHAPES}
 
@@ -315,7 +315,7 @@ def test_a_real_timing_process_reports_its_failure_even_from_a_script_without_a_
         "from cublas_det.timing import processes\n"
         "print('script started', flush=True)\n"
         "try:\n"
-        "    visited = processes.visit_in_processes([parse_shape('64x32x16')], ['pedantic', 'tf32'], processes=2,\n"
+        "    visited = processes.visit_in_processes([parse_shape('64x32x16')], ['pedantic', 'tf32'], ['PEDANTIC', 'TF32', 'PEDANTIC-AA'], processes=2,\n"
         "                                           min_visits=4, max_visits=4, budget_s=1.0, free_pool=lambda: None)\n"
         "    print('shape failed:', visited.run.errors['64x32x16:nn'])\n"
         "except processes.TimingProcessFailed as err:\n"

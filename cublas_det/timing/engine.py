@@ -46,7 +46,7 @@ from .stats import (
     buffer_sets,
     probe_calls,
 )
-from .visits import BUDGET_FLOOR_VISITS, MIN_VISITS_FOR_INTERVAL, VisitsRun, run_visits
+from .visits import BUDGET_FLOOR_VISITS, MIN_VISITS_FOR_INTERVAL, Visited, run_visits
 
 
 def warm_up(seconds: float = 1.0) -> None:
@@ -287,17 +287,6 @@ class RunTiming:
     interrupted: bool = False
 
 
-@dataclasses.dataclass
-class Visited:
-    """The visits of a run's shapes (``visits.VisitsRun``), with what each shape's setups kept:
-    its batch size, its number of rotated operand sets, and the seconds its visits took."""
-
-    run: VisitsRun
-    calls: dict
-    sets: dict
-    visit_s: dict
-
-
 class ShapeSetups:
     """Makes a shape's setups (one :class:`ShapeBench` each) for a run: its operands made once on the
     host (``HostOperandCache``; ``operand_store``: shared with the run's other timing processes),
@@ -394,7 +383,8 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_vis
     if processes > 1:
         from .processes import visit_in_processes
 
-        visited = visit_in_processes(shapes, configs, processes=processes, monitor=monitor, **options)
+        visited = visit_in_processes(shapes, configs, list(arms_of(configs, aa_control)), processes=processes,
+                                     monitor=monitor, **options)
     else:
         visited = visit_shapes(shapes, configs, **options)
     activity = monitor.activity_since(mark) if monitor is not None else None

@@ -27,13 +27,10 @@ import dataclasses
 import math
 import shutil
 import tempfile
-import traceback
 
 from .rounds import KeptRounds
 from .stats import TARGET_HALF_WIDTH, StopReason
-from .visits import MIN_VISITS_FOR_INTERVAL, VisitsOutcome, VisitsRun
-
-WARM_UP_S = 0.3  # a process's GPU work follows its start-up's idle seconds: clocks up again first
+from .visits import MIN_VISITS_FOR_INTERVAL, Visited, VisitsOutcome, VisitsRun
 
 
 def plan(min_visits: int, max_visits: int, processes: int) -> tuple[int, int]:
@@ -51,30 +48,6 @@ def most_visits(min_visits: int, max_visits: int, processes: int) -> int:
         return max(max_visits, min_visits, MIN_VISITS_FOR_INTERVAL)
     share, most = plan(min_visits, max_visits, processes)
     return share * most
-
-
-def _take_visits(writer, options: dict) -> None:
-    """A timing process: ``engine.visit_shapes`` with ``options``; it sends ("visit", visit, going) after
-    each turn, then ("done", Visited), ("failed", a one-line reason) when the GPU failed outside a
-    shape's visits (no GPU, no memory for a context), or ("error", the traceback as text)."""
-    try:
-        from .._device import gpu_failures
-        from .engine import visit_shapes, warm_up
-
-        failures = gpu_failures() if options.get("failures") is None else options["failures"]
-        try:
-            warm_up(WARM_UP_S)
-            visited = visit_shapes(**options, on_visit=lambda visit, going: writer.send(("visit", visit, going)))
-        except failures as err:
-            writer.send(("failed", f"timing failed: {type(err).__name__}: {err}"))
-        else:
-            writer.send(("done", visited))
-    except KeyboardInterrupt:  # before any visit was whole: nothing to keep
-        writer.send(("done", None))
-    except Exception:  # noqa: BLE001 - a bug: its traceback goes to the run, which raises it
-        writer.send(("error", traceback.format_exc()))
-    finally:
-        writer.close()
 
 
 class TimingProcessFailed(RuntimeError):
@@ -97,10 +70,10 @@ class _Child:
 
 
 def _start(writer, options: dict) -> _Child:
-    """Start a timing process: this module run by this interpreter, ``options`` pickled on its stdin,
-    ``writer`` (a pipe's writing end) handed down by its file descriptor.
+    """Start a timing process: ``visit_process`` run by this interpreter, ``options`` pickled on its
+    stdin, ``writer`` (a pipe's writing end) handed down by its file descriptor.
 
-    A fresh interpreter on this module, not multiprocessing's spawn: spawn runs the caller's main
+    A fresh interpreter, not multiprocessing's spawn: spawn runs the caller's main
     module again in the child, which a script without an ``if __name__ == "__main__"`` guard does
     not survive (it would start the run over)."""
     import os
@@ -111,8 +84,8 @@ def _start(writer, options: dict) -> _Child:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # where cublas_det is
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
     fd = writer.fileno()
-    popen = subprocess.Popen([sys.executable, "-m", __name__, str(fd)], stdin=subprocess.PIPE, pass_fds=(fd,),
-                             env=env)
+    popen = subprocess.Popen([sys.executable, "-m", "cublas_det.timing.visit_process", str(fd)],
+                             stdin=subprocess.PIPE, pass_fds=(fd,), env=env)
     try:
         popen.stdin.write(pickle.dumps(options))
     finally:
@@ -135,20 +108,17 @@ class _Shape:
     spent_s: float = 0.0
 
 
-def visit_in_processes(shapes, configs, *, processes: int, min_visits: int, max_visits: int, budget_s: float,
+def visit_in_processes(shapes, configs, names: list[str], *, processes: int, min_visits: int, max_visits: int, budget_s: float,
                        seed: int = 0, aa_control: bool = True, failures: tuple | None = None, on_visit=None,
                        monitor=None, target_half_width: float = TARGET_HALF_WIDTH, start=_start,
                        pipe=_pipe, free_pool=None):
-    """``engine.time_shapes``'s visits, taken in processes (see the module's docstring); an
-    ``engine.Visited`` whose samples carry their process. ``on_visit(visit, going)`` is called after
+    """``engine.time_shapes``'s visits of ``shapes`` (arms ``names``, ``engine.arms_of``), taken in
+    processes (see the module's docstring); a ``visits.Visited`` whose samples carry their process. ``on_visit(visit, going)`` is called after
     each turn of visits, counted over the run. ``start(writer, options)`` starts a process that runs
-    :func:`_take_visits` and reports on ``writer``, ``pipe()`` makes the (reader, writer), and
+    ``visit_process.take_visits`` and reports on ``writer``, ``pipe()`` makes the (reader, writer), and
     ``free_pool()`` gives this process's cached device memory back (default: CuPy's pool):
     stand-ins in tests."""
-    from .engine import Visited, arms_of
-
     share, most = plan(min_visits, max_visits, processes)
-    names = list(arms_of(configs, aa_control))
     by_name = {shape.name: shape for shape in shapes}
     taken = {key: _Shape(KeptRounds(names)) for key in by_name}
     run = VisitsRun()
@@ -269,10 +239,8 @@ def _one_process(options: dict, monitor, start, pipe, turn: int, on_visit, going
     return result, interrupted
 
 
-def _all_failed(shapes, reason: str):
+def _all_failed(shapes, reason: str) -> Visited:
     """A process's Visited in which every shape it had failed for ``reason``."""
-    from .engine import Visited
-
     return Visited(VisitsRun(errors={shape.name: reason for shape in shapes}), {}, {}, {})
 
 
@@ -288,10 +256,3 @@ def _free_pool() -> None:
 
     cupy.get_default_memory_pool().free_all_blocks()
 
-
-if __name__ == "__main__":  # a timing process (``_start``): options on stdin, reports on the inherited pipe
-    import pickle
-    import sys
-    from multiprocessing.connection import Connection
-
-    _take_visits(Connection(int(sys.argv[1]), readable=False), pickle.load(sys.stdin.buffer))

@@ -54,6 +54,17 @@ class VisitsRun:
     interrupted: bool = False
 
 
+@dataclasses.dataclass
+class Visited:
+    """The visits of a run's shapes (``visits.VisitsRun``), with what each shape's setups kept:
+    its batch size, its number of rotated operand sets, and the seconds its visits took."""
+
+    run: VisitsRun
+    calls: dict
+    sets: dict
+    visit_s: dict
+
+
 def _visit(open_visit, key, visit: int, rounds: KeptRounds, cycle: int, now, **take) -> float:
     """One visit: a Williams cycle of rounds on the setup ``open_visit`` makes; the seconds its rounds
     took. A function of its own so that nothing here refers to the setup once it returns: the next
