@@ -179,8 +179,13 @@ def _parse_options(args, parser):
     else:
         scenarios = list(validate_scenarios(args.scenarios))
     repeats = args.repeats
-    if args.processes is not None and args.processes < 1:
-        parser.error(f"--processes {args.processes}: give 1 or more (1 times in this process)")
+    if args.processes is not None:
+        from .timing.processes import most_processes
+
+        fewest = QUICK_VISITS[0] if args.quick else MIN_VISITS
+        if not 1 <= args.processes <= most_processes(fewest):
+            parser.error(f"--processes {args.processes}: give 1 (time in this process) to {most_processes(fewest)} "
+                         f"(each timing process takes 2 of the {fewest} visits a shape at least)")
     if args.processes is not None and (args.devices or args.no_timing):
         parser.error(f"--processes sets how the timing runs, and {'--devices' if args.devices else '--no-timing'} "
                      "times nothing; drop one of them")

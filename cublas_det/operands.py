@@ -98,8 +98,10 @@ class HostOperandCache:
         import numpy
 
         dtype = numpy.dtype((config or GemmConfig()).a_type.numpy_dtype)
-        paths = [os.path.join(self.store, f"seed{self.seed}_{dtype.name}_{role}{'x'.join(map(str, dims))}.bin")
-                 for role, dims in (("a", shape.a_shape), ("b", shape.b_shape))]
+        # Named by the shape's spec, not by each operand's dimensions: B is drawn after A, from the same
+        # generator, so two shapes whose B has the same dimensions have other B values.
+        stem = f"seed{self.seed}_{dtype.name}_{shape.spec.replace(':', '_')}"
+        paths = [os.path.join(self.store, f"{stem}_{role}.bin") for role in ("a", "b")]
         try:
             return tuple(numpy.memmap(path, dtype, mode="r", shape=dims)
                          for path, dims in zip(paths, (shape.a_shape, shape.b_shape)))

@@ -52,7 +52,9 @@ def test_argparse_usage_errors_exit_2():
     assert result.returncode == 2 and "--fail-on needs --compare" in result.stderr
     assert _run("--modes", "fast").returncode == 2
     zero = _run("--processes", "0")
-    assert zero.returncode == 2 and "--processes 0: give 1 or more" in zero.stderr
+    assert zero.returncode == 2 and "--processes 0: give 1 (time in this process) to 6" in zero.stderr
+    many = _run("--quick", "--processes", "3")
+    assert many.returncode == 2 and "--processes 3: give 1 (time in this process) to 2 (each timing process takes 2 of the 4" in many.stderr
     idle = _run("--processes", "2", "--no-timing")
     assert idle.returncode == 2 and "--no-timing times nothing; drop one of them" in idle.stderr
 

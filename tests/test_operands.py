@@ -57,3 +57,18 @@ def test_a_store_lets_the_next_process_map_what_the_first_made(made, tmp_path):
     operands.HostOperandCache(seed=6, budget_bytes=2**30, store=str(tmp_path / "missing")).device_operands(
         shape, resolve_config("pedantic")[0])
     assert made[-1] == shape.spec and len(made) == 3
+
+
+def test_shapes_whose_b_has_the_same_dimensions_keep_their_own_b_in_the_store(made, tmp_path):
+    """B is drawn after A from one generator: W_in/forward and W_in/dX of the trunk share B's
+    dimensions (128 x 56 and 56 x 128 stored as 128 x 56), not its values."""
+    forward, dx = parse_shape("4096x128x56:tn"), parse_shape("4096x56x128:nn")
+    fp32 = resolve_config("pedantic")[0]
+    assert forward.b_shape == dx.b_shape
+    first = operands.HostOperandCache(seed=0, budget_bytes=2**30, store=str(tmp_path))
+    for shape in (forward, dx):
+        first.device_operands(shape, fp32)
+    later = operands.HostOperandCache(seed=0, budget_bytes=2**30, store=str(tmp_path))
+    for shape in (forward, dx):
+        got, expected = later.device_operands(shape, fp32), real(shape, 0, fp32)
+        assert all(x.shape == y.shape and x.tobytes() == y.tobytes() for x, y in zip(got, expected)), shape.spec

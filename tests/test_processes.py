@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from cublas_det.shapes import parse_shape
-from cublas_det.timing import Sample, StopReason, processes, visit_process
+from cublas_det.timing import Sample, StopReason, engine, processes, visit_process
 from cublas_det.timing.rounds import KeptRounds
 from cublas_det.timing.stats import between_term, median_ci, widened_ci
 from cublas_det.timing.visits import Visited, VisitsOutcome, VisitsRun
@@ -27,10 +27,22 @@ SHAPES = [parse_shape("64x32x16"), parse_shape("32x64x16:tn")]
 
 
 class ThreadProcess(threading.Thread):
-    """What ``processes`` needs of a process: started at once, a pid, join and an exit code."""
+    """What ``processes`` needs of a process: started at once, a pid, join, an exit code, and being
+    asked to stop (Ctrl-C passed on) or ended."""
 
     pid = None
     exitcode = 0
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.asked_to_stop = threading.Event()
+        self.killed = False
+
+    def interrupt(self):
+        self.asked_to_stop.set()
+
+    def kill(self):
+        self.killed = True
 
 
 def _start(writer, options):
@@ -55,15 +67,18 @@ class Processes:
     visit's (``visit_sd``). ``wide``: shapes whose visits spread by 2%, too much for the target."""
 
     def __init__(self, process_sd=0.0, visit_sd=0.002, seed=0, wide=(), failing=None, interrupt_in=None,
-                 bug_in=None):
+                 bug_in=None, early_in=None):
         self.rng = random.Random(seed)
         self.process_sd, self.visit_sd, self.wide = process_sd, visit_sd, set(wide)
         self.failing, self.interrupt_in, self.bug_in = failing or {}, interrupt_in, bug_in
+        self.early_in = early_in  # a process whose shapes all stop after 2 visits (their part of the budget)
         self.asked = []  # (shape names, calls given, visits, budget_s) of each process
         self.stores = []  # the operand store each process was given
 
     def visit_shapes(self, shapes, configs, *, seed, min_visits, max_visits, budget_s, aa_control, failures,
                      calls, budget_floor_visits, operand_store, on_visit):
+        """As ``engine.visit_shapes`` returns; in process ``interrupt_in`` it ends after its second turn
+        once the run passes a Ctrl-C on (a terminal's reaches the run only)."""
         number = len(self.asked)
         assert os.path.isdir(operand_store)
         self.stores.append(operand_store)
@@ -74,7 +89,8 @@ class Processes:
         run = VisitsRun()
         cycle = 6  # a Williams cycle of 3 arms
         kept = {s.name: KeptRounds(NAMES) for s in shapes}
-        for visit in range(max_visits):
+        visits = 2 if number == self.early_in else max_visits
+        for visit in range(visits):
             for shape in shapes:
                 if (shape.name, number) in self.failing:
                     run.errors[shape.name] = self.failing[shape.name, number]
@@ -85,8 +101,9 @@ class Processes:
                     kept[shape.name].kept["PEDANTIC"].append(Sample(2e-5, 3e-5, 1980.0, True, visit))
                     kept[shape.name].kept["TF32"].append(Sample(2e-5 * TRUE_RATIO * moment, 3e-5, 1980.0, True, visit))
                     kept[shape.name].kept["PEDANTIC-AA"].append(Sample(2e-5, 3e-5, 1980.0, True, visit))
-            on_visit(visit + 1, 0 if visit + 1 == max_visits else len(shapes))
+            on_visit(visit + 1, 0 if visit + 1 == visits else len(shapes))
             if number == self.interrupt_in and visit == 1:
+                assert threading.current_thread().asked_to_stop.wait(10)  # the run passed a Ctrl-C on
                 run.interrupted = True  # what run_visits returns after Ctrl-C: whole visits kept
                 break
         for shape in shapes:
@@ -102,8 +119,8 @@ class Processes:
 def stand_in(monkeypatch):
     def install(**options):
         fake = Processes(**options)
-        monkeypatch.setattr(visit_process, "visit_shapes", fake.visit_shapes)
-        monkeypatch.setattr(visit_process, "warm_up", lambda seconds: None)
+        monkeypatch.setattr(engine, "visit_shapes", fake.visit_shapes)
+        monkeypatch.setattr(engine, "warm_up", lambda seconds: None)
         return fake
 
     return install
@@ -173,11 +190,26 @@ def test_a_shape_whose_timing_failed_in_a_process_is_reported_and_not_timed_agai
 
 def test_ctrl_c_in_a_process_keeps_its_whole_visits_and_starts_no_other(stand_in):
     fake = stand_in(interrupt_in=1)
-    visited = _visit()
+    seen = []
+
+    def on_visit(visit, going):  # the terminal's Ctrl-C reaches the run while it shows the second process's first turn
+        seen.append(visit)
+        if visit == 5:
+            raise KeyboardInterrupt
+
+    visited = _visit(on_visit=on_visit)
     assert len(fake.asked) == 2 and visited.run.interrupted
     for shape in SHAPES:
         outcome = visited.run.outcomes[shape.name]
         assert outcome.stop_reason == StopReason.INTERRUPTED and outcome.visits == 4 + 2
+
+
+def test_a_process_that_stopped_its_shapes_early_still_counts_every_turn_of_the_progress(stand_in):
+    stand_in(early_in=1)  # the second process stops its shapes after 2 visits (its part of the budget)
+    seen = []
+    visited = _visit(on_visit=lambda visit, going: seen.append((visit, going)))
+    assert [visit for visit, _ in seen] == list(range(1, 13))  # every turn a step: the bar reaches its end
+    assert seen[-1] == (12, 0) and all(o.visits == 4 + 2 + 4 for o in visited.run.outcomes.values())
 
 
 def test_a_bug_in_a_timing_process_is_raised_with_its_traceback(stand_in):
@@ -209,16 +241,35 @@ def test_a_gpu_that_fails_a_process_before_its_visits_fails_its_shapes_in_one_li
         raise NoGpu("no CUDA-capable device is detected")
 
     stand_in()
-    monkeypatch.setattr(visit_process, "warm_up", warm_up)
+    monkeypatch.setattr(engine, "warm_up", warm_up)
     visited = _visit(failures=(NoGpu,))
     assert visited.run.errors == {s.name: "timing failed: NoGpu: no CUDA-capable device is detected" for s in SHAPES}
+
+
+def test_a_process_that_ends_with_an_error_of_its_own_is_a_bug_and_one_killed_fails_its_shapes():
+    class Ended:
+        pid = None
+
+        def __init__(self, code):
+            self.exitcode = code
+
+        def join(self):
+            return None
+
+    with pytest.raises(processes.TimingProcessFailed, match="exit code 1 without its visits"):
+        _visit(start=lambda writer, options: Ended(1))  # Python's own exit after an exception it printed
+    visited = _visit(start=lambda writer, options: Ended(-9))
+    assert set(visited.run.errors) == {s.name for s in SHAPES}
 
 
 def test_the_plan_splits_the_minimum_and_allows_more_processes_up_to_the_maximum():
     assert processes.plan(12, 16, 3) == (4, 4)
     assert processes.plan(12, 15, 3) == (4, 3)  # no room for a fourth share
     assert processes.plan(24, 24, 3) == (8, 3)
-    assert processes.plan(4, 6, 3) == (2, 3)  # two visits a process at least
+    assert processes.plan(4, 6, 2) == (2, 3)  # two visits a process at least
+    assert processes.most_processes(12) == 6 and processes.most_processes(4) == 2 and processes.most_processes(1) == 1
+    with pytest.raises(ValueError, match="3 timing processes for 4 visits: at most 2"):
+        processes.plan(4, 6, 3)
     assert processes.most_visits(12, 16, 3) == 16 and processes.most_visits(12, 16, 1) == 16
     assert processes.most_visits(4, 6, 1) == 6
 
@@ -256,34 +307,34 @@ def test_intervals_over_processes_hold_the_true_ratio_where_intervals_over_visit
     assert held_one / runs <= 0.85
 
 
-def test_without_a_bias_of_the_process_the_two_level_term_is_that_of_the_visits():
-    rng = random.Random(3)
-    values, setups, owners = _two_level(rng, 3, 4, 0.0, 0.003)
-    half, dof = between_term(values, setups, owners)
-    medians = [statistics.median(values[i:i + 4]) for i in range(0, len(values), 4)]
-    means = [statistics.fmean(medians[i:i + 4]) for i in range(0, 12, 4)]
-    within = sum((m - means[i // 4]) ** 2 for i, m in enumerate(medians)) / 9
-    if statistics.variance(means) <= within / 4:  # this draw: the processes' means agree as well as visits give
-        assert dof == 9 and half == pytest.approx(2.262 * (within / 12) ** 0.5)
-    else:
-        assert dof == 2
-    # one process: the visits' term, t(V-1) sd / sqrt(V), as before processes
-    half, dof = between_term(values, setups)
-    assert dof == 11 and half == pytest.approx(2.201 * statistics.stdev(medians) / 12 ** 0.5)
-    assert between_term(values, [0] * len(values), owners) == (0.0, 0)
-    low, high = median_ci(values)
-    assert widened_ci(values) == (low, high)
-
-
-def test_a_process_bias_widens_the_interval_with_the_processes_degrees_of_freedom():
+def test_the_two_level_term_takes_the_visits_within_processes_while_the_processes_agree():
+    # 3 processes of 4 visits, each visit 4 equal rounds: within a process the visits spread by
+    # +-0.3%; the processes' means agree to 0.01%, less than their visits explain
     values, setups, owners = [], [], []
-    for p, bias in enumerate((0.0, 0.01, -0.01)):
-        for v in range(4):
-            values += [1.0 + bias + 0.0001 * v] * 4
+    for p, offset in enumerate((0.0, 0.0001, -0.0001)):
+        for v, moment in enumerate((0.003, -0.003, 0.003, -0.003)):
+            values += [1.0 + offset + moment] * 4
             setups += [p * 4 + v] * 4
             owners += [p] * 4
     half, dof = between_term(values, setups, owners)
-    assert dof == 2 and half == pytest.approx(4.303 * statistics.stdev([1.00015, 1.01015, 0.99015]) / 3 ** 0.5)
+    within = 12 * 0.003 ** 2 / 9  # pooled variance of the visit medians about their process's mean
+    assert dof == 9 and half == pytest.approx(2.262 * (within / 12) ** 0.5)
+    # the same visits with the processes apart by 1%: the processes decide, with 2 degrees of freedom
+    apart = [x + 0.01 * o for x, o in zip(values, owners)]
+    half, dof = between_term(apart, setups, owners)
+    means = [1.0, 1.0101, 1.0199]
+    assert dof == 2 and half == pytest.approx(4.303 * (statistics.variance(means) / 3) ** 0.5)
+
+
+def test_visits_of_one_process_keep_the_one_level_term():
+    rng = random.Random(3)
+    values, setups, _ = _two_level(rng, 1, 12, 0.0, 0.003)
+    medians = [statistics.median(values[i:i + 4]) for i in range(0, len(values), 4)]
+    half, dof = between_term(values, setups)  # t(V-1) sd / sqrt(V), as before processes
+    assert dof == 11 and half == pytest.approx(2.201 * statistics.stdev(medians) / 12 ** 0.5)
+    assert between_term(values, setups, [0] * len(values)) == (half, dof)  # one process named: the same
+    assert between_term(values, [0] * len(values)) == (0.0, 0)  # one setup: no term
+    assert widened_ci(values) == median_ci(values)
 
 
 def test_rounds_of_another_process_are_merged_with_their_process_and_setups_numbered_on():
@@ -302,7 +353,7 @@ def test_rounds_of_another_process_are_merged_with_their_process_and_setups_numb
 
 
 def test_a_real_timing_process_reports_its_failure_even_from_a_script_without_a_main_guard(tmp_path):
-    """The timing processes are fresh interpreters on ``cublas_det.timing.processes``: a caller's script
+    """The timing processes are fresh interpreters on ``cublas_det.timing.visit_process``: a caller's script
     without ``if __name__ == "__main__"`` is not run again in them (multiprocessing's spawn would). On
     this machine the process cannot reach a GPU; its traceback comes back to the run, which raises it."""
     import subprocess

@@ -359,9 +359,11 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_vis
     A shape takes at least ``min_visits`` (two at least) and at most ``max_visits``, or stops when
     every ratio's interval is within ±0.5%, or when its rounds have spent ``budget_s`` (after
     ``visits.BUDGET_FLOOR_VISITS``). Its batch size is calibrated on its first visit and kept, and
-    its operands are made once on the host (``HostOperandCache``). ``processes`` > 1: the visits
-    are taken in that many processes, one after another (``processes``), so that the intervals
-    hold the bias each process keeps. ``monitor``: a running :class:`~.monitor.GpuMonitor`; every
+    its operands are made once on the host (``HostOperandCache``). ``processes`` > 1 (at most
+    ``min_visits`` / 2): the visits are taken in that many processes, one after another, on the
+    current device (``processes``: each takes min_visits / processes of every shape, with its part of
+    the budget after two; a shape not yet within ±0.5% goes on in another, up to ``max_visits``),
+    so that the intervals hold the bias each process keeps. ``monitor``: a running :class:`~.monitor.GpuMonitor`; every
     shape gets its readings over the whole timing (its visits are spread over it). ``kernels``:
     after the visits, record each arm's kernels through CUPTI on one more setup (in this process).
     ``failures``: exceptions that end one shape's timing with a one-line reason (default: the GPU's
@@ -381,10 +383,12 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_vis
                "aa_control": aa_control, "failures": failures, "on_visit": on_visit}
     mark = monitor.mark() if monitor is not None else 0
     if processes > 1:
+        import cupy
+
         from .processes import visit_in_processes
 
         visited = visit_in_processes(shapes, configs, list(arms_of(configs, aa_control)), processes=processes,
-                                     monitor=monitor, **options)
+                                     monitor=monitor, device=cupy.cuda.runtime.getDevice(), **options)
     else:
         visited = visit_shapes(shapes, configs, **options)
     activity = monitor.activity_since(mark) if monitor is not None else None

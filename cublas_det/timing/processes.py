@@ -15,10 +15,15 @@ samples processes, as it samples visits.
 How: the first ``processes`` processes take ``share`` visits of every shape each (the run's
 minimum of visits, split); a shape whose intervals are not yet within the target after them goes on
 in further processes, each taking another share, up to the run's maximum of visits or its time
-budget. The first process leaves its host operands in a temporary directory, which the next ones
-map instead of drawing them again. Each process is a fresh interpreter (not a fork: the parent holds a CUDA context), one at a
-time, so the GPU times one of them at a time. The batch size the first process calibrated is kept by the next.
-Ctrl-C reaches the running process too: it keeps its whole visits, and no further process starts.
+budget (each process has its part of the budget, and may stop a shape after two visits). Each
+process is a fresh interpreter running ``visit_process`` (not a fork: this process holds a CUDA
+context), one at a time, so the GPU times one of them at a time, on this process's current device.
+The batch size the first process calibrated is kept by the next, and its host operands are left in
+a temporary directory, which the next ones map instead of drawing them again.
+
+Ctrl-C: a timing process runs in a session of its own, so a terminal's Ctrl-C reaches this process
+only, which passes it on once: the timing process ends its turn of visits and reports the visits
+it kept, and no further process starts. A second Ctrl-C ends the timing process without its report.
 """
 
 from __future__ import annotations
@@ -37,8 +42,16 @@ def plan(min_visits: int, max_visits: int, processes: int) -> tuple[int, int]:
     """(visits a process takes of each shape, most processes a shape goes through): the minimum of visits
     split over ``processes`` (two visits at least, so each process shows its own spread), and as many
     more processes as ``max_visits`` allows."""
+    if processes > most_processes(min_visits):
+        raise ValueError(f"{processes} timing processes for {min_visits} visits: at most {most_processes(min_visits)} "
+                         f"(each takes {MIN_VISITS_FOR_INTERVAL} visits at least)")
     share = max(MIN_VISITS_FOR_INTERVAL, math.ceil(min_visits / processes))
     return share, max(processes, max_visits // share)
+
+
+def most_processes(min_visits: int) -> int:
+    """The most timing processes ``min_visits`` visits can be split over (two visits each)."""
+    return max(1, min_visits // MIN_VISITS_FOR_INTERVAL)
 
 
 def most_visits(min_visits: int, max_visits: int, processes: int) -> int:
@@ -51,11 +64,11 @@ def most_visits(min_visits: int, max_visits: int, processes: int) -> int:
 
 
 class TimingProcessFailed(RuntimeError):
-    """A bug in a timing process (its traceback follows)."""
+    """A bug in a timing process (its traceback follows, or is on stderr above)."""
 
 
 class _Child:
-    """A timing process started by :func:`_start`, as the run waits on it."""
+    """A timing process started by :func:`_start`, as the run waits on it and stops it."""
 
     def __init__(self, popen):
         self.popen = popen
@@ -64,28 +77,40 @@ class _Child:
     def join(self) -> None:
         self.popen.wait()
 
+    def interrupt(self) -> None:
+        """Ctrl-C, passed on: the process ends its turn of visits and reports what it kept."""
+        import signal
+
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGINT)
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+
     @property
     def exitcode(self) -> int | None:
         return self.popen.returncode
 
 
 def _start(writer, options: dict) -> _Child:
-    """Start a timing process: ``visit_process`` run by this interpreter, ``options`` pickled on its
-    stdin, ``writer`` (a pipe's writing end) handed down by its file descriptor.
+    """Start a timing process: ``visit_process.main`` in a fresh interpreter of this Python, on the
+    copy of cublas_det this process runs, ``options`` pickled on its stdin, ``writer`` (a pipe's
+    writing end) handed down by its file descriptor, in a session of its own (Ctrl-C: see above).
 
-    A fresh interpreter, not multiprocessing's spawn: spawn runs the caller's main
-    module again in the child, which a script without an ``if __name__ == "__main__"`` guard does
-    not survive (it would start the run over)."""
+    A fresh interpreter, not multiprocessing's spawn: spawn runs the caller's main module again in
+    the child, which a script without an ``if __name__ == "__main__"`` guard does not survive (it
+    would start the run over)."""
     import os
     import pickle
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # where cublas_det is
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds cublas_det
+    code = f"import sys; sys.path.insert(0, {root!r}); from cublas_det.timing.visit_process import main; main()"
     fd = writer.fileno()
-    popen = subprocess.Popen([sys.executable, "-m", "cublas_det.timing.visit_process", str(fd)],
-                             stdin=subprocess.PIPE, pass_fds=(fd,), env=env)
+    popen = subprocess.Popen([sys.executable, "-c", code, str(fd)], stdin=subprocess.PIPE, pass_fds=(fd,),
+                             start_new_session=True)
     try:
         popen.stdin.write(pickle.dumps(options))
     finally:
@@ -99,6 +124,21 @@ def _pipe():
     return multiprocessing.Pipe(duplex=False)
 
 
+def _free_pool() -> None:
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
+def _make_store() -> str | None:
+    """A temporary directory for the processes' host operands; None where none can be made (each
+    process then draws its own)."""
+    try:
+        return tempfile.mkdtemp(prefix="cublas_det-operands-")
+    except OSError:
+        return None
+
+
 @dataclasses.dataclass
 class _Shape:
     """One shape's visits so far, over processes."""
@@ -108,16 +148,17 @@ class _Shape:
     spent_s: float = 0.0
 
 
-def visit_in_processes(shapes, configs, names: list[str], *, processes: int, min_visits: int, max_visits: int, budget_s: float,
-                       seed: int = 0, aa_control: bool = True, failures: tuple | None = None, on_visit=None,
-                       monitor=None, target_half_width: float = TARGET_HALF_WIDTH, start=_start,
-                       pipe=_pipe, free_pool=None):
+def visit_in_processes(shapes, configs, names: list[str], *, processes: int, min_visits: int, max_visits: int,
+                       budget_s: float, seed: int = 0, aa_control: bool = True, failures: tuple | None = None,
+                       on_visit=None, monitor=None, device: int | None = None,
+                       target_half_width: float = TARGET_HALF_WIDTH, start=_start, pipe=_pipe,
+                       free_pool=_free_pool) -> Visited:
     """``engine.time_shapes``'s visits of ``shapes`` (arms ``names``, ``engine.arms_of``), taken in
-    processes (see the module's docstring); a ``visits.Visited`` whose samples carry their process. ``on_visit(visit, going)`` is called after
+    processes (see the module's docstring) on ``device`` (None: the processes' default); a
+    ``visits.Visited`` whose samples carry their process. ``on_visit(visit, going)`` is called after
     each turn of visits, counted over the run. ``start(writer, options)`` starts a process that runs
-    ``visit_process.take_visits`` and reports on ``writer``, ``pipe()`` makes the (reader, writer), and
-    ``free_pool()`` gives this process's cached device memory back (default: CuPy's pool):
-    stand-ins in tests."""
+    ``visit_process.take_visits`` and reports on ``writer``, ``pipe()`` makes the (reader, writer),
+    and ``free_pool()`` gives this process's cached device memory back: stand-ins in tests."""
     share, most = plan(min_visits, max_visits, processes)
     by_name = {shape.name: shape for shape in shapes}
     taken = {key: _Shape(KeptRounds(names)) for key in by_name}
@@ -126,18 +167,21 @@ def visit_in_processes(shapes, configs, names: list[str], *, processes: int, min
     going = list(by_name)
     turn = 0  # visits of each shape, over the processes so far
     interrupted = False
-    (free_pool or _free_pool)()  # this process's cached blocks go back to the driver: the timing processes need them
-    store = tempfile.mkdtemp(prefix="cublas_det-operands-")  # the first process's host operands, for the next ones
+    free_pool()  # this process's cached blocks go back to the driver: the timing processes need them
+    store = _make_store()
     try:
         for number in range(most):
             options = {"shapes": [by_name[key] for key in going], "configs": configs, "seed": seed,
                        "min_visits": share, "max_visits": share, "budget_s": budget_s / processes,
                        "aa_control": aa_control, "failures": failures, "calls": dict(calls),
-                       "budget_floor_visits": MIN_VISITS_FOR_INTERVAL, "operand_store": store}
-            visited, interrupted = _one_process(options, monitor, start, pipe, turn, on_visit, len(going))
+                       "budget_floor_visits": MIN_VISITS_FOR_INTERVAL, "operand_store": store, "device": device}
+            visited, interrupted, shown = _one_process(options, monitor, start, pipe, turn, on_visit, len(going))
             if visited is not None:
                 _absorb(visited, number, taken, run, calls, sets, visit_s)
                 interrupted = interrupted or visited.run.interrupted
+            if on_visit is not None:  # the turns the process did not report (it stopped its shapes early)
+                for visit in range(shown + 1, share):
+                    on_visit(turn + visit, len(going))
             turn += share
             going = _decide([key for key in going if key not in run.errors], taken, run, interrupted=interrupted,
                             enough=number + 1 >= processes, last=number + 1 >= most, budget_s=budget_s,
@@ -150,13 +194,16 @@ def visit_in_processes(shapes, configs, names: list[str], *, processes: int, min
         interrupted = True
         _decide([key for key in going if key not in run.errors], taken, run, interrupted=True)
     finally:
-        shutil.rmtree(store, ignore_errors=True)
+        if store is not None:
+            shutil.rmtree(store, ignore_errors=True)
     run.interrupted = interrupted
     return Visited(run, calls, sets, visit_s)
 
 
 def _absorb(visited, number: int, taken: dict, run: VisitsRun, calls: dict, sets: dict, visit_s: dict) -> None:
-    """Add what process ``number`` took to the run's shapes (its samples marked as that process's)."""
+    """Add what process ``number`` took to the run's shapes (its samples marked as that process's).
+    A shape that failed in it fails for the run, as a shape failing in a later visit does in one
+    process: its timing is suspect."""
     calls.update(visited.calls)
     sets.update(visited.sets)
     for key, seconds in visited.visit_s.items():
@@ -202,57 +249,86 @@ def _stop(shape: _Shape, interrupted: bool, enough: bool, last: bool, budget_s: 
 
 
 def _one_process(options: dict, monitor, start, pipe, turn: int, on_visit, going: int):
-    """Run one timing process to its end: (its Visited, or None when it had none; whether Ctrl-C came)."""
+    """Run one timing process to its end: (its Visited, or None when it had none; whether Ctrl-C came;
+    the last of its turns reported through ``on_visit``)."""
     reader, writer = pipe()
+    held = _hold_ctrl_c()  # a Ctrl-C while it starts waits until the run holds the process, to pass it on
     try:
         process = start(writer, options)
+    except BaseException:
+        _release_ctrl_c(held)
+        raise
     finally:
         writer.close()  # this process's copy: the reader sees the end when the timing process's copy closes
-    if monitor is not None and getattr(process, "pid", None):
-        monitor.add_own(process.pid)
-    interrupted, result = False, None
+    interrupted, result, bug, shown, stops = False, None, None, 0, 0
     while True:
         try:
-            message = reader.recv()
-        except EOFError:
-            break
-        except KeyboardInterrupt:  # the process got it too: it ends its visit turn and sends what it kept
+            if held is not None:
+                held = _release_ctrl_c(held)  # one that came meanwhile is raised here
+                if monitor is not None and getattr(process, "pid", None):
+                    monitor.add_own(process.pid)
+            try:
+                message = reader.recv()
+            except (EOFError, OSError):  # it ended (or was ended in the middle of a message)
+                break
+            kind = message[0]
+            if kind == "visit":
+                _, visit, left = message
+                if visit < options["max_visits"] and left:  # a process's last turn: reported once the run decided
+                    shown = visit
+                    if on_visit is not None:
+                        on_visit(turn + visit, going)
+            elif kind == "done":
+                result = message[1]
+                interrupted = interrupted or result is None
+            elif kind == "failed":
+                result = _all_failed(options["shapes"], message[1])
+            elif kind == "error":
+                bug = message[1]
+        except KeyboardInterrupt:  # passed on once (its report follows), then the process is ended
             interrupted = True
-            continue
-        kind = message[0]
-        if kind == "visit":
-            _, visit, left = message
-            if on_visit is not None and visit % options["max_visits"] and left:
-                on_visit(turn + visit, going)  # a process's last turn is reported once the run has decided
-        elif kind == "done":
-            result = message[1]
-            interrupted = interrupted or result is None
-        elif kind == "failed":
-            result = _all_failed(options["shapes"], message[1])
-        elif kind == "error":
-            _join(process)
-            raise TimingProcessFailed(f"a timing process failed:\n{message[1]}")
-    code = _join(process)
-    if result is None and not interrupted:  # killed (out of host memory, a signal): every shape of it says so
+            process.interrupt() if stops == 0 else process.kill()
+            stops += 1
+    code = _wait(process)
+    if bug is not None:
+        raise TimingProcessFailed(f"a timing process failed:\n{bug}")
+    if result is None and not interrupted:
+        if code is not None and code > 0:  # Python ended it with an exception it could not report
+            raise TimingProcessFailed(f"a timing process ended with exit code {code} without its visits (its "
+                                      f"traceback is above)")
+        # killed by a signal (the host's memory, another process): each of its shapes says so
         result = _all_failed(options["shapes"], f"timing failed: a timing process ended without its visits "
                                                 f"(exit code {code})")
-    return result, interrupted
+    return result, interrupted, shown
+
+
+def _hold_ctrl_c():
+    """Block SIGINT in this thread (it stays pending); the mask to restore, or None where it cannot be."""
+    import signal
+
+    try:
+        return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    except (AttributeError, ValueError, OSError):  # no pthread_sigmask here
+        return None
+
+
+def _release_ctrl_c(held) -> None:
+    import signal
+
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _wait(process) -> int | None:
+    """Wait for the process to end (through Ctrl-C: it has been asked to end already); its exit code."""
+    while True:
+        try:
+            process.join()
+            return getattr(process, "exitcode", None)
+        except KeyboardInterrupt:
+            process.kill()
 
 
 def _all_failed(shapes, reason: str) -> Visited:
     """A process's Visited in which every shape it had failed for ``reason``."""
     return Visited(VisitsRun(errors={shape.name: reason for shape in shapes}), {}, {}, {})
-
-
-def _join(process) -> int | None:
-    join = getattr(process, "join", None)
-    if join is not None:
-        join()
-    return getattr(process, "exitcode", None)
-
-
-def _free_pool() -> None:
-    import cupy
-
-    cupy.get_default_memory_pool().free_all_blocks()
-
