@@ -33,10 +33,14 @@ class ThreadProcess(threading.Thread):
     pid = None
     exitcode = 0
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, writer, options):
+        super().__init__(daemon=True)
+        self.writer, self.options = writer, options
         self.asked_to_stop = threading.Event()
         self.killed = False
+
+    def run(self):
+        visit_process.take_visits(self.writer, self.options, stop=self.asked_to_stop.is_set)
 
     def interrupt(self):
         self.asked_to_stop.set()
@@ -46,11 +50,11 @@ class ThreadProcess(threading.Thread):
 
 
 def _start(writer, options):
-    """The process body in a thread, with its own copy of the pipe's writing end (the run closes its copy)."""
+    """The process body in a thread, with its own copy of the pipe's writing end (the run closes its
+    copy); asked to stop, it is told through ``stop()`` as the real one is through its stdin."""
     from multiprocessing.connection import Connection
 
-    process = ThreadProcess(target=visit_process.take_visits,
-                            args=(Connection(os.dup(writer.fileno()), readable=False), options), daemon=True)
+    process = ThreadProcess(Connection(os.dup(writer.fileno()), readable=False), options)
     process.start()
     return process
 
@@ -76,7 +80,7 @@ class Processes:
         self.stores = []  # the operand store each process was given
 
     def visit_shapes(self, shapes, configs, *, seed, min_visits, max_visits, budget_s, aa_control, failures,
-                     calls, budget_floor_visits, operand_store, on_visit):
+                     calls, budget_floor_visits, operand_store, stop, on_visit):
         """As ``engine.visit_shapes`` returns; in process ``interrupt_in`` it ends after its second turn
         once the run passes a Ctrl-C on (a terminal's reaches the run only)."""
         number = len(self.asked)
@@ -103,8 +107,8 @@ class Processes:
                     kept[shape.name].kept["PEDANTIC-AA"].append(Sample(2e-5, 3e-5, 1980.0, True, visit))
             on_visit(visit + 1, 0 if visit + 1 == visits else len(shapes))
             if number == self.interrupt_in and visit == 1:
-                assert threading.current_thread().asked_to_stop.wait(10)  # the run passed a Ctrl-C on
-                run.interrupted = True  # what run_visits returns after Ctrl-C: whole visits kept
+                assert threading.current_thread().asked_to_stop.wait(10) and stop()  # the run passed Ctrl-C on
+                run.interrupted = True  # what run_visits returns then: whole visits kept
                 break
         for shape in shapes:
             if shape.name not in run.errors:
@@ -380,3 +384,123 @@ def test_a_real_timing_process_reports_its_failure_even_from_a_script_without_a_
     # CuPy but no usable driver: the GPU's failure, one line for the shape; no CuPy at all: a process's bug
     assert "shape failed: timing failed: CUDARuntimeError" in result.stdout or (
         "process failed: ModuleNotFoundError: No module named 'cupy'" in result.stdout), result.stdout
+
+
+CHILD_PRELUDE = '''
+import contextlib, time
+from cublas_det.timing import engine
+from cublas_det.timing.rounds import Sample
+from cublas_det.timing.visits import Visited, run_visits
+
+def visit_shapes(shapes, configs, *, seed, min_visits, max_visits, budget_s, aa_control, failures, calls,
+                 budget_floor_visits, operand_store, stop, on_visit):
+    names = list(engine.arms_of(configs, aa_control))
+
+    @contextlib.contextmanager
+    def open_visit(key, visit):
+        time.sleep(0.15)  # a visit's setup and rounds, on no GPU
+        yield lambda order, setup: {n: Sample(2e-5 * (0.6 if n == "TF32" else 1), 3e-5, 1980.0, True, setup)
+                                    for n in order}
+
+    run = run_visits([s.name for s in shapes], names, open_visit, min_visits=min_visits, max_visits=max_visits,
+                     budget_s=budget_s, failures=(), on_visit=on_visit, stop=stop)
+    return Visited(run, {s.name: 100 for s in shapes}, {s.name: 7 for s in shapes}, {s.name: 1.0 for s in shapes})
+
+engine.visit_shapes = visit_shapes
+engine.warm_up = lambda seconds: None
+'''
+
+RUN_SCRIPT = '''
+import functools, json, sys
+from cublas_det.shapes import parse_shape
+from cublas_det.timing import processes
+shapes = [parse_shape("64x32x16"), parse_shape("32x64x16:tn")]
+start = functools.partial(processes._start, prelude=sys.argv[1])
+visited = processes.visit_in_processes(
+    shapes, ["pedantic", "tf32"], ["PEDANTIC", "TF32", "PEDANTIC-AA"], processes=2, min_visits=12, max_visits=12,
+    budget_s=1e9, start=start, free_pool=lambda: None,
+    on_visit=lambda visit, going: print("visit", visit, flush=True))
+print(json.dumps({"interrupted": visited.run.interrupted, "errors": visited.run.errors,
+                  "visits": {k: [o.visits, o.stop_reason.value, sorted({s.process for s in o.rounds.kept["TF32"]})]
+                             for k, o in visited.run.outcomes.items()}}), flush=True)
+'''
+
+
+def _run_in_processes(tmp_path):
+    """The run of RUN_SCRIPT in a session of its own; its timing processes carry tmp_path's name (pgrep)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(RUN_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent))
+    return subprocess.Popen([sys.executable, str(script), CHILD_PRELUDE + f"# {tmp_path.name}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                            start_new_session=True)
+
+
+def _timing_processes(tmp_path, run) -> list:
+    """The PIDs of the run's timing processes alive (the run's own command line names the token too)."""
+    token = f"# {tmp_path.name}".encode()
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(run.pid):
+            try:
+                if token in (entry / "cmdline").read_bytes():
+                    found.append(entry.name)
+            except OSError:  # ended meanwhile
+                pass
+    return found
+
+
+def _after_visit(run, first: str) -> None:
+    for line in run.stdout:
+        if line.startswith(first):
+            return
+
+
+def test_a_terminals_ctrl_c_ends_the_running_process_after_its_visit_and_keeps_its_visits(tmp_path):
+    """End to end, in real interpreters (the timing processes' GPU work replaced by 0.15 s visits): a
+    Ctrl-C sent to the run's process group while its first timing process runs. The process ignores
+    the signal itself; the run passes it on, and the process ends before its next visit, reporting
+    the whole visits it took; no second process starts, nothing is printed as a traceback, and no
+    timing process is left."""
+    import json
+    import signal
+
+    run = _run_in_processes(tmp_path)
+    try:
+        _after_visit(run, "visit 2")  # the first process's second turn of visits
+        os.killpg(run.pid, signal.SIGINT)  # as a terminal sends it: to the whole group
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["interrupted"] and not result["errors"]
+    for visits, reason, taken_by in result["visits"].values():
+        assert 2 <= visits < 6 and reason == "interrupted" and taken_by == [0]  # no second process
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert _timing_processes(tmp_path, run) == []
+
+
+def test_a_timing_process_ends_when_its_run_is_killed(tmp_path):
+    """The run killed outright (no finally, no word to its process): the process sees its stdin end (or
+    its next report fail) and ends, rather than timing on for nobody."""
+    import signal
+    import time
+
+    run = _run_in_processes(tmp_path)
+    try:
+        _after_visit(run, "visit 1")
+        assert len(_timing_processes(tmp_path, run)) == 1
+        os.kill(run.pid, signal.SIGKILL)  # the run only: its timing process is not signalled
+        run.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while _timing_processes(tmp_path, run) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _timing_processes(tmp_path, run) == []
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)

@@ -140,6 +140,20 @@ def test_ctrl_c_keeps_the_shapes_with_two_whole_visits_and_leaves_a_cut_visit_ou
     assert early.interrupted and early.outcomes == {}
 
 
+def test_a_stop_asked_for_ends_the_visits_as_ctrl_c_does_before_the_next_visit():
+    moments = Moments()
+    asked = []
+
+    def stop():  # asked before each visit: true once a and b have had 3 visits and c 2
+        asked.append(len(moments.opened))
+        return len(moments.opened) == 8
+
+    run = _run(moments, min_visits=5, stop=stop)
+    assert run.interrupted and len(moments.opened) == 8 and asked == list(range(9))
+    assert {k: (o.visits, o.stop_reason) for k, o in run.outcomes.items()} == {
+        "a": (3, StopReason.INTERRUPTED), "b": (3, StopReason.INTERRUPTED), "c": (2, StopReason.INTERRUPTED)}
+
+
 def test_a_shape_takes_two_visits_at_least_whatever_it_is_asked():
     run = _run(Moments(visit_sd=0.0, noise=0.0), keys=["a"], min_visits=1, max_visits=1, target_half_width=0.5)
     assert (run.outcomes["a"].visits, run.outcomes["a"].stop_reason) == (2, StopReason.INTERVAL)

@@ -317,10 +317,12 @@ class ShapeSetups:
 
 def visit_shapes(shapes, configs, *, seed: int = 0, min_visits: int, max_visits: int, budget_s: float,
                  aa_control: bool = True, failures: tuple | None = None, on_visit=None, calls: dict | None = None,
-                 budget_floor_visits: int = BUDGET_FLOOR_VISITS, operand_store: str | None = None) -> Visited:
+                 budget_floor_visits: int = BUDGET_FLOOR_VISITS, operand_store: str | None = None,
+                 stop=None) -> Visited:
     """The visits of :func:`time_shapes` in this process (``visits.run_visits`` on :class:`ShapeBench`
     setups). ``calls``: batch sizes already calibrated (by an earlier process of the run);
-    ``operand_store``: where the run's timing processes share their host operands."""
+    ``operand_store``: where the run's timing processes share their host operands; ``stop()``: true
+    when the visits are to end as Ctrl-C ends them."""
     import cupy
 
     from .._device import gpu_failures
@@ -345,7 +347,7 @@ def visit_shapes(shapes, configs, *, seed: int = 0, min_visits: int, max_visits:
 
     run = run_visits(list(setups.by_name), list(arms_of(configs, aa_control)), open_visit, min_visits=min_visits,
                      max_visits=max_visits, budget_s=budget_s, clock_floor_mhz=floor, failures=failures,
-                     on_visit=on_visit, budget_floor_visits=budget_floor_visits)
+                     on_visit=on_visit, budget_floor_visits=budget_floor_visits, stop=stop)
     return Visited(run, setups.calls, setups.sets, visit_s)
 
 

@@ -21,15 +21,17 @@ context), one at a time, so the GPU times one of them at a time, on this process
 The batch size the first process calibrated is kept by the next, and its host operands are left in
 a temporary directory, which the next ones map instead of drawing them again.
 
-Ctrl-C: a timing process runs in a session of its own, so a terminal's Ctrl-C reaches this process
-only, which passes it on once: the timing process ends its turn of visits and reports the visits
-it kept, and no further process starts. A second Ctrl-C ends the timing process without its report.
+Ctrl-C: a timing process ignores SIGINT; this process counts it while a timing process runs and
+passes the first on through the process's stdin: the process ends before its next visit and
+reports the visits it kept, and no further process starts. A second Ctrl-C ends the timing process
+without its report. The end of its stdin (this process gone) ends it too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import shutil
 import tempfile
 
@@ -76,13 +78,15 @@ class _Child:
 
     def join(self) -> None:
         self.popen.wait()
+        self.popen.stdin.close()  # its lifeline, let go once it ended
 
     def interrupt(self) -> None:
-        """Ctrl-C, passed on: the process ends its turn of visits and reports what it kept."""
-        import signal
-
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGINT)
+        """Ctrl-C, passed on: a byte on its stdin; it ends its turn of visits and reports what it kept."""
+        try:
+            self.popen.stdin.write(b"stop\n")
+            self.popen.stdin.flush()
+        except OSError:  # it has ended already
+            pass
 
     def kill(self) -> None:
         if self.popen.poll() is None:
@@ -93,29 +97,89 @@ class _Child:
         return self.popen.returncode
 
 
-def _start(writer, options: dict) -> _Child:
+def _start(writer, options: dict, prelude: str = "") -> _Child:
     """Start a timing process: ``visit_process.main`` in a fresh interpreter of this Python, on the
-    copy of cublas_det this process runs, ``options`` pickled on its stdin, ``writer`` (a pipe's
-    writing end) handed down by its file descriptor, in a session of its own (Ctrl-C: see above).
+    copy of cublas_det this process runs, ``writer`` (a pipe's writing end) handed down by its file
+    descriptor, ``options`` on its stdin (their length, then their pickle), which stays open: the run
+    writes there to stop it, and its end ends the process (this process died, or let go of it).
 
     A fresh interpreter, not multiprocessing's spawn: spawn runs the caller's main module again in
     the child, which a script without an ``if __name__ == "__main__"`` guard does not survive (it
-    would start the run over)."""
+    would start the run over). SIGINT is ignored while it starts, so that it starts ignoring it:
+    the run passes Ctrl-C on itself (:class:`_CtrlC`). ``prelude``: Python run in the process before
+    its main (tests replace its GPU work there)."""
     import os
     import pickle
+    import signal
     import subprocess
     import sys
+    import threading
+
+    from .visit_process import LENGTH_BYTES
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds cublas_det
-    code = f"import sys; sys.path.insert(0, {root!r}); from cublas_det.timing.visit_process import main; main()"
-    fd = writer.fileno()
-    popen = subprocess.Popen([sys.executable, "-c", code, str(fd)], stdin=subprocess.PIPE, pass_fds=(fd,),
-                             start_new_session=True)
+    code = "\n".join(("import signal, sys", "signal.signal(signal.SIGINT, signal.SIG_IGN)",
+                      f"if {root!r} not in sys.path: sys.path.insert(0, {root!r})", prelude,
+                      "from cublas_det.timing.visit_process import main", "main()"))
+    payload = pickle.dumps(options)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
     try:
-        popen.stdin.write(pickle.dumps(options))
+        popen = subprocess.Popen([sys.executable, "-c", code, str(writer.fileno())], stdin=subprocess.PIPE,
+                                 pass_fds=(writer.fileno(),))
     finally:
-        popen.stdin.close()
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+    try:
+        popen.stdin.write(len(payload).to_bytes(LENGTH_BYTES, "big") + payload)
+        popen.stdin.flush()
+    except BaseException:
+        popen.kill()
+        popen.wait()
+        raise
     return _Child(popen)
+
+
+class _CtrlC:
+    """While a timing process runs, SIGINT is counted and passed on instead of raised wherever this
+    process happens to be (starting the process, reading its report): the first asks the process to
+    end its turn and report, a second ends it. Where no handler can be set (not the main thread), a
+    KeyboardInterrupt that reaches the run is counted through :meth:`caught`."""
+
+    def __init__(self):
+        self.count, self.passed, self.process, self.previous = 0, 0, None, None
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, lambda signum, frame: self.caught())
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        return False
+
+    def caught(self) -> None:
+        self.count += 1
+        self._pass_on()
+
+    def hold(self, process) -> None:
+        """The process to pass Ctrl-C on to (None: it ended); one that came before is passed on now."""
+        self.process = process
+        self._pass_on()
+
+    def _pass_on(self) -> None:
+        while self.process is not None and self.passed < self.count:
+            if self.passed == 0:
+                self.process.interrupt()
+            else:
+                self.process.kill()
+            self.passed += 1
 
 
 def _pipe():
@@ -130,13 +194,32 @@ def _free_pool() -> None:
     cupy.get_default_memory_pool().free_all_blocks()
 
 
+STORE_PREFIX = "cublas_det-operands-"  # then this process's PID: a store whose run was killed is found again
+
+
 def _make_store() -> str | None:
     """A temporary directory for the processes' host operands; None where none can be made (each
-    process then draws its own)."""
+    process then draws its own). Stores that killed runs left behind (their process is gone, no
+    ``finally`` ran) are removed first."""
     try:
-        return tempfile.mkdtemp(prefix="cublas_det-operands-")
+        base = tempfile.gettempdir()
+        for entry in os.scandir(base):
+            pid = entry.name[len(STORE_PREFIX):].split("-", 1)[0]
+            if entry.name.startswith(STORE_PREFIX) and pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        return tempfile.mkdtemp(prefix=f"{STORE_PREFIX}{os.getpid()}-", dir=base)
     except OSError:
         return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 @dataclasses.dataclass
@@ -252,44 +335,48 @@ def _one_process(options: dict, monitor, start, pipe, turn: int, on_visit, going
     """Run one timing process to its end: (its Visited, or None when it had none; whether Ctrl-C came;
     the last of its turns reported through ``on_visit``)."""
     reader, writer = pipe()
-    held = _hold_ctrl_c()  # a Ctrl-C while it starts waits until the run holds the process, to pass it on
-    try:
-        process = start(writer, options)
-    except BaseException:
-        _release_ctrl_c(held)
-        raise
-    finally:
-        writer.close()  # this process's copy: the reader sees the end when the timing process's copy closes
-    interrupted, result, bug, shown, stops = False, None, None, 0, 0
-    while True:
+    result, bug, shown = None, None, 0
+    with _CtrlC() as ctrl_c:
         try:
-            if held is not None:
-                held = _release_ctrl_c(held)  # one that came meanwhile is raised here
-                if monitor is not None and getattr(process, "pid", None):
-                    monitor.add_own(process.pid)
-            try:
-                message = reader.recv()
-            except (EOFError, OSError):  # it ended (or was ended in the middle of a message)
-                break
-            kind = message[0]
-            if kind == "visit":
-                _, visit, left = message
-                if visit < options["max_visits"] and left:  # a process's last turn: reported once the run decided
-                    shown = visit
-                    if on_visit is not None:
-                        on_visit(turn + visit, going)
-            elif kind == "done":
-                result = message[1]
-                interrupted = interrupted or result is None
-            elif kind == "failed":
-                result = _all_failed(options["shapes"], message[1])
-            elif kind == "error":
-                bug = message[1]
-        except KeyboardInterrupt:  # passed on once (its report follows), then the process is ended
-            interrupted = True
-            process.interrupt() if stops == 0 else process.kill()
-            stops += 1
-    code = _wait(process)
+            process = start(writer, options)
+        finally:
+            writer.close()  # this process's copy: the reader sees the end when the timing process's copy closes
+        ended = False
+        try:
+            ctrl_c.hold(process)
+            if monitor is not None and getattr(process, "pid", None):
+                monitor.add_own(process.pid)
+            while True:
+                try:
+                    message = reader.recv()
+                except (EOFError, OSError):  # it ended (or was ended in the middle of a message)
+                    break
+                except KeyboardInterrupt:  # where no handler could be set
+                    ctrl_c.caught()
+                    continue
+                try:
+                    kind = message[0]
+                    if kind == "visit":
+                        _, visit, left = message
+                        if visit < options["max_visits"] and left:  # its last turn: reported once the run decided
+                            shown = visit
+                            if on_visit is not None:
+                                on_visit(turn + visit, going)
+                    elif kind == "done":
+                        result = message[1]
+                    elif kind == "failed":
+                        result = _all_failed(options["shapes"], message[1])
+                    elif kind == "error":
+                        bug = message[1]
+                except KeyboardInterrupt:
+                    ctrl_c.caught()
+            ended = True
+        finally:
+            if not ended:  # leaving on an exception: the process goes too, not left on the GPU
+                process.kill()
+            code = _wait(process)
+            ctrl_c.hold(None)
+        interrupted = ctrl_c.count > 0
     if bug is not None:
         raise TimingProcessFailed(f"a timing process failed:\n{bug}")
     if result is None and not interrupted:
@@ -300,23 +387,6 @@ def _one_process(options: dict, monitor, start, pipe, turn: int, on_visit, going
         result = _all_failed(options["shapes"], f"timing failed: a timing process ended without its visits "
                                                 f"(exit code {code})")
     return result, interrupted, shown
-
-
-def _hold_ctrl_c():
-    """Block SIGINT in this thread (it stays pending); the mask to restore, or None where it cannot be."""
-    import signal
-
-    try:
-        return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    except (AttributeError, ValueError, OSError):  # no pthread_sigmask here
-        return None
-
-
-def _release_ctrl_c(held) -> None:
-    import signal
-
-    if held is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _wait(process) -> int | None:

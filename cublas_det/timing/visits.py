@@ -65,6 +65,10 @@ class Visited:
     visit_s: dict
 
 
+class _Stopped(Exception):
+    """``stop()`` asked the visits to end, as Ctrl-C does."""
+
+
 def _visit(open_visit, key, visit: int, rounds: KeptRounds, cycle: int, now, **take) -> float:
     """One visit: a Williams cycle of rounds on the setup ``open_visit`` makes; the seconds its rounds
     took. A function of its own so that nothing here refers to the setup once it returns: the next
@@ -78,7 +82,7 @@ def _visit(open_visit, key, visit: int, rounds: KeptRounds, cycle: int, now, **t
 def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visits: int, budget_s: float,
                target_half_width: float = TARGET_HALF_WIDTH, clock_floor_mhz: float | None = None,
                max_redos: int = MAX_REDOS, failures: tuple = (), on_visit=None, now=time.perf_counter,
-               sleep=time.sleep, budget_floor_visits: int = BUDGET_FLOOR_VISITS) -> VisitsRun:
+               sleep=time.sleep, budget_floor_visits: int = BUDGET_FLOOR_VISITS, stop=None) -> VisitsRun:
     """Visit every shape of ``keys`` in turn, again and again, until each stops.
 
     ``open_visit(key, visit)`` is a context manager that makes a setup of shape ``key`` and gives
@@ -89,6 +93,8 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
     ``budget_floor_visits``, or ``min_visits`` if fewer). An exception
     of ``failures`` ends that shape's timing with the reason in one line; the others go on.
     ``on_visit(visit, going)``: called after each turn with the number of shapes still going.
+    Ctrl-C, or ``stop()`` turning true (asked before each visit), ends the run as interrupted: each
+    shape keeps its whole visits.
     """
     cycle = cycle_length(len(names))
     min_visits = max(min_visits, MIN_VISITS_FOR_INTERVAL)  # one visit has no between-visit term to show
@@ -100,6 +106,8 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
     try:
         while going:
             for key in list(going):
+                if stop is not None and stop():
+                    raise _Stopped
                 rounds = going[key]
                 try:
                     spent[key] += _visit(open_visit, key, visit, rounds, cycle, now, clock_floor_mhz=clock_floor_mhz,
@@ -119,7 +127,7 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
             visit += 1
             if on_visit is not None:
                 on_visit(visit, len(going))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Stopped):
         run.interrupted = True
         for key, rounds in going.items():
             rounds.keep_first(rounds.rounds // cycle * cycle)  # a visit cut short is left out
