@@ -94,6 +94,8 @@ def test_the_runs_timing_processes_are_not_another_process():
     # A container: this process and its timing process, under host PIDs; a third is another's
     assert others_in((ProcessSeen(1), ProcessSeen(2)), {OWN, OWN + 1}, 2) == ((), False)
     assert others_in((ProcessSeen(1), ProcessSeen(2), ProcessSeen(3)), {OWN, OWN + 1}, 2)[1] is True
+    third = summarize([GpuSample(0.0, (ProcessSeen(1), ProcessSeen(2), ProcessSeen(3)), 1980)], {OWN, OWN + 1}, 2)
+    assert third.other_count == 1 and third.busy and "2 of these PIDs" in third.describe_others()
     nvml, state = fake_nvml()
     mon = GpuMonitor(NvmlReader(nvml), poll_s=0.01, default_clock_mhz=1980.0)
     mon.begin()

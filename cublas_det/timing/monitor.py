@@ -77,10 +77,11 @@ class GpuActivity:
     power_w_max: float | None = None
     gpu_util_max: int | None = None
     event_reasons: tuple[str, ...] = ()
+    own_at_once: int = 1  # with ``ambiguous``: how many of ``others`` are this run's (itself, a timing process)
 
     @property
     def other_count(self) -> int:
-        return max(0, len(self.others) - 1) if self.ambiguous else len(self.others)
+        return max(0, len(self.others) - self.own_at_once) if self.ambiguous else len(self.others)
 
     @property
     def busy(self) -> bool:
@@ -92,7 +93,11 @@ class GpuActivity:
 
     def describe_others(self) -> str:
         text = "; ".join(p.describe() for p in self.others)
-        return text + ("; one of these PIDs (from another PID namespace) is this process" if self.ambiguous else "")
+        if not self.ambiguous:
+            return text
+        if self.own_at_once == 1:
+            return text + "; one of these PIDs (from another PID namespace) is this process"
+        return text + f"; {self.own_at_once} of these PIDs (from another PID namespace) are this run's processes"
 
     def to_dict(self) -> dict:
         return {"samples": self.samples, "other_processes": [p.to_dict() for p in self.others],
@@ -139,7 +144,7 @@ def summarize(samples, own_pid, own_at_once: int = 1) -> GpuActivity:
         len(samples), tuple(merged[pid] for pid in sorted(merged)), ambiguous and len(merged) > 0,
         (min(clocks), max(clocks)) if clocks else None,
         _max(*(s.temperature_c for s in samples)), _max(*(s.power_w for s in samples)),
-        _max(*(s.gpu_util for s in samples)), reason_names(bits))
+        _max(*(s.gpu_util for s in samples)), reason_names(bits), own_at_once)
 
 
 def _max(*values):
