@@ -433,7 +433,8 @@ def _run_in_processes(tmp_path):
 
     script = tmp_path / "run.py"
     script.write_text(RUN_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent))
+    # TMPDIR: the operand store of a run killed outright stays behind (the next run sweeps it), here
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent), TMPDIR=str(tmp_path))
     return subprocess.Popen([sys.executable, str(script), CHILD_PRELUDE + f"# {tmp_path.name}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
                             start_new_session=True)
@@ -501,6 +502,26 @@ def test_a_timing_process_ends_when_its_run_is_killed(tmp_path):
         while _timing_processes(tmp_path, run) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _timing_processes(tmp_path, run) == []
+        assert [p.name for p in tmp_path.glob("cublas_det-operands-*")] != []  # what the sweep is for
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
+
+
+def test_a_store_left_by_a_killed_run_is_swept_and_a_live_runs_is_not(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True)
+    dead = tmp_path / f"{processes.STORE_PREFIX}{ended.stdout.strip()}-abc"
+    live = tmp_path / f"{processes.STORE_PREFIX}{os.getppid()}-def"
+    for store in (dead, live):
+        store.mkdir()
+        (store / "seed0_float32_64x32x16_nn_a.bin").write_bytes(b"x")
+    made = processes._make_store()
+    assert not dead.exists() and live.exists()
+    assert pathlib.Path(made).parent == tmp_path and pathlib.Path(made).name.startswith(
+        f"{processes.STORE_PREFIX}{os.getpid()}-")
