@@ -19,10 +19,10 @@ def check():
 
 
 def test_reads_the_printed_warnings_and_picks_the_timing_ones(check):
-    stdout = "\n".join(["Summary", "  trunk/W_in/dW: TF32 is 1.21x faster", "Warnings",
-                        "  CUPY_TF32=1 is set: cupy.matmul uses TF32 whatever the math mode",
-                        "  another process used the GPU while timing ran: pid 7 (python3) 1.0 GiB",
-                        "  trunk/W_a/dX DEFAULT: noisy timing, IQR 14% of the median", ""])
+    stdout = ("Summary\n  trunk/W_in/dW: TF32 is 1.21x faster\nWarnings\n"
+              "  CUPY_TF32=1 is set: cupy.matmul uses TF32 whatever the math mode\n"
+              "  another process used the GPU while timing ran: pid 7 (python3) 1.0 GiB\n"
+              "  trunk/W_a/dX DEFAULT: noisy timing, IQR 14% of the median\n")
     stderr = ("[###] 3/15 1.0s timing: visit 3 done, 15 of 15 shapes go on\n"
               "cublas_det: note: nvidia-ml-py is not installed: ...\n")
     printed = check.printed_warnings(stdout, stderr)
