@@ -39,6 +39,8 @@ from .rounds import KeptRounds
 from .stats import TARGET_HALF_WIDTH, StopReason
 from .visits import MIN_VISITS_FOR_INTERVAL, Visited, VisitsOutcome, VisitsRun
 
+LENGTH_BYTES = 8  # a timing process's options on its stdin: their length in this many bytes, then their pickle
+
 
 def plan(min_visits: int, max_visits: int, processes: int) -> tuple[int, int]:
     """(visits a process takes of each shape, most processes a shape goes through): the minimum of visits
@@ -114,8 +116,6 @@ def _start(writer, options: dict, prelude: str = "") -> _Child:
     import subprocess
     import sys
     import threading
-
-    from .visit_process import LENGTH_BYTES
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds cublas_det
     code = "\n".join(("import signal, sys", "signal.signal(signal.SIGINT, signal.SIG_IGN)",

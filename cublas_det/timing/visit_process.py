@@ -17,8 +17,9 @@ import os
 import threading
 import traceback
 
+from .processes import LENGTH_BYTES
+
 WARM_UP_S = 0.3  # a process's GPU work follows its start-up's idle seconds: clocks up again first
-LENGTH_BYTES = 8
 
 
 class RunGone(Exception):
