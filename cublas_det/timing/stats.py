@@ -120,8 +120,12 @@ def between_term(values, setups, processes=None) -> tuple[float, int]:
 def widened_ci(values, setups=None, processes=None) -> tuple[float, float]:
     """:func:`median_ci`, widened by :func:`between_setups` when the values come from several setups
     (the two half-widths added in quadrature, around the median of all values)."""
+    return _widened(values, between_setups(values, setups, processes) if setups else 0.0)
+
+
+def _widened(values, between: float) -> tuple[float, float]:
+    """:func:`median_ci` of ``values`` with ``between`` added in quadrature to each side."""
     low, high = median_ci(values)
-    between = between_setups(values, setups, processes) if setups else 0.0
     if not between:
         return low, high
     center = statistics.median(values)
@@ -177,9 +181,9 @@ def paired_ratio(numerator: str, denominator: str, num_samples, den_samples, set
     if len(num_samples) != len(den_samples) or not num_samples:
         raise ValueError("paired samples need the same, non-zero number of rounds")
     ratios = [n / d for n, d in zip(num_samples, den_samples)]
-    low, high = widened_ci(ratios, setups, processes)
-    median = statistics.median(ratios)
     between, dof = between_term(ratios, setups, processes) if setups else (0.0, 0)
+    low, high = _widened(ratios, between)  # widened_ci, with the term taken once
+    median = statistics.median(ratios)
     return Ratio(numerator, denominator, median, low, high, len(ratios), between / median if median else 0.0, dof)
 
 

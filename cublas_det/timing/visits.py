@@ -8,7 +8,7 @@ A shape timed in one stretch (48 rounds in a second, on setups made together) he
 its interval left that spread out.
 
 So each visit takes one whole Williams cycle of rounds on a setup of its own, and a sample's setup
-is its visit: the interval's between-setup term (``stats.between_setups``) is the spread between
+is its visit: the interval's between-setup term (``stats.between_term``) is the spread between
 visits, the moments' and the setups' biases together, which more visits shrink. A visit of one
 setup is the cheapest way to sample both.
 
