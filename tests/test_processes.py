@@ -78,14 +78,16 @@ class Processes:
         self.early_in = early_in  # a process whose shapes all stop after 2 visits (their part of the budget)
         self.asked = []  # (shape names, calls given, visits, budget_s) of each process
         self.stores = []  # the operand store each process was given
+        self.floors = []  # the clock floor each process was given (the run's: 75% of the default clock)
 
     def visit_shapes(self, shapes, configs, *, seed, min_visits, max_visits, budget_s, aa_control, failures,
-                     calls, budget_floor_visits, operand_store, stop, on_visit):
+                     calls, budget_floor_visits, operand_store, stop, clock_floor_mhz, on_visit):
         """As ``engine.visit_shapes`` returns; in process ``interrupt_in`` it ends after its second turn
         once the run passes a Ctrl-C on (a terminal's reaches the run only)."""
         number = len(self.asked)
         assert os.path.isdir(operand_store)
         self.stores.append(operand_store)
+        self.floors.append(clock_floor_mhz)
         self.asked.append(([s.name for s in shapes], dict(calls), (min_visits, max_visits), budget_s))
         if number == self.bug_in:
             raise ZeroDivisionError("a bug in a timing process")
@@ -139,8 +141,9 @@ def _visit(**options):
 def test_each_process_takes_a_share_of_every_shapes_visits_and_its_samples_carry_it(stand_in):
     fake = stand_in()
     seen = []
-    visited = _visit(on_visit=lambda visit, going: seen.append((visit, going)))
+    visited = _visit(on_visit=lambda visit, going: seen.append((visit, going)), clock_floor_mhz=1485.0)
     names = [s.name for s in SHAPES]
+    assert fake.floors == [1485.0] * 3
     # 3 processes of 4 visits each; the batch size of the first process is given to the next ones
     assert [asked[0] for asked in fake.asked] == [names] * 3
     assert [asked[2] for asked in fake.asked] == [(4, 4)] * 3
@@ -393,7 +396,7 @@ from cublas_det.timing.rounds import Sample
 from cublas_det.timing.visits import Visited, run_visits
 
 def visit_shapes(shapes, configs, *, seed, min_visits, max_visits, budget_s, aa_control, failures, calls,
-                 budget_floor_visits, operand_store, stop, on_visit):
+                 budget_floor_visits, operand_store, stop, clock_floor_mhz, on_visit):
     names = list(engine.arms_of(configs, aa_control))
 
     @contextlib.contextmanager

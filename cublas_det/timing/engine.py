@@ -318,17 +318,16 @@ class ShapeSetups:
 def visit_shapes(shapes, configs, *, seed: int = 0, min_visits: int, max_visits: int, budget_s: float,
                  aa_control: bool = True, failures: tuple | None = None, on_visit=None, calls: dict | None = None,
                  budget_floor_visits: int = BUDGET_FLOOR_VISITS, operand_store: str | None = None,
-                 stop=None) -> Visited:
+                 stop=None, clock_floor_mhz: float | None = None) -> Visited:
     """The visits of :func:`time_shapes` in this process (``visits.run_visits`` on :class:`ShapeBench`
-    setups). ``calls``: batch sizes already calibrated (by an earlier process of the run);
+    setups; rounds below ``clock_floor_mhz`` are redone). ``calls``: batch sizes already calibrated
+    (by an earlier process of the run);
     ``operand_store``: where the run's timing processes share their host operands; ``stop()``: true
     when the visits are to end as Ctrl-C ends them."""
     import cupy
 
     from .._device import gpu_failures
 
-    default = default_sm_clock_mhz()
-    floor = THROTTLE_FRACTION * default if default else None
     failures = gpu_failures() if failures is None else failures
     setups = ShapeSetups(shapes, configs, seed=seed, aa_control=aa_control, calls=calls, operand_store=operand_store)
     visit_s = dict.fromkeys(setups.by_name, 0.0)
@@ -346,7 +345,7 @@ def visit_shapes(shapes, configs, *, seed: int = 0, min_visits: int, max_visits:
             visit_s[key] += time.perf_counter() - opened
 
     run = run_visits(list(setups.by_name), list(arms_of(configs, aa_control)), open_visit, min_visits=min_visits,
-                     max_visits=max_visits, budget_s=budget_s, clock_floor_mhz=floor, failures=failures,
+                     max_visits=max_visits, budget_s=budget_s, clock_floor_mhz=clock_floor_mhz, failures=failures,
                      on_visit=on_visit, budget_floor_visits=budget_floor_visits, stop=stop)
     return Visited(run, setups.calls, setups.sets, visit_s)
 
@@ -382,7 +381,7 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_vis
     min_visits = max(min_visits, MIN_VISITS_FOR_INTERVAL)  # as run_visits takes them, and as the file says
     max_visits = max(max_visits, min_visits)
     options = {"seed": seed, "min_visits": min_visits, "max_visits": max_visits, "budget_s": budget_s,
-               "aa_control": aa_control, "failures": failures, "on_visit": on_visit}
+               "aa_control": aa_control, "failures": failures, "on_visit": on_visit, "clock_floor_mhz": floor}
     mark = monitor.mark() if monitor is not None else 0
     if processes > 1:
         import cupy

@@ -233,7 +233,7 @@ class _Shape:
 
 def visit_in_processes(shapes, configs, names: list[str], *, processes: int, min_visits: int, max_visits: int,
                        budget_s: float, seed: int = 0, aa_control: bool = True, failures: tuple | None = None,
-                       on_visit=None, monitor=None, device: int | None = None,
+                       on_visit=None, monitor=None, device: int | None = None, clock_floor_mhz: float | None = None,
                        target_half_width: float = TARGET_HALF_WIDTH, start=_start, pipe=_pipe,
                        free_pool=_free_pool) -> Visited:
     """``engine.time_shapes``'s visits of ``shapes`` (arms ``names``, ``engine.arms_of``), taken in
@@ -257,7 +257,8 @@ def visit_in_processes(shapes, configs, names: list[str], *, processes: int, min
             options = {"shapes": [by_name[key] for key in going], "configs": configs, "seed": seed,
                        "min_visits": share, "max_visits": share, "budget_s": budget_s / processes,
                        "aa_control": aa_control, "failures": failures, "calls": dict(calls),
-                       "budget_floor_visits": MIN_VISITS_FOR_INTERVAL, "operand_store": store, "device": device}
+                       "budget_floor_visits": MIN_VISITS_FOR_INTERVAL, "operand_store": store, "device": device,
+                       "clock_floor_mhz": clock_floor_mhz}
             visited, interrupted, shown = _one_process(options, monitor, start, pipe, turn, on_visit, len(going))
             if visited is not None:
                 _absorb(visited, number, taken, run, calls, sets, visit_s)
