@@ -19,9 +19,11 @@ Like with like, so that pytest-benchmark's own table and its relative columns gi
   graph replay's GPU time per GEMM of its mode, from CUDA events. The table's times are GPU time
   per GEMM, without the host's launch and sync cost (which would pull every ratio towards 1).
 
-The suite takes twice the bench's visits (VISITS), in as many processes as the bench (PROCESSES),
-so that its own error is smaller than the bench's interval it is checked against. For paired ratios with intervals and the A/A verdict, use
-``python -m cublas_det.bench`` (``bench/suite_vs_bench.py`` checks that the two agree).
+The suite takes twice the bench's visits (VISITS) in twice its processes (PROCESSES), 4 visits each
+as in the bench: a run's error is mostly its processes' (each keeps a bias of its own), so only more
+processes make the suite's error smaller than the bench's interval it is checked against.
+For paired ratios with intervals and the A/A verdict, use ``python -m cublas_det.bench``
+(``bench/suite_vs_bench.py`` checks that the two agree).
 """
 
 import itertools
@@ -36,7 +38,7 @@ TOKENS = int(os.environ.get("CUBLAS_DET_BENCH_TOKENS", "16384"))
 SHAPES = resolve_shapes(PRESETS, tokens=TOKENS)
 MODES = ("PEDANTIC", "DEFAULT", "TF32")  # the bench's default modes, in its order (the A/A arm follows)
 VISITS = 24  # visits a shape (a Williams cycle each: 96 rounds of 4 arms), twice the bench's 12
-PROCESSES = 3  # timing processes, 8 visits each: a process keeps a bias of its own, as in the bench
+PROCESSES = 6  # timing processes, 4 visits each as in the bench: twice its processes, for half its variance
 DISABLED_VISITS = 2  # under --benchmark-disable (each test called once): enough for a timing, not for an interval
 BUDGET_S = 30.0  # a shape's rounds stop after this many seconds (after 4 visits): large GEMMs
 
