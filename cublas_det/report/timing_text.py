@@ -11,8 +11,9 @@ TIME_NOTE = ("graph µs: per GEMM, CUDA-graph replay started from a held stream 
              "included). Intervals are 95%, over a shape's visits (rounds at moments spread over the run, each "
              "on a setup made anew) and the processes that took them: a process keeps a bias of its own, which "
              "only other processes show (0.11-0.15% on an H200; timed in one process, as with --quick, another "
-             "run differs by that much more than the interval says). Compare runs with --compare, which weighs "
-             "both runs' intervals.")
+             "run differs by that much more than the interval says). A run minutes later also differs by the "
+             "GPU's drift, which no one run shows (0.14-0.19% on an H200). Compare runs with --compare, which "
+             "weighs both runs' intervals.")
 KERNEL_NOTE = ("kernel µs: per GEMM, the summed durations of its kernels in held graph replays, as CUPTI records "
                "them (no gaps: the purest cost of a mode). kernels: what the reference call ran.")
 NOT_TRUSTED = " (not trusted)"
