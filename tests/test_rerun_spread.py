@@ -70,8 +70,8 @@ def test_a_runs_standard_error_comes_from_the_terms_of_its_interval(rerun_spread
 
 @pytest.mark.parametrize("make, message", [
     (lambda stored: {"benchmarks": [{"group": "g", "extra_info": {"gemms_per_sample": 100, "mode": "TF32"}}]},
-     "a file of python -m pytest bench/, not a --json run of python -m cublas_det.bench; set it against a bench run "
-     "with bench/suite_vs_bench.py"),
+     ("a file of python -m pytest bench/, not a --json run of python -m cublas_det.bench; set it against a bench "
+      "run with bench/suite_vs_bench.py")),
     (lambda stored: {**stored, "cublas_det": {**stored["cublas_det"], "ratios": {}}},
      "no TF32/PEDANTIC ratio (a --no-timing run, or other modes)"),
 ])
