@@ -179,11 +179,12 @@ def test_the_budget_stops_a_shape_after_the_first_processes():
     for setup in range(12):
         for name, ratio in zip(NAMES, (1.0, 0.5 + 0.05 * (setup % 2), 1.0)):
             shape.rounds.kept[name] += [Sample(ratio, 1.0, None, True, setup, setup // 4)] * 6
-    assert processes._stop(shape, False, False, False, 2.5, 0.005) is None  # not before `processes` of them
-    assert processes._stop(shape, False, True, False, 2.5, 0.005) == StopReason.BUDGET
-    assert processes._stop(shape, False, True, False, 9.0, 0.005) is None
-    assert processes._stop(shape, False, True, True, 9.0, 0.005) == StopReason.ROUNDS
-    assert processes._stop(shape, True, False, False, 9.0, 0.005) == StopReason.INTERRUPTED
+    ratios = shape.rounds.ratios()
+    assert processes._stop(shape, ratios, False, False, False, 2.5, 0.005) is None  # not before `processes` of them
+    assert processes._stop(shape, ratios, False, True, False, 2.5, 0.005) == StopReason.BUDGET
+    assert processes._stop(shape, ratios, False, True, False, 9.0, 0.005) is None
+    assert processes._stop(shape, ratios, False, True, True, 9.0, 0.005) == StopReason.ROUNDS
+    assert processes._stop(shape, ratios, True, False, False, 9.0, 0.005) == StopReason.INTERRUPTED
 
 
 def test_a_shape_whose_timing_failed_in_a_process_is_reported_and_not_timed_again(stand_in):

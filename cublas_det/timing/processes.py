@@ -110,7 +110,6 @@ def _start(writer, options: dict, prelude: str = "") -> _Child:
     would start the run over). SIGINT is ignored while it starts, so that it starts ignoring it:
     the run passes Ctrl-C on itself (:class:`_CtrlC`). ``prelude``: Python run in the process before
     its main (tests replace its GPU work there)."""
-    import os
     import pickle
     import signal
     import subprocess
@@ -307,23 +306,24 @@ def _decide(going: list, taken: dict, run: VisitsRun, *, interrupted: bool, enou
     still = []
     for key in going:
         shape = taken[key]
-        reason = _stop(shape, interrupted, enough, last, budget_s, target_half_width)
+        ratios = shape.rounds.ratios() if shape.visits >= MIN_VISITS_FOR_INTERVAL else ()
+        reason = _stop(shape, ratios, interrupted, enough, last, budget_s, target_half_width)
         if reason is None:
             still.append(key)
         elif shape.visits >= MIN_VISITS_FOR_INTERVAL:
-            run.outcomes[key] = VisitsOutcome(shape.rounds, shape.rounds.ratios(), shape.visits, reason, shape.spent_s)
+            run.outcomes[key] = VisitsOutcome(shape.rounds, ratios, shape.visits, reason, shape.spent_s)
     return still
 
 
-def _stop(shape: _Shape, interrupted: bool, enough: bool, last: bool, budget_s: float,
+def _stop(shape: _Shape, ratios: tuple, interrupted: bool, enough: bool, last: bool, budget_s: float,
           target_half_width: float) -> StopReason | None:
-    """Why a shape stops after a process, or None: it goes on in the next."""
+    """Why a shape stops after a process, or None: it goes on in the next (``ratios``: its ratios so
+    far, none before two visits)."""
     if interrupted:
         return StopReason.INTERRUPTED
     if not enough:
         return None
-    if shape.visits >= MIN_VISITS_FOR_INTERVAL and all(
-            r.half_width <= target_half_width for r in shape.rounds.ratios()):
+    if shape.visits >= MIN_VISITS_FOR_INTERVAL and all(r.half_width <= target_half_width for r in ratios):
         return StopReason.INTERVAL
     if last:
         return StopReason.ROUNDS
