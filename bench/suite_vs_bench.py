@@ -27,7 +27,7 @@ import sys
 from cublas_det._cli import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
 from cublas_det.report.stored import stored_ratios
-from cublas_det.runfile import load_run
+from cublas_det.runfile import is_suite_data, load_run
 
 
 def load_suite(path: str) -> dict:
@@ -37,12 +37,10 @@ def load_suite(path: str) -> dict:
             data = json.load(file)
     except (OSError, ValueError) as err:
         raise InputFileError(f"{path}: cannot be read as JSON ({err})") from None
-    benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
-    if not isinstance(benchmarks, list) or not any(
-            "gemms_per_sample" in (b.get("extra_info") or {}) for b in benchmarks if isinstance(b, dict)):
+    if not is_suite_data(data):
         raise InputFileError(f"{path}: not a file of python -m pytest bench/ --benchmark-json (give that file "
                              "first, the bench's --json second)")
-    return {(b["group"], b["extra_info"]["mode"]): b["stats"]["median"] for b in benchmarks
+    return {(b["group"], b["extra_info"]["mode"]): b["stats"]["median"] for b in data["benchmarks"]
             if isinstance(b, dict) and b.get("stats") and "mode" in (b.get("extra_info") or {})}
 
 

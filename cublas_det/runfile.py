@@ -109,9 +109,14 @@ def is_suite_file(path: str) -> bool:
     :func:`load_run` refuses: what to tell a user who gave it where a ``--json`` run was wanted."""
     try:
         with open(path) as file:
-            benchmarks = json.load(file).get("benchmarks") or []
-    except (OSError, ValueError, AttributeError):
+            return is_suite_data(json.load(file))
+    except (OSError, ValueError):
         return False
+
+
+def is_suite_data(data) -> bool:
+    """Whether parsed JSON is the pytest-benchmark suite's: its entries carry ``gemms_per_sample``."""
+    benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
     return isinstance(benchmarks, list) and any(
         "gemms_per_sample" in (b.get("extra_info") or {}) for b in benchmarks if isinstance(b, dict))
 
