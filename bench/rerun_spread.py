@@ -12,9 +12,8 @@ with the ratio in every file, this prints each run's median and interval, then:
 - **expected**: how many that would be if the runs differed only by their own errors: per pair,
   P(|Z| < h_i / sqrt(se_i^2 + se_j^2)), with h_i run i's half-width and se each run's standard
   error. A run's se is taken from what its interval is made of: the between-setup term is
-  t(dof) x se (over a run's visits, and its timing processes where there were several: the
-  degrees of freedom are in the file, ``setup_dof``, or P-1 for P visits of one process in files
-  written before it; the setup medians carry the rounds' noise too); with one setup, the
+  t(dof) x se over a run's visits (the degrees of freedom are in the file, ``setup_dof``, or P-1
+  for P visits in files written before it; the setup medians carry the rounds' noise too); with one setup, the
   order-statistic interval is about 1.96 se. The intervals are wider than 1.96 se on
   purpose (t(P-1), the two terms added in quadrature), so faultless runs hold each other on
   well over 83%, the figure for intervals of exactly 1.96 se (1.96 / sqrt(2) se hold 83%);

@@ -8,8 +8,8 @@ Per shape in both files: the suite's ratio of medians (per-GEMM GPU times of two
 the same rounds) and the bench's paired ratio with its 95% interval; "inside" when the suite's
 ratio lies in that interval.
 
-That interval is for the ratio on this GPU during the bench's run, from its processes and visits.
-The suite is another run (in twice the processes), with an error of its own, so a shape outside is
+That interval is for the ratio on this GPU during the bench's run, from its visits.
+The suite is another run (of twice the visits), with an error of its own, so a shape outside is
 not by itself a fault of either. The rerun's reach, sqrt(2) x each side of the interval, allows
 the suite an error as large as the bench's; that is what the verdict and the exit code go by. On
 two H200s, three suite runs against the bench runs of their sessions (8 pairs): inside on 100 of

@@ -19,10 +19,8 @@ Like with like, so that pytest-benchmark's own table and its relative columns gi
   graph replay's GPU time per GEMM of its mode, from CUDA events. The table's times are GPU time
   per GEMM, without the host's launch and sync cost (which would pull every ratio towards 1).
 
-The suite takes twice the bench's visits (VISITS) in twice its processes (PROCESSES), 4 visits each
-as in the bench: a run's error is mostly its processes' (each keeps a bias of its own), so only more
-processes make the suite's error smaller than the bench's interval it is checked against.
-For paired ratios with intervals and the A/A verdict, use ``python -m cublas_det.bench``
+The suite takes twice the bench's most visits (VISITS), so that its error is smaller than the
+bench's interval it is checked against. For paired ratios with intervals and the A/A verdict, use ``python -m cublas_det.bench``
 (``bench/suite_vs_bench.py`` checks that the two agree).
 """
 
@@ -37,8 +35,7 @@ PRESETS = os.environ.get("CUBLAS_DET_BENCH_PRESETS", "trunk mamba2-130m").split(
 TOKENS = int(os.environ.get("CUBLAS_DET_BENCH_TOKENS", "16384"))
 SHAPES = resolve_shapes(PRESETS, tokens=TOKENS)
 MODES = ("PEDANTIC", "DEFAULT", "TF32")  # the bench's default modes, in its order (the A/A arm follows)
-VISITS = 24  # visits a shape (a Williams cycle each: 96 rounds of 4 arms), twice the bench's 12
-PROCESSES = 6  # timing processes, 4 visits each as in the bench: twice its processes, for half its variance
+VISITS = 16  # visits a shape (a Williams cycle each: 64 rounds of 4 arms), twice the bench's most
 DISABLED_VISITS = 2  # under --benchmark-disable (each test called once): enough for a timing, not for an interval
 BUDGET_S = 30.0  # a shape's rounds stop after this many seconds (after 4 visits): large GEMMs
 
@@ -73,7 +70,7 @@ def selected_shapes(items) -> list:
     return list({shape.name: shape for shape in shapes if isinstance(shape, GemmShape)}.values())
 
 
-def shape_timing(shape, selected, *, visits: int = VISITS, processes: int = PROCESSES):
+def shape_timing(shape, selected, *, visits: int = VISITS):
     """The shape's timing: at the first call, every selected shape not yet timed is timed at once, in
     visits spread over the run as the bench times them; later calls read what was measured.
     Returns a :class:`~cublas_det.timing.ShapeTiming`, or the one-line reason the shape's timing failed."""
@@ -87,8 +84,7 @@ def shape_timing(shape, selected, *, visits: int = VISITS, processes: int = PROC
         todo = [s for s in selected if s.name not in _TIMINGS]
         if shape not in todo:
             todo.append(shape)
-        run = time_shapes(todo, list(MODES), min_visits=visits, max_visits=visits, processes=processes,
-                          budget_s=BUDGET_S)
+        run = time_shapes(todo, list(MODES), min_visits=visits, max_visits=visits, budget_s=BUDGET_S)
         if run.interrupted:
             raise KeyboardInterrupt
         _TIMINGS.update(run.errors)
@@ -102,15 +98,13 @@ def shape_timing(shape, selected, *, visits: int = VISITS, processes: int = PROC
 @pytest.mark.parametrize("shape", SHAPES, ids=[s.name for s in SHAPES])
 def test_gemm(benchmark, shape, mode, request):
     disabled = getattr(benchmark, "disabled", False)
-    timing = shape_timing(shape, selected_shapes(request.session.items),
-                          visits=DISABLED_VISITS if disabled else VISITS, processes=1 if disabled else PROCESSES)
+    timing = shape_timing(shape, selected_shapes(request.session.items), visits=DISABLED_VISITS if disabled else VISITS)
     if isinstance(timing, str):
         pytest.fail(f"{shape.name}: {timing}", pytrace=False)
     per_gemm_s = [us * 1e-6 for us in timing.arm(timing.arm_name(mode)).graph_us]
     benchmark.group = shape.name
     benchmark.extra_info.update(gemms_per_sample=timing.calls_per_batch, buffer_sets=timing.buffer_sets,
                                 visits=timing.options["visits"], setups=timing.options["setups"],
-                                processes=timing.options.get("processes", 1),
                                 shape=shape.spec, mode=mode, flop_per_call=shape.flop,
                                 stop_reason=timing.stop_reason, discards=timing.discards.to_dict(),
                                 time="GPU seconds per GEMM, held graph replay within a Williams-ordered "

@@ -17,10 +17,11 @@ Definitions:
 
 from __future__ import annotations
 
-import contextlib
+import concurrent.futures
 import dataclasses
 import functools
 import hashlib
+import threading
 
 
 def _xp(array):
@@ -82,34 +83,46 @@ class Mismatch:
         return dataclasses.asdict(self)
 
 
-def count_mismatches(reference, actual):
-    """Number of elements whose bits differ, as a 0-d array (no host sync on the GPU)."""
-    xp = _xp(reference)
-    return xp.count_nonzero(_bits(xp, reference) != _bits(xp, actual))
-
-
 def compare(reference, actual) -> Mismatch:
     """Compare two arrays of one shape and float type bit for bit and locate the worst element."""
     if reference.shape != actual.shape or reference.dtype != actual.dtype:
         raise ValueError(f"cannot compare {reference.dtype}{reference.shape} with {actual.dtype}{actual.shape}")
-    xp = _xp(reference)
-    mismatched = int(count_mismatches(reference, actual))
-    if mismatched == 0:
-        return Mismatch(0, int(reference.size), 0.0, 0, None)
-    # -1 where the bits match, so that argmax finds a mismatch even when it is 0 ULP (a signed zero).
-    differ = _bits(xp, reference) != _bits(xp, actual)
-    ulps = xp.where(differ, ulp_distance(reference, actual), -1)
-    flat = int(xp.argmax(ulps))
-    index = _unravel(flat, reference.shape)
-    max_abs = _max_abs_diff(xp, reference, actual)
-    return Mismatch(mismatched, int(reference.size), max_abs, int(ulps.reshape(-1)[flat]), index,
-                    float(reference[index]), float(actual[index]))
+    tracker = MismatchTracker(reference, 1)
+    tracker.record(actual)
+    return tracker.summary().worst
 
 
 def digest(array) -> str:
     """sha256 of the array's bytes (copied to the host), comparable across processes and machines."""
-    xp = _xp(array)
-    return bytes_digest(array.get() if hasattr(array, "get") and xp.__name__ == "cupy" else array)
+    return bytes_digest(_host(array))
+
+
+HASHERS = 4  # threads hashing at once, and host copies waiting for them at most
+
+
+def digest_later(array) -> concurrent.futures.Future:
+    """:func:`digest`, hashed in a background thread (hashlib releases the GIL) while the GPU goes on;
+    the bytes are copied to the host before this returns, so the array may be overwritten. Waits
+    while HASHERS copies are being hashed: the host holds that many outputs at most."""
+    pool, slots = _hashers()
+    slots.acquire()
+    try:
+        future = pool.submit(bytes_digest, _host(array))
+    except BaseException:
+        slots.release()
+        raise
+    future.add_done_callback(lambda _: slots.release())
+    return future
+
+
+@functools.cache
+def _hashers() -> tuple[concurrent.futures.ThreadPoolExecutor, threading.BoundedSemaphore]:
+    return (concurrent.futures.ThreadPoolExecutor(HASHERS, thread_name_prefix="digest"),
+            threading.BoundedSemaphore(HASHERS))
+
+
+def _host(array):
+    return array.get() if _xp(array).__name__ == "cupy" else array
 
 
 def bytes_digest(array) -> str:
@@ -121,25 +134,18 @@ def bytes_digest(array) -> str:
 
 
 def relative_error(actual, reference64) -> float:
-    """``max|actual - ref| / max|ref|`` against a float64 reference."""
+    """``max|actual - ref| / max|ref|`` against a float64 reference (NaN when either holds a NaN)."""
     xp = _xp(actual)
-    scale = float(xp.abs(reference64).max())
-    return float(xp.abs(actual.astype(xp.float64) - reference64).max()) / (scale or 1.0)
-
-
-def _max_abs_diff(xp, reference, actual) -> float:
-    """Greatest |reference - actual| over elements whose bits differ (NaN when only NaNs differ)."""
-    quiet = xp.errstate(all="ignore") if xp.__name__ == "numpy" else contextlib.nullcontext()
-    with quiet:
-        diff = xp.abs(reference.astype(xp.float64) - actual.astype(xp.float64))
-        finite = diff[~xp.isnan(diff)]
-        return float(finite.max()) if finite.size else float("nan")
-
-
-def _finite_max(xp, worst_abs) -> float:
-    """The greatest recorded difference; NaN when no mismatch had a finite one (-1 marks none)."""
-    largest = float(worst_abs.max())
-    return largest if largest >= 0 else float("nan")
+    if xp.__name__ == "cupy":
+        record = xp.zeros(3, xp.uint64)
+        _launch("error_stats", actual, (actual, xp.ascontiguousarray(reference64, xp.float64)), record)
+        diff, scale, nan = (int(v) for v in record.get())
+        if nan:
+            return float("nan")
+        return _decoded(diff) / (_decoded(scale) or 1.0)
+    with xp.errstate(all="ignore"):
+        scale = float(xp.abs(reference64).max())
+        return float(xp.abs(actual.astype(xp.float64) - reference64).max()) / (scale or 1.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,124 +158,218 @@ class RunsSummary:
     differing_run_indices: tuple[int, ...] = ()
 
 
+NO_KEY = 2**64 - 1  # a run's location key before any mismatch was seen
+
+
 class MismatchTracker:
     """Compare many outputs with one reference without a host round trip per output.
 
-    Per recorded output it keeps, on the device: the mismatched element count, and per element
-    the greatest ULP distance seen, the value that had it, and the greatest absolute difference
-    seen (kept apart: near a power of two a larger ULP distance can be a smaller difference).
-    ``summary()`` syncs once.
-    On the GPU both steps are single fused kernels (a GEMM-checking loop must cost little more
-    than the GEMMs); on numpy the same arithmetic runs with array operations.
+    Per recorded output it keeps four numbers (on the device, for CuPy arrays): the mismatched
+    element count, the greatest ULP distance, the greatest absolute difference (+1, as the bits of a
+    non-negative double; 0 when no mismatch had a finite one) and the location key (index << 32 |
+    the output's bits there) of the first element at that distance. ``summary()`` syncs once.
+    On the GPU each record is two passes of one compiled module (:data:`KERNEL_SOURCE`): a checking
+    loop must cost little more than the GEMMs it checks; on numpy the same arithmetic runs with
+    array operations.
     """
 
     def __init__(self, reference, max_runs: int):
-        xp = _xp(reference)
-        self._xp = xp
+        xp = self._xp = _xp(reference)
+        _bits(xp, reference)  # a float format this module compares, or TypeError
+        if reference.size >= 2**32:
+            raise ValueError(f"cannot compare {reference.size} elements: the location key holds 2**32 at most")
+        import numpy
+
         self._reference = reference
-        self._counts = xp.zeros(max_runs, dtype=xp.uint64)
-        # -1: no mismatch seen at this element (a mismatch of 0 ULP, a signed zero, is recorded as 0).
-        self._worst_ulp = xp.full(reference.shape, -1, dtype=xp.int64)
-        self._worst_bits = _bits(xp, reference).copy()  # the value with the greatest ULP distance, as bits
-        self._worst_abs = xp.full(reference.shape, -1.0, dtype=xp.float64)
+        records = numpy.zeros((max_runs, 4), numpy.uint64)
+        records[:, 3] = NO_KEY
+        self._records = xp.asarray(records)  # made on the host: no fill kernel to compile
         self._runs = 0
 
     def record(self, actual) -> None:
         """Compare one output (the reference's shape and type) with the reference; queued on the current stream."""
-        if self._runs >= self._counts.size:
-            raise ValueError(f"MismatchTracker was made for {self._counts.size} runs")
-        xp = self._xp
-        ref_bits = _bits(xp, self._reference)
-        out_bits = _bits(xp, actual)
+        if self._runs >= self._records.shape[0]:
+            raise ValueError(f"MismatchTracker was made for {self._records.shape[0]} runs")
+        xp, record = self._xp, self._records[self._runs]
         if xp.__name__ == "cupy":
-            _gpu_tracker_kernel(self._reference.dtype.name)(ref_bits, out_bits, xp.int32(self._runs), self._worst_ulp,
-                                                            self._worst_bits, self._worst_abs, self._counts)
+            operands = (self._reference, xp.ascontiguousarray(actual))
+            _launch("mismatch_stats", self._reference, operands, record)
+            _launch("mismatch_locate", self._reference, operands, record)
         else:
-            differ = ref_bits != out_bits
-            self._counts[self._runs] = int(differ.sum())
-            ulps = xp.where(differ, ulp_distance(self._reference, actual), -1)
-            worse = ulps > self._worst_ulp
-            self._worst_ulp[worse] = ulps[worse]
-            self._worst_bits[worse] = out_bits[worse]
-            with xp.errstate(invalid="ignore"):
-                diff = xp.abs(self._reference.astype(xp.float64) - actual.astype(xp.float64))
-                larger = differ & (diff > self._worst_abs)  # NaN compares false: not recorded
-            self._worst_abs[larger] = diff[larger]
+            record[:] = _host_record(self._reference, actual)
         self._runs += 1
 
     def summary(self) -> RunsSummary:
+        import numpy
+
         xp = self._xp
-        counts = [int(c) for c in (self._counts[: self._runs].get() if xp.__name__ == "cupy"
-                                   else self._counts[: self._runs])]
-        differing = tuple(i for i, c in enumerate(counts) if c)
+        records = self._records[: self._runs]
+        records = [[int(v) for v in row] for row in (records.get() if xp.__name__ == "cupy" else records)]
+        size = int(self._reference.size)
+        differing = tuple(i for i, (count, *_) in enumerate(records) if count)
         if not differing:
-            return RunsSummary(self._runs, 0, Mismatch(0, int(self._reference.size), 0.0, 0, None))
-        flat = int(xp.argmax(self._worst_ulp))
-        index = _unravel(flat, self._reference.shape)
-        worst = Mismatch(
-            max(counts), int(self._reference.size),
-            _finite_max(xp, self._worst_abs),
-            int(self._worst_ulp.reshape(-1)[flat]), index,
-            float(self._reference[index]), float(self._worst_bits.view(self._reference.dtype)[index]),
-        )
+            return RunsSummary(self._runs, 0, Mismatch(0, size, 0.0, 0, None))
+        max_ulp = max(records[i][1] for i in differing)
+        # The first element at the greatest distance; on a tie between runs, the earliest run's value there.
+        key = min((records[i][3] >> 32, i) for i in differing if records[i][1] == max_ulp)
+        index = _unravel(key[0], self._reference.shape)
+        actual_bits = records[key[1]][3] & 0xFFFFFFFF
+        width = numpy.uint16 if self._reference.dtype.itemsize == 2 else numpy.uint32
+        actual_value = float(numpy.array(actual_bits, width).view(self._reference.dtype))
+        largest = max(records[i][2] for i in differing)
+        worst = Mismatch(max(records[i][0] for i in differing), size,
+                         _decoded(largest) if largest else float("nan"), max_ulp, index,
+                         float(self._reference[index]), actual_value)
         return RunsSummary(self._runs, len(differing), worst, differing)
 
 
-# Per element format: the C type of its bits, and an expression decoding bits `x` to a double.
-_FORMATS = {
-    "float32": ("uint32", "int", "(double)__uint_as_float(x)"),
-    "bfloat16": ("uint16", "short", "(double)__uint_as_float(((unsigned int)x) << 16)"),
-    "float16": ("uint16", "short", "half_bits_to_double(x)"),
-}
-_HALF_DECODER = """
-__device__ double half_bits_to_double(unsigned short x) {
-    int exponent = (x >> 10) & 0x1f, mantissa = x & 0x3ff;
-    double value;
-    if (exponent == 0) value = ldexp((double)mantissa, -24);
-    else if (exponent == 31) value = mantissa ? __longlong_as_double(0x7ff8000000000000LL)
+def _decoded(encoded: int) -> float:
+    """A non-negative double stored as its bits + 1 (0 stands for none: 0.0)."""
+    import numpy
+
+    return float(numpy.array(encoded - 1, numpy.uint64).view(numpy.float64)) if encoded else 0.0
+
+
+def _host_record(reference, actual) -> list[int]:
+    """One run's four numbers (see :class:`MismatchTracker`) with numpy."""
+    import numpy
+
+    ref_bits, out_bits = _bits(numpy, reference).reshape(-1), _bits(numpy, actual).reshape(-1)
+    differ = numpy.flatnonzero(ref_bits != out_bits)
+    if differ.size == 0:
+        return [0, 0, 0, NO_KEY]
+    ulps = ulp_distance(reference.reshape(-1)[differ], actual.reshape(-1)[differ])
+    with numpy.errstate(invalid="ignore"):
+        diff = numpy.abs(reference.reshape(-1)[differ].astype(numpy.float64)
+                         - actual.reshape(-1)[differ].astype(numpy.float64))
+    finite = diff[~numpy.isnan(diff)]
+    largest = int(finite.max().view(numpy.uint64)) + 1 if finite.size else 0
+    at = int(numpy.argmax(ulps))
+    return [int(differ.size), int(ulps[at]), largest, (int(differ[at]) << 32) | int(out_bits[differ[at]])]
+
+
+# -- the GPU module: one NVRTC compile for every kernel and element format --------------------------
+_FORMATS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+THREADS = 256
+
+KERNEL_SOURCE = r"""
+typedef unsigned long long u64;
+typedef long long i64;
+
+// Per element format: its bits, their order (adjacent floats one apart, +0 == -0), its value.
+struct F32 {
+    typedef unsigned int bits;
+    static __device__ i64 ordered(bits x) { int s = (int)x; return s < 0 ? -2147483648LL - s : s; }
+    static __device__ double value(bits x) { return (double)__uint_as_float(x); }
+};
+struct BF16 {
+    typedef unsigned short bits;
+    static __device__ i64 ordered(bits x) { short s = (short)x; return s < 0 ? -32768LL - s : s; }
+    static __device__ double value(bits x) { return (double)__uint_as_float(((unsigned int)x) << 16); }
+};
+struct F16 {
+    typedef unsigned short bits;
+    static __device__ i64 ordered(bits x) { short s = (short)x; return s < 0 ? -32768LL - s : s; }
+    static __device__ double value(bits x) {
+        int exponent = (x >> 10) & 0x1f, mantissa = x & 0x3ff;
+        double v;
+        if (exponent == 0) v = ldexp((double)mantissa, -24);
+        else if (exponent == 31) v = mantissa ? __longlong_as_double(0x7ff8000000000000LL)
                                               : __longlong_as_double(0x7ff0000000000000LL);
-    else value = ldexp((double)(mantissa | 0x400), exponent - 25);
-    return (x & 0x8000) ? -value : value;
+        else v = ldexp((double)(mantissa | 0x400), exponent - 25);
+        return (x & 0x8000) ? -v : v;
+    }
+};
+
+__device__ u64 larger(u64 a, u64 b) { return a > b ? a : b; }
+__device__ u64 smaller(u64 a, u64 b) { return a < b ? a : b; }
+__device__ u64 warp_sum(u64 v) { for (int o = 16; o; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o); return v; }
+__device__ u64 warp_max(u64 v) { for (int o = 16; o; o /= 2) v = larger(v, __shfl_down_sync(0xffffffffu, v, o)); return v; }
+__device__ u64 warp_min(u64 v) { for (int o = 16; o; o /= 2) v = smaller(v, __shfl_down_sync(0xffffffffu, v, o)); return v; }
+__device__ u64 ulps(i64 a, i64 b) { return a > b ? (u64)(a - b) : (u64)(b - a); }
+// A non-negative double's bits order as its values do; +1 leaves 0 for "none".
+__device__ u64 encoded(double v) { return (u64)__double_as_longlong(v) + 1; }
+
+// record: count of differing elements, greatest ULP distance, greatest |difference| (encoded).
+template <typename F>
+__device__ void stats(const typename F::bits* ref, const typename F::bits* out, i64 n, u64* record) {
+    u64 count = 0, ulp = 0, diff = 0;
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        typename F::bits r = ref[i], o = out[i];
+        if (r != o) {
+            count++;
+            ulp = larger(ulp, ulps(F::ordered(r), F::ordered(o)));
+            double d = fabs(F::value(r) - F::value(o));
+            if (!isnan(d)) diff = larger(diff, encoded(d));  // NaN differences are not recorded
+        }
+    }
+    count = warp_sum(count); ulp = warp_max(ulp); diff = warp_max(diff);
+    if ((threadIdx.x & 31) == 0 && count) {
+        atomicAdd(record, count); atomicMax(record + 1, ulp); atomicMax(record + 2, diff);
+    }
 }
+
+// record[3]: index << 32 | the output's bits, of the first differing element at record[1]'s distance.
+template <typename F>
+__device__ void locate(const typename F::bits* ref, const typename F::bits* out, i64 n, u64* record) {
+    const u64 worst = record[1];
+    u64 key = ~0ULL;
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        typename F::bits r = ref[i], o = out[i];
+        if (r != o && ulps(F::ordered(r), F::ordered(o)) == worst) key = smaller(key, ((u64)i << 32) | (u64)o);
+    }
+    key = warp_min(key);
+    if ((threadIdx.x & 31) == 0 && key != ~0ULL) atomicMin(record + 3, key);
+}
+
+// record: greatest |actual - ref|, greatest |ref| (both encoded), 1 if either was NaN.
+template <typename F>
+__device__ void error(const typename F::bits* actual, const double* ref, i64 n, u64* record) {
+    u64 diff = 0, scale = 0, nan = 0;
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        double d = fabs(F::value(actual[i]) - ref[i]), m = fabs(ref[i]);
+        if (isnan(d) || isnan(m)) nan = 1;
+        else { diff = larger(diff, encoded(d)); scale = larger(scale, encoded(m)); }
+    }
+    diff = warp_max(diff); scale = warp_max(scale); nan = warp_max(nan);
+    if ((threadIdx.x & 31) == 0) { atomicMax(record, diff); atomicMax(record + 1, scale); atomicMax(record + 2, nan); }
+}
+"""
+_WRAPPERS = r"""
+extern "C" __global__ void mismatch_stats_{name}(const {fmt}::bits* a, const {fmt}::bits* b, i64 n, u64* r) {{ stats<{fmt}>(a, b, n, r); }}
+extern "C" __global__ void mismatch_locate_{name}(const {fmt}::bits* a, const {fmt}::bits* b, i64 n, u64* r) {{ locate<{fmt}>(a, b, n, r); }}
+extern "C" __global__ void error_stats_{name}(const {fmt}::bits* a, const double* b, i64 n, u64* r) {{ error<{fmt}>(a, b, n, r); }}
 """
 
 
-@functools.cache
-def _gpu_tracker_kernel(dtype_name: str = "float32"):
-    """One pass per output: count differing elements, keep each element's worst ULP, its bits, and its
-    greatest absolute difference.
+def module_source() -> str:
+    """The whole module: the kernels and an entry point per kernel and element format."""
+    return KERNEL_SOURCE + "".join(_WRAPPERS.format(name=name, fmt=name.upper()) for name in _FORMATS.values())
 
-    Why one fused elementwise kernel: a CuPy ReductionKernel reducing to one value ran in one
-    block (~22 ms for 27 M elements, measured on the H200), slower than the GEMM it checks. Here
-    matching elements only read the two inputs; the atomic counter is touched only on a mismatch.
-    """
+
+@functools.cache
+def _module(device_id: int):
     import cupy
 
-    inputs, outputs, body, preamble = tracker_kernel_parts(dtype_name)
-    return cupy.ElementwiseKernel(inputs, outputs, body, f"cublas_det_track_mismatches_{dtype_name}",
-                                  preamble=preamble)
+    return cupy.RawModule(code=module_source())
 
 
-def tracker_kernel_parts(dtype_name: str) -> tuple[str, str, str, str]:
-    """The tracker kernel's (inputs, outputs, body, preamble) for one element format (compiled by
-    CuPy on the GPU; by the tests with NVRTC alone)."""
-    if dtype_name not in _FORMATS:
-        raise TypeError(f"cannot compare {dtype_name} bit for bit: float32, bfloat16 or float16 expected")
-    bits, signed, decode = _FORMATS[dtype_name]
-    low = "-2147483648LL" if bits == "uint32" else "-32768LL"
-    body = f"""
-        if (r != o) {{
-            atomicAdd(&counts[run], 1ULL);
-            // Order the bit patterns so that adjacent floats differ by one (as ordered_bits does).
-            long long rk = ({signed})r < 0 ? {low} - (long long)({signed})r : (long long)({signed})r;
-            long long ok = ({signed})o < 0 ? {low} - (long long)({signed})o : (long long)({signed})o;
-            long long d = rk > ok ? rk - ok : ok - rk;
-            if (d > worst_ulp) {{ worst_ulp = d; worst_bits = o; }}
-            double diff = fabs(to_double(r) - to_double(o));
-            if (diff > worst_abs) worst_abs = diff;  // NaN compares false: not recorded
-        }}
-        """
-    preamble = ((_HALF_DECODER if dtype_name == "float16" else "")
-                + f"template <typename T> __device__ double to_double(T x) {{ return {decode}; }}\n")
-    return (f"{bits} r, {bits} o, int32 run", f"int64 worst_ulp, {bits} worst_bits, float64 worst_abs, raw uint64 counts",
-            body, preamble)
+def _launch(kernel: str, like, arrays, record) -> None:
+    """Queue ``kernel`` for ``like``'s element format on the current stream over ``arrays``."""
+    import cupy
+
+    name = _FORMATS.get(like.dtype.name)
+    if name is None:
+        raise TypeError(f"cannot compare {like.dtype} bit for bit: float32, bfloat16 or float16 expected")
+    n = int(like.size)
+    blocks = max(1, min(-(-n // THREADS), 8 * _sm_count()))
+    function = _module(cupy.cuda.runtime.getDevice()).get_function(f"{kernel}_{name}")
+    function((blocks,), (THREADS,), (*arrays, cupy.int64(n), record))
+
+
+@functools.cache
+def _sm_count() -> int:
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    return runtime.deviceGetAttribute(runtime.cudaDevAttrMultiProcessorCount, runtime.getDevice())

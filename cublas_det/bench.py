@@ -6,15 +6,13 @@ control). Tables and the summary go to stdout, progress and diagnostics to stder
 --devices it instead runs each shape and mode on every chosen GPU, one worker process per GPU,
 and reports whether all devices give the same bits.
 
-Exit codes: 0 all as expected; 1 a scenario that cuBLAS documents as reproducible gave other bits
-(or could not run), devices disagree (--devices), bits differ from --compare's baseline, or a
-time regressed past --fail-on; 2 usage or environment error (no GPU, bad shape, no such device,
-unwritable output path ...).
+Exit codes: see EXIT_CODES (the same in --help and the README).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 
@@ -35,22 +33,22 @@ from .errors import UsageError
 from .outputs import check_writable, write_json, write_text
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
-# Visits a shape takes at least (unless its time budget ends it first) and at most: one Williams
-# cycle each (4 rounds with 4 arms), round-robin over the run's shapes, each on a setup made anew
-# (``timing.visits``). On the H200 a shape's ratio moved between visits seconds apart by 0.41% (sd)
-# beyond its setups' spread, so one stretch of rounds held one moment of the run; 12 visits bring
-# that spread into each interval, shrunk by sqrt(12). --quick: 4 to 6.
-# The visits are taken in PROCESSES processes (``timing.processes``), 4 each: a process keeps a bias
-# of its own (0.11-0.15% sd beyond its visits' spread on the H200), which only other processes show;
-# a shape not yet within ±0.5% goes on in a fourth (MAX_VISITS). --quick: one process.
-MIN_VISITS = 12
-MAX_VISITS = 16
-QUICK_VISITS = (4, 6)
-PROCESSES = 3
+# Visits a shape takes at least and at most (``timing.visits``): one Williams cycle each on a setup
+# made anew, round-robin over the run's shapes, until every ratio is within ±1% (docs/method.md).
+VISITS = (4, 8)
+QUICK_VISITS = (3, 4)
+BUDGET_S, QUICK_BUDGET_S = 1.0, 0.5  # seconds of rounds a shape may spend (after its first visits)
 
+EXIT_CODES = """exit codes:
+  0    every guarantee held (a hazard that changed bits is reported, and never fails a run)
+  1    a guarantee failed, or its scenario, the GEMM or its timing could not run; devices
+       disagree (--devices); bits differ from --compare's baseline; a time regressed past --fail-on
+  2    usage or environment error (bad argument, no GPU, no such device, unwritable output path)
+  130  interrupted (Ctrl-C); what completed was reported and written
+"""
 EPILOG = """examples:
   %(prog)s                        # trunk + mamba2-130m, all modes, all scenarios
-  %(prog)s --quick                # fewer repeats and rounds, no extra processes
+  %(prog)s --quick                # fewer repeats and visits, no worker processes
   %(prog)s --preset mamba2-2.7b --tokens 2048 --modes pedantic tf32
   %(prog)s --shape 4096x4096x4096 --scenarios repeat --json run.json --plot run.png
   %(prog)s --compare base.json --fail-on 5 --json new.json
@@ -60,13 +58,8 @@ EPILOG = """examples:
   %(prog)s --kernels              # + the kernels each GEMM ran, and their time (needs cupti-python)
   %(prog)s --explain 128x56x4096:nt   # kernels per mode, SM-count target and batch rung
 
-exit codes:
-  0  no finding
-  1  a finding: such a scenario gave other bits or could not run, devices disagree (--devices),
-     bits differ from --compare's baseline, or a time regressed past --fail-on
-  2  usage or environment error (bad argument, no GPU, no such device, unwritable output path)
-  130  interrupted (Ctrl-C); what completed was reported
-"""
+""" + EXIT_CODES
+
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
@@ -106,9 +99,6 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
                       help=f"5 repeats, {QUICK_VISITS[0]}-{QUICK_VISITS[1]} timing visits a shape, no scenario that "
                            "needs worker processes ("
                            f"{', '.join(name for name, s in REGISTRY.items() if s.in_worker)})")
-    what.add_argument("--processes", type=int, metavar="N",
-                      help=f"timing processes, one after another, each taking a share of every shape's visits, so "
-                           f"that the intervals hold what another run gives (default: {PROCESSES}; with --quick: 1)")
     what.add_argument("--no-timing", action="store_true", help="only the reproducibility checks")
     what.add_argument("--list", action="store_true", help="print the shapes that would run, and exit (no GPU needed)")
     what.add_argument("--devices", nargs="+", action=ExtendList, metavar="all|ID",
@@ -131,6 +121,9 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     out.add_argument("--compare", metavar="BASE.json", help="compare bits and times with an earlier --json")
     out.add_argument("--fail-on", type=float, metavar="PCT",
                      help="with --compare: exit 1 if a median time grew by more than PCT percent")
+    out.add_argument("-v", "--verbose", action="store_true",
+                     help="also how each shape was timed (GEMMs per batch, buffer sets, visits, SM clock) and the "
+                          "seconds of each phase of the run")
     return parser
 
 
@@ -179,16 +172,6 @@ def _parse_options(args, parser):
     else:
         scenarios = list(validate_scenarios(args.scenarios))
     repeats = args.repeats
-    if args.processes is not None:
-        from .timing.processes import most_processes
-
-        fewest = QUICK_VISITS[0] if args.quick else MIN_VISITS
-        if not 1 <= args.processes <= most_processes(fewest):
-            parser.error(f"--processes {args.processes}: give 1 (time in this process) to {most_processes(fewest)} "
-                         f"(each timing process takes 2 of the {fewest} visits a shape at least)")
-    if args.processes is not None and (args.devices or args.no_timing):
-        parser.error(f"--processes sets how the timing runs, and {'--devices' if args.devices else '--no-timing'} "
-                     "times nothing; drop one of them")
     if args.quick:
         scenarios = list(without_workers(scenarios))
         repeats = min(repeats, 5)
@@ -225,11 +208,15 @@ def _configurations(args) -> list:
 
 
 class Progress:
-    """A one-line progress bar on stderr (a line per step when stderr is not a terminal)."""
+    """A one-line progress bar on stderr; where stderr is no terminal, a line at each tenth of the run
+    (at most a dozen lines in a log)."""
+
+    LOG_LINES = 10
 
     def __init__(self, total: int):
         self.total, self.done, self.started = max(1, total), 0, time.perf_counter()
         self.tty = sys.stderr.isatty()
+        self.logged = 0  # tenths printed so far, where stderr is no terminal
 
     def step(self, label: str, skip: int = 0) -> None:
         """One step done (and ``skip`` more that will not be taken)."""
@@ -238,8 +225,11 @@ class Progress:
         line = (f"[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
                 f"{time.perf_counter() - self.started:5.1f}s {label}")
         if self.tty:
-            print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
-        else:
+            print(f"\r\033[K{line[:shutil.get_terminal_size().columns - 1]}", end="", file=sys.stderr, flush=True)
+            return
+        tenth = self.LOG_LINES * self.done // self.total
+        if tenth > self.logged:
+            self.logged = tenth
             print(line, file=sys.stderr, flush=True)
 
     def close(self) -> None:
@@ -272,8 +262,11 @@ def _run(argv) -> int:
             raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
 
     from ._device import require_gpu
+    from .phases import Phases
 
-    require_gpu()
+    phases = Phases()
+    with phases("startup"):
+        require_gpu()
     if explained is not None:
         return _explain(explained, configs, args.seed)
     kernels = args.kernels and _kernels_available()
@@ -288,7 +281,7 @@ def _run(argv) -> int:
             raise UsageError(str(err)) from None
         return _sweep(args, shapes, scenarios, repeats, configs, baseline, devices)
     refused = _refused_for_memory(shapes, configs, timing=not args.no_timing)
-    return _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels)
+    return _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels, phases)
 
 
 def _kernels_available() -> bool:
@@ -320,7 +313,7 @@ def explain_target(spec: str, tokens: int):
 def _explain_target(args, parser):
     """--explain's shape, before any GPU work; the options it cannot go with are refused."""
     flags = ("json", "markdown", "plot", "compare", "devices", "preset", "shape", "scenarios", "no_timing", "list",
-             "quick", "kernels", "processes")
+             "quick", "kernels")
     clashing = [flag for flag in flags if getattr(args, flag)]
     if clashing:
         parser.error(f"--explain prints one table and exits; drop --{', --'.join(f.replace('_', '-') for f in clashing)}")
@@ -391,44 +384,47 @@ def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
     return _exit_code(sweep_failed(runs, found), any(run.error == INTERRUPTED for run in runs), comparison, written)
 
 
-def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels=False) -> int:
+def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels=False, phases=None) -> int:
     from . import __version__
     from ._device import gpu_failures
     from ._provenance import fingerprint
     from .check import CheckInterrupted, check_many
+    from .operands import HostOperands
+    from .phases import Phases
     from .report.json_file import now_iso, to_json
     from .report.text import render_text, run_failed
     from .results import BenchResult, ShapeReport
     from .timing import time_shapes, warm_up
     from .timing.monitor import GpuMonitor
-    from .timing.processes import most_visits
 
+    phases = phases or Phases()
     started_iso = now_iso()
     started = time.perf_counter()
-    provenance = fingerprint()
+    with phases("startup"):
+        provenance = fingerprint()
     timing = not args.no_timing
     runnable = [shape for shape in shapes if shape.name not in refused]  # refused: one line each, no GPU work
-    min_visits, max_visits = QUICK_VISITS if args.quick else (MIN_VISITS, MAX_VISITS)
-    processes = args.processes or (1 if args.quick else PROCESSES)
-    turns = most_visits(min_visits, max_visits, processes)
-    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + turns * bool(timing and runnable))
+    min_visits, max_visits = QUICK_VISITS if args.quick else VISITS
+    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + max_visits * bool(timing and runnable))
     checks, timings, errors = {}, {}, dict(refused)
     interrupted = False
     monitor = None
+    operands = HostOperands(args.seed)  # drawn once for the checks and the timing
     try:
         if scenarios:
             try:
                 found = check_many(runnable, configs, repeats=repeats, scenarios=scenarios, seed=args.seed,
                                    on_check=lambda c: progress.step(f"checked {c.shape.name} {c.mode_name}"),
-                                   kernels=kernels)
+                                   kernels=kernels, operands=operands, phases=phases)
             except CheckInterrupted as stop:
                 found, interrupted = stop.checks, True
             for check in found:
                 checks.setdefault(check.shape.name, {})[check.mode_name] = check
         if timing and not interrupted:
             try:
-                monitor = GpuMonitor.start()  # other processes, clocks, power: before and while timing runs
-                warm_up(0.5 if args.quick else 1.0)
+                with phases("timing warm-up"):
+                    monitor = GpuMonitor.start()  # other processes, clocks, power: before and while timing runs
+                    warm_up(0.5 if args.quick else 1.0)
             except gpu_failures() as err:  # the checks above are kept; every shape's timing says why
                 for shape in runnable:
                     errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
@@ -438,26 +434,33 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
                     if going:
                         progress.step(f"timing: visit {visit} done, {going} of {len(runnable)} shapes go on")
                     else:  # every shape stopped: the visits it did not need are done
-                        progress.step(f"timed {len(runnable)} shapes in {visit} visits", skip=turns - visit)
+                        progress.step(f"timed {len(runnable)} shapes in {visit} visits", skip=max_visits - visit)
 
-                run = time_shapes(runnable, configs, seed=args.seed, min_visits=min_visits, max_visits=max_visits,
-                                  processes=processes, budget_s=1.0 if args.quick else 2.5, monitor=monitor,
-                                  kernels=kernels, on_visit=on_visit)
+                with phases("timing"):
+                    run = time_shapes(runnable, configs, seed=args.seed, min_visits=min_visits,
+                                      max_visits=max_visits, budget_s=QUICK_BUDGET_S if args.quick else BUDGET_S,
+                                      monitor=monitor, kernels=kernels, on_visit=on_visit, operands=operands)
                 timings, interrupted = run.timings, run.interrupted
                 errors.update(run.errors)
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        operands.close()
         progress.close()
         if monitor is not None:
             provenance["gpu_state"] = monitor.stop()
     order = [s for s in shapes if s.name in checks or s.name in timings or s.name in errors]
     reports = tuple(ShapeReport(s, checks.get(s.name, {}), timings.get(s.name), errors.get(s.name)) for s in order)
     result = BenchResult(reports, provenance, started_iso, time.perf_counter() - started, __version__, interrupted,
-                         args.seed)
-    print(render_text(result))
+                         args.seed, phases.seconds)
+    with phases("report"):
+        text = render_text(result, verbose=args.verbose)
+    print(text)
     data = to_json(result)
     written = _write_outputs(args, result, data)  # before comparing: a bad baseline never costs the run
+    if args.verbose:
+        print("phases (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.seconds.items()),
+              file=sys.stderr)
     comparison = _print_comparison(args, baseline, data)
     return _exit_code(run_failed(result), interrupted, comparison, written)
 

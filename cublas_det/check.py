@@ -8,6 +8,7 @@ happened in each scenario and never raises on a mismatch (``cublas_det.testing``
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 from . import _compare
@@ -17,7 +18,8 @@ from ._gemm import shape_gemm
 from ._handle import create_handle
 from .config import GemmConfig, resolve_config
 from .memory import check_fits
-from .operands import Operands, fp64_reference, output, upload_operands
+from .operands import HostOperands, Operands, fp64_reference, output
+from .phases import Phases
 from .results import GemmCheck, ScenarioResult
 from .scenarios import (
     DEFAULT_SCENARIOS,
@@ -65,7 +67,8 @@ class CheckInterrupted(KeyboardInterrupt):
 
 def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS, seed: int = 0,
                gemm_fn: GemmFunction | None = None, on_check=None, device_id: int | None = None,
-               kernels: bool = False) -> list[GemmCheck]:
+               kernels: bool = False, operands: HostOperands | None = None,
+               phases: Phases | None = None) -> list[GemmCheck]:
     """:func:`check_gemm` over shapes x configurations, sharing inputs and the worker processes.
 
     Worker processes (``fresh-process``, ``workspace-config``) start once for all pairs and run
@@ -74,6 +77,10 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     the error recorded, and the others go on. ``kernels``: record, through CUPTI, the kernels of the
     reference call (``GemmCheck.kernels``) and of the runs that may change bits (sm-count,
     batch-invariance, streams-shared-handle), so a bit change comes with the kernel change behind it.
+    ``operands``: the host operands to upload (a :class:`~cublas_det.operands.HostOperands` the caller
+    keeps, for timing; default: made here, drawn ahead of use). ``phases``: a
+    :class:`~cublas_det.phases.Phases` that gets the seconds spent in operands, references, each
+    scenario and waiting for the workers.
 
     Raises:
         CheckInterrupted: on Ctrl-C, carrying the checks completed so far.
@@ -93,11 +100,20 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
         from .kernels.recorder import require_cupti
 
         require_cupti()
-    with cupy.cuda.Device(device_id if device_id is not None else cupy.cuda.runtime.getDevice()):
-        return _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels)
+    owned = operands is None
+    if owned:
+        operands = HostOperands(seed)
+    try:
+        with cupy.cuda.Device(device_id if device_id is not None else cupy.cuda.runtime.getDevice()):
+            return _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels, operands,
+                              phases if phases is not None else Phases())
+    finally:
+        if owned:
+            operands.close()
 
 
-def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels=False) -> list[GemmCheck]:
+def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels, operands,
+               phases) -> list[GemmCheck]:
     """:func:`check_many` on the current device, its arguments checked."""
     import cupy
 
@@ -105,27 +121,32 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
 
     provenance = fingerprint()
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config, _ in configs)
+    for config in {config.input_dtype: config for config, _ in configs}.values():
+        operands.prefetch(shapes, config)  # drawn in threads while the GPU checks the shapes before
     workers: dict = {}
     checks = []
     try:
         _start_workers(workers, names, tasks, repeats, gemm_fn)  # inside the try: none is left running
         for shape in shapes:
-            operands: dict = {}  # input dtype -> Operands, or the error that stopped making them
-            # What the configurations of this shape share: the modes matrix, over every math mode of the run.
+            uploaded: dict = {}  # input dtype -> Operands, or the error that stopped making them
+            # What the configurations of this shape share: the modes matrix over every math mode of the
+            # run, and the float64 reference of each input type.
             shared: dict = {RUN_MODES: tuple(dict.fromkeys(config.math_mode for config, _ in configs))}
             for config, source in configs:
                 started = time.perf_counter()
-                if config.input_dtype not in operands:
-                    operands[config.input_dtype] = _guarded(lambda: _operands(shape, seed, config))
-                check = _check_one(shape, config, source, seed, names, repeats, operands[config.input_dtype],
-                                   gemm_fn or shape_gemm, shared, provenance, kernels)
+                if config.input_dtype not in uploaded:
+                    with phases("operands"):
+                        uploaded[config.input_dtype] = _guarded(functools.partial(_operands, shape, config, operands))
+                check = _check_one(shape, config, source, seed, names, repeats, uploaded[config.input_dtype],
+                                   gemm_fn or shape_gemm, shared, provenance, kernels, phases)
                 check = dataclasses.replace(check, elapsed_s=time.perf_counter() - started)
                 checks.append(check)
                 if on_check is not None:
                     on_check(check)
-            del operands, shared
+            del uploaded, shared
             cupy.get_default_memory_pool().free_all_blocks()
-        checks = _merge_worker_results(checks, names, workers)
+        with phases("workers (waited for)"):
+            checks = _merge_worker_results(checks, names, workers)
     except KeyboardInterrupt:
         kill_all(workers)
         raise CheckInterrupted(_merge_worker_results(checks, names, {name: INTERRUPTED for name in workers})) from None
@@ -134,10 +155,10 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
     return checks
 
 
-def _operands(shape: GemmShape, seed: int, config: GemmConfig) -> Operands:
+def _operands(shape: GemmShape, config: GemmConfig, operands: HostOperands) -> Operands:
     """The inputs on the device, once the shape is known to fit (a refusal costs no allocation)."""
     check_fits(shape, config, timing=False)
-    return upload_operands(shape, seed, config)
+    return operands.upload(shape, config)
 
 
 def _guarded(make):
@@ -153,7 +174,7 @@ def _guarded(make):
 
 
 def _check_one(shape, config, source, seed, names, repeats, operands, run, shared, provenance,
-               kernels=False) -> GemmCheck:
+               kernels, phases) -> GemmCheck:
     import cupy
 
     if isinstance(operands, BaseException):
@@ -167,7 +188,8 @@ def _check_one(shape, config, source, seed, names, repeats, operands, run, share
                              provenance, operands.digests)
     try:
         with stream:
-            reference = _guarded(lambda: _reference(shape, config, a, b, handle, run, kernels))
+            with phases("references"):
+                reference = _guarded(lambda: _reference(shape, config, a, b, handle, run, kernels, shared))
             if isinstance(reference, BaseException):
                 return _failed_check(shape, config, source, seed, names,
                                      f"reference: {type(reference).__name__}: {reference}", provenance,
@@ -175,17 +197,20 @@ def _check_one(shape, config, source, seed, names, repeats, operands, run, share
             reference, digest, rel_error, signature = reference
             context = ScenarioContext(shape, config, a, b, reference, handle, stream, repeats, seed, run, shared,
                                       kernels, signature)
-            results = tuple(_pending(REGISTRY[name]) if REGISTRY[name].in_worker else REGISTRY[name].run(context)
-                            for name in names)
+            results = []
+            for name in names:
+                scenario = REGISTRY[name]
+                with phases(f"scenario {name}"):
+                    results.append(_pending(scenario) if scenario.in_worker else scenario.run(context))
     finally:
         handle.close()
-    return GemmCheck(shape, config, source.value, seed, digest, rel_error, results, provenance,
+    return GemmCheck(shape, config, source.value, seed, digest.result(), rel_error, tuple(results), provenance,
                      input_digests=operands.digests, kernels=signature)
 
 
-def _reference(shape, config, a, b, handle, run, kernels=False):
-    """The first output, its digest, its error against float64, and (with ``kernels``) the
-    :class:`KernelSignature` of the call that computed it (else None)."""
+def _reference(shape, config, a, b, handle, run, kernels, shared):
+    """The first output, its digest (a future: hashed while the scenarios run), its error against
+    float64, and (with ``kernels``) the :class:`KernelSignature` of the call that computed it (else None)."""
     reference = output(shape, config)
     if kernels:
         from .kernels.signature import recorded_signature
@@ -194,8 +219,8 @@ def _reference(shape, config, a, b, handle, run, kernels=False):
     else:
         run(a, b, reference, handle, shape)
         signature = None
-    return (reference, _compare.digest(reference), _compare.relative_error(reference, fp64_reference(shape, a, b)),
-            signature)
+    return (reference, _compare.digest_later(reference),
+            _compare.relative_error(reference, fp64_reference(shape, a, b, shared)), signature)
 
 
 def _pending(scenario) -> ScenarioResult:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from ._compare import HASHERS
 from .config import GemmConfig
 from .errors import DoesNotFit
 from .shapes import GemmShape
@@ -36,16 +37,13 @@ def footprint(shape: GemmShape, config: GemmConfig | None = None, *, timing: boo
     b = shape.k * shape.n * config.a_type.itemsize
     c = shape.m * shape.n * config.c_type.itemsize
     c_elements = shape.m * shape.n
-    # Host: A and B made with numpy before the upload, and one output copied back for its digest.
-    host = a + b + c
-    # Device, check: A, B and the reference output, plus the largest of
-    # - the float64 reference: A, B and C in float64, and two float64 temporaries of the error;
-    # - the streams scenarios: 4 outputs and the tracker (int64 ULP, float64 difference, float32 value);
-    # - the modes matrix: 3 outputs besides its own float64 reference.
-    fp64 = 8 * (a + b) // config.a_type.itemsize + 3 * 8 * c_elements
-    streams = 4 * c + 20 * c_elements
-    modes = 3 * c + fp64
-    device = a + b + c + max(fp64, streams, modes)
+    # Host: A and B made with numpy before the upload, and the outputs copied back for their digests.
+    host = a + b + HASHERS * c
+    # Device, check: A, B, the reference output and the float64 reference kept for the shape, plus the
+    # largest of the float64 copies of A and B while that is computed; the streams scenarios' 4 outputs;
+    # the modes matrix's outputs, one a mode (up to 4) kept with one being computed; a batch slice of A.
+    fp64_inputs = 8 * (a + b) // config.a_type.itemsize
+    device = a + b + c + 8 * c_elements + max(fp64_inputs, 5 * c, a + c)
     if timing:  # operands made again after the checks, copies to rotate, a workspace per arm: one setup
         # (a run's timing visits make one setup at a time, each gone before the next)
         device = max(device, a + b + c + 3 * L2_BOUND_BYTES + arms * WORKSPACE_BYTES)

@@ -7,10 +7,12 @@ they hide rounding.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 
 from ._compare import bytes_digest
 from .config import GemmConfig
+from .memory import host_available_bytes
 from .shapes import GemmShape
 
 
@@ -39,8 +41,7 @@ class Operands:
 
 def upload_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None) -> Operands:
     """:func:`device_operands` with the digests of the inputs, taken on the host before the upload."""
-    a_host, b_host = host_operands(shape, seed, config)
-    return Operands(*_upload(a_host, b_host), {"a": bytes_digest(a_host), "b": bytes_digest(b_host)})
+    return HostOperands(seed, workers=0).upload(shape, config)
 
 
 def device_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None):
@@ -54,68 +55,87 @@ def _upload(a_host, b_host):
     operands = cupy.asarray(a_host), cupy.asarray(b_host)
     # The copies run on the current stream (usually the legacy default stream), which the checks'
     # non-blocking streams do not wait for, and CUDA lets a copy from pageable memory return before
-    # its DMA has landed. Without this wait a check's first GEMM read a partly copied operand on the
-    # H200: the workspace-config worker's reference for a 210 MiB A differed in 2 of 2 runs, each
-    # time with other bits, and in 0 of 2 runs with the wait.
+    # its DMA has landed: without this wait a check's first GEMM read a partly copied operand.
     cupy.cuda.get_current_stream().synchronize()
     return operands
 
 
-class HostOperandCache:
-    """A and B of each shape made once on the host, uploaded anew for every setup that asks.
+def _made(shape: GemmShape, seed: int, config: GemmConfig | None):
+    a, b = host_operands(shape, seed, config)
+    return a, b, {"a": bytes_digest(a), "b": bytes_digest(b)}
 
-    A shape timed in visits needs the same values on fresh buffers at each visit; numpy's generator
-    takes up to a second for a mamba2-130m operand pair (258 MiB), an upload milliseconds. Holds at
-    most ``budget_bytes`` of host memory; a shape beyond it is made anew each time.
 
-    ``store``: a directory shared by a run's timing processes: a pair made by one is left there as
-    raw bytes, and the next processes map it instead of drawing it again (seconds a process for
-    the mamba2-130m shapes). Where the store cannot be written, each process makes its own.
+class HostOperands:
+    """A and B of each shape made once on the host, with their digests, for every check and timing
+    setup that uploads them.
+
+    numpy's generator draws ~75 M values a second, a mamba2-130m shape's pair takes up to a second,
+    and it releases the GIL: :meth:`prefetch` draws the pairs in ``workers`` threads while the GPU
+    checks the shapes before them. At most ``budget_bytes`` are held (a quarter of the host's free
+    memory by default); a shape beyond it is drawn anew each time it is asked for.
     """
 
-    def __init__(self, seed: int, budget_bytes: int, store: str | None = None):
-        self.seed, self.budget_bytes, self.store = seed, budget_bytes, store
-        self.held: dict = {}
+    def __init__(self, seed: int, budget_bytes: int | None = None, workers: int = 4):
+        self.seed = seed
+        self.budget_bytes = budget_bytes if budget_bytes is not None else (host_available_bytes() or 8 * 2**30) // 4
+        self.workers = workers
+        self._pool = None
+        self._held: dict = {}  # (spec, input type) -> (a, b, digests), or a Future of it
+        self._held_bytes = 0
 
-    @property
-    def held_bytes(self) -> int:
-        return sum(a.nbytes + b.nbytes for a, b in self.held.values())
+    @staticmethod
+    def _key(shape: GemmShape, config: GemmConfig | None):
+        return shape.spec, (config or GemmConfig()).a_type.name
 
-    def device_operands(self, shape: GemmShape, config: GemmConfig | None = None):
-        """:func:`device_operands` of ``shape``, from the host copy when one is held."""
-        key = (shape.spec, (config or GemmConfig()).a_type)
-        pair = self.held.get(key)
-        if pair is None:
-            pair = self._stored(shape, config) if self.store else host_operands(shape, self.seed, config)
-            if self.held_bytes + pair[0].nbytes + pair[1].nbytes <= self.budget_bytes:
-                self.held[key] = pair
-        return _upload(*pair)
+    def prefetch(self, shapes, config: GemmConfig | None = None) -> None:
+        """Start drawing the pairs of ``shapes`` (in this order) that fit in the budget."""
+        if self.workers < 1:
+            return
+        for shape in shapes:
+            key = self._key(shape, config)
+            size = footprint_bytes(shape, config)
+            if key in self._held or self._held_bytes + size > self.budget_bytes:
+                continue
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="operands")
+            self._held[key] = self._pool.submit(_made, shape, self.seed, config)
+            self._held_bytes += size
 
-    def _stored(self, shape: GemmShape, config: GemmConfig | None):
-        """The pair from the store (mapped, read-only), or made here and left there for the next process."""
-        import os
+    def _triple(self, shape: GemmShape, config: GemmConfig | None):
+        key = self._key(shape, config)
+        held = self._held.get(key)
+        if held is None:
+            held = _made(shape, self.seed, config)
+            size = footprint_bytes(shape, config)
+            if self._held_bytes + size <= self.budget_bytes:
+                self._held[key], self._held_bytes = held, self._held_bytes + size
+            return held
+        if not isinstance(held, tuple):
+            held = self._held[key] = held.result()
+        return held
 
-        import numpy
+    def device_pair(self, shape: GemmShape, config: GemmConfig | None = None):
+        """A and B of ``shape`` on the current device (:func:`device_operands`)."""
+        a, b, _ = self._triple(shape, config)
+        return _upload(a, b)
 
-        dtype = numpy.dtype((config or GemmConfig()).a_type.numpy_dtype)
-        # Named by the shape's spec, not by each operand's dimensions: B is drawn after A, from the same
-        # generator, so two shapes whose B has the same dimensions have other B values.
-        stem = f"seed{self.seed}_{dtype.name}_{shape.spec.replace(':', '_')}"
-        paths = [os.path.join(self.store, f"{stem}_{role}.bin") for role in ("a", "b")]
-        try:
-            return tuple(numpy.memmap(path, dtype, mode="r", shape=dims)
-                         for path, dims in zip(paths, (shape.a_shape, shape.b_shape)))
-        except (OSError, ValueError):  # not there yet (or cut short): made here
-            pass
-        pair = host_operands(shape, self.seed, config)
-        try:
-            for path, array in zip(paths, pair):
-                with open(path + ".part", "wb") as part:
-                    array.tofile(part)
-                os.replace(path + ".part", path)  # whole or absent: a reader never maps half a file
-        except OSError:  # a full or read-only store: the next process makes its own
-            pass
-        return pair
+    def upload(self, shape: GemmShape, config: GemmConfig | None = None) -> Operands:
+        """:class:`Operands` of ``shape`` on the current device, with the digests of the inputs."""
+        a, b, digests = self._triple(shape, config)
+        return Operands(*_upload(a, b), dict(digests))
+
+    def close(self) -> None:
+        """Drop the host copies; pairs not yet started are not drawn."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        self._held, self._held_bytes = {}, 0
+
+
+def footprint_bytes(shape: GemmShape, config: GemmConfig | None = None) -> int:
+    """Host bytes of a shape's A and B."""
+    itemsize = (config or GemmConfig()).a_type.itemsize
+    return (shape.m * shape.k + shape.k * shape.n) * itemsize
 
 
 def output(shape: GemmShape, config: GemmConfig | None = None, rows: int | None = None):
@@ -125,8 +145,17 @@ def output(shape: GemmShape, config: GemmConfig | None = None, rows: int | None 
     return cupy.empty((shape.m if rows is None else rows, shape.n), (config or GemmConfig()).c_type.numpy_dtype)
 
 
-def fp64_reference(shape: GemmShape, a, b):
-    """``op(a) @ op(b)`` in float64 from the same (rounded) inputs: the yardstick of accuracy."""
+def fp64_reference(shape: GemmShape, a, b, cache: dict | None = None):
+    """``op(a) @ op(b)`` in float64 from the same (rounded) inputs: the yardstick of accuracy.
+
+    ``cache``: a dict that keeps it for the next configuration of this shape with inputs of a's type.
+    """
+    key = ("fp64 reference", a.dtype.name)
+    if cache is not None and key in cache:
+        return cache[key]
     a64 = a.astype("float64")
     b64 = b.astype("float64")
-    return (a64.T if shape.trans_a else a64) @ (b64.T if shape.trans_b else b64)
+    product = (a64.T if shape.trans_a else a64) @ (b64.T if shape.trans_b else b64)
+    if cache is not None:
+        cache[key] = product
+    return product

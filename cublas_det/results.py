@@ -244,3 +244,4 @@ class BenchResult:
     version: str
     interrupted: bool = False
     seed: int | None = None  # the input seed of the run (also in each check)
+    phases: dict = dataclasses.field(default_factory=dict)  # phase name -> wall seconds

@@ -28,10 +28,10 @@ class FakeTimeShapes:
     def __init__(self, failing=()):
         self.calls, self.failing = [], set(failing)
 
-    def __call__(self, shapes, modes, *, min_visits, max_visits, processes, budget_s):
+    def __call__(self, shapes, modes, *, min_visits, max_visits, budget_s):
         from cublas_det.timing import ArmTiming, RunTiming, ShapeTiming
 
-        self.calls.append(([s.name for s in shapes], list(modes), min_visits, max_visits, processes))
+        self.calls.append(([s.name for s in shapes], list(modes), min_visits, max_visits))
         min_rounds = 4 * min_visits
         timings, errors = {}, {}
         for shape in shapes:
@@ -85,7 +85,7 @@ def test_the_first_test_times_every_selected_shape_at_once_and_the_others_read_i
     items = [FakeItem(shape, mode) for shape in shapes for mode in suite.MODES] + [object()]  # and a test of another kind
     assert suite.selected_shapes(items) == shapes
     first = suite.shape_timing(shapes[0], shapes)
-    assert fake.calls == [([s.name for s in shapes], list(suite.MODES), suite.VISITS, suite.VISITS, suite.PROCESSES)]
+    assert fake.calls == [([s.name for s in shapes], list(suite.MODES), suite.VISITS, suite.VISITS)]
     # Every mode of every selected shape reads that one timing: no other rounds, no other batch size.
     assert suite.shape_timing(shapes[2], shapes).shape_name == shapes[2].name
     assert suite.shape_timing(shapes[0], shapes) is first and len(fake.calls) == 1
@@ -119,7 +119,7 @@ def test_each_round_gives_every_mode_its_gpu_time_per_gemm_and_the_same_gemms_pe
 def test_under_benchmark_disable_the_shapes_take_two_visits(suite, fake):
     shape = suite.SHAPES[0]
     suite.test_gemm(FakeBenchmark(suite.GPU_CLOCK, disabled=True), shape, "TF32", _request([FakeItem(shape, "TF32")]))
-    assert fake.calls[0][2:] == (suite.DISABLED_VISITS, suite.DISABLED_VISITS, 1)  # in this process
+    assert fake.calls[0][2:] == (suite.DISABLED_VISITS, suite.DISABLED_VISITS)
 
 
 def test_a_shape_whose_timing_failed_fails_its_tests_in_one_line(suite, fake):

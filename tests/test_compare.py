@@ -124,36 +124,26 @@ def test_digest_is_sha256_of_bytes_and_relative_error():
     assert relative_error(_values(1.0, 2.5), np.array([1.0, 2.0])) == pytest.approx(0.25)
 
 
-@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16", "float16"])
-def test_the_tracker_kernel_compiles_with_nvrtc_for_each_format(dtype_name):
-    """The kernel's source in a stand-alone wrapper of the types CuPy gives its parameters."""
+def test_the_gpu_module_compiles_with_nvrtc_with_an_entry_per_kernel_and_format():
+    """The one module the GPU compares with, compiled as CuPy compiles it (NVRTC), without a GPU."""
     try:
         from cupy_backends.cuda.libs import nvrtc
 
         nvrtc.getVersion()
     except Exception as err:  # no CuPy, or no libnvrtc: nothing to compile with
         pytest.skip(f"NVRTC not available: {err}")
-    from cublas_det._compare import tracker_kernel_parts
+    from cublas_det._compare import module_source
 
-    _, _, body, preamble = tracker_kernel_parts(dtype_name)
-    bits = "unsigned int" if dtype_name == "float32" else "unsigned short"
-    source = f"""{preamble}
-extern "C" __global__ void track(const {bits}* R, const {bits}* O, int run, long long* WU, {bits}* WB, double* WA,
-                                 unsigned long long* counts, int n) {{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    {bits} r = R[i], o = O[i];
-    long long& worst_ulp = WU[i];
-    {bits}& worst_bits = WB[i];
-    double& worst_abs = WA[i];
-    {body}
-}}
-"""
-    program = nvrtc.createProgram(source, "tracker.cu", [], [])
+    program = nvrtc.createProgram(module_source(), "bits.cu", [], [])
     try:
         nvrtc.compileProgram(program, ["-arch=compute_90"])
     except Exception as err:
         pytest.fail(f"{err}\n{nvrtc.getProgramLog(program)}")
+    ptx = nvrtc.getPTX(program)
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    for kernel in ("mismatch_stats", "mismatch_locate", "error_stats"):
+        for name in ("f32", "bf16", "f16"):
+            assert f".entry {kernel}_{name}(" in ptx
 
 
 def test_16_bit_formats_compare_bit_for_bit_with_ulps():
@@ -172,3 +162,42 @@ def test_16_bit_formats_compare_bit_for_bit_with_ulps():
         assert (worst.max_ulp, worst.index, worst.actual_value) == (2, (3,), mismatch.actual_value)
         assert worst.max_abs_diff == pytest.approx(abs(float(out[3]) + 3.0))
     assert ulp_distance(np.array([1.0], np.float16), np.array([2.0], np.float16))[0] == 2**10
+
+
+def _planted(dtype, seed):
+    """A reference and three outputs with planted differences of every kind the definitions name: a few
+    ULP, a signed zero, a NaN, a ULP tie later in the array, and a far value at a power of two."""
+    rng = np.random.default_rng(seed)
+    ref = rng.standard_normal((257, 129)).astype(dtype)
+    ref[3, 4], ref[200, 100] = 0.0, 2.0
+    outs = [ref.copy() for _ in range(3)]
+    bits = outs[0].view(np.uint16 if np.dtype(dtype).itemsize == 2 else np.uint32)
+    bits[10, 10] += 3
+    bits[250, 1] += 3  # the same distance later: the first one is the location
+    outs[0][3, 4] = -0.0
+    outs[1][7, 7] = np.nan
+    outs[1].view(bits.dtype)[20, 20] -= 1  # a finite difference beside the NaN (NaN != NaN in ==)
+    outs[2][200, 100] = -2.0
+    return ref, outs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16", "float16"])
+def test_the_gpu_module_gives_the_numpy_definition_bit_for_bit(dtype_name):
+    import cupy
+
+    dtype = np.float32 if dtype_name == "float32" else np.float16
+    if dtype_name == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    ref, outs = _planted(dtype, seed=1)
+    for out in outs + [ref.copy()]:
+        assert compare(cupy.asarray(ref), cupy.asarray(out)) == compare(ref, out)
+    host, device = MismatchTracker(ref, len(outs)), MismatchTracker(cupy.asarray(ref), len(outs))
+    for out in outs:
+        host.record(out)
+        device.record(cupy.asarray(out))
+    assert device.summary() == host.summary()
+    assert device.summary().differing_run_indices == (0, 1, 2)
+    ref64 = ref.astype(np.float64) * 1.001
+    assert relative_error(cupy.asarray(outs[0]), cupy.asarray(ref64)) == relative_error(outs[0], ref64)
+    assert np.isnan(relative_error(cupy.asarray(outs[1]), cupy.asarray(ref64)))

@@ -168,13 +168,16 @@ def test_report_re_renders_a_stored_run(tmp_path):
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("cublas_det 0.1.0 on NVIDIA H200 (132 SMs), cuBLAS 13.1.0, driver 13.0")
-    assert "reproducible: yes for all 45 shape/mode pairs" in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[2].startswith("Reproducible: yes, all 45 shape/mode pairs")  # the answer first
+    assert max(len(line) for line in lines) <= 100  # every line fits 100 columns
+    assert any(line.startswith("Verdict: pass") for line in lines[:12])
     legacy = subprocess.run([sys.executable, "-m", "cublas_det.report", str(LEGACY)], capture_output=True, text=True,
                             timeout=120, check=False)
     assert legacy.returncode == 0 and "FAILED (documented as reproducible" in legacy.stdout  # that run's upload race
-    assert "  PEDANTIC  yes           batch size                DEFAULT" in result.stdout
-    assert "modes: DEFAULT and PEDANTIC gave identical bits on 15 of 15 shapes" in result.stdout
-    assert markdown.read_text().startswith("# cublas_det benchmark")
+    assert "  PEDANTIC  yes    batch size               DEFAULT" in result.stdout
+    assert "Same bits as PEDANTIC: DEFAULT on 15 of 15 shapes, TF32 on 0 of 15 shapes" in result.stdout
+    assert markdown.read_text().startswith("# cublas_det 0.1.0 on NVIDIA H200")
 
 
 def _renamed(data, group, new_name):

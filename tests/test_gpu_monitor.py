@@ -88,26 +88,6 @@ def test_who_is_another_process():
     assert others_in((ProcessSeen(1), ProcessSeen(2)), OWN) == ((ProcessSeen(1), ProcessSeen(2)), True)
 
 
-def test_the_runs_timing_processes_are_not_another_process():
-    mine, child, theirs = ProcessSeen(OWN), ProcessSeen(OWN + 1), ProcessSeen(4242)
-    assert others_in((mine, child, theirs), {OWN, OWN + 1}, 2) == ((theirs,), False)
-    # A container: this process and its timing process, under host PIDs; a third is another's
-    assert others_in((ProcessSeen(1), ProcessSeen(2)), {OWN, OWN + 1}, 2) == ((), False)
-    assert others_in((ProcessSeen(1), ProcessSeen(2), ProcessSeen(3)), {OWN, OWN + 1}, 2)[1] is True
-    third = summarize([GpuSample(0.0, (ProcessSeen(1), ProcessSeen(2), ProcessSeen(3)), 1980)], {OWN, OWN + 1}, 2)
-    assert third.other_count == 1 and third.busy and "2 of these PIDs" in third.describe_others()
-    nvml, state = fake_nvml()
-    mon = GpuMonitor(NvmlReader(nvml), poll_s=0.01, default_clock_mhz=1980.0)
-    mon.begin()
-    mark = mon.mark()
-    mon.add_own(5151)
-    state.processes.append((5151, 2**30))  # the run's timing process
-    assert not mon.activity_since(mark).busy
-    state.processes.append((4242, 2**30))
-    assert [p.pid for p in mon.activity_since(mark).others] == [4242]
-    mon.stop()
-
-
 def test_summarize_merges_processes_and_peaks():
     samples = [GpuSample(0.0, (ProcessSeen(OWN, "python3", 900.0), ProcessSeen(7, "python3", 100.0, 10)), 1980, 40,
                          300.0, 90, 0x4),

@@ -48,23 +48,26 @@ def test_without_kernels_the_report_is_as_before():
 
 
 def test_with_kernels_the_table_shows_kernel_time_and_kernels_and_the_finding_says_why():
-    rendered = text.render_text(_result(True))
+    rendered = text.render_text(_result(True), width=1000)
     lines = rendered.splitlines()
-    assert "kernel µs: per GEMM, the summed durations of its kernels" in rendered
+    assert "kernel µs: the summed durations of a GEMM's kernels" in rendered
     header = next(line for line in lines if line.strip().startswith("mode"))
     assert header.rstrip().endswith("kernel µs  kernels")
+    narrow = text.render_text(_result(True))  # 100 columns: the kernels column goes; the lines below stay
+    assert "kernel µs" in narrow and "  kernels PEDANTIC: cutlass_80_simt_sgemm" in narrow
+    assert "Left out to fit 100 columns: kernels" in narrow
     pedantic = next(line for line in lines if line.strip().startswith("PEDANTIC"))
     assert "8.4" in pedantic and pedantic.rstrip().endswith("SIMT 64x64, split-K 64 + reduce")
     assert ("  kernels PEDANTIC: cutlass_80_simt_sgemm_64x64_8x5_nt_align1 grid 2x1x64 + splitKreduce_kernel grid 2x8x1"
             in lines)
     why = [line for line in lines if "why (kernels)" in line]
-    assert why == [f"    why (kernels): {SHAPE} PEDANTIC, 66 SMs: split-K 64 -> 32",
-                   f"    why (kernels): {SHAPE} TF32, 66 SMs: split-K 64 -> 32"]
+    assert why == [f"  why (kernels): {SHAPE} PEDANTIC, 66 SMs: split-K 64 -> 32",
+                   f"  why (kernels): {SHAPE} TF32, 66 SMs: split-K 64 -> 32"]
 
 
 def test_markdown_carries_the_time_notes_and_kernel_columns():
     markdown = to_markdown(_result(True))
-    assert "graph µs: per GEMM, CUDA-graph replay" in markdown and "kernel µs: per GEMM" in markdown
+    assert "graph µs: per GEMM in a CUDA-graph replay" in markdown and "kernel µs: the summed" in markdown
     assert "| kernel µs | kernels |" in markdown and "- kernels TF32: cutlass_80_tensorop" in markdown
     assert "graph µs: per GEMM" in to_markdown(_result(False)) and "kernel µs" not in to_markdown(_result(False))
 

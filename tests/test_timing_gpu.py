@@ -72,29 +72,25 @@ def test_shapes_are_timed_in_visits_on_setups_of_their_own_with_one_batch_size()
 
 
 @pytest.mark.gpu
-def test_visits_taken_in_processes_carry_their_process_and_one_batch_size():
-    import os
-
+def test_each_visit_times_each_arm_eagerly_once_and_the_monitor_sees_no_other_process():
     from cublas_det.timing import time_shapes
     from cublas_det.timing.monitor import GpuMonitor
 
     shapes = [parse_shape("128x56x4096:nt"), parse_shape("4096x128x128:tn")]
     monitor = GpuMonitor.start()
     try:
-        run = time_shapes(shapes, ["pedantic", "tf32"], min_visits=4, max_visits=4, processes=2, budget_s=30.0,
-                          monitor=monitor)
+        run = time_shapes(shapes, ["pedantic", "tf32"], min_visits=4, max_visits=4, budget_s=30.0, monitor=monitor)
     finally:
         monitor.stop()
     assert not run.errors and not run.interrupted and list(run.timings) == [s.name for s in shapes]
-    assert len(monitor.own_pids) == 3 and os.getpid() in monitor.own_pids  # this process and its two
     for timing in run.timings.values():
-        assert timing.options["visits"] == 4 and timing.options["processes"] == 2 and timing.rounds == 24
-        assert timing.gpu_activity is None or not timing.gpu_activity.busy  # the timing processes are the run's
+        assert timing.options["visits"] == 4 and timing.rounds == 24
+        assert timing.gpu_activity is None or not timing.gpu_activity.busy
         for arm in timing.arms:
-            assert arm.processes == tuple(p for p in range(2) for _ in range(12))
-            assert arm.setups == tuple(v for v in range(4) for _ in range(6))
+            assert len(arm.graph_us) == 24 and len(arm.eager_us) == 4  # one eager batch an arm a visit
+            assert arm.eager_median_us > 0
         ratio = timing.ratio("TF32", "PEDANTIC")
-        assert ratio.setup_dof in (1, 2) and ratio.ci_low < ratio.median < ratio.ci_high < 1
+        assert ratio.setup_dof == 3 and ratio.ci_low < ratio.median < ratio.ci_high < 1
 
 
 @pytest.mark.gpu

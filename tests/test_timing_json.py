@@ -121,23 +121,24 @@ def test_untimed_entries_are_complete_and_read_back_as_untimed(tmp_path):
     assert run.entries[-1].stats is None and run.entries[0].stats["iterations"] == 110
 
 
-def test_a_timing_over_processes_reads_back_with_each_samples_process_and_the_same_intervals():
+def test_a_timing_in_visits_reads_back_with_each_samples_visit_the_same_intervals_and_the_phases():
     from cublas_det.report.stored import bench_result
 
     shape = parse_shape("128x56x4096:nt")
-    setups, owners = tuple(i // 2 for i in range(12)), tuple(i // 4 for i in range(12))  # 6 visits, 3 processes
-    arms = tuple(ArmTiming(n, tuple(t * (1 + 0.01 * (i % 4) + 0.004 * owners[i]) for i in range(12)), (2 * t,) * 12,
-                           (1980.0,) * 12, setups=setups, processes=owners)
+    setups = tuple(i // 2 for i in range(12))  # 6 visits
+    arms = tuple(ArmTiming(n, tuple(t * (1 + 0.01 * (i % 4) + 0.004 * setups[i]) for i in range(12)), (2 * t,) * 6,
+                           (1980.0,) * 12, setups=setups)
                  for n, t in (("PEDANTIC", 9.0), ("TF32", 7.0), ("PEDANTIC-AA", 9.0)))
-    ratios = (Ratio("TF32", "PEDANTIC", 0.778, 0.770, 0.786, 12, 0.009, 2),)
+    ratios = (Ratio("TF32", "PEDANTIC", 0.778, 0.770, 0.786, 12, 0.009, 5),)
     timing = ShapeTiming(shape.name, shape.flop, 110, 60, 12, arms, ratios, 0.4, "interval",
-                         options={"visits": 6, "setups": 6, "processes": 3})
+                         options={"visits": 6, "setups": 6})
     result = BenchResult((ShapeReport(shape, {}, timing),), {"gpu": {"name": "NVIDIA H200"}, "env": {}},
-                         "2026-11-30T00:00:00+00:00", 1.0, "0.1.0")
+                         "2026-11-30T00:00:00+00:00", 1.0, "0.1.0", phases={"startup": 0.51234, "timing": 3.2})
     data = json.loads(json.dumps(json_file.to_json(result)))
-    assert data["benchmarks"][0]["extra_info"]["processes"] == list(owners)
+    assert data["benchmarks"][0]["extra_info"]["setups"] == list(setups)
+    assert data["cublas_det"]["phases_s"] == {"startup": 0.512, "timing": 3.2}
     back = bench_result(run_from_dict(data, "run.json")).shapes[0].timing
-    assert back.arm("TF32").processes == owners and back.arm("TF32").setups == setups
-    assert back.arm("TF32").median_ci_us == pytest.approx(arms[1].median_ci_us)  # the two-level interval again
-    assert arms[1].median_ci_us != ArmTiming("TF32", arms[1].graph_us, arms[1].eager_us, setups=setups).median_ci_us
-    assert back.ratios[0].setup_dof == 2 and back.options["processes"] == 3
+    assert back.arm("TF32").setups == setups and back.arm("TF32").eager_us == (14.0,) * 6
+    assert back.arm("TF32").median_ci_us == pytest.approx(arms[1].median_ci_us)  # the visits' interval again
+    assert arms[1].median_ci_us != ArmTiming("TF32", arms[1].graph_us, arms[1].eager_us).median_ci_us
+    assert back.ratios[0].setup_dof == 5 and back.options["visits"] == 6

@@ -100,8 +100,6 @@ def timing_extra(timing, mode: str) -> dict:
     low, high = arm.median_ci_us
     kernels = {"kernel_time_s": arm.kernel_us * 1e-6, "timed_kernels": arm.kernels} if arm.kernel_us else {}
     setups = {"setups": list(arm.setups)} if arm.setups else {}  # of each sample in stats.data, in order
-    if arm.processes:
-        setups["processes"] = list(arm.processes)
     return {**kernels, **setups, "median_ci_s": [low * 1e-6, high * 1e-6], "sm_clock_mhz": arm.median_clock_mhz,
             "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,
             "untrusted_reason": timing.untrusted_reason, "noise_floor": timing.noise_floor}
@@ -147,7 +145,8 @@ def to_json(result: BenchResult) -> dict:
               for r in result.shapes if r.timing}
     return {"machine_info": result.provenance, "commit_info": commit_info(), "benchmarks": benchmarks,
             "datetime": result.started, "version": result.version, "cublas_det": {
-                "wall_s": result.wall_s, "interrupted": result.interrupted, "ratios": ratios, "timing": timing,
+                "wall_s": result.wall_s, "phases_s": {name: round(s, 3) for name, s in result.phases.items()},
+                "interrupted": result.interrupted, "ratios": ratios, "timing": timing,
                 "summary": summary_lines(result), "warnings": warnings_for(result)}}
 
 

@@ -49,8 +49,7 @@ def _shape_report(name: str, entries: list[Entry], run: Run, ratios: list, how: 
                            (e.extra_info["sm_clock_mhz"],) if e.extra_info.get("sm_clock_mhz") else (),
                            kernel_us=e.extra_info["kernel_time_s"] * 1e6 if e.extra_info.get("kernel_time_s") else None,
                            kernels=e.extra_info.get("timed_kernels") or "",
-                           setups=tuple(e.extra_info.get("setups") or ()),
-                           processes=tuple(e.extra_info.get("processes") or ()))
+                           setups=tuple(e.extra_info.get("setups") or ()))
                  for e in entries if e.stats and e.stats.get("data"))
     timing = None
     if arms:

@@ -1,44 +1,65 @@
-"""The terminal report of a benchmark run: a table per shape, the summary, the warnings."""
+"""The terminal report of a benchmark run: the answer first, then a table per shape, then the warnings.
+
+The first lines answer the user's three questions for the whole run: are the bits reproducible (the
+guarantees), which hazards changed them and which configurations gave the same bits, and what
+determinism costs. Every line fits the report's width (100 columns, or a wider terminal's).
+"""
 
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import sys
+import textwrap
 
 from ..results import BenchResult, GemmCheck, Kind, Outcome, Reproducible, ShapeReport
 from ..scenarios import REGISTRY
 from ..timing.results import is_control, role
-from .timing_text import KERNEL_NOTE, TIME_NOTE, heading_suffix, timing_warnings, trust_suffix
+from .timing_text import (
+    KERNEL_NOTE,
+    TIME_NOTE,
+    how_timed,
+    timing_warnings,
+    trust_suffix,
+)
 from .verdicts import (
     check_failures,
     hazards_cell,
+    label,
     modes_cell,
     modes_group,
     reproducible_cell,
 )
 
-# Dense peak TFLOP/s by GPU (vendor datasheets, SXM parts): fp32 on CUDA cores, TF32 and bf16/fp16 on tensor cores.
-PEAK_TFLOPS = {"H200": (67.0, 495.0, 989.5), "H100": (67.0, 495.0, 989.5), "A100": (19.5, 156.0, 312.0),
-               "L40S": (91.6, 183.0, 362.1)}
+WIDTH = 100
 NOISY_REL_IQR = 0.10
-HEADER = ["mode", "reproducible", "hazards: bits changed by", "same bits as", "rel. err", "graph µs", "eager µs",
-          "TFLOP/s", "% peak", "time vs PEDANTIC [95% CI]"]
+HEADER = ["mode", "repro", "changed by", "same bits as", "rel. err", "graph µs", "eager µs", "TFLOP/s",
+          "vs PEDANTIC"]
 KERNEL_HEADER = ["kernel µs", "kernels"]  # with --kernels
+# Columns a narrow report leaves out, the first first (the legend says where they are).
+OPTIONAL = ("kernels", "TFLOP/s", "eager µs", "rel. err")
+LEGEND = ("repro: the guarantees gave the same bits; changed by: the hazards that changed them; same bits "
+          "as: the modes with this one's bits. graph µs: per GEMM in a CUDA-graph replay; eager µs: "
+          "launched from Python; vs PEDANTIC: time ratio ± its 95% interval.")
 
 
-def peak_tflops(gpu_name: str, mode: str) -> float | None:
-    """The peak of what a configuration runs on: half-precision inputs and TF32 on tensor cores, else fp32."""
-    for key, (fp32, tf32, half) in PEAK_TFLOPS.items():
-        if key in gpu_name:
-            if "float16->" in mode or "bfloat16->" in mode:
-                return half
-            return tf32 if mode.startswith("TF32") else fp32
-    return None
+def report_width() -> int:
+    """100 columns, or more where ``COLUMNS`` asks for more or standard output is a wider terminal."""
+    if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
+        return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
+    return WIDTH
+
+
+def wrapped(text: str, width: int, indent: str = "  ") -> list[str]:
+    """``text`` in lines of at most ``width`` columns, continuation lines indented."""
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
 
 
 def _fmt_us(value: float | None) -> str:
     if value is None or math.isnan(value):
         return "-"
-    return f"{value:,.1f}" if value < 1e4 else f"{value:,.0f}"
+    return f"{value:,.2f}" if value < 100 else f"{value:,.1f}" if value < 1e4 else f"{value:,.0f}"
 
 
 def has_kernels(result: BenchResult) -> bool:
@@ -57,98 +78,190 @@ def _kernel_cells(check: GemmCheck | None, arm) -> list[str]:
     return [_fmt_us(arm.kernel_us if arm else None), check.kernels.brief() if check and check.kernels else "-"]
 
 
-def table_rows(report: ShapeReport, gpu_name: str, kernels: bool = False) -> list[list[str]]:
+def _ratio_cell(ratio, timing) -> str:
+    """``0.780 ±0.4%``: the time ratio and the half-width of its 95% interval (--json keeps both ends)."""
+    return f"{ratio.median:.3f} ±{100 * ratio.half_width:.1f}%{trust_suffix(timing)}" if ratio else "-"
+
+
+def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
+    """One row per configuration (A/A controls are no configuration of their own); names without
+    their element types, which a run's configurations share."""
     rows = []
     timing = report.timing
     modes = list(report.checks) or ([a.name for a in timing.arms if not is_control(a.name)] if timing else [])
+    reference = timing.arm_name("PEDANTIC") if timing else None
     for mode in modes:
         check = report.checks.get(mode)
         arm = timing.arm(mode) if timing else None
-        reference = timing.arm_name("PEDANTIC") if timing else None
-        ratio = timing.ratio(mode, reference) if timing and reference else None
-        peak = peak_tflops(gpu_name, mode)
         tflops = timing.tflops(mode) if arm else None
         rows.append([
-            mode, reproducible_cell(check), hazards_cell(check), modes_cell(check),
+            role(mode), reproducible_cell(check), hazards_cell(check), ", ".join(map(role, modes_group(check) or ()))
+            or modes_cell(check),
             f"{check.rel_error:.1e}" if check and not math.isnan(check.rel_error) else "-",
-            _fmt_us(arm.median_us if arm else None), _fmt_us(arm.eager_median_us if arm else None),
+            _fmt_us(arm.median_us if arm else None), _fmt_us(arm.eager_median_us if arm and arm.eager_us else None),
             f"{tflops:.1f}" if tflops else "-",
-            f"{100 * tflops / peak:.0f}%" if tflops and peak else "-",
-            "1 (reference)" if mode == reference and arm else
-            (f"{ratio.median:.3f} [{ratio.ci_low:.3f}, {ratio.ci_high:.3f}]{trust_suffix(timing)}" if ratio else "-"),
+            "" if mode == reference else _ratio_cell(timing.ratio(mode, reference) if reference else None, timing),
         ] + (_kernel_cells(check, arm) if kernels else []))
     return rows
 
 
-def layout(header: list[str], rows: list[list[str]]) -> list[str]:
-    """The header and rows as lines of left-aligned columns, two spaces apart."""
-    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
+def layout(header: list[str], rows: list[list[str]], widths: list[int] | None = None) -> list[str]:
+    """The header and rows as lines of left-aligned columns, two spaces apart (``widths``: each column's)."""
+    widths = widths or [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header] + rows]
+
+
+def fitted(header: list[str], tables: list[list[list[str]]], width: int) -> tuple[list[list[str]], list[str]]:
+    """Each table of rows laid out with the same columns and widths, within ``width``: OPTIONAL columns
+    are left out until every line fits. Returns the tables' lines and the columns left out."""
+    dropped = []
+    for name in (None, *OPTIONAL):
+        if name in header:
+            keep = [i for i, column in enumerate(header) if column != name]
+            header = [header[i] for i in keep]
+            tables = [[[row[i] for i in keep] for row in rows] for rows in tables]
+            dropped.append(name)
+        widths = [max(len(row[i]) for row in [header, *(row for rows in tables for row in rows)])
+                  for i in range(len(header))]
+        if sum(widths) + 2 * (len(widths) - 1) <= width:
+            break
+    return [layout(header, rows, widths) if rows else [] for rows in tables], dropped
 
 
 def title(result: BenchResult) -> str:
     gpu = result.provenance.get("gpu", {})
-    return (f"cublas_det {result.version} on {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs), "
-            f"cuBLAS {result.provenance.get('cublas_version', '?')}, driver {result.provenance.get('driver_version', '?')}")
+    configs = {check.config for _, check in _checks(result)}
+    types = {(c.input_dtype, c.output_dtype) for c in configs} - {("float32", "float32")}
+    what = f"{len(result.shapes)} shapes x {len(configs) or len(_timed_modes(result))} modes"
+    if len(types) == 1:
+        what += ", {} -> {}".format(*types.pop())
+    return (f"cublas_det {result.version} on {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs), cuBLAS "
+            f"{result.provenance.get('cublas_version', '?')}, driver {result.provenance.get('driver_version', '?')}: "
+            f"{what}, {result.wall_s:.1f} s")
 
 
-def render_text(result: BenchResult) -> str:
-    gpu = result.provenance.get("gpu", {})
-    lines = [title(result), ""]
+def _timed_modes(result: BenchResult) -> set:
+    return {a.name for r in result.shapes if r.timing for a in r.timing.arms if not is_control(a.name)}
+
+
+def render_text(result: BenchResult, *, verbose: bool = False, width: int | None = None) -> str:
+    width = width or report_width()
+    lines = wrapped(title(result), width) + [""]
+    for line in summary_lines(result):
+        lines += wrapped(line, width)
+    details = detail_lines(result)
+    if details:
+        lines += [""] + [part for line in details for part in wrapped(line, width, "    ")]
     kernels = has_kernels(result)
     if any(report.timing for report in result.shapes):
-        lines += [TIME_NOTE + (" " + KERNEL_NOTE if kernels else ""), ""]
-    for report in result.shapes:
+        lines += [""] + wrapped(TIME_NOTE + (" " + KERNEL_NOTE if kernels else ""), width)
+    lines += wrapped(LEGEND, width) + [""]
+    tables, left_out = fitted(header(kernels), [table_rows(report, kernels) for report in result.shapes], width - 2)
+    for report, table in zip(result.shapes, tables):
         shape = report.shape
         heading = f"{shape.name}  {shape.m}x{shape.n}x{shape.k} op {shape.cublas_op}, {shape.flop / 1e9:.3f} GFLOP"
-        if report.timing:
-            heading += heading_suffix(report.timing)
-        lines.append(heading)
+        lines += wrapped(heading, width)
+        if verbose and report.timing:
+            lines += wrapped(f"  timed: {how_timed(report.timing)}", width, "    ")
         if report.timing and not report.timing.trusted:
-            lines.append(f"  ratios not trusted: {report.timing.untrusted_reason}")
+            lines += wrapped(f"  ratios not trusted: {report.timing.untrusted_reason}", width, "    ")
         if report.error:
-            lines.append(f"  error: {report.error}")
-        rows = table_rows(report, gpu.get("name", ""), kernels)
-        if rows:
-            lines += ["  " + line for line in layout(header(kernels), rows)]
+            lines += wrapped(f"  error: {report.error}", width, "    ")
+        lines += ["  " + line for line in table]
         if kernels:
-            lines += ["  " + line for line in kernel_lines(report)]
+            lines += [part for line in kernel_lines(report) for part in wrapped("  " + line, width, "    ")]
         lines.append("")
-    lines.append("Summary")
-    lines += ["  " + line for line in summary_lines(result)]
+    if left_out:
+        lines += wrapped(f"Left out to fit {width} columns: {', '.join(left_out)} (a wider terminal, or "
+                         "COLUMNS=120, shows them)", width) + [""]
     notes = warnings_for(result)
     if notes:
         lines.append("Warnings")
-        lines += ["  " + note for note in notes]
-    return "\n".join(lines)
+        lines += [part for note in notes for part in wrapped("  " + note, width, "    ")]
+    return "\n".join(lines).rstrip("\n")
 
 
 def kernel_lines(report: ShapeReport) -> list[str]:
     """Every kernel each configuration's reference call ran, with its grid (the table shows them briefly)."""
-    return [f"kernels {mode}: {check.kernels.describe()}" for mode, check in report.checks.items() if check.kernels]
-
-
-def _pct(ratio) -> str:
-    half = (ratio.ci_high - ratio.ci_low) / 2 * 100
-    return f"{(ratio.median - 1) * 100:+.1f}% ± {half:.1f}%"
+    return [f"kernels {role(mode)}: {check.kernels.describe()}" for mode, check in report.checks.items()
+            if check.kernels]
 
 
 def _checks(result: BenchResult) -> list[tuple[str, GemmCheck]]:
-    return [(f"{report.shape.name} {mode}", check) for report in result.shapes for mode, check in report.checks.items()]
+    return [(f"{report.shape.name} {role(mode)}", check) for report in result.shapes
+            for mode, check in report.checks.items()]
 
 
 def summary_lines(result: BenchResult) -> list[str]:
-    """The user's three questions answered in words: cost, reproducibility (guarantees), findings (hazards)."""
-    lines = _timing_lines(result)
-    checks = _checks(result)
+    """The user's three questions answered for the whole run, a line each (before wrapping)."""
     if not result.shapes:
-        return lines + ["no shape completed"]
-    lines += reproducibility_lines(checks)
-    lines += finding_lines(checks)
-    same = _modes_agreement(result)
-    if same:
-        lines.append(same)
-    return lines + precision_lines(result)
+        return ["no shape completed"]
+    checks = _checks(result)
+    lines = [reproducibility_line(checks)]
+    lines += [line for line in (hazard_line(checks), same_bits_line(result)) if line]
+    lines += precision_lines(result) + cost_lines(result)
+    lines.append(verdict_line(result))
+    return lines
+
+
+def _labels(names) -> str:
+    return ", ".join(label(name) for name in names)
+
+
+def reproducibility_line(checks: list[tuple[str, GemmCheck]]) -> str:
+    """The verdict on the guarantee scenarios, counted: never a claim about what did not run."""
+    if not checks:
+        return "Reproducible: not checked (no scenario ran)"
+    counts = {verdict: sum(c.verdict is verdict for _, c in checks) for verdict in Reproducible}
+    ran = sorted({r.scenario for _, c in checks for r in c.of_kind(Kind.GUARANTEE) if r.outcome in (
+        Outcome.IDENTICAL, Outcome.DIFFER)}, key=list(REGISTRY).index)
+    total = len(checks)
+    if counts[Reproducible.YES] == total:
+        return (f"Reproducible: yes, all {total} shape/mode pairs gave the same bits in every guarantee checked "
+                f"({_labels(ran)})")
+    if counts[Reproducible.NOT_CHECKED] == total:
+        return f"Reproducible: not checked (no guarantee scenario ran for the {total} shape/mode pairs)"
+    order = (Reproducible.NO, Reproducible.ERROR, Reproducible.NOT_CHECKED, Reproducible.YES)
+    parts = ", ".join(f"{verdict.value} for {counts[verdict]}" for verdict in order if counts[verdict])
+    return f"Reproducible: {parts} of {total} shape/mode pairs" + (f" (guarantees checked: {_labels(ran)})" if ran else "")
+
+
+def hazard_line(checks: list[tuple[str, GemmCheck]]) -> str | None:
+    """Per hazard that ran: in how many pairs it changed the bits, as cuBLAS warns they may."""
+    parts = []
+    for name, scenario in REGISTRY.items():
+        if scenario.kind is not Kind.HAZARD:
+            continue
+        results = [c.scenario(name) for _, c in checks if c.scenario(name) is not None]
+        ran = [r for r in results if r.outcome in (Outcome.IDENTICAL, Outcome.DIFFER)]
+        skipped = sum(r.outcome is Outcome.NOT_APPLICABLE for r in results)
+        if ran:
+            part = f"{scenario.label} in {sum(r.changed_bits for r in ran)} of {len(ran)} pairs"
+            parts.append(part + (f" (not applicable to {skipped})" if skipped else ""))
+        elif skipped:
+            parts.append(f"{scenario.label} not applicable ({skipped} pairs)")
+    if not parts:
+        return None
+    return "Hazards (bits changed, as cuBLAS warns; findings, never failures): " + ", ".join(parts)
+
+
+def same_bits_line(result: BenchResult) -> str | None:
+    """Which configurations gave PEDANTIC's bits, counted over the shapes the modes scenario compared."""
+    counts: dict = {}
+    shapes = 0
+    for report in result.shapes:
+        pedantic = next((c for mode, c in report.checks.items() if role(mode) == "PEDANTIC"), None)
+        group = modes_group(pedantic)
+        if group is None:
+            continue
+        shapes += 1
+        for mode in report.checks:
+            if mode != pedantic.mode_name:
+                counts[role(mode)] = counts.get(role(mode), 0) + (mode in group)
+    if not shapes or not counts:
+        return None
+    return "Same bits as PEDANTIC: " + ", ".join(f"{name} on {count} of {shapes} shapes"
+                                                 for name, count in counts.items())
 
 
 def _short(cell: str) -> str:
@@ -158,8 +271,7 @@ def _short(cell: str) -> str:
 
 
 def precision_lines(result: BenchResult) -> list[str]:
-    """In half precision: which configurations gave PEDANTIC's bits (the modes matrix), which changed them,
-    and what the others cost against PEDANTIC."""
+    """In half precision: which cells of the math-mode x compute-type matrix gave PEDANTIC's bits."""
     same, changed, shapes, dtype = {}, {}, 0, ""
     for report in result.shapes:
         check = next(iter(report.checks.values()), None)
@@ -177,70 +289,78 @@ def precision_lines(result: BenchResult) -> list[str]:
     if not shapes:
         return []
     always = [name for name, count in same.items() if count == shapes and name not in changed]
-    line = f"{dtype}: {', '.join(always)} gave identical bits on all {shapes} shapes"
+    line = f"Same bits in {dtype}: {', '.join(always)} on all {shapes} shapes"
     if changed:
         line += "; " + ", ".join(f"{name} changed them ({count} of {shapes})" for name, count in changed.items())
-    costs = {}
-    for report in result.shapes:
-        timing = report.timing
-        pedantic = timing.arm_name("PEDANTIC") if timing else None
-        for arm in timing.arms if pedantic else ():
-            ratio = timing.ratio(arm.name, pedantic)
-            if ratio and role(arm.name) not in ("PEDANTIC", "DEFAULT") and not is_control(arm.name):
-                costs.setdefault(role(arm.name), []).append(ratio.median)
-    for name, ratios in costs.items():
-        low, high = f"{min(ratios):.1f}", f"{max(ratios):.1f}"
-        line += f"; {name} takes {low if low == high else f'{low}-{high}'}x the time of PEDANTIC"
     return [line]
 
 
-def _timing_lines(result: BenchResult) -> list[str]:
-    lines = []
+def _preset(report: ShapeReport) -> str:
+    return report.shape.preset or "custom shapes"
+
+
+def _change(low: float, high: float) -> str:
+    """A range of time ratios in words: ``1.20-1.66x faster``, ``20-60x the time``, ``+0.3% to +0.8%``."""
+    def span(a: str, b: str) -> str:
+        return a if a == b else f"{a}-{b}"
+
+    if 0.9 < low and high < 1.1:
+        a, b = f"{100 * (low - 1):+.1f}%", f"{100 * (high - 1):+.1f}%"
+        return a if a == b else f"{a} to {b}"
+    if high < 1:
+        return span(f"{1 / high:.2f}", f"{1 / low:.2f}") + "x faster"
+    return span(f"{low:.2f}", f"{high:.2f}") + "x the time"
+
+
+def cost_lines(result: BenchResult) -> list[str]:
+    """What determinism costs: PEDANTIC against DEFAULT, and every other configuration against PEDANTIC,
+    as ranges per preset. A ratio whose interval holds 1 is no measurable cost."""
+    pairs: dict = {}  # (numerator role, denominator role) -> [(report, ratio)]
     for report in result.shapes:
-        if not report.timing:
-            continue
         timing = report.timing
-        ped_def = timing.ratio_by_role("PEDANTIC", "DEFAULT")
-        parts = []
-        if ped_def:
-            parts.append(f"PEDANTIC costs {_pct(ped_def)} over DEFAULT")
-        pedantic = timing.arm_name("PEDANTIC")
-        for arm in timing.arms:  # every other configuration against PEDANTIC: TF32, COMPUTE_32F_PEDANTIC ...
-            ratio = timing.ratio(arm.name, pedantic) if pedantic else None
-            if ratio is None or role(arm.name) in ("PEDANTIC", "DEFAULT"):
+        if timing is None:
+            continue
+        pedantic, default = timing.arm_name("PEDANTIC"), timing.arm_name("DEFAULT")
+        for ratio in timing.ratios:
+            against_pedantic = ratio.denominator == pedantic and ratio.numerator not in (default, pedantic)
+            if is_control(ratio.numerator) or not (against_pedantic or (ratio.numerator, ratio.denominator) == (
+                    pedantic, default)):
                 continue
-            if ratio.median < 1:
-                parts.append(f"{role(arm.name)} is {1 / ratio.median:.2f}x faster than PEDANTIC "
-                             f"[{1 / ratio.ci_high:.2f}, {1 / ratio.ci_low:.2f}]")
-            else:
-                parts.append(f"{role(arm.name)} takes {ratio.median:.2f}x the time of PEDANTIC "
-                             f"[{ratio.ci_low:.2f}, {ratio.ci_high:.2f}]")
-        aa = report.timing.aa_ratio
-        if aa:
-            parts.append(f"A/A {aa.median:.3f}" + ("" if report.timing.trusted else ": ratios not trusted"))
-        if parts:
-            lines.append(f"{report.shape.name}: " + "; ".join(parts))
+            pairs.setdefault((role(ratio.numerator), role(ratio.denominator)), []).append((report, ratio))
+    lines = []
+    for (numerator, denominator), found in sorted(pairs.items(), key=lambda item: item[0][1] != "DEFAULT"):
+        flat = [r for _, r in found if r.ci_low <= 1 <= r.ci_high]
+        by_preset: dict = {}
+        for report, r in found:
+            if not r.ci_low <= 1 <= r.ci_high:
+                by_preset.setdefault(_preset(report), []).append(r.median)
+        parts = []
+        if flat:
+            widest = max(max(1 - r.ci_low, r.ci_high - 1) for r in flat)
+            what = "cost" if (numerator, denominator) == ("PEDANTIC", "DEFAULT") else "difference"
+            parts.append(f"no measurable {what} on {len(flat)} of {len(found)} shapes (within ±{100 * widest:.1f}%)")
+        parts += [f"{_change(min(v), max(v))} ({preset}" + (f", {len(v)} shape{'s' * (len(v) > 1)})" if flat else ")")
+                  for preset, v in by_preset.items()]
+        lines.append(f"Time, {numerator} vs {denominator}: " + "; ".join(parts))
     return lines
 
 
-def reproducibility_lines(checks: list[tuple[str, GemmCheck]]) -> list[str]:
-    """The verdict on the guarantee scenarios, counted: never a claim about what did not run."""
-    if not checks:
-        return ["reproducible: not checked (no scenario ran)"]
-    counts = {verdict: [where for where, c in checks if c.verdict is verdict] for verdict in Reproducible}
-    ran = sorted({r.scenario for _, c in checks for r in c.of_kind(Kind.GUARANTEE) if r.outcome in (
-        Outcome.IDENTICAL, Outcome.DIFFER)}, key=list(REGISTRY).index)
-    total = len(checks)
+def verdict_line(result: BenchResult) -> str:
+    checks = _checks(result)
+    failed = [where for where, c in checks if c.guarantee_failures]
+    errors = [where for where, c in checks if not c.guarantee_failures and check_failures(c)]
+    errors += [r.shape.name for r in result.shapes if r.error]
+    if not failed and not errors:
+        return "Verdict: pass, every guarantee held (exit 0)" if checks else "Verdict: pass, nothing failed (exit 0)"
+    parts = [f"{len(failed)} pair(s) gave other bits under a guarantee"] if failed else []
+    parts += [f"{len(errors)} could not be checked or timed"] if errors else []
+    return f"Verdict: FAIL (exit 1): {'; '.join(parts)}; details below"
+
+
+def detail_lines(result: BenchResult) -> list[str]:
+    """What the summary counts, named: guarantee failures, scenarios that could not run, hazard examples."""
+    checks = _checks(result)
     lines = []
-    if len(counts[Reproducible.YES]) == total:
-        lines.append(f"reproducible: yes for all {total} shape/mode pairs: bits repeated in every guarantee scenario "
-                     f"checked ({', '.join(ran)})")
-    else:
-        parts = [f"{verdict.value} {len(where)}" for verdict, where in counts.items() if where]
-        lines.append(f"reproducible, of {total} shape/mode pairs: " + ", ".join(parts)
-                     + (f" (guarantee scenarios checked: {', '.join(ran)})" if ran else ""))
-    if counts[Reproducible.NOT_CHECKED]:
-        lines.append(f"not checked (no guarantee scenario ran): {len(counts[Reproducible.NOT_CHECKED])} pairs")
     failures = [(where, r) for where, c in checks for r in c.guarantee_failures]
     if failures:
         lines.append("FAILED (documented as reproducible, yet gave other bits): "
@@ -248,44 +368,19 @@ def reproducibility_lines(checks: list[tuple[str, GemmCheck]]) -> list[str]:
         lines += [f"  {where}: {r}" + (f" ({r.detail})" if r.detail else "") for where, r in failures[:5]]
     errors = [(where, r) for where, c in checks for r in c.errors]
     if errors:
-        lines.append(f"could not run ({len(errors)} scenario runs): "
+        lines.append(f"Could not run ({len(errors)} scenario runs): "
                      + "; ".join(f"{where} {r.scenario}: {r.error}" for where, r in errors[:3]))
-    return lines
-
-
-def finding_lines(checks: list[tuple[str, GemmCheck]]) -> list[str]:
-    """Per hazard that ran: in how many pairs it changed the bits (a finding, as cuBLAS warns), and where
-    it does not apply."""
-    lines = []
     for name, scenario in REGISTRY.items():
         if scenario.kind is not Kind.HAZARD:
             continue
-        results = [(where, c.scenario(name)) for where, c in checks if c.scenario(name) is not None]
-        ran = [(where, r) for where, r in results if r.outcome in (Outcome.IDENTICAL, Outcome.DIFFER)]
-        skipped = [r for _, r in results if r.outcome is Outcome.NOT_APPLICABLE]
-        if not ran and not skipped:
-            continue
-        changed = [where for where, r in ran if r.changed_bits]
-        text = (f"finding: bits change with the {scenario.label} ({name}) in {len(changed)} of {len(ran)} shape/mode "
-                f"pairs" + (f" (e.g. {', '.join(changed[:3])})" if changed else ""))
-        if skipped:
-            text += f"; not applicable to {len(skipped)} ({skipped[0].not_applicable})"
-        lines.append(text)
-        lines += [f"  why (kernels): {where}, {label}: {change}" for where, r in ran if r.changed_bits
-                  for label, change in list(r.extra.get("kernel_changes", {}).items())[:1]][:3]
+        changed = [(where, c.scenario(name)) for where, c in checks
+                   if c.scenario(name) is not None and c.scenario(name).changed_bits]
+        if changed:
+            shapes = list(dict.fromkeys(where.rsplit(" ", 1)[0] for where, _ in changed))
+            lines.append(f"{scenario.label}: {len(changed)} pairs, e.g. {', '.join(shapes[:3])}")
+            lines += [f"  why (kernels): {where}, {key}: {change}" for where, r in changed
+                      for key, change in list(r.extra.get("kernel_changes", {}).items())[:1]][:3]
     return lines
-
-
-def _modes_agreement(result: BenchResult) -> str:
-    groups = []
-    for report in result.shapes:
-        check = next(iter(report.checks.values()), None)
-        if modes_group(check) is not None:
-            groups.append(check.scenario("modes").extra["groups"])
-    if not groups:
-        return ""
-    together = sum(any({"DEFAULT", "PEDANTIC"} <= {role(name) for name in g} for g in grouping) for grouping in groups)
-    return f"modes: DEFAULT and PEDANTIC gave identical bits on {together} of {len(groups)} shapes"
 
 
 def warnings_for(result: BenchResult) -> list[str]:
@@ -303,15 +398,17 @@ def warnings_for(result: BenchResult) -> list[str]:
         if report.timing:
             for arm in report.timing.arms:
                 if arm.rel_iqr > NOISY_REL_IQR:
-                    notes.append(f"{report.shape.name} {arm.name}: noisy timing, IQR {100 * arm.rel_iqr:.0f}% of the median")
+                    notes.append(f"{report.shape.name} {arm.name}: noisy timing, IQR {100 * arm.rel_iqr:.0f}% of "
+                                 "the median")
     notes += timing_warnings(result)
     return notes
 
 
 def run_failed(result: BenchResult) -> bool:
-    """Exit-1 condition of a benchmark: a guarantee failed or something could not run."""
+    """Exit-1 condition of a benchmark: a guarantee failed or could not be checked (its scenario, the
+    GEMM or the shape's timing could not run). A hazard never fails a run, whatever it found."""
     return any(check_failures(check) for _, check in _checks(result)) or any(r.error for r in result.shapes)
 
 
-__all__ = ["HEADER", "header", "kernel_lines", "layout", "peak_tflops", "render_text", "run_failed", "summary_lines", "table_rows",
-           "warnings_for"]
+__all__ = ["HEADER", "fitted", "header", "kernel_lines", "layout", "render_text", "run_failed", "summary_lines",
+           "table_rows", "warnings_for"]

@@ -6,25 +6,17 @@ from __future__ import annotations
 
 from ..timing.rounds import MAX_REDOS, THROTTLE_FRACTION
 
-TIME_NOTE = ("graph µs: per GEMM, CUDA-graph replay started from a held stream (the kernels and the gaps between "
-             "graph nodes; no launch latency). eager µs: per GEMM, Python launches on an idle GPU (host cost "
-             "included). Intervals are 95%, over a shape's visits (rounds at moments spread over the run, each "
-             "on a setup made anew) and the processes that took them: a process keeps a bias of its own, which "
-             "only other processes show (0.11-0.15% on an H200; timed in one process, as with --quick, another "
-             "run differs by that much more than the interval says). A run minutes later also differs by the "
-             "GPU's drift, which no one run shows (0.14-0.19% on an H200). Compare runs with --compare, which "
-             "weighs both runs' intervals.")
-KERNEL_NOTE = ("kernel µs: per GEMM, the summed durations of its kernels in held graph replays, as CUPTI records "
-               "them (no gaps: the purest cost of a mode). kernels: what the reference call ran.")
+TIME_NOTE = "95% intervals hold within this run; --compare allows for drift between runs (docs/method.md)."
+KERNEL_NOTE = "kernel µs: the summed durations of a GEMM's kernels in graph replays (CUPTI)."
 NOT_TRUSTED = " (not trusted)"
 
 
-def heading_suffix(timing) -> str:
-    """How a shape was timed: batch, buffers, rounds, why it stopped, redone rounds, SM clock."""
-    visits, processes = timing.options.get("visits"), timing.options.get("processes") or 1
-    rounds = (f"{timing.rounds} rounds" + (f" in {visits} visits" if visits else "")
-              + (f" over {processes} processes" if processes > 1 else ""))
-    parts = [f"{timing.calls_per_batch} GEMMs/batch", f"{timing.buffer_sets} buffer sets", rounds]
+def how_timed(timing) -> str:
+    """How a shape was timed (--verbose): batch, buffers, rounds and visits, why it stopped, redone rounds,
+    SM clock, the A/A control."""
+    visits = timing.options.get("visits")
+    parts = [f"{timing.calls_per_batch} GEMMs/batch", f"{timing.buffer_sets} buffer sets",
+             f"{timing.rounds} rounds" + (f" in {visits} visits" if visits else "")]
     if timing.stop_reason:
         parts.append(f"stop: {timing.stop_reason}")
     if timing.discards.redone:
@@ -33,7 +25,9 @@ def heading_suffix(timing) -> str:
     if clocks:
         low, high = clocks
         parts.append(f"SM {low:.0f} MHz" if round(low) == round(high) else f"SM {low:.0f}-{high:.0f} MHz")
-    return "  [" + ", ".join(parts) + "]"
+    if timing.aa_ratio:
+        parts.append(f"A/A {timing.aa_ratio.median:.3f}")
+    return ", ".join(parts)
 
 
 def trust_suffix(timing) -> str:

@@ -1,31 +1,13 @@
-"""GPU timing of GEMM shapes in several configurations, side by side (``shared/reference/perf_method.md`` §5).
+"""GPU timing of GEMM shapes in several configurations, side by side (docs/method.md says why each step).
 
-The method, and why:
-- One sample = CUDA events around a *batch* of n GEMMs lasting >= 1 ms: event resolution is
-  ~0.5 µs, so a single 5-µs GEMM cannot be timed alone.
-- Primary number: the batch captured once in a CUDA graph and replayed, which removes Python and
-  launch overhead and leaves the device cost of each configuration. The stream is held by a
-  blocking kernel while the start event, the graph and the end event are queued (``hold``), so
-  launch latency stays out of the interval: what is timed is the kernels and the gaps between
-  graph nodes. Secondary: the same batch launched eagerly from Python on an idle GPU, what an
-  un-graphed training step pays.
-- Shapes whose operands fit in L2 rotate through several buffer sets, so a batch does not time
-  a GEMM whose inputs are already in cache from the previous call.
-- Arms are interleaved round by round in a Williams order (``order``) and ratios are *paired*
-  per round, so drift hits every arm alike and every arm follows every other equally often. An
-  A/A arm (the reference configuration on a second handle) measures the noise floor, whatever
-  configurations are chosen.
-- Each batch's SM clock is read from %globaltimer/clock64 stamps on SM 0; a round with a batch
-  below 75% of the default clock is redone after a pause (``rounds``).
-- A run's shapes are timed in *visits* (``visits``): round-robin over the shapes, each visit a
-  setup made anew (operand buffers, handles, graphs) taking one Williams cycle of rounds. A setup
-  keeps a small bias of its own, and so does the moment it is timed at: the intervals add the
-  spread between visits (``stats.between_term``), so that they hold what another moment of the
-  run gives, not only another round of the same setup. A process keeps a bias too, which only
-  other processes show: the visits can be taken in several processes (``processes``), and the
-  intervals then hold what another run gives.
-- Visits continue until every paired ratio's 95% interval is within ±0.5% of its median after
-  the minimum of visits, or the visit or time budget runs out; the reason is kept.
+- A sample is CUDA events around a batch of GEMMs lasting >= 1 ms, captured in a CUDA graph and
+  replayed behind a blocking kernel (``hold``), so launch latency stays out of the interval.
+- Shapes whose operands fit in L2 rotate through several buffer sets.
+- Arms are interleaved in a Williams order (``order``) and ratios are paired per round; an A/A arm
+  (the reference configuration on a second handle) measures the noise floor.
+- A batch below 75% of the default SM clock is redone (``rounds``).
+- A run's shapes are timed in visits (``visits``), each on a setup made anew, until every ratio's
+  interval is within ±1%, or the visit or time budget runs out.
 """
 
 from __future__ import annotations
@@ -46,7 +28,7 @@ from .stats import (
     buffer_sets,
     probe_calls,
 )
-from .visits import BUDGET_FLOOR_VISITS, MIN_VISITS_FOR_INTERVAL, Visited, run_visits
+from .visits import BUDGET_FLOOR_VISITS, MIN_VISITS_FOR_INTERVAL, run_visits
 
 
 def warm_up(seconds: float = 1.0) -> None:
@@ -243,9 +225,9 @@ class ShapeBench:
         self.graphs = {name: self.capture(name, self.calls) for name in self.names}
         return self.calls
 
-    def measure_round(self, order: list[str], setup: int = 0) -> dict:
-        """One sample per arm in ``order``: the held graph batch, then the same batch eagerly from
-        an idle GPU (as a step after a sync would run it). ``setup``: this setup's index, kept in
+    def measure_round(self, order: list[str], setup: int = 0, eager: bool = True) -> dict:
+        """One sample per arm in ``order``: the held graph batch, then (``eager``) the same batch eagerly
+        from an idle GPU, as a step after a sync would run it. ``setup``: this setup's index, kept in
         each sample."""
         import cupy
 
@@ -256,19 +238,21 @@ class ShapeBench:
         for slot, name in enumerate(order):
             graph_start, graph_end = self.held_launch(self.graphs[name], slot, stamps=True)
             graph_end.synchronize()
-            with self.stream:
-                eager_start = self.stream.record()
-                self.eager(name, self.calls)
-                eager_end = self.stream.record()
-            events.append((name, graph_start, graph_end, eager_start, eager_end))
+            eager_events = None
+            if eager:
+                with self.stream:
+                    eager_start = self.stream.record()
+                    self.eager(name, self.calls)
+                    eager_events = eager_start, self.stream.record()
+            events.append((name, graph_start, graph_end, eager_events))
         self.stream.synchronize()
         stamps = self._stamps.get().tolist()
         outcomes = self._outcomes.get().tolist()
         samples = {}
-        for slot, (name, graph_start, graph_end, eager_start, eager_end) in enumerate(events):
+        for slot, (name, graph_start, graph_end, eager_events) in enumerate(events):
             (t0, c0), (t1, c1) = stamps[slot]
-            samples[name] = Sample(cupy.cuda.get_elapsed_time(graph_start, graph_end) * 1e-3 / self.calls,
-                                   cupy.cuda.get_elapsed_time(eager_start, eager_end) * 1e-3 / self.calls,
+            eager_s = cupy.cuda.get_elapsed_time(*eager_events) * 1e-3 / self.calls if eager_events else None
+            samples[name] = Sample(cupy.cuda.get_elapsed_time(graph_start, graph_end) * 1e-3 / self.calls, eager_s,
                                    clock_mhz(t0, c0, t1, c1), outcomes[slot] == RELEASED, setup)
         return samples
 
@@ -288,136 +272,99 @@ class RunTiming:
 
 
 class ShapeSetups:
-    """Makes a shape's setups (one :class:`ShapeBench` each) for a run: its operands made once on the
-    host (``HostOperandCache``; ``operand_store``: shared with the run's other timing processes),
-    its batch size calibrated on the first setup and kept."""
+    """Makes a shape's setups (one :class:`ShapeBench` each) for a run: its operands from one host copy
+    (``operands``: a :class:`~cublas_det.operands.HostOperands`, shared with the checks), its batch
+    size calibrated on the first setup and kept, and the seconds its setups were open."""
 
-    def __init__(self, shapes, configs, *, seed: int, aa_control: bool, calls: dict | None = None,
-                 operand_store: str | None = None):
+    def __init__(self, shapes, configs, *, seed: int, aa_control: bool, operands=None):
         from ..config import resolve_config
-        from ..memory import host_available_bytes
-        from ..operands import HostOperandCache
+        from ..operands import HostOperands
 
         self.by_name = {shape.name: shape for shape in shapes}
         self.configs, self.aa_control = configs, aa_control
-        self.calls, self.sets = dict(calls or {}), {}
+        self.calls, self.sets = {}, {}
+        self.open_s = dict.fromkeys(self.by_name, 0.0)
         self.operand_type = resolve_config(configs[0])[0]  # one input type for every arm (ShapeBench checks)
-        # A quarter of the host's free memory at most (8 GiB assumed where /proc/meminfo is missing).
-        self.operands = HostOperandCache(seed, (host_available_bytes() or 8 * 2**30) // 4, operand_store)
+        self.operands = operands if operands is not None else HostOperands(seed)
 
     @contextlib.contextmanager
     def setup(self, key):
         shape = self.by_name[key]
-        with ShapeBench(shape, self.configs, aa_control=self.aa_control,
-                        operands=self.operands.device_operands(shape, self.operand_type)) as bench:
-            self.calls[key] = bench.prepare(self.calls.get(key))
-            self.sets[key] = bench.sets
-            yield bench
+        opened = time.perf_counter()
+        try:
+            with ShapeBench(shape, self.configs, aa_control=self.aa_control,
+                            operands=self.operands.device_pair(shape, self.operand_type)) as bench:
+                self.calls[key] = bench.prepare(self.calls.get(key))
+                self.sets[key] = bench.sets
+                yield bench
+        finally:
+            self.open_s[key] += time.perf_counter() - opened
 
 
-def visit_shapes(shapes, configs, *, seed: int = 0, min_visits: int, max_visits: int, budget_s: float,
-                 aa_control: bool = True, failures: tuple | None = None, on_visit=None, calls: dict | None = None,
-                 budget_floor_visits: int = BUDGET_FLOOR_VISITS, operand_store: str | None = None,
-                 stop=None, clock_floor_mhz: float | None = None) -> Visited:
-    """The visits of :func:`time_shapes` in this process (``visits.run_visits`` on :class:`ShapeBench`
-    setups; rounds below ``clock_floor_mhz`` are redone). ``calls``: batch sizes already calibrated
-    (by an earlier process of the run);
-    ``operand_store``: where the run's timing processes share their host operands; ``stop()``: true
-    when the visits are to end as Ctrl-C ends them."""
+def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visits: int = 8, budget_s: float = 1.0,
+                aa_control: bool = True, monitor=None, kernels: bool = False, failures: tuple | None = None,
+                on_visit=None, operands=None) -> RunTiming:
+    """Time every shape in each configuration (:class:`GemmConfig`, or a mode name), side by side, in
+    visits spread over the run (``visits``): round-robin over ``shapes``, each visit a fresh
+    :class:`ShapeBench` (one setup) taking one Williams cycle of rounds.
+
+    A shape takes at least ``min_visits`` (two at least) and at most ``max_visits``, or stops when
+    every ratio's interval is within ±1%, or when its rounds have spent ``budget_s`` (after
+    ``visits.BUDGET_FLOOR_VISITS``, or ``min_visits`` if fewer). Its batch size is calibrated on its
+    first visit and kept. ``operands``: the host operands to upload (a
+    :class:`~cublas_det.operands.HostOperands`; default: made here). ``monitor``: a running
+    :class:`~.monitor.GpuMonitor`; every shape gets its readings over the whole timing (its visits
+    are spread over it). ``kernels``: after the visits, record each arm's kernels through CUPTI on
+    one more setup. ``failures``: exceptions that end one shape's timing with a one-line reason
+    (default: the GPU's failures, :func:`~cublas_det._device.gpu_failures`); others propagate.
+    """
     import cupy
 
     from .._device import gpu_failures
 
+    if len({shape.name for shape in shapes}) < len(shapes):
+        raise ValueError("time_shapes: give each shape once (two shapes share a name)")
     failures = gpu_failures() if failures is None else failures
-    setups = ShapeSetups(shapes, configs, seed=seed, aa_control=aa_control, calls=calls, operand_store=operand_store)
-    visit_s = dict.fromkeys(setups.by_name, 0.0)
+    default = default_sm_clock_mhz()
+    floor = THROTTLE_FRACTION * default if default else None
+    min_visits = max(min_visits, MIN_VISITS_FOR_INTERVAL)  # as run_visits takes them, and as the file says
+    max_visits = max(max_visits, min_visits)
+    setups = ShapeSetups(shapes, configs, seed=seed, aa_control=aa_control, operands=operands)
+    mark = monitor.mark() if monitor is not None else 0
 
     @contextlib.contextmanager
     def open_visit(key, visit):
-        opened = time.perf_counter()
         try:
             with setups.setup(key) as bench:
                 yield bench.measure_round
         except failures:
             cupy.get_default_memory_pool().free_all_blocks()  # the next shapes get the memory back
             raise
-        finally:
-            visit_s[key] += time.perf_counter() - opened
 
     run = run_visits(list(setups.by_name), list(arms_of(configs, aa_control)), open_visit, min_visits=min_visits,
-                     max_visits=max_visits, budget_s=budget_s, clock_floor_mhz=clock_floor_mhz, failures=failures,
-                     on_visit=on_visit, budget_floor_visits=budget_floor_visits, stop=stop)
-    return Visited(run, setups.calls, setups.sets, visit_s)
-
-
-def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 12, max_visits: int = 15, processes: int = 1,
-                budget_s: float = 2.5, aa_control: bool = True, monitor=None, kernels: bool = False,
-                failures: tuple | None = None, on_visit=None) -> RunTiming:
-    """Time every shape in each configuration (:class:`GemmConfig`, or a mode name), side by side, in
-    visits spread over the run (``visits``): round-robin over ``shapes``, each visit a fresh
-    :class:`ShapeBench` (one setup) taking one Williams cycle of rounds.
-
-    A shape takes at least ``min_visits`` (two at least) and at most ``max_visits``, or stops when
-    every ratio's interval is within ±0.5%, or when its rounds have spent ``budget_s`` (after
-    ``visits.BUDGET_FLOOR_VISITS``). Its batch size is calibrated on its first visit and kept, and
-    its operands are made once on the host (``HostOperandCache``). ``processes`` > 1 (at most
-    ``min_visits`` / 2): the visits are taken in that many processes, one after another, on the
-    current device (``processes``: each takes min_visits / processes of every shape, with its part of
-    the budget after two; a shape not yet within ±0.5% goes on in another, up to ``max_visits``),
-    so that the intervals hold the bias each process keeps. ``monitor``: a running :class:`~.monitor.GpuMonitor`; every
-    shape gets its readings over the whole timing (its visits are spread over it). ``kernels``:
-    after the visits, record each arm's kernels through CUPTI on one more setup (in this process).
-    ``failures``: exceptions that end one shape's timing with a one-line reason (default: the GPU's
-    failures, :func:`~cublas_det._device.gpu_failures`); others propagate.
-    """
-    from .._device import gpu_failures
-
-    if len({shape.name for shape in shapes}) < len(shapes):
-        raise ValueError("time_shapes: give each shape once (two shapes share a name)")
-    if processes < 1:
-        raise ValueError(f"time_shapes: processes must be at least 1, not {processes}")
-    default = default_sm_clock_mhz()
-    floor = THROTTLE_FRACTION * default if default else None
-    min_visits = max(min_visits, MIN_VISITS_FOR_INTERVAL)  # as run_visits takes them, and as the file says
-    max_visits = max(max_visits, min_visits)
-    options = {"seed": seed, "min_visits": min_visits, "max_visits": max_visits, "budget_s": budget_s,
-               "aa_control": aa_control, "failures": failures, "on_visit": on_visit, "clock_floor_mhz": floor}
-    mark = monitor.mark() if monitor is not None else 0
-    if processes > 1:
-        import cupy
-
-        from .processes import visit_in_processes
-
-        visited = visit_in_processes(shapes, configs, list(arms_of(configs, aa_control)), processes=processes,
-                                     monitor=monitor, device=cupy.cuda.runtime.getDevice(), **options)
-    else:
-        visited = visit_shapes(shapes, configs, **options)
+                     max_visits=max_visits, budget_s=budget_s, clock_floor_mhz=floor, failures=failures,
+                     on_visit=on_visit, budget_floor_visits=min(BUDGET_FLOOR_VISITS, min_visits))
     activity = monitor.activity_since(mark) if monitor is not None else None
     limits = {"min_visits": min_visits, "max_visits": max_visits, "budget_s": budget_s}
-    outcomes = visited.run.outcomes
-    timings = {shape.name: _shape_timing(shape, outcomes[shape.name], visited.calls[shape.name],
-                                         visited.sets[shape.name], visited.visit_s[shape.name], floor, activity, limits)
-               for shape in shapes if shape.name in outcomes}  # in the order given, not the order they stopped
-    interrupted = visited.run.interrupted
+    timings = {shape.name: _shape_timing(shape, run.outcomes[shape.name], setups.calls[shape.name],
+                                         setups.sets[shape.name], setups.open_s[shape.name], floor, activity, limits)
+               for shape in shapes if shape.name in run.outcomes}  # in the order given, not the order they stopped
+    interrupted = run.interrupted
     if kernels and not interrupted:
-        setups = ShapeSetups(shapes, configs, seed=seed, aa_control=aa_control, calls=visited.calls)
-        failures = gpu_failures() if failures is None else failures
         try:
             for key, timing in timings.items():
                 timings[key] = _with_kernels(timing, setups.setup, key, failures)
         except KeyboardInterrupt:  # the timings stand; the shapes not reached have no kernels
             interrupted = True
-    return RunTiming(timings, visited.run.errors, interrupted)
+    return RunTiming(timings, run.errors, interrupted)
 
 
 def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor, activity, limits: dict):
     """A shape's :class:`ShapeTiming` from its visits (each sample's setup is its visit)."""
     cycle = outcome.rounds.rounds // outcome.visits
-    taken_by = {s.process for s in outcome.rounds.kept[outcome.rounds.names[0]]}
     options = {"min_rounds": limits["min_visits"] * cycle, "max_rounds": limits["max_visits"] * cycle,
                **limits, "target_half_width": TARGET_HALF_WIDTH, "order": "williams", "sets": sets,
-               "schedule": "visits", "visits": outcome.visits, "setups": outcome.visits, "rounds_per_visit": cycle,
-               "processes": len(taken_by)}
+               "schedule": "visits", "visits": outcome.visits, "setups": outcome.visits, "rounds_per_visit": cycle}
     arms = arm_timings(outcome.rounds.kept, with_setups=True)
     return ShapeTiming(shape.name, shape.flop, calls, sets, outcome.rounds.rounds, arms, outcome.ratios, elapsed_s,
                        outcome.stop_reason.value, outcome.rounds.discards, floor, activity, options)
@@ -425,12 +372,12 @@ def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor
 
 def arm_timings(kept: dict, with_setups: bool) -> tuple[ArmTiming, ...]:
     """Each arm's :class:`ArmTiming` from its kept samples ({arm: [Sample]}), in microseconds per GEMM;
-    ``with_setups``: keep the setup (visit) of each sample, whose spread widens the arm's interval."""
-    return tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in samples), tuple(s.eager_s * 1e6 for s in samples),
+    ``with_setups``: keep the setup (visit) of each sample, whose spread widens the arm's interval;
+    eager times where a round took them."""
+    return tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in samples),
+                           tuple(s.eager_s * 1e6 for s in samples if s.eager_s is not None),
                            tuple(s.clock_mhz for s in samples),
-                           setups=tuple(s.setup for s in samples) if with_setups else (),
-                           processes=tuple(s.process for s in samples)
-                           if with_setups and len({s.process for s in samples}) > 1 else ())
+                           setups=tuple(s.setup for s in samples) if with_setups else ())
                  for name, samples in kept.items())
 
 

@@ -77,11 +77,10 @@ class GpuActivity:
     power_w_max: float | None = None
     gpu_util_max: int | None = None
     event_reasons: tuple[str, ...] = ()
-    own_at_once: int = 1  # with ``ambiguous``: how many of ``others`` are this run's (itself, a timing process)
 
     @property
     def other_count(self) -> int:
-        return max(0, len(self.others) - self.own_at_once) if self.ambiguous else len(self.others)
+        return max(0, len(self.others) - 1) if self.ambiguous else len(self.others)
 
     @property
     def busy(self) -> bool:
@@ -93,11 +92,7 @@ class GpuActivity:
 
     def describe_others(self) -> str:
         text = "; ".join(p.describe() for p in self.others)
-        if not self.ambiguous:
-            return text
-        if self.own_at_once == 1:
-            return text + "; one of these PIDs (from another PID namespace) is this process"
-        return text + f"; {self.own_at_once} of these PIDs (from another PID namespace) are this run's processes"
+        return text + ("; one of these PIDs (from another PID namespace) is this process" if self.ambiguous else "")
 
     def to_dict(self) -> dict:
         return {"samples": self.samples, "other_processes": [p.to_dict() for p in self.others],
@@ -107,15 +102,11 @@ class GpuActivity:
                 "gpu_util_max": self.gpu_util_max, "clock_event_reasons": list(self.event_reasons)}
 
 
-def others_in(processes, own_pid, own_at_once: int = 1) -> tuple[tuple[ProcessSeen, ...], bool]:
-    """The processes that are not this run's, and whether this run's could not be told apart.
-
-    ``own_pid``: this process's PID, or the PIDs of this run's processes (this one and the timing
-    processes it started); at most ``own_at_once`` of them use the GPU at one time."""
-    own = {own_pid} if isinstance(own_pid, int) else set(own_pid)
-    if any(p.pid in own for p in processes):
-        return tuple(p for p in processes if p.pid not in own), False
-    if len(processes) <= own_at_once:  # only this run's, under PIDs from another namespace (or none at all)
+def others_in(processes, own_pid: int) -> tuple[tuple[ProcessSeen, ...], bool]:
+    """The processes that are not this one, and whether this one could not be told apart."""
+    if any(p.pid == own_pid for p in processes):
+        return tuple(p for p in processes if p.pid != own_pid), False
+    if len(processes) <= 1:  # only this one, under a PID from another namespace (or none at all)
         return (), False
     return tuple(processes), True
 
@@ -124,13 +115,12 @@ def reason_names(bits: int) -> tuple[str, ...]:
     return tuple(name for bit, name in EVENT_REASONS.items() if bits & bit)
 
 
-def summarize(samples, own_pid, own_at_once: int = 1) -> GpuActivity:
-    """Merge NVML samples: other processes by PID, clock range, peaks, clock event reasons
-    (``own_pid``, ``own_at_once``: as :func:`others_in` takes them)."""
+def summarize(samples, own_pid: int) -> GpuActivity:
+    """Merge NVML samples: other processes by PID, clock range, peaks, clock event reasons."""
     merged: dict[int, ProcessSeen] = {}
     ambiguous = False
     for sample in samples:
-        others, unsure = others_in(sample.processes, own_pid, own_at_once)
+        others, unsure = others_in(sample.processes, own_pid)
         ambiguous = ambiguous or unsure
         for p in others:
             old = merged.get(p.pid)
@@ -144,7 +134,7 @@ def summarize(samples, own_pid, own_at_once: int = 1) -> GpuActivity:
         len(samples), tuple(merged[pid] for pid in sorted(merged)), ambiguous and len(merged) > 0,
         (min(clocks), max(clocks)) if clocks else None,
         _max(*(s.temperature_c for s in samples)), _max(*(s.power_w for s in samples)),
-        _max(*(s.gpu_util for s in samples)), reason_names(bits), own_at_once)
+        _max(*(s.gpu_util for s in samples)), reason_names(bits))
 
 
 def _max(*values):
@@ -260,8 +250,6 @@ class GpuMonitor:
         self.default_clock_mhz = default_clock_mhz
         self.poll_s = poll_s
         self.own_pid = os.getpid() if own_pid is None else own_pid
-        self.own_pids = {self.own_pid}  # and the timing processes this run started (``add_own``)
-        self.own_at_once = 1
         self.samples: list[GpuSample] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -300,13 +288,6 @@ class GpuMonitor:
         with self._lock:
             self.samples.append(sample)
 
-    def add_own(self, pid: int) -> None:
-        """A timing process of this run (``processes``): its use of the GPU is not another's. One
-        runs at a time, beside this process."""
-        with self._lock:
-            self.own_pids.add(pid)
-            self.own_at_once = 2
-
     def mark(self) -> int:
         """A position in the samples, for :meth:`activity_since`."""
         with self._lock:
@@ -318,7 +299,7 @@ class GpuMonitor:
             return None
         self.sample_now()
         with self._lock:
-            return summarize(self.samples[mark:], self.own_pids, self.own_at_once)
+            return summarize(self.samples[mark:], self.own_pid)
 
     def stop(self) -> dict:
         """Stop sampling; the state for machine_info: limits, before, during (all None without NVML)."""

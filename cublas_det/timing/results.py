@@ -72,7 +72,6 @@ class ArmTiming:
     kernel_us: float | None = None
     kernels: str = ""
     setups: tuple[int, ...] = ()  # the setup of each sample (empty: one setup)
-    processes: tuple[int, ...] = ()  # the process of each sample (empty: one process)
 
     @property
     def median_us(self) -> float:
@@ -85,7 +84,7 @@ class ArmTiming:
     @property
     def median_ci_us(self) -> tuple[float, float]:
         """95% interval of the median graph time per call (with the between-setup term, from several setups)."""
-        return widened_ci(self.graph_us, self.setups or None, self.processes or None)
+        return widened_ci(self.graph_us, self.setups or None)
 
     @property
     def rel_iqr(self) -> float:
@@ -102,7 +101,7 @@ class ArmTiming:
                 "median_us": self.median_us, "eager_median_us": self.eager_median_us, "rel_iqr": self.rel_iqr,
                 "median_ci_us": list(self.median_ci_us), "clock_mhz": list(self.clock_mhz),
                 "median_clock_mhz": self.median_clock_mhz, "kernel_us": self.kernel_us, "kernels": self.kernels,
-                "setups": list(self.setups), "processes": list(self.processes)}
+                "setups": list(self.setups)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,10 +124,6 @@ class Discards:
     def add(self, cause: str, kept: bool) -> Discards:
         field = ("kept_" if kept else "") + cause
         return dataclasses.replace(self, **{field: getattr(self, field) + 1})
-
-    def merged(self, other: Discards) -> Discards:
-        """Both counts together (one shape's rounds taken in several processes)."""
-        return Discards(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -1,6 +1,6 @@
 """The round loop of side-by-side timing, apart from the GPU: order, redo, pair, stop.
 
-``KeptRounds`` asks a ``measure_round(order, setup)`` callback for one sample per arm, in the
+``KeptRounds`` asks a ``measure_round(order, setup, eager)`` callback for one sample per arm, in the
 Williams order of the round, and decides everything else: a round whose batch ran below the
 clock floor (nvbench's 75% of the default SM clock) or started without the stream held is
 redone, after a pause when throttled, up to ``max_redos`` times a shape (then kept and counted,
@@ -25,15 +25,14 @@ THROTTLE_FRACTION = 0.75  # nvbench's floor: samples below 75% of the default SM
 
 @dataclasses.dataclass(frozen=True)
 class Sample:
-    """One arm's batch in one round: seconds per call (graph replay, eager), the SM clock, and
-    whether the blocking kernel held the stream until the batch was queued."""
+    """One arm's batch in one round: seconds per call (graph replay, and eager where the round took
+    it), the SM clock, and whether the blocking kernel held the stream until the batch was queued."""
 
     graph_s: float
-    eager_s: float
+    eager_s: float | None
     clock_mhz: float | None = None
     held: bool = True
     setup: int = 0  # which setup (operand buffers, handles, graphs) took it
-    process: int = 0  # which process took it (``processes``: a run's timing spread over processes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,14 +54,14 @@ def round_problem(samples: dict, clock_floor_mhz: float | None) -> str | None:
 
 
 def take_round(measure_round, order: list[str], setup: int, discards: Discards, *,
-               clock_floor_mhz: float | None = None, max_redos: int = MAX_REDOS,
+               clock_floor_mhz: float | None = None, max_redos: int = MAX_REDOS, eager: bool = True,
                sleep=time.sleep) -> tuple[dict, Discards]:
-    """One round, ``measure_round(order, setup)``, taken again in the same order while it cannot be used
+    """One round, ``measure_round(order, setup, eager)``, taken again in the same order while it cannot be used
     as it is (:func:`round_problem`), after a pause when throttled, until ``discards`` holds
     ``max_redos`` redos (a shape's allowance); then kept as it is. Returns the round's samples and
     ``discards`` with this round's redos and keeps counted."""
     while True:
-        measured = measure_round(order, setup)
+        measured = measure_round(order, setup, eager)
         problem = round_problem(measured, clock_floor_mhz)
         if problem is None:
             return measured, discards
@@ -93,11 +92,13 @@ class KeptRounds:
 
     def take(self, measure_round, count: int, setup: int = 0, *, clock_floor_mhz: float | None = None,
              max_redos: int = MAX_REDOS, sleep=time.sleep) -> None:
-        """``count`` more rounds of ``measure_round(order, setup)`` (:func:`take_round`)."""
-        for _ in range(count):
+        """``count`` more rounds of ``measure_round(order, setup, eager)`` (:func:`take_round`); the first
+        also times each arm eagerly. An eager batch of small GEMMs is host-bound and several times longer
+        than its graph replay: once a visit says what an un-graphed loop pays, at a fraction of the cost."""
+        for index in range(count):
             measured, self.discards = take_round(measure_round, round_order(self.names, self.rounds), setup,
                                                  self.discards, clock_floor_mhz=clock_floor_mhz,
-                                                 max_redos=max_redos, sleep=sleep)
+                                                 max_redos=max_redos, eager=index == 0, sleep=sleep)
             for name in self.names:
                 self.kept[name].append(measured[name])
 
@@ -107,27 +108,11 @@ class KeptRounds:
             del self.kept[name][count:]
 
     def ratios(self) -> tuple[Ratio, ...]:
-        """The paired ratios of the kept rounds; taken on several setups (and processes), their spread
-        widens the intervals."""
-        first = self.kept[self.names[0]]
-        taken_on = [s.setup for s in first]
+        """The paired ratios of the kept rounds; taken on several setups, their spread widens the intervals."""
+        taken_on = [s.setup for s in self.kept[self.names[0]]]
         setups = taken_on if len(set(taken_on)) > 1 else None
-        taken_by = [s.process for s in first]
-        processes = taken_by if setups and len(set(taken_by)) > 1 else None
-        return tuple(paired_ratio(n, d, [s.graph_s for s in self.kept[n]], [s.graph_s for s in self.kept[d]], setups,
-                                  processes)
+        return tuple(paired_ratio(n, d, [s.graph_s for s in self.kept[n]], [s.graph_s for s in self.kept[d]], setups)
                      for n, d in ratio_pairs(self.names))
-
-    def absorb(self, other: KeptRounds, process: int) -> None:
-        """Append ``other``'s rounds (another process's, of the same arms), as taken by ``process``, their
-        setups numbered on after this one's; their redos count here too. Whole Williams cycles
-        from each keep the order balanced."""
-        if other.names != self.names:
-            raise ValueError(f"cannot merge rounds of arms {other.names} into rounds of {self.names}")
-        offset = 1 + max((s.setup for s in self.kept[self.names[0]]), default=-1)
-        for name in self.names:
-            self.kept[name] += [dataclasses.replace(s, setup=offset + s.setup, process=process) for s in other.kept[name]]
-        self.discards = self.discards.merged(other.discards)
 
 
 def run_rounds(names: list[str], measure_round, *, min_rounds: int = 12, max_rounds: int = 100,

@@ -13,7 +13,7 @@ import statistics
 TARGET_BATCH_S = 1e-3  # a sample lasts >= 1 ms: ~2000x the 0.5 µs resolution of CUDA events
 MAX_BATCH = 4000
 PROBE_MAX_CALLS = 16
-TARGET_HALF_WIDTH = 0.005  # stop when every ratio's interval is within ±0.5% of its median
+TARGET_HALF_WIDTH = 0.01  # stop when every ratio's interval is within ±1% of its median: the resolution asked
 BUDGET_FLOOR_ROUNDS = 5  # the time budget may stop a shape only after this many rounds
 # Student's t, two-sided 95%, by degrees of freedom: the between-setup term of an interval from a few setups.
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
@@ -61,66 +61,28 @@ def median_ci(values, confidence: float = 0.95) -> tuple[float, float]:
     return values[j - 1], values[k - 1]
 
 
-def between_setups(values, setups, processes=None) -> float:
-    """The between-setup term of a 95% interval for the median of ``values``, each taken on setup
-    ``setups[i]`` (absolute, in the values' units); 0 with one setup. :func:`between_term` says how.
-    """
-    return between_term(values, setups, processes)[0]
+def between_term(values, setups) -> tuple[float, int]:
+    """The between-setup term of a 95% interval for the median of ``values`` (t x the standard error
+    of the setups' medians, in the values' units) and its degrees of freedom; (0, 0) with one setup.
 
-
-def between_term(values, setups, processes=None) -> tuple[float, int]:
-    """The between-setup term (t x standard error, in the values' units) and its degrees of freedom;
-    (0, 0) with one setup. ``processes[i]``: the process that took ``values[i]`` (None: one process).
-
-    A setup (operand buffers, handles and graphs made anew) keeps its own small bias for as long
-    as it lives, and the moment it is timed at has one too: on an H200 the TF32/PEDANTIC ratio of
-    one setup timed five times stayed within 0.05%, of five setups spread over 0.5-1%, and a
-    shape's visits seconds apart in one run moved it by 0.41% (sd) beyond its setups' spread. With
-    setups from one process: t(P-1) x sd(per-setup medians) / sqrt(P). Its interval holds what
-    another moment of that process gives.
-
-    A process keeps a bias of its own as well, which none of its setups shows (``processes``: on
-    H200s, runs differed by 0.11-0.15% sd beyond what their visits gave, on shapes of small
-    operands). With setups from several processes, the term is that of a two-level sample
-    (one-way random effects): the standard error of the mean of Q processes is
-    sqrt(max(s_p^2, s_w^2 / n) / Q), where s_p^2 is the variance of the processes' means of their
-    setup medians (Q-1 degrees of freedom), s_w^2 the pooled variance of setup medians within a
-    process (P-Q) and n the mean number of setups a process took. While the processes' means differ
-    by no more than their setups explain, the within term decides, with its P-Q degrees of freedom;
-    otherwise the processes do, with Q-1: a few processes say little about a bias of the process,
-    and the interval says so by being wide. (Added in quadrature to the rounds' interval, whose
-    noise the setup medians also carry: conservative.)
+    ``setups[i]``: the setup (a visit) that took ``values[i]``. A setup, and the moment it is timed
+    at, keeps a small bias of its own, which more rounds of it cannot shrink; the spread of the
+    setups' medians shows it, and more visits do shrink it: t(P-1) x sd(P medians) / sqrt(P).
     """
     groups: dict = {}
-    owner: dict = {}
-    for i, (value, setup) in enumerate(zip(values, setups)):
+    for value, setup in zip(values, setups):
         groups.setdefault(setup, []).append(value)
-        owner[setup] = processes[i] if processes is not None else 0
     if len(groups) < 2:
         return 0.0, 0
-    medians = {setup: statistics.median(group) for setup, group in groups.items()}
-    by_process: dict = {}
-    for setup, median in medians.items():
-        by_process.setdefault(owner[setup], []).append(median)
-    count = len(medians)
-    if len(by_process) < 2:
-        dof = count - 1
-        return t_975(dof) * statistics.stdev(medians.values()) / math.sqrt(count), dof
-    means = [statistics.fmean(m) for m in by_process.values()]
-    q = len(means)
-    between_var = statistics.variance(means)
-    within_dof = count - q
-    if within_dof > 0:
-        within_var = sum((m - statistics.fmean(ms)) ** 2 for ms in by_process.values() for m in ms) / within_dof
-        if within_var / (count / q) >= between_var:
-            return t_975(within_dof) * math.sqrt(within_var / count), within_dof
-    return t_975(q - 1) * math.sqrt(between_var / q), q - 1
+    medians = [statistics.median(group) for group in groups.values()]
+    dof = len(medians) - 1
+    return t_975(dof) * statistics.stdev(medians) / math.sqrt(len(medians)), dof
 
 
-def widened_ci(values, setups=None, processes=None) -> tuple[float, float]:
-    """:func:`median_ci`, widened by :func:`between_setups` when the values come from several setups
+def widened_ci(values, setups=None) -> tuple[float, float]:
+    """:func:`median_ci`, widened by :func:`between_term` when the values come from several setups
     (the two half-widths added in quadrature, around the median of all values)."""
-    return _widened(values, between_setups(values, setups, processes) if setups else 0.0)
+    return _widened(values, between_term(values, setups)[0] if setups else 0.0)
 
 
 def _widened(values, between: float) -> tuple[float, float]:
@@ -139,8 +101,8 @@ class Ratio:
 
     With several setups (a run's visits) the interval holds the between-setup term too;
     ``setup_half_width`` is that term relative to the median (0 with one setup), which more rounds
-    of the same setups cannot shrink, and more visits (or processes) do; ``setup_dof``: the degrees
-    of freedom of its t (:func:`between_term`; 0 with one setup, and in files written before it).
+    of the same setups cannot shrink, and more visits do; ``setup_dof``: the degrees of freedom of
+    its t (:func:`between_term`; 0 with one setup).
     """
 
     numerator: str
@@ -173,15 +135,13 @@ class Ratio:
         return dataclasses.asdict(self)
 
 
-def paired_ratio(numerator: str, denominator: str, num_samples, den_samples, setups=None,
-                 processes=None) -> Ratio:
+def paired_ratio(numerator: str, denominator: str, num_samples, den_samples, setups=None) -> Ratio:
     """Ratio of two arms from samples taken in the same rounds (paired: drift cancels); ``setups``:
-    the setup of each round, ``processes``: the process of each (None: one), whose spread widens
-    the interval (:func:`widened_ci`)."""
+    the setup of each round, whose spread widens the interval (:func:`widened_ci`)."""
     if len(num_samples) != len(den_samples) or not num_samples:
         raise ValueError("paired samples need the same, non-zero number of rounds")
     ratios = [n / d for n, d in zip(num_samples, den_samples)]
-    between, dof = between_term(ratios, setups, processes) if setups else (0.0, 0)
+    between, dof = between_term(ratios, setups) if setups else (0.0, 0)
     low, high = _widened(ratios, between)  # widened_ci, with the term taken once
     median = statistics.median(ratios)
     return Ratio(numerator, denominator, median, low, high, len(ratios), between / median if median else 0.0, dof)

@@ -1,23 +1,11 @@
 """A run's timing in visits: each shape is timed in short visits, round-robin over the run's shapes,
 each visit on a setup made anew. Apart from the GPU: the setups come from an ``open_visit`` callback.
 
-Why visits: a shape's TF32/PEDANTIC ratio moves from one moment of a run to the next by more than
-its rounds show. On an H200 (trunk shapes, 4 processes x 4 visits of 4 setups), visits of one
-process, seconds apart, differed by 0.41% (sd) beyond the spread of setups made together (0.25%).
-A shape timed in one stretch (48 rounds in a second, on setups made together) held one moment, and
-its interval left that spread out.
-
-So each visit takes one whole Williams cycle of rounds on a setup of its own, and a sample's setup
-is its visit: the interval's between-setup term (``stats.between_term``) is the spread between
-visits, the moments' and the setups' biases together, which more visits shrink. A visit of one
-setup is the cheapest way to sample both.
-
-What visits do not reach: runs in separate processes differed by more than their intervals
-showed, 0.11-0.15% (sd, pooled over 15 shapes) beyond their own errors on H200s, a bias each
-process keeps and none of its visits shows; not the batch size or the device pages (runs with one
-batch size, or fresh pages for each visit, differed as much). ``processes`` takes a run's visits in
-several processes, so that the intervals hold it. ``bench/rerun_spread.py`` measures it for any set
-of runs.
+Why visits: a setup (operand buffers, handles, graphs), and the moment it is timed at, keeps a bias
+of its own that its rounds do not show. Each visit takes one Williams cycle of rounds on a setup of
+its own, and a sample's setup is its visit, so the interval's between-setup term
+(``stats.between_term``) holds the spread between moments of the run. It holds within its run: a
+run minutes later also differs by the GPU's drift (docs/method.md), which ``--compare`` allows for.
 """
 
 from __future__ import annotations
@@ -54,21 +42,6 @@ class VisitsRun:
     interrupted: bool = False
 
 
-@dataclasses.dataclass
-class Visited:
-    """The visits of a run's shapes (``visits.VisitsRun``), with what each shape's setups kept:
-    its batch size, its number of rotated operand sets, and the seconds its visits took."""
-
-    run: VisitsRun
-    calls: dict
-    sets: dict
-    visit_s: dict
-
-
-class _Stopped(Exception):
-    """``stop()`` asked the visits to end, as Ctrl-C does."""
-
-
 def _visit(open_visit, key, visit: int, rounds: KeptRounds, cycle: int, now, **take) -> float:
     """One visit: a Williams cycle of rounds on the setup ``open_visit`` makes; the seconds its rounds
     took. A function of its own so that nothing here refers to the setup once it returns: the next
@@ -82,19 +55,18 @@ def _visit(open_visit, key, visit: int, rounds: KeptRounds, cycle: int, now, **t
 def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visits: int, budget_s: float,
                target_half_width: float = TARGET_HALF_WIDTH, clock_floor_mhz: float | None = None,
                max_redos: int = MAX_REDOS, failures: tuple = (), on_visit=None, now=time.perf_counter,
-               sleep=time.sleep, budget_floor_visits: int = BUDGET_FLOOR_VISITS, stop=None) -> VisitsRun:
+               sleep=time.sleep, budget_floor_visits: int = BUDGET_FLOOR_VISITS) -> VisitsRun:
     """Visit every shape of ``keys`` in turn, again and again, until each stops.
 
     ``open_visit(key, visit)`` is a context manager that makes a setup of shape ``key`` and gives
-    its ``measure_round(order, setup)``; a visit takes one Williams cycle of rounds on it, with
+    its ``measure_round(order, setup, eager)``; a visit takes one Williams cycle of rounds on it, with
     ``setup`` = the visit's number. After each visit the shape's ratios are formed over all its
     visits, and it stops when every interval is within ``target_half_width`` after ``min_visits``
     (two at least), at ``max_visits``, or when its rounds have spent ``budget_s`` (after
     ``budget_floor_visits``, or ``min_visits`` if fewer). An exception
     of ``failures`` ends that shape's timing with the reason in one line; the others go on.
     ``on_visit(visit, going)``: called after each turn with the number of shapes still going.
-    Ctrl-C, or ``stop()`` turning true (asked before each visit), ends the run as interrupted: each
-    shape keeps its whole visits.
+    Ctrl-C ends the run as interrupted: each shape keeps its whole visits.
     """
     cycle = cycle_length(len(names))
     min_visits = max(min_visits, MIN_VISITS_FOR_INTERVAL)  # one visit has no between-visit term to show
@@ -106,8 +78,6 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
     try:
         while going:
             for key in list(going):
-                if stop is not None and stop():
-                    raise _Stopped
                 rounds = going[key]
                 try:
                     spent[key] += _visit(open_visit, key, visit, rounds, cycle, now, clock_floor_mhz=clock_floor_mhz,
@@ -127,7 +97,7 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
             visit += 1
             if on_visit is not None:
                 on_visit(visit, len(going))
-    except (KeyboardInterrupt, _Stopped):
+    except KeyboardInterrupt:
         run.interrupted = True
         for key, rounds in going.items():
             rounds.keep_first(rounds.rounds // cycle * cycle)  # a visit cut short is left out

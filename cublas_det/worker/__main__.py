@@ -10,7 +10,7 @@ import json
 import sys
 import time
 
-from .protocol import Answer, Request, TaskAnswer
+from .protocol import Answer, Request, TaskAnswer, task_key
 
 
 def main() -> int:
@@ -19,18 +19,33 @@ def main() -> int:
 
     from .._provenance import fingerprint
     from ..check import check_many
+    from ..operands import HostOperands
 
     started = time.perf_counter()
     cupy.cuda.Device(request.device).use()
     results = {}
-    for task in request.tasks:
+    seeds = {task.seed for task in request.tasks}
+    # One call per seed over its shapes and configurations: each pair of operands is drawn once, ahead
+    # of use, and the float64 reference of a shape is shared by its configurations.
+    for seed in sorted(seeds):
+        tasks = [task for task in request.tasks if task.seed == seed]
+        shapes = list({task.shape.spec: task.shape for task in tasks}.values())
+        configs = list(dict.fromkeys(task.config for task in tasks))
+        operands = HostOperands(seed)
         try:
-            (check,) = check_many([task.shape], [task.config], repeats=request.repeats, scenarios=request.scenarios,
-                                  seed=task.seed)
-            results[task.key] = TaskAnswer(check.digest, check.rel_error, check.scenarios, check.error,
-                                           check.input_digests)
-        except Exception as err:  # recorded, so one bad task never hides the others
-            results[task.key] = TaskAnswer(error=f"{type(err).__name__}: {err}")
+            checks = check_many(shapes, configs, repeats=request.repeats, scenarios=request.scenarios, seed=seed,
+                                operands=operands)
+        except Exception as err:  # recorded, so the other seeds are still answered
+            checks = []
+            results.update({task.key: TaskAnswer(error=f"{type(err).__name__}: {err}") for task in tasks})
+        finally:
+            operands.close()
+        wanted = {task.key for task in tasks}
+        for check in checks:
+            key = task_key(check.shape, check.config)
+            if key in wanted:
+                results[key] = TaskAnswer(check.digest, check.rel_error, check.scenarios, check.error,
+                                               check.input_digests)
     answer = Answer(results, fingerprint(), time.perf_counter() - started)
     json.dump(answer.to_dict(), sys.stdout)
     return 0
