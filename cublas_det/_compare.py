@@ -100,14 +100,26 @@ def digest(array) -> str:
 HASHERS = 4  # threads hashing at once, and host copies waiting for them at most
 
 
-def digest_later(array) -> concurrent.futures.Future:
-    """:func:`digest`, hashed in a background thread (hashlib releases the GIL) while the GPU goes on;
-    the bytes are copied to the host before this returns, so the array may be overwritten. Waits
-    while HASHERS copies are being hashed: the host holds that many outputs at most."""
+def digest_later(array, stream=None) -> concurrent.futures.Future:
+    """:func:`digest` in a background thread (the copy and hashlib release the GIL) while this one goes
+    on; the array must stay unchanged until the future is done. A CuPy array is copied on ``stream``
+    (default: the current one), after the work queued there. Waits while HASHERS digests are under
+    way: the host holds that many outputs at most."""
+    if _xp(array).__name__ == "cupy":
+        import cupy
+
+        stream = stream or cupy.cuda.get_current_stream()
+
+    def hashed() -> str:
+        if stream is None:
+            return bytes_digest(array)
+        with array.device:  # a thread starts on device 0: the copy runs on the array's, on its stream
+            return bytes_digest(array.get(stream=stream))
+
     pool, slots = _hashers()
     slots.acquire()
     try:
-        future = pool.submit(bytes_digest, _host(array))
+        future = pool.submit(hashed)
     except BaseException:
         slots.release()
         raise

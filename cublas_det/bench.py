@@ -36,7 +36,7 @@ DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 # Visits a shape takes at least and at most (``timing.visits``): one Williams cycle each on a setup
 # made anew, round-robin over the run's shapes, until every ratio is within ±1% (docs/method.md).
 VISITS = (4, 8)
-QUICK_VISITS = (3, 4)
+QUICK_VISITS = (2, 3)
 BUDGET_S, QUICK_BUDGET_S = 1.0, 0.5  # seconds of rounds a shape may spend (after its first visits)
 
 EXIT_CODES = """exit codes:
@@ -424,7 +424,7 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
             try:
                 with phases("timing warm-up"):
                     monitor = GpuMonitor.start()  # other processes, clocks, power: before and while timing runs
-                    warm_up(0.5 if args.quick else 1.0)
+                    warm_up(0.25 if args.quick else 0.5)  # after the checks: the clocks are mostly up
             except gpu_failures() as err:  # the checks above are kept; every shape's timing says why
                 for shape in runnable:
                     errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")

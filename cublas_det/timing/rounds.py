@@ -91,14 +91,13 @@ class KeptRounds:
         return len(self.kept[self.names[0]])
 
     def take(self, measure_round, count: int, setup: int = 0, *, clock_floor_mhz: float | None = None,
-             max_redos: int = MAX_REDOS, sleep=time.sleep) -> None:
-        """``count`` more rounds of ``measure_round(order, setup, eager)`` (:func:`take_round`); the first
-        also times each arm eagerly. An eager batch of small GEMMs is host-bound and several times longer
-        than its graph replay: once a visit says what an un-graphed loop pays, at a fraction of the cost."""
+             max_redos: int = MAX_REDOS, eager: bool = True, sleep=time.sleep) -> None:
+        """``count`` more rounds of ``measure_round(order, setup, eager)`` (:func:`take_round`); with
+        ``eager``, the first also times each arm eagerly."""
         for index in range(count):
             measured, self.discards = take_round(measure_round, round_order(self.names, self.rounds), setup,
                                                  self.discards, clock_floor_mhz=clock_floor_mhz,
-                                                 max_redos=max_redos, eager=index == 0, sleep=sleep)
+                                                 max_redos=max_redos, eager=eager and index == 0, sleep=sleep)
             for name in self.names:
                 self.kept[name].append(measured[name])
 

@@ -18,6 +18,10 @@ from .rounds import MAX_REDOS, KeptRounds
 from .stats import TARGET_HALF_WIDTH, Ratio, StopReason, stop_reason
 
 MIN_VISITS_FOR_INTERVAL = 2  # the between-visit term needs two
+# The eager batch is timed once an arm, in the first round of the first visit: a batch of small GEMMs
+# launched from Python is host-bound and several times its graph replay; it says what an un-graphed
+# loop pays, an informative figure, never a ratio's.
+EAGER_VISITS = 1
 BUDGET_FLOOR_VISITS = 4  # the budget stops no shape before (t(3) = 3.2; t(1) would be 12.7)
 
 
@@ -81,7 +85,7 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
                 rounds = going[key]
                 try:
                     spent[key] += _visit(open_visit, key, visit, rounds, cycle, now, clock_floor_mhz=clock_floor_mhz,
-                                         max_redos=max_redos, sleep=sleep)
+                                         max_redos=max_redos, eager=visit < EAGER_VISITS, sleep=sleep)
                 except failures as err:
                     run.errors[key] = f"timing failed: {type(err).__name__}: {err}"
                     del going[key]
