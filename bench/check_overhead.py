@@ -11,15 +11,17 @@ import argparse
 import statistics
 import sys
 
-from cublas_det._cli import ArgumentParser, prog_name, run_guarded
-from cublas_det._device import require_gpu
+from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
+from cublas_det.device import require_gpu
 
 
 def main() -> None:
     import cupy
 
-    from cublas_det import create_handle, shape_gemm
-    from cublas_det._compare import MismatchTracker
+    from cublas_det import create_handle
+
+    from cublas_det.call import shape_gemm
+    from cublas_det.bits.compare import MismatchTracker
     from cublas_det.operands import device_operands
     from cublas_det.shapes import PRESETS, parse_shape, resolve_shapes
 

@@ -185,14 +185,14 @@ def train(directory: str, args, shared: bool) -> float:
 def main() -> int:
     args = build_parser().parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from cublas_det._cli import error_line
-    from cublas_det._device import gpu_unavailable_reason
+    from cublas_det.cli.common import error_line
+    from cublas_det.device import gpu_unavailable_reason
 
     reason = gpu_unavailable_reason()
     if reason is not None:
         error_line(PROG, reason)  # the reason already says "no GPU available"
         return 2
-    from cublas_det._device import device_properties
+    from cublas_det.device import device_properties
     from cublas_det.run_diff import compare_runs, report_lines
     from cublas_det.run_layout import open_run
 

@@ -19,8 +19,8 @@ import importlib.util
 import pathlib
 import sys
 
-from cublas_det._cli import ArgumentParser, prog_name, run_guarded
-from cublas_det._device import require_gpu
+from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
+from cublas_det.device import require_gpu
 
 SHAPES = ["128x56x4096:nt", "3352x768x16384:nt", "4096x128x128:tn"]
 

@@ -32,7 +32,7 @@ import math
 import statistics
 import sys
 
-from cublas_det._cli import ArgumentParser, prog_name, run_guarded
+from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
 from cublas_det.report.stored import stored_ratios
 from cublas_det.runfile import load_run

@@ -24,8 +24,8 @@ import tempfile
 import threading
 import time
 
-from cublas_det._cli import ArgumentParser, prog_name, run_guarded
-from cublas_det._device import require_gpu
+from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
+from cublas_det.device import require_gpu
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The warnings about timing, as the report words them (cublas_det/report/text.py, timing_text.py).

@@ -45,8 +45,8 @@ def main() -> int:
     args = parser.parse_args()
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from cublas_det._cli import error_line
-    from cublas_det._device import gpu_unavailable_reason
+    from cublas_det.cli.common import error_line
+    from cublas_det.device import gpu_unavailable_reason
 
     reason = gpu_unavailable_reason()
     if reason is not None:
@@ -55,8 +55,8 @@ def main() -> int:
     import cupy
     import numpy
 
-    from cublas_det._device import device_properties
-    from cublas_det.digest import finish, host_digest, queue_device_sums
+    from cublas_det.device import device_properties
+    from cublas_det.bits.digest import finish, host_digest, queue_device_sums
     from cublas_det.trace import Recorder
 
     nbytes = int(args.mb * 1e6) // 4 * 4

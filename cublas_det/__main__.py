@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from ._cli import (
+from .cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     ArgumentParser,
@@ -91,10 +91,10 @@ def _libraries_only(prog: str) -> int:
 
 def _report() -> int:
     from ._cublas import MathMode
-    from ._device import require_gpu
-    from ._env import tf32_env_warnings
-    from ._handle import create_handle
-    from ._provenance import fingerprint
+    from .device import require_gpu
+    from .device import tf32_env_warnings
+    from .handle import create_handle
+    from .device import fingerprint
     from .config import math_mode_name
 
     require_gpu()

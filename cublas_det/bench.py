@@ -16,7 +16,7 @@ import shutil
 import sys
 import time
 
-from ._cli import (
+from .cli.common import (
     EXIT_FINDING,
     EXIT_OK,
     EXIT_USAGE,
@@ -30,7 +30,7 @@ from ._cli import (
 )
 from .config import DEFAULT_MODES, HALF_DEFAULT_MODES, MODE_CHOICES, PRECISIONS
 from .errors import UsageError
-from .outputs import check_writable, write_json, write_text
+from .cli.common import check_writable, write_json, write_text
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 # Visits a shape takes at least and at most (``timing.visits``): one Williams cycle each on a setup
@@ -63,7 +63,7 @@ EPILOG = """examples:
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    from .scenarios import REGISTRY
+    from .check.scenarios import REGISTRY
     from .shapes import DEFAULT_TOKENS, PRESETS
 
     parser = ArgumentParser(
@@ -143,8 +143,8 @@ def _options(args, parser):
 def _parse_options(args, parser):
     import math
 
-    from ._sweep import parse_devices
-    from .scenarios import REGISTRY, validate_scenarios, without_workers
+    from .check.devices import parse_devices
+    from .check.scenarios import REGISTRY, validate_scenarios, without_workers
     from .shapes import resolve_shapes
 
     if args.fail_on is not None and not args.compare:
@@ -261,7 +261,7 @@ def _run(argv) -> int:
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
 
-    from ._device import require_gpu
+    from .device import require_gpu
     from .phases import Phases
 
     phases = Phases()
@@ -273,7 +273,7 @@ def _run(argv) -> int:
     if args.devices:
         import cupy
 
-        from ._sweep import parse_devices
+        from .check.devices import parse_devices
 
         try:
             devices = parse_devices(args.devices, cupy.cuda.runtime.getDeviceCount())
@@ -358,8 +358,8 @@ def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
 
 def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
     from . import __version__
-    from ._provenance import fingerprint
-    from ._sweep import INTERRUPTED, agreements, run_sweep, sweep_failed
+    from .device import fingerprint
+    from .check.devices import INTERRUPTED, agreements, run_sweep, sweep_failed
     from .report.json_file import now_iso
     from .report.sweep import render_sweep, sweep_to_json
 
@@ -386,14 +386,14 @@ def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
 
 def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels=False, phases=None) -> int:
     from . import __version__
-    from ._device import gpu_failures
-    from ._provenance import fingerprint
+    from .device import gpu_failures
+    from .device import fingerprint
     from .check import CheckInterrupted, check_many
     from .operands import HostOperands
     from .phases import Phases
     from .report.json_file import now_iso, to_json
     from .report.text import render_text, run_failed
-    from .results import BenchResult, ShapeReport
+    from .check.results import BenchResult, ShapeReport
     from .timing import time_shapes, warm_up
     from .timing.monitor import GpuMonitor
 

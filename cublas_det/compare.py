@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._cli import ArgumentParser, run_guarded
+from .cli.common import ArgumentParser, run_guarded
 
 PROG = "python -m cublas_det.compare"
 EPILOG = """examples:

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 
-from . import _env
 from ._cublas import MATH_MODE_FLAGS, ComputeType, DataType, MathMode
+
+MATH_MODE_VAR = "CUBLAS_DET_MATH_MODE"
 
 
 class ModeSource(str, enum.Enum):
@@ -220,10 +222,10 @@ def resolve_config(mode: GemmConfig | MathMode | int | str | None = None) -> tup
         TypeError: a mode of another type.
     """
     if mode is None:
-        raw = _env.read_math_mode_env()
-        if raw is None:
+        raw = os.environ.get(MATH_MODE_VAR, "").strip()  # read at call time; empty means unset
+        if not raw:
             return GemmConfig(), ModeSource.DEFAULT
-        return GemmConfig.parse(raw, source=_env.MATH_MODE_VAR), ModeSource.ENV
+        return GemmConfig.parse(raw, source=MATH_MODE_VAR), ModeSource.ENV
     if isinstance(mode, GemmConfig):
         return mode, ModeSource.ARGUMENT
     if isinstance(mode, str):
@@ -254,11 +256,6 @@ def canonical_dtype(name, what: str = "dtype") -> str:
         raise ValueError(f"{what} {name!r} is not supported; choose {', '.join(ELEMENT_TYPES)} "
                          f"(or {', '.join(DTYPE_ALIASES)})")
     return text
-
-
-def parse_math_mode(value: str, *, source: str = "mode") -> MathMode:
-    """The math mode of ``value`` (``pedantic``, ``TF32``, ``CUBLAS_DEFAULT_MATH`` ...), without flags."""
-    return GemmConfig.parse(value, source=source).math_mode
 
 
 def math_mode_name(value: int) -> str:

@@ -15,7 +15,7 @@ import argparse
 import math
 import sys
 
-from ._cli import (
+from .cli.common import (
     EXIT_FINDING,
     EXIT_OK,
     EXIT_USAGE,
@@ -24,8 +24,8 @@ from ._cli import (
     run_guarded,
     wrap_paragraphs,
 )
-from .bitcompare import DTYPES, lookup_dtype
-from .outputs import check_writable, write_json
+from .bits.streams import DTYPES, lookup_dtype
+from .cli.common import check_writable, write_json
 
 PROG = "python -m cublas_det.diff"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ._compare import HASHERS
+from .bits.digest import HASHERS
 from .config import GemmConfig
 from .errors import DoesNotFit
 from .shapes import GemmShape

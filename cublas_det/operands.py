@@ -10,7 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 
-from ._compare import bytes_digest
+from .bits.digest import bytes_digest
 from .config import GemmConfig
 from .memory import host_available_bytes
 from .shapes import GemmShape

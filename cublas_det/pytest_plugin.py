@@ -30,10 +30,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "all_math_modes: run the test once per cuBLAS math mode (PEDANTIC, DEFAULT, TF32)")
     option = config.getoption("--cublas-math-mode")
     if option is not None:
-        from .config import parse_math_mode
+        from .config import GemmConfig
 
         try:
-            parse_math_mode(option, source="--cublas-math-mode")
+            GemmConfig.parse(option, source="--cublas-math-mode").math_mode
         except ValueError as err:
             raise pytest.UsageError(str(err)) from None
 
@@ -49,7 +49,7 @@ def pytest_generate_tests(metafunc):
 def pytest_runtest_setup(item):
     if item.get_closest_marker("gpu") is None:
         return
-    from ._device import NoGpuError, require_gpu
+    from .device import NoGpuError, require_gpu
 
     try:
         require_gpu()  # probes once per process
@@ -63,14 +63,14 @@ def pytest_runtest_setup(item):
 def cublas_math_mode(request):
     """The math mode under test: the all_math_modes parameter, --cublas-math-mode, the env var, or PEDANTIC."""
     from ._cublas import MathMode
-    from .config import parse_math_mode, resolve_config
+    from .config import GemmConfig, resolve_config
 
     param = getattr(request, "param", None)
     if param is not None:
         return MathMode[param]
     option = request.config.getoption("--cublas-math-mode")
     if option is not None:
-        return parse_math_mode(option, source="--cublas-math-mode")
+        return GemmConfig.parse(option, source="--cublas-math-mode").math_mode
     return resolve_config(None)[0].math_mode
 
 
@@ -81,7 +81,7 @@ def cublas_handle(request, cublas_math_mode):
     Its ``mode_source`` says where the mode came from: ``env`` or ``default`` unless the test is
     parametrized or ``--cublas-math-mode`` is given (then ``argument``).
     """
-    from ._handle import create_handle
+    from .handle import create_handle
 
     explicit = (request.node.get_closest_marker("all_math_modes") is not None
                 or request.config.getoption("--cublas-math-mode") is not None)

@@ -2,7 +2,7 @@
 
 :func:`compare_runs` walks the steps of two :class:`~cublas_det.run_layout.Run` in ascending
 order and, in each, the leaves in recording order (else name order, or a given order). Leaves with
-bytes on both sides are compared element by element (:mod:`cublas_det.bitcompare`), streamed in
+bytes on both sides are compared element by element (:mod:`cublas_det.bits.streams`), streamed in
 chunks so that memory stays bounded whatever the size of the runs; leaves with only a digest on
 either side are compared by digest (computed from the bytes on the other side if need be). By
 default the walk stops after the first step with a divergent leaf.
@@ -21,8 +21,8 @@ import zlib
 
 import numpy as np
 
-from .bitcompare import BitComparison, BitStats, lookup_dtype
-from .digest import DigestAccumulator
+from .bits.streams import BitComparison, BitStats, lookup_dtype
+from .bits.digest import DigestAccumulator
 from .run_layout import DataSource, Leaf, Run, RunLayoutError, read_into
 
 DEFAULT_CHUNK_BYTES = 4 << 20

@@ -7,7 +7,7 @@ in :mod:`cublas_det.pytest_plugin` and is loaded automatically once the package 
 from __future__ import annotations
 
 from .check import DEFAULT_SCENARIOS, check_gemm
-from .results import GemmCheck, Kind, Reproducible, ScenarioResult
+from .check.results import GemmCheck, Kind, Reproducible, ScenarioResult
 
 __all__ = ["assert_gemm_reproducible", "format_failure"]
 
@@ -144,7 +144,7 @@ def format_run_divergence(comparison) -> str:
 
 
 def _run_leaf_facts(leaf) -> str:
-    from .bitcompare import lookup_dtype
+    from .bits.streams import lookup_dtype
     from .run_diff import LeafStatus
     from .run_diff import describe_leaf_type as described
 

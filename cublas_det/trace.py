@@ -2,7 +2,7 @@
 
 ::
 
-    from cublas_det.trace import Recorder
+    from .trace import Recorder
 
     with Recorder("runs/a", mode="digest") as recorder:      # or mode="full"
         for step in range(steps):
@@ -14,7 +14,7 @@ Writes ``DIR/trace.jsonl``: one JSON object per recorded tensor, in recording or
     {"step": 1, "leaf": "layer1.dW", "dtype": "float32", "shape": [64, 64],
      "digest": "<32 hex digits>", "algorithm": "wsum128-v1"}
 
-* ``mode="digest"`` records the digest only (:mod:`cublas_det.digest`). For a GPU tensor it is
+* ``mode="digest"`` records the digest only (:mod:`cublas_det.bits.digest`). For a GPU tensor it is
   computed by a CUDA kernel queued on the current CuPy stream: no host copy of the tensor and no
   wait; the 16-byte sums are copied back when the step changes (or on ``flush``/``close``), after
   the kernels they wait for have run. Runs too big to dump can be compared this way.
@@ -39,8 +39,8 @@ import os
 
 import numpy as np
 
-from .bitcompare import dtype_name_of, lookup_dtype
-from .digest import ALGORITHM, finish, host_digest, queue_device_sums
+from .bits.streams import dtype_name_of, lookup_dtype
+from .bits.digest import ALGORITHM, finish, host_digest, queue_device_sums
 from .run_layout import LOG_NAME
 
 MODES = ("digest", "full")

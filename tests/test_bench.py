@@ -11,7 +11,7 @@ import pytest
 from cublas_det import bench
 from cublas_det.config import GemmConfig
 from cublas_det.report import json_file, markdown, text
-from cublas_det.results import BenchResult, GemmCheck, Kind, ScenarioResult, ShapeReport
+from cublas_det.check.results import BenchResult, GemmCheck, Kind, ScenarioResult, ShapeReport
 
 from .conftest import needs_no_gpu
 

@@ -32,7 +32,7 @@ class StandIn:
 
 @pytest.fixture
 def stand_in(monkeypatch):
-    import cublas_det._provenance
+    import cublas_det.device
     import cublas_det.timing
     from cublas_det.timing import monitor
 
@@ -40,7 +40,7 @@ def stand_in(monkeypatch):
         def stop(self):
             return {}
 
-    monkeypatch.setattr(cublas_det._provenance, "fingerprint",
+    monkeypatch.setattr(cublas_det.device, "fingerprint",
                         lambda device_id=None: {"gpu": {"name": "Stand-in GPU", "sm_count": 132}, "env": {}})
     monkeypatch.setattr(monitor.GpuMonitor, "start", classmethod(lambda cls, *a, **k: Monitor()))
     monkeypatch.setattr(cublas_det.timing, "warm_up", lambda seconds: None)

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from cublas_det import bitcompare
-from cublas_det.bitcompare import (
+from cublas_det.bits import streams as bitcompare
+from cublas_det.bits.streams import (
     BitComparison,
     compare_arrays,
     lookup_dtype,

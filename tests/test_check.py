@@ -1,8 +1,10 @@
 import pytest
 
-from cublas_det import GemmConfig, MathMode, check_gemm, check_many, shape_gemm
-from cublas_det.scenarios import REGISTRY as SCENARIOS
-from cublas_det.scenarios.batch import batch_ladder
+from cublas_det import GemmConfig, MathMode, check_gemm, check_many
+
+from cublas_det.call import shape_gemm
+from cublas_det.check.scenarios import REGISTRY as SCENARIOS
+from cublas_det.check.scenarios.batch import batch_ladder
 from cublas_det.shapes import preset
 from cublas_det.testing import assert_gemm_reproducible
 

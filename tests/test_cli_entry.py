@@ -121,7 +121,7 @@ def test_libs_shows_where_each_library_was_found_without_a_gpu():
 
 
 def test_missing_third_party_module_is_one_line_but_a_missing_module_of_ours_is_a_bug(capsys):
-    from cublas_det._cli import run_guarded
+    from cublas_det.cli.common import run_guarded
 
     def needs_torch():
         raise ModuleNotFoundError("No module named 'torch'", name="torch")

@@ -4,15 +4,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from cublas_det._compare import (
-    MismatchTracker,
-    compare,
-    digest,
-    digest_later,
-    ordered_bits,
-    relative_error,
-    ulp_distance,
-)
+from cublas_det.bits.compare import MismatchTracker, compare, ordered_bits, relative_error, ulp_distance
+from cublas_det.bits.digest import digest, digest_later
 
 
 def _values(*xs):
@@ -134,7 +127,7 @@ def test_the_gpu_module_compiles_with_nvrtc_with_an_entry_per_kernel_and_format(
         nvrtc.getVersion()
     except Exception as err:  # no CuPy, or no libnvrtc: nothing to compile with
         pytest.skip(f"NVRTC not available: {err}")
-    from cublas_det._compare import module_source
+    from cublas_det.bits.gpu import module_source
 
     program = nvrtc.createProgram(module_source(), "bits.cu", [], [])
     try:

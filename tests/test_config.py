@@ -2,14 +2,9 @@
 
 import pytest
 
-from cublas_det import (
-    ComputeType,
-    GemmConfig,
-    MathMode,
-    ModeSource,
-    parse_math_mode,
-    resolve_config,
-)
+from cublas_det import ComputeType, GemmConfig, MathMode
+
+from cublas_det.config import ModeSource, resolve_config
 from cublas_det.config import math_mode_name
 
 
@@ -19,7 +14,7 @@ from cublas_det.config import math_mode_name
     ("cublas_default_math", MathMode.DEFAULT), ("CUBLAS_TF32_TENSOR_OP_MATH", MathMode.TF32),
 ])
 def test_parse_math_mode_names(text, expected):
-    assert parse_math_mode(text) is expected
+    assert GemmConfig.parse(text).math_mode is expected
     assert GemmConfig.parse(text) == GemmConfig(expected)
 
 

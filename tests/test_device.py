@@ -8,7 +8,7 @@ import sys
 
 from packaging.requirements import Requirement
 
-from cublas_det import _device
+from cublas_det import device as _device
 
 
 def test_no_driver_loaded():

@@ -7,8 +7,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from cublas_det import digest
-from cublas_det.digest import (
+from cublas_det.bits import digest
+from cublas_det.bits.digest import (
     MASK64,
     WEYL,
     DigestAccumulator,

@@ -1,13 +1,16 @@
-from cublas_det import _device, _env
+from cublas_det import device as _device
+from cublas_det import device as _env
+from cublas_det.config import MathMode, ModeSource, resolve_config
 
 
 def test_empty_math_mode_var_means_unset(monkeypatch):
     monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "  ")
-    assert _env.read_math_mode_env() is None
+    assert resolve_config(None)[1] is ModeSource.DEFAULT
     monkeypatch.delenv("CUBLAS_DET_MATH_MODE")
-    assert _env.read_math_mode_env() is None
+    assert resolve_config(None)[1] is ModeSource.DEFAULT
     monkeypatch.setenv("CUBLAS_DET_MATH_MODE", " tf32 ")
-    assert _env.read_math_mode_env() == "tf32"
+    config, source = resolve_config(None)
+    assert config.math_mode is MathMode.TF32 and source is ModeSource.ENV
 
 
 def test_cublas_env_vars_records_every_variable_that_changes_cublas(monkeypatch):

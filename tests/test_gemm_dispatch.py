@@ -9,8 +9,12 @@ import math
 
 import pytest
 
-from cublas_det import CublasError, MathMode, _cublas, _gemm, _handle
-from cublas_det._handle import Handle, ModeSource
+from cublas_det import CublasError, MathMode, _cublas
+
+from cublas_det import call as _gemm
+
+from cublas_det import handle as _handle
+from cublas_det.handle import Handle, ModeSource
 from cublas_det.config import GemmConfig
 
 cupy = pytest.importorskip("cupy")

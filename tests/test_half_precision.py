@@ -95,7 +95,7 @@ def test_host_operands_are_rounded_on_the_host_and_their_digests_are_of_their_by
     import hashlib
 
     pytest.importorskip("ml_dtypes")
-    from cublas_det._compare import bytes_digest
+    from cublas_det.bits.digest import bytes_digest
     from cublas_det.operands import host_operands
     from cublas_det.shapes import parse_shape
 

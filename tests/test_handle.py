@@ -2,16 +2,11 @@ import warnings
 
 import pytest
 
-from cublas_det import (
-    AtomicsMode,
-    ComputeType,
-    GemmConfig,
-    MathMode,
-    ModeSource,
-    NoGpuError,
-    create_handle,
-    math_mode,
-)
+from cublas_det import ComputeType, GemmConfig, MathMode, NoGpuError, create_handle, math_mode
+
+from cublas_det._cublas import AtomicsMode
+
+from cublas_det.config import ModeSource
 
 from .conftest import needs_no_gpu
 
@@ -165,7 +160,7 @@ def test_default_handles_are_per_thread_per_device_per_config(monkeypatch):
     """On the CPU: create_handle is replaced by a recorder, so the keying itself is what is tested."""
     import threading
 
-    from cublas_det import _handle
+    from cublas_det import handle as _handle
 
     made = []
 
@@ -201,7 +196,9 @@ def test_gemm_without_a_handle_uses_one_handle_per_thread():
 
     import cupy
 
-    from cublas_det import _handle, gemm
+    from cublas_det import gemm
+
+    from cublas_det import handle as _handle
 
     a = cupy.ones((64, 64), cupy.float32)
     handles, outputs = {}, {}

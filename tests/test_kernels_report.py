@@ -10,7 +10,7 @@ from cublas_det.report import text
 from cublas_det.report.json_file import to_json
 from cublas_det.report.markdown import to_markdown
 from cublas_det.report.stored import bench_result
-from cublas_det.results import BenchResult, GemmCheck, Kind, ScenarioResult, ShapeReport
+from cublas_det.check.results import BenchResult, GemmCheck, Kind, ScenarioResult, ShapeReport
 from cublas_det.runfile import run_from_dict
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
@@ -116,7 +116,8 @@ def test_kernels_flag_without_cupti_says_so_in_one_line_and_runs_on(monkeypatch,
 
 
 def test_explain_without_cupti_is_one_line_and_exit_2(monkeypatch, capsys):
-    from cublas_det import _device, bench
+    from cublas_det import bench
+    from cublas_det import device as _device
     from cublas_det.kernels import recorder
 
     monkeypatch.setattr(_device, "require_gpu", lambda: None)
@@ -147,7 +148,7 @@ def test_explain_names_a_catalogue_entry_or_a_shape_and_refuses_what_it_cannot_d
 
 
 def test_scenario_context_records_kernels_only_when_asked(monkeypatch):
-    from cublas_det.scenarios.base import ScenarioContext
+    from cublas_det.check.scenarios.base import ScenarioContext
 
     ran = []
     context = ScenarioContext(parse_shape(SHAPE), GemmConfig(), None, None, None, None, None, 2, 0, None)

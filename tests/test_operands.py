@@ -7,7 +7,7 @@ import numpy
 import pytest
 
 from cublas_det import operands
-from cublas_det._compare import bytes_digest
+from cublas_det.bits.digest import bytes_digest
 from cublas_det.config import GemmConfig, resolve_config
 from cublas_det.shapes import parse_shape
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from cublas_det._cli import run_guarded
+from cublas_det.cli.common import run_guarded
 
 from .conftest import load_bench_script
 

@@ -18,7 +18,8 @@ def test_gpu_marker_skips_with_reason_or_runs(pytester):
             pass
     """)
     result = pytester.runpytest("-rs")
-    from cublas_det import gpu_available, gpu_unavailable_reason
+    from cublas_det import gpu_available
+    from cublas_det.device import gpu_unavailable_reason
 
     if gpu_available():
         result.assert_outcomes(passed=3)

@@ -5,18 +5,18 @@ import os
 import pytest
 
 from cublas_det.config import GemmConfig
-from cublas_det.results import GemmCheck, Kind, Outcome
-from cublas_det.scenarios import (
+from cublas_det.check.results import GemmCheck, Kind, Outcome
+from cublas_det.check.scenarios import (
     REGISTRY,
     ScenarioContext,
     validate_scenarios,
     without_workers,
 )
-from cublas_det.scenarios.batch import BATCH_INVARIANCE, batch_ladder
-from cublas_det.scenarios.processes import FRESH_PROCESS, WORKSPACE_CONFIG_SCENARIO
-from cublas_det.scenarios.sm_count import sm_count_targets
+from cublas_det.check.scenarios.batch import BATCH_INVARIANCE, batch_ladder
+from cublas_det.check.scenarios.processes import FRESH_PROCESS, WORKSPACE_CONFIG_SCENARIO
+from cublas_det.check.scenarios.sm_count import sm_count_targets
 from cublas_det.shapes import parse_shape, preset
-from cublas_det.worker.protocol import Answer, Task, TaskAnswer, task_key
+from cublas_det.check.worker.protocol import Answer, Task, TaskAnswer, task_key
 
 
 def test_every_scenario_has_one_sentence_a_kind_and_a_label():
@@ -97,7 +97,7 @@ def test_fresh_process_compares_digests_and_a_failure_here_stays_an_error():
 
 
 def test_workspace_config_names_where_a_difference_lies():
-    from cublas_det.scenarios.streams import STREAMS_SHARED_HANDLE
+    from cublas_det.check.scenarios.streams import STREAMS_SHARED_HANDLE
 
     key = task_key(parse_shape("64x64x64"), GemmConfig())
     inner = STREAMS_SHARED_HANDLE.from_worst(16, 0, detail="4 rounds x 4 streams on one handle")
@@ -110,7 +110,7 @@ def test_workspace_config_names_where_a_difference_lies():
 
 def test_configurations_share_a_modes_matrix_only_when_it_is_the_same_matrix():
     from cublas_det._cublas import ComputeType, MathMode
-    from cublas_det.scenarios.modes import matrix_key
+    from cublas_det.check.scenarios.modes import matrix_key
 
     fp32 = GemmConfig()
     assert matrix_key(fp32) == matrix_key(GemmConfig(MathMode.TF32))  # the modes of one matrix
@@ -124,14 +124,14 @@ def test_configurations_share_a_modes_matrix_only_when_it_is_the_same_matrix():
 
 def test_a_mode_outside_the_matrix_gets_a_row_of_its_own_so_its_bits_are_compared():
     from cublas_det._cublas import MathMode
-    from cublas_det.scenarios.modes import matrix
+    from cublas_det.check.scenarios.modes import matrix
 
     bf16x9 = GemmConfig(MathMode.FP32_EMULATED_BF16X9)
     rows = {cell.name for cell, _ in matrix(bf16x9)}
     assert rows == {"PEDANTIC", "DEFAULT", "TF32", "FP32_EMULATED_BF16X9"}
     assert {cell.name for cell, _ in matrix(GemmConfig())} == {"PEDANTIC", "DEFAULT", "TF32"}  # as before
     # In a run with BF16X9, every configuration has it as a row: one matrix, the same answer on every row.
-    from cublas_det.scenarios.modes import matrix_key
+    from cublas_det.check.scenarios.modes import matrix_key
 
     run = (MathMode.PEDANTIC, MathMode.TF32, MathMode.FP32_EMULATED_BF16X9)
     assert {cell.name for cell, _ in matrix(GemmConfig(), run)} == rows
@@ -141,7 +141,7 @@ def test_a_mode_outside_the_matrix_gets_a_row_of_its_own_so_its_bits_are_compare
 def test_same_bits_as_is_read_from_the_configurations_own_comparison():
     from cublas_det._cublas import ComputeType, MathMode
     from cublas_det.report.verdicts import modes_cell, modes_group
-    from cublas_det.results import ScenarioResult
+    from cublas_det.check.results import ScenarioResult
 
     half = GemmConfig(MathMode.PEDANTIC, False, ComputeType.COMPUTE_32F_PEDANTIC, "bfloat16", "bfloat16")
     groups = [["PEDANTIC/bfloat16->bfloat16", "DEFAULT/bfloat16->bfloat16"]]  # COMPUTE_32F cells only
@@ -158,7 +158,7 @@ def test_same_bits_as_is_read_from_the_configurations_own_comparison():
 
 
 def test_a_task_carries_its_whole_shape_to_the_worker():
-    from cublas_det.worker.protocol import Request
+    from cublas_det.check.worker.protocol import Request
 
     dw = next(s for s in preset("trunk") if s.gemm_pass == "dW")
     request = Request(0, (Task(dw, GemmConfig(), 3),), ("batch-invariance",), 5)

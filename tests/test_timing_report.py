@@ -3,7 +3,7 @@ warnings for throttled clocks, a busy GPU and an A/A control that failed (none o
 
 from cublas_det.report import text
 from cublas_det.report.timing_text import TIME_NOTE, busy_warning, how_timed
-from cublas_det.results import BenchResult, ShapeReport
+from cublas_det.check.results import BenchResult, ShapeReport
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Discards, Ratio, ShapeTiming
 from cublas_det.timing.monitor import GpuActivity, ProcessSeen

@@ -37,10 +37,10 @@ def sm_targets(sm_count: int) -> list[int]:
 def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None) -> Explanation:
     """Record the kernels of ``shape`` in each configuration: on the whole device, under each SM-count
     target, and with M cut to each batch rung (1, 2, 4, ..., M - 1)."""
-    from .._device import device_properties, gpu_failures
+    from ..device import device_properties, gpu_failures
     from ..config import resolve_config
     from ..operands import device_operands
-    from ..scenarios.batch import batch_ladder
+    from ..check.scenarios.batch import batch_ladder
 
     sm_count = sm_count or device_properties()["sm_count"]
     configs = [resolve_config(config)[0] for config in configs]
@@ -66,9 +66,9 @@ def _cell(shape, config, a, b, target, rows):
     """The signature of the GEMM under one condition, or the error that stopped it (one line)."""
     import cupy
 
-    from .._device import gpu_failures
-    from .._gemm import shape_gemm
-    from .._handle import create_handle
+    from ..device import gpu_failures
+    from ..call import shape_gemm
+    from ..handle import create_handle
     from ..operands import output
     from .signature import recorded_signature
 

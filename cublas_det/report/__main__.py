@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .._cli import EXIT_OK, EXIT_USAGE, ArgumentParser, run_guarded
+from ..cli.common import EXIT_OK, EXIT_USAGE, ArgumentParser, run_guarded
 
 PROG = "python -m cublas_det.report"
 
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(argv) -> int:
-    from ..outputs import check_writable, write_text
+    from ..cli.common import check_writable, write_text
     from ..runfile import load_run
     from .markdown import to_markdown
     from .stored import bench_result

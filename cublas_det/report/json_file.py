@@ -12,7 +12,7 @@ import datetime
 import statistics
 from bisect import bisect_left, bisect_right
 
-from ..results import BenchResult
+from ..check.results import BenchResult
 from .commit_info import commit_info
 from .text import summary_lines, warnings_for
 from .verdicts import check_failures, modes_group

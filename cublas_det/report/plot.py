@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..results import BenchResult
+from ..check.results import BenchResult
 from ..timing.results import is_control
 
 

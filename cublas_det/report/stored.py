@@ -10,9 +10,9 @@ from __future__ import annotations
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..kernels.signature import KernelSignature
-from ..results import BenchResult, GemmCheck, ScenarioResult, ShapeReport
+from ..check.results import BenchResult, GemmCheck, ScenarioResult, ShapeReport
 from ..runfile import Entry, Run
-from ..scenarios import REGISTRY
+from ..check.scenarios import REGISTRY
 from ..shapes import GemmShape
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Discards

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._sweep import Agreement, DeviceRun
+from ..check.devices import Agreement, DeviceRun
 from .json_file import benchmark_entry, identity
 from .text import layout
 

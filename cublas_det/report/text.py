@@ -13,8 +13,8 @@ import shutil
 import sys
 import textwrap
 
-from ..results import BenchResult, GemmCheck, Kind, Outcome, Reproducible, ShapeReport
-from ..scenarios import REGISTRY
+from ..check.results import BenchResult, GemmCheck, Kind, Outcome, Reproducible, ShapeReport
+from ..check.scenarios import REGISTRY
 from ..timing.results import is_control, role
 from .timing_text import (
     KERNEL_NOTE,

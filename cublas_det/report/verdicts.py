@@ -1,4 +1,4 @@
-"""The cells and counts every report shows for a check, in the vocabulary of :mod:`cublas_det.results`.
+"""The cells and counts every report shows for a check, in the vocabulary of :mod:`cublas_det.check.results`.
 
 A failed guarantee and a hazard that changed bits never share a word or a column: the first is
 "reproducible: NO", the second a finding under "hazards".
@@ -6,8 +6,8 @@ A failed guarantee and a hazard that changed bits never share a word or a column
 
 from __future__ import annotations
 
-from ..results import GemmCheck, Kind, Outcome, Reproducible
-from ..scenarios import REGISTRY
+from ..check.results import GemmCheck, Kind, Outcome, Reproducible
+from ..check.scenarios import REGISTRY
 
 
 def label(name: str) -> str:

@@ -35,8 +35,8 @@ def warm_up(seconds: float = 1.0) -> None:
     """Sustained large GEMMs so the clocks are up before the first sample."""
     import cupy
 
-    from .._gemm import gemm
-    from .._handle import create_handle
+    from ..call import gemm
+    from ..handle import create_handle
 
     a = cupy.ones((4096, 4096), cupy.float32)
     out = cupy.empty_like(a)
@@ -72,8 +72,8 @@ class ShapeBench:
     def __init__(self, shape, configs, *, seed: int = 0, aa_control: bool = True, operands=None):
         import cupy
 
-        from .._device import device_properties
-        from .._handle import create_handle
+        from ..device import device_properties
+        from ..handle import create_handle
         from ..config import resolve_config
         from ..operands import device_operands, output
 
@@ -130,7 +130,7 @@ class ShapeBench:
     # -- batches -------------------------------------------------------------------------
     def eager(self, name: str, calls: int) -> None:
         """``calls`` GEMMs of arm ``name`` on the stream, rotating through the operand sets."""
-        from .._gemm import shape_gemm
+        from ..call import shape_gemm
 
         handle = self.handles[name]
         for i in range(calls):
@@ -316,11 +316,11 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visi
     :class:`~.monitor.GpuMonitor`; every shape gets its readings over the whole timing (its visits
     are spread over it). ``kernels``: after the visits, record each arm's kernels through CUPTI on
     one more setup. ``failures``: exceptions that end one shape's timing with a one-line reason
-    (default: the GPU's failures, :func:`~cublas_det._device.gpu_failures`); others propagate.
+    (default: the GPU's failures, :func:`~cublas_det.device.gpu_failures`); others propagate.
     """
     import cupy
 
-    from .._device import gpu_failures
+    from ..device import gpu_failures
 
     if len({shape.name for shape in shapes}) < len(shapes):
         raise ValueError("time_shapes: give each shape once (two shapes share a name)")

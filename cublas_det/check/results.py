@@ -16,10 +16,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from ._compare import Mismatch, RunsSummary
-from .config import GemmConfig
-from .kernels.signature import KernelSignature
-from .shapes import GemmShape
+from ..bits.compare import Mismatch, RunsSummary
+from ..config import GemmConfig
+from ..kernels.signature import KernelSignature
+from ..shapes import GemmShape
 
 
 class Kind(str, enum.Enum):

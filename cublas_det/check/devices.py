@@ -3,7 +3,7 @@
 cuBLAS promises identical bits only on GPUs of the same architecture and SM count, so on a node
 of identical GPUs every device must give the same digest for a shape and mode. A device that
 disagrees with its peers points at a fault or a different SKU. One worker process per device
-(:mod:`cublas_det.worker`) computes the digests, so the devices run at once and a crash on one device
+(:mod:`cublas_det.check.worker`) computes the digests, so the devices run at once and a crash on one device
 never hides the others' results.
 """
 
@@ -14,9 +14,9 @@ import dataclasses
 import os
 import time
 
-from .config import GemmConfig
+from ..config import GemmConfig
 from .results import Kind
-from .shapes import GemmShape
+from ..shapes import GemmShape
 from .worker.parent import INTERRUPTED, WORKER_TIMEOUT_S, collect, kill_all, spawn
 from .worker.protocol import Request, Task, task_key
 

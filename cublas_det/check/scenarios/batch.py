@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import _compare
+from ...bits.compare import compare
 from ..results import Kind
 from .base import Scenario, ScenarioContext, worst_of
 
@@ -49,7 +49,7 @@ def _batch_invariance(context: ScenarioContext):
         a_rows = cupy.ascontiguousarray(a[:, :rows] if shape.trans_a else a[:rows])
         out = context.new_output(rows)
         signatures[f"m = {rows}"] = context.traced(lambda: context.gemm(a_rows, context.b, out, context.handle, sliced))
-        mismatch = _compare.compare(context.reference[:rows], out)
+        mismatch = compare(context.reference[:rows], out)
         mismatches.append(mismatch)
         per_m[rows] = mismatch.mismatched_elements
         if not mismatch.identical:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import _compare
+from ...bits.compare import MismatchTracker
 from ..results import Kind
 from .base import Scenario, ScenarioContext
 
@@ -23,7 +23,7 @@ def concurrent_streams(context: ScenarioContext, shared: bool):
     rounds = max(4, -(-max(context.repeats, 16) // STREAMS))
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
     outs = [context.new_output() for _ in range(STREAMS)]
-    tracker = _compare.MismatchTracker(context.reference, rounds * STREAMS)
+    tracker = MismatchTracker(context.reference, rounds * STREAMS)
     if shared:
         one = context.new_handle()  # cuBLAS's default workspace pool, shared by the streams
         handles = [one] * STREAMS

@@ -11,9 +11,10 @@ import threading
 import warnings
 from ctypes import c_void_p
 
-from . import _cublas, _env
+from . import _cublas
 from ._cublas import AtomicsMode, MathMode
 from .config import GemmConfig, ModeSource, math_mode_name, resolve_config
+from .device import require_gpu, tf32_env_warnings
 
 _stream_ptr_getter = None  # set on first use: this module must import without CuPy
 
@@ -215,8 +216,6 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
     if workspace_bytes is not None and (isinstance(workspace_bytes, bool)
                                         or not isinstance(workspace_bytes, int) or workspace_bytes < 0):
         raise ValueError(f"workspace_bytes must be an int >= 0 or None, not {workspace_bytes!r}")
-    from ._device import require_gpu
-
     require_gpu()
     import cupy
 
@@ -254,12 +253,10 @@ def math_mode(mode: GemmConfig | MathMode | int | str | None = None):
     """
     config, _ = resolve_config(mode)
     value = config.math_mode_value
-    from ._device import require_gpu
-
     require_gpu()
     import cupy
 
-    for message in _env.tf32_env_warnings(config.math_mode is MathMode.TF32):
+    for message in tf32_env_warnings(config.math_mode is MathMode.TF32):
         warnings.warn(message, RuntimeWarning, stacklevel=3)
     shared = cupy.cuda.device.get_cublas_handle()
     previous = _cublas.cublas_get_math_mode(shared)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import _compare
+from ...bits.compare import MismatchTracker
 from ..results import Kind
 from .base import Scenario, ScenarioContext
 
 
 def _repeat(context: ScenarioContext):
     out = context.new_output()
-    tracker = _compare.MismatchTracker(context.reference, context.repeats - 1)
+    tracker = MismatchTracker(context.reference, context.repeats - 1)
     for _ in range(context.repeats - 1):
         context.gemm(context.a, context.b, out, context.handle, context.shape)
         tracker.record(out)
@@ -24,7 +24,7 @@ def _repeat(context: ScenarioContext):
 def _fresh_handle(context: ScenarioContext):
     runs = max(2, min(context.repeats, 10))  # cublasCreate/Destroy synchronize the device: keep it short
     out = context.new_output()
-    tracker = _compare.MismatchTracker(context.reference, runs)
+    tracker = MismatchTracker(context.reference, runs)
     for _ in range(runs):
         with context.new_handle(stream=context.stream) as fresh:
             context.gemm(context.a, context.b, out, fresh, context.shape)

@@ -3,5 +3,5 @@ for per-device sweeps.
 
 - :mod:`.protocol`: the typed request and answer, and the one key of a task;
 - :mod:`.parent`: the parent's side (start, collect, kill);
-- ``python -m cublas_det.worker`` (:mod:`.__main__`): the child.
+- ``python -m cublas_det.check.worker`` (:mod:`.__main__`): the child.
 """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import _compare
+from ...bits.compare import compare
 from ..results import Kind
 from .base import Scenario, ScenarioContext, worst_of
 
@@ -13,7 +13,7 @@ def sm_count_targets(sm_count: int) -> list[int]:
 
 
 def _sm_count(context: ScenarioContext):
-    from .._device import device_properties
+    from ...device import device_properties
 
     sm_count = device_properties()["sm_count"]
     targets = sm_count_targets(sm_count)
@@ -27,7 +27,7 @@ def _sm_count(context: ScenarioContext):
             limited.sm_count_target = target
             signatures[label[target]] = context.traced(
                 lambda: context.gemm(context.a, context.b, out, limited, context.shape))
-            mismatch = _compare.compare(context.reference, out)
+            mismatch = compare(context.reference, out)
         per_target[target] = mismatch.mismatched_elements
         mismatches.append(mismatch)
     extra = {"mismatched_by_sm_count": per_target}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import _compare
-from .._cublas import ComputeType, MathMode
-from ..config import COMPUTE_TYPES, GemmConfig
-from ..digest import ALGORITHM, device_digest
-from ..operands import fp64_reference
+from ...bits.compare import compare, relative_error
+from ..._cublas import ComputeType, MathMode
+from ...config import COMPUTE_TYPES, GemmConfig
+from ...bits.digest import ALGORITHM, device_digest
+from ...operands import fp64_reference
 from ..results import Kind
 from .base import Scenario, ScenarioContext, worst_of
 
@@ -61,8 +61,8 @@ def _matrix(context: ScenarioContext) -> dict:
     """
     import cupy
 
-    from .._gemm import gemm
-    from .._handle import create_handle
+    from ...call import gemm
+    from ...handle import create_handle
 
     reference64 = fp64_reference(context.shape, context.a, context.b, context.shared)
     cells, outputs = {}, {}
@@ -73,7 +73,7 @@ def _matrix(context: ScenarioContext) -> dict:
                  trans_b=context.shape.trans_b, compute_type=compute)
             # Compared within the run only: hashed where the output is (one pass, no host copy).
             cells[f"{config.name}/{compute.name}"] = {
-                "digest": device_digest(out), "rel_error": _compare.relative_error(out, reference64)}
+                "digest": device_digest(out), "rel_error": relative_error(out, reference64)}
             if compute is ComputeType.COMPUTE_32F:
                 outputs[config.name] = out
     groups = identical_groups({name: cells[f"{name}/COMPUTE_32F"]["digest"] for name in outputs})
@@ -97,7 +97,7 @@ def _modes(context: ScenarioContext):
         context.shared[key] = _matrix(context)
     table = context.shared[key]
     others = {name: out for name, out in table["outputs"].items() if name != context.config.name}
-    mismatches = [_compare.compare(context.reference, out) for out in others.values()]
+    mismatches = [compare(context.reference, out) for out in others.values()]
     differing = sum(not m.identical for m in mismatches)
     # Compared with this configuration's own output: right also for a compute type other than
     # COMPUTE_32F, whose name is in no group of modes.

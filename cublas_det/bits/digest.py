@@ -1,4 +1,8 @@
-"""The tensor digest: a 128-bit hash of an array's bytes, the same on the GPU and on the CPU.
+"""Digests of an array's bytes: the sha256 a result records (:func:`digest`, on the host, comparable
+across processes, machines and files), and the 128-bit ``wsum128`` hash computed where the array is,
+the same on the GPU and on the CPU (:func:`device_digest`, :class:`DigestAccumulator`).
+
+The wsum128 digest:
 
 A digest stands in for a tensor too big to dump: two runs whose tensors have equal digests had
 equal bits (up to a 2**-128-ish chance for accidental changes; this is not a cryptographic hash and
@@ -24,10 +28,69 @@ finalisers are bijections, so a single changed word always changes both sums.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
+import hashlib
+import threading
 
 import numpy as np
 
+from .compare import array_module
+
+
+# -- sha256: the digest of a result
+def digest(array) -> str:
+    """sha256 of the array's bytes (copied to the host), comparable across processes and machines."""
+    return bytes_digest(_host(array))
+
+
+HASHERS = 4  # threads hashing at once, and host copies waiting for them at most
+
+
+def digest_later(array, stream=None) -> concurrent.futures.Future:
+    """:func:`digest` in a background thread (the copy and hashlib release the GIL) while this one goes
+    on; the array must stay unchanged until the future is done. A CuPy array is copied on ``stream``
+    (default: the current one), after the work queued there. Waits while HASHERS digests are under
+    way: the host holds that many outputs at most."""
+    if array_module(array).__name__ == "cupy":
+        import cupy
+
+        stream = stream or cupy.cuda.get_current_stream()
+
+    def hashed() -> str:
+        if stream is None:
+            return bytes_digest(array)
+        with array.device:  # a thread starts on device 0: the copy runs on the array's, on its stream
+            return bytes_digest(array.get(stream=stream))
+
+    pool, slots = _hashers()
+    slots.acquire()
+    try:
+        future = pool.submit(hashed)
+    except BaseException:
+        slots.release()
+        raise
+    future.add_done_callback(lambda _: slots.release())
+    return future
+
+
+@functools.cache
+def _hashers() -> tuple[concurrent.futures.ThreadPoolExecutor, threading.BoundedSemaphore]:
+    return (concurrent.futures.ThreadPoolExecutor(HASHERS, thread_name_prefix="digest"),
+            threading.BoundedSemaphore(HASHERS))
+
+
+def _host(array):
+    return array.get() if array_module(array).__name__ == "cupy" else array
+
+
+def bytes_digest(array) -> str:
+    """sha256 of a host array's bytes, through a byte view (the buffer protocol has no format for
+    ml_dtypes' bfloat16, and a view copies nothing)."""
+    return hashlib.sha256(np.ascontiguousarray(array).reshape(-1).view("uint8").data).hexdigest()
+
+
+# -- wsum128
 ALGORITHM = "wsum128-v1"
 DIGEST_HEX_DIGITS = 32
 

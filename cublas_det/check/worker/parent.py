@@ -14,7 +14,7 @@ INTERRUPTED = "interrupted before the worker finished"  # the error of a worker 
 
 def worker_command() -> list[str]:
     """The command line of a worker (the same interpreter as this process)."""
-    return [sys.executable, "-m", "cublas_det.worker"]
+    return [sys.executable, "-m", "cublas_det.check.worker"]
 
 
 def spawn(request: Request, env: dict) -> subprocess.Popen:

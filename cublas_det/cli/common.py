@@ -1,15 +1,22 @@
-"""What every command line entry point shares: its name, one-line errors and exit codes.
+"""What every command-line entry point shares: its name, one-line errors, exit codes, and output files
+checked before any work and written each on its own.
 
-Exit codes: 0 all as expected, 1 a finding that fails the check, 2 usage or environment error.
+A path is checked by opening it for writing (and removing it again if it did not exist), not by
+``os.access``, which says yes to root for paths that cannot be written (``/proc/x.json``). When a
+write fails after a run, the other outputs are still written and the failure is one line.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
 import textwrap
+
+from ..device import INSTALL_HINT
+from ..errors import CublasDetError, UsageError
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
 
@@ -73,9 +80,6 @@ def run_guarded(prog: str, body) -> int:
     PyTorch) and Ctrl-C (130). Anything else, a ``ValueError`` from deep inside included, is a bug
     and keeps its traceback.
     """
-    from ._device import INSTALL_HINT
-    from .errors import CublasDetError
-
     try:
         return body()
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
@@ -96,3 +100,38 @@ def run_guarded(prog: str, body) -> int:
     except CublasDetError as err:
         error_line(prog, str(err))
         return EXIT_USAGE
+
+
+def check_writable(path: str, flag: str) -> None:
+    """Raise :class:`UsageError` (one line) unless ``path`` can be written as a file."""
+    if not path or not path.strip():
+        raise UsageError(f"{flag}: the path is empty; give a file name")
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UsageError(f"{flag} {path}: directory {directory} does not exist; create it first")
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a"):  # "a": an existing file is not truncated by the check
+            pass
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: cannot be written ({err.strerror or err}); choose another path") from None
+    if not existed:
+        os.remove(path)
+
+
+def write_text(path: str, text: str) -> bool:
+    """Write ``text`` to ``path``; on failure print one line and return False (the caller goes on)."""
+    try:
+        with open(path, "w") as file:
+            file.write(text)
+    except OSError as err:
+        print(f"error: could not write {path}: {err.strerror or err}", file=sys.stderr)
+        return False
+    print(f"wrote {path}", file=sys.stderr)
+    return True
+
+
+def write_json(path: str, data: dict) -> bool:
+    return write_text(path, json.dumps(data, indent=1, default=str))

@@ -1,4 +1,4 @@
-"""``python -m cublas_det.worker``: check the GEMMs of one :class:`~.protocol.Request` read on stdin.
+"""``python -m cublas_det.check.worker``: check the GEMMs of one :class:`~.protocol.Request` read on stdin.
 
 Writes one :class:`~.protocol.Answer` on stdout. A task that fails records its error and the rest
 go on, so one bad task never hides the others.
@@ -17,9 +17,9 @@ def main() -> int:
     request = Request.from_dict(json.load(sys.stdin))
     import cupy
 
-    from .._provenance import fingerprint
-    from ..check import check_many
-    from ..operands import HostOperands
+    from ...device import fingerprint
+    from .. import check_many
+    from ...operands import HostOperands
 
     started = time.perf_counter()
     cupy.cuda.Device(request.device).use()

@@ -1,6 +1,6 @@
 """``check_gemm()`` / ``check_many()``: do a GEMM's output bits repeat, and under which conditions do they stop?
 
-Orchestration only: operands, the reference output, the scenarios (:mod:`cublas_det.scenarios`)
+Orchestration only: operands, the reference output, the scenarios (:mod:`cublas_det.check.scenarios`)
 and the worker processes some of them need. Measures only: a :class:`GemmCheck` records what
 happened in each scenario and never raises on a mismatch (``cublas_det.testing`` and the CLI judge).
 """
@@ -11,15 +11,16 @@ import dataclasses
 import functools
 import time
 
-from . import _compare
-from ._cublas import MathMode
-from ._device import gpu_failures
-from ._gemm import shape_gemm
-from ._handle import create_handle
-from .config import GemmConfig, resolve_config
-from .memory import check_fits
-from .operands import HostOperands, Operands, fp64_reference, output
-from .phases import Phases
+from ..bits.compare import relative_error
+from ..bits.digest import digest_later
+from .._cublas import MathMode
+from ..device import gpu_failures
+from ..call import shape_gemm
+from ..handle import create_handle
+from ..config import GemmConfig, resolve_config
+from ..memory import check_fits
+from ..operands import HostOperands, Operands, fp64_reference, output
+from ..phases import Phases
 from .results import GemmCheck, ScenarioResult
 from .scenarios import (
     DEFAULT_SCENARIOS,
@@ -29,7 +30,7 @@ from .scenarios import (
     validate_scenarios,
 )
 from .scenarios.modes import RUN_MODES
-from .shapes import GemmShape, parse_shape
+from ..shapes import GemmShape, parse_shape
 from .worker.parent import INTERRUPTED, collect, kill_all, spawn
 from .worker.protocol import Task
 
@@ -88,7 +89,7 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     """
     import cupy
 
-    from ._device import require_gpu
+    from ..device import require_gpu
 
     names = validate_scenarios(scenarios)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 2:
@@ -97,7 +98,7 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     configs = [resolve_config(mode) for mode in modes]
     require_gpu()
     if kernels:
-        from .kernels.recorder import require_cupti
+        from ..kernels.recorder import require_cupti
 
         require_cupti()
     owned = operands is None
@@ -117,7 +118,7 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
     """:func:`check_many` on the current device, its arguments checked."""
     import cupy
 
-    from ._provenance import fingerprint
+    from ..device import fingerprint
 
     provenance = fingerprint()
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config, _ in configs)
@@ -213,14 +214,14 @@ def _reference(shape, config, a, b, handle, run, kernels, shared):
     float64, and (with ``kernels``) the :class:`KernelSignature` of the call that computed it (else None)."""
     reference = output(shape, config)
     if kernels:
-        from .kernels.signature import recorded_signature
+        from ..kernels.signature import recorded_signature
 
         signature = recorded_signature(lambda: run(a, b, reference, handle, shape), 1)
     else:
         run(a, b, reference, handle, shape)
         signature = None
-    return (reference, _compare.digest_later(reference),
-            _compare.relative_error(reference, fp64_reference(shape, a, b, shared)), signature)
+    return (reference, digest_later(reference),
+            relative_error(reference, fp64_reference(shape, a, b, shared)), signature)
 
 
 def _pending(scenario) -> ScenarioResult:

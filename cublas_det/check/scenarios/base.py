@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from .._compare import Mismatch, RunsSummary
-from ..config import GemmConfig
+from ...bits.compare import Mismatch, RunsSummary
+from ...config import GemmConfig
 from ..results import NO_MISMATCH, Kind, ScenarioResult
-from ..shapes import GemmShape
+from ...shapes import GemmShape
 
 # gemm(a, b, out, handle, shape): the GEMM under test; a check can plant a fault by passing another.
 GemmFunction = Callable[[Any, Any, Any, Any, GemmShape], None]
@@ -45,7 +45,7 @@ class ScenarioContext:
         if not self.kernels:
             run()
             return None
-        from ..kernels.signature import recorded_signature
+        from ...kernels.signature import recorded_signature
 
         return recorded_signature(run, calls)
 
@@ -55,7 +55,7 @@ class ScenarioContext:
         (``change``: :func:`kernel_change`'s options). {} without ``kernels``."""
         if not self.kernels:
             return {}
-        from ..kernels.signature import kernel_change
+        from ...kernels.signature import kernel_change
 
         return {"kernels": {label: sig.to_dict() if sig else None for label, sig in signatures.items()},
                 "reference_kernels": self.reference_kernels.to_dict() if self.reference_kernels else None,
@@ -64,12 +64,12 @@ class ScenarioContext:
 
     def new_handle(self, **options):
         """A new handle in this configuration (``create_handle`` options: stream, workspace_bytes ...)."""
-        from .._handle import create_handle
+        from ...handle import create_handle
 
         return create_handle(self.config, **options)
 
     def new_output(self, rows: int | None = None):
-        from ..operands import output
+        from ...operands import output
 
         return output(self.shape, self.config, rows)
 
@@ -79,7 +79,7 @@ class Scenario:
     """A condition under which a GEMM's bits are compared, and what a difference means.
 
     ``body(context)`` runs it in this process. A scenario with ``in_worker`` runs in other
-    processes instead (see :mod:`cublas_det.scenarios.processes`): its body is ``None``.
+    processes instead (see :mod:`cublas_det.check.scenarios.processes`): its body is ``None``.
     """
 
     name: str
@@ -94,7 +94,7 @@ class Scenario:
 
         Any other exception is a bug and propagates with its traceback.
         """
-        from .._device import gpu_failures
+        from ...device import gpu_failures
 
         try:
             return self.body(context)

@@ -18,7 +18,7 @@ from ctypes import addressof, c_float, c_uint16, c_void_p
 
 from . import _cublas
 from ._cublas import DataType, GemmAlgo, Operation
-from ._handle import Handle, default_handle
+from .handle import Handle, default_handle
 from .config import COMPUTE_TYPES, ELEMENT_TYPES, HALF_SCALAR_COMPUTE, check_types
 
 # The enums as plain ints, read once: the hot path passes them untyped.

@@ -1,0 +1,194 @@
+"""Bitwise comparison of GEMM outputs (float32, bfloat16, float16): mismatches, greatest difference, ULP distance, digests.
+
+Works on numpy and CuPy arrays alike (the array module is taken from the inputs), so the
+arithmetic is tested on the CPU and runs on the GPU without a host copy.
+
+Definitions:
+- Two elements *mismatch* when their bits differ. +0.0 and -0.0 mismatch (their bits differ) but
+  are 0 ULP apart; so are two NaNs with different payloads.
+- The *ULP distance* is the number of representable floats between two values: the bit patterns
+  are mapped to integers in the order of the values (:func:`ordered_bits`), +0 and -0 both to 0.
+- The *location* of a mismatch is the element with the greatest ULP distance among the elements
+  that mismatch (the first such element in row-major order on a tie), so a mismatch of 0 ULP,
+  such as a signed zero, is located where it is.
+- The *greatest absolute difference* is taken over every mismatching element of every run
+  compared (NaN when only NaNs differ), not only at the located element.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy
+
+from .gpu import launch
+
+
+def array_module(array):
+    try:
+        import cupy
+    except ImportError:  # the CPU path: no CuPy needed
+        return numpy
+    return cupy.get_array_module(array)
+
+
+def _unravel(flat: int, shape) -> tuple[int, ...]:
+    """Flat index -> tuple, on the host (cupy.unravel_index rejects Python ints under NEP 50)."""
+    return tuple(int(i) for i in numpy.unravel_index(flat, shape))
+
+
+def _bits(xp, array, signed: bool = False):
+    """The array's bit patterns as integers of its width (float32: 32 bits; bfloat16, float16: 16)."""
+    width = array.dtype.itemsize
+    if width not in (2, 4):
+        raise TypeError(f"cannot compare {array.dtype} bit for bit: float32, bfloat16 or float16 expected")
+    return array.view((xp.int16 if width == 2 else xp.int32) if signed else (xp.uint16 if width == 2 else xp.uint32))
+
+
+def ordered_bits(array):
+    """A float array -> int64 such that adjacent floats differ by 1 and +0 == -0 (for ULP distances)."""
+    xp = array_module(array)
+    bits = _bits(xp, array, signed=True).astype(xp.int64)
+    # Negative floats have the sign bit set; map them below zero in reverse order.
+    return xp.where(bits < 0, -(2 ** (8 * array.dtype.itemsize - 1)) - bits, bits)
+
+
+def ulp_distance(a, b):
+    """Elementwise distance in units in the last place between two arrays of one float type."""
+    return abs(ordered_bits(a) - ordered_bits(b))
+
+
+@dataclasses.dataclass(frozen=True)
+class Mismatch:
+    """How an output differs from the reference, bit for bit."""
+
+    mismatched_elements: int
+    total_elements: int
+    max_abs_diff: float
+    max_ulp: int
+    index: tuple[int, ...] | None  # where the greatest ULP distance is; None when identical
+    reference_value: float | None = None
+    actual_value: float | None = None
+
+    @property
+    def identical(self) -> bool:
+        return self.mismatched_elements == 0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def compare(reference, actual) -> Mismatch:
+    """Compare two arrays of one shape and float type bit for bit and locate the worst element."""
+    if reference.shape != actual.shape or reference.dtype != actual.dtype:
+        raise ValueError(f"cannot compare {reference.dtype}{reference.shape} with {actual.dtype}{actual.shape}")
+    tracker = MismatchTracker(reference, 1)
+    tracker.record(actual)
+    return tracker.summary().worst
+
+
+def relative_error(actual, reference64) -> float:
+    """``max|actual - ref| / max|ref|`` against a float64 reference (NaN when either holds a NaN)."""
+    xp = array_module(actual)
+    if xp.__name__ == "cupy":
+        record = xp.zeros(3, xp.uint64)
+        launch("error_stats", actual, (actual, xp.ascontiguousarray(reference64, xp.float64)), record)
+        diff, scale, nan = (int(v) for v in record.get())
+        if nan:
+            return float("nan")
+        return _decoded(diff) / (_decoded(scale) or 1.0)
+    with xp.errstate(all="ignore"):
+        scale = float(xp.abs(reference64).max())
+        return float(xp.abs(actual.astype(xp.float64) - reference64).max()) / (scale or 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunsSummary:
+    """Many runs compared with one reference."""
+
+    runs: int
+    differing_runs: int
+    worst: Mismatch  # the most mismatched elements of one run; ULP and location over all runs
+    differing_run_indices: tuple[int, ...] = ()
+
+
+NO_KEY = 2**64 - 1  # a run's location key before any mismatch was seen
+
+
+class MismatchTracker:
+    """Compare many outputs with one reference without a host round trip per output.
+
+    Per recorded output it keeps four numbers (on the device, for CuPy arrays): the mismatched
+    element count, the greatest ULP distance, the greatest absolute difference (+1, as the bits of a
+    non-negative double; 0 when no mismatch had a finite one) and the location key (index << 32 |
+    the output's bits there) of the first element at that distance. ``summary()`` syncs once.
+    On the GPU each record is two passes of one compiled module (:mod:`.gpu`): a checking
+    loop must cost little more than the GEMMs it checks; on numpy the same arithmetic runs with
+    array operations.
+    """
+
+    def __init__(self, reference, max_runs: int):
+        xp = self._xp = array_module(reference)
+        _bits(xp, reference)  # a float format this module compares, or TypeError
+        if reference.size >= 2**32:
+            raise ValueError(f"cannot compare {reference.size} elements: the location key holds 2**32 at most")
+        self._reference = reference
+        records = numpy.zeros((max_runs, 4), numpy.uint64)
+        records[:, 3] = NO_KEY
+        self._records = xp.asarray(records)  # made on the host: no fill kernel to compile
+        self._runs = 0
+
+    def record(self, actual) -> None:
+        """Compare one output (the reference's shape and type) with the reference; queued on the current stream."""
+        if self._runs >= self._records.shape[0]:
+            raise ValueError(f"MismatchTracker was made for {self._records.shape[0]} runs")
+        xp, record = self._xp, self._records[self._runs]
+        if xp.__name__ == "cupy":
+            operands = (self._reference, xp.ascontiguousarray(actual))
+            launch("mismatch_stats", self._reference, operands, record)
+            launch("mismatch_locate", self._reference, operands, record)
+        else:
+            record[:] = _host_record(self._reference, actual)
+        self._runs += 1
+
+    def summary(self) -> RunsSummary:
+        xp = self._xp
+        records = self._records[: self._runs]
+        records = [[int(v) for v in row] for row in (records.get() if xp.__name__ == "cupy" else records)]
+        size = int(self._reference.size)
+        differing = tuple(i for i, (count, *_) in enumerate(records) if count)
+        if not differing:
+            return RunsSummary(self._runs, 0, Mismatch(0, size, 0.0, 0, None))
+        max_ulp = max(records[i][1] for i in differing)
+        # The first element at the greatest distance; on a tie between runs, the earliest run's value there.
+        key = min((records[i][3] >> 32, i) for i in differing if records[i][1] == max_ulp)
+        index = _unravel(key[0], self._reference.shape)
+        actual_bits = records[key[1]][3] & 0xFFFFFFFF
+        width = numpy.uint16 if self._reference.dtype.itemsize == 2 else numpy.uint32
+        actual_value = float(numpy.array(actual_bits, width).view(self._reference.dtype))
+        largest = max(records[i][2] for i in differing)
+        worst = Mismatch(max(records[i][0] for i in differing), size,
+                         _decoded(largest) if largest else float("nan"), max_ulp, index,
+                         float(self._reference[index]), actual_value)
+        return RunsSummary(self._runs, len(differing), worst, differing)
+
+
+def _decoded(encoded: int) -> float:
+    """A non-negative double stored as its bits + 1 (0 stands for none: 0.0)."""
+    return float(numpy.array(encoded - 1, numpy.uint64).view(numpy.float64)) if encoded else 0.0
+
+
+def _host_record(reference, actual) -> list[int]:
+    """One run's four numbers (see :class:`MismatchTracker`) with numpy."""
+    ref_bits, out_bits = _bits(numpy, reference).reshape(-1), _bits(numpy, actual).reshape(-1)
+    differ = numpy.flatnonzero(ref_bits != out_bits)
+    if differ.size == 0:
+        return [0, 0, 0, NO_KEY]
+    ulps = ulp_distance(reference.reshape(-1)[differ], actual.reshape(-1)[differ])
+    with numpy.errstate(invalid="ignore"):
+        diff = numpy.abs(reference.reshape(-1)[differ].astype(numpy.float64)
+                         - actual.reshape(-1)[differ].astype(numpy.float64))
+    finite = diff[~numpy.isnan(diff)]
+    largest = int(finite.max().view(numpy.uint64)) + 1 if finite.size else 0
+    at = int(numpy.argmax(ulps))
+    return [int(differ.size), int(ulps[at]), largest, (int(differ[at]) << 32) | int(out_bits[differ[at]])]

@@ -1,0 +1,131 @@
+"""The GPU side of the comparisons: one module of kernels compiled once (NVRTC, through CuPy) for every
+element format, and their launch on the current stream."""
+
+from __future__ import annotations
+
+import functools
+
+_FORMATS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+THREADS = 256
+
+KERNEL_SOURCE = r"""
+typedef unsigned long long u64;
+typedef long long i64;
+
+// Per element format: its bits, their order (adjacent floats one apart, +0 == -0), its value.
+struct F32 {
+    typedef unsigned int bits;
+    static __device__ i64 ordered(bits x) { int s = (int)x; return s < 0 ? -2147483648LL - s : s; }
+    static __device__ double value(bits x) { return (double)__uint_as_float(x); }
+};
+struct BF16 {
+    typedef unsigned short bits;
+    static __device__ i64 ordered(bits x) { short s = (short)x; return s < 0 ? -32768LL - s : s; }
+    static __device__ double value(bits x) { return (double)__uint_as_float(((unsigned int)x) << 16); }
+};
+struct F16 {
+    typedef unsigned short bits;
+    static __device__ i64 ordered(bits x) { short s = (short)x; return s < 0 ? -32768LL - s : s; }
+    static __device__ double value(bits x) {
+        int exponent = (x >> 10) & 0x1f, mantissa = x & 0x3ff;
+        double v;
+        if (exponent == 0) v = ldexp((double)mantissa, -24);
+        else if (exponent == 31) v = mantissa ? __longlong_as_double(0x7ff8000000000000LL)
+                                              : __longlong_as_double(0x7ff0000000000000LL);
+        else v = ldexp((double)(mantissa | 0x400), exponent - 25);
+        return (x & 0x8000) ? -v : v;
+    }
+};
+
+__device__ u64 larger(u64 a, u64 b) { return a > b ? a : b; }
+__device__ u64 smaller(u64 a, u64 b) { return a < b ? a : b; }
+__device__ u64 warp_sum(u64 v) { for (int o = 16; o; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o); return v; }
+__device__ u64 warp_max(u64 v) { for (int o = 16; o; o /= 2) v = larger(v, __shfl_down_sync(0xffffffffu, v, o)); return v; }
+__device__ u64 warp_min(u64 v) { for (int o = 16; o; o /= 2) v = smaller(v, __shfl_down_sync(0xffffffffu, v, o)); return v; }
+__device__ u64 ulps(i64 a, i64 b) { return a > b ? (u64)(a - b) : (u64)(b - a); }
+// A non-negative double's bits order as its values do; +1 leaves 0 for "none".
+__device__ u64 encoded(double v) { return (u64)__double_as_longlong(v) + 1; }
+
+// record: count of differing elements, greatest ULP distance, greatest |difference| (encoded).
+template <typename F>
+__device__ void stats(const typename F::bits* ref, const typename F::bits* out, i64 n, u64* record) {
+    u64 count = 0, ulp = 0, diff = 0;
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        typename F::bits r = ref[i], o = out[i];
+        if (r != o) {
+            count++;
+            ulp = larger(ulp, ulps(F::ordered(r), F::ordered(o)));
+            double d = fabs(F::value(r) - F::value(o));
+            if (!isnan(d)) diff = larger(diff, encoded(d));  // NaN differences are not recorded
+        }
+    }
+    count = warp_sum(count); ulp = warp_max(ulp); diff = warp_max(diff);
+    if ((threadIdx.x & 31) == 0 && count) {
+        atomicAdd(record, count); atomicMax(record + 1, ulp); atomicMax(record + 2, diff);
+    }
+}
+
+// record[3]: index << 32 | the output's bits, of the first differing element at record[1]'s distance.
+template <typename F>
+__device__ void locate(const typename F::bits* ref, const typename F::bits* out, i64 n, u64* record) {
+    const u64 worst = record[1];
+    u64 key = ~0ULL;
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        typename F::bits r = ref[i], o = out[i];
+        if (r != o && ulps(F::ordered(r), F::ordered(o)) == worst) key = smaller(key, ((u64)i << 32) | (u64)o);
+    }
+    key = warp_min(key);
+    if ((threadIdx.x & 31) == 0 && key != ~0ULL) atomicMin(record + 3, key);
+}
+
+// record: greatest |actual - ref|, greatest |ref| (both encoded), 1 if either was NaN.
+template <typename F>
+__device__ void error(const typename F::bits* actual, const double* ref, i64 n, u64* record) {
+    u64 diff = 0, scale = 0, nan = 0;
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        double d = fabs(F::value(actual[i]) - ref[i]), m = fabs(ref[i]);
+        if (isnan(d) || isnan(m)) nan = 1;
+        else { diff = larger(diff, encoded(d)); scale = larger(scale, encoded(m)); }
+    }
+    diff = warp_max(diff); scale = warp_max(scale); nan = warp_max(nan);
+    if ((threadIdx.x & 31) == 0) { atomicMax(record, diff); atomicMax(record + 1, scale); atomicMax(record + 2, nan); }
+}
+"""
+_WRAPPERS = r"""
+extern "C" __global__ void mismatch_stats_{name}(const {fmt}::bits* a, const {fmt}::bits* b, i64 n, u64* r) {{ stats<{fmt}>(a, b, n, r); }}
+extern "C" __global__ void mismatch_locate_{name}(const {fmt}::bits* a, const {fmt}::bits* b, i64 n, u64* r) {{ locate<{fmt}>(a, b, n, r); }}
+extern "C" __global__ void error_stats_{name}(const {fmt}::bits* a, const double* b, i64 n, u64* r) {{ error<{fmt}>(a, b, n, r); }}
+"""
+
+
+def module_source() -> str:
+    """The whole module: the kernels and an entry point per kernel and element format."""
+    return KERNEL_SOURCE + "".join(_WRAPPERS.format(name=name, fmt=name.upper()) for name in _FORMATS.values())
+
+
+@functools.cache
+def _module(device_id: int):
+    import cupy
+
+    return cupy.RawModule(code=module_source())
+
+
+def launch(kernel: str, like, arrays, record) -> None:
+    """Queue ``kernel`` for ``like``'s element format on the current stream over ``arrays``."""
+    import cupy
+
+    name = _FORMATS.get(like.dtype.name)
+    if name is None:
+        raise TypeError(f"cannot compare {like.dtype} bit for bit: float32, bfloat16 or float16 expected")
+    n = int(like.size)
+    blocks = max(1, min(-(-n // THREADS), 8 * _sm_count()))
+    function = _module(cupy.cuda.runtime.getDevice()).get_function(f"{kernel}_{name}")
+    function((blocks,), (THREADS,), (*arrays, cupy.int64(n), record))
+
+
+@functools.cache
+def _sm_count() -> int:
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    return runtime.deviceGetAttribute(runtime.cudaDevAttrMultiProcessorCount, runtime.getDevice())

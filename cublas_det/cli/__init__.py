@@ -1,0 +1,1 @@
+"""The command line: every entry point of cublas_det."""
