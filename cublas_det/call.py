@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from ctypes import addressof, c_float, c_uint16, c_void_p
 
+import numpy
+
 from . import _cublas
 from ._cublas import DataType, GemmAlgo, Operation
-from .handle import Handle, default_handle
 from .config import COMPUTE_TYPES, ELEMENT_TYPES, HALF_SCALAR_COMPUTE, check_types
+from .handle import Handle, default_handle
 
 # The enums as plain ints, read once: the hot path passes them untyped.
 CUDA_R_32F = int(DataType.R_32F)
@@ -181,7 +183,6 @@ def _as_cupy(name: str, value):
 def _scalars(alpha: float, beta: float, compute: int) -> tuple:
     """alpha and beta as the host scalars the compute type reads: half for COMPUTE_16F*, else float."""
     if compute in HALF_SCALAR_COMPUTE:
-        import numpy
 
         return tuple(c_uint16(int(numpy.float16(x).view(numpy.uint16))) for x in (alpha, beta))
     return c_float(alpha), c_float(beta)

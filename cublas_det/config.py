@@ -19,7 +19,10 @@ import dataclasses
 import enum
 import os
 
+import numpy
+
 from ._cublas import MATH_MODE_FLAGS, ComputeType, DataType, MathMode
+from .errors import UsageError
 
 MATH_MODE_VAR = "CUBLAS_DET_MATH_MODE"
 
@@ -43,14 +46,12 @@ class ElementType:
     @property
     def numpy_dtype(self):
         """The numpy dtype (bfloat16 comes from ``ml_dtypes``, which CuPy uses for it too)."""
-        import numpy
 
         if self.name != "bfloat16":
             return numpy.dtype(self.name)
         try:
             import ml_dtypes
         except ImportError:
-            from .errors import UsageError
 
             raise UsageError("bfloat16 needs the ml_dtypes package (CuPy takes bfloat16 from it): "
                              "pip install ml-dtypes") from None

@@ -12,7 +12,9 @@ import sys
 
 import numpy
 
-from .errors import CublasDetError
+from . import _cublas
+from ._cublas import CublasError, CublasNotFoundError, library
+from .errors import CublasDetError, DoesNotFit
 
 
 class NoGpuError(CublasDetError, RuntimeError):
@@ -54,7 +56,6 @@ def gpu_unavailable_reason() -> str | None:
         return f"no GPU available: CUDA could not be initialised ({text})"
     if count == 0:
         return "no GPU available: no CUDA device visible; check CUDA_VISIBLE_DEVICES"
-    from ._cublas import CublasNotFoundError, library
 
     try:
         library()
@@ -164,8 +165,6 @@ def gpu_failures() -> tuple[type[BaseException], ...]:
     recorded as an error in the report; anything else propagates with its traceback."""
     import cupy
 
-    from ._cublas import CublasError
-    from .errors import DoesNotFit
 
     return (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
             CublasError, DoesNotFit, MemoryError)
@@ -211,7 +210,6 @@ def fingerprint(device_id: int | None = None) -> dict:
     """
     import cupy
 
-    from . import _cublas
 
     runtime = cupy.cuda.runtime
     _, library_path, found_via = _cublas.library()

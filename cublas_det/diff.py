@@ -15,17 +15,18 @@ import argparse
 import math
 import sys
 
+from .bits.streams import DTYPES, lookup_dtype
 from .cli.common import (
     EXIT_FINDING,
     EXIT_OK,
     EXIT_USAGE,
     ArgumentParser,
+    check_writable,
     prog_name,
     run_guarded,
     wrap_paragraphs,
+    write_json,
 )
-from .bits.streams import DTYPES, lookup_dtype
-from .cli.common import check_writable, write_json
 
 PROG = "python -m cublas_det.diff"
 

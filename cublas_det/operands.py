@@ -10,6 +10,8 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 
+import numpy
+
 from .bits.digest import bytes_digest
 from .config import GemmConfig
 from .memory import host_available_bytes
@@ -22,7 +24,6 @@ def host_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None)
     Drawn in float32 and rounded on the host (bfloat16 by ml_dtypes, round to nearest even), so the
     rounded inputs, and their digests, are the same on every machine.
     """
-    import numpy
 
     dtype = (config or GemmConfig()).a_type.numpy_dtype
     rng = numpy.random.default_rng(seed)

@@ -13,6 +13,11 @@ from __future__ import annotations
 
 import pytest
 
+from ._cublas import MathMode
+from .config import GemmConfig, resolve_config
+from .device import NoGpuError, require_gpu
+from .handle import create_handle
+
 ALL_MODES = ("PEDANTIC", "DEFAULT", "TF32")
 
 
@@ -30,7 +35,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "all_math_modes: run the test once per cuBLAS math mode (PEDANTIC, DEFAULT, TF32)")
     option = config.getoption("--cublas-math-mode")
     if option is not None:
-        from .config import GemmConfig
 
         try:
             GemmConfig.parse(option, source="--cublas-math-mode").math_mode
@@ -49,7 +53,6 @@ def pytest_generate_tests(metafunc):
 def pytest_runtest_setup(item):
     if item.get_closest_marker("gpu") is None:
         return
-    from .device import NoGpuError, require_gpu
 
     try:
         require_gpu()  # probes once per process
@@ -62,8 +65,6 @@ def pytest_runtest_setup(item):
 @pytest.fixture
 def cublas_math_mode(request):
     """The math mode under test: the all_math_modes parameter, --cublas-math-mode, the env var, or PEDANTIC."""
-    from ._cublas import MathMode
-    from .config import GemmConfig, resolve_config
 
     param = getattr(request, "param", None)
     if param is not None:
@@ -81,7 +82,6 @@ def cublas_handle(request, cublas_math_mode):
     Its ``mode_source`` says where the mode came from: ``env`` or ``default`` unless the test is
     parametrized or ``--cublas-math-mode`` is given (then ``argument``).
     """
-    from .handle import create_handle
 
     explicit = (request.node.get_closest_marker("all_math_modes") is not None
                 or request.config.getoption("--cublas-math-mode") is not None)

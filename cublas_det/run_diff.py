@@ -21,8 +21,8 @@ import zlib
 
 import numpy as np
 
-from .bits.streams import BitComparison, BitStats, lookup_dtype
 from .bits.digest import DigestAccumulator
+from .bits.streams import BitComparison, BitStats, lookup_dtype
 from .run_layout import DataSource, Leaf, Run, RunLayoutError, read_into
 
 DEFAULT_CHUNK_BYTES = 4 << 20

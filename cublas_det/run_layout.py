@@ -34,8 +34,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .bits.streams import dtype_name_of, lookup_dtype
 from .bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
+from .bits.streams import dtype_name_of, lookup_dtype
 from .errors import InputFileError
 
 LOG_NAME = "trace.jsonl"

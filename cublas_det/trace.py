@@ -39,8 +39,8 @@ import os
 
 import numpy as np
 
-from .bits.streams import dtype_name_of, lookup_dtype
 from .bits.digest import ALGORITHM, finish, host_digest, queue_device_sums
+from .bits.streams import dtype_name_of, lookup_dtype
 from .run_layout import LOG_NAME
 
 MODES = ("digest", "full")

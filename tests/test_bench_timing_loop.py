@@ -3,7 +3,7 @@ progress lines, a shape whose timing failed reported in its line, and Ctrl-C dur
 
 import pytest
 
-from cublas_det import bench
+from cublas_det.cli import bench
 from cublas_det.timing import ArmTiming, Ratio, RunTiming, ShapeTiming
 
 from .conftest import load_bench_script
@@ -32,22 +32,20 @@ class StandIn:
 
 @pytest.fixture
 def stand_in(monkeypatch):
-    import cublas_det.device
-    import cublas_det.timing
     from cublas_det.timing import monitor
 
     class Monitor:
         def stop(self):
             return {}
 
-    monkeypatch.setattr(cublas_det.device, "fingerprint",
+    monkeypatch.setattr(bench, "fingerprint",
                         lambda device_id=None: {"gpu": {"name": "Stand-in GPU", "sm_count": 132}, "env": {}})
     monkeypatch.setattr(monitor.GpuMonitor, "start", classmethod(lambda cls, *a, **k: Monitor()))
-    monkeypatch.setattr(cublas_det.timing, "warm_up", lambda seconds: None)
+    monkeypatch.setattr(bench, "warm_up", lambda seconds: None)
 
     def install(interrupted=False):
         fake = StandIn(interrupted)
-        monkeypatch.setattr(cublas_det.timing, "time_shapes", fake)
+        monkeypatch.setattr(bench, "time_shapes", fake)
         return fake
 
     return install

@@ -11,6 +11,7 @@ from .conftest import needs_no_gpu
 
 PYTHON = os.path.basename(sys.executable)
 CONSOLE_SCRIPT = pathlib.Path(sys.executable).parent / "cublas-det-bench"  # installed beside this interpreter
+COMMAND = pathlib.Path(sys.executable).parent / "cublas-det"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 SCRIPTS = ("check_overhead.py", "host_overhead.py", "profiler_crosscheck.py")
@@ -20,6 +21,8 @@ ENTRIES = {
     "python -m cublas_det": ([sys.executable, "-m", "cublas_det"], f"{PYTHON} -m cublas_det"),
     "python -m cublas_det.bench": ([sys.executable, "-m", "cublas_det.bench"], f"{PYTHON} -m cublas_det.bench"),
     "cublas-det-bench": ([str(CONSOLE_SCRIPT)], "cublas-det-bench"),
+    "cublas-det": ([str(COMMAND)], "cublas-det"),
+    "cublas-det bench": ([str(COMMAND), "bench"], "cublas-det bench"),
     **{f"bench/{name}": ([sys.executable, str(BENCH / name)], name) for name in SCRIPTS},
 }
 PACKAGE_ENTRIES = [entry for entry in ENTRIES if not entry.startswith("bench/")]
@@ -42,8 +45,26 @@ def _one_error_line(result, prog):
     return lines[0]
 
 
-def test_console_script_is_installed():
-    assert CONSOLE_SCRIPT.is_file(), "install the package (README) so that cublas-det-bench exists"
+def test_console_scripts_are_installed():
+    assert CONSOLE_SCRIPT.is_file() and COMMAND.is_file(), "install the package (README): cublas-det and cublas-det-bench"
+
+
+def test_one_command_with_a_version_and_every_subcommand_within_100_columns():
+    from cublas_det import __version__
+    from cublas_det.cli import COMMANDS
+
+    version = _run([str(COMMAND)], "--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"cublas-det {__version__}"
+    top = _run([str(COMMAND)], "--help")
+    assert top.returncode == 0 and all(f"  {name} " in top.stdout for name in COMMANDS)
+    for name in COMMANDS:
+        helped = _run([str(COMMAND), name, "--help"], env={**os.environ, "COLUMNS": "100"})
+        assert helped.returncode == 0, (name, helped.stderr)
+        assert helped.stdout.startswith(f"usage: cublas-det {name}" if name != "explain" else "usage: cublas-det bench")
+        assert max(len(line) for line in helped.stdout.splitlines()) <= 100, name
+    assert max(len(line) for line in top.stdout.splitlines()) <= 100
+    unknown = _run([str(COMMAND)], "frobnicate")
+    assert unknown.returncode == 2 and unknown.stderr.startswith("cublas-det: error: no command 'frobnicate'")
 
 
 @needs_no_gpu
@@ -98,7 +119,7 @@ def test_lists_as_one_flag_or_repeated_flags():
 
 
 def test_every_list_option_takes_one_flag_or_repeated_flags():
-    from cublas_det.bench import build_parser
+    from cublas_det.cli.bench import build_parser
 
     parser = build_parser("prog")
     for flag, first, second in (("--modes", "tf32", "default"), ("--scenarios", "repeat", "fresh-handle"),

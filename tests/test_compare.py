@@ -138,7 +138,7 @@ def test_the_gpu_module_compiles_with_nvrtc_with_an_entry_per_kernel_and_format(
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     for kernel in ("mismatch_stats", "mismatch_locate", "error_stats"):
         for name in ("f32", "bf16", "f16"):
-            assert f".entry {kernel}_{name}(" in ptx
+            assert f".entry cublas_det_{kernel}_{name}(" in ptx
 
 
 def test_16_bit_formats_compare_bit_for_bit_with_ulps():

@@ -124,7 +124,7 @@ def test_monitor_records_before_and_during_and_per_stretch():
 
 def test_without_nvidia_ml_py_the_run_says_so_once_and_records_null(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
-    monkeypatch.setattr("cublas_det.timing.clocks.default_sm_clock_mhz", lambda device_id=None: 1980.0)
+    monkeypatch.setattr("cublas_det.timing.monitor.default_sm_clock_mhz", lambda device_id=None: 1980.0)
     monkeypatch.setattr(monitor, "_told", set())
     first = GpuMonitor.start()
     second = GpuMonitor.start()

@@ -66,7 +66,7 @@ def test_sm_count_names_the_kernel_change_behind_each_bit_change():
 
 @pytest.mark.gpu
 def test_bench_with_kernels_reports_kernel_time_below_graph_time_and_why(tmp_path, capsys):
-    from cublas_det import bench
+    from cublas_det.cli import bench
 
     path = tmp_path / "run.json"
     code = bench.main(["--shape", SHAPE, "--modes", "pedantic", "tf32", "--scenarios", "repeat", "sm-count",
@@ -85,7 +85,7 @@ def test_bench_with_kernels_reports_kernel_time_below_graph_time_and_why(tmp_pat
 
 @pytest.mark.gpu
 def test_explain_prints_one_table_per_shape(capsys):
-    from cublas_det import bench
+    from cublas_det.cli import bench
 
     assert bench.main(["--explain", SHAPE, "--modes", "pedantic", "tf32"]) == 0
     out = capsys.readouterr().out

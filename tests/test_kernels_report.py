@@ -105,7 +105,7 @@ def test_cupti_unavailable_names_what_to_install():
 
 
 def test_kernels_flag_without_cupti_says_so_in_one_line_and_runs_on(monkeypatch, capsys):
-    from cublas_det import bench
+    from cublas_det.cli import bench
     from cublas_det.kernels import recorder
 
     monkeypatch.setattr(recorder, "cupti_unavailable", lambda: "kernel traces need NVIDIA's cupti-python: pip install x")
@@ -116,20 +116,19 @@ def test_kernels_flag_without_cupti_says_so_in_one_line_and_runs_on(monkeypatch,
 
 
 def test_explain_without_cupti_is_one_line_and_exit_2(monkeypatch, capsys):
-    from cublas_det import bench
-    from cublas_det import device as _device
+    from cublas_det.cli import bench
     from cublas_det.kernels import recorder
 
-    monkeypatch.setattr(_device, "require_gpu", lambda: None)
+    monkeypatch.setattr(bench, "require_gpu", lambda: None)
     monkeypatch.setattr(recorder, "cupti_unavailable", lambda: "kernel traces need NVIDIA's cupti-python: pip install x")
-    monkeypatch.setattr("cublas_det.kernels.explain.explain_shape", lambda *a, **k: pytest.fail("ran without CUPTI"))
+    monkeypatch.setattr(bench, "explain_shape", lambda *a, **k: pytest.fail("ran without CUPTI"))
     assert bench.main(["--explain", SHAPE]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "kernel traces need NVIDIA's cupti-python" in err
 
 
 def test_explain_names_a_catalogue_entry_or_a_shape_and_refuses_what_it_cannot_do(capsys):
-    from cublas_det import bench
+    from cublas_det.cli import bench
     from cublas_det.errors import UsageError
 
     assert bench.explain_target("mamba2-130m/in_proj/dW", 16384).spec == "3352x768x16384:nt"
@@ -161,7 +160,7 @@ def test_scenario_context_records_kernels_only_when_asked(monkeypatch):
         run()
         return records("128x56x4096:nt/pedantic/sm66")
 
-    monkeypatch.setattr("cublas_det.kernels.recorder.record_kernels", record_kernels)
+    monkeypatch.setattr("cublas_det.kernels.signature.record_kernels", record_kernels)
     sig = recorded.traced(lambda: ran.append(2))
     assert ran == [1, 2] and sig.split_k == 32
     extra = recorded.kernel_extra({"66 SMs": sig, "116 SMs": None}, ["66 SMs"])

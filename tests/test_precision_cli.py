@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from cublas_det import bench
+from cublas_det.cli import bench
 from cublas_det._cublas import ComputeType, MathMode
 from cublas_det.config import GemmConfig
 from cublas_det.errors import UsageError

@@ -92,14 +92,15 @@ __device__ void error(const typename F::bits* actual, const double* ref, i64 n, 
 }
 """
 _WRAPPERS = r"""
-extern "C" __global__ void mismatch_stats_{name}(const {fmt}::bits* a, const {fmt}::bits* b, i64 n, u64* r) {{ stats<{fmt}>(a, b, n, r); }}
-extern "C" __global__ void mismatch_locate_{name}(const {fmt}::bits* a, const {fmt}::bits* b, i64 n, u64* r) {{ locate<{fmt}>(a, b, n, r); }}
-extern "C" __global__ void error_stats_{name}(const {fmt}::bits* a, const double* b, i64 n, u64* r) {{ error<{fmt}>(a, b, n, r); }}
+extern "C" __global__ void cublas_det_mismatch_stats_{name}(const {fmt}::bits* a, const {fmt}::bits* b, i64 n, u64* r) {{ stats<{fmt}>(a, b, n, r); }}
+extern "C" __global__ void cublas_det_mismatch_locate_{name}(const {fmt}::bits* a, const {fmt}::bits* b, i64 n, u64* r) {{ locate<{fmt}>(a, b, n, r); }}
+extern "C" __global__ void cublas_det_error_stats_{name}(const {fmt}::bits* a, const double* b, i64 n, u64* r) {{ error<{fmt}>(a, b, n, r); }}
 """
 
 
 def module_source() -> str:
-    """The whole module: the kernels and an entry point per kernel and element format."""
+    """The whole module: the kernels and an entry point per kernel and element format (named
+    ``cublas_det_*``, which a kernel trace leaves out of a GEMM's kernels)."""
     return KERNEL_SOURCE + "".join(_WRAPPERS.format(name=name, fmt=name.upper()) for name in _FORMATS.values())
 
 
@@ -119,7 +120,7 @@ def launch(kernel: str, like, arrays, record) -> None:
         raise TypeError(f"cannot compare {like.dtype} bit for bit: float32, bfloat16 or float16 expected")
     n = int(like.size)
     blocks = max(1, min(-(-n // THREADS), 8 * _sm_count()))
-    function = _module(cupy.cuda.runtime.getDevice()).get_function(f"{kernel}_{name}")
+    function = _module(cupy.cuda.runtime.getDevice()).get_function(f"cublas_det_{kernel}_{name}")
     function((blocks,), (THREADS,), (*arrays, cupy.int64(n), record))
 
 

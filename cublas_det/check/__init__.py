@@ -11,16 +11,19 @@ import dataclasses
 import functools
 import time
 
+from .._cublas import MathMode
 from ..bits.compare import relative_error
 from ..bits.digest import digest_later
-from .._cublas import MathMode
-from ..device import gpu_failures
 from ..call import shape_gemm
-from ..handle import create_handle
 from ..config import GemmConfig, resolve_config
+from ..device import fingerprint, gpu_failures, require_gpu
+from ..handle import create_handle
+from ..kernels.recorder import require_cupti
+from ..kernels.signature import recorded_signature
 from ..memory import check_fits
 from ..operands import HostOperands, Operands, fp64_reference, output
 from ..phases import Phases
+from ..shapes import GemmShape, parse_shape
 from .results import GemmCheck, ScenarioResult
 from .scenarios import (
     DEFAULT_SCENARIOS,
@@ -30,7 +33,6 @@ from .scenarios import (
     validate_scenarios,
 )
 from .scenarios.modes import RUN_MODES
-from ..shapes import GemmShape, parse_shape
 from .worker.parent import INTERRUPTED, collect, kill_all, spawn
 from .worker.protocol import Task
 
@@ -89,7 +91,6 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     """
     import cupy
 
-    from ..device import require_gpu
 
     names = validate_scenarios(scenarios)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 2:
@@ -98,7 +99,6 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     configs = [resolve_config(mode) for mode in modes]
     require_gpu()
     if kernels:
-        from ..kernels.recorder import require_cupti
 
         require_cupti()
     owned = operands is None
@@ -118,7 +118,6 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
     """:func:`check_many` on the current device, its arguments checked."""
     import cupy
 
-    from ..device import fingerprint
 
     provenance = fingerprint()
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config, _ in configs)
@@ -214,7 +213,6 @@ def _reference(shape, config, a, b, handle, run, kernels, shared):
     float64, and (with ``kernels``) the :class:`KernelSignature` of the call that computed it (else None)."""
     reference = output(shape, config)
     if kernels:
-        from ..kernels.signature import recorded_signature
 
         signature = recorded_signature(lambda: run(a, b, reference, handle, shape), 1)
     else:

@@ -15,8 +15,8 @@ import os
 import time
 
 from ..config import GemmConfig
-from .results import Kind
 from ..shapes import GemmShape
+from .results import Kind
 from .worker.parent import INTERRUPTED, WORKER_TIMEOUT_S, collect, kill_all, spawn
 from .worker.protocol import Request, Task, task_key
 

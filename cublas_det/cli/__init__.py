@@ -1,1 +1,57 @@
-"""The command line: every entry point of cublas_det."""
+"""The ``cublas-det`` command: one entry point, a subcommand for each task.
+
+``python -m cublas_det.bench``, ``.compare``, ``.report`` and ``.diff`` run the same subcommands.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .. import __version__, compare, diff
+from ..report import __main__ as report
+from . import bench, env
+from .common import EXIT_OK, EXIT_USAGE, error_line, prog_name
+
+EXIT_CODES = """exit codes:
+  0    as expected: every guarantee held, the bits agree, nothing to report as failed
+  1    a finding that fails the check: a guarantee failed or could not be checked, bits differ,
+       a time regressed past --fail-on, two runs diverge
+  2    usage or environment error (bad argument or file, no GPU), or nothing was compared
+  130  interrupted (Ctrl-C); what completed was reported"""
+
+COMMANDS = {
+    "bench": (bench.main, "check and time the GEMMs: are the bits reproducible, which hazards change them, "
+                          "what determinism costs (the main job)"),
+    "compare": (lambda argv, prog: compare.main(argv), "compare stored runs (--json files): the same bits? faster or slower? (no GPU)"),
+    "report": (lambda argv, prog: report.main(argv), "render a stored run again, as text or Markdown (no GPU)"),
+    "diff": (lambda argv, prog: diff.main(argv), "find where two training runs first diverge, from their dumps (no GPU)"),
+    "explain": (lambda argv, prog: bench.main(["--explain", *argv], prog.replace(" explain", " bench")),
+                "the kernels one shape runs per mode, SM-count target and batch size (needs cupti-python)"),
+    "env": (env.main, "the environment fingerprint and where the CUDA libraries were found (the default)"),
+}
+
+
+def usage(prog: str) -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"usage: {prog} [--version] [COMMAND] [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    lines += ["", f"'{prog} COMMAND --help' says more; with no command, '{prog}' runs 'env'.", "", EXIT_CODES]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    prog = prog_name()
+    if argv[:1] in (["-h"], ["--help"]):
+        print(usage(prog))
+        return EXIT_OK
+    if argv[:1] == ["--version"]:
+        print(f"cublas-det {__version__}")
+        return EXIT_OK
+    if not argv or argv[0].startswith("-"):  # no command: env, as `python -m cublas_det` always was
+        return env.main(argv, prog=prog)
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        error_line(prog, f"no command {command!r}; choose one of {', '.join(COMMANDS)} (see {prog} --help)")
+        return EXIT_USAGE
+    return COMMANDS[command][0](rest, prog=f"{prog} {command}")

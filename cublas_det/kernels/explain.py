@@ -13,7 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from .signature import KernelSignature, is_split_k_reduce
+from ..call import shape_gemm
+from ..check.scenarios.batch import batch_ladder
+from ..config import resolve_config
+from ..device import device_properties, gpu_failures
+from ..handle import create_handle
+from ..operands import device_operands, output
+from .signature import (
+    KernelSignature,
+    is_split_k_reduce,
+    math_of,
+    recorded_signature,
+    tile_of,
+)
 
 CALLS = 3  # recorded calls per cell, after one untimed call
 
@@ -37,10 +49,6 @@ def sm_targets(sm_count: int) -> list[int]:
 def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None) -> Explanation:
     """Record the kernels of ``shape`` in each configuration: on the whole device, under each SM-count
     target, and with M cut to each batch rung (1, 2, 4, ..., M - 1)."""
-    from ..device import device_properties, gpu_failures
-    from ..config import resolve_config
-    from ..operands import device_operands
-    from ..check.scenarios.batch import batch_ladder
 
     sm_count = sm_count or device_properties()["sm_count"]
     configs = [resolve_config(config)[0] for config in configs]
@@ -66,11 +74,6 @@ def _cell(shape, config, a, b, target, rows):
     """The signature of the GEMM under one condition, or the error that stopped it (one line)."""
     import cupy
 
-    from ..device import gpu_failures
-    from ..call import shape_gemm
-    from ..handle import create_handle
-    from ..operands import output
-    from .signature import recorded_signature
 
     if rows is not None:
         shape = dataclasses.replace(shape, m=rows)
@@ -124,7 +127,6 @@ def render_explanation(explanation: Explanation) -> str:
 
 
 def _kind(name: str) -> str:
-    from .signature import math_of, tile_of
 
     words = " ".join(w for w in (math_of(name), tile_of(name) and f"tile {tile_of(name)}") if w)
     return f" ({words})" if words else ""

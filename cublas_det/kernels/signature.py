@@ -14,12 +14,13 @@ import collections
 import dataclasses
 import re
 
-from ..timing.hold import KERNEL_NAMES as ENGINE_KERNELS  # the timing engine's own kernels, never a GEMM's
 from .names import short_name
+from .recorder import record_kernels
 from .records import KernelRecord
 
 # cublas_det's and CuPy's own kernels (the checker's mismatch tracker, copies, fills): never a GEMM's.
-OWN_PREFIXES = ("cublas_det_", "cupy_")
+OWN_PREFIXES = ("cublas_det_", "cupy_")  # the checker's and the timing engine's kernels, CuPy's copies
+OWN_NAMES = ("hold_stream", "stamp_clock")  # the timing engine's, as traces recorded before the prefix name them
 TILE = re.compile(r"tilesize(\d+x\d+(?:x\d+)?)|_(\d+x\d+)_")
 TENSOR_OP_MARKS = ("tensorop", "s1688", "s16816", "h1688", "h16816", "gmma", "hmma", "tf32", "bf16", "f16", "nvjet",
                    "_tst_")
@@ -152,7 +153,7 @@ class KernelSignature:
 def is_own(name: str) -> bool:
     """Whether a kernel is cublas_det's or CuPy's own (the timing engine's, the checker's, a copy)."""
     short = short_name(name)
-    return short in ENGINE_KERNELS or short.startswith(OWN_PREFIXES)
+    return short.startswith(OWN_PREFIXES) or short in OWN_NAMES
 
 
 def gemm_records(records) -> list[KernelRecord]:
@@ -204,7 +205,6 @@ def signature_of(records, calls: int | None = None) -> KernelSignature | None:
 def recorded_signature(run, calls: int | None = None) -> KernelSignature | None:
     """Run ``run()`` under CUPTI and return the signature of the ``calls`` GEMM calls it made
     (None: as many as the records show)."""
-    from .recorder import record_kernels
 
     return signature_of(record_kernels(run), calls)
 

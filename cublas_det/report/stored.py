@@ -7,12 +7,12 @@ registry supplies them.
 
 from __future__ import annotations
 
+from ..check.results import BenchResult, GemmCheck, ScenarioResult, ShapeReport
+from ..check.scenarios import REGISTRY
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..kernels.signature import KernelSignature
-from ..check.results import BenchResult, GemmCheck, ScenarioResult, ShapeReport
 from ..runfile import Entry, Run
-from ..check.scenarios import REGISTRY
 from ..shapes import GemmShape
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Discards

@@ -13,7 +13,14 @@ import shutil
 import sys
 import textwrap
 
-from ..check.results import BenchResult, GemmCheck, Kind, Outcome, Reproducible, ShapeReport
+from ..check.results import (
+    BenchResult,
+    GemmCheck,
+    Kind,
+    Outcome,
+    Reproducible,
+    ShapeReport,
+)
 from ..check.scenarios import REGISTRY
 from ..timing.results import is_control, role
 from .timing_text import (

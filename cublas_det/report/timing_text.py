@@ -4,6 +4,7 @@ A/A control that failed)."""
 
 from __future__ import annotations
 
+from ..timing.monitor import SLOWDOWN_REASONS
 from ..timing.rounds import MAX_REDOS, THROTTLE_FRACTION
 
 TIME_NOTE = "95% intervals hold within this run; --compare allows for drift between runs (docs/method.md)."
@@ -85,7 +86,6 @@ def busy_warning(gpu_state: dict | None, shapes) -> str | None:
 
 
 def slowdown_warning(gpu_state: dict | None) -> str | None:
-    from ..timing.monitor import SLOWDOWN_REASONS
 
     during = (gpu_state or {}).get("during") or {}
     slowed = [r for r in during.get("clock_event_reasons", []) if r in SLOWDOWN_REASONS]

@@ -16,7 +16,13 @@ import contextlib
 import dataclasses
 import time
 
+from ..call import gemm, shape_gemm
+from ..config import resolve_config
+from ..device import device_properties, gpu_failures
+from ..handle import create_handle
+from ..kernels.signature import recorded_signature
 from ..memory import WORKSPACE_BYTES
+from ..operands import HostOperands, device_operands, output
 from .clocks import clock_mhz, default_sm_clock_mhz
 from .hold import RELEASED, stream_hold
 from .results import ArmTiming, ShapeTiming, aa_name, aa_reference
@@ -35,8 +41,6 @@ def warm_up(seconds: float = 1.0) -> None:
     """Sustained large GEMMs so the clocks are up before the first sample."""
     import cupy
 
-    from ..call import gemm
-    from ..handle import create_handle
 
     a = cupy.ones((4096, 4096), cupy.float32)
     out = cupy.empty_like(a)
@@ -51,7 +55,6 @@ def warm_up(seconds: float = 1.0) -> None:
 def arms_of(configs, aa_control: bool = True) -> dict:
     """{arm name: configuration}: the configurations (resolved) by name, and with ``aa_control`` the
     A/A arm, a second handle of the reference configuration (DEFAULT, else PEDANTIC, else the first)."""
-    from ..config import resolve_config
 
     arm_configs = {config.name: config for config in (resolve_config(c)[0] for c in configs)}
     if aa_control:
@@ -72,10 +75,6 @@ class ShapeBench:
     def __init__(self, shape, configs, *, seed: int = 0, aa_control: bool = True, operands=None):
         import cupy
 
-        from ..device import device_properties
-        from ..handle import create_handle
-        from ..config import resolve_config
-        from ..operands import device_operands, output
 
         self.shape = shape
         self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -130,7 +129,6 @@ class ShapeBench:
     # -- batches -------------------------------------------------------------------------
     def eager(self, name: str, calls: int) -> None:
         """``calls`` GEMMs of arm ``name`` on the stream, rotating through the operand sets."""
-        from ..call import shape_gemm
 
         handle = self.handles[name]
         for i in range(calls):
@@ -181,7 +179,6 @@ class ShapeBench:
     def kernel_signatures(self, replays: int = 2) -> dict:
         """{arm: KernelSignature} of ``replays`` held replays of each arm's batch graph, recorded by
         CUPTI (``prepare`` first; untimed, so the recording cannot touch the timed samples)."""
-        from ..kernels.signature import recorded_signature
 
         return {name: recorded_signature(lambda name=name: self.held_replays(name, replays), replays * self.calls)
                 for name in self.names}
@@ -277,8 +274,6 @@ class ShapeSetups:
     size calibrated on the first setup and kept, and the seconds its setups were open."""
 
     def __init__(self, shapes, configs, *, seed: int, aa_control: bool, operands=None):
-        from ..config import resolve_config
-        from ..operands import HostOperands
 
         self.by_name = {shape.name: shape for shape in shapes}
         self.configs, self.aa_control = configs, aa_control
@@ -320,7 +315,6 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visi
     """
     import cupy
 
-    from ..device import gpu_failures
 
     if len({shape.name for shape in shapes}) < len(shapes):
         raise ValueError("time_shapes: give each shape once (two shapes share a name)")

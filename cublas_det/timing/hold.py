@@ -18,12 +18,15 @@ from __future__ import annotations
 import ctypes
 import functools
 
+import numpy
+
 TIMEOUT_NS = 100_000_000  # 100 ms: host queueing takes tens of µs unless the host stalls
 RELEASED, TIMED_OUT = 1, 2
-KERNEL_NAMES = ("hold_stream", "stamp_clock")  # what a profiler shows of this module: no GEMM
+# What a profiler shows of this module (no GEMM): named with the prefix kernels.signature leaves out.
+KERNEL_NAMES = ("cublas_det_hold_stream", "cublas_det_stamp_clock")
 
 _SOURCE = r"""
-extern "C" __global__ void hold_stream(unsigned long long flag_address, unsigned int ticket,
+extern "C" __global__ void cublas_det_hold_stream(unsigned long long flag_address, unsigned int ticket,
                                        unsigned long long timeout_ns, unsigned int* outcome) {
     const volatile unsigned int* flag = (const volatile unsigned int*)flag_address;
     unsigned long long start, now;
@@ -35,7 +38,7 @@ extern "C" __global__ void hold_stream(unsigned long long flag_address, unsigned
     }
 }
 
-extern "C" __global__ void stamp_clock(unsigned long long* out) {
+extern "C" __global__ void cublas_det_stamp_clock(unsigned long long* out) {
     unsigned int smid;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
     if (smid == 0) {
@@ -57,8 +60,8 @@ class StreamHold:
 
         runtime = cupy.cuda.runtime
         module = cupy.RawModule(code=_SOURCE)
-        self._hold = module.get_function("hold_stream")
-        self._stamp = module.get_function("stamp_clock")
+        self._hold = module.get_function(KERNEL_NAMES[0])
+        self._stamp = module.get_function(KERNEL_NAMES[1])
         self._sms = runtime.deviceGetAttribute(runtime.cudaDevAttrMultiProcessorCount, runtime.getDevice())
         # Mapped pinned memory: with unified addressing the device reads it at the host address;
         # the attributes give the device address where they differ. Kept for the process's life.
@@ -75,7 +78,6 @@ class StreamHold:
     def hold(self, outcome) -> None:
         """Queue the blocking kernel on the current stream; ``outcome`` (a 1-element uint32 array)
         receives RELEASED or TIMED_OUT."""
-        import numpy
 
         self._ticket = (self._ticket + 1) % 2**32
         self._hold((1,), (1,), (numpy.uint64(self._device_ptr), numpy.uint32(self._ticket),

@@ -21,6 +21,9 @@ import sys
 import threading
 import time
 
+from .clocks import default_sm_clock_mhz
+from .rounds import THROTTLE_FRACTION
+
 POLL_S = 0.25
 # NVML's clock event reason bits (nvmlClocksEventReason*), by name.
 EVENT_REASONS = {0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 0x8: "HwSlowdown",
@@ -259,7 +262,6 @@ class GpuMonitor:
 
     @classmethod
     def start(cls, device_id: int | None = None, *, poll_s: float = POLL_S) -> GpuMonitor:
-        from .clocks import default_sm_clock_mhz
 
         reader, why = open_reader(device_id)
         if reader is None:
@@ -303,7 +305,6 @@ class GpuMonitor:
 
     def stop(self) -> dict:
         """Stop sampling; the state for machine_info: limits, before, during (all None without NVML)."""
-        from .rounds import THROTTLE_FRACTION
 
         if self._thread is not None:
             self._stop.set()

@@ -7,8 +7,12 @@ from typing import Any, Callable
 
 from ...bits.compare import Mismatch, RunsSummary
 from ...config import GemmConfig
-from ..results import NO_MISMATCH, Kind, ScenarioResult
+from ...device import gpu_failures
+from ...handle import create_handle
+from ...kernels.signature import kernel_change, recorded_signature
+from ...operands import output
 from ...shapes import GemmShape
+from ..results import NO_MISMATCH, Kind, ScenarioResult
 
 # gemm(a, b, out, handle, shape): the GEMM under test; a check can plant a fault by passing another.
 GemmFunction = Callable[[Any, Any, Any, Any, GemmShape], None]
@@ -45,7 +49,6 @@ class ScenarioContext:
         if not self.kernels:
             run()
             return None
-        from ...kernels.signature import recorded_signature
 
         return recorded_signature(run, calls)
 
@@ -55,7 +58,6 @@ class ScenarioContext:
         (``change``: :func:`kernel_change`'s options). {} without ``kernels``."""
         if not self.kernels:
             return {}
-        from ...kernels.signature import kernel_change
 
         return {"kernels": {label: sig.to_dict() if sig else None for label, sig in signatures.items()},
                 "reference_kernels": self.reference_kernels.to_dict() if self.reference_kernels else None,
@@ -64,12 +66,10 @@ class ScenarioContext:
 
     def new_handle(self, **options):
         """A new handle in this configuration (``create_handle`` options: stream, workspace_bytes ...)."""
-        from ...handle import create_handle
 
         return create_handle(self.config, **options)
 
     def new_output(self, rows: int | None = None):
-        from ...operands import output
 
         return output(self.shape, self.config, rows)
 
@@ -94,7 +94,6 @@ class Scenario:
 
         Any other exception is a bug and propagates with its traceback.
         """
-        from ...device import gpu_failures
 
         try:
             return self.body(context)

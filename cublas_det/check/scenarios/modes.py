@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...bits.compare import compare, relative_error
 from ..._cublas import ComputeType, MathMode
-from ...config import COMPUTE_TYPES, GemmConfig
+from ...bits.compare import compare, relative_error
 from ...bits.digest import ALGORITHM, device_digest
+from ...call import gemm
+from ...config import COMPUTE_TYPES, GemmConfig
+from ...handle import create_handle
 from ...operands import fp64_reference
 from ..results import Kind
 from .base import Scenario, ScenarioContext, worst_of
@@ -61,8 +63,6 @@ def _matrix(context: ScenarioContext) -> dict:
     """
     import cupy
 
-    from ...call import gemm
-    from ...handle import create_handle
 
     reference64 = fp64_reference(context.shape, context.a, context.b, context.shared)
     cells, outputs = {}, {}

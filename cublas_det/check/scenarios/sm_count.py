@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...bits.compare import compare
+from ...device import device_properties
 from ..results import Kind
 from .base import Scenario, ScenarioContext, worst_of
 
@@ -13,7 +14,6 @@ def sm_count_targets(sm_count: int) -> list[int]:
 
 
 def _sm_count(context: ScenarioContext):
-    from ...device import device_properties
 
     sm_count = device_properties()["sm_count"]
     targets = sm_count_targets(sm_count)

@@ -10,6 +10,9 @@ import json
 import sys
 import time
 
+from ...device import fingerprint
+from ...operands import HostOperands
+from .. import check_many
 from .protocol import Answer, Request, TaskAnswer, task_key
 
 
@@ -17,9 +20,6 @@ def main() -> int:
     request = Request.from_dict(json.load(sys.stdin))
     import cupy
 
-    from ...device import fingerprint
-    from .. import check_many
-    from ...operands import HostOperands
 
     started = time.perf_counter()
     cupy.cuda.Device(request.device).use()

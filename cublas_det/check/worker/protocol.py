@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...config import GemmConfig
-from ..results import ScenarioResult
 from ...shapes import GemmShape, parse_shape
+from ..results import ScenarioResult
 
 
 def task_key(shape: GemmShape, config: GemmConfig) -> str:

@@ -1,0 +1,155 @@
+"""python -m cublas_det: the environment fingerprint, where the CUDA libraries were found, a handle in each mode.
+
+Without a GPU it prints one line saying why and exits 2; --libs needs no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib import metadata
+
+from .._cublas import MathMode
+from ..config import math_mode_name, resolve_config
+from ..device import fingerprint, require_gpu, tf32_env_warnings
+from ..errors import UsageError
+from ..handle import create_handle
+from .common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    ArgumentParser,
+    error_line,
+    prog_name,
+    run_guarded,
+    wrap_paragraphs,
+)
+
+DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version
+and library file, CuPy, the environment variables that change cuBLAS), where libcublas, cudart and
+NVRTC were found, and the math mode read back from a handle made in each mode.
+
+Without a usable GPU it prints one line saying why and exits 2; --libs needs no GPU."""
+
+# The CUDA libraries cuBLAS work needs (the cuda12 / cuda13 extras install exactly these), by
+# their cuda.pathfinder names.
+LIBRARIES = {"cublas": "libcublas", "cudart": "cudart", "nvrtc": "NVRTC"}
+
+EPILOG = """exit codes:
+  0  the report was printed (with --libs: every library was found)
+  2  no usable GPU, no CuPy, or (with --libs) a library not found; one line on stderr says why
+"""
+
+
+def library_locations() -> dict[str, str]:
+    """Where libcublas, cudart and NVRTC load from, found as CuPy 14 finds them; needs no GPU.
+
+    Returns:
+        pathfinder name -> ``"PATH (found via HOW; wheel DIST VERSION)"``, or ``"not found: WHY"``.
+    """
+    try:
+        from cuda import pathfinder
+    except ImportError as err:
+        return {name: f"not found: cuda.pathfinder is not installed ({err})" for name in LIBRARIES}
+    found = {}
+    for name in LIBRARIES:
+        try:
+            loaded = pathfinder.load_nvidia_dynamic_lib(name)
+        except pathfinder.DynamicLibNotFoundError as err:
+            found[name] = f"not found: {' '.join(str(err).split())}"
+            continue
+        how = [f"found via {loaded.found_via}"] if getattr(loaded, "found_via", None) else []
+        wheel = _owning_distribution(loaded.abs_path)
+        if wheel:
+            how.append(f"wheel {wheel}")
+        found[name] = loaded.abs_path + (f" ({'; '.join(how)})" if how else "")
+    return found
+
+
+def _owning_distribution(path: str) -> str | None:
+    """``"name version"`` of the installed distribution that holds ``path`` (a pip wheel), if any."""
+
+    real, base = os.path.realpath(path), os.path.basename(path)
+    for dist in metadata.distributions():
+        for file in dist.files or ():
+            if file.name == base and os.path.realpath(dist.locate_file(file)) == real:
+                return f"{dist.metadata['Name']} {dist.version}"
+    return None
+
+
+def _print_libraries(found: dict[str, str]) -> list[str]:
+    """Print where each library was found; return the names of those not found."""
+    print("CUDA libraries (cuda.pathfinder, the search CuPy makes):")
+    for name, where in found.items():
+        print(f"  {LIBRARIES[name]:<9} {where}")
+    return [LIBRARIES[name] for name, where in found.items() if where.startswith("not found")]
+
+
+def _libraries_only(prog: str) -> int:
+    missing = _print_libraries(library_locations())
+    if missing:
+        error_line(prog, f"{', '.join(missing)} not found; install the CUDA libraries: "
+                         "pip install 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' (or ==13.* with cupy-cuda13x)")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def _report() -> int:
+
+    require_gpu()
+    info = fingerprint()
+    gpu = info.pop("gpu")
+    env = info.pop("env")
+    print("cublas_det environment")
+    print(f"  GPU                 {gpu['name']} (device {gpu['device_id']}, compute capability "
+          f"{gpu['compute_capability']}, {gpu['sm_count']} SMs, L2 {gpu['l2_cache_bytes'] // 2**20} MiB)")
+    for key, value in info.items():
+        print(f"  {key:<19} {value}")
+    print("  cuBLAS-relevant environment variables:" + ("" if env else " none set"))
+    for name, value in env.items():
+        print(f"    {name}={value}")
+    _print_libraries(library_locations())
+    print("handles (mode set, then read back with cublasGetMathMode):")
+    for mode in (MathMode.PEDANTIC, MathMode.DEFAULT, MathMode.TF32):
+        with create_handle(mode) as handle:
+            print(f"  {mode.name:<9} -> {math_mode_name(handle.read_math_mode())}")
+    with create_handle() as handle:
+        print(f"  create_handle() with no argument -> {math_mode_name(handle.read_math_mode())} "
+              f"(from {handle.mode_source.value})")
+        for message in tf32_env_warnings(handle.math_mode == MathMode.TF32):
+            print(f"  warning: {message}", file=sys.stderr)
+    return EXIT_OK
+
+
+def build_parser(prog: str | None = None) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(DESCRIPTION), epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--libs", action="store_true",
+                        help="only print where libcublas, cudart and NVRTC were found (no GPU needed)")
+    return parser
+
+
+def _check_env() -> None:
+    """A bad CUBLAS_DET_MATH_MODE is a usage error before the GPU is probed (one line, exit 2)."""
+
+    try:
+        resolve_config(None)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    prog = prog or prog_name()
+    args = build_parser(prog).parse_args(argv)
+    if args.libs:
+        return _libraries_only(prog)
+
+    def body() -> int:
+        _check_env()
+        return _report()
+
+    return run_guarded(prog, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
