@@ -203,3 +203,15 @@ def format_catalogue(shapes: list[GemmShape]) -> str:
         lines.append(f"{shape.name:<32} {shape.m:>7} {shape.n:>7} {shape.k:>7}  {shape.cublas_op}  "
                      f"{shape.flop / 1e9:>8.3f}")
     return "\n".join(lines)
+
+
+def batch_ladder(m: int) -> list[int]:
+    """Row counts to slice: 1, 2, 4, ... below M, and M - 1 (at most 14 values)."""
+    ladder = []
+    rows = 1
+    while rows < m and len(ladder) < 13:
+        ladder.append(rows)
+        rows *= 2
+    if m - 1 > 0 and m - 1 not in ladder:
+        ladder.append(m - 1)
+    return ladder

@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from cublas_det.cli import env as about
 from cublas_det import compare
 from cublas_det.cli import bench
+from cublas_det.cli import env as about
 from cublas_det.report import __main__ as report
 
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"

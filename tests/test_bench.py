@@ -8,10 +8,16 @@ import sys
 
 import pytest
 
+from cublas_det.check.results import (
+    BenchResult,
+    GemmCheck,
+    Kind,
+    ScenarioResult,
+    ShapeReport,
+)
 from cublas_det.cli import bench
 from cublas_det.config import GemmConfig
 from cublas_det.report import json_file, markdown, text
-from cublas_det.check.results import BenchResult, GemmCheck, Kind, ScenarioResult, ShapeReport
 
 from .conftest import needs_no_gpu
 

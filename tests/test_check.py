@@ -1,11 +1,9 @@
 import pytest
 
 from cublas_det import GemmConfig, MathMode, check_gemm, check_many
-
 from cublas_det.call import shape_gemm
 from cublas_det.check.scenarios import REGISTRY as SCENARIOS
-from cublas_det.check.scenarios.batch import batch_ladder
-from cublas_det.shapes import preset
+from cublas_det.shapes import batch_ladder, preset
 from cublas_det.testing import assert_gemm_reproducible
 
 

@@ -4,7 +4,13 @@ import hashlib
 import numpy as np
 import pytest
 
-from cublas_det.bits.compare import MismatchTracker, compare, ordered_bits, relative_error, ulp_distance
+from cublas_det.bits.compare import (
+    MismatchTracker,
+    compare,
+    ordered_bits,
+    relative_error,
+    ulp_distance,
+)
 from cublas_det.bits.digest import digest, digest_later
 
 

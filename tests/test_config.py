@@ -3,9 +3,7 @@
 import pytest
 
 from cublas_det import ComputeType, GemmConfig, MathMode
-
-from cublas_det.config import ModeSource, resolve_config
-from cublas_det.config import math_mode_name
+from cublas_det.config import ModeSource, math_mode_name, resolve_config
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -237,7 +237,6 @@ def test_handle_is_rebound_after_cupy_moved_it(monkeypatch):
     import cupy
 
     from cublas_det import _cublas
-
     from cublas_det import call as _gemm
 
     a, b = _trunk_dw_operands()
@@ -291,7 +290,6 @@ def test_cublas_rejection_is_a_cublas_error_on_both_paths():
     import cupy
 
     from cublas_det import CublasError
-
     from cublas_det import call as _gemm
 
     a, b = _trunk_dw_operands()

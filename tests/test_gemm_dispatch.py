@@ -10,12 +10,10 @@ import math
 import pytest
 
 from cublas_det import CublasError, MathMode, _cublas
-
 from cublas_det import call as _gemm
-
 from cublas_det import handle as _handle
-from cublas_det.handle import Handle, ModeSource
 from cublas_det.config import GemmConfig
+from cublas_det.handle import Handle, ModeSource
 
 cupy = pytest.importorskip("cupy")
 

@@ -2,10 +2,15 @@ import warnings
 
 import pytest
 
-from cublas_det import ComputeType, GemmConfig, MathMode, NoGpuError, create_handle, math_mode
-
+from cublas_det import (
+    ComputeType,
+    GemmConfig,
+    MathMode,
+    NoGpuError,
+    create_handle,
+    math_mode,
+)
 from cublas_det._cublas import AtomicsMode
-
 from cublas_det.config import ModeSource
 
 from .conftest import needs_no_gpu
@@ -197,7 +202,6 @@ def test_gemm_without_a_handle_uses_one_handle_per_thread():
     import cupy
 
     from cublas_det import gemm
-
     from cublas_det import handle as _handle
 
     a = cupy.ones((64, 64), cupy.float32)

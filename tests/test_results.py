@@ -2,8 +2,14 @@
 
 import math
 
+from cublas_det.check.results import (
+    GemmCheck,
+    Kind,
+    Outcome,
+    Reproducible,
+    ScenarioResult,
+)
 from cublas_det.config import GemmConfig
-from cublas_det.check.results import GemmCheck, Kind, Outcome, Reproducible, ScenarioResult
 from cublas_det.shapes import parse_shape
 
 G, H, C = Kind.GUARANTEE, Kind.HAZARD, Kind.COMPARISON

@@ -4,7 +4,6 @@ import os
 
 import pytest
 
-from cublas_det.config import GemmConfig
 from cublas_det.check.results import GemmCheck, Kind, Outcome
 from cublas_det.check.scenarios import (
     REGISTRY,
@@ -12,11 +11,15 @@ from cublas_det.check.scenarios import (
     validate_scenarios,
     without_workers,
 )
-from cublas_det.check.scenarios.batch import BATCH_INVARIANCE, batch_ladder
-from cublas_det.check.scenarios.processes import FRESH_PROCESS, WORKSPACE_CONFIG_SCENARIO
+from cublas_det.check.scenarios.batch import BATCH_INVARIANCE
+from cublas_det.check.scenarios.processes import (
+    FRESH_PROCESS,
+    WORKSPACE_CONFIG_SCENARIO,
+)
 from cublas_det.check.scenarios.sm_count import sm_count_targets
-from cublas_det.shapes import parse_shape, preset
 from cublas_det.check.worker.protocol import Answer, Task, TaskAnswer, task_key
+from cublas_det.config import GemmConfig
+from cublas_det.shapes import batch_ladder, parse_shape, preset
 
 
 def test_every_scenario_has_one_sentence_a_kind_and_a_label():
@@ -140,8 +143,8 @@ def test_a_mode_outside_the_matrix_gets_a_row_of_its_own_so_its_bits_are_compare
 
 def test_same_bits_as_is_read_from_the_configurations_own_comparison():
     from cublas_det._cublas import ComputeType, MathMode
-    from cublas_det.report.verdicts import modes_cell, modes_group
     from cublas_det.check.results import ScenarioResult
+    from cublas_det.report.verdicts import modes_cell, modes_group
 
     half = GemmConfig(MathMode.PEDANTIC, False, ComputeType.COMPUTE_32F_PEDANTIC, "bfloat16", "bfloat16")
     groups = [["PEDANTIC/bfloat16->bfloat16", "DEFAULT/bfloat16->bfloat16"]]  # COMPUTE_32F cells only

@@ -1,7 +1,7 @@
 import pytest
 
-from cublas_det.config import GemmConfig
 from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
+from cublas_det.config import GemmConfig
 from cublas_det.shapes import parse_shape
 from cublas_det.testing import assert_gemm_reproducible, format_failure
 

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
+from cublas_det.check.results import BenchResult, ShapeReport
 from cublas_det.report import json_file
 from cublas_det.report.commit_info import commit_info
-from cublas_det.check.results import BenchResult, ShapeReport
 from cublas_det.runfile import run_from_dict
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming

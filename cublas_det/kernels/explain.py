@@ -14,11 +14,11 @@ from __future__ import annotations
 import dataclasses
 
 from ..call import shape_gemm
-from ..check.scenarios.batch import batch_ladder
 from ..config import resolve_config
 from ..device import device_properties, gpu_failures
 from ..handle import create_handle
 from ..operands import device_operands, output
+from ..shapes import batch_ladder
 from .signature import (
     KernelSignature,
     is_split_k_reduce,

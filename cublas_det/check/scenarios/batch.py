@@ -5,20 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from ...bits.compare import compare
+from ...shapes import batch_ladder
 from ..results import Kind
 from .base import Scenario, ScenarioContext, worst_of
-
-
-def batch_ladder(m: int) -> list[int]:
-    """Row counts to slice: 1, 2, 4, ... below M, and M - 1 (at most 14 values)."""
-    ladder = []
-    rows = 1
-    while rows < m and len(ladder) < 13:
-        ladder.append(rows)
-        rows *= 2
-    if m - 1 > 0 and m - 1 not in ladder:
-        ladder.append(m - 1)
-    return ladder
 
 
 def not_applicable_reason(context: ScenarioContext) -> str | None:

@@ -1,0 +1,101 @@
+"""The package's layers, read from its own imports: entry points -> features -> core, never back up,
+and no import inside a function but of the optional or GPU-only packages (so each module's needs are
+read at its top, and a cycle cannot hide in a function body)."""
+
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
+# Each part of the package (a top-level module or folder) and its floor: a part imports only parts on
+# lower floors, and itself.
+FLOORS = {
+    "errors": 0, "phases": 0,
+    "_cublas": 1, "bits": 1, "shapes": 1,
+    "config": 2, "device": 2,
+    "handle": 3, "memory": 3,
+    "call": 4, "operands": 4,
+    "kernels": 5, "rundiff": 5,
+    "check": 6, "timing": 6,
+    "report": 7,
+    "cli": 8, "testing": 8, "pytest_plugin": 8, "trace": 8,
+    "__init__": 9, "__main__": 9, "bench": 9, "compare": 9, "diff": 9,
+}
+# Imported where they are needed: CuPy (a module must import on a machine without a GPU), and the
+# optional packages (CUPTI, matplotlib, PyTorch, NVML, safetensors, ml_dtypes).
+LAZY = ("cupy", "cupyx", "cupy_backends", "cuda", "cupti", "matplotlib", "torch", "pynvml", "safetensors",
+        "ml_dtypes", "importlib.metadata")
+
+
+def _modules(package):
+    for path in sorted(package.rglob("*.py")):
+        yield path, path.relative_to(package).with_suffix("").parts
+
+
+def _imported_parts(parts, tree):
+    """(line, part) of every cublas_det module a file imports, absolute or relative."""
+    package = list(parts[:-1])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+                target = base + (node.module.split(".") if node.module else [])
+                if target:
+                    yield node.lineno, target[0]
+                else:  # from . import name: the names are parts
+                    yield from ((node.lineno, alias.name) for alias in node.names)
+            elif node.module and node.module.split(".")[0] == "cublas_det":
+                rest = node.module.split(".")[1:]
+                yield from [(node.lineno, rest[0])] if rest else ((node.lineno, a.name) for a in node.names)
+
+
+def upward_imports(package) -> list[str]:
+    """Every import of a part on the same floor or above (a part may import itself)."""
+    found = []
+    for path, parts in _modules(package):
+        here = parts[0]
+        for line, there in _imported_parts(parts, ast.parse(path.read_text())):
+            if there in FLOORS and there != here and FLOORS[there] >= FLOORS.get(here, -1):
+                found.append(f"{path.relative_to(package.parent)}:{line}: {here} (floor {FLOORS.get(here)}) "
+                             f"imports {there} (floor {FLOORS[there]})")
+    return found
+
+
+def imports_in_functions(package) -> list[str]:
+    """Every import inside a function body of anything but the LAZY packages."""
+    found = set()
+    for path, _ in _modules(package):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    names = ["." * node.level + (node.module or "")]
+                else:
+                    continue
+                if not all(name.startswith(LAZY) for name in names):
+                    found.add(f"{path.relative_to(package.parent)}:{node.lineno}: {', '.join(names)}")
+    return sorted(found)
+
+
+def test_every_part_has_a_floor():
+    missing = sorted({parts[0] for _, parts in _modules(PACKAGE)} - set(FLOORS))
+    assert not missing, f"give these parts of cublas_det a floor in FLOORS: {missing}"
+
+
+def test_imports_run_one_way_down():
+    assert upward_imports(PACKAGE) == []
+
+
+def test_no_import_inside_a_function_but_of_optional_or_gpu_packages():
+    assert imports_in_functions(PACKAGE) == []
+
+
+def test_the_checks_catch_an_import_that_runs_up_and_one_inside_a_function(tmp_path):
+    fake = tmp_path / "cublas_det"
+    (fake / "cli").mkdir(parents=True)
+    (fake / "config.py").write_text("from .cli import bench\n\n\ndef f():\n    import json\n    import cupy\n")
+    (fake / "cli" / "__init__.py").write_text("from ..config import f\n")
+    assert upward_imports(fake) == ["cublas_det/config.py:1: config (floor 2) imports cli (floor 8)"]
+    assert imports_in_functions(fake) == ["cublas_det/config.py:5: json"]
