@@ -40,11 +40,6 @@ class Operands:
     digests: dict  # {"a": sha256 hex, "b": sha256 hex}
 
 
-def upload_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None) -> Operands:
-    """:func:`device_operands` with the digests of the inputs, taken on the host before the upload."""
-    return HostOperands(seed, workers=0).upload(shape, config)
-
-
 def device_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None):
     """A and B on the current device, complete: safe to read from any stream once this returns."""
     return _upload(*host_operands(shape, seed, config))

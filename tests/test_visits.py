@@ -8,7 +8,9 @@ import weakref
 
 import pytest
 
-from cublas_det.timing import Sample, StopReason, median_ci, round_order, run_rounds
+from cublas_det.timing import Sample, StopReason, run_rounds
+from cublas_det.timing.order import round_order
+from cublas_det.timing.stats import median_ci
 from cublas_det.timing.visits import BUDGET_FLOOR_VISITS, run_visits
 
 NAMES = ["PEDANTIC", "TF32"]  # a Williams cycle of 2 rounds

@@ -4,16 +4,13 @@ what was discarded, and whether the A/A control lets the ratios be trusted."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 
 from .stats import Ratio, quartiles, widened_ci
 
 AA_SUFFIX = "-AA"
-AA_ARM = "DEFAULT-AA"  # the control's name when DEFAULT is timed, as in earlier JSON files
 # The A/A control fails when its whole interval lies outside 1 ± this. Not "excludes 1": with 95%
-# intervals on 15 shapes, one shape in two runs would then fail by chance alone; ±0.5% is also the
-# precision the stopping rule aims at, so a control outside it says the ratios are not that good.
+# intervals on 15 shapes, one shape in two runs would then fail by chance alone.
 AA_TOLERANCE = 0.005
 
 
@@ -209,7 +206,3 @@ class ShapeTiming:
                 "untrusted_reason": self.untrusted_reason, "noise_floor": self.noise_floor,
                 "gpu_activity": activity, "options": self.options,
                 "arms": [a.to_dict() for a in self.arms], "ratios": [r.to_dict() for r in self.ratios]}
-
-
-def fmt_mhz(value: float | None) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.0f}"
