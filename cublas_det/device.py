@@ -165,7 +165,6 @@ def gpu_failures() -> tuple[type[BaseException], ...]:
     recorded as an error in the report; anything else propagates with its traceback."""
     import cupy
 
-
     return (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
             CublasError, DoesNotFit, MemoryError)
 
@@ -209,7 +208,6 @@ def fingerprint(device_id: int | None = None) -> dict:
     Needs a GPU (call :func:`cublas_det.device.require_gpu` first).
     """
     import cupy
-
 
     runtime = cupy.cuda.runtime
     _, library_path, found_via = _cublas.library()

@@ -91,7 +91,6 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     """
     import cupy
 
-
     names = validate_scenarios(scenarios)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 2:
         raise ValueError(f"repeats must be an int >= 2, not {repeats!r}")
@@ -117,7 +116,6 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
                phases) -> list[GemmCheck]:
     """:func:`check_many` on the current device, its arguments checked."""
     import cupy
-
 
     provenance = fingerprint()
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config, _ in configs)

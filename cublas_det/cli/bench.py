@@ -108,7 +108,6 @@ EPILOG = """examples:
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-
     parser = ArgumentParser(
         prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -183,8 +182,6 @@ def _options(args, parser):
 
 
 def _parse_options(args, parser):
-
-
     if args.fail_on is not None and not args.compare:
         parser.error("--fail-on needs --compare BASE.json")
     if args.fail_on is not None and not (math.isfinite(args.fail_on) and args.fail_on >= 0):
@@ -295,7 +292,6 @@ def _run(argv, prog: str | None = None) -> int:
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
 
-
     phases = Phases()
     with phases("startup"):
         require_gpu()
@@ -304,7 +300,6 @@ def _run(argv, prog: str | None = None) -> int:
     kernels = args.kernels and _kernels_available()
     if args.devices:
         import cupy
-
 
         try:
             devices = parse_devices(args.devices, cupy.cuda.runtime.getDeviceCount())
@@ -350,7 +345,6 @@ def _explain_target(args, parser):
 
 
 def _explain(shape, configs, seed: int) -> int:
-
     require_cupti()  # the feature itself: without CUPTI, one line and exit 2
     for config in configs:
         check_fits(shape, config, timing=False)
@@ -381,7 +375,6 @@ def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
 
 
 def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
-
     started_iso = now_iso()
     started = time.perf_counter()
     provenance = fingerprint()
@@ -404,7 +397,6 @@ def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
 
 
 def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels=False, phases=None) -> int:
-
     phases = phases or Phases()
     started_iso = now_iso()
     started = time.perf_counter()
@@ -502,7 +494,6 @@ def _write_outputs(args, result, data) -> bool:
     if args.markdown:
         written &= write_text(args.markdown, to_markdown(result))
     if args.plot and any(r.timing for r in result.shapes):
-
         try:
             write_plot(result, args.plot)
             print(f"wrote {args.plot}", file=sys.stderr)

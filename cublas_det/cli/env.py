@@ -95,7 +95,6 @@ def _libraries_only(prog: str) -> int:
 
 
 def _report() -> int:
-
     require_gpu()
     info = fingerprint()
     gpu = info.pop("gpu")

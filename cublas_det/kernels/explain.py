@@ -74,7 +74,6 @@ def _cell(shape, config, a, b, target, rows):
     """The signature of the GEMM under one condition, or the error that stopped it (one line)."""
     import cupy
 
-
     if rows is not None:
         shape = dataclasses.replace(shape, m=rows)
         a = cupy.ascontiguousarray(a[:, :rows] if shape.trans_a else a[:rows])
@@ -127,7 +126,6 @@ def render_explanation(explanation: Explanation) -> str:
 
 
 def _kind(name: str) -> str:
-
     words = " ".join(w for w in (math_of(name), tile_of(name) and f"tile {tile_of(name)}") if w)
     return f" ({words})" if words else ""
 

@@ -134,7 +134,6 @@ class KernelSignature:
         """Every kernel with its grid: ``cutlass_80_simt_sgemm_64x64_8x5_nt_align1 grid 2x1x64 + splitKreduce_kernel grid 2x8x1``."""
         return _describe(self.launches)
 
-
     def to_dict(self) -> dict:
         return {"launches": [k.to_dict() for k in self.launches], "calls": self.calls, "kernel_us": self.kernel_us,
                 "variants": self.variants, "sequences": [{"launches": [k.to_dict() for k in launches], "calls": calls}

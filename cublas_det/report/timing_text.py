@@ -86,7 +86,6 @@ def busy_warning(gpu_state: dict | None, shapes) -> str | None:
 
 
 def slowdown_warning(gpu_state: dict | None) -> str | None:
-
     during = (gpu_state or {}).get("during") or {}
     slowed = [r for r in during.get("clock_event_reasons", []) if r in SLOWDOWN_REASONS]
     return f"NVML reported clock slowdowns while timing ran: {', '.join(slowed)}" if slowed else None

@@ -41,7 +41,6 @@ def warm_up(seconds: float = 1.0) -> None:
     """Sustained large GEMMs so the clocks are up before the first sample."""
     import cupy
 
-
     a = cupy.ones((4096, 4096), cupy.float32)
     out = cupy.empty_like(a)
     with create_handle("pedantic") as handle:
@@ -56,7 +55,7 @@ def arms_of(configs, aa_control: bool = True) -> dict:
     """{arm name: configuration}: the configurations (resolved) by name, and with ``aa_control`` the
     A/A arm, a second handle of the reference configuration (DEFAULT, else PEDANTIC, else the first)."""
 
-    arm_configs = {config.name: config for config in (resolve_config(c)[0] for c in configs)}
+    arm_configs = {config.name: config for config in configs}
     if aa_control:
         reference = aa_reference(arm_configs)
         arm_configs[aa_name(reference)] = arm_configs[reference]
@@ -75,10 +74,8 @@ class ShapeBench:
     def __init__(self, shape, configs, *, seed: int = 0, aa_control: bool = True, operands=None):
         import cupy
 
-
         self.shape = shape
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        configs = [resolve_config(config)[0] for config in configs]
         if len({config.a_type for config in configs}) > 1 or len({config.c_type for config in configs}) > 1:
             raise ValueError("time_shape times configurations side by side on one set of operands: give "
                              "configurations of one input and one output type, not "
@@ -274,12 +271,11 @@ class ShapeSetups:
     size calibrated on the first setup and kept, and the seconds its setups were open."""
 
     def __init__(self, shapes, configs, *, seed: int, aa_control: bool, operands=None):
-
         self.by_name = {shape.name: shape for shape in shapes}
         self.configs, self.aa_control = configs, aa_control
         self.calls, self.sets = {}, {}
         self.open_s = dict.fromkeys(self.by_name, 0.0)
-        self.operand_type = resolve_config(configs[0])[0]  # one input type for every arm (ShapeBench checks)
+        self.operand_type = configs[0]  # one input type for every arm (ShapeBench checks)
         self.operands = operands if operands is not None else HostOperands(seed)
 
     @contextlib.contextmanager
@@ -315,9 +311,9 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visi
     """
     import cupy
 
-
     if len({shape.name for shape in shapes}) < len(shapes):
         raise ValueError("time_shapes: give each shape once (two shapes share a name)")
+    configs = [resolve_config(config)[0] for config in configs]  # resolved once, here
     failures = gpu_failures() if failures is None else failures
     default = default_sm_clock_mhz()
     floor = THROTTLE_FRACTION * default if default else None

@@ -262,7 +262,6 @@ class GpuMonitor:
 
     @classmethod
     def start(cls, device_id: int | None = None, *, poll_s: float = POLL_S) -> GpuMonitor:
-
         reader, why = open_reader(device_id)
         if reader is None:
             _note_once(why)

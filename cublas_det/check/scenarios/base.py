@@ -70,7 +70,6 @@ class ScenarioContext:
         return create_handle(self.config, **options)
 
     def new_output(self, rows: int | None = None):
-
         return output(self.shape, self.config, rows)
 
 

@@ -63,7 +63,6 @@ def _matrix(context: ScenarioContext) -> dict:
     """
     import cupy
 
-
     reference64 = fp64_reference(context.shape, context.a, context.b, context.shared)
     cells, outputs = {}, {}
     for config, compute in matrix(context.config, _run_modes(context)):

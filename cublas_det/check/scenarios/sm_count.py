@@ -14,7 +14,6 @@ def sm_count_targets(sm_count: int) -> list[int]:
 
 
 def _sm_count(context: ScenarioContext):
-
     sm_count = device_properties()["sm_count"]
     targets = sm_count_targets(sm_count)
     if not targets:

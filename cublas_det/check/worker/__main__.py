@@ -20,7 +20,6 @@ def main() -> int:
     request = Request.from_dict(json.load(sys.stdin))
     import cupy
 
-
     started = time.perf_counter()
     cupy.cuda.Device(request.device).use()
     results = {}
