@@ -297,15 +297,16 @@ def _check_fields(record, where: str, fields: dict, required=(), *, null: bool =
     return record
 
 
-def _check_machine(info: dict, where: str) -> None:
-    """What the reports say of a machine (its provenance): objects, never null, where they read fields."""
+def _check_machine(info: dict, where: str, devices: bool = True) -> None:
+    """What the reports say of a machine (its provenance): objects, never null, where they read fields;
+    with ``devices``, the provenance of each device of a sweep too."""
     _check_fields(info, where, _MACHINE, null=False)
     if info.get("gpu"):
         _check_fields(info["gpu"], f"{where}.gpu", _GPU, null=False)
-    for index, device in enumerate(info.get("devices") or ()):
+    for index, device in enumerate(info.get("devices") or () if devices else ()):
         _check_fields(device, f"{where}.devices[{index}]", _DEVICE, required=("device_id",))
         if device.get("provenance"):
-            _check_machine(device["provenance"], f"{where}.devices[{index}].provenance")
+            _check_machine(device["provenance"], f"{where}.devices[{index}].provenance", devices=False)
 
 
 def _check_section(section, where: str) -> None:
