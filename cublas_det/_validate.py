@@ -49,7 +49,7 @@ def regular_file_size(path: str, hint: str = "give a regular file", *, error=Inp
 
 
 def open_regular(path: str, hint: str = "give a regular file", *, max_bytes: int | None = None,
-                 what: str = "file", error=InputFileError):
+                 what: str = "file", error=InputFileError, buffering: int = -1):
     """``path`` opened for binary reading, once it is known to be a regular file of at most ``max_bytes``.
 
     Checked before opening (a FIFO's open alone blocks) and again on the open file (the path may
@@ -67,7 +67,7 @@ def open_regular(path: str, hint: str = "give a regular file", *, max_bytes: int
         os.close(fd)
         raise error(f"{path}: is {file_kind(mode)}, not a file; {hint}")
     os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
+    return os.fdopen(fd, "rb", buffering=buffering)
 
 
 class _Refused(ValueError):
