@@ -138,7 +138,7 @@ def run_from_dict(data, source: str) -> Run:
     benchmarks = data.get("benchmarks")
     if not isinstance(benchmarks, list):
         raise InputFileError(f"{source}: not a cublas_det --json file (no 'benchmarks' list)")
-    machine_info = _check_fields(data, source, {"machine_info": "an object"}).get("machine_info") or {}
+    machine_info = _check_fields(data, f"{source}:", {"machine_info": "an object"}).get("machine_info") or {}
     _check_machine(machine_info, f"{source}: machine_info")
     _check_section(data.get("cublas_det"), f"{source}: cublas_det")
     entries = tuple(_entry(raw, i, source) for i, raw in enumerate(benchmarks))
@@ -167,7 +167,7 @@ def _entry(raw, index: int, source: str) -> Entry:
     if not isinstance(shape, dict):
         raise InputFileError(f"{where}: no extra_info.shape: not written by cublas_det (a pytest-benchmark file of "
                              "another project?)")
-    _check_fields(raw, where, {"group": "a string", "params": "an object"})
+    _check_fields(raw, f"{where}:", {"group": "a string", "params": "an object"})
     _check_fields(shape, f"{where}: extra_info.shape", _SHAPE, required=("m", "n", "k", "cublas_op"))
     spec = f"{shape['m']}x{shape['n']}x{shape['k']}:{shape['cublas_op'].lower()}"
     _check_fields(info, f"{where}: extra_info", _EXTRA_INFO)
@@ -278,22 +278,25 @@ def _check_fields(record, where: str, fields: dict, required=(), *, null: bool =
     ``null``: a field may be null (as our writers write what they do not know)."""
     if not isinstance(record, dict):
         raise InputFileError(f"{where}: expected an object, found {_kind(record)}")
+    where += " " if where.endswith(":") else "."  # "run.json: machine_info", "...: extra_info.digest"
     for key, expected in fields.items():
         value = record.get(key)
         if value is None:
-            if key in required or (key in record and not null):
-                raise InputFileError(f"{where}.{key}: missing; expected {expected}")
+            if key in record and not null:
+                raise InputFileError(f"{where}{key}: expected {expected}, found null")
+            if key in required:
+                raise InputFileError(f"{where}{key}: missing; expected {expected}")
             continue
         container, item = _ITEMS.get(expected, (None, None))
         if container is None:
             if not _EXPECTED[expected](value):
-                raise InputFileError(f"{where}.{key}: expected {expected}, found {_found(value)}")
+                raise InputFileError(f"{where}{key}: expected {expected}, found {_found(value)}")
             continue
         if not isinstance(value, container):
-            raise InputFileError(f"{where}.{key}: expected {expected}, found {_found(value)}")
+            raise InputFileError(f"{where}{key}: expected {expected}, found {_found(value)}")
         for name, element in (value.items() if container is dict else enumerate(value)):
             if not _EXPECTED[item](element):
-                raise InputFileError(f"{where}.{key}[{name!r}]: expected {item}, found {_found(element)}")
+                raise InputFileError(f"{where}{key}[{name!r}]: expected {item}, found {_found(element)}")
     return record
 
 

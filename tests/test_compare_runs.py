@@ -321,3 +321,53 @@ def test_nan_timing_samples_are_refused_even_where_fail_on_would_pass_them(tmp_p
     assert result.returncode == 2, result.stdout
     assert f"nan.json: benchmark {timed['name']!r}: stats.data[0]: expected a positive number of seconds, found nan" \
         in result.stderr
+
+
+# -- what --json writes for a failed check, read back -------------------------------------------------
+def _stored_check(check):
+    """``check`` written by the --json writer and read back by the report's reader."""
+    from cublas_det.report.json_file import to_json
+    from cublas_det.report.stored import bench_result
+    from cublas_det.results import BenchResult, ShapeReport
+
+    result = BenchResult((ShapeReport(check.shape, {check.mode_name: check}),), {"numpy_version": "2.5.2"},
+                         "2026-12-01T00:00:00+00:00", 1.0, "0.1.0", seed=check.seed)
+    data = json.loads(json.dumps(to_json(result)))
+    return data["benchmarks"][0], bench_result(run_from_dict(data, "run.json")).shapes[0].checks[check.mode_name]
+
+
+def test_json_of_a_failed_check_says_no_and_keeps_its_input_digests():
+    from cublas_det.config import GemmConfig
+    from cublas_det.results import GemmCheck, Kind, Reproducible, ScenarioResult
+    from cublas_det.shapes import GemmShape
+
+    shape = GemmShape("x", 64, 64, 65536, trans_a=True)
+    inputs = {"a": "1" * 64, "b": "2" * 64}
+    repeat = ScenarioResult("repeat", Kind.GUARANTEE, 20, 3, 17, 4096, 2e-6, 4, (3, 7), 1.0, 1.0000001)
+    check = GemmCheck(shape, GemmConfig.parse("pedantic"), "argument", 5, "d" * 64, 3e-7, (repeat,),
+                      input_digests=inputs)
+    entry, back = _stored_check(check)
+    info = entry["extra_info"]
+    assert info["reproducible"] == "NO" and info["failures"] == ["repeat"] and info["findings"] == []
+    assert info["identity"]["inputs"] == inputs and info["identity"]["seed"] == 5
+    assert info["identity"]["numpy"] == "2.5.2" and info["digest"] == "d" * 64
+    assert back.verdict is Reproducible.NO and back.input_digests == inputs
+    assert back.guarantee_failures[0].index == (3, 7) and back.guarantee_failures[0].differing_runs == 3
+
+
+def test_a_reference_gemm_that_failed_with_only_hazards_asked_reads_error_when_read_back():
+    """The stored check lost its error: with no guarantee scenario it read 'not checked'."""
+    from cublas_det.config import GemmConfig
+    from cublas_det.report.verdicts import check_failures, reproducible_cell
+    from cublas_det.results import GemmCheck, Reproducible
+    from cublas_det.scenarios import REGISTRY
+    from cublas_det.shapes import GemmShape
+
+    error = "out of memory allocating 12.0 GiB"
+    check = GemmCheck(GemmShape("x", 8, 8, 8), GemmConfig.parse("tf32"), "argument", 0, "", float("nan"),
+                      (REGISTRY["batch-invariance"].failed(f"no output to check: {error}"),), error=error)
+    assert check.verdict is Reproducible.ERROR
+    entry, back = _stored_check(check)
+    assert entry["extra_info"]["reproducible"] == "error" and entry["extra_info"]["error"] == error
+    assert back.verdict is Reproducible.ERROR and back.error == error
+    assert check_failures(back) == ["reference"] and reproducible_cell(back) == "error: no output"

@@ -47,7 +47,7 @@ def _read_back(where: str, read, data):
     try:
         return read(data)
     except KeyError as err:
-        raise InputFileError(f"{where}: lacks {err}") from None
+        raise InputFileError(f"{where}: cannot be read back (missing or unknown {err})") from None
     except (TypeError, ValueError) as err:
         raise InputFileError(f"{where}: cannot be read back ({err})") from None
 
