@@ -2,8 +2,8 @@
 
 Each case: (tool, files to create, arguments, exit code, fragments of the one error line). The line
 must name the file or field and what is expected. Cases run in-process through ``main(argv)``; those
-with a FIFO run in a real interpreter with a timeout (a FIFO blocks the reader that opens it), and a
-few others do too, to prove "one line, no traceback" end to end.
+with a FIFO or a device run in a real interpreter with a timeout (a FIFO blocks the reader that opens
+it, /dev/zero never ends), and a few others do too, to prove "one line, no traceback" end to end.
 
 Files: ``{name: content}``, content text, bytes, :data:`FIFO` or :data:`DIR`; ``{tmp}`` in an
 argument is the test's directory.
@@ -314,8 +314,9 @@ def _create(tmp_path, files):
 
 
 def _in_subprocess(index: int) -> bool:
-    tool, files = CASES[index][0], CASES[index][1]
-    return any(content is FIFO for content in files.values()) or \
+    tool, files, args = CASES[index][:3]
+    special = any(content is FIFO for content in files.values()) or any(arg.startswith("/dev/") for arg in args)
+    return special or \
         index in [i for i, case in enumerate(CASES) if case[0] == tool][:SUBPROCESS[tool]]
 
 
