@@ -28,7 +28,15 @@ import numpy as np
 
 from .bitcompare import BitComparison, BitStats, lookup_dtype
 from .digest import DigestAccumulator
-from .run_layout import LAYOUTS, DataSource, Leaf, Run, RunLayoutError, read_into
+from .run_layout import (
+    LAYOUTS,
+    DataSource,
+    Leaf,
+    Run,
+    RunLayoutError,
+    listing,
+    read_into,
+)
 
 DEFAULT_CHUNK_BYTES = 4 << 20
 
@@ -179,7 +187,7 @@ class RunDiff:
             return f"not finished: {self.error}; before it {_earlier_steps(done)}" if done else \
                 f"not finished: {self.error}"
         if self.nothing_compared:
-            skipped = f"; skipped {_listing(self.skipped)}" if self.skipped else ""
+            skipped = f"; skipped {listing(self.skipped)}" if self.skipped else ""
             return (f"nothing compared: no leaf is in both runs ({_count(sum(len(s.leaves) for s in self.steps), 'leaf')}"
                     f" in {_count(len(self.steps), 'step')} of one run or the other){skipped}; diff reads {LAYOUTS}")
         text = (f"identical: {_count(self.compared_leaves, 'leaf')} in {_count(len(self.steps), 'step')}, all bits "
@@ -208,11 +216,6 @@ class IncompleteDiff(RunLayoutError):
 def _count(number: int, noun: str) -> str:
     plural = {"leaf": "leaves"}.get(noun, noun + "s")
     return f"{number} {noun if number == 1 else plural}"
-
-
-def _listing(names, most: int = 5) -> str:
-    names = list(names)
-    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _earlier_steps(steps: list[int]) -> str:

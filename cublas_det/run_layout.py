@@ -252,7 +252,7 @@ def _read_directory(path: str, raw_dtype: str) -> Run:
         else:
             skipped.append(entry.name + ("/" if entry.is_dir() else ""))
     if not found:
-        listed = f"; found only {_listing(skipped)}" if skipped else " (it is empty)"
+        listed = f"; found only {listing(skipped)}" if skipped else " (it is empty)"
         raise RunLayoutError(f"{path}: no steps found{listed}; diff reads {LAYOUTS}")
     names = {".bin": f"raw {raw_dtype} binaries", **_KIND_NAMES}
     layout = " + ".join(names[kind] for kind in sorted(kinds)) or "empty step directories"
@@ -260,7 +260,7 @@ def _read_directory(path: str, raw_dtype: str) -> Run:
     return Run(path, layout, steps, skipped=tuple(skipped))
 
 
-def _listing(names, most: int = 5) -> str:
+def listing(names, most: int = 5) -> str:
     """``a, b, c`` or ``a, b, c, d, e and 7 more``."""
     names = list(names)
     shown = ", ".join(names[:most])
