@@ -6,7 +6,10 @@ and leaf by leaf, and prints per step a table of leaves (equal, or DIVERGE with 
 elements, the greatest ULP distance and |difference|, and the first mismatched index), then a
 verdict. Streams: at most four chunks of one leaf (two per side) are in memory at a time.
 
-Exit codes: 0 identical, 1 diverged, 2 usage or I/O error (one line on stderr).
+Exit codes: 0 identical (as far as both runs go: one that ends early is said to), 1 diverged, 2
+nothing compared (no leaf in both runs), a usage or I/O error (one line on stderr). A read error
+during the comparison comes after the report of the steps compared before it; a --json file
+that cannot be written leaves a divergence's exit code 1 as it is.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from .cli.common import (
     EXIT_USAGE,
     ArgumentParser,
     check_writable,
+    error_line,
     prog_name,
     run_guarded,
+    warning_line,
     wrap_paragraphs,
     write_json,
 )
@@ -34,8 +39,9 @@ EPILOG = """layouts (RUN is a directory unless said otherwise):
   RUN/trace.jsonl (or the .jsonl itself)  digest log of cublas_det.trace.Recorder, leaves in recording order
   RUN/step_<N>/<leaf>.bin, RUN/step<N>_<leaf>.bin   raw binaries of --dtype, 1-D
   RUN/step_<N>/<leaf>.npy, RUN/step<N>_<leaf>.npy, RUN/step_<N>.npz, RUN/step_<N>.safetensors
-  a single .npz or .safetensors file: a run of one step (step 0)
-  without a log, leaves are compared in name order (or --order's)
+  RUN/step_<N>/<file>.safetensors, .npz, .pt (with PyTorch)   checkpoints: leaves named <file>:<key>
+  a single .npz, .safetensors or .pt file: a run of one step (step 0)
+  without a log, leaves are compared in name order (or --order's); other files are skipped
 
 examples:
   python -m cublas_det.diff runs/a runs/b                  # stop after the first divergent step
@@ -43,7 +49,7 @@ examples:
   python -m cublas_det.diff dump1 dump2 --dtype bfloat16 --order leaves.txt
   python -m cublas_det.diff runs/a/trace.jsonl runs/b --json diff.json
 
-exit codes: 0 identical, 1 diverged, 2 usage or I/O error
+exit codes: 0 identical, 1 diverged, 2 nothing compared, usage or I/O error
 """
 
 
@@ -88,20 +94,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(argv: list[str]) -> int:
-    from .run_diff import compare_runs, report_lines
-    from .run_layout import open_run, read_order_file
+    from .run_diff import IncompleteDiff, compare_runs, report_lines
+    from .run_layout import RunLayoutError, open_run, read_order_file
 
     args = build_parser().parse_args(argv)
     if args.json is not None:
         check_writable(args.json, "--json")
     order = read_order_file(args.order) if args.order else None
-    run_a = open_run(args.run_a, raw_dtype=args.dtype)
-    run_b = open_run(args.run_b, raw_dtype=args.dtype)
-    diff = compare_runs(run_a, run_b, order=order, all_steps=args.all_steps, chunk_bytes=args.chunk_bytes)
-    print("\n".join(report_lines(diff, verbose=args.verbose)))
-    if args.json and not write_json(args.json, diff.to_dict()):
-        return EXIT_USAGE
-    return EXIT_OK if diff.identical else EXIT_FINDING
+    runs = [open_run(path, raw_dtype=args.dtype) for path in (args.run_a, args.run_b)]
+    for side, run in zip("AB", runs):
+        for note in run.notes:
+            warning_line(prog_name(), f"run {side}: {note}")
+    try:
+        diff, error = compare_runs(*runs, order=order, all_steps=args.all_steps, chunk_bytes=args.chunk_bytes), None
+    except IncompleteDiff as err:  # the steps compared before the read error are reported, then the error
+        diff, error = err.diff, err
+    if not diff.nothing_compared:
+        print("\n".join(report_lines(diff, verbose=args.verbose)))
+    written = not args.json or write_json(args.json, diff.to_dict())
+    if diff.first_divergence is not None:  # a finding stands, whatever failed after it
+        if error is not None:
+            error_line(prog_name(), str(error))
+        return EXIT_FINDING
+    if error is not None:
+        raise error
+    if diff.nothing_compared:
+        raise RunLayoutError(diff.verdict())
+    return EXIT_OK if written else EXIT_USAGE
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,11 @@ chunks so that memory stays bounded whatever the size of the runs; leaves with o
 either side are compared by digest (computed from the bytes on the other side if need be). By
 default the walk stops after the first step with a divergent leaf.
 
+What was not compared is never called identical: a comparison in which no leaf is in both runs
+says so (:attr:`RunDiff.nothing_compared`); a run that ends before the other (a run stopped
+early) ends the walk at its last step, where the leaves it did not reach are not a divergence;
+a read error raises :class:`IncompleteDiff`, which carries the steps compared before it.
+
 The results are frozen dataclasses with ``to_dict()``; :func:`report_lines` renders them as text.
 """
 
@@ -23,7 +28,15 @@ import numpy as np
 
 from .bits.digest import DigestAccumulator
 from .bits.streams import BitComparison, BitStats, lookup_dtype
-from .run_layout import DataSource, Leaf, Run, RunLayoutError, read_into
+from .run_layout import (
+    LAYOUTS,
+    DataSource,
+    Leaf,
+    Run,
+    RunLayoutError,
+    listing,
+    read_into,
+)
 
 DEFAULT_CHUNK_BYTES = 4 << 20
 
@@ -35,6 +48,12 @@ class LeafStatus(str, enum.Enum):
     MISSING_IN_B = "missing in B"
     SHAPE_DIFFERS = "shape differs"
     DTYPE_DIFFERS = "dtype differs"
+    ENDED_IN_A = "A ended before it"  # in the last step of a run that ends before the other: not compared
+    ENDED_IN_B = "B ended before it"
+
+
+_ENDED = (LeafStatus.ENDED_IN_A, LeafStatus.ENDED_IN_B)
+_ABSENT = (LeafStatus.MISSING_IN_A, LeafStatus.MISSING_IN_B, *_ENDED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,11 +104,21 @@ class StepDiff:
 
     @property
     def diverged(self) -> tuple[LeafDiff, ...]:
-        return tuple(leaf for leaf in self.leaves if not leaf.equal)
+        return tuple(leaf for leaf in self.leaves if not leaf.equal and leaf.status not in _ENDED)
 
     @property
     def equal(self) -> bool:
         return not self.diverged
+
+    @property
+    def compared(self) -> int:
+        """Leaves in both runs (compared by bits or digest, or found of another dtype or shape)."""
+        return sum(leaf.status not in _ABSENT for leaf in self.leaves)
+
+    @property
+    def not_reached(self) -> int:
+        """Leaves the run that ends here did not reach."""
+        return sum(leaf.status in _ENDED for leaf in self.leaves)
 
     def to_dict(self) -> dict:
         return {"step": self.step, "equal": self.equal, "leaves": [leaf.to_dict() for leaf in self.leaves]}
@@ -97,16 +126,31 @@ class StepDiff:
 
 @dataclasses.dataclass(frozen=True)
 class RunDiff:
-    """Two runs compared: the steps compared, and those left after the first divergent one."""
+    """Two runs compared: the steps compared, those left after the first divergent one, and where the
+    walk ended when one run ends before the other or a read failed."""
 
     run_a: str
     run_b: str
     steps: tuple[StepDiff, ...]
-    not_compared: tuple[int, ...] = ()  # steps after the first divergent step (without all_steps)
+    not_compared: tuple[int, ...] = ()  # steps after the first divergent step (without all_steps), or a read error
+    ended: str | None = None  # "A" or "B": the run whose last step comes before the other's
+    beyond_end: tuple[int, ...] = ()  # the other run's steps after it, not compared
+    skipped: tuple[str, ...] = ()  # files of either run that no layout reads ("A: step_1/notes.txt")
+    error: str | None = None  # the read error that stopped the walk
+
+    @property
+    def compared_leaves(self) -> int:
+        return sum(step.compared for step in self.steps)
+
+    @property
+    def nothing_compared(self) -> bool:
+        """No leaf was in both runs: nothing can be said of their bits."""
+        return self.compared_leaves == 0 and self.error is None
 
     @property
     def identical(self) -> bool:
-        return all(step.equal for step in self.steps)
+        """Every leaf in both runs has the same bits, at least one was compared, and the walk finished."""
+        return self.compared_leaves > 0 and self.error is None and all(step.equal for step in self.steps)
 
     @property
     def first_divergence(self) -> LeafDiff | None:
@@ -119,23 +163,59 @@ class RunDiff:
     def divergent_steps(self) -> tuple[int, ...]:
         return tuple(step.step for step in self.steps if not step.equal)
 
+    def ending(self) -> str | None:
+        """``A ends at step 49 (after 3 of 5 leaves there); B goes on to step 100 (51 steps more, not compared)``."""
+        if self.ended is None or not self.steps:
+            return None
+        last, other = self.steps[-1], "B" if self.ended == "A" else "A"
+        inside = (f" (after {last.compared} of the {last.compared + last.not_reached} leaves {other} has there)"
+                  if last.not_reached else "")
+        more = (f"; {other} goes on to step {self.beyond_end[-1]} ({len(self.beyond_end)} step"
+                f"{'s' if len(self.beyond_end) != 1 else ''} more, not compared)" if self.beyond_end else "")
+        return f"{self.ended} ends at step {last.step}{inside}{more}"
+
     def verdict(self) -> str:
-        """One sentence: ``first divergence at step 2 in leaf X; all of step 1 equal`` or ``identical: ...``."""
+        """One sentence: ``first divergence at step 2 in leaf X; all of step 1 equal``, ``identical: ...``,
+        ``nothing compared: ...`` or ``not finished: <read error> ...``."""
         first = self.first_divergence
-        if first is None:
-            leaves = sum(len(step.leaves) for step in self.steps)
-            return f"identical: {leaves} leaves in {len(self.steps)} steps, all bits equal"
-        reason = "" if first.status is LeafStatus.DIVERGE else f" ({first.status.value})"
-        earlier = [step.step for step in self.steps if step.step < first.step]
-        return f"first divergence at step {first.step} in leaf {first.leaf}{reason}; {_earlier_steps(earlier)}"
+        if first is not None:
+            reason = "" if first.status is LeafStatus.DIVERGE else f" ({first.status.value})"
+            earlier = [step.step for step in self.steps if step.step < first.step]
+            return f"first divergence at step {first.step} in leaf {first.leaf}{reason}; {_earlier_steps(earlier)}"
+        if self.error is not None:
+            done = [step.step for step in self.steps]
+            return f"not finished: {self.error}; before it {_earlier_steps(done)}" if done else \
+                f"not finished: {self.error}"
+        if self.nothing_compared:
+            skipped = f"; skipped {listing(self.skipped)}" if self.skipped else ""
+            return (f"nothing compared: no leaf is in both runs ({_count(sum(len(s.leaves) for s in self.steps), 'leaf')}"
+                    f" in {_count(len(self.steps), 'step')} of one run or the other){skipped}; diff reads {LAYOUTS}")
+        text = (f"identical: {_count(self.compared_leaves, 'leaf')} in {_count(len(self.steps), 'step')}, all bits "
+                "equal")
+        return text + (f", as far as {self.ended} goes: {self.ending()}" if self.ended else "")
 
     def to_dict(self) -> dict:
         first = self.first_divergence
         return {"run_a": self.run_a, "run_b": self.run_b, "identical": self.identical,
-                "verdict": self.verdict(),
+                "verdict": self.verdict(), "compared_leaves": self.compared_leaves,
+                "nothing_compared": self.nothing_compared,
                 "first_divergence": {"step": first.step, "leaf": first.leaf} if first else None,
                 "divergent_steps": list(self.divergent_steps), "not_compared": list(self.not_compared),
-                "steps": [step.to_dict() for step in self.steps]}
+                "ended": self.ended, "beyond_end": list(self.beyond_end), "skipped": list(self.skipped),
+                "error": self.error, "steps": [step.to_dict() for step in self.steps]}
+
+
+class IncompleteDiff(RunLayoutError):
+    """A read failed during the comparison; :attr:`diff` holds the steps compared before it."""
+
+    def __init__(self, message: str, diff: RunDiff):
+        super().__init__(message)
+        self.diff = diff
+
+
+def _count(number: int, noun: str) -> str:
+    plural = {"leaf": "leaves"}.get(noun, noun + "s")
+    return f"{number} {noun if number == 1 else plural}"
 
 
 def _earlier_steps(steps: list[int]) -> str:
@@ -156,22 +236,54 @@ def compare_runs(run_a: Run, run_b: Run, *, order: list[str] | None = None, all_
     """Compare two runs step by step; stop after the first divergent step unless ``all_steps``.
 
     ``order``: leaf names to compare first, in this order (the others follow in run A's order,
-    then those only in run B in B's order).
+    then those only in run B in B's order). A run whose last step comes before the other's ends
+    the walk there (:attr:`RunDiff.ended`), and so does one stopped while recording its last step.
+
+    Raises:
+        IncompleteDiff: a leaf could not be read; its ``diff`` holds the steps compared before.
     """
     if chunk_bytes <= 0 or chunk_bytes % 8:
         raise ValueError(f"chunk size must be a positive multiple of 8 bytes, not {chunk_bytes}")
     steps = sorted(set(run_a.steps) | set(run_b.steps))
+    last_a, last_b = max(run_a.steps, default=None), max(run_b.steps, default=None)
+    ended, beyond = None, ()
+    if None not in (last_a, last_b) and last_a != last_b:
+        ended, end = ("A", last_a) if last_a < last_b else ("B", last_b)
+        steps, beyond = [step for step in steps if step <= end], tuple(step for step in steps if step > end)
+    elif run_a.stopped != run_b.stopped:  # one was stopped while it recorded its last step, which both have
+        ended = "A" if run_a.stopped else "B"
+    skipped = tuple(f"{side}: {name}" for side, run in (("A", run_a), ("B", run_b)) for name in run.skipped)
+
+    def result(compared, rest=(), error=None):
+        return RunDiff(run_a.describe(), run_b.describe(), tuple(compared), tuple(rest), ended, beyond, skipped, error)
+
     compared = []
     for position, step in enumerate(steps):
         leaves_a = {leaf.name: leaf for leaf in run_a.steps.get(step, ())}
         leaves_b = {leaf.name: leaf for leaf in run_b.steps.get(step, ())}
         names = _leaf_order(run_a.steps.get(step, ()), run_b.steps.get(step, ()), order)
-        result = StepDiff(step, tuple(compare_leaf(step, name, leaves_a.get(name), leaves_b.get(name), chunk_bytes)
-                                      for name in names))
-        compared.append(result)
-        if not result.equal and not all_steps:
-            return RunDiff(run_a.describe(), run_b.describe(), tuple(compared), tuple(steps[position + 1:]))
-    return RunDiff(run_a.describe(), run_b.describe(), tuple(compared))
+        try:
+            leaves = [compare_leaf(step, name, leaves_a.get(name), leaves_b.get(name), chunk_bytes) for name in names]
+        except RunLayoutError as err:
+            raise IncompleteDiff(str(err), result(compared, steps[position:], f"step {step}: {err}")) from None
+        if ended and step == steps[-1]:
+            leaves = _not_reached(leaves, ended)
+        compared.append(StepDiff(step, tuple(leaves)))
+        if not compared[-1].equal and not all_steps:
+            return result(compared, steps[position + 1:])
+    return result(compared)
+
+
+def _not_reached(leaves: list[LeafDiff], ended: str) -> list[LeafDiff]:
+    """The last step of the run that ends first: the leaves it lacks were not reached, when what it has
+    is a part of the other run's step (a run stopped while writing it); one leaf the other run lacks
+    makes the step differ, and then they are missing."""
+    missing, extra, status = ((LeafStatus.MISSING_IN_A, LeafStatus.MISSING_IN_B, LeafStatus.ENDED_IN_A)
+                              if ended == "A" else (LeafStatus.MISSING_IN_B, LeafStatus.MISSING_IN_A,
+                                                    LeafStatus.ENDED_IN_B))
+    if any(leaf.status is extra for leaf in leaves):
+        return leaves
+    return [dataclasses.replace(leaf, status=status) if leaf.status is missing else leaf for leaf in leaves]
 
 
 def _leaf_order(leaves_a, leaves_b, order) -> list[str]:
@@ -285,6 +397,8 @@ def leaf_row(leaf: LeafDiff) -> tuple[str, ...]:
     """The cells of one table row."""
     if leaf.equal:
         return (leaf.leaf, leaf.status.value) + ("",) * 5
+    if leaf.status in _ENDED:
+        return (leaf.leaf, leaf.status.value, "", "", "", "", "not compared")
     if leaf.status is not LeafStatus.DIVERGE:
         return (leaf.leaf, leaf.status.value, "", "", "", "", _presence_note(leaf))
     if leaf.compared_by == "digest":
@@ -349,18 +463,25 @@ def report_lines(diff: RunDiff, *, verbose: bool = False) -> list[str]:
     lines = [f"A: {diff.run_a}", f"B: {diff.run_b}",
              f"first divergence: step {first.step}, leaf {first.leaf}" if first else "no divergence", ""]
     for step in diff.steps:
+        ended = f"; {diff.ended} ended before the other {step.not_reached}" if step.not_reached else ""
         if step.equal and not verbose:
-            lines.append(f"step {step.step}: all {len(step.leaves)} leaves equal")
+            lines.append(f"step {step.step}: all {_count(step.compared, 'leaf')} equal{ended}")
             continue
-        heading = (f"all {len(step.leaves)} leaves equal" if step.equal
+        heading = (f"all {_count(step.compared, 'leaf')} equal{ended}" if step.equal
                    else f"{len(step.diverged)} of {len(step.leaves)} leaves diverge")
         lines.append(f"step {step.step}: {heading}")
         lines += format_table([leaf_row(leaf) for leaf in step.leaves])
-    if diff.not_compared:
+    if diff.error is not None:
+        count = len(diff.not_compared)
+        lines.append(f"stopped by a read error in step {diff.not_compared[0]}; {_count(count, 'step')} from it on not "
+                     "compared")
+    elif diff.not_compared:
         count = len(diff.not_compared)
         lines.append(f"stopped after step {diff.steps[-1].step}, the first divergent step; {count} later "
                      f"step{'s' if count > 1 else ''} not compared (--all compares them)")
     if len(diff.divergent_steps) > 1:
         lines.append(f"divergent steps: {', '.join(map(str, diff.divergent_steps))}")
+    if diff.ended and not diff.not_compared:
+        lines.append(diff.ending())
     lines += ["", diff.verdict()]
     return lines

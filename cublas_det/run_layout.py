@@ -5,8 +5,9 @@ unless said otherwise):
 
 * trace log: ``RUN/trace.jsonl`` (or the ``.jsonl`` file itself) as written by
   :class:`cublas_det.trace.Recorder`: one JSON object per line with ``step``, ``leaf``, ``dtype``,
-  ``shape``, ``digest`` (and ``algorithm``, and ``file`` when the tensor's bytes were written too).
-  Only the log is read; leaves are in recording order.
+  ``shape``, ``digest`` (and ``algorithm``, and ``file``, a path inside the run, when the tensor's
+  bytes were written too). Only the log is read; leaves are in recording order. A cut last line
+  (a run killed while writing it) is dropped with a note.
 * raw binaries: ``RUN/step_<N>/<leaf>.bin`` (leaf names may contain ``/``: subdirectories) or
   ``RUN/step<N>_<leaf>.bin`` (``step_<N>_<leaf>.bin`` too); the dtype is given (``--dtype``), the
   shape is 1-D.
@@ -15,18 +16,26 @@ unless said otherwise):
 * safetensors: ``RUN/step_<N>.safetensors`` or ``RUN/step<N>.safetensors``, or a single file. The
   format (an 8-byte header length, a JSON header, the data) is read directly, so the
   ``safetensors`` package is not needed.
+* checkpoints inside a step directory: ``RUN/step_<N>/<file>.safetensors``, ``.npz`` and, when
+  PyTorch is installed, ``.pt`` state dicts (nested dicts of tensors), each tensor a leaf named
+  ``<file>:<key>`` (``model.safetensors:layer1.weight``, ``optim.pt:state.0.exp_avg``).
 
 Without a log, leaves are in name order. Nothing is loaded here beyond headers: every leaf has a
-:class:`DataSource` that streams its bytes (C order) when the comparison asks for them.
+:class:`DataSource` that streams its bytes (C order) when the comparison asks for them. Files that
+no layout names are listed in :attr:`Run.skipped`, so that a comparison of nothing can say why.
+Every file is checked before it is read: a FIFO or device is refused, sizes and header fields
+are checked against the file before anything is allocated for them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
 import re
+import stat
 import struct
 import zipfile
 import zlib
@@ -34,6 +43,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ._validate import file_kind, open_regular, parse_json, regular_file_size
 from .bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
 from .bits.streams import dtype_name_of, lookup_dtype
 from .errors import InputFileError
@@ -43,9 +53,16 @@ STEP_DIR = re.compile(r"^step_?(\d+)$")
 FLAT_FILE = re.compile(r"^step_?(\d+)_(.+)\.(bin|npy)$")
 STEP_CONTAINER = re.compile(r"^step_?(\d+)\.(npz|safetensors)$")
 LEAF_EXTENSIONS = (".bin", ".npy")
+CHECKPOINT_EXTENSIONS = (".npz", ".safetensors", ".pt")
+LAYOUTS = (f"{LOG_NAME}; step_<N>/<leaf>.bin or .npy; step_<N>/<file>.safetensors, .npz or .pt (leaves "
+           "<file>:<key>); step_<N>.npz or .safetensors; step<N>_<leaf>.bin or .npy")
 SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
                       "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
                       "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool"}
+MAX_SAFETENSORS_HEADER = 100_000_000  # the safetensors package's own limit
+MAX_LOG_LINE = 1 << 20  # a log line is ~200 bytes
+MAX_ORDER_FILE = 64 << 20
+MAX_DIMS = 64  # numpy's
 _HEX = re.compile(r"^[0-9a-f]+$")
 
 
@@ -55,7 +72,8 @@ class RunLayoutError(InputFileError):
 
 @dataclasses.dataclass(frozen=True)
 class DataSource:
-    """Where a leaf's bytes are: ``nbytes`` from ``offset`` in ``path`` (in zip ``member`` if set).
+    """Where a leaf's bytes are: ``nbytes`` from ``offset`` in ``path`` (in zip ``member`` if set, or the
+    tensor ``torch_key`` of a PyTorch file).
 
     ``fortran_order``: the bytes in the file are in Fortran order (a ``.npy``/``.npz`` of an
     F-contiguous array); :meth:`open` then yields them in C order, read through numpy.
@@ -68,22 +86,28 @@ class DataSource:
     fortran_order: bool = False
     shape: tuple[int, ...] = ()
     dtype: str = "uint8"
+    torch_key: str | None = None
 
     def open(self, chunk_bytes: int = 1 << 24):
         """A reader with ``readinto(buffer) -> int`` and ``close()``, positioned at the first byte."""
         try:
+            if self.torch_key is not None:
+                return _TorchReader(self)
             if self.fortran_order:
                 return _CorderReader(self, chunk_bytes)
             if self.member is not None:
                 return _ZipMemberReader(self.path, self.member)
-            stream = open(self.path, "rb", buffering=0)
+            stream = open_regular(self.path, "give a readable regular file", error=RunLayoutError, buffering=0)
             stream.seek(self.offset)
             return stream
-        except (zipfile.BadZipFile, KeyError) as err:
-            raise RunLayoutError(f"{self.describe()}: cannot read: {err}") from None
+        except RunLayoutError:
+            raise
+        except (zipfile.BadZipFile, KeyError, OSError, ValueError) as err:
+            raise RunLayoutError(f"{self.describe()}: cannot read: {getattr(err, 'strerror', None) or err}") from None
 
     def describe(self) -> str:
-        return f"{self.path}[{self.member}]" if self.member else self.path
+        key = self.member or self.torch_key
+        return f"{self.path}[{key}]" if key else self.path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,12 +131,24 @@ class Leaf:
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """A run: its steps in ascending order, each a tuple of leaves in recording (or name) order."""
+    """A run: its steps in ascending order, each a tuple of leaves in recording (or name) order.
+
+    ``skipped``: the files no layout reads (paths relative to the run), and why where it is not
+    plain; ``notes``: what was left out while reading (a cut last line of a log), for a warning;
+    ``stopped``: the run was stopped while it recorded (its log's last line is cut).
+    """
 
     path: str
     layout: str
     steps: Mapping[int, tuple[Leaf, ...]]
     recorded_order: bool = False  # leaf order comes from a log
+    skipped: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    stopped: bool = False
+
+    @property
+    def leaves(self) -> int:
+        return sum(len(leaves) for leaves in self.steps.values())
 
     def describe(self) -> str:
         leaves = sorted({len(leaves) for leaves in self.steps.values()})
@@ -125,36 +161,55 @@ def open_run(path: str, *, raw_dtype: str = "float32") -> Run:
 
     Raises:
         RunLayoutError: no such path, no steps found, a malformed file or log line, a raw file
-            whose size is not a whole number of elements, a duplicate leaf, an unsupported dtype.
+            whose size is not a whole number of elements, a duplicate leaf, an unsupported dtype,
+            a special file (FIFO, device) where a file is read.
     """
     raw = lookup_dtype(raw_dtype)
-    if not os.path.exists(path):
-        raise RunLayoutError(f"{path}: no such file or directory")
-    if os.path.isfile(path):
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise RunLayoutError(f"{path}: no such file or directory") from None
+    except OSError as err:
+        raise RunLayoutError(f"{path}: cannot stat: {err.strerror or err}") from None
+    what = "give a directory, a trace .jsonl, a .npz, .safetensors or .pt file"
+    if stat.S_ISREG(mode):
         if path.endswith(".jsonl"):
             return _read_log(path)
         if path.endswith(".npz"):
             return Run(path, "numpy .npz", {0: _npz_leaves(path, raw.name)})
         if path.endswith(".safetensors"):
             return Run(path, "safetensors", {0: _safetensors_leaves(path)})
-        raise RunLayoutError(f"{path}: not a run: give a directory, a trace .jsonl, a .npz or a .safetensors file")
+        if path.endswith(".pt"):
+            leaves, skipped = _torch_leaves(path, "")
+            if leaves is None:
+                raise RunLayoutError(f"{path}: a .pt file is read through PyTorch, which is not installed: "
+                                     "pip install torch")
+            return Run(path, "PyTorch .pt", {0: leaves}, skipped=skipped)
+        raise RunLayoutError(f"{path}: not a run: {what}")
+    if not stat.S_ISDIR(mode):
+        raise RunLayoutError(f"{path}: is {file_kind(mode)}, not a run: {what}")
     log = os.path.join(path, LOG_NAME)
-    if os.path.isfile(log):
+    if os.path.lexists(log):
         return _read_log(log, run_path=path)
     return _read_directory(path, raw.name)
 
 
 # -- directories of dumps -------------------------------------------------------------------
+_KIND_NAMES = {".npy": "numpy .npy", ".npz": "numpy .npz", ".safetensors": "safetensors", ".pt": "PyTorch .pt"}
+
+
 def _read_directory(path: str, raw_dtype: str) -> Run:
     found: dict[int, dict[str, Leaf]] = {}
     kinds: set[str] = set()
+    skipped: list[str] = []
 
-    def add(step: int, leaf: Leaf, where: str) -> None:
-        leaves = found.setdefault(step, {})
-        if leaf.name in leaves:
-            raise RunLayoutError(f"{where}: leaf {leaf.name!r} of step {step} is also in "
-                                 f"{leaves[leaf.name].source.describe()}; keep one of them")
-        leaves[leaf.name] = leaf
+    def add(step: int, leaves, where: str) -> None:
+        step_leaves = found.setdefault(step, {})
+        for leaf in leaves:
+            if leaf.name in step_leaves:
+                raise RunLayoutError(f"{where}: leaf {leaf.name!r} of step {step} is also in "
+                                     f"{step_leaves[leaf.name].source.describe()}; keep one of them")
+            step_leaves[leaf.name] = leaf
 
     try:
         entries = sorted(os.scandir(path), key=lambda entry: entry.name)
@@ -167,39 +222,71 @@ def _read_directory(path: str, raw_dtype: str) -> Run:
         if step_dir and entry.is_dir():
             step = int(step_dir.group(1))
             found.setdefault(step, {})
-            for file_path, name in _leaf_files(entry.path):
-                leaf = _file_leaf(file_path, name, raw_dtype)
-                kinds.add(os.path.splitext(file_path)[1])
-                add(step, leaf, file_path)
-        elif flat and entry.is_file():
-            leaf = _file_leaf(entry.path, flat.group(2), raw_dtype)
+            for file_path, relative in _step_files(entry.path):
+                extension = os.path.splitext(file_path)[1]
+                where = f"{entry.name}/{relative}"
+                if extension in LEAF_EXTENSIONS:
+                    leaves = [_file_leaf(file_path, relative[:-len(extension)], raw_dtype)]
+                elif extension in CHECKPOINT_EXTENSIONS:
+                    leaves, left_out = _checkpoint_leaves(file_path, extension, raw_dtype, f"{relative}:")
+                    skipped += [f"{where}{reason}" for reason in left_out]
+                    if leaves is None:
+                        continue
+                else:
+                    skipped.append(where)
+                    continue
+                kinds.add(extension)
+                add(step, leaves, file_path)
+        elif (flat or container) and not entry.is_file():
+            regular_file_size(entry.path, "give a regular file", error=RunLayoutError)  # says what it is instead
+            raise RunLayoutError(f"{entry.path}: not a regular file")
+        elif flat:
             kinds.add("." + flat.group(3))
-            add(int(flat.group(1)), leaf, entry.path)
-        elif container and entry.is_file():
+            add(int(flat.group(1)), [_file_leaf(entry.path, flat.group(2), raw_dtype)], entry.path)
+        elif container:
             step, kind = int(container.group(1)), container.group(2)
             kinds.add("." + kind)
             found.setdefault(step, {})
-            for leaf in (_npz_leaves(entry.path, raw_dtype) if kind == "npz" else _safetensors_leaves(entry.path)):
-                add(step, leaf, entry.path)
+            add(step, _npz_leaves(entry.path, raw_dtype) if kind == "npz" else _safetensors_leaves(entry.path),
+                entry.path)
+        else:
+            skipped.append(entry.name + ("/" if entry.is_dir() else ""))
     if not found:
-        raise RunLayoutError(f"{path}: no steps found: expected {LOG_NAME}, step_<N>/<leaf>.bin, "
-                             "step<N>_<leaf>.bin, .npy, step_<N>.npz or step_<N>.safetensors")
-    names = {".bin": f"raw {raw_dtype} binaries", ".npy": "numpy .npy", ".npz": "numpy .npz",
-             ".safetensors": "safetensors"}
+        listed = f"; found only {listing(skipped)}" if skipped else " (it is empty)"
+        raise RunLayoutError(f"{path}: no steps found{listed}; diff reads {LAYOUTS}")
+    names = {".bin": f"raw {raw_dtype} binaries", **_KIND_NAMES}
     layout = " + ".join(names[kind] for kind in sorted(kinds)) or "empty step directories"
     steps = {step: tuple(sorted(found[step].values(), key=lambda leaf: leaf.name)) for step in sorted(found)}
-    return Run(path, layout, steps)
+    return Run(path, layout, steps, skipped=tuple(skipped))
 
 
-def _leaf_files(step_dir: str):
-    """(path, leaf name) of the .bin/.npy files under a step directory, subdirectories included."""
+def listing(names, most: int = 5) -> str:
+    """``a, b, c`` or ``a, b, c, d, e and 7 more``."""
+    names = list(names)
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _step_files(step_dir: str):
+    """(path, path relative to the step directory with ``/``) of every file under it, in name order."""
     for root, dirs, files in os.walk(step_dir):
         dirs.sort()
         for file_name in sorted(files):
-            stem, extension = os.path.splitext(file_name)
-            if extension in LEAF_EXTENSIONS:
-                relative = os.path.relpath(os.path.join(root, stem), step_dir)
-                yield os.path.join(root, file_name), relative.replace(os.sep, "/")
+            file_path = os.path.join(root, file_name)
+            yield file_path, os.path.relpath(file_path, step_dir).replace(os.sep, "/")
+
+
+def _checkpoint_leaves(path: str, extension: str, raw_dtype: str, prefix: str):
+    """(leaves, what was left out) of a checkpoint file in a step directory, its leaves named ``<prefix><key>``;
+    leaves None when the file cannot be read here (a .pt file without PyTorch)."""
+    if extension == ".npz":
+        return _npz_leaves(path, raw_dtype, prefix), ()
+    if extension == ".safetensors":
+        return _safetensors_leaves(path, prefix), ()
+    leaves, skipped = _torch_leaves(path, prefix)
+    if leaves is None:
+        return None, (" (a .pt file: PyTorch is not installed to read it; pip install torch)",)
+    return leaves, skipped
 
 
 def _file_leaf(path: str, name: str, raw_dtype: str) -> Leaf:
@@ -208,7 +295,7 @@ def _file_leaf(path: str, name: str, raw_dtype: str) -> Leaf:
             dtype, shape, fortran = _npy_header(stream, path, raw_dtype)
             offset = stream.tell()
         leaf = _leaf_with_source(name, dtype, shape, path, offset, fortran)
-        _check_size(path, offset + leaf.nbytes, exact=False)
+        _check_size(path, offset + leaf.nbytes)
         return leaf
     itemsize = lookup_dtype(raw_dtype).itemsize
     size = _file_size(path)
@@ -218,10 +305,21 @@ def _file_leaf(path: str, name: str, raw_dtype: str) -> Leaf:
     return _leaf_with_source(name, raw_dtype, (size // itemsize,), path, 0, False)
 
 
-def _leaf_with_source(name, dtype, shape, path, offset, fortran, member=None) -> Leaf:
+def _leaf_with_source(name, dtype, shape, path, offset, fortran, member=None, torch_key=None) -> Leaf:
     nbytes = math.prod(shape) * lookup_dtype(dtype).itemsize
-    source = DataSource(path, offset, nbytes, member, fortran and len(shape) > 1, tuple(shape), dtype)
+    source = DataSource(path, offset, nbytes, member, fortran and len(shape) > 1, tuple(shape), dtype, torch_key)
     return Leaf(name, dtype, tuple(shape), source)
+
+
+def _is_shape(shape) -> bool:
+    """A list (or tuple) of at most MAX_DIMS integers in [0, 2**63)."""
+    return (isinstance(shape, (list, tuple)) and len(shape) <= MAX_DIMS
+            and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 63 for n in shape))
+
+
+def _brief(value, most: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= most else text[:most] + "..."
 
 
 def _npy_header(stream, where: str, raw_dtype: str):
@@ -232,8 +330,10 @@ def _npy_header(stream, where: str, raw_dtype: str):
             shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
         else:
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
-    except (ValueError, OSError, SyntaxError, EOFError) as err:
+    except (ValueError, OSError, SyntaxError, EOFError, TypeError) as err:
         raise RunLayoutError(f"{where}: not a readable .npy file ({err})") from None
+    if not _is_shape(shape):
+        raise RunLayoutError(f"{where}: not a readable .npy file (shape {_brief(shape)}: expected integers >= 0)")
     if dtype.kind == "V" and dtype.itemsize == 2 and dtype.names is None:
         # numpy writes ml_dtypes' bfloat16 as untyped 2-byte elements ('<V2')
         if raw_dtype != "bfloat16":
@@ -246,10 +346,10 @@ def _npy_header(stream, where: str, raw_dtype: str):
         raise RunLayoutError(f"{where}: {err}") from None
 
 
-def _npz_leaves(path: str, raw_dtype: str) -> tuple[Leaf, ...]:
+def _npz_leaves(path: str, raw_dtype: str, prefix: str = "") -> tuple[Leaf, ...]:
     leaves = []
     try:
-        with zipfile.ZipFile(path) as archive:
+        with _opened(path) as file, zipfile.ZipFile(file) as archive:
             for member in sorted(archive.namelist()):
                 if not member.endswith(".npy"):
                     continue
@@ -257,64 +357,167 @@ def _npz_leaves(path: str, raw_dtype: str) -> tuple[Leaf, ...]:
                 with archive.open(member) as stream:
                     dtype, shape, fortran = _npy_header(stream, where, raw_dtype)
                     header = stream.tell()
-                if archive.getinfo(member).file_size < header + math.prod(shape) * lookup_dtype(dtype).itemsize:
-                    raise RunLayoutError(f"{where}: truncated: shorter than its header says")
-                leaves.append(_leaf_with_source(member[:-4], dtype, shape, path, header, fortran, member))
-    except (zipfile.BadZipFile, zlib.error, OSError) as err:
+                expected, size = header + math.prod(shape) * lookup_dtype(dtype).itemsize, archive.getinfo(member).file_size
+                if size != expected:
+                    raise RunLayoutError(f"{where}: {size} bytes, but its header, dtype and shape say {expected}: "
+                                         f"{'truncated' if size < expected else 'longer than its header says'}")
+                leaves.append(_leaf_with_source(prefix + member[:-4], dtype, shape, path, header, fortran, member))
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as err:
         raise RunLayoutError(f"{path}: not a readable .npz file ({err})") from None
     return tuple(leaves)
 
 
-def _safetensors_leaves(path: str) -> tuple[Leaf, ...]:
-    size = _file_size(path)
+def _safetensors_leaves(path: str, prefix: str = "") -> tuple[Leaf, ...]:
     with _opened(path) as stream:
-        prefix = stream.read(8)
-        if len(prefix) < 8:
+        size = os.fstat(stream.fileno()).st_size
+        head = stream.read(8)
+        if len(head) < 8:
             raise RunLayoutError(f"{path}: not a safetensors file (shorter than 8 bytes)")
-        (header_size,) = struct.unpack("<Q", prefix)
-        if header_size > size - 8:
-            raise RunLayoutError(f"{path}: not a safetensors file (header of {header_size} bytes in a "
-                                 f"{size}-byte file)")
-        try:
-            header = json.loads(stream.read(header_size))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise RunLayoutError(f"{path}: not a safetensors file (bad JSON header: {err})") from None
+        (header_size,) = struct.unpack("<Q", head)
+        if header_size > min(size - 8, MAX_SAFETENSORS_HEADER):
+            raise RunLayoutError(f"{path}: not a safetensors file (header of {header_size} bytes in a {size}-byte "
+                                 f"file; at most {MAX_SAFETENSORS_HEADER} are read)")
+        text = stream.read(header_size)
+    try:
+        header = parse_json(text, f"{path}: header", error=RunLayoutError)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RunLayoutError(f"{path}: not a safetensors file (bad JSON header: {err})") from None
     if not isinstance(header, dict):
         raise RunLayoutError(f"{path}: not a safetensors file (the header is not a JSON object)")
-    base = 8 + header_size
-    leaves = []
+    data_bytes = size - 8 - header_size
+    leaves, covered = [], 0
     for name in sorted(key for key in header if key != "__metadata__"):
-        entry = header[name]
-        try:
-            dtype = SAFETENSORS_DTYPES[entry["dtype"]]
-            shape = tuple(int(n) for n in entry["shape"])
-            begin, end = (int(n) for n in entry["data_offsets"])
-        except KeyError as err:
-            if isinstance(entry, dict) and "dtype" in entry and entry["dtype"] not in SAFETENSORS_DTYPES:
-                raise RunLayoutError(f"{path}: tensor {name!r} has dtype {entry['dtype']}, not supported; "
-                                     f"supported: {', '.join(SAFETENSORS_DTYPES)}") from None
-            raise RunLayoutError(f"{path}: tensor {name!r}: header entry lacks {err}") from None
-        except (TypeError, ValueError) as err:
-            raise RunLayoutError(f"{path}: tensor {name!r}: malformed header entry ({err})") from None
-        leaf = _leaf_with_source(name, dtype, shape, path, base + begin, False)
-        if end - begin != leaf.nbytes or base + end > size:
-            raise RunLayoutError(f"{path}: tensor {name!r}: data_offsets [{begin}, {end}] do not hold "
-                                 f"{dtype}{list(shape)} within the file")
+        leaf = _safetensors_leaf(path, name, header[name], 8 + header_size, data_bytes, prefix)
+        covered = max(covered, leaf.source.offset - 8 - header_size + leaf.nbytes)
         leaves.append(leaf)
+    if covered < data_bytes:
+        raise RunLayoutError(f"{path}: {data_bytes - covered} bytes after the last tensor's data: longer than its "
+                             "header says")
     return tuple(leaves)
+
+
+def _safetensors_leaf(path: str, name: str, entry, base: int, data_bytes: int, prefix: str) -> Leaf:
+    where = f"{path}: tensor {name!r}"
+    if not isinstance(entry, dict):
+        raise RunLayoutError(f"{where}: expected an object with dtype, shape and data_offsets, found {_brief(entry)}")
+    missing = [key for key in ("dtype", "shape", "data_offsets") if key not in entry]
+    if missing:
+        raise RunLayoutError(f"{where}: header entry lacks {', '.join(missing)}")
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
+        raise RunLayoutError(f"{where} has dtype {_brief(dtype)}, not supported; supported: "
+                             f"{', '.join(SAFETENSORS_DTYPES)}")
+    if not _is_shape(shape):
+        raise RunLayoutError(f"{where}: shape must be a list of integers >= 0, not {_brief(shape)}")
+    if not (_is_shape(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1]):
+        raise RunLayoutError(f"{where}: data_offsets must be [begin, end], integers with 0 <= begin <= end, not "
+                             f"{_brief(offsets)}")
+    begin, end = offsets
+    leaf = _leaf_with_source(prefix + name, SAFETENSORS_DTYPES[dtype], shape, path, base + begin, False)
+    if end - begin != leaf.nbytes or end > data_bytes:
+        raise RunLayoutError(f"{where}: data_offsets [{begin}, {end}] do not hold {leaf.dtype}{list(shape)} "
+                             f"({leaf.nbytes} bytes) within the file's {data_bytes} bytes of data")
+    return leaf
+
+
+# -- PyTorch state dicts ---------------------------------------------------------------------
+def _torch_leaves(path: str, prefix: str):
+    """(leaves, values that are not tensors) of a ``torch.save``'d dict of tensors (nested dicts and lists
+    flattened, keys joined with ``.``); (None, ()) when PyTorch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None, ()
+    leaves, skipped = [], []
+    for key, value in _flattened(_torch_state(path, _stamp(path)), ""):
+        if not isinstance(value, torch.Tensor):
+            skipped.append(f"[{key}] (a {type(value).__name__}, not a tensor)")
+            continue
+        dtype = str(value.dtype).removeprefix("torch.")
+        try:
+            lookup_dtype(dtype)
+        except ValueError as err:
+            raise RunLayoutError(f"{path}: tensor {key!r}: {err}") from None
+        leaves.append(_leaf_with_source(prefix + key, dtype, tuple(value.shape), path, 0, False, torch_key=key))
+    return tuple(sorted(leaves, key=lambda leaf: leaf.name)), tuple(skipped)
+
+
+def _flattened(value, key: str):
+    """(key, value) of the leaves of nested dicts, lists and tuples."""
+    if isinstance(value, Mapping):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        yield key, value
+        return
+    for name, item in items:
+        yield from _flattened(item, f"{key}.{name}" if key else str(name))
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_mtime_ns, info.st_size
+
+
+@functools.lru_cache(maxsize=2)  # the two files one leaf is compared from: each loaded once per run of leaves
+def _torch_state(path: str, stamp) -> object:
+    import torch
+
+    regular_file_size(path, "give a regular file", error=RunLayoutError)
+    try:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # a file of the legacy format cannot be memory-mapped
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 -- torch.load raises a dozen kinds for a bad file (pickle, zip, EOF, runtime ...)
+        raise RunLayoutError(f"{path}: not a readable .pt file of tensors ({type(err).__name__}: "
+                             f"{' '.join(str(err).split())[:200]})") from None
+
+
+class _TorchReader:
+    """The bytes of one tensor of a PyTorch file (memory-mapped where the file allows it)."""
+
+    def __init__(self, source: DataSource):
+        import torch
+
+        tensor = dict(_flattened(_torch_state(source.path, _stamp(source.path)), ""))[source.torch_key]
+        tensor = tensor.detach().contiguous()
+        if tensor.dtype == torch.bfloat16:  # NumPy has no bfloat16: the same bits as int16
+            tensor = tensor.view(torch.int16)
+        self._bytes = memoryview(np.ascontiguousarray(tensor.numpy()).reshape(-1).view(np.uint8))
+
+    def readinto(self, buffer) -> int:
+        view = memoryview(buffer).cast("B")
+        count = min(len(view), len(self._bytes))
+        view[:count] = self._bytes[:count]
+        self._bytes = self._bytes[count:]
+        return count
+
+    def close(self) -> None:
+        self._bytes = memoryview(b"")
 
 
 # -- trace logs ----------------------------------------------------------------------------
 def _read_log(log_path: str, run_path: str | None = None) -> Run:
     base = os.path.dirname(os.path.abspath(log_path))
     found: dict[int, dict[str, Leaf]] = {}
-    files = 0
-    with _opened(log_path, text=True) as stream:
-        for number, line in enumerate(stream, 1):
+    files, notes = 0, []
+    with open_regular(log_path, "give the trace.jsonl of cublas_det.trace.Recorder", error=RunLayoutError) as stream:
+        for number, line in enumerate(_log_lines(stream, log_path), 1):
+            where = f"{log_path}:{number}"
             if not line.strip():
                 continue
-            where = f"{log_path}:{number}"
-            step, leaf = _log_entry(line, where, base)
+            try:
+                entry = parse_json(line.decode("utf-8"), where, error=RunLayoutError)
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                if not line.endswith(b"\n"):  # the last line, cut: the run was stopped while writing it
+                    notes.append(f"{where}: the last line is cut ({len(line)} bytes, no newline, not JSON); "
+                                 "dropped: was the run stopped while writing it?")
+                    break
+                reason = f"not UTF-8 text ({err.reason})" if isinstance(err, UnicodeDecodeError) else err.msg
+                raise RunLayoutError(f"{where}: malformed JSON line ({reason})") from None
+            step, leaf = _log_entry(entry, where, base)
             leaves = found.setdefault(step, {})
             if leaf.name in leaves:
                 raise RunLayoutError(f"{where}: leaf {leaf.name!r} of step {step} was recorded twice")
@@ -324,88 +527,112 @@ def _read_log(log_path: str, run_path: str | None = None) -> Run:
         raise RunLayoutError(f"{log_path}: empty trace log: no steps recorded")
     layout = "trace log, digests" + (" and tensor files" if files else "")
     steps = {step: tuple(found[step].values()) for step in sorted(found)}
-    return Run(run_path or log_path, layout, steps, recorded_order=True)
+    return Run(run_path or log_path, layout, steps, recorded_order=True, notes=tuple(notes), stopped=bool(notes))
 
 
-def _log_entry(line: str, where: str, base: str) -> tuple[int, Leaf]:
-    try:
-        entry = json.loads(line)
-    except json.JSONDecodeError as err:
-        raise RunLayoutError(f"{where}: malformed JSON line ({err.msg})") from None
+def _log_lines(stream, log_path: str):
+    """The log's lines as bytes, each at most MAX_LOG_LINE long (a longer one is not a log's)."""
+    while True:
+        try:
+            line = stream.readline(MAX_LOG_LINE + 1)
+        except OSError as err:
+            raise RunLayoutError(f"{log_path}: read failed: {err.strerror or err}") from None
+        if not line:
+            return
+        if len(line) > MAX_LOG_LINE:
+            raise RunLayoutError(f"{log_path}: a line longer than {MAX_LOG_LINE} bytes: not a trace log of "
+                                 "cublas_det.trace.Recorder")
+        yield line
+
+
+def _log_entry(entry, where: str, base: str) -> tuple[int, Leaf]:
     if not isinstance(entry, dict):
         raise RunLayoutError(f"{where}: expected a JSON object with step, leaf, dtype, shape, digest")
     missing = [key for key in ("step", "leaf", "dtype", "shape") if key not in entry]
     if missing or ("digest" not in entry and "file" not in entry):
         missing += [] if missing or "digest" in entry else ["digest"]
         raise RunLayoutError(f"{where}: missing {', '.join(missing)}")
-    step, name, shape = entry["step"], entry["leaf"], entry["shape"]
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise RunLayoutError(f"{where}: step must be an integer >= 0, not {step!r}")
+    step, name, shape, dtype = entry["step"], entry["leaf"], entry["shape"], entry["dtype"]
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 1 << 63:
+        raise RunLayoutError(f"{where}: step must be an integer >= 0, not {_brief(step)}")
     if not isinstance(name, str) or not name:
-        raise RunLayoutError(f"{where}: leaf must be a non-empty string, not {name!r}")
-    if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                                              for n in shape):
-        raise RunLayoutError(f"{where}: shape must be a list of integers >= 0, not {shape!r}")
+        raise RunLayoutError(f"{where}: leaf must be a non-empty string, not {_brief(name)}")
+    if not _is_shape(shape):
+        raise RunLayoutError(f"{where}: shape must be a list of at most {MAX_DIMS} integers >= 0, not {_brief(shape)}")
+    if not isinstance(dtype, str):
+        raise RunLayoutError(f"{where}: dtype must be a string such as 'float32', not {_brief(dtype)}")
     try:
-        dtype = lookup_dtype(entry["dtype"]).name
+        dtype = lookup_dtype(dtype).name
     except ValueError as err:
         raise RunLayoutError(f"{where}: {err}") from None
     algorithm = entry.get("algorithm", ALGORITHM)
     if algorithm != ALGORITHM:
-        raise RunLayoutError(f"{where}: digest algorithm {algorithm!r} is not known here (this version "
+        raise RunLayoutError(f"{where}: digest algorithm {_brief(algorithm)} is not known here (this version "
                              f"reads {ALGORITHM})")
     digest = entry.get("digest")
     if digest is not None and (not isinstance(digest, str) or len(digest) != DIGEST_HEX_DIGITS
                                or not _HEX.match(digest)):
-        raise RunLayoutError(f"{where}: digest must be {DIGEST_HEX_DIGITS} lowercase hex digits, not {digest!r}")
+        raise RunLayoutError(f"{where}: digest must be {DIGEST_HEX_DIGITS} lowercase hex digits, not {_brief(digest)}")
     leaf = Leaf(name, dtype, tuple(shape), None, digest)
     if entry.get("file") is not None:
-        file_path = os.path.join(base, str(entry["file"]))
+        file_path = os.path.join(base, *_inside_run(entry["file"], where))
         leaf = dataclasses.replace(_leaf_with_source(name, dtype, shape, file_path, 0, False), digest=digest)
-        _check_size(file_path, leaf.nbytes, exact=True)
+        _check_size(file_path, leaf.nbytes)
     return step, leaf
 
 
+def _inside_run(relative, where: str) -> list[str]:
+    """The parts of a log's ``file``: a relative path that stays inside the run (no ``..``, not absolute)."""
+    parts = relative.split("/") if isinstance(relative, str) else []
+    if (not parts or relative.startswith("/") or "\\" in relative or "\0" in relative or ":" in parts[0]
+            or any(part in ("", ".", "..") for part in parts)):
+        raise RunLayoutError(f"{where}: file must be a path inside the run directory, such as 'step_0/x.bin' "
+                             f"(no '..', not absolute), not {_brief(relative)}")
+    return parts
+
+
 # -- small helpers -------------------------------------------------------------------------
-def _opened(path: str, text: bool = False):
-    try:
-        return open(path, encoding="utf-8") if text else open(path, "rb")
-    except OSError as err:
-        raise RunLayoutError(f"{path}: cannot open: {err.strerror or err}") from None
+def _opened(path: str):
+    """``path`` opened for reading once it is known to be a regular file (a FIFO or device never is)."""
+    return open_regular(path, "give a regular file", error=RunLayoutError)
 
 
 def _file_size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError as err:
-        raise RunLayoutError(f"{path}: cannot stat: {err.strerror or err}") from None
+    return regular_file_size(path, "give a regular file", error=RunLayoutError)
 
 
-def _check_size(path: str, expected: int, *, exact: bool) -> None:
+def _check_size(path: str, expected: int) -> None:
+    """A file holds exactly the bytes its dtype and shape (and header) say: fewer is a cut file, more
+    bytes would never be compared."""
     size = _file_size(path)
-    if size < expected or (exact and size != expected):
-        raise RunLayoutError(f"{path}: {size} bytes, but its dtype and shape need {expected}")
+    if size != expected:
+        longer = "" if size < expected else ": longer than its dtype and shape say"
+        raise RunLayoutError(f"{path}: {size} bytes, but its dtype and shape need {expected}{longer}")
 
 
 def read_order_file(path: str) -> list[str]:
     """Leaf names, one per line; blank lines and lines starting with ``#`` are skipped."""
-    with _opened(path, text=True) as stream:
-        try:
-            return [line.strip() for line in stream if line.strip() and not line.lstrip().startswith("#")]
-        except UnicodeDecodeError as err:
-            raise RunLayoutError(f"{path}: not a text file of leaf names ({err.reason})") from None
+    with open_regular(path, "give a text file of leaf names, one per line", max_bytes=MAX_ORDER_FILE,
+                      what="--order file", error=RunLayoutError) as stream:
+        data = stream.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RunLayoutError(f"{path}: not a text file of leaf names ({err.reason})") from None
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 class _ZipMemberReader:
     """A zip member's bytes after its .npy header (decompressed while read)."""
 
     def __init__(self, path: str, member: str):
-        self._archive = zipfile.ZipFile(path)
+        self._file = _opened(path)
         try:
+            self._archive = zipfile.ZipFile(self._file)
             self._stream = self._archive.open(member)
             _npy_header(self._stream, f"{path}[{member}]", "bfloat16")
         except BaseException:
-            self._archive.close()
+            self._file.close()
             raise
 
     def readinto(self, buffer) -> int:
@@ -414,6 +641,7 @@ class _ZipMemberReader:
     def close(self) -> None:
         self._stream.close()
         self._archive.close()
+        self._file.close()
 
 
 class _CorderReader:

@@ -112,7 +112,9 @@ def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, a
     Raises:
         AssertionError: a header line with the first divergence, a blank line, then the facts: both
             runs, and per divergent step each divergent leaf (mismatched elements, greatest ULP
-            distance and difference, first index with both values).
+            distance and difference, first index with both values). Also when no leaf is in both
+            runs (nothing compared: the files skipped and the layouts read), and when one run ends
+            before the other (identical only as far as it goes).
         ValueError, OSError: a run that cannot be read.
     """
     import os
@@ -123,8 +125,14 @@ def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, a
     run_a = open_run(os.fspath(dir_a), raw_dtype=dtype)
     run_b = open_run(os.fspath(dir_b), raw_dtype=dtype)
     comparison = compare_runs(run_a, run_b, order=list(order) if order else None, all_steps=all_steps)
+    if comparison.nothing_compared:
+        raise AssertionError(f"Runs were not compared: {comparison.verdict()}.\n\nRun A: {comparison.run_a}\n"
+                             f"Run B: {comparison.run_b}")
     if not comparison.identical:
         raise AssertionError(format_run_divergence(comparison))
+    if comparison.ended:
+        raise AssertionError(f"Runs are identical only as far as {comparison.ended} goes: {comparison.ending()}."
+                             f"\n\nRun A: {comparison.run_a}\nRun B: {comparison.run_b}")
     return comparison
 
 

@@ -74,7 +74,7 @@ CASES = [
     ("bench", ["--compare", "{tmp}/foreign.json"], {}, {"foreign.json": _run_file(extra_info={})}, 2,
      ["no extra_info.shape: not written by cublas_det"]),
     ("compare", ["{tmp}/good.json", "{tmp}/data.json"], {},
-     {**GOOD, "data.json": _run_file(stats={"median": 1e-5, "data": ["a"]})}, 2, ["stats.data: expected a list of numbers"]),
+     {**GOOD, "data.json": _run_file(stats={"median": 1e-5, "data": ["a"]})}, 2, ["stats.data[0]: expected a positive number of seconds, found 'a'"]),
     # -- compare and report -------------------------------------------------------------------
     ("compare", ["{tmp}/good.json"], {}, GOOD, 2, ["give two files", "not 1"]),
     ("compare", ["{tmp}/good.json", "/nonexistent.json"], {}, GOOD, 2, ["/nonexistent.json: no such file"]),

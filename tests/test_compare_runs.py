@@ -145,7 +145,7 @@ def test_a_fleet_of_three_groups_the_odd_file_with_its_machine(tmp_path, stored)
     assert line.startswith("trunk/W_a/dW (128x128x4096:nt) PEDANTIC: 2 groups: [node-0.json, node-1.json]")
     assert "| [node-2.json] cccccccccccc on NVIDIA H100, 114 SMs, driver 13.0, cuBLAS 13.1.0" in line
     assert "trunk/W_in/dW (128x56x4096:nt) PEDANTIC: all 3 agree" in result.stdout
-    assert "compared 45 GEMM/configuration pairs present in two or more places: 42 agree, 3 differ" in result.stdout
+    assert "compared 45 GEMM/configuration pairs present in two or more files: 42 agree, 3 differ" in result.stdout
 
 
 def test_a_sweep_file_compares_its_devices_in_a_fleet(stored):
@@ -212,7 +212,7 @@ def test_a_fleet_pairs_a_custom_shape_with_the_preset_role_of_the_same_gemm(stor
     assert comparison.exit_code == 1
     line = next(x for x in comparison.lines if x.startswith("trunk/W_in/dW (128x56x4096:nt) PEDANTIC"))
     assert "2 groups: [a.json, b.json]" in line and "| [c.json as 128x56x4096:nt] cccccccccccc" in line
-    assert "compared 45 GEMM/configuration pairs present in two or more places: 42 agree, 3 differ" in comparison.lines
+    assert "compared 45 GEMM/configuration pairs present in two or more files: 42 agree, 3 differ" in comparison.lines
     # Two files that name the GEMM by its spec: the preset's role, in one file alone, joins them.
     runs = [run_from_dict(data, name) for data, name in ((stored, "a.json"), (custom, "c.json"), (custom, "d.json"))]
     line = next(x for x in compare_fleet(runs).lines if x.startswith("128x56x4096:nt (128x56x4096:nt) PEDANTIC"))
@@ -227,3 +227,150 @@ def test_a_fleet_pairs_a_custom_shape_with_the_preset_role_of_the_same_gemm(stor
         assert line.startswith("trunk/W_in/dW (128x56x4096:nt) PEDANTIC: 2 groups: ")
         assert "[a.json, b.json]" in line and "[c.json as 128x56x4096:nt, d.json as 128x56x4096:nt] cccccccccccc" in line
         assert not any("all 2 agree" in x for x in comparison.lines if "128x56x4096:nt" in x)
+
+
+# -- small fleets: which results a fleet compares --------------------------------------------------
+def _result(spec, digest=None, seed=0, devices=None):
+    """One stored result of GEMM ``spec`` (``MxNxK``) in PEDANTIC, with a digest or one per device."""
+    m, n, k = (int(x) for x in spec.split("x"))
+    inputs = {side: hashlib.sha256(f"{side}{spec}{seed}".encode()).hexdigest() for side in "ab"}
+    info = {"shape": {"name": spec, "m": m, "n": n, "k": k, "cublas_op": "NN"},
+            "identity": {"seed": seed, "inputs": inputs, "numpy": "2.5.2"}}
+    info.update({"device_digests": devices} if devices else {"digest": digest})
+    return {"name": f"{spec}[PEDANTIC]", "group": spec, "params": {"mode": "PEDANTIC"}, "stats": None,
+            "extra_info": info}
+
+
+def _small_run(name, *results, devices=0):
+    machine = {"gpu": {"name": "NVIDIA H200", "sm_count": 132}}
+    data = {"machine_info": dict(machine), "benchmarks": list(results)}
+    if devices:
+        data["cublas_det"] = {"sweep": True}
+        data["machine_info"]["devices"] = [{"device_id": d, "provenance": machine} for d in range(devices)]
+    return run_from_dict(data, name)
+
+
+def test_a_fleet_compares_the_files_of_the_same_inputs_among_themselves():
+    """a.json has other inputs (seed 0) than b.json and c.json (seed 1), which differ: a finding, exit 1."""
+    runs = [_small_run("a.json", _result("8x8x8", "aa")), _small_run("b.json", _result("8x8x8", "bb", seed=1)),
+            _small_run("c.json", _result("8x8x8", "cc", seed=1))]
+    comparison = compare_fleet(runs)
+    assert comparison.exit_code == 1, comparison.lines
+    assert "8x8x8 (8x8x8:nn) PEDANTIC: inputs differ in a.json: not comparable with b.json (seed 1 vs 0; the input "\
+           "digests differ)" in \
+        comparison.lines
+    line = next(x for x in comparison.lines if x.startswith("8x8x8 (8x8x8:nn) PEDANTIC [inputs of b.json]: "))
+    assert "2 groups: [b.json] bb" in line and "| [c.json] cc" in line
+    # b.json and c.json agreeing: exit 0, and a.json still named as not comparable
+    runs[2] = _small_run("c.json", _result("8x8x8", "bb", seed=1))
+    comparison = compare_fleet(runs)
+    assert comparison.exit_code == 0
+    assert "8x8x8 (8x8x8:nn) PEDANTIC [inputs of b.json]: all 2 agree (bb)" in comparison.lines
+
+
+def test_a_fleet_with_nothing_in_common_exits_2_naming_each_result_and_its_file():
+    """Each result in one file only: nothing was compared across files, even where a sweep file's own devices agree."""
+    runs = [_small_run("s0.json", _result("8x8x8", devices={"0": "aa", "1": "aa"}), devices=2),
+            _small_run("s1.json", _result("16x16x16", devices={"0": "bb", "1": "bb"}), devices=2),
+            _small_run("p.json", _result("32x32x32", "cc"))]
+    comparison = compare_fleet(runs)
+    assert comparison.exit_code == 2, comparison.lines
+    assert "8x8x8 (8x8x8:nn) PEDANTIC: only in s0.json" in comparison.lines
+    assert "32x32x32 (32x32x32:nn) PEDANTIC: only in p.json" in comparison.lines
+    assert comparison.lines[-2] == ("compared 0 GEMM/configuration pairs present in two or more files: 0 agree, "
+                                    "0 differ; 3 only in one file")
+    # seeds differing in every file: named as such, and nothing compared
+    runs = [_small_run(f"{i}.json", _result("8x8x8", "aa", seed=i)) for i in range(3)]
+    comparison = compare_fleet(runs)
+    assert comparison.exit_code == 2
+    assert ("8x8x8 (8x8x8:nn) PEDANTIC: inputs differ in every file: not comparable (seed 0 vs 1; the input digests "
+            "differ)") in comparison.lines
+
+
+def test_two_sweep_files_whose_devices_disagree_alike():
+    """Device 1 differs from device 0 in both files the same way: a finding (exit 1), said as such."""
+    devices = {"0": "a" * 64, "1": "b" * 64}
+    runs = [_small_run(name, _result("8x8x8", devices=devices), devices=2) for name in ("n0.json", "n1.json")]
+    comparison = compare_runs(*runs)
+    assert comparison.exit_code == 1
+    assert ("8x8x8[PEDANTIC] (8x8x8:nn): bits DIFFER (the devices of each file disagree, alike in both: "
+            "device 0 aaaaaaaaaaaa, device 1 bbbbbbbbbbbb)") in comparison.lines
+    comparison = compare_fleet([*runs, runs[0]])
+    assert comparison.exit_code == 1
+    line = next(x for x in comparison.lines if x.startswith("8x8x8 (8x8x8:nn) PEDANTIC: "))
+    assert "2 groups: [n0.json:device 0, n1.json:device 0, n0.json:device 0] aaaaaaaaaaaa" in line
+    assert "| [n0.json:device 1, n1.json:device 1, n0.json:device 1] bbbbbbbbbbbb" in line
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_two_entries_of_one_gemm_in_a_file_are_an_error_naming_both(tmp_path, order):
+    """Which of two entries came first decided the verdict (0 or 1); now the file is refused, in either order."""
+    results = [_result("8x8x8", "aa"), _result("8x8x8", "bb")]
+    data = {"machine_info": {}, "benchmarks": [results[i] for i in order]}
+    good = _write(tmp_path, "good.json", {"machine_info": {}, "benchmarks": [_result("8x8x8", "aa")]})
+    result = _cli(good, _write(tmp_path, "dup.json", data))
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert ("dup.json: benchmarks[0] '8x8x8[PEDANTIC]' and benchmarks[1] '8x8x8[PEDANTIC]' are both 8x8x8 in "
+            "PEDANTIC: a run holds one entry per shape and configuration") in result.stderr
+
+
+def test_nan_timing_samples_are_refused_even_where_fail_on_would_pass_them(tmp_path, stored):
+    """NaN samples read as 'time SAME +0.0% [+nan%, +nan%]' and passed --fail-on 1; now the field is named."""
+    broken = copy.deepcopy(stored)
+    timed = next(entry for entry in broken["benchmarks"] if entry["stats"]["data"])
+    timed["stats"]["data"][0] = float("nan")
+    result = _cli(_write(tmp_path, "base.json", stored), _write(tmp_path, "nan.json", broken), "--fail-on", "1")
+    assert result.returncode == 2, result.stdout
+    assert f"nan.json: benchmark {timed['name']!r}: stats.data[0]: expected a positive number of seconds, found nan" \
+        in result.stderr
+
+
+# -- what --json writes for a failed check, read back -------------------------------------------------
+def _stored_check(check):
+    """``check`` written by the --json writer and read back by the report's reader."""
+    from cublas_det.report.json_file import to_json
+    from cublas_det.report.stored import bench_result
+    from cublas_det.check.results import BenchResult, ShapeReport
+
+    result = BenchResult((ShapeReport(check.shape, {check.mode_name: check}),), {"numpy_version": "2.5.2"},
+                         "2026-12-01T00:00:00+00:00", 1.0, "0.1.0", seed=check.seed)
+    data = json.loads(json.dumps(to_json(result)))
+    return data["benchmarks"][0], bench_result(run_from_dict(data, "run.json")).shapes[0].checks[check.mode_name]
+
+
+def test_json_of_a_failed_check_says_no_and_keeps_its_input_digests():
+    from cublas_det.config import GemmConfig
+    from cublas_det.check.results import GemmCheck, Kind, Reproducible, ScenarioResult
+    from cublas_det.shapes import GemmShape
+
+    shape = GemmShape("x", 64, 64, 65536, trans_a=True)
+    inputs = {"a": "1" * 64, "b": "2" * 64}
+    repeat = ScenarioResult("repeat", Kind.GUARANTEE, 20, 3, 17, 4096, 2e-6, 4, (3, 7), 1.0, 1.0000001)
+    check = GemmCheck(shape, GemmConfig.parse("pedantic"), "argument", 5, "d" * 64, 3e-7, (repeat,),
+                      input_digests=inputs)
+    entry, back = _stored_check(check)
+    info = entry["extra_info"]
+    assert info["reproducible"] == "NO" and info["failures"] == ["repeat"] and info["findings"] == []
+    assert info["identity"]["inputs"] == inputs and info["identity"]["seed"] == 5
+    assert info["identity"]["numpy"] == "2.5.2" and info["digest"] == "d" * 64
+    assert back.verdict is Reproducible.NO and back.input_digests == inputs
+    assert back.guarantee_failures[0].index == (3, 7) and back.guarantee_failures[0].differing_runs == 3
+
+
+def test_a_reference_gemm_that_failed_with_only_hazards_asked_reads_error_when_read_back():
+    """The stored check lost its error: with no guarantee scenario it read 'not checked'."""
+    from cublas_det.config import GemmConfig
+    from cublas_det.report.verdicts import check_failures, reproducible_cell
+    from cublas_det.check.results import GemmCheck, Reproducible
+    from cublas_det.check.scenarios import REGISTRY
+    from cublas_det.shapes import GemmShape
+
+    error = "out of memory allocating 12.0 GiB"
+    check = GemmCheck(GemmShape("x", 8, 8, 8), GemmConfig.parse("tf32"), "argument", 0, "", float("nan"),
+                      (REGISTRY["batch-invariance"].failed(f"no output to check: {error}"),), error=error)
+    assert check.verdict is Reproducible.ERROR
+    entry, back = _stored_check(check)
+    assert entry["extra_info"]["reproducible"] == "error" and entry["extra_info"]["error"] == error
+    assert back.verdict is Reproducible.ERROR and back.error == error
+    assert check_failures(back) == ["reference"] and reproducible_cell(back) == "error: no output"

@@ -274,7 +274,7 @@ def test_missing_reshaped_and_retyped_leaves_and_steps_are_reported(tmp_path, ca
     assert "missing in A" in rows["only_b"]
     assert "shape differs" in rows["shape"] and "A float32[2, 3], B float32[3, 2]" in rows["shape"]
     assert "dtype differs" in rows["dtype"] and "B float16[2, 3]" in rows["dtype"]
-    assert "step 1: 1 of 1 leaves diverge" in out  # the step B does not have
+    assert "B ends at step 0; A goes on to step 1 (1 step more, not compared)" in out  # the step B does not have
     assert out.splitlines()[-1] == "first divergence at step 0 in leaf dtype (dtype differs); no step before it"
 
 
@@ -352,7 +352,7 @@ def test_bad_dtype_and_bad_options(tmp_path, seed_runs):
 
 
 def test_unreadable_order_file_is_one_line(tmp_path, seed_runs):
-    assert "none.txt: cannot open" in _error(tmp_path, *seed_runs, "--order", tmp_path / "none.txt")
+    assert "none.txt: no such file" in _error(tmp_path, *seed_runs, "--order", tmp_path / "none.txt")
 
 
 def test_raw_file_size_not_a_multiple_of_the_dtype(tmp_path):
@@ -376,7 +376,7 @@ def test_malformed_logs(tmp_path):
         (json.dumps({"step": 0, "leaf": "y", "dtype": "float32", "shape": [2], "digest": "xyz"}), "hex digits"),
         (good, "recorded twice"),
         (json.dumps({"step": 0, "leaf": "y", "dtype": "float32", "shape": [2], "digest": "0" * 32,
-                     "file": "step_0/y.bin"}), "y.bin: cannot stat"),
+                     "file": "step_0/y.bin"}), "y.bin: no such file"),
     ]
     for line, message in cases:
         (run / "trace.jsonl").write_text(good + "\n" + line + "\n")
@@ -442,3 +442,233 @@ def test_readme_worked_example(tmp_path, monkeypatch, capsys):
     # the values depend on this machine's BLAS; the facts of the planted change do not
     assert row.split()[:5] == shown_row.split()[:5] == ["dW2", "DIVERGE", "1/4096", "(<0.1%)", "1"]
     assert "[12, 40]" in row and "[12, 40]" in shown_row
+
+
+# -- never more than was compared; never a crash or a hang on a file ---------------------------------
+def _error_line(capsys, *args):
+    code, out, err = _main(capsys, *args)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return code, out, lines[0]
+
+
+@pytest.mark.parametrize("content", ["empty", "notes", "pt", "empty_safetensors"])
+def test_a_comparison_of_nothing_exits_2_naming_what_was_skipped_and_the_layouts(tmp_path, capsys, content,
+                                                                                   monkeypatch):
+    """Step directories holding nothing that is read said 'identical: 0 leaves' and exited 0."""
+    monkeypatch.setitem(sys.modules, "torch", None)  # a .pt file without PyTorch
+    for run in ("a", "b"):
+        step = tmp_path / run / "step_1"
+        step.mkdir(parents=True)
+        if content == "notes":
+            (step / "notes.txt").write_text("lr 0.1")
+        elif content == "pt":
+            (step / "model.pt").write_bytes(b"PK not read")
+        elif content == "empty_safetensors":
+            write_safetensors(step / "model.safetensors", {})
+    code, out, line = _error_line(capsys, tmp_path / "a", tmp_path / "b")
+    assert code == 2 and out == ""
+    assert "identical" not in line and "nothing compared: no leaf is in both runs" in line
+    assert "diff reads trace.jsonl; step_<N>/<leaf>.bin or .npy; step_<N>/<file>.safetensors, .npz or .pt" in line
+    if content == "notes":
+        assert "skipped A: step_1/notes.txt, B: step_1/notes.txt" in line
+    if content == "pt":
+        assert "A: step_1/model.pt (a .pt file: PyTorch is not installed to read it; pip install torch)" in line
+    from cublas_det.testing import assert_runs_identical
+
+    with pytest.raises(AssertionError, match="^Runs were not compared: nothing compared"):
+        assert_runs_identical(tmp_path / "a", tmp_path / "b")
+
+
+def test_per_step_checkpoints_are_read_as_file_key_leaves(tmp_path, capsys):
+    """step_N/model.safetensors and step_N/optim.npz, as trainers write them: one leaf per tensor."""
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for run, last in (("a", w), ("b", w + np.float32(1))):
+        for step in (1, 2):
+            directory = tmp_path / run / f"step_{step}"
+            directory.mkdir(parents=True)
+            write_safetensors(directory / "model.safetensors", {"layer.w": w, "layer.v": w[0]})
+            np.savez(directory / "optim.npz", exp_avg=last if step == 2 else w)
+    code, out, _ = _main(capsys, tmp_path / "a", tmp_path / "b")
+    assert code == 1, out
+    assert "step 1: all 3 leaves equal" in out
+    assert out.splitlines()[-1] == "first divergence at step 2 in leaf optim.npz:exp_avg; all of step 1 equal"
+    assert "model.safetensors:layer.w  equal" in out
+
+
+class _FakeTensor:
+    """What the .pt reader uses of a torch.Tensor: dtype, shape, detach, contiguous, view, numpy."""
+
+    def __init__(self, array):
+        self._array = np.asarray(array)
+        self.dtype = f"torch.{self._array.dtype.name}"
+        self.shape = self._array.shape
+
+    def detach(self):
+        return self
+
+    def contiguous(self):
+        return self
+
+    def view(self, dtype):
+        return self
+
+    def numpy(self):
+        return self._array
+
+
+def test_pt_state_dicts_are_read_through_torch(tmp_path, capsys, monkeypatch):
+    """Nested state dicts (an optimizer's) flattened with '.'; values that are not tensors left out."""
+    import types
+
+    states = {"a": {"model": {"w": _FakeTensor(np.ones(4, np.float32))},
+                    "optim": {"state": {0: {"exp_avg": _FakeTensor(np.zeros(2, np.float32))}}, "lr": 0.1}},
+              "b": {"model": {"w": _FakeTensor(np.ones(4, np.float32))},
+                    "optim": {"state": {0: {"exp_avg": _FakeTensor(np.array([0.0, 1e-3], np.float32))}}, "lr": 0.1}}}
+    fake = types.SimpleNamespace(Tensor=_FakeTensor, bfloat16="torch.bfloat16", int16="torch.int16",
+                                 load=lambda path, **_: states[os.path.basename(os.path.dirname(
+                                     os.path.dirname(path)))])
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    for run in ("a", "b"):
+        (tmp_path / run / "step_0").mkdir(parents=True)
+        (tmp_path / run / "step_0" / "ckpt.pt").write_bytes(b"a torch file")
+    code, out, _ = _main(capsys, tmp_path / "a", tmp_path / "b")
+    assert code == 1, out
+    assert out.splitlines()[-1] == "first divergence at step 0 in leaf ckpt.pt:optim.state.0.exp_avg; no step before it"
+    assert "ckpt.pt:model.w" in out and "lr" not in out
+
+
+def test_pt_state_dicts_with_real_torch(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    for run, value in (("a", 1.0), ("b", 1.0)):
+        (tmp_path / run / "step_3").mkdir(parents=True)
+        torch.save({"w": torch.full((2, 3), value, dtype=torch.bfloat16), "step": 3}, tmp_path / run / "step_3" / "m.pt")
+    code, out, _ = _main(capsys, tmp_path / "a", tmp_path / "b")
+    assert code == 0 and out.splitlines()[-1] == "identical: 1 leaf in 1 step, all bits equal"
+
+
+def test_a_read_error_keeps_the_steps_compared_before_it(tmp_path, capsys):
+    """Step 3 of B damaged (a bad deflate stream, found only when read): steps 1 and 2 are reported and in
+    --json, then the error line, exit 2. A FIFO among the files is refused before anything is read."""
+    a, b = write_seed_run(tmp_path / "a", False, steps=(1, 2)), write_seed_run(tmp_path / "b", False, steps=(1, 2))
+    values = np.random.default_rng(0).standard_normal(50_000).astype(np.float32)
+    for run in (a, b):
+        np.savez_compressed(run / "step_3.npz", x=values)
+    damaged = bytearray((b / "step_3.npz").read_bytes())
+    damaged[len(damaged) // 2:len(damaged) // 2 + 64] = bytes(64)
+    (b / "step_3.npz").write_bytes(bytes(damaged))
+    out_json = tmp_path / "partial.json"
+    code, out, err = _main(capsys, a, b, "--json", out_json)
+    assert code == 2, out
+    assert "step 1: all 26 leaves equal" in out and "step 2: all 26 leaves equal" in out
+    assert "stopped by a read error in step 3; 1 step from it on not compared" in out
+    assert out.splitlines()[-1].startswith("not finished: step 3: ") and "all of steps 1-2 equal" in out
+    lines = err.strip().splitlines()
+    assert lines[0] == f"wrote {out_json}" and len(lines) == 2 and "Traceback" not in err
+    assert ": error: " in lines[1] and "step_3.npz[x.npy]: read failed" in lines[1]
+    data = json.loads(out_json.read_text())
+    assert [step["step"] for step in data["steps"]] == [1, 2] and data["error"] and not data["identical"]
+    os.mkfifo(b / "step_2" / "l99.bin")
+    code, out, line = _error_line(capsys, a, b)
+    assert code == 2 and out == "" and "step_2/l99.bin: is a FIFO (named pipe), not a file" in line
+
+
+def _log_line(step, leaf, digest="0" * 32, **extra):
+    return json.dumps({"step": step, "leaf": leaf, "dtype": "float32", "shape": [2], "digest": digest, **extra})
+
+
+def test_a_cut_last_line_of_a_trace_log_is_dropped_with_a_warning(tmp_path, capsys):
+    """A run killed while writing its log: only the cut line is dropped; the run ends early, not a divergence."""
+    full = [_log_line(step, leaf) for step in (0, 1, 2) for leaf in ("x", "y", "z")]
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "trace.jsonl").write_text("\n".join(full) + "\n")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "trace.jsonl").write_text("\n".join(full[:7]) + "\n" + full[7][:25])
+    code, out, err = _main(capsys, tmp_path / "a", tmp_path / "b")
+    assert code == 0, (out, err)
+    warning = err.strip().splitlines()
+    assert len(warning) == 1 and ": warning: run A: " in warning[0]
+    assert "trace.jsonl:8: the last line is cut (25 bytes, no newline, not JSON); dropped" in warning[0]
+    assert "step 2: all 1 leaf equal; A ended before the other 2" in out
+    assert out.splitlines()[-1] == ("identical: 7 leaves in 3 steps, all bits equal, as far as A goes: A ends at step 2 "
+                                    "(after 1 of the 3 leaves B has there)")
+    from cublas_det.testing import assert_runs_identical
+
+    with pytest.raises(AssertionError, match=r"^Runs are identical only as far as A goes: A ends at step 2"):
+        assert_runs_identical(tmp_path / "a", tmp_path / "b")
+    # a bad line that is not the last is an error, as before
+    (tmp_path / "a" / "trace.jsonl").write_text(full[0][:25] + "\n" + full[1] + "\n")
+    code, _, line = _error_line(capsys, tmp_path / "a", tmp_path / "b")
+    assert code == 2 and "trace.jsonl:1: malformed JSON line" in line
+
+
+def test_steps_present_only_in_run_b(tmp_path, capsys):
+    """A gap in A (step 1 missing) is a divergence; steps after A's last one are A ending early."""
+    a = _npy_run(tmp_path / "a", {0: {"w": np.ones(2, np.float32)}, 2: {"w": np.ones(2, np.float32)}})
+    b = _npy_run(tmp_path / "b", {step: {"w": np.ones(2, np.float32)} for step in range(5)})
+    code, out, _ = _main(capsys, a, b, "--all")
+    assert code == 1
+    assert out.splitlines()[-1] == "first divergence at step 1 in leaf w (missing in A); all of step 0 equal"
+    assert "A ends at step 2; B goes on to step 4 (2 steps more, not compared)" in out
+    code, out, _ = _main(capsys, _npy_run(tmp_path / "c", {0: {"w": np.ones(2, np.float32)}}), b)
+    assert code == 0 and out.splitlines()[-1].endswith("as far as A goes: A ends at step 0; B goes on to step 4 "
+                                                        "(4 steps more, not compared)")
+
+
+def test_a_late_json_failure_keeps_the_exit_code_of_a_divergence(seed_runs, tmp_path, capsys):
+    """--json on a full disk: the divergence still exits 1, and the message says what was not written."""
+    code, out, err = _main(capsys, *seed_runs, "--json", "/dev/full")
+    assert code == 1 and out.splitlines()[-1].startswith("first divergence at step 2")
+    assert err.strip() == "error: could not write /dev/full: No space left on device"
+    a = seed_runs[0]
+    code, out, err = _main(capsys, a, a, "--json", "/dev/full")
+    assert code == 2 and out.splitlines()[-1].startswith("identical: ")  # identical, but the file is not there
+
+
+@pytest.mark.parametrize("file", ["../../../etc/hostname", "/etc/hostname", "step_0/../../x.bin", "C:/x.bin", 7])
+def test_a_trace_log_file_stays_inside_its_run(tmp_path, capsys, file):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "trace.jsonl").write_text(_log_line(0, "x", file=file) + "\n")
+    code, _, line = _error_line(capsys, tmp_path / "a", tmp_path / "a")
+    assert code == 2 and "trace.jsonl:1: file must be a path inside the run directory" in line and repr(file) in line
+
+
+def test_plus_zero_against_a_tiny_nonzero_value_is_not_a_signed_zero(tmp_path, capsys):
+    """+0 against the smallest subnormal: 1 ULP, a real difference; only +0 against -0 is a signed zero."""
+    a = _npy_run(tmp_path / "a", {0: {"z": np.zeros(3, np.float32)}})
+    tiny = np.zeros(3, np.float32)
+    tiny[1] = np.float32(1e-45)
+    tiny[2] = np.float32(-0.0)
+    b = _npy_run(tmp_path / "b", {0: {"z": tiny}})
+    code, out, _ = _main(capsys, a, b)
+    row = next(line for line in out.splitlines() if line.strip().startswith("z "))
+    assert code == 1 and "2/3" in row and row.split()[4] == "1" and "1 signed zero" in row
+    assert "signed zero only" not in row and "A 0.0, B 1e-45" in row
+
+
+@pytest.mark.parametrize("kind", ["npy", "safetensors", "npz", "log"])
+def test_a_tensor_file_longer_than_its_dtype_and_shape_say_is_refused(tmp_path, capsys, kind):
+    """The bytes past what the header says would never be compared: two such files read 'identical'."""
+    run = tmp_path / "a"
+    (run / "step_0").mkdir(parents=True)
+    values = np.ones(4, np.float32)
+    if kind == "npy":
+        np.save(run / "step_0" / "x.npy", values)
+        with open(run / "step_0" / "x.npy", "ab") as stream:
+            stream.write(b"\0" * 8)
+    elif kind == "safetensors":
+        write_safetensors(run / "step_0.safetensors", {"x": values})
+        with open(run / "step_0.safetensors", "ab") as stream:
+            stream.write(b"\0" * 8)
+    elif kind == "npz":
+        import zipfile
+
+        with zipfile.ZipFile(run / "step_0.npz", "w") as archive, archive.open("x.npy", "w") as member:
+            np.save(member, values)
+            member.write(b"\0" * 8)
+    else:
+        (run / "step_0" / "x.bin").write_bytes(values.tobytes() + b"\0" * 8)
+        (run / "trace.jsonl").write_text(json.dumps({"step": 0, "leaf": "x", "dtype": "float32", "shape": [4],
+                                                     "digest": "0" * 32, "file": "step_0/x.bin"}) + "\n")
+    code, _, line = _error_line(capsys, run, run)
+    assert code == 2 and "longer than its" in line, line

@@ -87,6 +87,12 @@ def compare_runs(base: Run, new: Run, fail_on_pct: float | None = None) -> Compa
         counts[bits] += 1
         devices = [len(e.extra_info.get("device_digests") or {}) for e in (entry, match)]
         detail = f" ({devices[0]} device(s) in {new.source}, {devices[1]} in {base.source})" if any(devices) else ""
+        if bits == DIFFER and match.digests == entry.digests:  # the same digests: each file's devices disagree
+            per_device = entry.extra_info.get("device_digests") or {}
+            alike = per_device == (match.extra_info.get("device_digests") or {})
+            detail = (" (the devices of each file disagree, " + (
+                "alike in both: " + ", ".join(f"device {d} {digest[:12]}" for d, digest in sorted(per_device.items()))
+                if alike else f"the same {len(entry.digests)} digests in both on other devices") + ")")
         timing, slower = _time(match, entry, fail_on_pct)
         regressed = regressed or slower
         lines.append(f"{entry.name} ({entry.spec}): {bits}{detail}{timing}")
@@ -122,16 +128,17 @@ class Member:
     machine: str
     digest: str
     entry: Entry
+    file: int  # the index of its file in the fleet
 
 
-def _members(run: Run, entry: Entry) -> list[Member]:
+def _members(run: Run, entry: Entry, file: int) -> list[Member]:
     label = os.path.basename(run.source)
     per_device = entry.extra_info.get("device_digests")
     if not per_device:
-        return [Member(label, run.describe(), next(iter(entry.digests)), entry)] if entry.digests else []
+        return [Member(label, run.describe(), next(iter(entry.digests)), entry, file)] if entry.digests else []
     devices = {str(d.get("device_id")): d.get("provenance") or {} for d in run.machine_info.get("devices") or []}
-    return [Member(f"{label}:device {device}", describe_machine(devices.get(device, run.machine_info)), digest, entry)
-            for device, digest in sorted(per_device.items())]
+    return [Member(f"{label}:device {device}", describe_machine(devices.get(device, run.machine_info)), digest, entry,
+                   file) for device, digest in sorted(per_device.items())]
 
 
 def _fleet_groups(runs: list[Run]) -> dict:
@@ -145,7 +152,7 @@ def _fleet_groups(runs: list[Run]) -> dict:
     files: dict = {}  # role key -> indices of the files that have it
     for index, run in enumerate(runs):
         for entry in run.entries:
-            members = _members(run, entry)
+            members = _members(run, entry, index)
             keys.setdefault(entry.key, []).extend(members)
             if members:  # a result without a digest takes no part
                 files.setdefault(entry.key, set()).add(index)
@@ -169,36 +176,70 @@ def _fleet_groups(runs: list[Run]) -> dict:
     return keys
 
 
+def _by_inputs(members: list[Member]) -> list[list[Member]]:
+    """Members with the same inputs together (as :func:`inputs_differ` tells), the largest group first."""
+    groups: list[list[Member]] = []
+    for member in members:
+        group = next((g for g in groups if not inputs_differ(g[0].entry, member.entry)), None)
+        if group is None:
+            groups.append([member])
+        else:
+            group.append(member)
+    return sorted(groups, key=lambda group: -len({m.file for m in group}))
+
+
+def _agreement(members: list[Member]) -> tuple[str, bool]:
+    """(``all 3 agree (digest)`` or the digest groups, each with its machines; whether they all agree)."""
+    groups: dict = {}
+    for member in members:
+        groups.setdefault(member.digest, []).append(member)
+    if len(groups) == 1:
+        return f"all {len(members)} agree ({next(iter(groups))[:12]})", True
+    parts = [f"[{', '.join(m.label for m in group)}] {digest[:12]} on {'; '.join(sorted({m.machine for m in group}))}"
+             for digest, group in sorted(groups.items(), key=lambda item: -len(item[1]))]
+    return f"{len(groups)} groups: " + " | ".join(parts), False
+
+
 def compare_fleet(runs: list[Run]) -> Comparison:
     """Per GEMM and configuration, which files (and devices) agree: members grouped by digest,
-    each group named by its GPUs, SM counts, drivers and cuBLAS versions."""
+    each group named by its GPUs, SM counts, drivers and cuBLAS versions.
+
+    Only results of the same inputs in two or more files are compared (the devices of one sweep
+    file alone were compared by the run that wrote it); the rest are named, and counted apart.
+    """
     lines = [f"fleet of {len(runs)} files:"] + [f"  {os.path.basename(r.source)}: {r.describe()}" for r in runs]
     lines += _legacy_notes(runs)
-    keys = _fleet_groups(runs)
-    compared = differing = 0
-    for (name, config), members in keys.items():
-        spec = members[0].entry.spec if members else "?"
-        if len(members) < 2:
+    compared = differing = alone = other_inputs = 0
+    for (name, config), members in _fleet_groups(runs).items():
+        if not members:
+            continue  # no digest in any file
+        head = f"{name} ({members[0].entry.spec}) {config}"
+        groups = _by_inputs(members)
+        comparable = [group for group in groups if len({m.file for m in group}) > 1]
+        if not comparable:
+            if len(groups) == 1:
+                alone += 1
+                lines.append(f"{head}: only in {os.path.basename(runs[members[0].file].source)}")
+            else:
+                other_inputs += 1
+                lines.append(f"{head}: {INPUTS_DIFFER} in every file: not comparable ("
+                             f"{inputs_differ(groups[0][0].entry, groups[1][0].entry)})")
             continue
-        first = members[0].entry
-        other_inputs = [m.label for m in members if inputs_differ(first, m.entry)]
-        if other_inputs:
-            lines.append(f"{name} ({spec}) {config}: {INPUTS_DIFFER} in {', '.join(other_inputs)}: not comparable")
-            continue
-        compared += 1
-        groups: dict = {}
-        for member in members:
-            groups.setdefault(member.digest, []).append(member)
-        if len(groups) == 1:
-            lines.append(f"{name} ({spec}) {config}: all {len(members)} agree ({next(iter(groups))[:12]})")
-            continue
-        differing += 1
-        parts = [f"[{', '.join(m.label for m in group)}] {digest[:12]} on {'; '.join(sorted({m.machine for m in group}))}"
-                 for digest, group in sorted(groups.items(), key=lambda item: -len(item[1]))]
-        lines.append(f"{name} ({spec}) {config}: {len(groups)} groups: " + " | ".join(parts))
-    lines.append(f"compared {compared} GEMM/configuration pairs present in two or more places: "
-                 f"{compared - differing} agree, {differing} differ")
+        for group in groups:
+            if group not in comparable:
+                lines.append(f"{head}: {INPUTS_DIFFER} in {', '.join(m.label for m in group)}: not comparable with "
+                             f"{comparable[0][0].label} ({inputs_differ(comparable[0][0].entry, group[0].entry)})")
+        for group in comparable:
+            compared += 1
+            verdict, agree = _agreement(group)
+            differing += not agree
+            inputs = f" [inputs of {group[0].label}]" if len(groups) > 1 else ""
+            lines.append(f"{head}{inputs}: {verdict}")
+    apart = f"; {alone} only in one file" if alone else ""
+    apart += f"; {other_inputs} with other inputs in every file" if other_inputs else ""
+    lines.append(f"compared {compared} GEMM/configuration pairs present in two or more files: "
+                 f"{compared - differing} agree, {differing} differ{apart}")
     if compared == 0:
-        lines.append("nothing comparable: no result with the same GEMM, configuration and inputs in two places")
+        lines.append("nothing comparable: no result with the same GEMM, configuration and inputs in two files")
         return Comparison(lines, EXIT_NOTHING)
     return Comparison(lines, EXIT_FINDING if differing else EXIT_OK)

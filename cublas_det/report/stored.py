@@ -7,6 +7,8 @@ registry supplies them.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..check.results import BenchResult, GemmCheck, ScenarioResult, ShapeReport
 from ..check.scenarios import REGISTRY
 from ..config import GemmConfig
@@ -19,7 +21,11 @@ from ..timing.results import Discards
 
 
 def bench_result(run: Run) -> BenchResult:
-    """The :class:`BenchResult` a stored benchmark run was written from."""
+    """The :class:`BenchResult` a stored benchmark run was written from.
+
+    :func:`~cublas_det.runfile.run_from_dict` checked each field's type; what only the result types
+    can tell (a math mode or scenario this version does not know) is one line naming the field here.
+    """
     if run.sweep:
         raise InputFileError(f"{run.source}: a --devices sweep has no per-mode tables to render; compare it with "
                              "python -m cublas_det.compare")
@@ -28,21 +34,39 @@ def bench_result(run: Run) -> BenchResult:
         groups.setdefault(entry.shape_name, []).append(entry)
     info = run.data.get("cublas_det") or {}
     ratios = info.get("ratios") or {}
-    try:
-        timings = info.get("timing") or {}
-        reports = tuple(_shape_report(name, entries, run, ratios.get(name) or [], timings.get(name) or {})
-                        for name, entries in groups.items())
-    except (KeyError, TypeError, ValueError) as err:
-        raise InputFileError(f"{run.source}: a result cannot be read back ({type(err).__name__}: {err})") from None
+    timings = info.get("timing") or {}
+    reports = tuple(_shape_report(name, entries, run, ratios.get(name) or [], timings.get(name) or {})
+                    for name, entries in groups.items())
     seeds = {(e.identity or {}).get("seed") for e in run.entries} - {None}
     return BenchResult(reports, run.machine_info, run.datetime, float(info.get("wall_s") or 0.0), run.version,
                        bool(info.get("interrupted")), seeds.pop() if len(seeds) == 1 else None)
 
 
+def _read_back(where: str, read, data):
+    """``read(data)``, or one line naming ``where`` when the stored value is not one this version reads."""
+    try:
+        return read(data)
+    except KeyError as err:
+        raise InputFileError(f"{where}: cannot be read back (missing or unknown {err})") from None
+    except (TypeError, ValueError) as err:
+        raise InputFileError(f"{where}: cannot be read back ({err})") from None
+
+
+def _known_fields(cls, data: dict) -> dict:
+    """The keys of ``data`` that dataclass ``cls`` has: fields written by other versions are left out."""
+    names = {field.name for field in dataclasses.fields(cls)}
+    return {key: value for key, value in data.items() if key in names}
+
+
 def _shape_report(name: str, entries: list[Entry], run: Run, ratios: list, how: dict) -> ShapeReport:
     """``how``: the file's record of how the shape was timed (stop reason, discarded rounds, clock floor, options)."""
-    shape = GemmShape.from_dict(entries[0].extra_info["shape"])
+    where = f"{run.source}: benchmark {entries[0].name!r}: extra_info.shape"
+    shape = _read_back(where, GemmShape.from_dict, entries[0].extra_info["shape"])
     checks = {e.config: _check(shape, e, run) for e in entries if e.extra_info.get("scenarios")}
+    for e in entries:
+        if e.stats and e.stats.get("data") and not (e.extra_info.get("eager_stats") or {}).get("data"):
+            raise InputFileError(f"{run.source}: benchmark {e.name!r}: extra_info.eager_stats.data: missing; a timed "
+                                 "entry has its eager times too")
     arms = tuple(ArmTiming(e.config, tuple(x * 1e6 for x in e.stats["data"]),
                            tuple(x * 1e6 for x in (e.extra_info.get("eager_stats") or {}).get("data") or ()),
                            # the file keeps the median SM clock of an arm, not each batch's
@@ -54,10 +78,13 @@ def _shape_report(name: str, entries: list[Entry], run: Run, ratios: list, how: 
     timing = None
     if arms:
         info = entries[0].extra_info
+        where = f"{run.source}: cublas_det"
         timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0), int(info.get("buffer_sets") or 1),
-                             len(arms[0].graph_us), arms, tuple(Ratio(**r) for r in ratios),
+                             len(arms[0].graph_us), arms,
+                             tuple(_read_back(f"{where}.ratios[{name!r}]", lambda r: Ratio(**_known_fields(Ratio, r)), r)
+                                   for r in ratios),
                              float(info.get("timing_elapsed_s") or 0.0), how.get("stop_reason") or "",
-                             Discards(**(how.get("discards") or {})), how.get("clock_floor_mhz"),
+                             Discards(**_known_fields(Discards, how.get("discards") or {})), how.get("clock_floor_mhz"),
                              options=how.get("options") or {})
     errors = {e.extra_info.get("error") for e in entries} - {None}
     return ShapeReport(shape, checks, timing, "; ".join(sorted(errors)) or None)
@@ -65,17 +92,29 @@ def _shape_report(name: str, entries: list[Entry], run: Run, ratios: list, how: 
 
 def _check(shape: GemmShape, entry: Entry, run: Run) -> GemmCheck:
     info = entry.extra_info
-    config = GemmConfig.from_dict(info["config"]) if info.get("config") else GemmConfig.parse(entry.config)
-    results = []
-    for raw in info["scenarios"]:
-        kind = raw.get("kind") or REGISTRY[raw["scenario"]].kind  # 0.1 files: the registry knows the kind
-        results.append(ScenarioResult.from_dict({**raw, "kind": kind}))
+    where = f"{run.source}: benchmark {entry.name!r}: extra_info"
+    if info.get("config"):
+        config = _read_back(f"{where}.config", GemmConfig.from_dict, info["config"])
+    else:
+        config = _read_back(f"{where}: configuration", GemmConfig.parse, entry.config)
+    results = tuple(_read_back(f"{where}.scenarios[{i}]", _scenario, raw) for i, raw in enumerate(info["scenarios"]))
     rel_error = info.get("rel_error")
     identity = entry.identity or {}
+    # A check whose GEMM could not be computed has no digest and the error; its verdict is "error"
+    # even when only hazard scenarios were asked (with no guarantee it would read "not checked").
+    error = info.get("error") if not info.get("digest") else None
     return GemmCheck(shape, config, info.get("mode_source") or "argument", int(identity.get("seed") or 0),
-                     info.get("digest") or "", float("nan") if rel_error is None else float(rel_error), tuple(results),
-                     run.machine_info, error=None, input_digests=identity.get("inputs") or {},
-                     kernels=KernelSignature.from_dict(info["kernels"]) if info.get("kernels") else None)
+                     info.get("digest") or "", float("nan") if rel_error is None else float(rel_error), results,
+                     run.machine_info, error=error, input_digests=identity.get("inputs") or {},
+                     kernels=_read_back(f"{where}.kernels", KernelSignature.from_dict, info["kernels"])
+                     if info.get("kernels") else None)
+
+
+def _scenario(raw: dict) -> ScenarioResult:
+    if raw["scenario"] not in REGISTRY:  # the reports lay scenarios out in the registry's order
+        raise ValueError(f"scenario {raw['scenario']!r} is not one this version knows ({', '.join(REGISTRY)})")
+    # 0.1 files: the registry knows the kind
+    return ScenarioResult.from_dict({**raw, "kind": raw.get("kind") or REGISTRY[raw["scenario"]].kind})
 
 
 def stored_ratios(run: Run, numerator: str, denominator: str) -> dict:

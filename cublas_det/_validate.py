@@ -1,0 +1,102 @@
+"""Reading the files a user names: regular files only, of a bounded size, their JSON checked strictly.
+
+Every reader of a stored run, a trace log, a safetensors header or an ``--order`` file opens its
+file here, so that each refuses the same things the same way, in one line naming the file:
+
+* a FIFO, a device, a socket or a directory, before a byte is read (reading a FIFO blocks until a
+  writer comes, a device may never end);
+* a file larger than files of its kind ever are, before it is read into memory;
+* JSON numbers that no writer makes (``1e400`` overflows a float, a 5000-digit integer) and
+  nesting deeper than Python parses.
+
+``NaN`` and ``Infinity`` are read (Python's own json writes them, e.g. a failed check's error
+against float64): a field that must be finite says so where it is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+
+from .errors import InputFileError
+
+MAX_INT_DIGITS = 40  # seeds, sizes and counts have at most 20
+
+
+def file_kind(mode: int) -> str:
+    """``a directory``, ``a FIFO``, ``a character device`` ... for the ``st_mode`` of what is not a file."""
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def regular_file_size(path: str, hint: str = "give a regular file", *, error=InputFileError) -> int:
+    """The size of ``path``; ``error`` (one line) unless it exists and is a regular file (links followed)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise error(f"{path}: no such file; {hint}") from None
+    except OSError as err:
+        raise error(f"{path}: cannot stat ({err.strerror or err}); {hint}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise error(f"{path}: is {file_kind(info.st_mode)}, not a file; {hint}")
+    return info.st_size
+
+
+def open_regular(path: str, hint: str = "give a regular file", *, max_bytes: int | None = None,
+                 what: str = "file", error=InputFileError, buffering: int = -1):
+    """``path`` opened for binary reading, once it is known to be a regular file of at most ``max_bytes``.
+
+    Checked before opening (a FIFO's open alone blocks) and again on the open file (the path may
+    have changed in between): opened without blocking, then set to blocking reads.
+    """
+    size = regular_file_size(path, hint, error=error)
+    if max_bytes is not None and size > max_bytes:
+        raise error(f"{path}: {size:,} bytes, more than a {what} ever is ({max_bytes:,} at most); {hint}")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise error(f"{path}: cannot be read ({err.strerror or err}); {hint}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise error(f"{path}: is {file_kind(mode)}, not a file; {hint}")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb", buffering=buffering)
+
+
+class _Refused(ValueError):
+    """A JSON number or nesting that no writer makes (raised inside the parser, turned into the caller's error)."""
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _Refused(f"an integer of {digits} digits (at most {MAX_INT_DIGITS} are read)")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Refused(f"the number {text[:24]} is beyond the range of a float")
+    return value
+
+
+def parse_json(text, where: str, *, error=InputFileError):
+    """``json.loads(text)`` with the refusals of the module docstring as ``error(where: ...)``.
+
+    A :class:`json.JSONDecodeError` (and a :class:`UnicodeDecodeError` of bytes) is left to the
+    caller, who knows what the text was meant to be.
+    """
+    try:
+        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
+    except _Refused as err:
+        raise error(f"{where}: {err}") from None
+    except RecursionError:
+        raise error(f"{where}: JSON nested deeper than can be read") from None
