@@ -19,9 +19,8 @@ def main() -> None:
     import cupy
 
     from cublas_det import create_handle
-
-    from cublas_det.call import shape_gemm
     from cublas_det.bits.compare import MismatchTracker
+    from cublas_det.call import shape_gemm
     from cublas_det.operands import device_operands
     from cublas_det.shapes import PRESETS, parse_shape, resolve_shapes
 

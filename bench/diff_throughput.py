@@ -66,8 +66,8 @@ def _timed(command: list[str], expect: int) -> float:
 def _timed_in_process(path_a: str, path_b: str, expect: int) -> float:
     """compare_runs on opened runs: the reading and comparing, without the interpreter's start-up."""
     sys.path.insert(0, REPO)
-    from cublas_det.run_diff import compare_runs
-    from cublas_det.run_layout import open_run
+    from cublas_det.rundiff.diff import compare_runs
+    from cublas_det.rundiff.layouts import open_run
 
     start = time.perf_counter()
     diff = compare_runs(open_run(path_a), open_run(path_b))

@@ -193,8 +193,8 @@ def main() -> int:
         error_line(PROG, reason)  # the reason already says "no GPU available"
         return 2
     from cublas_det.device import device_properties
-    from cublas_det.run_diff import compare_runs, report_lines
-    from cublas_det.run_layout import open_run
+    from cublas_det.rundiff.diff import compare_runs, report_lines
+    from cublas_det.rundiff.layouts import open_run
 
     root = args.out or tempfile.mkdtemp(prefix="cublas_det_diff_loop_")
     rows = args.tokens // args.microbatches

@@ -34,8 +34,7 @@ import sys
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
-from cublas_det.report.stored import stored_ratios
-from cublas_det.runfile import load_run
+from cublas_det.report.runfile import load_run, stored_ratios
 from cublas_det.timing.stats import t_975
 
 Z_95 = 1.96

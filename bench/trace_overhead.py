@@ -55,8 +55,8 @@ def main() -> int:
     import cupy
     import numpy
 
-    from cublas_det.device import device_properties
     from cublas_det.bits.digest import finish, host_digest, queue_device_sums
+    from cublas_det.device import device_properties
     from cublas_det.trace import Recorder
 
     nbytes = int(args.mb * 1e6) // 4 * 4

@@ -6,8 +6,14 @@ in :mod:`cublas_det.pytest_plugin` and is loaded automatically once the package 
 
 from __future__ import annotations
 
+import os
+
+from .bits.streams import lookup_dtype
 from .check import DEFAULT_SCENARIOS, check_gemm
 from .check.results import GemmCheck, Kind, Reproducible, ScenarioResult
+from .rundiff.diff import LeafStatus, compare_runs
+from .rundiff.diff import describe_leaf_type as described
+from .rundiff.layouts import open_run
 
 __all__ = ["assert_gemm_reproducible", "format_failure"]
 
@@ -108,7 +114,7 @@ def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, a
         order: leaf names to compare first, in this order.
         all_steps: compare every step (by default the comparison stops after the first divergent one).
     Returns:
-        The :class:`cublas_det.run_diff.RunDiff`.
+        The :class:`cublas_det.rundiff.diff.RunDiff`.
     Raises:
         AssertionError: a header line with the first divergence, a blank line, then the facts: both
             runs, and per divergent step each divergent leaf (mismatched elements, greatest ULP
@@ -117,10 +123,6 @@ def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, a
             before the other (identical only as far as it goes).
         ValueError, OSError: a run that cannot be read.
     """
-    import os
-
-    from .run_diff import compare_runs
-    from .run_layout import open_run
 
     run_a = open_run(os.fspath(dir_a), raw_dtype=dtype)
     run_b = open_run(os.fspath(dir_b), raw_dtype=dtype)
@@ -137,7 +139,7 @@ def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, a
 
 
 def format_run_divergence(comparison) -> str:
-    """The assertion message for two runs that diverge (a :class:`cublas_det.run_diff.RunDiff`)."""
+    """The assertion message for two runs that diverge (a :class:`cublas_det.rundiff.diff.RunDiff`)."""
     lines = [f"Runs are not bit-for-bit identical: {comparison.verdict()}.", "",
              f"Run A: {comparison.run_a}", f"Run B: {comparison.run_b}", ""]
     for step in comparison.steps:
@@ -152,10 +154,6 @@ def format_run_divergence(comparison) -> str:
 
 
 def _run_leaf_facts(leaf) -> str:
-    from .bits.streams import lookup_dtype
-    from .run_diff import LeafStatus
-    from .run_diff import describe_leaf_type as described
-
     if leaf.status is LeafStatus.MISSING_IN_A:
         return f"Leaf {leaf.leaf}: missing in A (B has {described(leaf.dtype_b, leaf.shape_b)})"
     if leaf.status is LeafStatus.MISSING_IN_B:

@@ -8,16 +8,12 @@ import sys
 
 import pytest
 
-from cublas_det.check.results import (
-    BenchResult,
-    GemmCheck,
-    Kind,
-    ScenarioResult,
-    ShapeReport,
-)
+from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
 from cublas_det.cli import bench
 from cublas_det.config import GemmConfig
-from cublas_det.report import json_file, markdown, text
+from cublas_det.report import markdown, text
+from cublas_det.report import runfile as json_file
+from cublas_det.report.results import BenchResult, ShapeReport
 
 from .conftest import needs_no_gpu
 
@@ -206,7 +202,7 @@ def test_the_summary_never_claims_what_did_not_run():
 def test_comparison_is_printed_and_its_exit_code_returned(capsys):
     import argparse
 
-    from cublas_det.runfile import run_from_dict
+    from cublas_det.report.runfile import run_from_dict
 
     data = json.loads(STORED.read_text())
     args = argparse.Namespace(compare="base.json", fail_on=5.0)

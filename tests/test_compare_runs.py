@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from cublas_det.report.compare import compare_fleet, compare_runs
-from cublas_det.runfile import run_from_dict
+from cublas_det.report.runfile import run_from_dict
 from cublas_det.shapes import preset
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -329,9 +329,8 @@ def test_nan_timing_samples_are_refused_even_where_fail_on_would_pass_them(tmp_p
 # -- what --json writes for a failed check, read back -------------------------------------------------
 def _stored_check(check):
     """``check`` written by the --json writer and read back by the report's reader."""
-    from cublas_det.report.json_file import to_json
-    from cublas_det.report.stored import bench_result
-    from cublas_det.check.results import BenchResult, ShapeReport
+    from cublas_det.report.results import BenchResult, ShapeReport
+    from cublas_det.report.runfile import bench_result, to_json
 
     result = BenchResult((ShapeReport(check.shape, {check.mode_name: check}),), {"numpy_version": "2.5.2"},
                          "2026-12-01T00:00:00+00:00", 1.0, "0.1.0", seed=check.seed)
@@ -340,8 +339,8 @@ def _stored_check(check):
 
 
 def test_json_of_a_failed_check_says_no_and_keeps_its_input_digests():
-    from cublas_det.config import GemmConfig
     from cublas_det.check.results import GemmCheck, Kind, Reproducible, ScenarioResult
+    from cublas_det.config import GemmConfig
     from cublas_det.shapes import GemmShape
 
     shape = GemmShape("x", 64, 64, 65536, trans_a=True)
@@ -360,10 +359,10 @@ def test_json_of_a_failed_check_says_no_and_keeps_its_input_digests():
 
 def test_a_reference_gemm_that_failed_with_only_hazards_asked_reads_error_when_read_back():
     """The stored check lost its error: with no guarantee scenario it read 'not checked'."""
-    from cublas_det.config import GemmConfig
-    from cublas_det.report.verdicts import check_failures, reproducible_cell
     from cublas_det.check.results import GemmCheck, Reproducible
     from cublas_det.check.scenarios import REGISTRY
+    from cublas_det.config import GemmConfig
+    from cublas_det.report.verdicts import check_failures, reproducible_cell
     from cublas_det.shapes import GemmShape
 
     error = "out of memory allocating 12.0 GiB"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from cublas_det import diff as diff_cli
-from cublas_det.run_diff import LeafStatus, compare_runs
-from cublas_det.run_layout import open_run
+from cublas_det.rundiff.diff import LeafStatus, compare_runs
+from cublas_det.rundiff.layouts import open_run
 from cublas_det.trace import Recorder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -5,19 +5,12 @@ import json
 
 import pytest
 
-from cublas_det.check.results import (
-    BenchResult,
-    GemmCheck,
-    Kind,
-    ScenarioResult,
-    ShapeReport,
-)
+from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
 from cublas_det.config import GemmConfig
 from cublas_det.report import text
-from cublas_det.report.json_file import to_json
 from cublas_det.report.markdown import to_markdown
-from cublas_det.report.stored import bench_result
-from cublas_det.runfile import run_from_dict
+from cublas_det.report.results import BenchResult, ShapeReport
+from cublas_det.report.runfile import bench_result, run_from_dict, to_json
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
 

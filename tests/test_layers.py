@@ -14,6 +14,7 @@ FLOORS = {
     "config": 2, "device": 2,
     "handle": 3, "memory": 3,
     "call": 4, "operands": 4,
+    "files": 1,
     "kernels": 5, "rundiff": 5,
     "check": 6, "timing": 6,
     "report": 7,
@@ -27,8 +28,10 @@ LAZY = ("cupy", "cupyx", "cupy_backends", "cuda", "cupti", "matplotlib", "torch"
 
 
 def _modules(package):
+    """(path, parts) of each module; a package's ``__main__`` is an entry point, whatever its folder."""
     for path in sorted(package.rglob("*.py")):
-        yield path, path.relative_to(package).with_suffix("").parts
+        parts = path.relative_to(package).with_suffix("").parts
+        yield path, ("__main__", *parts) if parts[-1] == "__main__" else parts
 
 
 def _imported_parts(parts, tree):

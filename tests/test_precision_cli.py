@@ -5,16 +5,11 @@ import argparse
 import pytest
 
 from cublas_det._cublas import ComputeType, MathMode
-from cublas_det.check.results import (
-    BenchResult,
-    GemmCheck,
-    Kind,
-    ScenarioResult,
-    ShapeReport,
-)
+from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
 from cublas_det.cli import bench
 from cublas_det.config import GemmConfig
 from cublas_det.errors import UsageError
+from cublas_det.report.results import BenchResult, ShapeReport
 from cublas_det.report.text import cost_lines, precision_lines, table_rows, title
 from cublas_det.shapes import parse_shape
 from cublas_det.timing.results import ArmTiming, Ratio, ShapeTiming

@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from cublas_det.report.json_file import stats
+from cublas_det.report.runfile import run_from_dict, stats
 from cublas_det.report.time_verdict import (
     CLEAR_GAP,
     TimeLabel,
@@ -13,7 +13,6 @@ from cublas_det.report.time_verdict import (
     overlap,
     time_verdict,
 )
-from cublas_det.runfile import run_from_dict
 from cublas_det.timing.stats import median_ci
 
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"

@@ -7,11 +7,27 @@ import random
 
 import pytest
 
-from cublas_det.timing import ArmTiming, Discards, Ratio, Sample, ShapeTiming, StopReason, run_rounds
+from cublas_det.timing import (
+    ArmTiming,
+    Discards,
+    Ratio,
+    Sample,
+    ShapeTiming,
+    StopReason,
+    run_rounds,
+)
 from cublas_det.timing.order import cycle_length, round_order, williams_rows
 from cublas_det.timing.results import aa_reference, ratio_pairs
-from cublas_det.timing.stats import batch_size, buffer_sets, median_ci, paired_ratio, probe_calls, quartiles, stop_reason
 from cublas_det.timing.rounds import MAX_REDOS, THROTTLE_PAUSE_S, round_problem
+from cublas_det.timing.stats import (
+    batch_size,
+    buffer_sets,
+    median_ci,
+    paired_ratio,
+    probe_calls,
+    quartiles,
+    stop_reason,
+)
 
 
 def test_median_ci_order_statistics():

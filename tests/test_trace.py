@@ -7,8 +7,8 @@ import pytest
 
 from cublas_det import trace
 from cublas_det.bits.digest import ALGORITHM, host_digest
-from cublas_det.run_diff import compare_runs
-from cublas_det.run_layout import open_run
+from cublas_det.rundiff.diff import compare_runs
+from cublas_det.rundiff.layouts import open_run
 from cublas_det.trace import Recorder
 
 

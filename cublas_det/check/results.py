@@ -221,27 +221,3 @@ class GemmCheck:
                    tuple(ScenarioResult.from_dict(r) for r in data["scenarios"]), data.get("provenance", {}),
                    data.get("elapsed_s", 0.0), data.get("error"), data.get("input_digests", {}),
                    KernelSignature.from_dict(data["kernels"]) if data.get("kernels") else None)
-
-
-@dataclasses.dataclass(frozen=True)
-class ShapeReport:
-    """Everything a benchmark measured for one shape: a check per configuration, the timing, any error."""
-
-    shape: GemmShape
-    checks: dict  # configuration name -> GemmCheck
-    timing: object = None  # ShapeTiming, or None when not timed
-    error: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class BenchResult:
-    """A benchmark run: its shapes, where it ran, when, for how long, and whether Ctrl-C cut it short."""
-
-    shapes: tuple[ShapeReport, ...]
-    provenance: dict
-    started: str
-    wall_s: float
-    version: str
-    interrupted: bool = False
-    seed: int | None = None  # the input seed of the run (also in each check)
-    phases: dict = dataclasses.field(default_factory=dict)  # phase name -> wall seconds

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import sys
 
-from .. import __version__, compare, diff
-from ..report import __main__ as report
-from . import bench, env
+from .. import __version__
+from . import bench, compare, diff, env, report
 from .common import EXIT_OK, EXIT_USAGE, error_line, prog_name
 
 EXIT_CODES = """exit codes:
@@ -22,9 +21,9 @@ EXIT_CODES = """exit codes:
 COMMANDS = {
     "bench": (bench.main, "check and time the GEMMs: are the bits reproducible, which hazards change them, "
                           "what determinism costs (the main job)"),
-    "compare": (lambda argv, prog: compare.main(argv), "compare stored runs (--json files): the same bits? faster or slower? (no GPU)"),
-    "report": (lambda argv, prog: report.main(argv), "render a stored run again, as text or Markdown (no GPU)"),
-    "diff": (lambda argv, prog: diff.main(argv), "find where two training runs first diverge, from their dumps (no GPU)"),
+    "compare": (compare.main, "compare stored runs (--json files): the same bits? faster or slower? (no GPU)"),
+    "report": (report.main, "render a stored run again, as text or Markdown (no GPU)"),
+    "diff": (diff.main, "find where two training runs first diverge, from their dumps (no GPU)"),
     "explain": (lambda argv, prog: bench.main(["--explain", *argv], prog.replace(" explain", " bench")),
                 "the kernels one shape runs per mode, SM-count target and batch size (needs cupti-python)"),
     "env": (env.main, "the environment fingerprint and where the CUDA libraries were found (the default)"),

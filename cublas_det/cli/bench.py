@@ -27,7 +27,6 @@ from ..check.devices import (
     run_sweep,
     sweep_failed,
 )
-from ..check.results import BenchResult, ShapeReport
 from ..check.scenarios import REGISTRY, validate_scenarios, without_workers
 from ..config import (
     DEFAULT_MODES,
@@ -45,12 +44,12 @@ from ..memory import check_fits
 from ..operands import HostOperands
 from ..phases import Phases
 from ..report.compare import compare_runs
-from ..report.json_file import now_iso, to_json
 from ..report.markdown import to_markdown
 from ..report.plot import write_plot
+from ..report.results import BenchResult, ShapeReport
+from ..report.runfile import load_run, now_iso, run_from_dict, to_json
 from ..report.sweep import render_sweep, sweep_to_json
 from ..report.text import render_text, run_failed
-from ..runfile import load_run, run_from_dict
 from ..shapes import (
     DEFAULT_TOKENS,
     PRESETS,
@@ -100,7 +99,7 @@ EPILOG = """examples:
   %(prog)s --devices all --json host-a.json     # same bits on every GPU of this host?
   %(prog)s --devices 0,3 --compare host-a.json  # ... and the same as on host A?
   %(prog)s --list                 # the shape catalogue (no GPU needed)
-  %(prog)s --kernels              # + the kernels each GEMM ran and their time (cupti-python)
+  %(prog)s --kernels              # + the kernels each GEMM ran, and their time (CUPTI)
   %(prog)s --explain 128x56x4096:nt   # kernels per mode, SM-count target and batch rung
 
 """ + EXIT_CODES

@@ -1,62 +1,8 @@
-"""python -m cublas_det.report RUN.json: render a stored run again (table, summary, Markdown, plot). No GPU needed.
+"""``python -m cublas_det.report``: as ``cublas-det report`` (:mod:`cublas_det.cli.report`)."""
 
-Exit codes: 0 rendered; 2 usage or file error.
-"""
-
-from __future__ import annotations
-
-import argparse
 import sys
 
-from ..cli.common import EXIT_OK, EXIT_USAGE, ArgumentParser, run_guarded
-
-PROG = "python -m cublas_det.report"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0].split(": ", 1)[1],
-                                     epilog="example:\n  python -m cublas_det.report run.json --markdown run.md "
-                                            "--plot run.png", formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("file", metavar="RUN.json", help="a file written by python -m cublas_det.bench --json")
-    parser.add_argument("--markdown", metavar="PATH", help="also write the tables and summary as Markdown")
-    parser.add_argument("--plot", metavar="PATH", help="also write a PNG of time per mode per shape (needs matplotlib)")
-    return parser
-
-
-def _run(argv) -> int:
-    from ..cli.common import check_writable, write_text
-    from ..runfile import load_run
-    from .markdown import to_markdown
-    from .stored import bench_result
-    from .text import render_text
-
-    args = build_parser().parse_args(argv)
-    for flag in ("markdown", "plot"):
-        if getattr(args, flag) is not None:
-            check_writable(getattr(args, flag), f"--{flag}")
-    if args.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            from ..errors import UsageError
-
-            raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
-    result = bench_result(load_run(args.file))
-    print(render_text(result))
-    written = True
-    if args.markdown:
-        written &= write_text(args.markdown, to_markdown(result))
-    if args.plot:
-        from .plot import write_plot
-
-        write_plot(result, args.plot)
-        print(f"wrote {args.plot}", file=sys.stderr)
-    return EXIT_OK if written else EXIT_USAGE
-
-
-def main(argv: list[str] | None = None) -> int:
-    return run_guarded(PROG, lambda: _run(sys.argv[1:] if argv is None else argv))
-
+from ..cli.report import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ..runfile import Entry, Run, describe_machine
+from .runfile import Entry, Run, describe_machine
 from .time_verdict import time_verdict
 
 EXIT_OK, EXIT_FINDING, EXIT_NOTHING = 0, 1, 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..check.results import BenchResult
+from .results import BenchResult
 from .text import (
     LEGEND,
     detail_lines,

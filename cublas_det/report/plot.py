@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..check.results import BenchResult
 from ..timing.results import is_control
+from .results import BenchResult
 
 
 def write_plot(result: BenchResult, path: str) -> None:

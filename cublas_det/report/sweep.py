@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..check.devices import Agreement, DeviceRun
-from .json_file import benchmark_entry, identity
+from .runfile import benchmark_entry, identity
 from .text import layout
 
 

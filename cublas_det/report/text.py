@@ -13,16 +13,10 @@ import shutil
 import sys
 import textwrap
 
-from ..check.results import (
-    BenchResult,
-    GemmCheck,
-    Kind,
-    Outcome,
-    Reproducible,
-    ShapeReport,
-)
+from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
 from ..timing.results import is_control, role
+from .results import BenchResult, ShapeReport
 from .timing_text import (
     KERNEL_NOTE,
     TIME_NOTE,

@@ -16,7 +16,7 @@ then has the interval [new_low / base_high - 1, new_high / base_low - 1], and, i
 
 ``--fail-on PCT`` fails a SLOWER entry whose median grew by more than PCT; never an UNSURE one.
 Pure: works on two pytest-benchmark entries as ``--json`` writes them (dicts), or on anything with
-``stats`` and ``extra_info`` attributes (a :class:`cublas_det.runfile.Entry`).
+``stats`` and ``extra_info`` attributes (a :class:`cublas_det.report.runfile.Entry`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Comparing two runs step by step, leaf by leaf: where do their bits first differ?
 
-:func:`compare_runs` walks the steps of two :class:`~cublas_det.run_layout.Run` in ascending
+:func:`compare_runs` walks the steps of two :class:`~cublas_det.rundiff.layouts.Run` in ascending
 order and, in each, the leaves in recording order (else name order, or a given order). Leaves with
 bytes on both sides are compared element by element (:mod:`cublas_det.bits.streams`), streamed in
 chunks so that memory stays bounded whatever the size of the runs; leaves with only a digest on
@@ -26,9 +26,9 @@ import zlib
 
 import numpy as np
 
-from .bits.digest import DigestAccumulator
-from .bits.streams import BitComparison, BitStats, lookup_dtype
-from .run_layout import (
+from ..bits.digest import DigestAccumulator
+from ..bits.streams import BitComparison, BitStats, lookup_dtype
+from .layouts import (
     LAYOUTS,
     DataSource,
     Leaf,

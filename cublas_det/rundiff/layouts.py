@@ -43,10 +43,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._validate import file_kind, open_regular, parse_json, regular_file_size
-from .bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
-from .bits.streams import dtype_name_of, lookup_dtype
-from .errors import InputFileError
+from ..bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
+from ..bits.streams import dtype_name_of, lookup_dtype
+from ..errors import InputFileError
+from ..files import file_kind, open_regular, parse_json, regular_file_size
 
 LOG_NAME = "trace.jsonl"
 STEP_DIR = re.compile(r"^step_?(\d+)$")

@@ -1,19 +1,39 @@
-"""Reading a stored run (a ``--json`` file) for comparison and re-rendering, checked entry by entry.
+"""A run's ``--json`` file, written and read back: one schema in one place.
 
-A malformed file is one :class:`~cublas_det.errors.InputFileError` naming the file, the entry and
-the field, before any GPU work. Files of cublas_det 0.1 carry no identity (seed, T, input digests):
-they are read, and :attr:`Run.legacy` says so, so that comparisons can say what they could not check.
+Written in pytest-benchmark's layout (``pytest-benchmark compare`` reads it): every entry has the stats
+fields pytest-benchmark writes, computed its way, in seconds per GEMM with ``iterations`` = GEMMs per
+sample; an entry that was not timed has the same fields with ``rounds`` 0. Read back entry by entry,
+every field a reader uses checked by type and range: a malformed file is one
+:class:`~cublas_det.errors.InputFileError` naming the file, the entry and the field, before any GPU
+work. Files of cublas_det 0.1 carry no identity (seed, T, input digests): they are read, and
+:attr:`Run.legacy` says so. :func:`bench_result` turns a stored run back into the results it was
+rendered from (``cublas-det report``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
+import statistics
+from bisect import bisect_left, bisect_right
 
-from ._validate import open_regular, parse_json
-from .errors import InputFileError
+from ..check.results import GemmCheck, ScenarioResult
+from ..check.scenarios import REGISTRY
+from ..config import GemmConfig
+from ..errors import InputFileError
+from ..files import open_regular, parse_json
+from ..kernels.signature import KernelSignature
+from ..shapes import GemmShape
+from ..timing import ArmTiming, Ratio, ShapeTiming
+from ..timing.results import Discards
+from .commit_info import commit_info
+from .results import BenchResult, ShapeReport
+from .text import summary_lines, warnings_for
+from .verdicts import check_failures, modes_group
 
+# -- reading
 MAX_RUN_FILE_BYTES = 256 << 20  # a default run is 0.5 MB; the largest preset with timing a few MB
 
 
@@ -338,3 +358,257 @@ def _found(value) -> str:
         return f"a list of {len(value)}" if value and all(not isinstance(x, (dict, list)) for x in value) else "a list"
     text = repr(value)
     return text if len(text) <= 40 else f"a string of {len(value):,} characters"
+
+
+# -- writing
+STATS_FIELDS = ("min", "max", "mean", "stddev", "rounds", "median", "iqr", "q1", "q3", "iqr_outliers",
+                "stddev_outliers", "outliers", "ld15iqr", "hd15iqr", "ops", "total", "data", "iterations")
+TIMER = "CUDA events around a CUDA-graph batch, queued behind a blocking kernel"
+
+
+def identity(shape, config_name: str, seed: int | None, input_digests: dict | None, numpy_version: str | None) -> dict:
+    """What makes two results comparable: the GEMM, its configuration, its preset and T, the seed, the
+    sha256 digests of the inputs, and the NumPy that made them (its seeded stream is promised per build)."""
+    return {"m": shape.m, "n": shape.n, "k": shape.k, "op": shape.cublas_op, "config": config_name,
+            "preset": shape.preset, "tokens": shape.tokens, "seed": seed, "inputs": input_digests or None,
+            "numpy": numpy_version}
+
+
+def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict, options: dict | None = None) -> dict:
+    """One shape in one configuration as a pytest-benchmark entry; --compare matches entries by ``name``.
+
+    ``stats`` None (not timed) becomes :func:`empty_stats`, which pytest-benchmark still loads.
+    """
+    return {"group": shape.name, "name": f"{shape.name}[{mode}]",
+            "fullname": f"cublas_det.bench::{shape.name}[{mode}]", "params": {"shape": shape.spec, "mode": mode},
+            "param": mode, "stats": stats if stats is not None else empty_stats(), "options": options or {},
+            "extra_info": extra_info}
+
+
+def _quartile(data: list, rounds: int, upper: bool) -> float:
+    """pytest-benchmark's q1/q3: Wikipedia's method 3 for an odd count, method 2 (medians of halves) for even."""
+    if rounds == 1:
+        return data[0]
+    if rounds % 2:
+        n, q = rounds // 4, rounds % 4
+        if not upper:
+            return 0.25 * data[n - 1] + 0.75 * data[n] if q == 1 else 0.75 * data[n] + 0.25 * data[n + 1]
+        return (0.75 * data[3 * n] + 0.25 * data[3 * n + 1] if q == 1
+                else 0.25 * data[3 * n + 1] + 0.75 * data[3 * n + 2])
+    return statistics.median(data[rounds // 2:] if upper else data[:rounds // 2])
+
+
+def stats(samples_us, iterations: int = 1) -> dict:
+    """pytest-benchmark's stats of per-call times in µs, in seconds; ``iterations``: calls per sample."""
+    data = [x * 1e-6 for x in samples_us]
+    if not data:
+        raise ValueError("no samples")
+    ordered = sorted(data)
+    rounds = len(data)
+    mean = statistics.mean(data)
+    stddev = statistics.stdev(data) if rounds > 1 else 0.0
+    q1, q3 = _quartile(ordered, rounds, False), _quartile(ordered, rounds, True)
+    iqr = q3 - q1
+    stddev_outliers = sum(not mean - stddev <= x <= mean + stddev for x in data)
+    iqr_outliers = sum(not q1 - 1.5 * iqr <= x <= q3 + 1.5 * iqr for x in data)
+    if rounds == 1:
+        ld15iqr = hd15iqr = data[0]
+    else:
+        ld15iqr = ordered[bisect_left(ordered, q1 - 1.5 * iqr)]
+        # The highest datum within the fence (bisect_right is past it), as pytest-benchmark 5.3.1 fixed it.
+        hd15iqr = ordered[bisect_right(ordered, q3 + 1.5 * iqr) - 1]
+    total = sum(data)
+    return {"min": ordered[0], "max": ordered[-1], "mean": mean, "stddev": stddev, "rounds": rounds,
+            "median": statistics.median(data), "iqr": iqr, "q1": q1, "q3": q3, "iqr_outliers": iqr_outliers,
+            "stddev_outliers": stddev_outliers, "outliers": f"{stddev_outliers};{iqr_outliers}",
+            "ld15iqr": ld15iqr, "hd15iqr": hd15iqr, "ops": rounds / total if total else 0.0, "total": total,
+            "data": data, "iterations": iterations}
+
+
+def empty_stats() -> dict:
+    """The stats of an entry that was not timed: every field, zero rounds, no data."""
+    return {**{field: 0.0 for field in STATS_FIELDS}, "rounds": 0, "iqr_outliers": 0, "stddev_outliers": 0,
+            "outliers": "0;0", "data": [], "iterations": 0}
+
+
+def timing_options(timing) -> dict:
+    """pytest-benchmark's ``options`` of a timed entry: how its samples were taken."""
+    return {"timer": TIMER, "disable_gc": False, "min_time": 1e-3, "warmup": True,
+            "min_rounds": timing.options.get("min_rounds"), "max_rounds": timing.options.get("max_rounds"),
+            "max_time": timing.options.get("budget_s")}
+
+
+def timing_extra(timing, mode: str) -> dict:
+    """The timing facts of one arm for ``extra_info``: its interval, clock, the shape's trust and stop."""
+    arm = timing.arm(mode)
+    low, high = arm.median_ci_us
+    kernels = {"kernel_time_s": arm.kernel_us * 1e-6, "timed_kernels": arm.kernels} if arm.kernel_us else {}
+    setups = {"setups": list(arm.setups)} if arm.setups else {}  # of each sample in stats.data, in order
+    return {**kernels, **setups, "median_ci_s": [low * 1e-6, high * 1e-6], "sm_clock_mhz": arm.median_clock_mhz,
+            "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,
+            "untrusted_reason": timing.untrusted_reason, "noise_floor": timing.noise_floor}
+
+
+def to_json(result: BenchResult) -> dict:
+    benchmarks = []
+    for report in result.shapes:
+        modes = list(report.checks)
+        if report.timing:  # the arms no check covers, the A/A control included
+            modes += [a.name for a in report.timing.arms if a.name not in modes]
+        for mode in modes:
+            check = report.checks.get(mode)
+            arm = report.timing.arm(mode) if report.timing else None
+            pedantic = report.timing.arm_name("PEDANTIC") if report.timing else None
+            ratio = report.timing.ratio(mode, pedantic) if pedantic else None
+            calls = report.timing.calls_per_batch if report.timing else None
+            benchmarks.append(benchmark_entry(report.shape, mode, stats(arm.graph_us, calls) if arm else None, {
+                "shape": report.shape.to_dict(),
+                "identity": identity(report.shape, mode, check.seed if check else result.seed,
+                                     check.input_digests if check else None,
+                                     result.provenance.get("numpy_version")),
+                "mode_source": check.mode_source if check else None,
+                "config": check.config.to_dict() if check else None,
+                "digest": check.digest if check else None,
+                "rel_error": check.rel_error if check else None,
+                "reproducible": check.verdict.value if check else None,
+                "failures": check_failures(check) if check else [],
+                "findings": [r.scenario for r in check.findings] if check else [],
+                "same_bits_as": modes_group(check) if check else None,
+                "scenarios": [r.to_dict() for r in check.scenarios] if check else [],
+                **({"kernels": check.kernels.to_dict()} if check and check.kernels else {}),
+                "eager_stats": stats(arm.eager_us, calls) if arm else None,
+                "calls_per_batch": calls,
+                "buffer_sets": report.timing.buffer_sets if report.timing else None,
+                "timing_elapsed_s": report.timing.elapsed_s if report.timing else None,
+                "ratio_to_pedantic": ratio.to_dict() if ratio else None,
+                **(timing_extra(report.timing, mode) if arm else {}),
+                "error": report.error or (check.error if check else None),
+            }, timing_options(report.timing) if arm else None))
+    ratios = {r.shape.name: [x.to_dict() for x in r.timing.ratios] for r in result.shapes if r.timing}
+    timing = {r.shape.name: {k: v for k, v in r.timing.to_dict().items() if k not in ("arms", "ratios")}
+              for r in result.shapes if r.timing}
+    return {"machine_info": result.provenance, "commit_info": commit_info(), "benchmarks": benchmarks,
+            "datetime": result.started, "version": result.version, "cublas_det": {
+                "wall_s": result.wall_s, "phases_s": {name: round(s, 3) for name, s in result.phases.items()},
+                "interrupted": result.interrupted, "ratios": ratios, "timing": timing,
+                "summary": summary_lines(result), "warnings": warnings_for(result)}}
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# -- back to results
+def bench_result(run: Run) -> BenchResult:
+    """The :class:`BenchResult` a stored benchmark run was written from.
+
+    :func:`~cublas_det.report.runfile.run_from_dict` checked each field's type; what only the result types
+    can tell (a math mode or scenario this version does not know) is one line naming the field here.
+    """
+    if run.sweep:
+        raise InputFileError(f"{run.source}: a --devices sweep has no per-mode tables to render; compare it with "
+                             "python -m cublas_det.compare")
+    groups: dict[str, list[Entry]] = {}
+    for entry in run.entries:
+        groups.setdefault(entry.shape_name, []).append(entry)
+    info = run.data.get("cublas_det") or {}
+    ratios = info.get("ratios") or {}
+    timings = info.get("timing") or {}
+    reports = tuple(_shape_report(name, entries, run, ratios.get(name) or [], timings.get(name) or {})
+                    for name, entries in groups.items())
+    seeds = {(e.identity or {}).get("seed") for e in run.entries} - {None}
+    return BenchResult(reports, run.machine_info, run.datetime, float(info.get("wall_s") or 0.0), run.version,
+                       bool(info.get("interrupted")), seeds.pop() if len(seeds) == 1 else None)
+
+
+def _read_back(where: str, read, data):
+    """``read(data)``, or one line naming ``where`` when the stored value is not one this version reads."""
+    try:
+        return read(data)
+    except KeyError as err:
+        raise InputFileError(f"{where}: cannot be read back (missing or unknown {err})") from None
+    except (TypeError, ValueError) as err:
+        raise InputFileError(f"{where}: cannot be read back ({err})") from None
+
+
+def _known_fields(cls, data: dict) -> dict:
+    """The keys of ``data`` that dataclass ``cls`` has: fields written by other versions are left out."""
+    names = {field.name for field in dataclasses.fields(cls)}
+    return {key: value for key, value in data.items() if key in names}
+
+
+def _shape_report(name: str, entries: list[Entry], run: Run, ratios: list, how: dict) -> ShapeReport:
+    """``how``: the file's record of how the shape was timed (stop reason, discarded rounds, clock floor, options)."""
+    where = f"{run.source}: benchmark {entries[0].name!r}: extra_info.shape"
+    shape = _read_back(where, GemmShape.from_dict, entries[0].extra_info["shape"])
+    checks = {e.config: _check(shape, e, run) for e in entries if e.extra_info.get("scenarios")}
+    for e in entries:
+        if e.stats and e.stats.get("data") and not (e.extra_info.get("eager_stats") or {}).get("data"):
+            raise InputFileError(f"{run.source}: benchmark {e.name!r}: extra_info.eager_stats.data: missing; a timed "
+                                 "entry has its eager times too")
+    arms = tuple(ArmTiming(e.config, tuple(x * 1e6 for x in e.stats["data"]),
+                           tuple(x * 1e6 for x in (e.extra_info.get("eager_stats") or {}).get("data") or ()),
+                           # the file keeps the median SM clock of an arm, not each batch's
+                           (e.extra_info["sm_clock_mhz"],) if e.extra_info.get("sm_clock_mhz") else (),
+                           kernel_us=e.extra_info["kernel_time_s"] * 1e6 if e.extra_info.get("kernel_time_s") else None,
+                           kernels=e.extra_info.get("timed_kernels") or "",
+                           setups=tuple(e.extra_info.get("setups") or ()))
+                 for e in entries if e.stats and e.stats.get("data"))
+    timing = None
+    if arms:
+        info = entries[0].extra_info
+        where = f"{run.source}: cublas_det"
+        timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0), int(info.get("buffer_sets") or 1),
+                             len(arms[0].graph_us), arms,
+                             tuple(_read_back(f"{where}.ratios[{name!r}]", lambda r: Ratio(**_known_fields(Ratio, r)), r)
+                                   for r in ratios),
+                             float(info.get("timing_elapsed_s") or 0.0), how.get("stop_reason") or "",
+                             Discards(**_known_fields(Discards, how.get("discards") or {})), how.get("clock_floor_mhz"),
+                             options=how.get("options") or {})
+    errors = {e.extra_info.get("error") for e in entries} - {None}
+    return ShapeReport(shape, checks, timing, "; ".join(sorted(errors)) or None)
+
+
+def _check(shape: GemmShape, entry: Entry, run: Run) -> GemmCheck:
+    info = entry.extra_info
+    where = f"{run.source}: benchmark {entry.name!r}: extra_info"
+    if info.get("config"):
+        config = _read_back(f"{where}.config", GemmConfig.from_dict, info["config"])
+    else:
+        config = _read_back(f"{where}: configuration", GemmConfig.parse, entry.config)
+    results = tuple(_read_back(f"{where}.scenarios[{i}]", _scenario, raw) for i, raw in enumerate(info["scenarios"]))
+    rel_error = info.get("rel_error")
+    identity = entry.identity or {}
+    # A check whose GEMM could not be computed has no digest and the error; its verdict is "error"
+    # even when only hazard scenarios were asked (with no guarantee it would read "not checked").
+    error = info.get("error") if not info.get("digest") else None
+    return GemmCheck(shape, config, info.get("mode_source") or "argument", int(identity.get("seed") or 0),
+                     info.get("digest") or "", float("nan") if rel_error is None else float(rel_error), results,
+                     run.machine_info, error=error, input_digests=identity.get("inputs") or {},
+                     kernels=_read_back(f"{where}.kernels", KernelSignature.from_dict, info["kernels"])
+                     if info.get("kernels") else None)
+
+
+def _scenario(raw: dict) -> ScenarioResult:
+    if raw["scenario"] not in REGISTRY:  # the reports lay scenarios out in the registry's order
+        raise ValueError(f"scenario {raw['scenario']!r} is not one this version knows ({', '.join(REGISTRY)})")
+    # 0.1 files: the registry knows the kind
+    return ScenarioResult.from_dict({**raw, "kind": raw.get("kind") or REGISTRY[raw["scenario"]].kind})
+
+
+def stored_ratios(run: Run, numerator: str, denominator: str) -> dict:
+    """{shape name: (Ratio, setups)} of a stored bench run's ``numerator``/``denominator`` ratios, with the
+    number of setups (visits) its interval was taken over; :class:`InputFileError` (one line) when the
+    run has none, or one that cannot be a time ratio."""
+    found = {}
+    for report in bench_result(run).shapes:
+        timing = report.timing
+        for ratio in (timing.ratios if timing else ()):
+            if (ratio.numerator, ratio.denominator) == (numerator, denominator):
+                if ratio.median <= 0:
+                    raise InputFileError(f"{run.source}: {report.shape.name}: a {numerator}/{denominator} ratio of "
+                                         f"{ratio.median} cannot be a time ratio")
+                found[report.shape.name] = (ratio, int(timing.options.get("setups") or 1))
+    if not found:
+        raise InputFileError(f"{run.source}: no {numerator}/{denominator} ratio (a --no-timing run, or other modes)")
+    return found

@@ -1,0 +1,131 @@
+"""``python -m cublas_det.diff RUN_A RUN_B``: the first step and the first tensor where two runs' bits differ.
+
+Reads the dumps or trace logs of two runs of any framework (raw binaries, .npy, .npz,
+safetensors, or the digest logs of :class:`cublas_det.trace.Recorder`), compares them step by step
+and leaf by leaf, and prints per step a table of leaves (equal, or DIVERGE with the mismatched
+elements, the greatest ULP distance and |difference|, and the first mismatched index), then a
+verdict. Streams: at most four chunks of one leaf (two per side) are in memory at a time.
+
+Exit codes: 0 identical (as far as both runs go: one that ends early is said to), 1 diverged, 2
+nothing compared (no leaf in both runs), a usage or I/O error (one line on stderr). A read error
+during the comparison comes after the report of the steps compared before it; a --json file
+that cannot be written leaves a divergence's exit code 1 as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from ..bits.streams import DTYPES, lookup_dtype
+from ..rundiff.diff import IncompleteDiff, compare_runs, report_lines
+from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
+from .common import (
+    EXIT_FINDING,
+    EXIT_OK,
+    EXIT_USAGE,
+    ArgumentParser,
+    check_writable,
+    error_line,
+    prog_name,
+    run_guarded,
+    warning_line,
+    wrap_paragraphs,
+    write_json,
+)
+
+PROG = "python -m cublas_det.diff"
+
+EPILOG = """layouts (RUN is a directory unless said otherwise):
+  RUN/trace.jsonl (or the .jsonl itself)   digests logged by cublas_det.trace.Recorder, in order
+  RUN/step_<N>/<leaf>.bin, RUN/step<N>_<leaf>.bin   raw binaries of --dtype, 1-D
+  RUN/step_<N>/<leaf>.npy, RUN/step<N>_<leaf>.npy, RUN/step_<N>.npz, RUN/step_<N>.safetensors
+  RUN/step_<N>/<file>.safetensors, .npz, .pt (with PyTorch)   checkpoints: leaves named <file>:<key>
+  a single .npz, .safetensors or .pt file: a run of one step (step 0)
+  without a log, leaves are compared in name order (or --order's); other files are skipped
+
+examples:
+  python -m cublas_det.diff runs/a runs/b                  # stop after the first divergent step
+  python -m cublas_det.diff runs/a runs/b --all -v         # every step, every table
+  python -m cublas_det.diff dump1 dump2 --dtype bfloat16 --order leaves.txt
+  python -m cublas_det.diff runs/a/trace.jsonl runs/b --json diff.json
+
+exit codes: 0 identical, 1 diverged, 2 nothing compared, usage or I/O error
+"""
+
+
+def _dtype(value: str) -> str:
+    try:
+        return lookup_dtype(value).name
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _chunk_mib(value: str) -> int:
+    try:
+        mib = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not math.isfinite(mib):
+        raise argparse.ArgumentTypeError(f"must be a finite number of MiB, not {value}")
+    chunk = int(mib * (1 << 20)) // 8 * 8
+    if chunk <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {value}")
+    return chunk
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_a", metavar="RUN_A", help="the first run: a directory of dumps, or a trace log")
+    parser.add_argument("run_b", metavar="RUN_B", help="the second run, in any layout")
+    parser.add_argument("--dtype", type=_dtype, default="float32", metavar="DTYPE",
+                        help=f"dtype of raw .bin files without a log: {', '.join(DTYPES)} (default: %(default)s)")
+    parser.add_argument("--order", metavar="FILE",
+                        help="leaf names, one per line: compare these first, in this order (default: "
+                             "recording order from a log, else name order)")
+    parser.add_argument("--all", action="store_true", dest="all_steps",
+                        help="compare every step (default: stop after the first divergent step)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print the full table of steps whose leaves are all equal too")
+    parser.add_argument("--json", metavar="PATH", help="also write the comparison as JSON")
+    parser.add_argument("--chunk-mib", type=_chunk_mib, default=4 << 20, dest="chunk_bytes", metavar="MIB",
+                        help="bytes read per side per step of the stream, in MiB (default: 4)")
+    return parser
+
+
+def _run(argv: list[str], prog: str | None = None) -> int:
+    args = build_parser(prog).parse_args(argv)
+    if args.json is not None:
+        check_writable(args.json, "--json")
+    order = read_order_file(args.order) if args.order else None
+    runs = [open_run(path, raw_dtype=args.dtype) for path in (args.run_a, args.run_b)]
+    for side, run in zip("AB", runs):
+        for note in run.notes:
+            warning_line(prog_name(), f"run {side}: {note}")
+    try:
+        diff, error = compare_runs(*runs, order=order, all_steps=args.all_steps, chunk_bytes=args.chunk_bytes), None
+    except IncompleteDiff as err:  # the steps compared before the read error are reported, then the error
+        diff, error = err.diff, err
+    if not diff.nothing_compared:
+        print("\n".join(report_lines(diff, verbose=args.verbose)))
+    written = not args.json or write_json(args.json, diff.to_dict())
+    if diff.first_divergence is not None:  # a finding stands, whatever failed after it
+        if error is not None:
+            error_line(prog_name(), str(error))
+        return EXIT_FINDING
+    if error is not None:
+        raise error
+    if diff.nothing_compared:
+        raise RunLayoutError(diff.verdict())
+    return EXIT_OK if written else EXIT_USAGE
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    prog = prog or prog_name()
+    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else argv, prog))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""Recording the named tensors of a run, step by step, for ``python -m cublas_det.diff``.
+
+::
+
+    from cublas_det.trace import Recorder
+
+    with Recorder("runs/a", mode="digest") as recorder:      # or mode="full"
+        for step in range(steps):
+            ...
+            recorder.record(step, "layer1.dW", dw)            # CuPy, NumPy or PyTorch (via DLPack)
+
+Writes ``DIR/trace.jsonl``: one JSON object per recorded tensor, in recording order::
+
+    {"step": 1, "leaf": "layer1.dW", "dtype": "float32", "shape": [64, 64],
+     "digest": "<32 hex digits>", "algorithm": "wsum128-v1"}
+
+* ``mode="digest"`` records the digest only (:mod:`cublas_det.bits.digest`). For a GPU tensor it is
+  computed by a CUDA kernel queued on the current CuPy stream: no host copy of the tensor and no
+  wait; the 16-byte sums are copied back when the step changes (or on ``flush``/``close``), after
+  the kernels they wait for have run. Runs too big to dump can be compared this way.
+* ``mode="full"`` also writes the tensor's bytes (C order) to ``DIR/step_<N>/<leaf>.bin`` and
+  names the file in the log (``"file"``), so the diff can count mismatched elements, ULP distances
+  and the first differing index. ``record(..., mode=...)`` overrides the mode for one tensor
+  (e.g. weights in full, activations as digests).
+
+A digest recorded from a GPU tensor equals the digest of the same bytes read from disk, so a run
+recorded as digests can be compared with a run dumped in full. Tensors are read in stream order on
+the current CuPy stream (for PyTorch tensors, DLPack orders PyTorch's current stream before it):
+do not overwrite a tensor from another stream before the step's digests are flushed. A Recorder
+is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import operator
+import os
+
+import numpy as np
+
+from ..bits.digest import ALGORITHM, finish, host_digest, queue_device_sums
+from ..bits.streams import dtype_name_of, lookup_dtype
+from .layouts import LOG_NAME
+
+MODES = ("digest", "full")
+_SLOTS = 4096  # digests pending on the GPU before a flush is forced (16 bytes each)
+
+
+@dataclasses.dataclass
+class _Pending:
+    """A recorded tensor whose log line is not written yet."""
+
+    step: int
+    leaf: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    digest: str | None = None  # known (host tensors) ...
+    device: int | None = None  # ... or waiting in slot `slot` of that device's sums
+    slot: int | None = None
+    file: str | None = None
+
+    def line(self) -> str:
+        entry = {"step": self.step, "leaf": self.leaf, "dtype": self.dtype, "shape": list(self.shape),
+                 "digest": self.digest, "algorithm": ALGORITHM}
+        if self.file is not None:
+            entry["file"] = self.file
+        return json.dumps(entry)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tensor:
+    """A tensor as a NumPy or CuPy array whose bytes are the tensor's, with the tensor's dtype name."""
+
+    array: object
+    dtype: str
+    shape: tuple[int, ...]
+    on_gpu: bool
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * lookup_dtype(self.dtype).itemsize
+
+
+class _DeviceSums:
+    """One device's digest sums, two uint64 per pending tensor, and the streams that fill them."""
+
+    def __init__(self, device_id: int):
+        import cupy
+
+        self.device_id = device_id
+        with cupy.cuda.Device(device_id):
+            self.sums = cupy.zeros((_SLOTS, 2), dtype=cupy.uint64)
+            self.copy_stream = cupy.cuda.Stream(non_blocking=True)
+        self.used = 0
+        self.last_event_per_stream: dict[int, object] = {}
+
+    def queue(self, array) -> int:
+        """Queue the digest kernel of ``array`` on the current stream; return its slot."""
+        import cupy
+
+        slot = self.used
+        with cupy.cuda.Device(self.device_id):
+            queue_device_sums(array, self.sums[slot])
+            stream = cupy.cuda.get_current_stream()
+            self.last_event_per_stream[stream.ptr] = stream.record()
+        self.used += 1
+        return slot
+
+    def collect(self) -> np.ndarray:
+        """The filled sums on the host, once their kernels have run (copied on a stream of our own)."""
+        import cupy
+
+        with cupy.cuda.Device(self.device_id), self.copy_stream:  # the copy stream belongs to that device
+            for event in self.last_event_per_stream.values():
+                self.copy_stream.wait_event(event)
+            host = self.sums[:self.used].get(stream=self.copy_stream)
+        self.used = 0
+        self.last_event_per_stream.clear()
+        return host
+
+
+class Recorder:
+    """Record named tensors per step into ``directory`` (see the module docstring).
+
+    Args:
+        directory: created if needed; must not hold a ``trace.jsonl`` unless ``overwrite``.
+        mode: ``"digest"`` (default) or ``"full"``.
+        overwrite: truncate an existing log (files of the old run that the new log does not name
+            are left in place and ignored by the diff).
+    """
+
+    def __init__(self, directory: str | os.PathLike, mode: str = "digest", *, overwrite: bool = False):
+        self._mode = _check_mode(mode)
+        self._directory = os.fspath(directory)
+        os.makedirs(self._directory, exist_ok=True)
+        self._log_path = os.path.join(self._directory, LOG_NAME)
+        if os.path.exists(self._log_path) and not overwrite:
+            raise FileExistsError(f"{self._log_path} exists: record into a new directory, or pass overwrite=True")
+        self._log = open(self._log_path, "w", encoding="utf-8")
+        self._pending: list[_Pending] = []
+        self._recorded: set[tuple[int, str]] = set()
+        self._devices: dict[int, _DeviceSums] = {}
+        self._step: int | None = None
+
+    @property
+    def directory(self) -> str:
+        return self._directory
+
+    @property
+    def log_path(self) -> str:
+        return self._log_path
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def closed(self) -> bool:
+        return self._log is None
+
+    def record(self, step: int, name: str, array, *, mode: str | None = None) -> None:
+        """Record tensor ``name`` of step ``step``: a CuPy, NumPy or PyTorch array (or any DLPack producer).
+
+        Raises:
+            ValueError: a step < 0, a name that is empty or not a relative path, a name recorded
+                twice in one step, an unsupported dtype or mode.
+            TypeError: an object that is not an array.
+        """
+        if self._log is None:
+            raise ValueError("this Recorder is closed")
+        step = _check_step(step)
+        name = _check_name(name)
+        mode = self._mode if mode is None else _check_mode(mode)
+        if (step, name) in self._recorded:
+            raise ValueError(f"leaf {name!r} was already recorded in step {step}; give each tensor of a step "
+                             "its own name")
+        tensor = as_tensor(array)
+        if self._step is not None and step != self._step:
+            self.flush()  # the previous step's digests have long been computed: this rarely waits
+        self._step = step
+        entry = _Pending(step, name, tensor.dtype, tensor.shape, tensor.nbytes)
+        if tensor.on_gpu:
+            entry.device = tensor.array.device.id
+            entry.slot = self._device_sums(entry.device).queue(tensor.array)
+        else:
+            entry.digest = host_digest(tensor.array)
+        if mode == "full":
+            entry.file = self._write(step, name, tensor)
+        self._recorded.add((step, name))
+        self._pending.append(entry)
+
+    def flush(self) -> None:
+        """Write the log lines of everything recorded so far (waits for pending GPU digests)."""
+        if not self._pending:
+            return
+        sums = {device_id: device.collect() for device_id, device in self._devices.items() if device.used}
+        lines = []
+        for entry in self._pending:
+            if entry.digest is None:
+                s1, s2 = (int(value) for value in sums[entry.device][entry.slot])
+                entry.digest = finish(s1, s2, entry.nbytes)
+            lines.append(entry.line())
+        self._log.write("\n".join(lines) + "\n")
+        self._log.flush()
+        self._pending.clear()
+
+    def close(self) -> None:
+        """Flush and close the log (idempotent)."""
+        if self._log is not None:
+            try:
+                self.flush()
+            finally:
+                self._log.close()
+                self._log = None
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _device_sums(self, device_id: int) -> _DeviceSums:
+        device = self._devices.get(device_id)
+        if device is None:
+            device = self._devices[device_id] = _DeviceSums(device_id)
+        elif device.used == _SLOTS:
+            self.flush()
+        return device
+
+    def _write(self, step: int, name: str, tensor: _Tensor) -> str:
+        relative = f"step_{step}/{name}.bin"
+        path = os.path.join(self._directory, *relative.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if tensor.on_gpu:
+            import cupy
+
+            host = cupy.asnumpy(tensor.array)  # full mode: the bytes must reach the disk
+        else:
+            host = tensor.array
+        np.ascontiguousarray(host).reshape(-1).view(np.uint8).tofile(path)
+        return relative
+
+
+def as_tensor(array) -> _Tensor:
+    """A NumPy/CuPy view of ``array``'s bytes with its dtype name (PyTorch and other DLPack producers too).
+
+    No copy to the host is made for GPU tensors; bfloat16 PyTorch tensors are passed through DLPack
+    as int16 (the same bits), since DLPack consumers need not know bfloat16.
+    """
+    module = type(array).__module__.split(".")[0]
+    if isinstance(array, (np.ndarray, np.generic)):
+        host = np.asarray(array)
+        return _Tensor(host, _dtype_name(host.dtype), tuple(host.shape), False)
+    if module == "cupy":
+        return _Tensor(array, _dtype_name(array.dtype), tuple(array.shape), True)
+    if module == "torch":
+        return _from_torch(array)
+    if hasattr(array, "__dlpack__") and hasattr(array, "__dlpack_device__"):
+        return _from_dlpack(array)
+    raise TypeError(f"cannot record a {type(array).__module__}.{type(array).__name__}: give a CuPy, NumPy or "
+                    "PyTorch array (or another DLPack producer)")
+
+
+def _from_torch(tensor) -> _Tensor:
+    import torch
+
+    name = str(tensor.dtype).removeprefix("torch.")
+    lookup_dtype(name)  # ValueError for an unsupported dtype, before anything is copied
+    shape = tuple(tensor.shape)
+    tensor = tensor.detach().contiguous()
+    if name == "bfloat16":
+        tensor = tensor.view(torch.int16)
+    if tensor.is_cuda:
+        import cupy
+
+        return _Tensor(cupy.from_dlpack(tensor), name, shape, True)
+    return _Tensor(np.from_dlpack(tensor), name, shape, False)
+
+
+def _from_dlpack(array) -> _Tensor:
+    device_type = int(array.__dlpack_device__()[0])
+    if device_type in (2, 13):  # kDLCUDA, kDLCUDAManaged
+        import cupy
+
+        converted = cupy.from_dlpack(array)
+        return _Tensor(converted, _dtype_name(converted.dtype), tuple(converted.shape), True)
+    if device_type in (1, 3):  # kDLCPU, kDLCUDAHost
+        converted = np.from_dlpack(array)
+        return _Tensor(converted, _dtype_name(converted.dtype), tuple(converted.shape), False)
+    raise TypeError(f"cannot record a tensor on DLPack device type {device_type}: only CPU and CUDA")
+
+
+def _dtype_name(dtype) -> str:
+    return dtype_name_of(np.dtype(dtype))
+
+
+def _check_mode(mode) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    return mode
+
+
+def _check_step(step) -> int:
+    if isinstance(step, bool):
+        raise ValueError(f"step must be an integer >= 0, not {step!r}")
+    try:
+        value = operator.index(step)
+    except TypeError:
+        raise ValueError(f"step must be an integer >= 0, not {step!r}") from None
+    if value < 0:
+        raise ValueError(f"step must be an integer >= 0, not {step}")
+    return value
+
+
+def _check_name(name) -> str:
+    """A leaf name is a relative path of non-empty parts (``/`` makes subdirectories in full mode)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"leaf name must be a non-empty string, not {name!r}")
+    parts = name.split("/")
+    if "\\" in name or "\0" in name or any(part in ("", ".", "..") for part in parts):
+        raise ValueError(f"leaf name {name!r} must be a relative path of non-empty parts without '.', '..', "
+                         "backslashes or NUL (e.g. 'layer1.dW' or 'layer1/dW')")
+    return name
