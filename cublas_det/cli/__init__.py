@@ -24,7 +24,7 @@ COMMANDS = {
     "compare": (compare.main, "compare stored runs (--json files): the same bits? faster or slower? (no GPU)"),
     "report": (report.main, "render a stored run again, as text or Markdown (no GPU)"),
     "diff": (diff.main, "find where two training runs first diverge, from their dumps (no GPU)"),
-    "explain": (lambda argv, prog: bench.main(["--explain", *argv], prog.replace(" explain", " bench")),
+    "explain": (bench.explain_main,
                 "the kernels one shape runs per mode, SM-count target and batch size (needs cupti-python)"),
     "env": (env.main, "the environment fingerprint and where the CUDA libraries were found (the default)"),
 }

@@ -502,6 +502,22 @@ def _write_outputs(args, result, data) -> bool:
     return written
 
 
+EXPLAIN_USAGE = """usage: {prog} SHAPE [--modes MODE ...] [--dtype TYPE] [--tokens T] [--seed N]
+
+The kernels one shape runs in each configuration, under SM-count targets and at each batch size,
+and how long they take (needs cupti-python). SHAPE is MxNxK[:op] or a catalogue name such as
+mamba2-130m/in_proj/dW (see cublas-det bench --list). Options as for cublas-det bench.
+"""
+
+
+def explain_main(argv: list[str], prog: str) -> int:
+    """``cublas-det explain SHAPE ...``: ``cublas-det bench --explain SHAPE ...``."""
+    if not argv or argv[0] in ("-h", "--help"):
+        print(EXPLAIN_USAGE.format(prog=prog), end="", file=sys.stdout if argv else sys.stderr)
+        return EXIT_OK if argv else EXIT_USAGE
+    return main(["--explain", *argv], prog.rsplit(" ", 1)[0] + " bench")
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     prog = prog or prog_name()
     return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else argv, prog))
