@@ -19,14 +19,12 @@ EXIT_CODES = """exit codes:
   130  interrupted (Ctrl-C); what completed was reported"""
 
 COMMANDS = {
-    "bench": (bench.main, "check and time the GEMMs: are the bits reproducible, which hazards change them, "
-                          "what determinism costs (the main job)"),
+    "bench": (bench.main, "check and time the GEMMs: reproducible? which hazards? what cost? (main job)"),
     "compare": (compare.main, "compare stored runs (--json files): the same bits? faster or slower? (no GPU)"),
     "report": (report.main, "render a stored run again, as text or Markdown (no GPU)"),
     "diff": (diff.main, "find where two training runs first diverge, from their dumps (no GPU)"),
-    "explain": (bench.explain_main,
-                "the kernels one shape runs per mode, SM-count target and batch size (needs cupti-python)"),
-    "env": (env.main, "the environment fingerprint and where the CUDA libraries were found (the default)"),
+    "explain": (bench.explain_main, "the kernels a shape runs per mode, SM count and batch size (CUPTI)"),
+    "env": (env.main, "the environment fingerprint, and where the CUDA libraries were found (default)"),
 }
 
 
