@@ -216,6 +216,7 @@ def test_comparison_is_printed_and_its_exit_code_returned(capsys):
     assert bench._print_comparison(args, baseline, drifted) == 1 and "bits DIFFER" in capsys.readouterr().out
     assert bench._exit_code(False, False, 2) == 2 and bench._exit_code(True, False, 0) == 1
     assert bench._exit_code(False, False, 0, written=False) == 2 and bench._exit_code(True, True, 2) == 130
+    assert bench._exit_code(True, False, 0, written=False) == 1  # a late output failure keeps the finding
 
 
 def test_a_hazard_that_could_not_run_is_reported_but_fails_nothing():

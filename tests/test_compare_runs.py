@@ -50,8 +50,10 @@ def test_a_run_against_itself_is_identical_exit_0(tmp_path, stored):
     path = _write(tmp_path, "run.json", stored)
     result = _cli(path, path)
     assert result.returncode == 0, result.stderr
-    assert "compared 45: 45 identical, 0 differ; 0 with other inputs, 15 without a digest" in result.stdout
-    assert "DIFFER" not in result.stdout
+    assert "compared 45: 45 identical, 0 differ; time: 45 SAME; 0 with other inputs, 0 without a digest" in result.stdout
+    assert "DIFFER" not in result.stdout and "-AA]" not in result.stdout  # the A/A controls are no results
+    assert "SAME: within ±1%" in result.stdout  # the legend of the time verdicts and their thresholds
+    assert max(map(len, result.stdout.splitlines()[-4:])) <= 100  # the closing line and the legend
 
 
 def test_another_seed_is_inputs_differ_exit_2_never_bits_differ(stored):
@@ -113,7 +115,9 @@ def test_a_time_regression_fails_only_with_fail_on_and_only_when_slower_beyond_t
     assert compare_runs(base, new).exit_code == 0
     comparison = compare_runs(base, new, fail_on_pct=10)
     assert comparison.exit_code == 1
-    assert any("time SLOWER +20.0%" in line and "REGRESSION (> 10%)" in line for line in comparison.lines)
+    assert any("time SLOWER +20.0%" in line and line.endswith("REGRESSION") for line in comparison.lines)
+    assert "  REGRESSION: SLOWER by more than 10% (--fail-on)" in comparison.lines
+    assert any(line.startswith("compared 45: 45 identical, 0 differ; time: 44 SAME, 1 SLOWER") for line in comparison.lines)
     assert any("time SAME +0.0%" in line for line in comparison.lines)  # the untouched entries
     noisy = copy.deepcopy(stored)  # the same median, but samples spread wide: not a verdict to fail on
     stats = noisy["benchmarks"][1]["stats"]
@@ -127,7 +131,7 @@ def test_a_file_of_version_0_1_is_read_with_a_note(stored):
     legacy = json.loads(LEGACY.read_text())
     comparison = compare_runs(run_from_dict(legacy, "old.json"), run_from_dict(stored, "new.json"))
     assert comparison.exit_code == 0  # the bits of 0.1 and of this version agree on the H200
-    assert "compared 45: 45 identical, 0 differ; 0 with other inputs, 15 without a digest" in comparison.lines
+    assert any(line.startswith("compared 45: 45 identical, 0 differ; time: ") for line in comparison.lines)
     assert comparison.lines[2].startswith("note: old.json was written by cublas_det 0.1.0, which recorded no seed")
 
 
@@ -199,7 +203,7 @@ def test_a_custom_shape_is_paired_with_the_preset_role_of_the_same_gemm(stored):
     assert "128x56x4096:nt[PEDANTIC] (128x56x4096:nt): identical bits, time SAME +0.0% [-0.3%, +0.3%]" in \
         comparison.lines
     assert not any("only in" in line for line in comparison.lines)
-    assert "compared 45: 45 identical, 0 differ; 0 with other inputs, 15 without a digest" in comparison.lines
+    assert any(line.startswith("compared 45: 45 identical, 0 differ; time: ") for line in comparison.lines)
 
 
 def test_a_fleet_pairs_a_custom_shape_with_the_preset_role_of_the_same_gemm(stored):

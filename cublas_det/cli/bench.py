@@ -465,12 +465,14 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
 
 
 def _exit_code(failed: bool, interrupted: bool, comparison: int = EXIT_OK, written: bool = True) -> int:
-    """130 after Ctrl-C (what completed was reported and written); else the worst of: 2 when an output
-    could not be written or the comparison found nothing comparable, 1 on a finding, 0."""
+    """130 after Ctrl-C (what completed was reported and written); else the verdict -- 1 on a finding, 2
+    when the comparison found nothing comparable, 0 -- kept when an output could not be written (said in
+    its line), which turns only a clean 0 into 2: the promised file is missing."""
     if interrupted:
         error_line(prog_name(), "interrupted: the results above are those that completed")
         return 130
-    return max(EXIT_FINDING if failed else EXIT_OK, comparison, EXIT_OK if written else EXIT_USAGE)
+    verdict = max(EXIT_FINDING if failed else EXIT_OK, comparison)
+    return EXIT_USAGE if verdict == EXIT_OK and not written else verdict
 
 
 def _print_comparison(args, baseline, data: dict) -> int:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from ..timing.results import is_control
 from .runfile import Entry, Run, describe_machine
-from .time_verdict import time_verdict
+from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 
 EXIT_OK, EXIT_FINDING, EXIT_NOTHING = 0, 1, 2
 IDENTICAL, DIFFER, INPUTS_DIFFER = "identical bits", "bits DIFFER", "inputs differ"
@@ -53,12 +54,21 @@ def _bits(base: Entry, new: Entry) -> str:
     return IDENTICAL if base.digests == new.digests and len(new.digests) == 1 else DIFFER
 
 
-def _time(base: Entry, new: Entry, fail_on_pct: float | None) -> tuple[str, bool]:
-    """FASTER / SLOWER / SAME / UNSURE from both runs' intervals; a regression only when SLOWER past --fail-on."""
-    verdict = time_verdict(base, new, fail_on_pct)
+def _time(verdict) -> str:
+    """FASTER / SLOWER / SAME / UNSURE from both runs' intervals, and REGRESSION when past --fail-on."""
     if verdict is None:
-        return "", False
-    return f", {verdict}" + (f" REGRESSION (> {fail_on_pct:g}%)" if verdict.fails else ""), verdict.fails
+        return ""
+    return f", {verdict}" + (" REGRESSION" if verdict.fails else "")
+
+
+def time_legend(fail_on_pct: float | None) -> list[str]:
+    """What the time verdicts mean, and the thresholds behind them."""
+    lines = ["time: the change of the median, its interval from both runs' 95% intervals; FASTER or SLOWER:",
+             f"  all of it beyond ±{CLEAR_GAP:.1%}; SAME: within ±{SAME_CENTER:.0%} (or centred there, intervals "
+             "overlapping);", "  UNSURE: neither (docs/method.md)"]
+    if fail_on_pct is not None:
+        lines.append(f"  REGRESSION: SLOWER by more than {fail_on_pct:g}% (--fail-on)")
+    return lines
 
 
 def _legacy_notes(runs: list[Run]) -> list[str]:
@@ -68,12 +78,15 @@ def _legacy_notes(runs: list[Run]) -> list[str]:
 
 
 def compare_runs(base: Run, new: Run, fail_on_pct: float | None = None) -> Comparison:
-    """A baseline against a new run, result by result."""
+    """A baseline against a new run, result by result (the A/A timing controls are no results of their own)."""
     lines = [f"{base.source}: {base.describe()}, {base.datetime}", f"{new.source}: {new.describe()}, {new.datetime}"]
     lines += _legacy_notes([base, new])
-    pairs = _pair(base.entries, new.entries)
+    base_entries = tuple(e for e in base.entries if not is_control(e.config))
+    new_entries = tuple(e for e in new.entries if not is_control(e.config))
+    pairs = _pair(base_entries, new_entries)
     counts, regressed = {IDENTICAL: 0, DIFFER: 0, INPUTS_DIFFER: 0, "no digest": 0}, False
-    for entry in new.entries:
+    times = dict.fromkeys((TimeLabel.SAME, TimeLabel.FASTER, TimeLabel.SLOWER, TimeLabel.UNSURE), 0)
+    for entry in new_entries:
         match = pairs.get(id(entry))
         if match is None:
             lines.append(f"{entry.name} ({entry.spec}): only in {new.source}")
@@ -93,14 +106,20 @@ def compare_runs(base: Run, new: Run, fail_on_pct: float | None = None) -> Compa
             detail = (" (the devices of each file disagree, " + (
                 "alike in both: " + ", ".join(f"device {d} {digest[:12]}" for d, digest in sorted(per_device.items()))
                 if alike else f"the same {len(entry.digests)} digests in both on other devices") + ")")
-        timing, slower = _time(match, entry, fail_on_pct)
-        regressed = regressed or slower
-        lines.append(f"{entry.name} ({entry.spec}): {bits}{detail}{timing}")
+        verdict = time_verdict(match, entry, fail_on_pct)
+        if verdict is not None:
+            times[verdict.label] += 1
+            regressed = regressed or verdict.fails
+        lines.append(f"{entry.name} ({entry.spec}): {bits}{detail}{_time(verdict)}")
     paired = {id(match) for match in pairs.values()}
-    lines += [f"{entry.name} ({entry.spec}): only in {base.source}" for entry in base.entries if id(entry) not in paired]
+    lines += [f"{entry.name} ({entry.spec}): only in {base.source}" for entry in base_entries if id(entry) not in paired]
     compared = counts[IDENTICAL] + counts[DIFFER]
-    lines.append(f"compared {compared}: {counts[IDENTICAL]} identical, {counts[DIFFER]} differ; "
-                 f"{counts[INPUTS_DIFFER]} with other inputs, {counts['no digest']} without a digest")
+    timed = ", ".join(f"{count} {label.value}" for label, count in times.items() if count)
+    lines.append(f"compared {compared}: {counts[IDENTICAL]} identical, {counts[DIFFER]} differ"
+                 + (f"; time: {timed}" if timed else "")
+                 + f"; {counts[INPUTS_DIFFER]} with other inputs, {counts['no digest']} without a digest")
+    if timed:
+        lines += time_legend(fail_on_pct)
     if compared == 0:
         lines.append("nothing comparable: no result with the same GEMM, configuration and inputs in both files")
         return Comparison(lines, EXIT_NOTHING)
