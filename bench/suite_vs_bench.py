@@ -11,11 +11,8 @@ ratio lies in that interval.
 That interval is for the ratio on this GPU during the bench's run, from its visits.
 The suite is another run (of twice the visits), with an error of its own, so a shape outside is
 not by itself a fault of either. The rerun's reach, sqrt(2) x each side of the interval, allows
-the suite an error as large as the bench's; that is what the verdict and the exit code go by. On
-two H200s, three suite runs against the bench runs of their sessions (8 pairs): inside on 100 of
-120 shape-pairs, within reach on 107. Runs minutes apart also differ by the GPU's drift, which no
-one run's interval holds: 0.14-0.19% (pooled) beyond their errors (``bench/rerun_spread.py``
-measures it).
+the suite an error as large as the bench's; that is what the verdict and the exit code go by. Runs
+minutes apart also differ by the GPU's drift, which no one run's interval holds (docs/h200.md).
 Exit codes: 0 every shared shape within reach; 1 one beyond; 2 a file that cannot be read.
 """
 

@@ -20,8 +20,8 @@ Like with like, so that pytest-benchmark's own table and its relative columns gi
   per GEMM, without the host's launch and sync cost (which would pull every ratio towards 1).
 
 The suite takes twice the bench's most visits (VISITS), so that its error is smaller than the
-bench's interval it is checked against. For paired ratios with intervals and the A/A verdict, use ``python -m cublas_det.bench``
-(``bench/suite_vs_bench.py`` checks that the two agree).
+bench's interval it is checked against. For paired ratios with intervals and the A/A verdict, use
+``cublas-det bench`` (``bench/suite_vs_bench.py`` checks that the two agree).
 """
 
 import itertools

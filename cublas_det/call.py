@@ -8,8 +8,8 @@ Two ways into the same ``cublasGemmEx`` of the same libcublas, with the same han
   while a stream is being captured. Used for handles pinned to a stream or given a workspace,
   and for calls under stream capture.
 * CuPy's Cython binding (``cupy_backends.cuda.libs.cublas.gemmEx``), for eager calls on a handle
-  that follows CuPy's current stream -- exactly what that binding does, with ~1 µs less host time
-  per call than a 19-argument ctypes call (measured on the H200 host: ``bench/host_overhead.py``).
+  that follows CuPy's current stream -- exactly what that binding does, with less host time per
+  call than a 19-argument ctypes call (``bench/host_overhead.py`` measures it).
 """
 
 from __future__ import annotations
@@ -262,8 +262,7 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
             not combine (the message names the combination).
         CublasError: cuBLAS rejected the call.
     """
-    # This function's host time is part of every eager GEMM (a ~12 µs cuBLAS launch on the H200
-    # host), so the common valid call -- CuPy arrays, an out buffer, an open Handle -- is checked
+    # This function's host time is part of every eager GEMM, so the common valid call -- CuPy arrays, an out buffer, an open Handle -- is checked
     # with the fewest attribute reads: dtype identity, the contiguity flag, shapes unpacked once.
     # Anything else (None, another type, not 2-D, mismatched shapes ...) goes through
     # _checked_gemm, which checks each condition in turn and names the one that fails.

@@ -65,9 +65,8 @@ class HostOperands:
     """A and B of each shape made once on the host, with their digests, for every check and timing
     setup that uploads them.
 
-    numpy's generator draws ~75 M values a second, a mamba2-130m shape's pair takes up to a second,
-    and it releases the GIL: :meth:`prefetch` draws the pairs in ``workers`` threads while the GPU
-    checks the shapes before them. At most ``budget_bytes`` are held (a quarter of the host's free
+    numpy's generator takes up to a second for a large shape's pair, and releases the GIL:
+    :meth:`prefetch` draws the pairs in ``workers`` threads while the GPU checks the shapes before them. At most ``budget_bytes`` are held (a quarter of the host's free
     memory by default); a shape beyond it is drawn anew each time it is asked for.
     """
 

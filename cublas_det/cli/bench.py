@@ -6,7 +6,7 @@ control). Tables and the summary go to stdout, progress and diagnostics to stder
 --devices it instead runs each shape and mode on every chosen GPU, one worker process per GPU,
 and reports whether all devices give the same bits.
 
-Exit codes: see EXIT_CODES (the same in --help and the README).
+Exit codes: EXIT_CODES below (in --help; docs/method.md has every command's).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""Start every timed batch from a queue: a kernel holds the stream while the batch is queued behind it.
+"""Start every timed batch from a queue: a kernel holds the stream while the batch is queued behind it,
+so launch latency stays out of the interval (nvbench's ``blocking_kernel``; docs/method.md).
 
-Recorded on an idle stream, a start event completes at once and the batch's launch latency falls
-inside the interval, with a bias that differs per arm and per position (nvbench's
-``blocking_kernel`` exists for this). Here a one-thread kernel spins on a flag in host-mapped
-memory; the host queues a clock stamp, the start event, the graph, the end event and a clock
-stamp behind it, then sets the flag. The GPU then runs them back to back.
-
-The kernel gives up after TIMEOUT_NS (so a bug never hangs the GPU) and says so in a device word:
-such a batch started late, and the round loop redoes it. Each hold has its own ticket, and the
-kernel waits for the flag to reach it, so a late kernel cannot be released by an earlier flag.
-The clock stamps run on SM 0 only (the kernel has one block per SM; the one on SM 0 writes), so
-both read one SM's cycle counter.
+The kernel gives up after TIMEOUT_NS (a bug never hangs the GPU) and says so, and the round is
+redone; each hold waits for its own ticket. The clock stamps are taken on SM 0 only, so both read
+one SM's cycle counter.
 """
 
 from __future__ import annotations

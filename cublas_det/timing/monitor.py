@@ -1,16 +1,9 @@
 """Who else uses the GPU while timing runs, and its clocks, power and temperature (NVML, optional).
 
-Another process on the GPU takes time slices from the timed batches: times inflate and ratios
-blur, and nothing in the samples themselves says why. A background thread reads NVML every
-POLL_S seconds: the processes on the device (and, where NVML keeps them, their SM utilisation),
-the SM clock, temperature, power and the clock event reasons. Each timed shape gets the activity
-seen while it ran; the run gets the state before timing, during it, and the device's clock and
-power limits for ``machine_info``.
-
-NVML comes from ``nvidia-ml-py`` (module ``pynvml``), an optional extra: without it this says so
-once on stderr and records null. Inside a container NVML reports host PIDs, so this process may
-not find its own PID in the list; then one of the processes listed is this one, and the report
-says so rather than guessing which.
+Another process on the GPU inflates times and blurs ratios, and nothing in the samples says why: a
+background thread reads NVML every POLL_S seconds, and each shape gets what was seen while it ran.
+Without ``nvidia-ml-py`` this says so once and records null. Inside a container NVML reports host
+PIDs: where this process's is not listed, the report says one of those listed is this one.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The order of the arms in each round: a Williams design, so carry-over effects balance out.
-
-A GEMM can run faster or slower after another (clocks, L2 and TLB contents, power state). With a
-plain rotation each arm always follows the same neighbour, so such an effect lands on one ratio
-and never on the A/A control. In a Williams design (a balanced Latin square) every arm stands in
-every position equally often and follows every other arm equally often: for n arms, once each in
-n rounds when n is even, twice each in 2n rounds when n is odd (the square and its mirror).
+"""The order of the arms in each round: a Williams design (a balanced Latin square), so that every arm
+stands in every position and follows every other equally often and carry-over effects (clocks, L2,
+power state) balance out; for odd n the square and its mirror.
 """
 
 from __future__ import annotations

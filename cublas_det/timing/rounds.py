@@ -1,12 +1,9 @@
 """The round loop of side-by-side timing, apart from the GPU: order, redo, pair, stop.
 
-``KeptRounds`` asks a ``measure_round(order, setup, eager)`` callback for one sample per arm, in the
-Williams order of the round, and decides everything else: a round whose batch ran below the
-clock floor (nvbench's 75% of the default SM clock) or started without the stream held is
-redone, after a pause when throttled, up to ``max_redos`` times a shape (then kept and counted,
-so a GPU that stays throttled still ends); kept rounds are paired into ratios. ``run_rounds``
-takes rounds of one setup until the stopping rule says when and why to stop (``visits`` times a
-run's shapes). The GPU loop supplies the callback; tests supply synthetic rounds.
+A round below the clock floor (nvbench's 75% of the default SM clock), or started with the stream
+not held, is redone (after a pause when throttled), up to ``MAX_REDOS`` a shape; then kept and
+counted, so a GPU that stays throttled still ends. The GPU loop supplies ``measure_round``; tests
+supply synthetic rounds.
 """
 
 from __future__ import annotations

@@ -65,9 +65,8 @@ def between_term(values, setups) -> tuple[float, int]:
     """The between-setup term of a 95% interval for the median of ``values`` (t x the standard error
     of the setups' medians, in the values' units) and its degrees of freedom; (0, 0) with one setup.
 
-    ``setups[i]``: the setup (a visit) that took ``values[i]``. A setup, and the moment it is timed
-    at, keeps a small bias of its own, which more rounds of it cannot shrink; the spread of the
-    setups' medians shows it, and more visits do shrink it: t(P-1) x sd(P medians) / sqrt(P).
+    ``setups[i]``: the setup (a visit) that took ``values[i]``; a setup keeps a bias more rounds of it
+    cannot shrink, and more visits do: t(P-1) x sd(P medians) / sqrt(P).
     """
     groups: dict = {}
     for value, setup in zip(values, setups):

@@ -18,10 +18,7 @@ from .rounds import MAX_REDOS, KeptRounds
 from .stats import TARGET_HALF_WIDTH, Ratio, StopReason, stop_reason
 
 MIN_VISITS_FOR_INTERVAL = 2  # the between-visit term needs two
-# The eager batch is timed once an arm, in the first round of the first visit: a batch of small GEMMs
-# launched from Python is host-bound and several times its graph replay; it says what an un-graphed
-# loop pays, an informative figure, never a ratio's.
-EAGER_VISITS = 1
+EAGER_VISITS = 1  # the eager batch, host-bound for small GEMMs, informs and is never a ratio's: taken once
 BUDGET_FLOOR_VISITS = 4  # the budget stops no shape before (t(3) = 3.2; t(1) would be 12.7)
 
 
