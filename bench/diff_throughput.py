@@ -6,7 +6,7 @@ Writes two runs of one float32 leaf of ``--gib`` GiB each under ``--dir`` (equal
 must read everything), then times, alternately and ``--repeats`` times each:
 
 * ``cmp A B``, the ``python -m cublas_det.diff A B`` command (interpreter start-up included) and
-  ``compare_runs`` in this process (start-up excluded), with the files in the page cache (warm),
+  ``diff_runs`` in this process (start-up excluded), with the files in the page cache (warm),
 * the same after evicting both files from the page cache (cold: posix_fadvise DONTNEED), which
   reads from the disk under ``--dir``.
 
@@ -64,16 +64,16 @@ def _timed(command: list[str], expect: int) -> float:
 
 
 def _timed_in_process(path_a: str, path_b: str, expect: int) -> float:
-    """compare_runs on opened runs: the reading and comparing, without the interpreter's start-up."""
+    """diff_runs on opened runs: the reading and comparing, without the interpreter's start-up."""
     sys.path.insert(0, REPO)
-    from cublas_det.rundiff.diff import compare_runs
+    from cublas_det.rundiff.diff import diff_runs
     from cublas_det.rundiff.layouts import open_run
 
     start = time.perf_counter()
-    diff = compare_runs(open_run(path_a), open_run(path_b))
+    diff = diff_runs(open_run(path_a), open_run(path_b))
     elapsed = time.perf_counter() - start
     if int(not diff.identical) != expect:
-        raise SystemExit(f"compare_runs({path_a}, {path_b}): identical={diff.identical}, expected exit {expect}")
+        raise SystemExit(f"diff_runs({path_a}, {path_b}): identical={diff.identical}, expected exit {expect}")
     return elapsed
 
 

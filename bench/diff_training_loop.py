@@ -193,7 +193,7 @@ def main() -> int:
         error_line(PROG, reason)  # the reason already says "no GPU available"
         return 2
     from cublas_det.device import device_properties
-    from cublas_det.rundiff.diff import compare_runs, report_lines
+    from cublas_det.rundiff.diff import diff_runs, report_lines
     from cublas_det.rundiff.layouts import open_run
 
     root = args.out or tempfile.mkdtemp(prefix="cublas_det_diff_loop_")
@@ -213,7 +213,7 @@ def main() -> int:
         verdicts = {}
         for label, title in (("shared", "ONE handle shared by the streams"), ("per-stream", "one handle per stream")):
             a, b = runs[label, "a"], runs[label, "b"]
-            diff = compare_runs(open_run(a), open_run(b))
+            diff = diff_runs(open_run(a), open_run(b))
             print(f"\n=== {title}: python -m cublas_det.diff {a} {b}")
             print("\n".join(report_lines(diff)))
             verdicts[label] = diff

@@ -11,7 +11,7 @@ import os
 from .bits.streams import lookup_dtype
 from .check import DEFAULT_SCENARIOS, check_gemm
 from .check.results import GemmCheck, Kind, Reproducible, ScenarioResult
-from .rundiff.diff import LeafStatus, compare_runs
+from .rundiff.diff import LeafStatus, diff_runs
 from .rundiff.diff import describe_leaf_type as described
 from .rundiff.layouts import open_run
 
@@ -126,7 +126,7 @@ def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, a
 
     run_a = open_run(os.fspath(dir_a), raw_dtype=dtype)
     run_b = open_run(os.fspath(dir_b), raw_dtype=dtype)
-    comparison = compare_runs(run_a, run_b, order=list(order) if order else None, all_steps=all_steps)
+    comparison = diff_runs(run_a, run_b, order=list(order) if order else None, all_steps=all_steps)
     if comparison.nothing_compared:
         raise AssertionError(f"Runs were not compared: {comparison.verdict()}.\n\nRun A: {comparison.run_a}\n"
                              f"Run B: {comparison.run_b}")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cublas_det import diff as diff_cli
-from cublas_det.rundiff.diff import LeafStatus, compare_runs
+from cublas_det.rundiff.diff import LeafStatus, diff_runs
 from cublas_det.rundiff.layouts import open_run
 from cublas_det.trace import Recorder
 
@@ -299,8 +299,8 @@ def test_json_output(seed_runs, tmp_path, capsys):
 
 def test_chunk_size_does_not_change_the_result(seed_runs):
     run_a, run_b = (open_run(str(path)) for path in seed_runs)
-    small = compare_runs(run_a, run_b, all_steps=True, chunk_bytes=40)
-    large = compare_runs(run_a, run_b, all_steps=True)
+    small = diff_runs(run_a, run_b, all_steps=True, chunk_bytes=40)
+    large = diff_runs(run_a, run_b, all_steps=True)
     assert small == large
     planted = next(leaf for leaf in large.steps[1].leaves if leaf.leaf == PLANTED)
     assert planted.status is LeafStatus.DIVERGE and planted.stats.first_index == 130
@@ -316,10 +316,10 @@ def test_memory_stays_bounded_while_streaming(tmp_path):
     runs = {run: open_run(str(tmp_path / run)) for run in "abc"}
     tracemalloc.start()
     try:
-        equal = compare_runs(runs["a"], runs["b"], chunk_bytes=1 << 20)
+        equal = diff_runs(runs["a"], runs["b"], chunk_bytes=1 << 20)
         _, equal_peak = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
-        every = compare_runs(runs["a"], runs["c"], chunk_bytes=1 << 20)
+        every = diff_runs(runs["a"], runs["c"], chunk_bytes=1 << 20)
         _, diverged_peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -426,9 +426,9 @@ def test_damaged_compressed_npz_member_is_one_line(tmp_path):
     assert "read failed" in _error(tmp_path, tmp_path / "a", tmp_path / "b")
 
 
-def test_readme_worked_example(tmp_path, monkeypatch, capsys):
-    """The README's example runs and gives the verdict and the dW2 row it shows."""
-    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+def test_the_worked_example_of_docs_diff(tmp_path, monkeypatch, capsys):
+    """docs/diff.md's worked example runs and gives the verdict and the dW2 row it shows."""
+    readme = open(os.path.join(REPO, "docs", "diff.md"), encoding="utf-8").read()
     section = readme[readme.index("Worked example"):]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     shown = section.split("```text\n", 1)[1].split("```", 1)[0].splitlines()

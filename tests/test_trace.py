@@ -7,7 +7,7 @@ import pytest
 
 from cublas_det import trace
 from cublas_det.bits.digest import ALGORITHM, host_digest
-from cublas_det.rundiff.diff import compare_runs
+from cublas_det.rundiff.diff import diff_runs
 from cublas_det.rundiff.layouts import open_run
 from cublas_det.trace import Recorder
 
@@ -62,7 +62,7 @@ def test_recorded_runs_compare_like_dumps(tmp_path):
         with Recorder(tmp_path / run) as recorder:
             for step in range(3):
                 recorder.record(step, "w", np.full(4, step + (bump if step == 2 else 0), np.float32))
-    diff = compare_runs(open_run(str(tmp_path / "a")), open_run(str(tmp_path / "b")))
+    diff = diff_runs(open_run(str(tmp_path / "a")), open_run(str(tmp_path / "b")))
     assert diff.verdict() == "first divergence at step 2 in leaf w; all of steps 0-1 equal"
 
 
@@ -208,7 +208,7 @@ def test_gpu_full_mode_and_digest_mode_runs_compare_equal(tmp_path):
         with Recorder(tmp_path / run, mode=mode) as recorder:
             for step in range(2):
                 recorder.record(step, "w", cupy.arange(64 * 64, dtype=cupy.float32).reshape(64, 64) * step)
-    diff = compare_runs(open_run(str(tmp_path / "full")), open_run(str(tmp_path / "digest")))
+    diff = diff_runs(open_run(str(tmp_path / "full")), open_run(str(tmp_path / "digest")))
     assert diff.identical and diff.steps[0].leaves[0].compared_by == "digest"
 
 

@@ -19,7 +19,7 @@ import math
 import sys
 
 from ..bits.streams import DTYPES, lookup_dtype
-from ..rundiff.diff import IncompleteDiff, compare_runs, report_lines
+from ..rundiff.diff import IncompleteDiff, diff_runs, report_lines
 from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
 from .common import (
     EXIT_FINDING,
@@ -105,7 +105,7 @@ def _run(argv: list[str], prog: str | None = None) -> int:
         for note in run.notes:
             warning_line(prog_name(), f"run {side}: {note}")
     try:
-        diff, error = compare_runs(*runs, order=order, all_steps=args.all_steps, chunk_bytes=args.chunk_bytes), None
+        diff, error = diff_runs(*runs, order=order, all_steps=args.all_steps, chunk_bytes=args.chunk_bytes), None
     except IncompleteDiff as err:  # the steps compared before the read error are reported, then the error
         diff, error = err.diff, err
     if not diff.nothing_compared:

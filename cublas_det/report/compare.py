@@ -13,7 +13,7 @@ import dataclasses
 import os
 
 from ..timing.results import is_control
-from .runfile import Entry, Run, describe_machine
+from .runfile import Entry, StoredRun, describe_machine
 from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 
 EXIT_OK, EXIT_FINDING, EXIT_NOTHING = 0, 1, 2
@@ -71,13 +71,13 @@ def time_legend(fail_on_pct: float | None) -> list[str]:
     return lines
 
 
-def _legacy_notes(runs: list[Run]) -> list[str]:
+def _legacy_notes(runs: list[StoredRun]) -> list[str]:
     return [f"note: {run.source} was written by cublas_det {run.version}, which recorded no seed, T or input "
             "digests: its results are matched on M, N, K, op and configuration, and their inputs are assumed "
             "to be the same" for run in runs if run.legacy]
 
 
-def compare_runs(base: Run, new: Run, fail_on_pct: float | None = None) -> Comparison:
+def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = None) -> Comparison:
     """A baseline against a new run, result by result (the A/A timing controls are no results of their own)."""
     lines = [f"{base.source}: {base.describe()}, {base.datetime}", f"{new.source}: {new.describe()}, {new.datetime}"]
     lines += _legacy_notes([base, new])
@@ -150,7 +150,7 @@ class Member:
     file: int  # the index of its file in the fleet
 
 
-def _members(run: Run, entry: Entry, file: int) -> list[Member]:
+def _members(run: StoredRun, entry: Entry, file: int) -> list[Member]:
     label = os.path.basename(run.source)
     per_device = entry.extra_info.get("device_digests")
     if not per_device:
@@ -160,7 +160,7 @@ def _members(run: Run, entry: Entry, file: int) -> list[Member]:
                    file) for device, digest in sorted(per_device.items())]
 
 
-def _fleet_groups(runs: list[Run]) -> dict:
+def _fleet_groups(runs: list[StoredRun]) -> dict:
     """``{(shape role, configuration): [Member]}``, paired as :func:`compare_runs` pairs: by role and
     configuration, then across roles of one GEMM and configuration (a custom shape, named by its spec,
     and the preset role that runs it): the role in the most files takes in every other whose files it
@@ -219,7 +219,7 @@ def _agreement(members: list[Member]) -> tuple[str, bool]:
     return f"{len(groups)} groups: " + " | ".join(parts), False
 
 
-def compare_fleet(runs: list[Run]) -> Comparison:
+def compare_fleet(runs: list[StoredRun]) -> Comparison:
     """Per GEMM and configuration, which files (and devices) agree: members grouped by digest,
     each group named by its GPUs, SM counts, drivers and cuBLAS versions.
 

@@ -6,7 +6,7 @@ sample; an entry that was not timed has the same fields with ``rounds`` 0. Read 
 every field a reader uses checked by type and range: a malformed file is one
 :class:`~cublas_det.errors.InputFileError` naming the file, the entry and the field, before any GPU
 work. Files of cublas_det 0.1 carry no identity (seed, T, input digests): they are read, and
-:attr:`Run.legacy` says so. :func:`bench_result` turns a stored run back into the results it was
+:attr:`StoredRun.legacy` says so. :func:`bench_result` turns a stored run back into the results it was
 rendered from (``cublas-det report``).
 """
 
@@ -67,7 +67,7 @@ class Entry:
 
 
 @dataclasses.dataclass(frozen=True)
-class Run:
+class StoredRun:
     """A stored run: where it came from and its entries in file order."""
 
     source: str
@@ -97,7 +97,7 @@ def describe_machine(info: dict) -> str:
             f"cuBLAS {info.get('cublas_version', '?')}")
 
 
-def load_run(path: str, suite_advice: str | None = None) -> Run:
+def load_run(path: str, suite_advice: str | None = None) -> StoredRun:
     """Read and check a ``--json`` file; :class:`InputFileError` (one line) on any trouble. ``suite_advice``:
     what to tell a user who gave the pytest-benchmark suite's file instead (the line names that file)."""
     try:
@@ -109,7 +109,7 @@ def load_run(path: str, suite_advice: str | None = None) -> Run:
         raise
 
 
-def _load_run(path: str) -> Run:
+def _load_run(path: str) -> StoredRun:
     return run_from_dict(_read_json(path), path)
 
 
@@ -146,7 +146,7 @@ def is_suite_data(data) -> bool:
         for b in benchmarks)
 
 
-def run_from_dict(data, source: str) -> Run:
+def run_from_dict(data, source: str) -> StoredRun:
     """Check a run's layout and read its entries (``source`` names it in messages).
 
     Every field a reader of the run uses is checked here, by type and range, so that a malformed
@@ -169,7 +169,7 @@ def run_from_dict(data, source: str) -> Run:
             raise InputFileError(f"{source}: benchmarks[{other}] {entries[other].name!r} and benchmarks[{index}] "
                                  f"{entry.name!r} are both {entry.shape_name} in {entry.config}: a run holds one "
                                  "entry per shape and configuration; keep one of them")
-    return Run(source, machine_info, str(data.get("version", "?")), str(data.get("datetime", "?")), entries, data)
+    return StoredRun(source, machine_info, str(data.get("version", "?")), str(data.get("datetime", "?")), entries, data)
 
 
 def _entry(raw, index: int, source: str) -> Entry:
@@ -499,7 +499,7 @@ def now_iso() -> str:
 
 
 # -- back to results
-def bench_result(run: Run) -> BenchResult:
+def bench_result(run: StoredRun) -> BenchResult:
     """The :class:`BenchResult` a stored benchmark run was written from.
 
     :func:`~cublas_det.report.runfile.run_from_dict` checked each field's type; what only the result types
@@ -537,7 +537,7 @@ def _known_fields(cls, data: dict) -> dict:
     return {key: value for key, value in data.items() if key in names}
 
 
-def _shape_report(name: str, entries: list[Entry], run: Run, ratios: list, how: dict) -> ShapeReport:
+def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list, how: dict) -> ShapeReport:
     """``how``: the file's record of how the shape was timed (stop reason, discarded rounds, clock floor, options)."""
     where = f"{run.source}: benchmark {entries[0].name!r}: extra_info.shape"
     shape = _read_back(where, GemmShape.from_dict, entries[0].extra_info["shape"])
@@ -569,7 +569,7 @@ def _shape_report(name: str, entries: list[Entry], run: Run, ratios: list, how: 
     return ShapeReport(shape, checks, timing, "; ".join(sorted(errors)) or None)
 
 
-def _check(shape: GemmShape, entry: Entry, run: Run) -> GemmCheck:
+def _check(shape: GemmShape, entry: Entry, run: StoredRun) -> GemmCheck:
     info = entry.extra_info
     where = f"{run.source}: benchmark {entry.name!r}: extra_info"
     if info.get("config"):
@@ -596,7 +596,7 @@ def _scenario(raw: dict) -> ScenarioResult:
     return ScenarioResult.from_dict({**raw, "kind": raw.get("kind") or REGISTRY[raw["scenario"]].kind})
 
 
-def stored_ratios(run: Run, numerator: str, denominator: str) -> dict:
+def stored_ratios(run: StoredRun, numerator: str, denominator: str) -> dict:
     """{shape name: (Ratio, setups)} of a stored bench run's ``numerator``/``denominator`` ratios, with the
     number of setups (visits) its interval was taken over; :class:`InputFileError` (one line) when the
     run has none, or one that cannot be a time ratio."""

@@ -1,6 +1,6 @@
 """Comparing two runs step by step, leaf by leaf: where do their bits first differ?
 
-:func:`compare_runs` walks the steps of two :class:`~cublas_det.rundiff.layouts.Run` in ascending
+:func:`diff_runs` walks the steps of two :class:`~cublas_det.rundiff.layouts.Run` in ascending
 order and, in each, the leaves in recording order (else name order, or a given order). Leaves with
 bytes on both sides are compared element by element (:mod:`cublas_det.bits.streams`), streamed in
 chunks so that memory stays bounded whatever the size of the runs; leaves with only a digest on
@@ -32,8 +32,8 @@ from .layouts import (
     LAYOUTS,
     DataSource,
     Leaf,
-    Run,
     RunLayoutError,
+    TrainingRun,
     listing,
     read_into,
 )
@@ -231,7 +231,7 @@ def _earlier_steps(steps: list[int]) -> str:
 
 
 # -- comparing ------------------------------------------------------------------------------
-def compare_runs(run_a: Run, run_b: Run, *, order: list[str] | None = None, all_steps: bool = False,
+def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None = None, all_steps: bool = False,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> RunDiff:
     """Compare two runs step by step; stop after the first divergent step unless ``all_steps``.
 

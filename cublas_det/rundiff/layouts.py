@@ -22,7 +22,7 @@ unless said otherwise):
 
 Without a log, leaves are in name order. Nothing is loaded here beyond headers: every leaf has a
 :class:`DataSource` that streams its bytes (C order) when the comparison asks for them. Files that
-no layout names are listed in :attr:`Run.skipped`, so that a comparison of nothing can say why.
+no layout names are listed in :attr:`TrainingRun.skipped`, so that a comparison of nothing can say why.
 Every file is checked before it is read: a FIFO or device is refused, sizes and header fields
 are checked against the file before anything is allocated for them.
 """
@@ -130,7 +130,7 @@ class Leaf:
 
 
 @dataclasses.dataclass(frozen=True)
-class Run:
+class TrainingRun:
     """A run: its steps in ascending order, each a tuple of leaves in recording (or name) order.
 
     ``skipped``: the files no layout reads (paths relative to the run), and why where it is not
@@ -156,7 +156,7 @@ class Run:
         return f"{self.path} ({self.layout}; {len(self.steps)} steps, {per_step} leaves per step)"
 
 
-def open_run(path: str, *, raw_dtype: str = "float32") -> Run:
+def open_run(path: str, *, raw_dtype: str = "float32") -> TrainingRun:
     """Discover the run at ``path``; ``raw_dtype`` is the dtype of ``.bin`` files without a log.
 
     Raises:
@@ -176,15 +176,15 @@ def open_run(path: str, *, raw_dtype: str = "float32") -> Run:
         if path.endswith(".jsonl"):
             return _read_log(path)
         if path.endswith(".npz"):
-            return Run(path, "numpy .npz", {0: _npz_leaves(path, raw.name)})
+            return TrainingRun(path, "numpy .npz", {0: _npz_leaves(path, raw.name)})
         if path.endswith(".safetensors"):
-            return Run(path, "safetensors", {0: _safetensors_leaves(path)})
+            return TrainingRun(path, "safetensors", {0: _safetensors_leaves(path)})
         if path.endswith(".pt"):
             leaves, skipped = _torch_leaves(path, "")
             if leaves is None:
                 raise RunLayoutError(f"{path}: a .pt file is read through PyTorch, which is not installed: "
                                      "pip install torch")
-            return Run(path, "PyTorch .pt", {0: leaves}, skipped=skipped)
+            return TrainingRun(path, "PyTorch .pt", {0: leaves}, skipped=skipped)
         raise RunLayoutError(f"{path}: not a run: {what}")
     if not stat.S_ISDIR(mode):
         raise RunLayoutError(f"{path}: is {file_kind(mode)}, not a run: {what}")
@@ -198,7 +198,7 @@ def open_run(path: str, *, raw_dtype: str = "float32") -> Run:
 _KIND_NAMES = {".npy": "numpy .npy", ".npz": "numpy .npz", ".safetensors": "safetensors", ".pt": "PyTorch .pt"}
 
 
-def _read_directory(path: str, raw_dtype: str) -> Run:
+def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     found: dict[int, dict[str, Leaf]] = {}
     kinds: set[str] = set()
     skipped: list[str] = []
@@ -257,7 +257,7 @@ def _read_directory(path: str, raw_dtype: str) -> Run:
     names = {".bin": f"raw {raw_dtype} binaries", **_KIND_NAMES}
     layout = " + ".join(names[kind] for kind in sorted(kinds)) or "empty step directories"
     steps = {step: tuple(sorted(found[step].values(), key=lambda leaf: leaf.name)) for step in sorted(found)}
-    return Run(path, layout, steps, skipped=tuple(skipped))
+    return TrainingRun(path, layout, steps, skipped=tuple(skipped))
 
 
 def listing(names, most: int = 5) -> str:
@@ -499,7 +499,7 @@ class _TorchReader:
 
 
 # -- trace logs ----------------------------------------------------------------------------
-def _read_log(log_path: str, run_path: str | None = None) -> Run:
+def _read_log(log_path: str, run_path: str | None = None) -> TrainingRun:
     base = os.path.dirname(os.path.abspath(log_path))
     found: dict[int, dict[str, Leaf]] = {}
     files, notes = 0, []
@@ -527,7 +527,7 @@ def _read_log(log_path: str, run_path: str | None = None) -> Run:
         raise RunLayoutError(f"{log_path}: empty trace log: no steps recorded")
     layout = "trace log, digests" + (" and tensor files" if files else "")
     steps = {step: tuple(found[step].values()) for step in sorted(found)}
-    return Run(run_path or log_path, layout, steps, recorded_order=True, notes=tuple(notes), stopped=bool(notes))
+    return TrainingRun(run_path or log_path, layout, steps, recorded_order=True, notes=tuple(notes), stopped=bool(notes))
 
 
 def _log_lines(stream, log_path: str):
