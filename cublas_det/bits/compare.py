@@ -7,7 +7,7 @@ Definitions:
 - Two elements *mismatch* when their bits differ. +0.0 and -0.0 mismatch (their bits differ) but
   are 0 ULP apart; so are two NaNs with different payloads.
 - The *ULP distance* is the number of representable floats between two values: the bit patterns
-  are mapped to integers in the order of the values (:func:`ordered_bits`), +0 and -0 both to 0.
+  are mapped to integers in the order of the values (:func:`.streams.ordered`), +0 and -0 both to 0.
 - The *location* of a mismatch is the element with the greatest ULP distance among the elements
   that mismatch (the first such element in row-major order on a tie), so a mismatch of 0 ULP,
   such as a signed zero, is located where it is.
@@ -22,6 +22,7 @@ import dataclasses
 import numpy
 
 from .gpu import launch
+from .streams import lookup_dtype, ulp_distance
 
 
 def array_module(array):
@@ -43,19 +44,6 @@ def _bits(xp, array, signed: bool = False):
     if width not in (2, 4):
         raise TypeError(f"cannot compare {array.dtype} bit for bit: float32, bfloat16 or float16 expected")
     return array.view((xp.int16 if width == 2 else xp.int32) if signed else (xp.uint16 if width == 2 else xp.uint32))
-
-
-def ordered_bits(array):
-    """A float array -> int64 such that adjacent floats differ by 1 and +0 == -0 (for ULP distances)."""
-    xp = array_module(array)
-    bits = _bits(xp, array, signed=True).astype(xp.int64)
-    # Negative floats have the sign bit set; map them below zero in reverse order.
-    return xp.where(bits < 0, -(2 ** (8 * array.dtype.itemsize - 1)) - bits, bits)
-
-
-def ulp_distance(a, b):
-    """Elementwise distance in units in the last place between two arrays of one float type."""
-    return abs(ordered_bits(a) - ordered_bits(b))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +172,7 @@ def _host_record(reference, actual) -> list[int]:
     differ = numpy.flatnonzero(ref_bits != out_bits)
     if differ.size == 0:
         return [0, 0, 0, NO_KEY]
-    ulps = ulp_distance(reference.reshape(-1)[differ], actual.reshape(-1)[differ])
+    ulps = ulp_distance(ref_bits[differ], out_bits[differ], lookup_dtype(reference.dtype.name)).astype(numpy.int64)
     with numpy.errstate(invalid="ignore"):
         diff = numpy.abs(reference.reshape(-1)[differ].astype(numpy.float64)
                          - actual.reshape(-1)[differ].astype(numpy.float64))
