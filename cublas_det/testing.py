@@ -15,7 +15,7 @@ from .rundiff.diff import LeafStatus, diff_runs
 from .rundiff.diff import describe_leaf_type as described
 from .rundiff.layouts import open_run
 
-__all__ = ["assert_gemm_reproducible", "format_failure"]
+__all__ = ["assert_gemm_reproducible", "assert_runs_identical", "format_failure", "format_run_divergence"]
 
 
 def assert_gemm_reproducible(shape_or_check, mode=None, *, scenarios=DEFAULT_SCENARIOS, repeats: int = 20,
@@ -100,8 +100,6 @@ def _scenario_lines(result: ScenarioResult) -> list[str]:
 
 
 # -- assert_runs_identical: two recorded or dumped runs, judged by cublas_det.diff's comparison --------
-# Self-contained (its imports are local) so that it stands apart from the GEMM assertions above.
-__all__ = [*__all__, "assert_runs_identical", "format_run_divergence"]
 
 
 def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, all_steps: bool = False):
@@ -123,7 +121,6 @@ def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, a
             before the other (identical only as far as it goes).
         ValueError, OSError: a run that cannot be read.
     """
-
     run_a = open_run(os.fspath(dir_a), raw_dtype=dtype)
     run_b = open_run(os.fspath(dir_b), raw_dtype=dtype)
     comparison = diff_runs(run_a, run_b, order=list(order) if order else None, all_steps=all_steps)

@@ -65,7 +65,7 @@ def time_legend(fail_on_pct: float | None) -> list[str]:
     """What the time verdicts mean, and the thresholds behind them."""
     lines = ["time: the change of the median, its interval from both runs' 95% intervals; FASTER or SLOWER:",
              f"  all of it beyond ±{CLEAR_GAP:.1%}; SAME: within ±{SAME_CENTER:.0%} (or centred there, intervals "
-             "overlapping);", "  UNSURE: neither (docs/method.md)"]
+             + "overlapping);", "  UNSURE: neither (docs/method.md)"]
     if fail_on_pct is not None:
         lines.append(f"  REGRESSION: SLOWER by more than {fail_on_pct:g}% (--fail-on)")
     return lines
