@@ -105,9 +105,8 @@ def test_cupti_unavailable_names_what_to_install():
 
 def test_kernels_flag_without_cupti_says_so_in_one_line_and_runs_on(monkeypatch, capsys):
     from cublas_det.cli import bench
-    from cublas_det.kernels import recorder
 
-    monkeypatch.setattr(recorder, "cupti_unavailable", lambda: "kernel traces need NVIDIA's cupti-python: pip install x")
+    monkeypatch.setattr(bench, "cupti_unavailable", lambda: "kernel traces need NVIDIA's cupti-python: pip install x")
     assert bench._kernels_available() is False
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and ": warning: --kernels: kernel traces need" in err

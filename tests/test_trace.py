@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from cublas_det import trace
 from cublas_det.bits.digest import ALGORITHM, host_digest
+from cublas_det.rundiff import recorder as recorder_module
 from cublas_det.rundiff.diff import diff_runs
 from cublas_det.rundiff.layouts import open_run
 from cublas_det.trace import Recorder
@@ -187,7 +187,7 @@ def test_gpu_digest_mode_makes_no_host_copy_and_matches_numpy(tmp_path, forbid_h
 def test_gpu_tensors_on_several_streams_and_many_pending_digests(tmp_path, monkeypatch):
     import cupy
 
-    monkeypatch.setattr(trace, "_SLOTS", 5)  # forces flushes in the middle of a step
+    monkeypatch.setattr(recorder_module, "_SLOTS", 5)  # forces flushes in the middle of a step
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(3)]
     tensors = []
     with Recorder(tmp_path / "run") as recorder:

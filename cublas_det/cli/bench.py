@@ -81,7 +81,7 @@ DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 # made anew, round-robin over the run's shapes, until every ratio is within ±1% (docs/method.md).
 VISITS = (4, 8)
 QUICK_VISITS = (2, 3)
-BUDGET_S, QUICK_BUDGET_S = 1.0, 0.5  # seconds of rounds a shape may spend (after its first visits)
+BUDGET_S, QUICK_BUDGET_S = 1.0, 0.2  # seconds of rounds a shape may spend (after its first visits)
 
 EXIT_CODES = """exit codes:
   0    every guarantee held (a hazard that changed bits is reported, and never fails a run)
@@ -423,7 +423,7 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
             try:
                 with phases("timing warm-up"):
                     monitor = GpuMonitor.start()  # other processes, clocks, power: before and while timing runs
-                    warm_up(0.25 if args.quick else 0.5)  # after the checks: the clocks are mostly up
+                    warm_up(0.1 if args.quick else 0.5)  # after the checks: the clocks are mostly up
             except gpu_failures() as err:  # the checks above are kept; every shape's timing says why
                 for shape in runnable:
                     errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
