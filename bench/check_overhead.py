@@ -16,6 +16,12 @@ from cublas_det.device import require_gpu
 
 
 def main() -> None:
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--shape", default="mamba2-2.7b/in_proj/dW")
+    parser.add_argument("--modes", nargs="+", default=["pedantic", "tf32"])
+    args = parser.parse_args()
+    # CuPy after the arguments: --help and a usage error need no GPU stack
     import cupy
 
     from cublas_det import create_handle
@@ -23,12 +29,6 @@ def main() -> None:
     from cublas_det.call import shape_gemm
     from cublas_det.operands import device_operands
     from cublas_det.shapes import PRESETS, parse_shape, resolve_shapes
-
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=100)
-    parser.add_argument("--shape", default="mamba2-2.7b/in_proj/dW")
-    parser.add_argument("--modes", nargs="+", default=["pedantic", "tf32"])
-    args = parser.parse_args()
     require_gpu()  # one line and exit 2 without a GPU, before the first CUDA call
     catalogue = {s.name: s for s in resolve_shapes(list(PRESETS))}
     shape = catalogue.get(args.shape) or parse_shape(args.shape)

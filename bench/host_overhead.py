@@ -28,16 +28,16 @@ M, N, K = 128, 56, 4096
 
 
 def main() -> None:
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--blocks", type=int, default=100)
+    parser.add_argument("--calls", type=int, default=500)
+    args = parser.parse_args()
+    # CuPy after the arguments: --help and a usage error need no GPU stack
     import cupy
     import numpy as np
     from cupy_backends.cuda.libs import cublas
 
     from cublas_det import create_handle, gemm, prepare_gemm
-
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--blocks", type=int, default=100)
-    parser.add_argument("--calls", type=int, default=500)
-    args = parser.parse_args()
     require_gpu()  # one line and exit 2 without a GPU, before the first CUDA call
     rng = np.random.default_rng(0)
     a = cupy.asarray(rng.standard_normal((M, K), dtype=np.float32))
