@@ -96,7 +96,6 @@ class GemmAlgo(enum.IntEnum):
     DEFAULT = -1
 
 
-
 class CublasError(CublasDetError, RuntimeError):
     """A cuBLAS call returned a status other than ``CUBLAS_STATUS_SUCCESS``.
 

@@ -183,7 +183,6 @@ def _as_cupy(name: str, value):
 def _scalars(alpha: float, beta: float, compute: int) -> tuple:
     """alpha and beta as the host scalars the compute type reads: half for COMPUTE_16F*, else float."""
     if compute in HALF_SCALAR_COMPUTE:
-
         return tuple(c_uint16(int(numpy.float16(x).view(numpy.uint16))) for x in (alpha, beta))
     return c_float(alpha), c_float(beta)
 

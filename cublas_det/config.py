@@ -52,7 +52,6 @@ class ElementType:
         try:
             import ml_dtypes
         except ImportError:
-
             raise UsageError("bfloat16 needs the ml_dtypes package (CuPy takes bfloat16 from it): "
                              "pip install ml-dtypes") from None
         return numpy.dtype(ml_dtypes.bfloat16)

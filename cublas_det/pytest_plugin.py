@@ -35,7 +35,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "all_math_modes: run the test once per cuBLAS math mode (PEDANTIC, DEFAULT, TF32)")
     option = config.getoption("--cublas-math-mode")
     if option is not None:
-
         try:
             GemmConfig.parse(option, source="--cublas-math-mode").math_mode
         except ValueError as err:

@@ -5,7 +5,9 @@ arithmetic is tested on the CPU and runs on the GPU without a host copy.
 
 Definitions:
 - Two elements *mismatch* when their bits differ. +0.0 and -0.0 mismatch (their bits differ) but
-  are 0 ULP apart; so are two NaNs with different payloads.
+  are 0 ULP apart. A NaN's distance is that of its bit pattern in the same order, so a NaN is the
+  farthest value and the location a check reports (the training-run diff counts NaN pairs apart:
+  :mod:`.streams`).
 - The *ULP distance* is the number of representable floats between two values: the bit patterns
   are mapped to integers in the order of the values (:func:`.streams.ordered`), +0 and -0 both to 0.
 - The *location* of a mismatch is the element with the greatest ULP distance among the elements
@@ -38,12 +40,11 @@ def _unravel(flat: int, shape) -> tuple[int, ...]:
     return tuple(int(i) for i in numpy.unravel_index(flat, shape))
 
 
-def _bits(xp, array, signed: bool = False):
-    """The array's bit patterns as integers of its width (float32: 32 bits; bfloat16, float16: 16)."""
-    width = array.dtype.itemsize
-    if width not in (2, 4):
+def _bits(xp, array):
+    """The array's bit patterns as unsigned integers of its width (float32: 32 bits; bfloat16, float16: 16)."""
+    if array.dtype.name not in ("float32", "bfloat16", "float16"):
         raise TypeError(f"cannot compare {array.dtype} bit for bit: float32, bfloat16 or float16 expected")
-    return array.view((xp.int16 if width == 2 else xp.int32) if signed else (xp.uint16 if width == 2 else xp.uint32))
+    return array.view(xp.uint16 if array.dtype.itemsize == 2 else xp.uint32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +81,7 @@ def relative_error(actual, reference64) -> float:
     xp = array_module(actual)
     if xp.__name__ == "cupy":
         record = xp.zeros(3, xp.uint64)
+        actual = xp.ascontiguousarray(actual)  # the kernel reads memory order
         launch("error_stats", actual, (actual, xp.ascontiguousarray(reference64, xp.float64)), record)
         diff, scale, nan = (int(v) for v in record.get())
         if nan:
@@ -120,7 +122,7 @@ class MismatchTracker:
         _bits(xp, reference)  # a float format this module compares, or TypeError
         if reference.size >= 2**32:
             raise ValueError(f"cannot compare {reference.size} elements: the location key holds 2**32 at most")
-        self._reference = reference
+        self._reference = xp.ascontiguousarray(reference)
         records = numpy.zeros((max_runs, 4), numpy.uint64)
         records[:, 3] = NO_KEY
         self._records = xp.asarray(records)  # made on the host: no fill kernel to compile

@@ -119,14 +119,15 @@ def launch(kernel: str, like, arrays, record) -> None:
     if name is None:
         raise TypeError(f"cannot compare {like.dtype} bit for bit: float32, bfloat16 or float16 expected")
     n = int(like.size)
-    blocks = max(1, min(-(-n // THREADS), 8 * _sm_count()))
-    function = _module(cupy.cuda.runtime.getDevice()).get_function(f"cublas_det_{kernel}_{name}")
+    device = cupy.cuda.runtime.getDevice()
+    blocks = max(1, min(-(-n // THREADS), 8 * _sm_count(device)))
+    function = _module(device).get_function(f"cublas_det_{kernel}_{name}")
     function((blocks,), (THREADS,), (*arrays, cupy.int64(n), record))
 
 
 @functools.cache
-def _sm_count() -> int:
+def _sm_count(device_id: int) -> int:
     import cupy
 
     runtime = cupy.cuda.runtime
-    return runtime.deviceGetAttribute(runtime.cudaDevAttrMultiProcessorCount, runtime.getDevice())
+    return runtime.deviceGetAttribute(runtime.cudaDevAttrMultiProcessorCount, device_id)

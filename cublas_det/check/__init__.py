@@ -98,7 +98,6 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     configs = [resolve_config(mode) for mode in modes]
     require_gpu()
     if kernels:
-
         require_cupti()
     owned = operands is None
     if owned:
@@ -119,8 +118,9 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
 
     provenance = fingerprint()
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config, _ in configs)
-    for config in {config.input_dtype: config for config, _ in configs}.values():
-        operands.prefetch(shapes, config)  # drawn in threads while the GPU checks the shapes before
+    for shape in shapes:  # drawn in threads, in the order the checks take them, while the GPU works
+        for config in {config.input_dtype: config for config, _ in configs}.values():
+            operands.prefetch([shape], config)
     workers: dict = {}
     checks = []
     try:
@@ -154,7 +154,7 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
 
 
 def _operands(shape: GemmShape, config: GemmConfig, operands: HostOperands) -> Operands:
-    """The inputs on the device, once the shape is known to fit (a refusal costs no allocation)."""
+    """The inputs on the device, once the shape is known to fit (a refusal costs no device memory)."""
     check_fits(shape, config, timing=False)
     return operands.upload(shape, config)
 
@@ -202,7 +202,11 @@ def _check_one(shape, config, source, seed, names, repeats, operands, run, share
                     results.append(_pending(scenario) if scenario.in_worker else scenario.run(context))
     finally:
         handle.close()
-    return GemmCheck(shape, config, source.value, seed, digest.result(), rel_error, tuple(results), provenance,
+    digest = _guarded(digest.result)  # the copy runs in a thread: a GPU failure there is this check's
+    if isinstance(digest, BaseException):
+        return _failed_check(shape, config, source, seed, names, f"reference digest: {type(digest).__name__}: "
+                             f"{digest}", provenance, operands.digests)
+    return GemmCheck(shape, config, source.value, seed, digest, rel_error, tuple(results), provenance,
                      input_digests=operands.digests, kernels=signature)
 
 
@@ -211,7 +215,6 @@ def _reference(shape, config, a, b, handle, run, kernels, shared):
     float64, and (with ``kernels``) the :class:`KernelSignature` of the call that computed it (else None)."""
     reference = output(shape, config)
     if kernels:
-
         signature = recorded_signature(lambda: run(a, b, reference, handle, shape), 1)
     else:
         run(a, b, reference, handle, shape)

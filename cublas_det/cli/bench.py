@@ -105,7 +105,6 @@ EPILOG = """examples:
 """ + EXIT_CODES
 
 
-
 def build_parser(prog: str | None = None) -> ArgumentParser:
     parser = ArgumentParser(
         prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
@@ -275,7 +274,6 @@ def _run(argv, prog: str | None = None) -> int:
     shapes, scenarios, repeats, configs = _options(args, parser)
     explained = _explain_target(args, parser) if args.explain else None
     if args.list:
-
         print(format_catalogue(shapes))
         return EXIT_OK
     for flag in ("json", "markdown", "plot"):
@@ -283,7 +281,6 @@ def _run(argv, prog: str | None = None) -> int:
             check_writable(getattr(args, flag), f"--{flag}")
     baseline = None
     if args.compare is not None:
-
         baseline = load_run(args.compare)
     if args.plot:
         try:

@@ -44,7 +44,6 @@ def _run(argv, prog: str = PROG) -> int:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-
             raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
     result = bench_result(load_run(args.file))
     print(render_text(result))
@@ -52,7 +51,6 @@ def _run(argv, prog: str = PROG) -> int:
     if args.markdown:
         written &= write_text(args.markdown, to_markdown(result))
     if args.plot:
-
         write_plot(result, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     return EXIT_OK if written else EXIT_USAGE

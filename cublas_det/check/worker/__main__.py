@@ -11,6 +11,7 @@ import sys
 import time
 
 from ...device import fingerprint
+from ...memory import host_available_bytes
 from ...operands import HostOperands
 from .. import check_many
 from .protocol import Answer, Request, TaskAnswer, task_key
@@ -30,7 +31,8 @@ def main() -> int:
         tasks = [task for task in request.tasks if task.seed == seed]
         shapes = list({task.shape.spec: task.shape for task in tasks}.values())
         configs = list(dict.fromkeys(task.config for task in tasks))
-        operands = HostOperands(seed)
+        # The run and its three workers draw at once: a worker holds a sixteenth of the free host memory.
+        operands = HostOperands(seed, (host_available_bytes() or 8 * 2**30) // 16)
         try:
             checks = check_many(shapes, configs, repeats=request.repeats, scenarios=request.scenarios, seed=seed,
                                 operands=operands)
