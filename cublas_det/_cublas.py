@@ -88,12 +88,10 @@ class AtomicsMode(enum.IntEnum):
 
 
 class GemmAlgo(enum.IntEnum):
-    """``cublasGemmAlgo_t``: only the heuristic choice is used.
-
-    Never 99 (may allow FAST_16F) or 999 (autotune, whose pick depends on timing).
-    """
+    """``cublasGemmAlgo_t``: the heuristic choice, unless a captured program's own algo is replayed."""
 
     DEFAULT = -1
+    DEFAULT_TENSOR_OP = 99  # what PyTorch passes
 
 
 class CublasError(CublasDetError, RuntimeError):

@@ -158,7 +158,7 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     scalars = _scalars(alpha, beta, compute)
     args = _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr,
                          addressof(scalars[0]), addressof(scalars[1]), compute,
-                         int(ELEMENT_TYPES[a.dtype.name].cuda), int(ELEMENT_TYPES[out.dtype.name].cuda))
+                         int(ELEMENT_TYPES[a.dtype.name].cuda), int(ELEMENT_TYPES[out.dtype.name].cuda), handle._algo)
     return handle, out, args, scalars
 
 
@@ -188,7 +188,8 @@ def _scalars(alpha: float, beta: float, compute: int) -> tuple:
 
 
 def _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, alpha_address, beta_address,
-                  compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUDA_R_32F) -> tuple:
+                  compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUDA_R_32F,
+                  algo: int = CUBLAS_GEMM_DEFAULT) -> tuple:
     """cublasGemmEx's arguments after the handle, for a row-major ``out = op(a) @ op(b)``.
 
     Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the operands swap places and
@@ -196,7 +197,7 @@ def _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, al
     """
     return (CUBLAS_OP_T if trans_b else CUBLAS_OP_N, CUBLAS_OP_T if trans_a else CUBLAS_OP_N, n, m, k,
             alpha_address, b_ptr, ab_type, ldb, a_ptr, ab_type, lda, beta_address, out_ptr, c_type, n,
-            int(compute_type), CUBLAS_GEMM_DEFAULT)
+            int(compute_type), algo)
 
 
 def _as_ctypes(args: tuple) -> tuple:
@@ -304,14 +305,14 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     if handle._cupy_binding_fits:  # as in _issue
         try:
             _cupy_gemm_ex(handle_ptr, op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr,
-                          CUDA_R_32F, lda, beta_address, out_data.ptr, CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT)
+                          CUDA_R_32F, lda, beta_address, out_data.ptr, CUDA_R_32F, n, compute, handle._algo)
             return out
         except NotImplementedError:
             pass
         except _CupyCublasError as err:
             raise _from_cupy(err) from None
     _issue(handle, (op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr, CUDA_R_32F, lda,
-                    beta_address, out_data.ptr, CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT), via_cupy=False)
+                    beta_address, out_data.ptr, CUDA_R_32F, n, compute, handle._algo), via_cupy=False)
     return out
 
 

@@ -21,7 +21,7 @@ import os
 
 import numpy
 
-from ._cublas import MATH_MODE_FLAGS, ComputeType, DataType, MathMode
+from ._cublas import MATH_MODE_FLAGS, ComputeType, DataType, GemmAlgo, MathMode
 from .errors import UsageError
 
 MATH_MODE_VAR = "CUBLAS_DET_MATH_MODE"
@@ -115,6 +115,10 @@ class GemmConfig:
     compute_type: ComputeType = ComputeType.COMPUTE_32F
     input_dtype: str = "float32"
     output_dtype: str = "float32"
+    # cublasGemmEx's algo, and a user workspace of this size (None: cuBLAS's own pool): what a
+    # captured program passed, so that a replay makes the same call.
+    algo: int = int(GemmAlgo.DEFAULT)
+    workspace_bytes: int | None = None
 
     def __post_init__(self):
         try:
@@ -128,6 +132,11 @@ class GemmConfig:
         object.__setattr__(self, "input_dtype", canonical_dtype(self.input_dtype, "input dtype"))
         object.__setattr__(self, "output_dtype", canonical_dtype(self.output_dtype, "output dtype"))
         check_types(self.input_dtype, self.output_dtype, self.compute_type, "GemmConfig: ")
+        if isinstance(self.algo, bool) or not isinstance(self.algo, int):
+            raise ValueError(f"GemmConfig: algo must be a cublasGemmAlgo_t int, not {self.algo!r}")
+        if self.workspace_bytes is not None and (isinstance(self.workspace_bytes, bool) or not isinstance(
+                self.workspace_bytes, int) or self.workspace_bytes < 0):
+            raise ValueError(f"GemmConfig: workspace_bytes must be an int >= 0 or None, not {self.workspace_bytes!r}")
         if self.math_mode in FP32_ONLY_MODES and self.input_dtype != "float32":
             raise ValueError(f"GemmConfig: {self.math_mode.name} math applies to float32 inputs, not "
                              f"{self.input_dtype}; choose PEDANTIC or DEFAULT")
@@ -164,6 +173,10 @@ class GemmConfig:
             name += "/" + self.compute_type.name
         if (self.input_dtype, self.output_dtype) != ("float32", "float32"):
             name += f"/{self.input_dtype}->{self.output_dtype}"
+        if self.algo != GemmAlgo.DEFAULT:
+            name += f"/algo{self.algo}"
+        if self.workspace_bytes is not None:
+            name += f"/ws{_size(self.workspace_bytes)}"
         return name
 
     def __str__(self) -> str:
@@ -173,14 +186,17 @@ class GemmConfig:
         return {"name": self.name, "math_mode": self.math_mode.name,
                 "disallow_reduced_precision_reduction": self.disallow_reduced_precision_reduction,
                 "math_mode_value": self.math_mode_value, "compute_type": self.compute_type.name,
-                "input_dtype": self.input_dtype, "output_dtype": self.output_dtype}
+                "input_dtype": self.input_dtype, "output_dtype": self.output_dtype,
+                **({"algo": self.algo} if self.algo != GemmAlgo.DEFAULT else {}),
+                **({"workspace_bytes": self.workspace_bytes} if self.workspace_bytes is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> GemmConfig:
         """Read :meth:`to_dict`'s output back (derived keys such as ``name`` are ignored)."""
         return cls(MathMode[data["math_mode"]], bool(data.get("disallow_reduced_precision_reduction", False)),
                    ComputeType[data.get("compute_type", "COMPUTE_32F")], data.get("input_dtype", "float32"),
-                   data.get("output_dtype", "float32"))
+                   data.get("output_dtype", "float32"), data.get("algo", int(GemmAlgo.DEFAULT)),
+                   data.get("workspace_bytes"))
 
     @classmethod
     def parse(cls, text: str, *, source: str = "mode") -> GemmConfig:
@@ -264,6 +280,14 @@ def math_mode_name(value: int) -> str:
         return GemmConfig.from_math_mode_value(value).name
     except ValueError:
         return str(value)
+
+
+def _size(n: int) -> str:
+    """``32M``, ``512K``, ``1000``: a workspace size in a configuration's name."""
+    for unit, shift in (("M", 20), ("K", 10)):
+        if n and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
 
 
 def _amp_configs() -> tuple[GemmConfig, ...]:

@@ -48,6 +48,7 @@ class Handle:
         self._ptr_c = c_void_p(ptr)  # made once: the GEMM hot path passes it untyped
         self._config = config
         self._compute_type = int(config.compute_type)  # read by gemm() on every call
+        self._algo = int(config.algo)
         self._mode_source = mode_source
         self._device_id = device_id
         self._stream = None
@@ -202,7 +203,8 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
             compute type unless given another.
         stream: a ``cupy.cuda.Stream`` to pin the handle to; ``None`` follows CuPy's current stream.
         workspace_bytes: give the handle its own workspace of this size (cuBLAS recommends 32 MiB
-            on Hopper); ``None`` leaves cuBLAS's default pool (shared by streams of the handle).
+            on Hopper); ``None``: the configuration's ``workspace_bytes``, and where that is ``None``
+            too, cuBLAS's default pool (shared by streams of the handle).
         atomics: allow cuBLAS routines with atomic variants to use them (not reproducible).
 
     Returns:
@@ -213,6 +215,8 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
         CublasError: a cuBLAS call failed, or the mode read back differs from the one set.
     """
     config, source = resolve_config(mode)
+    if workspace_bytes is None:
+        workspace_bytes = config.workspace_bytes
     if workspace_bytes is not None and (isinstance(workspace_bytes, bool)
                                         or not isinstance(workspace_bytes, int) or workspace_bytes < 0):
         raise ValueError(f"workspace_bytes must be an int >= 0 or None, not {workspace_bytes!r}")

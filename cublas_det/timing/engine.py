@@ -92,7 +92,9 @@ class ShapeBench:
         self.handles = {}
         try:
             for name, config in arm_configs.items():
-                self.handles[name] = create_handle(config, stream=self.stream, workspace_bytes=WORKSPACE_BYTES)
+                self.handles[name] = create_handle(
+                    config, stream=self.stream,
+                    workspace_bytes=WORKSPACE_BYTES if config.workspace_bytes is None else config.workspace_bytes)
             self.hold = stream_hold(cupy.cuda.runtime.getDevice())
         except BaseException:
             self.close()
