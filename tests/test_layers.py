@@ -15,7 +15,7 @@ FLOORS = {
     "handle": 3, "memory": 3,
     "call": 4, "operands": 4,
     "files": 1,
-    "kernels": 5, "rundiff": 5,
+    "kernels": 5, "rundiff": 5, "capture": 5,
     "check": 6, "timing": 6,
     "report": 7,
     "cli": 8, "testing": 8, "pytest_plugin": 8, "trace": 8,

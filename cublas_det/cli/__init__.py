@@ -1,6 +1,6 @@
 """The ``cublas-det`` command: one entry point, a subcommand for each task.
 
-``python -m cublas_det.bench``, ``.compare``, ``.report`` and ``.diff`` run the same subcommands.
+``python -m cublas_det.bench``, ``.compare``, ``.report``, ``.diff`` and ``.capture`` run the same subcommands.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from .. import __version__
-from . import bench, compare, diff, env, report
+from . import bench, capture, compare, diff, env, report
 from .common import EXIT_OK, EXIT_USAGE, error_line, prog_name
 
 EXIT_CODES = """exit codes:
@@ -23,6 +23,7 @@ COMMANDS = {
     "compare": (compare.main, "compare stored runs (--json files): the same bits? faster or slower? (no GPU)"),
     "report": (report.main, "render a stored run again, as text or Markdown (no GPU)"),
     "diff": (diff.main, "find where two training runs first diverge, from their dumps (no GPU)"),
+    "capture": (capture.main, "run a program and capture the GEMMs it runs, from cuBLAS's own logs; findings"),
     "explain": (bench.explain_main, "the kernels a shape runs per mode, SM count and batch size (CUPTI)"),
     "env": (env.main, "the environment fingerprint, and where the CUDA libraries were found (default)"),
 }

@@ -27,6 +27,7 @@ from ..check.devices import (
     run_sweep,
     sweep_failed,
 )
+from ..capture.file import load as load_capture
 from ..check.scenarios import REGISTRY, validate_scenarios, without_workers
 from ..config import (
     DEFAULT_MODES,
@@ -115,6 +116,9 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
                       help=f"one or more shape presets: {', '.join(PRESETS)} (default: {' '.join(DEFAULT_PRESETS)})")
     what.add_argument("--shape", nargs="+", action=ExtendList, metavar="MxNxK[:op]",
                       help="custom row-major shapes; op is the cuBLAS transa+transb (nn, nt, tn, tt)")
+    what.add_argument("--capture", metavar="FILE",
+                      help="check and time exactly the GEMMs of a capture file (cublas-det capture), each in its "
+                           "captured configuration")
     what.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, metavar="T",
                       help="tokens (batch x seqlen) for the Mamba2 presets (default: %(default)s)")
     what.add_argument("--modes", nargs="+", action=ExtendList, type=str.lower, metavar="MODE",
@@ -272,6 +276,7 @@ def _run(argv, prog: str | None = None) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     shapes, scenarios, repeats, configs = _options(args, parser)
+    groups = _capture_groups(args, parser) if args.capture else [(shapes, configs)]
     explained = _explain_target(args, parser) if args.explain else None
     if args.list:
         print(format_catalogue(shapes))
@@ -302,8 +307,10 @@ def _run(argv, prog: str | None = None) -> int:
         except ValueError as err:
             raise UsageError(str(err)) from None
         return _sweep(args, shapes, scenarios, repeats, configs, baseline, devices)
-    refused = _refused_for_memory(shapes, configs, timing=not args.no_timing)
-    return _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels, phases)
+    refused = {}
+    for group_shapes, group_configs in groups:
+        refused.update(_refused_for_memory(group_shapes, group_configs, timing=not args.no_timing))
+    return _bench(args, groups, scenarios, repeats, baseline, refused, kernels, phases)
 
 
 def _kernels_available() -> bool:
@@ -392,22 +399,46 @@ def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
     return _exit_code(sweep_failed(runs, found), any(run.error == INTERRUPTED for run in runs), comparison, written)
 
 
-def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels=False, phases=None) -> int:
+def _capture_groups(args, parser) -> list:
+    """The replayable GEMMs of --capture, grouped by configuration: ``[(shapes, [config]), ...]``."""
+    for flag in ("preset", "shape", "modes", "dtype", "out_dtype", "compute_type", "precision", "devices", "explain"):
+        if getattr(args, flag):
+            parser.error(f"--capture replays the captured GEMMs in their own configurations; drop --{flag.replace('_', '-')}")
+    capture = load_capture(args.capture)
+    groups: dict = {}
+    for plan in capture.plans:
+        if plan.replayed:
+            groups.setdefault(plan.config, []).append(plan.shape)
+        else:
+            warning_line(prog_name(), f"{plan.gemm_id} ({plan.calls} calls) not replayed: {plan.reason}")
+        if plan.note:
+            warning_line(prog_name(), f"{plan.gemm_id}: {plan.note}")
+    if not groups:
+        raise UsageError(f"--capture {args.capture}: no GEMM in it can be replayed by this version "
+                         "(`cublas-det capture` lists why)")
+    return [(shapes, [config]) for config, shapes in groups.items()]
+
+
+def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, phases=None) -> int:
     phases = phases or Phases()
     started_iso = now_iso()
     started = time.perf_counter()
     with phases("startup"):
         provenance = fingerprint()
     timing = not args.no_timing
-    runnable = [shape for shape in shapes if shape.name not in refused]  # refused: one line each, no GPU work
+    shapes = [shape for group_shapes, _ in groups for shape in group_shapes]
+    # refused: one line each, no GPU work. A group is shapes that run in the same configurations.
+    groups = [([shape for shape in group_shapes if shape.name not in refused], configs) for group_shapes, configs in groups]
+    groups = [(runnable, configs) for runnable, configs in groups if runnable]
     min_visits, max_visits = QUICK_VISITS if args.quick else VISITS
-    progress = Progress(len(runnable) * len(configs) * bool(scenarios) + max_visits * bool(timing and runnable))
+    progress = Progress(sum(len(runnable) * len(configs) for runnable, configs in groups) * bool(scenarios)
+                        + max_visits * len(groups) * bool(timing))
     checks, timings, errors = {}, {}, dict(refused)
     interrupted = False
     monitor = None
     operands = HostOperands(args.seed)  # drawn once for the checks and the timing
     try:
-        if scenarios:
+        for runnable, configs in groups if scenarios else ():
             try:
                 found = check_many(runnable, configs, repeats=repeats, scenarios=scenarios, seed=args.seed,
                                    on_check=lambda c: progress.step(f"checked {c.shape.name} {c.mode_name}"),
@@ -416,16 +447,19 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
                 found, interrupted = stop.checks, True
             for check in found:
                 checks.setdefault(check.shape.name, {})[check.mode_name] = check
-        if timing and not interrupted:
+            if interrupted:
+                break
+        if timing and not interrupted and groups:
             try:
                 with phases("timing warm-up"):
                     monitor = GpuMonitor.start()  # other processes, clocks, power: before and while timing runs
                     warm_up(0.1 if args.quick else 0.5)  # after the checks: the clocks are mostly up
             except gpu_failures() as err:  # the checks above are kept; every shape's timing says why
-                for shape in runnable:
-                    errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
-                runnable = []
-            if runnable:
+                for runnable, _ in groups:
+                    for shape in runnable:
+                        errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
+                groups = []
+            for runnable, configs in groups:
                 def on_visit(visit: int, going: int) -> None:
                     if going:
                         progress.step(f"timing: visit {visit} done, {going} of {len(runnable)} shapes go on")
@@ -436,8 +470,11 @@ def _bench(args, shapes, scenarios, repeats, configs, baseline, refused, kernels
                     run = time_shapes(runnable, configs, seed=args.seed, min_visits=min_visits,
                                       max_visits=max_visits, budget_s=QUICK_BUDGET_S if args.quick else BUDGET_S,
                                       monitor=monitor, kernels=kernels, on_visit=on_visit, operands=operands)
-                timings, interrupted = run.timings, run.interrupted
+                timings.update(run.timings)
                 errors.update(run.errors)
+                if run.interrupted:
+                    interrupted = True
+                    break
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -1,0 +1,43 @@
+"""Parse throughput of the capture's log parsers: a real log, repeated to a size, fed in pipe-sized chunks.
+
+    python bench/capture_parse.py CUBLAS_LOG CUBLASLT_LOG [--bytes 1100000000]
+
+Each log is repeated in memory until it reaches --bytes, then fed to its parser in 4 MiB chunks,
+as the pipe reader does; prints MB/s per log, the calls found, and the peak resident memory.
+"""
+
+import argparse
+import resource
+import time
+
+from cublas_det.capture.model import Capture
+from cublas_det.capture.parse import CHUNK, CublasLogParser, LtLogParser
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cublas_log")
+    parser.add_argument("cublaslt_log")
+    parser.add_argument("--bytes", type=int, default=1_100_000_000, help="bytes of each log to parse")
+    args = parser.parse_args()
+    for kind, path, make in (("cuBLAS", args.cublas_log, CublasLogParser), ("cuBLASLt", args.cublaslt_log,
+                                                                            LtLogParser)):
+        text = open(path, "rb").read()
+        copies = max(1, -(-args.bytes // len(text)))
+        capture = Capture()
+        log_parser = make(capture)
+        started = time.perf_counter()
+        for _ in range(copies):
+            for start in range(0, len(text), CHUNK):
+                log_parser.feed(text[start:start + CHUNK])
+        log_parser.close()
+        seconds = time.perf_counter() - started
+        total = copies * len(text)
+        stats = capture.logs["cublas" if kind == "cuBLAS" else "cublaslt"]
+        print(f"{kind} log: {total / 1e9:.2f} GB in {seconds:.2f} s = {total / seconds / 1e6:.0f} MB/s; "
+              f"{stats.gemm_calls:,} GEMM calls, {len(capture.gemms)} distinct, {stats.malformed} malformed")
+    print(f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+"""Capture: the GEMMs a program runs, read from cuBLAS's and cuBLASLt's own API logs.
+
+:mod:`.parse` reads the logs as they stream, :mod:`.model` aggregates the calls, :mod:`.findings`
+says what the calls show about how the program uses cuBLAS, :mod:`.replay` turns each GEMM into the
+shim's shape and configuration, :mod:`.run` runs a program with the logs piped to the parsers, and
+:mod:`.file` writes and reads the capture file. ``cublas-det capture`` is the command.
+"""

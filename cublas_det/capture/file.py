@@ -1,0 +1,105 @@
+"""The capture file: one versioned JSON schema, written and read here.
+
+``{"format": "cublas_det.capture", "version": 1, ...}`` with the command and its exit status, what
+each log gave, the distinct GEMMs (``g1`` ... by call count) with their sites and the cuBLASLt
+kernels under them, the handles, and the findings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from ..errors import InputFileError
+from ..files import open_regular, parse_json
+from .findings import Finding, findings, mode_name
+from .model import FORMAT, VERSION, Capture, GemmDefinition
+from .replay import ReplayPlan, plans
+
+MAX_FILE_BYTES = 256 << 20
+HINT = "give a file that `cublas-det capture` wrote"
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureFile:
+    """A capture as stored: what the report and the replay read."""
+
+    data: dict
+    gemms: tuple  # (id, GemmDefinition, calls)
+    findings: tuple  # Finding
+    path: str = ""
+
+    @property
+    def plans(self) -> list[ReplayPlan]:
+        return plans(self.gemms)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.data.get("complete"))
+
+
+def gemm_ids(capture: Capture) -> dict:
+    """``g1``, ``g2`` ... by call count, most first (then in the order first seen)."""
+    ordered = sorted(capture.gemms.items(), key=lambda item: -item[1].calls)
+    return {definition: f"g{i}" for i, (definition, _) in enumerate(ordered, 1)}
+
+
+def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None = None) -> dict:
+    unmatched = capture.joined()
+    if unmatched:
+        capture.notes.append(f"{unmatched} cuBLASLt kernel launches had no cuBLAS call of their shape in the "
+                             "cuBLAS log (the log missing or cut)")
+    ids = gemm_ids(capture)
+    gemms = []
+    for definition, stats in sorted(capture.gemms.items(), key=lambda item: int(ids[item[0]][1:])):
+        gemms.append({"id": ids[definition], "calls": stats.calls, **definition.to_dict(),
+                      "math_mode_name": mode_name(definition.math_mode) if not definition.is_lt else None,
+                      "sites": [{**dataclasses.asdict(site), "calls": n} for site, n in stats.sites.most_common()],
+                      "lt_kernels": [{"algo": dict(algo), "calls": n} for algo, n in stats.internal.most_common()]})
+    handles = [{"process": h.process, "handle": h.handle, "calls": h.calls, "streams": dict(h.streams),
+                "threads": sorted(t for t in h.threads if t is not None),
+                "math_modes": sorted(mode_name(m) for m in h.math_modes),
+                "workspaces": sorted((w for w in h.workspaces), key=lambda w: -1 if w is None else w)}
+               for h in capture.handles().values()]
+    return {
+        "format": FORMAT, "version": VERSION, "command": capture.command, "exit_status": capture.exit_status,
+        "complete": complete, "notes": capture.notes, "cublas_versions": sorted(capture.versions),
+        "gpu": capture.gpu, "logs": {kind: dataclasses.asdict(stats) for kind, stats in capture.logs.items()},
+        "calls": sum(s.calls for s in capture.gemms.values()), "dropped_calls": capture.dropped_calls,
+        "gemms": gemms, "handles": handles,
+        "lt_threads": {str(t): dict(streams) for t, streams in capture.lt_threads().items()},
+        "findings": [f.to_dict() for f in findings(capture, ids, compute_capability)],
+    }
+
+
+def write(path: str, data: dict) -> None:
+    with open(path, "w") as file:
+        json.dump(data, file, indent=1)
+        file.write("\n")
+
+
+def load(path: str) -> CaptureFile:
+    """Read a capture file, refusing (one line, :class:`InputFileError`) what no capture is."""
+    with open_regular(path, HINT, max_bytes=MAX_FILE_BYTES, what="capture file") as file:
+        raw = file.read()
+    try:
+        data = parse_json(raw.decode("utf-8"), path)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputFileError(f"{path}: not JSON ({err}); {HINT}") from None
+    return from_data(data, path)
+
+
+def from_data(data, path: str) -> CaptureFile:
+    """A capture file's parsed JSON, checked, as a :class:`CaptureFile`."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputFileError(f"{path}: not a capture file (no \"format\": \"{FORMAT}\"); {HINT}")
+    if data.get("version") != VERSION:
+        raise InputFileError(f"{path}: capture format version {data.get('version')!r}; this cublas_det reads "
+                             f"version {VERSION}: capture again with this version")
+    try:
+        gemms = tuple((g["id"], GemmDefinition.from_dict(g), int(g["calls"])) for g in data["gemms"])
+        found = tuple(Finding(f["id"], f["kind"], f["text"], tuple(f.get("handles", ())), tuple(f.get("streams", ())),
+                              tuple(f.get("gemms", ()))) for f in data.get("findings", ()))
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise InputFileError(f"{path}: a GEMM or finding is malformed ({type(err).__name__}: {err}); {HINT}") from None
+    return CaptureFile(data, gemms, found, path)

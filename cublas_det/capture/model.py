@@ -1,0 +1,221 @@
+"""What a capture holds: the distinct GEMMs a program ran, the handles, streams and threads, and
+what the logs could not tell; written to and read from one versioned JSON file.
+
+A GEMM is kept as cuBLAS saw it (column-major ``m x n x k``, ``transa``/``transb``, leading
+dimensions, type names as the logs spell them without ``CUDA_``/``CUBLAS_``); the translation to the
+shim's row-major shapes is :mod:`cublas_det.capture.replay`'s. Memory stays bounded whatever the log's
+length: calls are counted per distinct GEMM, and past the caps below they are counted, not kept.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+FORMAT = "cublas_det.capture"
+VERSION = 1
+MAX_GEMMS = 10_000  # distinct GEMMs kept; calls of further ones are counted in `dropped_calls`
+MAX_SITES = 64  # (process, handle, stream, thread) kept per GEMM
+MAX_SAMPLES = 5  # malformed lines quoted per log
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmDefinition:
+    """What defines one GEMM call, and the state of its handle at that moment."""
+
+    api: str  # cublasGemmEx, cublasSgemm, cublasGemmStridedBatchedEx, cublasLtMatmul ...
+    transa: str  # N, T or C
+    transb: str
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    ldc: int
+    a_type: str  # R_16BF, R_32F ...
+    b_type: str
+    c_type: str
+    compute_type: str  # COMPUTE_32F ...
+    algo: int | None = None  # cublasGemmAlgo_t of the cuBLAS API; None for cuBLASLt
+    batch_count: int = 1
+    strides: tuple | None = None  # (A, B, C) in elements, strided batched calls only
+    math_mode: int | None = None  # the handle's cublasMath_t (cuBLAS API)
+    workspace_bytes: int | None = None  # the handle's user workspace (None: cuBLAS's own) or Lt's
+    scale_type: str | None = None  # cuBLASLt from here on
+    epilogue: str | None = None
+    bias: bool = False
+    sm_count_target: int | None = None
+    preference: tuple = ()  # the heuristic's preference: sorted (name, value)
+    lt_algo: tuple = ()  # the algorithm that ran: sorted (name, value), algoId, tile, numSplitsK ...
+
+    @property
+    def is_lt(self) -> bool:
+        return self.api == "cublasLtMatmul"
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["strides"] = list(self.strides) if self.strides else None
+        data["preference"] = dict(self.preference)
+        data["lt_algo"] = dict(self.lt_algo)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GemmDefinition:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {key: value for key, value in data.items() if key in fields}
+        values["strides"] = tuple(values["strides"]) if values.get("strides") else None
+        values["preference"] = tuple(sorted((values.get("preference") or {}).items()))
+        values["lt_algo"] = tuple(sorted((values.get("lt_algo") or {}).items()))
+        for name in ("m", "n", "k", "lda", "ldb", "ldc", "batch_count"):
+            value = values.get(name, 1)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, not {value!r}")
+        return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """Where calls came from: process, handle (hex; "" for cuBLASLt, whose log names none), stream, thread."""
+
+    process: int | None
+    handle: str
+    stream: str
+    thread: int | None
+
+
+@dataclasses.dataclass
+class GemmStats:
+    calls: int = 0
+    sites: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    internal: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # lt_algo -> calls
+
+
+@dataclasses.dataclass
+class HandleStats:
+    """A cuBLAS handle as its GEMM calls used it."""
+
+    process: int | None
+    handle: str
+    calls: int = 0
+    streams: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    threads: set = dataclasses.field(default_factory=set)
+    math_modes: set = dataclasses.field(default_factory=set)
+    workspaces: set = dataclasses.field(default_factory=set)  # sizes; None = cuBLAS's own pool
+    stream_workspaces: dict = dataclasses.field(default_factory=dict)  # stream -> workspace addresses
+
+
+@dataclasses.dataclass
+class LogStats:
+    """What one log gave: bytes, calls read, and what could not be read."""
+
+    path: str = ""
+    bytes: int = 0
+    calls: int = 0
+    gemm_calls: int = 0
+    malformed: int = 0
+    unknown_lines: int = 0
+    samples: list = dataclasses.field(default_factory=list)
+
+    def bad(self, kind: str, text: bytes | str) -> None:
+        if kind == "malformed":
+            self.malformed += 1
+        else:
+            self.unknown_lines += 1
+        if len(self.samples) < MAX_SAMPLES:
+            if isinstance(text, bytes):
+                text = text.decode("utf-8", "replace")
+            self.samples.append(f"{kind}: {text.strip()[:160]}")
+
+
+class Capture:
+    """The GEMMs of one program, aggregated as the parsers feed them."""
+
+    def __init__(self):
+        self.gemms: dict[GemmDefinition, GemmStats] = {}
+        self.workspace_addresses: set = set()  # (Site, address) of user workspaces, to tell shared from own
+        self.internal: collections.Counter = collections.Counter()  # (geometry, lt_algo) -> calls
+        self.logs: dict[str, LogStats] = {}
+        self.dropped_calls = 0
+        self.versions: set = set()
+        # Filled in by whoever ran or read the logs.
+        self.command: list = []
+        self.exit_status: int | None = None
+        self.notes: list[str] = []
+        self.gpu: dict = {}
+
+    def log(self, kind: str) -> LogStats:
+        return self.logs.setdefault(kind, LogStats())
+
+    def add_gemm(self, definition: GemmDefinition, site: Site, workspace_address: str | None = None) -> None:
+        """One call: counted per GEMM and site only (it runs per logged call); the rest is derived at the end."""
+        stats = self.gemms.get(definition)
+        if stats is None:
+            if len(self.gemms) >= MAX_GEMMS:
+                self.dropped_calls += 1
+                return
+            stats = self.gemms[definition] = GemmStats()
+        stats.calls += 1
+        sites = stats.sites
+        if site in sites or len(sites) < MAX_SITES:
+            sites[site] += 1
+        if workspace_address is not None:
+            self.workspace_addresses.add((site, workspace_address))
+
+    def handles(self) -> dict[tuple, HandleStats]:
+        """The cuBLAS handles, ``(process, handle) -> HandleStats``, from the GEMMs' sites."""
+        handles: dict = {}
+        for definition, stats in self.gemms.items():
+            if definition.is_lt:
+                continue
+            for site, calls in stats.sites.items():
+                handle = handles.get((site.process, site.handle))
+                if handle is None:
+                    handle = handles[(site.process, site.handle)] = HandleStats(site.process, site.handle)
+                handle.calls += calls
+                handle.streams[site.stream] += calls
+                handle.threads.add(site.thread)
+                handle.math_modes.add(definition.math_mode)
+                handle.workspaces.add(definition.workspace_bytes)
+        for site, address in self.workspace_addresses:
+            handle = handles.get((site.process, site.handle))
+            if handle is not None:
+                handle.stream_workspaces.setdefault(site.stream, set()).add(address)
+        return handles
+
+    def lt_threads(self) -> dict[int, collections.Counter]:
+        """cuBLASLt calls: thread -> calls per stream (its log names no handle)."""
+        threads: dict = {}
+        for definition, stats in self.gemms.items():
+            if definition.is_lt:
+                for site, calls in stats.sites.items():
+                    threads.setdefault(site.thread, collections.Counter())[site.stream] += calls
+        return threads
+
+    def add_internal(self, geometry: tuple, lt_algo: tuple) -> None:
+        """A cuBLASLt kernel launched inside a cuBLAS call: joined to its call in :meth:`joined`."""
+        if len(self.internal) < MAX_GEMMS:
+            self.internal[(geometry, lt_algo)] += 1
+
+    def joined(self) -> int:
+        """Attach each internal cuBLASLt record to the cuBLAS GEMMs of its geometry; return the calls
+        that found none (the cuBLAS log missing, or cut)."""
+        by_geometry = collections.defaultdict(list)
+        for definition, stats in self.gemms.items():
+            if not definition.is_lt:
+                by_geometry[geometry_of(definition)].append(stats)
+        unmatched = 0
+        for (geometry, lt_algo), calls in self.internal.items():
+            owners = by_geometry.get(geometry)
+            if not owners:
+                unmatched += calls
+                continue
+            for stats in owners:
+                stats.internal[lt_algo] += calls
+        self.internal.clear()
+        return unmatched
+
+
+def geometry_of(definition: GemmDefinition) -> tuple:
+    """What a cuBLAS call and the cuBLASLt kernel launched under it both show."""
+    return (definition.transa, definition.transb, definition.m, definition.n, definition.k, definition.lda,
+            definition.ldb, definition.ldc, definition.a_type, definition.c_type, definition.batch_count)

@@ -1,0 +1,337 @@
+"""Streaming parsers of cuBLAS's API log (``CUBLAS_LOGINFO_DBG``) and cuBLASLt's (``CUBLASLT_LOG_LEVEL``).
+
+Each takes the log in chunks of any size (``feed``), as it arrives through a pipe or from a file,
+and keeps only the text of the call it is in the middle of. A line it cannot read is counted and
+quoted in the capture, never fatal.
+
+Speed: a chunk is scanned by one regular expression for the calls that matter, in C; the rest is
+skipped unread. A training loop repeats the same calls with other pointers, so a call's text with
+its pointers and times taken out is a key to its already parsed definition.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .model import Capture, GemmDefinition, Site, geometry_of
+
+CHUNK = 1 << 22
+MAX_BLOCK = 1 << 20  # bytes of one call's text, far above any real call's
+_CACHE_SIZE = 4096  # parsed call texts kept; cleared when full
+
+MATH_MODES = {"CUBLAS_DEFAULT_MATH": 0, "CUBLAS_TENSOR_OP_MATH": 1, "CUBLAS_PEDANTIC_MATH": 2,
+              "CUBLAS_TF32_TENSOR_OP_MATH": 3, "CUBLAS_FP32_EMULATED_BF16X9_MATH": 4,
+              "CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION": 16}
+
+# -- the cuBLAS API log: a block of lines per call ---------------------------------------------------
+# Patterns begin with a literal, which re finds at C speed; "^" with re.M would be tried at every byte.
+_HEADER = re.compile(rb"I! cuBLAS \(v([\w.]+)\) function (?:\S+ )?(\w+)\([^\n]*\n")
+_FIELD = re.compile(rb"^i!  (\w+): type=[^;\n]*; val=([^\n]*)$", re.M)
+_CONTEXT = re.compile(rb"i!Process=(\d+); Thread=(\d+); GPU=\d+; Handle=[^;\n]*?(?:0x)?([0-9a-fA-F]+|\(nil\))\);"
+                      rb" StreamId=[^;\n]*?(?:0x)?([0-9a-fA-F]+|\(nil\))\)[^;\n]*; MathMode=")
+_POINTER_VALUE = re.compile(rb"IN HEX:0x[^)\n]*")  # with the time line, what a repeated call changes
+_HEX = re.compile(rb"0x(?:0x)?([0-9a-fA-F]+)")
+_ENUM_VALUE = re.compile(rb"\((-?\d+)\)\s*$")
+_WORKSPACE = re.compile(rb"workspace: type=[^;\n]*; val=([^\n]*)\ni!  workspaceSizeInBytes: type=[^;\n]*; val=(\d+)")
+# Element and compute types of the typed GEMMs (cublas<t>gemm...).
+_TYPED = {"S": ("R_32F", "COMPUTE_32F"), "D": ("R_64F", "COMPUTE_64F"), "H": ("R_16F", "COMPUTE_16F"),
+          "C": ("C_32F", "COMPUTE_32F"), "Z": ("C_64F", "COMPUTE_64F")}
+_GEMM = re.compile(r"cublas(?:([SDHCZ])gemm|Gemm)(StridedBatched|Batched)?(Ex)?$")
+_STATE = {"cublasSetStream": "stream", "cublasSetWorkspace": "workspace", "cublasDestroy": "destroy"}
+
+
+def base_name(function: str) -> str:
+    """``cublasSgemm`` for ``cublasSgemm_v2_64``: the name without its ABI suffixes."""
+    for suffix in ("_64", "_v2"):
+        if function.endswith(suffix):
+            function = function[: -len(suffix)]
+    return function
+
+
+def _kind(function: bytes):
+    """What a call of this name is to the parser: a GEMM's name match, a state call's kind, or None."""
+    name = base_name(function.decode())
+    return _GEMM.match(name) or _STATE.get(name)
+
+
+def _hex(text: bytes) -> str:
+    """``0x255be240`` for ``255be240``, ``0x0`` for ``(nil)`` or zeros."""
+    text = text.lstrip(b"0")
+    return "0x" + text.decode().lower() if text and text != b"(nil)" else "0x0"
+
+
+def _pointer(value: bytes) -> str:
+    found = _HEX.search(value)
+    return _hex(found.group(1)) if found else "0x0"
+
+
+def _enum_name(value: bytes, prefix: str = "") -> str:
+    """``T`` for ``CUBLAS_OP_T(1)``, ``R_16BF`` for ``CUDA_R_16BF(14)`` (``prefix`` stripped)."""
+    text = value.split(b"(", 1)[0].decode()
+    return text[len(prefix):] if prefix and text.startswith(prefix) else text
+
+
+def _math_mode(text: bytes) -> int | None:
+    total = 0
+    for part in text.decode().split("|"):
+        if part not in MATH_MODES:
+            return None
+        total |= MATH_MODES[part]
+    return total
+
+
+class _Cache(dict):
+    def put(self, key, value):
+        if len(self) >= _CACHE_SIZE:
+            self.clear()
+        self[key] = value
+        return value
+
+
+class CublasLogParser:
+    """cuBLAS's API log, fed in chunks."""
+
+    def __init__(self, capture: Capture, path: str = ""):
+        self.capture = capture
+        self.stats = capture.log("cublas")
+        self.stats.path = path
+        self._pending = b""
+        self._workspace: dict = {}  # (process, handle) -> (bytes, address) of its user workspace
+        self._kinds: dict = {}  # function name -> _kind()
+        self._parsed = _Cache()  # (call text without pointers, math mode) -> fields of a GemmDefinition
+        self._sites = _Cache()  # context match groups -> Site
+
+    def feed(self, data: bytes) -> None:
+        self.stats.bytes += len(data)
+        buffer = self._pending + data
+        cut = buffer.rfind(b"\nI! cuBLAS ")  # the last call may go on in the next chunk
+        if cut < 0:
+            self._pending = buffer
+            if len(buffer) > MAX_BLOCK:  # no call's text is this long: not a cuBLAS log
+                self._text(buffer, complete=False)
+                self._pending = b""
+            return
+        self._pending = buffer[cut + 1:]
+        self._text(buffer[:cut + 1], complete=True)
+
+    def close(self) -> None:
+        text, self._pending = self._pending, b""
+        if text:
+            self._text(text if text.endswith(b"\n") else text + b"\n", complete=False)
+
+    def _text(self, text: bytes, complete: bool) -> None:
+        headers = list(_HEADER.finditer(text))
+        self.stats.calls += len(headers)
+        lines = text.count(b"\n")
+        if lines != text.count(b"\ni!") + text.startswith(b"i!") + len(headers):
+            self._unknown_lines(text)
+        for i, header in enumerate(headers):
+            function = header.group(2)
+            kind = self._kinds.get(function)
+            if kind is None and function not in self._kinds:
+                kind = self._kinds[function] = _kind(function)
+                self.capture.versions.add(header.group(1).decode())
+            if kind is None:
+                continue
+            end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
+            block = text[header.end():end]
+            try:
+                if isinstance(kind, str):
+                    self._state(kind, block)
+                else:
+                    self._gemm(function, kind, block)
+            except (KeyError, ValueError, IndexError, AttributeError):
+                cut = "cut at the end of the log: " if not complete and i == len(headers) - 1 else ""
+                self.stats.bad("malformed", f"{cut}{header.group(0).strip()[:60]}... {block[:80]!r}")
+
+    def _unknown_lines(self, text: bytes) -> None:
+        for line in text.split(b"\n"):
+            if line and not line.startswith((b"i!", b"I! cuBLAS (v")):
+                self.stats.bad("unknown line", line)
+            elif line.startswith(b"I! cuBLAS (v") and not _HEADER.match(line + b"\n"):
+                self.stats.bad("malformed", line)
+
+    def _context(self, block: bytes) -> tuple:
+        """``(Site, math mode text, where the context line starts)`` from the line cuBLAS ends a call with."""
+        start = block.rfind(b"i!Process=")
+        end = block.find(b"; MathMode=", start)
+        if start < 0 or end < 0:
+            raise ValueError("no context line")
+        key = block[start:end]
+        site = self._sites.get(key)
+        if site is None:
+            found = _CONTEXT.match(block, start)
+            site = self._sites.put(key, Site(int(found.group(1)), _hex(found.group(3)), _hex(found.group(4)),
+                                             int(found.group(2))))
+        return site, block[end + 11:block.find(b"\n", end)], start
+
+    def _state(self, kind: str, block: bytes) -> None:
+        site, _, _ = self._context(block)
+        key = (site.process, site.handle)
+        if kind == "workspace":
+            found = _WORKSPACE.search(block)
+            self._workspace[key] = (int(found.group(2)), _pointer(found.group(1)))
+        else:  # cublasSetStream resets a user workspace to cuBLAS's own; cublasDestroy ends the handle
+            self._workspace.pop(key, None)
+
+    def _gemm(self, function: bytes, gemm, block: bytes) -> None:
+        self.stats.gemm_calls += 1
+        site, math_mode, start = self._context(block)
+        workspace, address = self._workspace.get((site.process, site.handle), (None, None))
+        fields = block[:block.find(b"i! Time:", 0, start)]
+        key = (function, _POINTER_VALUE.sub(b"", fields), math_mode, workspace)
+        definition = self._parsed.get(key)
+        if definition is None:
+            definition = self._parsed.put(key, self._definition(gemm, fields, math_mode.strip(), workspace))
+        self.capture.add_gemm(definition, site, address)
+
+    @staticmethod
+    def _definition(gemm, block: bytes, math_mode: bytes, workspace) -> GemmDefinition:
+        typed, batched, _ = gemm.groups()
+        fields = dict(_FIELD.findall(block))
+        if typed:
+            a_type, compute = _TYPED[typed]
+            types, algo = (a_type, a_type, a_type), None
+        else:
+            types = tuple(_enum_name(fields[name], "CUDA_") for name in (b"Atype", b"Btype", b"Ctype"))
+            compute = _enum_name(fields[b"computeType"], "CUBLAS_")
+            algo = int(_ENUM_VALUE.search(fields[b"algo"]).group(1))
+        strides = None
+        if batched == "StridedBatched":
+            strides = tuple(int(fields[name]) for name in (b"strideA", b"strideB", b"strideC"))
+        return GemmDefinition(
+            gemm.group(0), _enum_name(fields[b"transa"], "CUBLAS_OP_"), _enum_name(fields[b"transb"], "CUBLAS_OP_"),
+            int(fields[b"m"]), int(fields[b"n"]), int(fields[b"k"]), int(fields[b"lda"]), int(fields[b"ldb"]),
+            int(fields[b"ldc"]), *types, compute, algo, int(fields[b"batchCount"]) if batched else 1, strides,
+            _math_mode(math_mode), workspace)
+
+
+# -- the cuBLASLt log: a line per event ----------------------------------------------------------------
+_LT_WANTED = re.compile(rb"\]\[cublasLt\]\[(\d+)\]\[(?:(Trace)\]\[(cublasLt\w*Matmul)"
+                        rb"|Api\]\[cublasLt\w*MatmulAlgoGetHeuristic)\] ?([^\n]*)")
+_LT_PAIR = re.compile(rb"(\w+)=(\[[^\]]*\]|\S+)")
+_LT_INNER = re.compile(rb"(\w+)=(\S+)")
+_LT_POINTERS = re.compile(rb"=0[xX][0-9a-fA-F]+")  # A=, B=, workSpace=, biasPointer= ... (stream= read first)
+_INTERNAL = re.compile(rb"cublasLt[A-Z]{3}Matmul")  # a kernel launched for a cuBLAS call (TST, SSS ...)
+
+
+def _inner(value: bytes) -> dict:
+    return {k.decode(): v.decode() for k, v in _LT_INNER.findall(value.strip(b"[]"))}
+
+
+class LtLogParser:
+    """cuBLASLt's log, fed in chunks: the Trace line of every matmul, and the preference of the
+    heuristic query before it."""
+
+    def __init__(self, capture: Capture, path: str = ""):
+        self.capture = capture
+        self.stats = capture.log("cublaslt")
+        self.stats.path = path
+        self._pending = b""
+        self._preference: dict = {}  # thread -> (descriptors, preference) of its last heuristic query
+        self._parsed = _Cache()  # (function, line without pointers) -> what the line says
+        self._sites = _Cache()
+
+    def feed(self, data: bytes) -> None:
+        self.stats.bytes += len(data)
+        buffer = self._pending + data
+        cut = buffer.rfind(b"\n")
+        if cut < 0:
+            self._pending = buffer
+            if len(buffer) > MAX_BLOCK:  # no line of cuBLASLt's is this long
+                self.stats.bad("malformed", buffer[:200])
+                self._pending = b""
+            return
+        self._pending = buffer[cut + 1:]
+        self._text(buffer[:cut + 1], complete=True)
+
+    def close(self) -> None:
+        text, self._pending = self._pending, b""
+        if text.strip():
+            self._text(text + b"\n", complete=False)
+
+    def _text(self, text: bytes, complete: bool) -> None:
+        lines = text.count(b"\n")
+        ours = text.count(b"][cublasLt][")
+        self.stats.calls += ours
+        if lines != ours:
+            for line in text.split(b"\n"):
+                if line.strip() and b"][cublasLt][" not in line:
+                    self.stats.bad("unknown line", line)
+        for found in _LT_WANTED.finditer(text):
+            thread, trace, function, rest = found.groups()
+            try:
+                if trace:
+                    self._matmul(int(thread), function, rest)
+                else:
+                    self._preference[int(thread)] = self._heuristic(rest)
+            except (KeyError, ValueError, IndexError):
+                cut = "cut at the end of the log: " if not complete and found.end() >= len(text) - 1 else ""
+                self.stats.bad("malformed", cut + found.group(0).decode("utf-8", "replace"))
+
+    def _heuristic(self, rest: bytes) -> tuple:
+        key = (b"?", _LT_POINTERS.sub(b"=", rest))
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            pairs = dict(_LT_PAIR.findall(key[1]))
+            preference = {k: v for k, v in _inner(pairs.get(b"preference", b"")).items()
+                          if not k.startswith("minBytesAlignment")}
+            parsed = self._parsed.put(key, (_descriptors(pairs), tuple(sorted(preference.items()))))
+        return parsed
+
+    def _matmul(self, thread: int, function: bytes, rest: bytes) -> None:
+        self.stats.gemm_calls += 1
+        at = rest.rfind(b" stream=")
+        stream = rest[at + 8:].split(b" ", 1)[0] if at >= 0 else b"0x0"
+        key = (function, _LT_POINTERS.sub(b"=", rest))
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            parsed = self._parsed.put(key, self._parse_matmul(function, key[1]))
+        internal, definition, descriptors = parsed
+        if internal:
+            self.capture.add_internal(*definition)
+            return
+        query, preference = self._preference.get(thread, (None, ()))
+        if query == descriptors and preference:
+            definition = GemmDefinition(**{**definition.__dict__, "preference": preference})
+        site = self._sites.get((thread, stream))
+        if site is None:
+            site = self._sites.put((thread, stream), Site(None, "", _hex(stream.lower().removeprefix(b"0x")), thread))
+        self.capture.add_gemm(definition, site)
+
+    @staticmethod
+    def _parse_matmul(function: bytes, text: bytes) -> tuple:
+        pairs = dict(_LT_PAIR.findall(text))
+        a, b, c, d = (_inner(pairs[name]) for name in (b"Adesc", b"Bdesc", b"Cdesc", b"Ddesc"))
+        compute = _inner(pairs[b"computeDesc"])
+        transa, transb = (compute.get(name, "OP_N").removeprefix("OP_") for name in ("transa", "transb"))
+        batch = int(d.get("batchCount", 1))
+        geometry = dict(transa=transa, transb=transb, m=int(d["rows"]), n=int(d["cols"]),
+                        k=int(a["rows"] if transa != "N" else a["cols"]), lda=int(a["ld"]), ldb=int(b["ld"]),
+                        ldc=int(d["ld"]), a_type=a["type"], b_type=b["type"], c_type=d["type"],
+                        compute_type=compute["computeType"], batch_count=batch,
+                        strides=tuple(int(x.get("stridedBatchOffset", 0)) for x in (a, b, d)) if batch > 1 else None)
+        lt_algo = tuple(sorted(_inner(pairs.get(b"algo", b"")).items()))
+        if _INTERNAL.fullmatch(function):
+            return True, (geometry_of(GemmDefinition("cuBLAS", **geometry)), lt_algo), None
+        definition = GemmDefinition(
+            "cublasLtMatmul", **geometry, workspace_bytes=int(pairs.get(b"workSpaceSizeInBytes", b"0")),
+            scale_type=compute.get("scaleType"), epilogue=compute.get("epilogue"),
+            bias="biasPointer" in compute or "BIAS" in compute.get("epilogue", ""),
+            sm_count_target=int(compute["smCountTarget"]) if "smCountTarget" in compute else None, lt_algo=lt_algo)
+        return False, definition, _descriptors(pairs)
+
+
+def _descriptors(pairs: dict) -> tuple:
+    """The layouts and compute descriptor of a query or a call (pointers taken out), to pair them."""
+    return tuple(pairs.get(name) for name in (b"Adesc", b"Bdesc", b"Cdesc", b"Ddesc", b"computeDesc"))
+
+
+def parse_stream(parser, stream, chunk: int = CHUNK) -> None:
+    """Feed ``parser`` from a binary file object until its end."""
+    while True:
+        data = stream.read(chunk)
+        if not data:
+            break
+        parser.feed(data)
+    parser.close()

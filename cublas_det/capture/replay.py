@@ -1,0 +1,108 @@
+"""From a captured cuBLAS call to the shim's own: a row-major shape and a configuration, or why not.
+
+cuBLAS computes column-major ``C[m, n] = op(A) op(B)``; the shim computes row-major
+``out[M, N] = op(a) @ op(b)`` by passing cuBLAS ``op(b)`` first. So a captured call is the shim's
+``M, N, K = n, m, k`` with ``trans_a = (transb != N)`` and ``trans_b = (transa != N)``: the same
+cuBLAS call, argument for argument, when the leading dimensions are the packed ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .._cublas import ComputeType, MathMode
+from ..config import GemmConfig
+from ..shapes import PRESETS, GemmShape, preset
+from .findings import DISALLOW_RPR
+from .model import GemmDefinition
+
+_DTYPES = {"R_32F": "float32", "R_16BF": "bfloat16", "R_16F": "float16"}
+_REPLAYED_APIS = ("cublasGemmEx", "cublasSgemm", "cublasHgemm")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayPlan:
+    """One captured GEMM as the shim runs it: ``shape`` and ``config``, or ``reason`` it is not replayed."""
+
+    gemm_id: str
+    definition: GemmDefinition
+    calls: int
+    like: str = ""  # the catalogue role of the same shape, e.g. mamba2-130m/in_proj/dW
+    shape: GemmShape | None = None
+    config: GemmConfig | None = None
+    reason: str = ""  # "needs ...", when not replayed
+    note: str = ""  # how the replay differs from the call, where it does
+
+    @property
+    def replayed(self) -> bool:
+        return self.shape is not None
+
+
+def row_major(definition: GemmDefinition) -> tuple[int, int, int, bool, bool]:
+    """``(M, N, K, trans_a, trans_b)`` of the shim for a captured column-major call."""
+    return (definition.n, definition.m, definition.k, definition.transb != "N", definition.transa != "N")
+
+
+def like(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> str:
+    """The catalogue name of the same row-major GEMM at any token count, or ``""``."""
+    for name in PRESETS:
+        for tokens in dict.fromkeys((m, k)):  # T is M for forward and dX, K for dW
+            try:
+                shapes = preset(name, tokens)
+            except ValueError:
+                continue
+            for shape in shapes:
+                if (shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b) == (m, n, k, trans_a, trans_b):
+                    return shape.name
+    return ""
+
+
+def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
+    m, n, k, trans_a, trans_b = row_major(definition)
+    role = like(m, n, k, trans_a, trans_b)
+    base = ReplayPlan(gemm_id, definition, calls, role)
+    reason = _unsupported(definition)
+    if reason:
+        return dataclasses.replace(base, reason=reason)
+    mode = definition.math_mode
+    try:
+        config = GemmConfig(MathMode(mode & ~DISALLOW_RPR), bool(mode & DISALLOW_RPR),
+                            ComputeType[definition.compute_type], _DTYPES[definition.a_type],
+                            _DTYPES[definition.c_type], -1 if definition.algo is None else definition.algo,
+                            definition.workspace_bytes)
+    except ValueError as err:
+        return dataclasses.replace(base, reason=f"needs what the shim refuses: {err}")
+    name = f"{gemm_id} {role}" if role else f"{gemm_id} capture"
+    shape = GemmShape(name, m, n, k, trans_a, trans_b, preset="capture")
+    tight = (shape.b_shape[1], shape.a_shape[1], n)  # cuBLAS's lda, ldb, ldc of packed operands
+    captured = (definition.lda, definition.ldb, definition.ldc)
+    note = "" if captured == tight else (f"replayed with packed operands: the call's lda, ldb, ldc were "
+                                         f"{', '.join(map(str, captured))}, packed {', '.join(map(str, tight))}")
+    return dataclasses.replace(base, shape=shape, config=config, note=note)
+
+
+def _unsupported(definition: GemmDefinition) -> str:
+    if definition.is_lt:
+        return "needs the cuBLASLt path" + (f" ({definition.epilogue})" if definition.epilogue else "")
+    if definition.batch_count > 1 or "Batched" in definition.api:
+        return f"needs the batched path ({definition.api}, {definition.batch_count} matrices)"
+    if definition.api not in _REPLAYED_APIS:
+        return f"needs {definition.api}"
+    for what, name in (("A", definition.a_type), ("B", definition.b_type), ("C", definition.c_type)):
+        if name not in _DTYPES:
+            return f"needs {name} {what} (the shim takes {', '.join(_DTYPES)})"
+    if definition.a_type != definition.b_type:
+        return f"needs A and B of different types ({definition.a_type}, {definition.b_type})"
+    if definition.compute_type not in ComputeType.__members__:
+        return f"needs {definition.compute_type}"
+    mode = definition.math_mode
+    if mode is None:
+        return "needs the handle's math mode, which the log does not show"
+    if mode & ~DISALLOW_RPR not in set(MathMode) - {MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION}:
+        return f"needs math mode {mode & ~DISALLOW_RPR}"
+    return ""
+
+
+def plans(gemms) -> list[ReplayPlan]:
+    """A plan for each ``(id, GemmDefinition, calls)``."""
+    return [plan(gemm_id, definition, calls) for gemm_id, definition, calls in gemms]

@@ -1,0 +1,126 @@
+"""Run a program with cuBLAS's and cuBLASLt's logs streamed through named pipes into the parsers.
+
+Each log goes to a FIFO that a thread here reads and parses as it comes, so a long run writes
+nothing to disk. The read end is opened first and a write end is held open here too: the
+program's writers (a process each, opening and closing as they like) never block on ``open`` and
+never end the stream early; it ends once the program is done and every writer has closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from .model import Capture
+from .parse import CHUNK, CublasLogParser, LtLogParser
+
+PIPE_BYTES = 1 << 20  # the pipe's buffer (Linux's default cap for F_SETPIPE_SZ): fewer stalls of the writer
+IDLE_AFTER_EXIT_S = 2.0  # a writer still open this long after the program ended (a daemon it left) is not waited for
+LOG_ENV = ("CUBLAS_LOGINFO_DBG", "CUBLAS_LOGDEST_DBG", "CUBLASLT_LOG_LEVEL", "CUBLASLT_LOG_FILE", "CUBLASLT_LOG_MASK")
+
+
+class _PipeReader(threading.Thread):
+    def __init__(self, path: str, parser):
+        super().__init__(daemon=True, name=f"capture {os.path.basename(path)}")
+        self.parser = parser
+        self.read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self.keep_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # a reader exists, so this does not block
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(self.read_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        self.program_done = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._read()
+        except BaseException as err:  # a parser bug: reported by the caller, with its traceback
+            self.error = err
+        finally:
+            os.close(self.read_fd)
+
+    def _read(self) -> None:
+        idle_since = None
+        while True:
+            ready, _, _ = select.select([self.read_fd], [], [], 0.1)
+            if ready:
+                try:
+                    data = os.read(self.read_fd, CHUNK)
+                except BlockingIOError:
+                    continue
+                if not data:  # every writer closed, ours included
+                    break
+                self.parser.feed(data)
+                idle_since = None
+            elif self.program_done.is_set():
+                if self.keep_fd is not None:
+                    os.close(self.keep_fd)
+                    self.keep_fd = None
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > IDLE_AFTER_EXIT_S:
+                    break
+        self.parser.close()
+
+    def finish(self) -> None:
+        self.program_done.set()
+        self.join()
+        if self.keep_fd is not None:
+            os.close(self.keep_fd)
+            self.keep_fd = None
+
+
+def run_captured(command: list[str], capture: Capture) -> tuple[int, bool]:
+    """Run ``command`` (inheriting stdin, stdout and stderr) with both logs parsed into ``capture``.
+
+    Returns ``(exit status, interrupted)``: the status as a shell gives it (128 + N for signal N);
+    ``interrupted`` when Ctrl-C reached this process (the program, in the same process group, got it
+    too). Raises ``FileNotFoundError``/``PermissionError`` when the command cannot be started.
+    """
+    folder = tempfile.mkdtemp(prefix="cublas-det-capture-")
+    readers = []
+    try:
+        paths = {kind: os.path.join(folder, f"{kind}.log") for kind in ("cublas", "cublaslt")}
+        for path in paths.values():
+            os.mkfifo(path, 0o600)
+        readers = [_PipeReader(paths["cublas"], CublasLogParser(capture, "(pipe)")),
+                   _PipeReader(paths["cublaslt"], LtLogParser(capture, "(pipe)"))]
+        env = {key: value for key, value in os.environ.items() if key not in LOG_ENV}
+        env.update(CUBLAS_LOGINFO_DBG="1", CUBLAS_LOGDEST_DBG=paths["cublas"], CUBLASLT_LOG_LEVEL="5",
+                   CUBLASLT_LOG_FILE=paths["cublaslt"])
+        for reader in readers:
+            reader.start()
+        process = subprocess.Popen(command, env=env)
+        interrupted = False
+        try:
+            status = process.wait()
+        except KeyboardInterrupt:
+            interrupted = True
+            try:
+                status = process.wait(timeout=10)
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                process.kill()
+                status = process.wait()
+        return (128 - status if status < 0 else status), interrupted
+    finally:
+        for reader in readers:
+            with contextlib.suppress(KeyboardInterrupt):
+                reader.finish()
+        shutil.rmtree(folder, ignore_errors=True)
+        for reader in readers:
+            if reader.error is not None:
+                raise reader.error
+
+
+def signal_name(status: int) -> str:
+    """``SIGKILL`` for 137, ``""`` for a status that is not a signal's."""
+    if status > 128:
+        with contextlib.suppress(ValueError):
+            return signal.Signals(status - 128).name
+    return ""

@@ -1,0 +1,130 @@
+"""cublas-det capture: the GEMMs a program runs, however it calls cuBLAS, from cuBLAS's own API logs.
+
+Runs the command with cuBLAS's and cuBLASLt's logging on, streaming both logs through named pipes
+into a parser (nothing large lands on disk), and writes the distinct GEMMs, the handles, streams
+and threads, and findings about how the program calls cuBLAS. Any program works: PyTorch, JAX,
+CuPy, a Rust or C++ trainer. --from reads logs that a program wrote itself (CUBLAS_LOGINFO_DBG=1
+CUBLAS_LOGDEST_DBG=FILE, CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=FILE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from ..capture.file import from_data, to_dict, write
+from ..capture.model import Capture
+from ..capture.parse import CublasLogParser, LtLogParser, parse_stream
+from ..capture.run import run_captured, signal_name
+from ..errors import InputFileError, UsageError
+from ..files import open_regular
+from ..report.capture import render_capture
+from .common import EXIT_OK, ArgumentParser, check_writable, prog_name, run_guarded, warning_line, wrap_paragraphs
+
+EPILOG = """examples:
+  %(prog)s -- python train.py --steps 3   # writes capture.json and a report
+  %(prog)s --out run.json -- ./trainer --config c.toml
+  %(prog)s --from cublas.log cublaslt.log   # logs a cluster job wrote itself
+  cublas-det bench --capture capture.json   # check and time exactly those GEMMs
+
+exit codes: the command's own (128 + N when signal N ended it, 130 on Ctrl-C); with --from: 0;
+  2 for a usage error (no command, a log that is not one, an unwritable --out)
+"""
+_LT_LINE = re.compile(rb"^\[[^\]]*\]\[cublasLt\]")
+
+
+def build_parser(prog: str | None = None) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]),
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            usage="%(prog)s [--out FILE] (-- CMD [ARGS...] | --from LOG [LOG ...])")
+    parser.add_argument("--out", default="capture.json", metavar="FILE",
+                        help="the capture file to write (default: %(default)s)")
+    parser.add_argument("--from", dest="logs", nargs="+", metavar="LOG",
+                        help="read these cuBLAS and/or cuBLASLt logs instead of running a command")
+    parser.add_argument("--quiet", action="store_true", help="write the file, print no report")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
+    return parser
+
+
+def log_kind(path: str, head: bytes) -> str:
+    """``cublas`` or ``cublaslt`` from a log's first line; InputFileError for anything else."""
+    first = next((line for line in head.splitlines() if line.strip()), b"")
+    if first.startswith(b"I! cuBLAS"):
+        return "cublas"
+    if _LT_LINE.match(first):
+        return "cublaslt"
+    raise InputFileError(f"{path}: neither a cuBLAS API log (lines 'I! cuBLAS ...') nor a cuBLASLt log "
+                         "(lines '[time][cublasLt]...'); give the files CUBLAS_LOGDEST_DBG and CUBLASLT_LOG_FILE named")
+
+
+def _read_logs(paths: list[str], capture: Capture) -> None:
+    opened = []  # (kind, path, file), every file checked before any is parsed
+    try:
+        for path in paths:
+            file = open_regular(path, "give the log file itself", what="log")
+            opened.append([None, path, file])
+            opened[-1][0] = log_kind(path, file.peek(4096)[:4096])
+        kinds = [kind for kind, _, _ in opened]
+        for kind in ("cublas", "cublaslt"):
+            if kinds.count(kind) > 1:
+                raise UsageError(f"--from: {kinds.count(kind)} {kind} logs; give at most one of each (one program's)")
+        for kind, path, file in opened:
+            parse_stream((CublasLogParser if kind == "cublas" else LtLogParser)(capture, path), file)
+    finally:
+        for _, _, file in opened:
+            file.close()
+
+
+def _compute_capability() -> int | None:
+    """The local GPU's compute capability (90 for Hopper), or None without one."""
+    try:
+        import cupy
+
+        return int(cupy.cuda.Device().compute_capability)
+    except Exception:  # no CuPy, no driver, no GPU: the finding says the GPU is unknown
+        return None
+
+
+def _run(argv, prog: str) -> int:
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if bool(command) == bool(args.logs):
+        parser.error("give a command after -- or logs with --from, one of the two")
+    check_writable(args.out, "--out")
+    capture = Capture()
+    status, complete = EXIT_OK, True
+    if args.logs:
+        _read_logs(args.logs, capture)
+    else:
+        capture.command = command
+        try:
+            status, interrupted = run_captured(command, capture)
+        except (FileNotFoundError, PermissionError) as err:
+            raise UsageError(f"cannot run {command[0]!r}: {err.strerror or err}") from None
+        capture.exit_status = status
+        if interrupted:
+            capture.notes.append("interrupted (Ctrl-C): the GEMMs up to then are here")
+            complete, status = False, 130
+        elif signal_name(status):
+            capture.notes.append(f"the command was ended by {signal_name(status)}: the GEMMs up to then are here")
+            complete = False
+        elif status:
+            capture.notes.append(f"the command failed (exit {status}): the GEMMs up to then are here")
+            complete = False
+    data = to_dict(capture, complete=complete, compute_capability=_compute_capability())
+    try:
+        write(args.out, data)
+    except OSError as err:
+        warning_line(prog, f"could not write {args.out}: {err.strerror or err}")
+    else:
+        print(f"wrote {args.out}", file=sys.stderr)
+    if not args.quiet:
+        print(render_capture(from_data(data, args.out), args.out))
+    return status
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    prog = prog or prog_name()
+    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else list(argv), prog))

@@ -1,0 +1,273 @@
+"""Capture: the log parsers on real cuBLAS 13.1 logs recorded on the H200 (tests/data/capture), the
+findings, the replay translation, the capture file, the pipes and the command line. No GPU needed."""
+
+import gzip
+import json
+import os
+import pathlib
+import sys
+import textwrap
+
+import pytest
+
+from cublas_det.call import _gemm_ex_args
+from cublas_det.capture import file as capture_file
+from cublas_det.capture.model import Capture
+from cublas_det.capture.parse import CublasLogParser, LtLogParser
+from cublas_det.capture.run import run_captured
+from cublas_det.cli import bench as bench_cli
+from cublas_det.cli import capture as capture_cli
+from cublas_det.config import GemmConfig
+
+DATA = pathlib.Path(__file__).parent / "data" / "capture"
+# The six GEMMs of the Mamba2-like block (in_proj 768 -> 3352, out_proj 1536 -> 768, T = 16384), row-major.
+BLOCK = {"mamba2-130m/in_proj/forward": (16384, 3352, 768), "mamba2-130m/in_proj/dX": (16384, 768, 3352),
+         "mamba2-130m/in_proj/dW": (3352, 768, 16384), "mamba2-130m/out_proj/forward": (16384, 768, 1536),
+         "mamba2-130m/out_proj/dX": (16384, 1536, 768), "mamba2-130m/out_proj/dW": (768, 1536, 16384)}
+
+
+def log(name: str, kind: str) -> bytes:
+    return gzip.decompress((DATA / f"{name}.{kind}.log.gz").read_bytes())
+
+
+def parse(cublas: bytes = b"", lt: bytes = b"", chunk: int = 1 << 20) -> Capture:
+    capture = Capture()
+    for parser, text in ((CublasLogParser(capture), cublas), (LtLogParser(capture), lt)):
+        for start in range(0, len(text), chunk):
+            parser.feed(text[start:start + chunk])
+        parser.close()
+    return capture
+
+
+def stored(capture: Capture, complete: bool = True, compute_capability: int | None = 90):
+    return capture_file.from_data(json.loads(json.dumps(capture_file.to_dict(
+        capture, complete=complete, compute_capability=compute_capability))), "mem.json")
+
+
+def test_bf16_block_six_gemms_three_calls_each_the_internal_lt_calls_joined_not_counted():
+    found = stored(parse(log("block", "cublas"), log("block", "cublaslt")))
+    assert found.data["calls"] == 18
+    plans = found.plans
+    assert {plan.like: (plan.shape.m, plan.shape.n, plan.shape.k) for plan in plans} == BLOCK
+    assert all(plan.calls == 3 and plan.replayed and not plan.note for plan in plans)
+    assert {plan.config for plan in plans} == {GemmConfig(0, False, 68, "bfloat16", "bfloat16", 99, 32 << 20)}
+    gemms = found.data["gemms"]
+    assert all(sum(k["calls"] for k in g["lt_kernels"]) == 3 for g in gemms)  # the TST launches, joined
+    assert found.data["logs"]["cublaslt"]["gemm_calls"] == 18 and not found.data["notes"]
+    # forward on the main thread's handle, the backward on autograd's thread and handle
+    assert len(found.data["handles"]) == 2 and sorted(h["calls"] for h in found.data["handles"]) == [6, 12]
+    assert {f.id for f in found.findings} == {"rpr-allowed", "split-k"}
+    split = next(f for f in found.findings if f.id == "split-k")
+    assert "numSplitsK=4" in split.text and split.gemms == (next(p.gemm_id for p in plans
+                                                                  if p.like == "mamba2-130m/out_proj/dW"),)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096, 65537])
+def test_any_chunking_gives_the_same_capture(chunk):
+    whole = capture_file.to_dict(parse(log("block", "cublas"), log("block", "cublaslt")), complete=True)
+    pieces = capture_file.to_dict(parse(log("block", "cublas"), log("block", "cublaslt"), chunk=chunk),
+                                  complete=True)
+    for data in (whole, pieces):
+        for kind in data["logs"].values():
+            kind.pop("path")
+    assert pieces == whole
+
+
+def test_the_replay_issues_the_captured_cublas_call_argument_for_argument():
+    for name in ("block", "block_fp32", "block_bias", "misc"):
+        for plan in stored(parse(log(name, "cublas"), log(name, "cublaslt"))).plans:
+            if not plan.replayed:
+                continue
+            shape, d = plan.shape, plan.definition
+            args = _gemm_ex_args(shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.a_shape[1],
+                                 shape.b_shape[1], 1, 2, 3, 4, 5, plan.config.compute_type, algo=plan.config.algo)
+            op_a, op_b, m, n, k, ldb_a, ldb_b, ldc, algo = (args[0], args[1], args[2], args[3], args[4], args[8],
+                                                           args[11], args[15], args[17])
+            assert ("NT"[op_a], "NT"[op_b], m, n, k) == (d.transa, d.transb, d.m, d.n, d.k)
+            assert (ldb_a, ldb_b, ldc) == (d.lda, d.ldb, d.ldc)
+            assert algo == (d.algo if d.algo is not None else -1)
+
+
+def test_fp32_with_tf32_allowed_replays_in_tf32_math_and_says_so():
+    found = stored(parse(log("block_fp32", "cublas"), log("block_fp32", "cublaslt")))
+    assert {plan.config.name for plan in found.plans} == {"TF32/ws32M"}
+    assert {p.definition.api for p in found.plans} == {"cublasSgemm"}
+    assert any(f.id == "tf32-math" and f.kind == "precision" for f in found.findings)
+
+
+def test_biased_linear_lt_calls_captured_with_epilogue_and_listed_as_not_replayed():
+    found = stored(parse(log("block_bias", "cublas"), log("block_bias", "cublaslt")))
+    lt = [p for p in found.plans if p.definition.is_lt]
+    assert sorted(p.like for p in lt) == ["mamba2-130m/in_proj/forward", "mamba2-130m/out_proj/forward"]
+    for plan in lt:
+        assert not plan.replayed and plan.reason == "needs the cuBLASLt path (EPILOGUE_BIAS)" and plan.calls == 3
+        assert plan.definition.bias and plan.definition.workspace_bytes == 1 << 20
+        assert dict(plan.definition.preference)["maxWorkspaceSizeinBytes"] == "1048576"
+        assert dict(plan.definition.lt_algo)["algoId"] == "66"
+    assert sum(p.replayed for p in found.plans) == 4
+
+
+def test_batched_and_fp64_calls_are_listed_with_what_they_need():
+    plans = {p.definition.api + "/" + p.definition.a_type: p
+             for p in stored(parse(log("misc", "cublas"), log("misc", "cublaslt"))).plans}
+    assert plans["cublasGemmStridedBatchedEx/R_16BF"].reason.startswith("needs the batched path")
+    assert plans["cublasGemmStridedBatchedEx/R_16BF"].definition.strides == (65536, 131072, 32768)
+    assert plans["cublasSgemmStridedBatched/R_32F"].definition.batch_count == 8
+    assert plans["cublasGemmEx/R_64F"].reason.startswith("needs R_64F")
+    assert plans["cublasGemmEx/R_16F"].replayed
+
+
+def test_malformed_unknown_and_cut_lines_are_counted_and_quoted_never_fatal():
+    text = log("block", "cublas")
+    blocks = text.split(b"\nI! cuBLAS ")
+    gemm = next(i for i, b in enumerate(blocks) if b"cublasGemmEx(" in b)
+    blocks[gemm] = blocks[gemm].replace(b"val=3352", b"val=33x2", 1)  # a number that is not one
+    broken = (b"garbage before the log\n" + b"\nI! cuBLAS ".join(blocks)[:-300]  # cut mid-call
+              + b"\nnot a cuBLAS line\n")
+    lt = log("block", "cublaslt") + b"[2026-12-01 19:38:06][cublasLt][1][Trace][cublasLtTSTMatmul] A=0X1 Adesc=[rows=1]\n"
+    capture = parse(broken, lt)
+    stats = capture.logs["cublas"]
+    assert stats.malformed >= 1 and stats.unknown_lines >= 1
+    assert any("garbage before the log" in s for s in stats.samples)
+    assert capture.logs["cublaslt"].malformed == 1
+    assert sum(s.calls for s in capture.gemms.values()) == 17  # the broken GemmEx call, and only it, lost
+    found = stored(capture)
+    assert found.data["logs"]["cublas"]["samples"]
+
+
+def _streams_log(handles: int) -> bytes:
+    """The block's first GemmEx call, issued on 4 streams through `handles` handle(s)."""
+    blocks = log("block", "cublas").split(b"\nI! cuBLAS ")
+    gemm = next(b for b in blocks if b"cublasGemmEx(" in b)
+    out = []
+    for i in range(4):
+        handle = b"0x0x%x" % (0x1000 + (i if handles == 4 else 0))
+        text = gemm.replace(b"0x0x255be240", handle).replace(b"0x0x29acdb60", handle)
+        out.append(text.replace(b"StreamId=POINTER (IN HEX:0x(nil)) (defaultStream)",
+                                b"StreamId=POINTER (IN HEX:0x0x%x)" % (0xA000 + i)))
+    return b"I! cuBLAS " + b"\nI! cuBLAS ".join(out)
+
+
+def test_one_handle_on_four_streams_is_a_hazard_naming_the_handle_and_streams():
+    found = stored(parse(_streams_log(1)))
+    shared = [f for f in found.findings if f.id == "shared-handle-streams"]
+    assert len(shared) == 1 and shared[0].kind == "hazard"
+    assert shared[0].handles == ("0x1000",) and shared[0].streams == ("0xa000", "0xa001", "0xa002", "0xa003")
+    assert not [f for f in stored(parse(_streams_log(4))).findings if f.id.startswith("shared-handle")]
+
+
+def test_capture_file_round_trip_and_bad_files(tmp_path):
+    path = tmp_path / "c.json"
+    data = capture_file.to_dict(parse(log("block", "cublas"), log("block", "cublaslt")), complete=True)
+    capture_file.write(str(path), data)
+    loaded = capture_file.load(str(path))
+    assert [(p.gemm_id, p.shape, p.config) for p in loaded.plans] == \
+           [(p.gemm_id, p.shape, p.config) for p in capture_file.from_data(data, "x").plans]
+    bad = {"not-json": "{", "other": json.dumps({"format": "x"}), "version": json.dumps({**data, "version": 99}),
+           "gemm": json.dumps({**data, "gemms": [{**data["gemms"][0], "m": "16384"}]})}
+    for name, text in bad.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(capture_file.InputFileError, match=str(tmp_path / name)):
+            capture_file.load(str(tmp_path / name))
+
+
+FAKE_PROGRAM = textwrap.dedent("""
+    import gzip, os, sys
+    data = sys.argv[1]
+    cublas = gzip.open(os.path.join(data, "block.cublas.log.gz")).read()
+    half = cublas.index(b"\\nI! cuBLAS ", len(cublas) // 2) + 1
+    for part in (cublas[:half], cublas[half:]):  # two writers one after the other, as two processes would
+        with open(os.environ["CUBLAS_LOGDEST_DBG"], "wb") as f:
+            f.write(part)
+    with open(os.environ["CUBLASLT_LOG_FILE"], "wb") as f:
+        f.write(gzip.open(os.path.join(data, "block.cublaslt.log.gz")).read())
+    sys.exit(int(sys.argv[2]))
+""")
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_run_captured_streams_both_logs_through_pipes_and_keeps_the_exit_status(tmp_path, status):
+    program = tmp_path / "fake.py"
+    program.write_text(FAKE_PROGRAM)
+    capture = Capture()
+    got, interrupted = run_captured([sys.executable, str(program), str(DATA), str(status)], capture)
+    assert (got, interrupted) == (status, False)
+    assert sum(s.calls for s in capture.gemms.values()) == 18 and capture.logs["cublas"].malformed == 0
+    assert not list(tmp_path.glob("cublas-det-capture-*"))
+
+
+def test_cli_capture_runs_the_command_writes_the_file_and_exits_with_its_status(tmp_path, capsys):
+    program = tmp_path / "fake.py"
+    program.write_text(FAKE_PROGRAM)
+    out = tmp_path / "cap.json"
+    assert capture_cli.main(["--out", str(out), "--", sys.executable, str(program), str(DATA), "5"]) == 5
+    text = capsys.readouterr().out
+    assert "the command failed (exit 5)" in text and "incomplete" in text
+    assert f"  cublas-det bench --capture {out}\n" in text  # the command on a line of its own
+    assert max(len(line) for line in text.splitlines() if str(tmp_path) not in line) <= 100
+    data = json.loads(out.read_text())
+    assert data["exit_status"] == 5 and data["complete"] is False and len(data["gemms"]) == 6
+
+
+def test_cli_capture_from_logs_and_its_refusals(tmp_path, capsys):
+    for name in ("block", "block_bias"):
+        for kind in ("cublas", "cublaslt"):
+            (tmp_path / f"{name}.{kind}.log").write_bytes(log(name, kind))
+    out = str(tmp_path / "c.json")
+    assert capture_cli.main(["--from", str(tmp_path / "block.cublas.log"), str(tmp_path / "block.cublaslt.log"),
+                             "--out", out]) == 0
+    assert "mamba2-130m/in_proj/dW" in capsys.readouterr().out
+    (tmp_path / "junk.log").write_text("hello\n")
+    cases = [["--from", str(tmp_path / "junk.log")], ["--from", str(tmp_path / "block.cublas.log"),
+                                                       str(tmp_path / "block_bias.cublas.log")],
+             ["--from", str(tmp_path / "nothere.log")], [], ["--from", str(tmp_path / "block.cublas.log"), "--",
+                                                             "true"], ["--out", str(tmp_path / "no" / "x.json"),
+                                                                       "--", "true"],
+             ["--", str(tmp_path / "not-a-program")]]
+    for argv in cases:
+        with pytest.raises(SystemExit) if argv in ([], cases[4]) else _nothing():
+            assert capture_cli.main(argv + (["--out", out] if "--out" not in argv else [])) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "error" in err, argv
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_bench_capture_refuses_other_shape_options_and_bad_files_before_any_gpu_work(tmp_path, capsys):
+    out = tmp_path / "c.json"
+    capture_file.write(str(out), capture_file.to_dict(parse(log("block", "cublas")), complete=True))
+    with pytest.raises(SystemExit):
+        bench_cli.main(["--capture", str(out), "--preset", "trunk"])
+    assert "drop --preset" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("[]")
+    assert bench_cli.main(["--capture", str(tmp_path / "bad.json")]) == 2
+    assert "not a capture file" in capsys.readouterr().err
+    lt_only = tmp_path / "lt.json"
+    capture_file.write(str(lt_only), capture_file.to_dict(parse(lt=log("block_bias", "cublaslt")), complete=True))
+    assert bench_cli.main(["--capture", str(lt_only)]) == 2
+    assert "no GEMM in it can be replayed" in capsys.readouterr().err
+
+
+def test_gemm_config_carries_algo_and_workspace_through_its_name_and_json():
+    config = GemmConfig(0, False, 68, "bfloat16", "bfloat16", 99, 32 << 20)
+    assert config.name == "DEFAULT/bfloat16->bfloat16/algo99/ws32M"
+    assert GemmConfig.from_dict(config.to_dict()) == config
+    assert "algo" not in GemmConfig().to_dict() and "workspace_bytes" not in GemmConfig().to_dict()
+    for bad in ({"algo": 1.5}, {"algo": True}, {"workspace_bytes": -1}):
+        with pytest.raises(ValueError):
+            GemmConfig(**bad)
+
+
+def test_python_m_capture_runs(tmp_path):
+    import subprocess
+
+    result = subprocess.run([sys.executable, "-m", "cublas_det.capture", "--help"], capture_output=True, text=True,
+                            env={**os.environ, "COLUMNS": "100"})
+    assert result.returncode == 0 and "--from" in result.stdout
+    assert max(map(len, result.stdout.splitlines())) <= 100
