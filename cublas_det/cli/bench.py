@@ -19,6 +19,7 @@ import time
 
 from .. import __version__
 from .._cublas import ComputeType
+from ..capture.file import load as load_capture
 from ..check import CheckInterrupted, check_many
 from ..check.devices import (
     INTERRUPTED,
@@ -27,7 +28,6 @@ from ..check.devices import (
     run_sweep,
     sweep_failed,
 )
-from ..capture.file import load as load_capture
 from ..check.scenarios import REGISTRY, validate_scenarios, without_workers
 from ..config import (
     DEFAULT_MODES,

@@ -20,7 +20,15 @@ from ..capture.run import run_captured, signal_name
 from ..errors import InputFileError, UsageError
 from ..files import open_regular
 from ..report.capture import render_capture
-from .common import EXIT_OK, ArgumentParser, check_writable, prog_name, run_guarded, warning_line, wrap_paragraphs
+from .common import (
+    EXIT_OK,
+    ArgumentParser,
+    check_writable,
+    prog_name,
+    run_guarded,
+    warning_line,
+    wrap_paragraphs,
+)
 
 EPILOG = """examples:
   %(prog)s -- python train.py --steps 3   # writes capture.json and a report
