@@ -1,8 +1,8 @@
 """Every command line entry, as a user types it: its name in errors, one line and exit 2 without a GPU, --help.
 
 Behaviour runs in this process (the ``typed`` fixture); the process boundary (the name an entry
-gives itself, its exit status) runs in real interpreters, a usage error for each entry and the
-no-GPU path once, started together.
+gives itself, its exit status) runs in real interpreters, a usage error for each entry, started
+together (test_bench runs the no-GPU path in one).
 """
 
 import os
@@ -11,8 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
-from cublas_det import gpu_available
 
 from .conftest import BIN, ROOT, needs_no_gpu
 
@@ -36,13 +34,11 @@ PACKAGE_ENTRIES = [entry for entry in ENTRIES if not entry.startswith("bench/")]
 
 @pytest.fixture(scope="module")
 def processes():
-    """Real interpreters, all started at once: each entry's usage error, and ``cublas-det`` without a GPU."""
+    """Real interpreters, all started at once: each entry's usage error."""
     # This tree's cublas_det first on the path, whichever copy is installed (scripts and the
     # console script do not have the working directory on it).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     runs = {(entry, "--no-such-flag"): [*command, "--no-such-flag"] for entry, (command, _) in ENTRIES.items()}
-    if not gpu_available():
-        runs["cublas-det", None] = ENTRIES["cublas-det"][0]
     started = {key: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
                for key, argv in runs.items()}
     done = {}
@@ -87,12 +83,6 @@ def test_one_command_with_a_version_and_every_subcommand_within_100_columns(type
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_without_gpu_one_line_exit_2(entry, typed):
     line = _one_error_line(typed(entry), ENTRIES[entry][1])
-    assert "no GPU available: " in line
-
-
-@needs_no_gpu
-def test_without_gpu_one_line_exit_2_from_a_real_process(processes):
-    line = _one_error_line(processes["cublas-det", None], "cublas-det")
     assert "no GPU available: " in line
 
 
