@@ -24,7 +24,7 @@ from ..memory import check_fits
 from ..operands import HostOperands, Operands, fp64_reference, output
 from ..phases import Phases
 from ..shapes import GemmShape, parse_shape
-from .results import GemmCheck, ScenarioResult
+from .results import CallKernels, GemmCheck, ScenarioResult
 from .scenarios import (
     DEFAULT_SCENARIOS,
     REGISTRY,
@@ -207,7 +207,8 @@ def _check_one(shape, config, source, seed, names, repeats, operands, run, share
         return _failed_check(shape, config, source, seed, names, f"reference digest: {type(digest).__name__}: "
                              f"{digest}", provenance, operands.digests)
     return GemmCheck(shape, config, source.value, seed, digest, rel_error, tuple(results), provenance,
-                     input_digests=operands.digests, kernels=signature)
+                     input_digests=operands.digests,
+                     kernels=CallKernels.from_dict(signature.to_dict()) if signature else None)
 
 
 def _reference(shape, config, a, b, handle, run, kernels, shared):

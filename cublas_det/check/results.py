@@ -18,7 +18,6 @@ import enum
 
 from ..bits.compare import Mismatch, RunsSummary
 from ..config import GemmConfig
-from ..kernels.signature import KernelSignature
 from ..shapes import GemmShape
 
 
@@ -131,6 +130,27 @@ class ScenarioResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class CallKernels:
+    """The kernels one GEMM call ran, as plain data: the --json record kernels/ made of its signature
+    (``KernelSignature.to_dict``), kept whole so that a file reads back as it was written."""
+
+    launches: tuple[str, ...]  # each kernel with its grid: "splitKreduce_kernel grid 2x8x1"
+    brief: str  # a few words for a table cell: "SIMT 64x64, split-K 64 + reduce"
+    record: dict
+
+    def describe(self) -> str:
+        return " + ".join(self.launches) or "no kernel"
+
+    def to_dict(self) -> dict:
+        return dict(self.record)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CallKernels:
+        launches = tuple(f"{k['name']} grid {'x'.join(map(str, k['grid']))}" for k in data["launches"])
+        return cls(launches, data["brief"], data)
+
+
+@dataclasses.dataclass(frozen=True)
 class GemmCheck:
     """Facts about one GEMM shape in one configuration: its digest, accuracy and each scenario."""
 
@@ -145,7 +165,7 @@ class GemmCheck:
     elapsed_s: float = 0.0
     error: str | None = None  # the GEMM itself could not be computed (operands, reference)
     input_digests: dict = dataclasses.field(default_factory=dict)  # sha256 of A's and B's bytes
-    kernels: KernelSignature | None = None  # the reference call's kernels, when they were recorded
+    kernels: CallKernels | None = None  # the reference call's kernels, when they were recorded
 
     @property
     def mode_name(self) -> str:
@@ -220,4 +240,4 @@ class GemmCheck:
                    data["seed"], data["digest"], data["rel_error"],
                    tuple(ScenarioResult.from_dict(r) for r in data["scenarios"]), data.get("provenance", {}),
                    data.get("elapsed_s", 0.0), data.get("error"), data.get("input_digests", {}),
-                   KernelSignature.from_dict(data["kernels"]) if data.get("kernels") else None)
+                   CallKernels.from_dict(data["kernels"]) if data.get("kernels") else None)

@@ -76,7 +76,7 @@ def header(kernels: bool) -> list[str]:
 
 def _kernel_cells(check: GemmCheck | None, arm) -> list[str]:
     """Kernel time per GEMM (CUPTI, held graph replays) and the reference call's kernels, briefly."""
-    return [_fmt_us(arm.kernel_us if arm else None), check.kernels.brief() if check and check.kernels else "-"]
+    return [_fmt_us(arm.kernel_us if arm else None), check.kernels.brief if check and check.kernels else "-"]
 
 
 def _ratio_cell(ratio, timing) -> str:
