@@ -204,6 +204,29 @@ def test_the_summary_never_claims_what_did_not_run():
     assert lines[-1] == "Verdict: pass, no guarantee was checked (exit 0)"  # never "every guarantee held"
 
 
+def test_a_scenario_that_compared_nothing_never_reads_identical():
+    # The pending placeholder of a worker scenario that never came back, and modes with one configuration
+    pending = ScenarioResult("fresh-process", G, 0, 0, detail="pending")
+    alone = ScenarioResult("modes", C, 0, 0, extra={"groups": [["PEDANTIC"]], "same_bits_as": []})
+    hazard = ScenarioResult("sm-count", H, 0, 0)
+    for result in (pending, alone, hazard):
+        assert not result.identical and not result.changed_bits and "identical" not in str(result)
+        assert str(result) == f"{result.scenario}: nothing compared" + (" (pending)" if result.detail else "")
+        data = result.to_dict()
+        assert data["identical"] is False and data["outcome"] == "nothing compared"
+        assert ScenarioResult.from_dict(data) == result
+    checks = _checks(("PEDANTIC", 5e-7, (pending, hazard, alone)))
+    assert checks["PEDANTIC"].verdict.value == "not checked"
+    result = _bench_result(checks)
+    lines = text.summary_lines(result)
+    assert lines[0] == "Reproducible: not checked (no guarantee scenario ran for the 1 shape/mode pairs)"
+    assert lines[-1] == "Verdict: pass, no guarantee was checked (exit 0)" and not any("Hazards" in l for l in lines)
+    row = next(line for line in text.render_text(result).splitlines() if line.startswith("  PEDANTIC "))
+    assert row.split()[1:5] == ["not", "checked", "-", "-"], row  # repro, changed by, same bits as
+    extra = json_file.to_json(result)["benchmarks"][0]["extra_info"]
+    assert extra["reproducible"] == "not checked" and all(not s["identical"] for s in extra["scenarios"])
+
+
 def test_comparison_is_printed_and_its_exit_code_returned(capsys):
     import argparse
 

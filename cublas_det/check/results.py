@@ -36,6 +36,7 @@ class Outcome(str, enum.Enum):
     DIFFER = "bits differ"
     ERROR = "error"
     NOT_APPLICABLE = "not applicable"
+    NOTHING_COMPARED = "nothing compared"  # no run (a worker's placeholder, modes of one configuration)
 
 
 class Reproducible(str, enum.Enum):
@@ -79,6 +80,8 @@ class ScenarioResult:
             return Outcome.ERROR
         if self.not_applicable:
             return Outcome.NOT_APPLICABLE
+        if not self.runs:
+            return Outcome.NOTHING_COMPARED
         return Outcome.DIFFER if self.differing_runs else Outcome.IDENTICAL
 
     @property
@@ -89,11 +92,18 @@ class ScenarioResult:
     def changed_bits(self) -> bool:
         return self.outcome is Outcome.DIFFER
 
+    @property
+    def compared(self) -> bool:
+        """The scenario ran and compared bits: identical, or they differ."""
+        return self.outcome in (Outcome.IDENTICAL, Outcome.DIFFER)
+
     def __str__(self) -> str:
         if self.error:
             return f"{self.scenario}: error: {self.error}"
         if self.not_applicable:
             return f"{self.scenario}: not applicable: {self.not_applicable}"
+        if not self.runs:
+            return f"{self.scenario}: nothing compared" + (f" ({self.detail})" if self.detail else "")
         if self.identical:
             return f"{self.scenario}: identical in {self.runs} runs"
         where = f" at {self.index}" if self.index is not None else ""
@@ -178,7 +188,7 @@ class GemmCheck:
     def verdict(self) -> Reproducible:
         """Judged on guarantee scenarios only: NO if one gave other bits, error if one could not run,
         not checked if none ran, else yes."""
-        guarantees = [r for r in self.of_kind(Kind.GUARANTEE) if r.outcome is not Outcome.NOT_APPLICABLE]
+        guarantees = [r for r in self.of_kind(Kind.GUARANTEE) if r.compared or r.error]
         if any(r.changed_bits for r in guarantees):
             return Reproducible.NO
         if self.error or any(r.error for r in guarantees):
