@@ -59,8 +59,8 @@ class ScenarioResult:
     kind: Kind
     runs: int
     differing_runs: int
-    mismatched_elements: int = 0  # in the worst run
-    total_elements: int = 0
+    mismatched_elements: int = 0  # in the run with the most of them
+    total_elements: int = 0  # of that run
     max_abs_diff: float = 0.0  # over every mismatching element of every run
     max_ulp: int = 0
     index: tuple[int, ...] | None = None  # (row, column) of the greatest ULP distance
