@@ -21,7 +21,7 @@ from ..handle import create_handle
 from ..kernels.recorder import require_cupti
 from ..kernels.signature import recorded_signature
 from ..memory import check_fits
-from ..operands import HostOperands, Operands, fp64_reference, output
+from ..operands import HostOperands, Operands, fp64_reference, output, same_seed
 from ..phases import Phases
 from ..shapes import GemmShape, parse_shape
 from .results import CallKernels, GemmCheck, ScenarioResult
@@ -96,6 +96,7 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
         raise ValueError(f"repeats must be an int >= 2, not {repeats!r}")
     shapes = [parse_shape(s) if isinstance(s, str) else s for s in shapes]
     configs = [resolve_config(mode) for mode in modes]
+    same_seed(operands, seed)
     require_gpu()
     if kernels:
         require_cupti()
