@@ -67,7 +67,7 @@ class HostOperands:
 
     numpy's generator takes up to a second for a large shape's pair, and releases the GIL:
     :meth:`prefetch` draws the pairs in ``workers`` threads while the GPU checks the shapes before them. At most ``budget_bytes`` are held (a quarter of the host's free
-    memory by default); a shape beyond it is drawn anew each time it is asked for.
+    memory by default); a shape beyond it is drawn anew, from the same seed, each time it is asked for.
     """
 
     def __init__(self, seed: int, budget_bytes: int | None = None, workers: int = 4):
@@ -99,7 +99,7 @@ class HostOperands:
     def _triple(self, shape: GemmShape, config: GemmConfig | None):
         key = self._key(shape, config)
         held = self._held.get(key)
-        if held is None:
+        if held is None:  # beyond the budget, drawn again on each use: the same seed, the same bits
             held = _made(shape, self.seed, config)
             size = footprint_bytes(shape, config)
             if self._held_bytes + size <= self.budget_bytes:
@@ -125,6 +125,12 @@ class HostOperands:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         self._held, self._held_bytes = {}, 0
+
+
+def same_seed(operands: HostOperands | None, seed: int) -> None:
+    """Raise ValueError unless ``operands`` (if given) are drawn from ``seed``, the one results record."""
+    if operands is not None and operands.seed != seed:
+        raise ValueError(f"the host operands are drawn from seed {operands.seed}, not {seed}")
 
 
 def footprint_bytes(shape: GemmShape, config: GemmConfig | None = None) -> int:

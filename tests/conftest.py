@@ -2,8 +2,13 @@
 pytest_plugins = ["pytester"]
 
 
+import importlib.metadata
 import importlib.util
 import pathlib
+import runpy
+import subprocess
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -11,6 +16,57 @@ import pytest
 from cublas_det import gpu_available
 
 needs_no_gpu = pytest.mark.skipif(gpu_available(), reason="checks the no-GPU path; a GPU is present")
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BIN = pathlib.Path(sys.executable).parent  # where pip put the console scripts
+
+
+def _run_as_typed(command: str, args) -> int | str | None:
+    """``command ARGS`` as Python runs it from a shell: ``python -m M``, ``bench/X.py`` or a console script."""
+    words = command.split()
+    if words[:2] == ["python", "-m"]:  # the module's code as __main__, with its spec, as runpy does
+        spec = importlib.util.find_spec(words[2])
+        if spec.submodule_search_locations is not None:  # a package: its __main__
+            spec = importlib.util.find_spec(f"{words[2]}.__main__")
+        main = types.ModuleType("__main__")
+        main.__spec__, main.__file__, main.__package__, main.__loader__ = spec, spec.origin, spec.parent, spec.loader
+        sys.modules["__main__"], sys.argv = main, [spec.origin, *args]
+        exec(compile(pathlib.Path(spec.origin).read_text(), spec.origin, "exec"), main.__dict__)
+    elif words[0].startswith("bench/"):
+        sys.argv = [str(ROOT / words[0]), *args]
+        runpy.run_path(str(ROOT / words[0]), run_name="__main__")
+    else:  # what pip's launcher runs: the entry point's function, under a __main__ without a spec
+        (script,) = importlib.metadata.entry_points(group="console_scripts", name=words[0])
+        sys.argv = [str(BIN / words[0]), *words[1:], *args]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        return script.load()()
+    return 0
+
+
+@pytest.fixture
+def typed(capsys, monkeypatch):
+    """Run a command line in this process as a subprocess would: ``typed("python -m cublas_det.diff", a, b)``.
+
+    Its name in messages is the one the user typed; returns a CompletedProcess (exit code, stdout,
+    stderr). For behaviour; tests of the process boundary itself run a real interpreter.
+    """
+    def run(command: str, *args, env: dict | None = None) -> subprocess.CompletedProcess:
+        args = [str(arg) for arg in args]
+        with monkeypatch.context() as patch:
+            patch.setattr(sys, "argv", list(sys.argv))
+            patch.setitem(sys.modules, "__main__", sys.modules["__main__"])
+            for name, value in (env or {}).items():
+                patch.setenv(name, value)
+            capsys.readouterr()
+            try:
+                code = _run_as_typed(command, args)
+            except SystemExit as stop:
+                code = stop.code
+            out, err = capsys.readouterr()
+        if isinstance(code, str):  # sys.exit("message"): printed on stderr, exit 1
+            code, err = 1, err + code + "\n"
+        return subprocess.CompletedProcess([command, *args], code or 0, out, err)
+
+    return run
 
 
 def host_operands(m, n, k, trans_a=False, trans_b=False, seed=0):
@@ -30,7 +86,7 @@ def fp64_product(a, b, trans_a=False, trans_b=False):
 
 def load_bench_script(name: str):
     """A script of bench/ (not a package) imported as a module, for its functions."""
-    path = pathlib.Path(__file__).resolve().parent.parent / "bench" / name
+    path = ROOT / "bench" / name
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

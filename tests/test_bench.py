@@ -20,9 +20,9 @@ from .conftest import needs_no_gpu
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"  # a default run on an H200
 
 
-def _run(*args):
-    return subprocess.run([sys.executable, "-m", "cublas_det.bench", *args], capture_output=True, text=True,
-                          timeout=120, check=False)
+@pytest.fixture
+def run(typed):
+    return lambda *args: typed("python -m cublas_det.bench", *args)
 
 
 def test_help_shows_defaults_and_examples():
@@ -42,43 +42,45 @@ def test_help_shows_defaults_and_examples():
     (["--compare", "/nonexistent.json"], "/nonexistent.json: no such file"),
     (["--tokens", "0"], "tokens"),
 ])
-def test_argument_errors_are_one_line_exit_2(args, message):
-    result = _run(*args)
+def test_argument_errors_are_one_line_exit_2(run, args, message):
+    result = run(*args)
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_argparse_usage_errors_exit_2():
-    result = _run("--fail-on", "5")
+def test_argparse_usage_errors_exit_2(run):
+    result = run("--fail-on", "5")
     assert result.returncode == 2 and "--fail-on needs --compare" in result.stderr
-    assert _run("--modes", "fast").returncode == 2
-    gone = _run("--processes", "2")
+    assert run("--modes", "fast").returncode == 2
+    gone = run("--processes", "2")
     assert gone.returncode == 2 and "unrecognized arguments: --processes 2" in gone.stderr
 
 
-def test_list_needs_no_gpu():
-    result = _run("--list", "--preset", "mamba2-2.7b", "--tokens", "2048")
+def test_list_needs_no_gpu(run):
+    result = run("--list", "--preset", "mamba2-2.7b", "--tokens", "2048")
     assert result.returncode == 0
     assert "mamba2-2.7b/in_proj/dW" in result.stdout and "10576" in result.stdout and " 2048 " in result.stdout
 
 
 @needs_no_gpu
 def test_no_gpu_is_one_line_exit_2(tmp_path):
-    result = _run("--json", str(tmp_path / "out.json"))
+    # A real interpreter: the command users know, end to end
+    result = subprocess.run([sys.executable, "-m", "cublas_det.bench", "--json", str(tmp_path / "out.json")],
+                            capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2
     prog = f"{os.path.basename(sys.executable)} -m cublas_det.bench"  # the name the user typed
     assert result.stderr.strip().startswith(f"{prog}: error: no GPU available:")
     assert result.stdout == "" and not (tmp_path / "out.json").exists()
 
 
-def test_compare_cli_rejects_a_file_that_is_not_ours(tmp_path):
+def test_compare_cli_rejects_a_file_that_is_not_ours(run, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{\"x\": 1}")
-    result = _run("--compare", str(bad))
+    result = run("--compare", str(bad))
     assert result.returncode == 2 and "not a cublas_det --json file" in result.stderr
     bad.write_text("not json")
-    assert "not JSON" in _run("--compare", str(bad)).stderr
+    assert "not JSON" in run("--compare", str(bad)).stderr
 
 
 def test_stored_json_has_pytest_benchmark_layout():
@@ -200,6 +202,29 @@ def test_the_summary_never_claims_what_did_not_run():
     assert lines[0] == "Reproducible: not checked (no guarantee scenario ran for the 1 shape/mode pairs)"
     assert "Hazards (bits changed, as cuBLAS warns; findings, never failures): SM count in 0 of 1 pairs" in lines
     assert lines[-1] == "Verdict: pass, no guarantee was checked (exit 0)"  # never "every guarantee held"
+
+
+def test_a_scenario_that_compared_nothing_never_reads_identical():
+    # The pending placeholder of a worker scenario that never came back, and modes with one configuration
+    pending = ScenarioResult("fresh-process", G, 0, 0, detail="pending")
+    alone = ScenarioResult("modes", C, 0, 0, extra={"groups": [["PEDANTIC"]], "same_bits_as": []})
+    hazard = ScenarioResult("sm-count", H, 0, 0)
+    for result in (pending, alone, hazard):
+        assert not result.identical and not result.changed_bits and "identical" not in str(result)
+        assert str(result) == f"{result.scenario}: nothing compared" + (" (pending)" if result.detail else "")
+        data = result.to_dict()
+        assert data["identical"] is False and data["outcome"] == "nothing compared"
+        assert ScenarioResult.from_dict(data) == result
+    checks = _checks(("PEDANTIC", 5e-7, (pending, hazard, alone)))
+    assert checks["PEDANTIC"].verdict.value == "not checked"
+    result = _bench_result(checks)
+    lines = text.summary_lines(result)
+    assert lines[0] == "Reproducible: not checked (no guarantee scenario ran for the 1 shape/mode pairs)"
+    assert lines[-1] == "Verdict: pass, no guarantee was checked (exit 0)" and not any("Hazards" in l for l in lines)
+    row = next(line for line in text.render_text(result).splitlines() if line.startswith("  PEDANTIC "))
+    assert row.split()[1:5] == ["not", "checked", "-", "-"], row  # repro, changed by, same bits as
+    extra = json_file.to_json(result)["benchmarks"][0]["extra_info"]
+    assert extra["reproducible"] == "not checked" and all(not s["identical"] for s in extra["scenarios"])
 
 
 def test_comparison_is_printed_and_its_exit_code_returned(capsys):

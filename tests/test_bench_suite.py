@@ -146,21 +146,11 @@ def _suite_file(tmp_path, medians: dict) -> str:
     return str(path)
 
 
-def _run_script(*args):
-    import os
-    import subprocess
-    import sys
-
-    root = SUITE.parent.parent
-    return subprocess.run([sys.executable, str(root / "bench" / "suite_vs_bench.py"), *args], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)}, check=False)
-
-
-def test_suite_ratios_are_checked_against_the_bench_intervals(tmp_path):
+def test_suite_ratios_are_checked_against_the_bench_intervals(typed, tmp_path):
     # The H200 run's TF32/PEDANTIC: trunk/W_in/dW 0.8257 [0.8239, 0.8277], trunk/W_a/dX 0.6032 [0.6014, 0.6052].
     suite = _suite_file(tmp_path, {("trunk/W_in/dW", "PEDANTIC"): 9.0e-6, ("trunk/W_in/dW", "TF32"): 7.425e-6,
                                    ("trunk/W_a/dX", "PEDANTIC"): 8.5e-6, ("trunk/W_a/dX", "TF32"): 5.5e-6})
-    result = _run_script(suite, str(DATA / "h200_run_identity.json"))
+    result = typed("bench/suite_vs_bench.py", suite, str(DATA / "h200_run_identity.json"))
     assert result.returncode == 1, result.stderr  # W_a/dX: 5.5/8.5 = 0.647 lies beyond its reach
     assert ("trunk/W_in/dW: suite TF32/PEDANTIC 0.8250 (1.21x), bench 0.8257 [0.8239, 0.8277] -> inside; rerun's "
             "reach [0.8231, 0.8285] -> agrees") in result.stdout
@@ -169,16 +159,16 @@ def test_suite_ratios_are_checked_against_the_bench_intervals(tmp_path):
     assert "2 shapes: 1 inside the bench's interval, 1 within a rerun's reach" in result.stdout
 
 
-def test_files_given_the_wrong_way_round_are_one_line_errors(tmp_path):
+def test_files_given_the_wrong_way_round_are_one_line_errors(typed, tmp_path):
     suite = _suite_file(tmp_path, {("trunk/W_in/dW", "PEDANTIC"): 9.0e-6, ("trunk/W_in/dW", "TF32"): 7.4e-6})
     bench = str(DATA / "h200_run_identity.json")
     for args in ((bench, suite), (suite, suite)):
-        result = _run_script(*args)
+        result = typed("bench/suite_vs_bench.py", *args)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "Traceback" not in result.stderr
-    assert "not a file of python -m pytest bench/" in _run_script(bench, suite).stderr
+    assert "not a file of python -m pytest bench/" in typed("bench/suite_vs_bench.py", bench, suite).stderr
     assert ("a file of python -m pytest bench/, not a --json run of python -m cublas_det.bench; give the suite's "
-            "file first") in _run_script(suite, suite).stderr
+            "file first") in typed("bench/suite_vs_bench.py", suite, suite).stderr
 
 
 def test_a_suite_ratio_outside_the_interval_but_within_a_reruns_reach_agrees():

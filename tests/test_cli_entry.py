@@ -1,4 +1,9 @@
-"""Every command line entry, as a user types it: its name in errors, one line and exit 2 without a GPU, --help."""
+"""Every command line entry, as a user types it: its name in errors, one line and exit 2 without a GPU, --help.
+
+Behaviour runs in this process (the ``typed`` fixture); the process boundary (the name an entry
+gives itself, its exit status) runs in real interpreters, a usage error for each entry, started
+together (test_bench runs the no-GPU path in one).
+"""
 
 import os
 import pathlib
@@ -7,12 +12,11 @@ import sys
 
 import pytest
 
-from .conftest import needs_no_gpu
+from .conftest import BIN, ROOT, needs_no_gpu
 
 PYTHON = os.path.basename(sys.executable)
-CONSOLE_SCRIPT = pathlib.Path(sys.executable).parent / "cublas-det-bench"  # installed beside this interpreter
-COMMAND = pathlib.Path(sys.executable).parent / "cublas-det"
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+CONSOLE_SCRIPT = BIN / "cublas-det-bench"  # installed beside this interpreter
+COMMAND = BIN / "cublas-det"
 BENCH = ROOT / "bench"
 SCRIPTS = ("check_overhead.py", "host_overhead.py", "profiler_crosscheck.py")
 
@@ -28,12 +32,20 @@ ENTRIES = {
 PACKAGE_ENTRIES = [entry for entry in ENTRIES if not entry.startswith("bench/")]
 
 
-def _run(command, *args, env=None):
-    # This tree's cublas_det first on the path, as in the in-process tests, whichever copy is
-    # installed (scripts and the console script do not have the working directory on it).
-    env = dict(os.environ if env is None else env)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120, env=env, check=False)
+@pytest.fixture(scope="module")
+def processes():
+    """Real interpreters, all started at once: each entry's usage error."""
+    # This tree's cublas_det first on the path, whichever copy is installed (scripts and the
+    # console script do not have the working directory on it).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    runs = {(entry, "--no-such-flag"): [*command, "--no-such-flag"] for entry, (command, _) in ENTRIES.items()}
+    started = {key: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+               for key, argv in runs.items()}
+    done = {}
+    for key, process in started.items():
+        out, err = process.communicate(timeout=120)
+        done[key] = subprocess.CompletedProcess(runs[key], process.returncode, out, err)
+    return done
 
 
 def _one_error_line(result, prog):
@@ -49,55 +61,54 @@ def test_console_scripts_are_installed():
     assert CONSOLE_SCRIPT.is_file() and COMMAND.is_file(), "install the package (README): cublas-det and cublas-det-bench"
 
 
-def test_one_command_with_a_version_and_every_subcommand_within_100_columns():
+def test_one_command_with_a_version_and_every_subcommand_within_100_columns(typed):
     from cublas_det import __version__
     from cublas_det.cli import COMMANDS
 
-    version = _run([str(COMMAND)], "--version")
+    version = typed("cublas-det", "--version")
     assert version.returncode == 0 and version.stdout.strip() == f"cublas-det {__version__}"
-    top = _run([str(COMMAND)], "--help")
+    top = typed("cublas-det", "--help")
     assert top.returncode == 0 and all(f"  {name} " in top.stdout for name in COMMANDS)
     for name in COMMANDS:
-        helped = _run([str(COMMAND), name, "--help"], env={**os.environ, "COLUMNS": "100"})
+        helped = typed(f"cublas-det {name}", "--help", env={"COLUMNS": "100"})
         assert helped.returncode == 0, (name, helped.stderr)
         assert helped.stdout.startswith(f"usage: cublas-det {name}")
         assert max(len(line) for line in helped.stdout.splitlines()) <= 100, name
     assert max(len(line) for line in top.stdout.splitlines()) <= 100
-    unknown = _run([str(COMMAND)], "frobnicate")
+    unknown = typed("cublas-det", "frobnicate")
     assert unknown.returncode == 2 and unknown.stderr.startswith("cublas-det: error: no command 'frobnicate'")
 
 
 @needs_no_gpu
 @pytest.mark.parametrize("entry", ENTRIES)
-def test_without_gpu_one_line_exit_2(entry):
-    command, prog = ENTRIES[entry]
-    line = _one_error_line(_run(command), prog)
+def test_without_gpu_one_line_exit_2(entry, typed):
+    line = _one_error_line(typed(entry), ENTRIES[entry][1])
     assert "no GPU available: " in line
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
-def test_usage_error_is_one_line_in_argparse_style(entry):
-    command, prog = ENTRIES[entry]
-    line = _one_error_line(_run(command, "--no-such-flag"), prog)
-    assert line == f"{prog}: error: unrecognized arguments: --no-such-flag (see {prog} --help)"
+def test_usage_error_is_one_line_in_argparse_style(entry, typed, processes):
+    prog = ENTRIES[entry][1]
+    for result in (typed(entry, "--no-such-flag"), processes[entry, "--no-such-flag"]):
+        line = _one_error_line(result, prog)
+        assert line == f"{prog}: error: unrecognized arguments: --no-such-flag (see {prog} --help)"
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
-def test_help_needs_no_gpu_and_names_the_program(entry):
-    command, prog = ENTRIES[entry]
-    result = _run(command, "--help")
+def test_help_needs_no_gpu_and_names_the_program(entry, typed):
+    result = typed(entry, "--help")
     assert result.returncode == 0
-    assert result.stdout.startswith(f"usage: {prog} ")
+    assert result.stdout.startswith(f"usage: {ENTRIES[entry][1]} ")
 
 
 @pytest.mark.parametrize("entry", PACKAGE_ENTRIES)
-def test_help_lists_the_exit_codes(entry):
-    result = _run(ENTRIES[entry][0], "--help")
+def test_help_lists_the_exit_codes(entry, typed):
+    result = typed(entry, "--help")
     assert "exit codes:\n  0  " in result.stdout and "\n  2  " in result.stdout
 
 
-def test_bench_help_wraps_the_description_and_shows_plain_defaults():
-    result = _run(ENTRIES["cublas-det-bench"][0], "--help", env={**os.environ, "COLUMNS": "80"})
+def test_bench_help_wraps_the_description_and_shows_plain_defaults(typed):
+    result = typed("cublas-det-bench", "--help", env={"COLUMNS": "80"})
     description = result.stdout.split("\n\n")[1]
     assert len(description.splitlines()) > 2
     assert max(len(line) for line in description.splitlines()) <= 78  # argparse's width on 80 columns
@@ -107,11 +118,11 @@ def test_bench_help_wraps_the_description_and_shows_plain_defaults():
     assert "  cublas-det-bench --quick " in result.stdout  # examples under the typed name
 
 
-def test_lists_as_one_flag_or_repeated_flags():
-    command = ENTRIES["python -m cublas_det.bench"][0]
-    together = _run(command, "--list", "--preset", "trunk", "mamba2-130m", "--shape", "8x8x8", "16x16x16:nt")
-    repeated = _run(command, "--list", "--preset", "trunk", "--preset", "mamba2-130m",
-                    "--shape", "8x8x8", "--shape", "16x16x16:nt")
+def test_lists_as_one_flag_or_repeated_flags(typed):
+    command = "python -m cublas_det.bench"
+    together = typed(command, "--list", "--preset", "trunk", "mamba2-130m", "--shape", "8x8x8", "16x16x16:nt")
+    repeated = typed(command, "--list", "--preset", "trunk", "--preset", "mamba2-130m",
+                     "--shape", "8x8x8", "--shape", "16x16x16:nt")
     assert together.returncode == repeated.returncode == 0, together.stderr + repeated.stderr
     assert together.stdout == repeated.stdout
     for name in ("trunk/W_in/dW", "mamba2-130m/in_proj/dW", "8x8x8:nn", "16x16x16:nt"):
@@ -131,8 +142,8 @@ def test_every_list_option_takes_one_flag_or_repeated_flags():
     assert parser.parse_args([]).modes is None  # its default depends on --dtype: bench._configurations
 
 
-def test_libs_shows_where_each_library_was_found_without_a_gpu():
-    result = _run(ENTRIES["python -m cublas_det"][0], "--libs")
+def test_libs_shows_where_each_library_was_found_without_a_gpu(typed):
+    result = typed("python -m cublas_det", "--libs")
     assert result.returncode == 0, result.stderr
     rows = result.stdout.splitlines()[1:]
     assert [row.split()[0] for row in rows] == ["libcublas", "cudart", "NVRTC"]

@@ -5,23 +5,13 @@ import numpy as np
 import pytest
 
 from cublas_det.bits.compare import MismatchTracker, compare, relative_error
+from cublas_det.bits.digest import digest, digest_later
 from cublas_det.bits.streams import lookup_dtype, ordered
 from cublas_det.bits.streams import ulp_distance as bits_ulp_distance
-from cublas_det.bits.digest import digest, digest_later
 
 
 def _values(*xs):
     return np.array(xs, dtype=np.float32)
-
-
-def ulp_distance(a, b):
-    """The one ULP distance (bits.streams), on float arrays."""
-    width = np.uint16 if a.dtype.itemsize == 2 else np.uint32
-    return bits_ulp_distance(a.view(width), b.view(width), lookup_dtype(a.dtype.name))
-
-
-def ordered_bits(xs):
-    return ordered(xs.view(np.uint32), lookup_dtype(xs.dtype.name))
 
 
 def ulp_distance(a, b):

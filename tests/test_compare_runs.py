@@ -4,8 +4,6 @@ import copy
 import hashlib
 import json
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -41,14 +39,14 @@ def _write(tmp_path, name, data):
     return str(path)
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "cublas_det.compare", *map(str, args)], capture_output=True,
-                          text=True, timeout=120, check=False)
+@pytest.fixture
+def cli(typed):
+    return lambda *args: typed("python -m cublas_det.compare", *args)
 
 
-def test_a_run_against_itself_is_identical_exit_0(tmp_path, stored):
+def test_a_run_against_itself_is_identical_exit_0(cli, tmp_path, stored):
     path = _write(tmp_path, "run.json", stored)
-    result = _cli(path, path)
+    result = cli(path, path)
     assert result.returncode == 0, result.stderr
     assert "compared 45: 45 identical, 0 differ; time: 45 SAME; 0 with other inputs, 0 without a digest" in result.stdout
     assert "DIFFER" not in result.stdout and "-AA]" not in result.stdout  # the A/A controls are no results
@@ -96,10 +94,10 @@ def test_another_t_is_inputs_differ_exit_2(stored):
     assert compare_runs(run_from_dict(stored, "base.json"), run_from_dict(trunk_free, "new.json")).exit_code == 2
 
 
-def test_one_changed_digest_is_bits_differ_exit_1(tmp_path, stored):
+def test_one_changed_digest_is_bits_differ_exit_1(cli, tmp_path, stored):
     doctored = copy.deepcopy(stored)
     doctored["benchmarks"][8]["extra_info"]["digest"] = "0" * 64
-    result = _cli(_write(tmp_path, "a.json", stored), _write(tmp_path, "b.json", doctored))
+    result = cli(_write(tmp_path, "a.json", stored), _write(tmp_path, "b.json", doctored))
     assert result.returncode == 1
     name = doctored["benchmarks"][8]["name"]
     assert f"{name} (128x56x4096:nt): bits DIFFER" in result.stdout
@@ -135,7 +133,7 @@ def test_a_file_of_version_0_1_is_read_with_a_note(stored):
     assert comparison.lines[2].startswith("note: old.json was written by cublas_det 0.1.0, which recorded no seed")
 
 
-def test_a_fleet_of_three_groups_the_odd_file_with_its_machine(tmp_path, stored):
+def test_a_fleet_of_three_groups_the_odd_file_with_its_machine(cli, tmp_path, stored):
     odd = copy.deepcopy(stored)
     odd["machine_info"]["gpu"]["sm_count"] = 114
     odd["machine_info"]["gpu"]["name"] = "NVIDIA H100"
@@ -143,7 +141,7 @@ def test_a_fleet_of_three_groups_the_odd_file_with_its_machine(tmp_path, stored)
         if entry["group"] == "trunk/W_a/dW" and entry["extra_info"].get("digest"):
             entry["extra_info"]["digest"] = "c" * 64
     paths = [_write(tmp_path, f"node-{i}.json", data) for i, data in enumerate((stored, stored, odd))]
-    result = _cli(*paths)
+    result = cli(*paths)
     assert result.returncode == 1, result.stderr
     line = next(x for x in result.stdout.splitlines() if x.startswith("trunk/W_a/dW (128x128x4096:nt) PEDANTIC"))
     assert line.startswith("trunk/W_a/dW (128x128x4096:nt) PEDANTIC: 2 groups: [node-0.json, node-1.json]")
@@ -166,18 +164,16 @@ def test_a_sweep_file_compares_its_devices_in_a_fleet(stored):
     assert any("[a.json:device 0, b.json:device 0, c.json:device 0] aa" in line for line in comparison.lines)
 
 
-def test_report_re_renders_a_stored_run(tmp_path):
+def test_report_re_renders_a_stored_run(typed, tmp_path):
     markdown = tmp_path / "run.md"
-    result = subprocess.run([sys.executable, "-m", "cublas_det.report", str(STORED), "--markdown", str(markdown)],
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = typed("python -m cublas_det.report", STORED, "--markdown", markdown)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("cublas_det 0.1.0 on NVIDIA H200 (132 SMs), cuBLAS 13.1.0, driver 13.0")
     lines = result.stdout.splitlines()
     assert lines[2].startswith("Reproducible: yes, all 45 shape/mode pairs")  # the answer first
     assert max(len(line) for line in lines) <= 100  # every line fits 100 columns
     assert any(line.startswith("Verdict: pass") for line in lines[:12])
-    legacy = subprocess.run([sys.executable, "-m", "cublas_det.report", str(LEGACY)], capture_output=True, text=True,
-                            timeout=120, check=False)
+    legacy = typed("python -m cublas_det.report", LEGACY)
     assert legacy.returncode == 0 and "FAILED (documented as reproducible" in legacy.stdout  # that run's upload race
     assert "  PEDANTIC  yes    batch size               DEFAULT" in result.stdout
     assert "Same bits as PEDANTIC: DEFAULT on 15 of 15 shapes, TF32 on 0 of 15 shapes" in result.stdout
@@ -307,24 +303,24 @@ def test_two_sweep_files_whose_devices_disagree_alike():
 
 
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
-def test_two_entries_of_one_gemm_in_a_file_are_an_error_naming_both(tmp_path, order):
+def test_two_entries_of_one_gemm_in_a_file_are_an_error_naming_both(cli, tmp_path, order):
     """Which of two entries came first decided the verdict (0 or 1); now the file is refused, in either order."""
     results = [_result("8x8x8", "aa"), _result("8x8x8", "bb")]
     data = {"machine_info": {}, "benchmarks": [results[i] for i in order]}
     good = _write(tmp_path, "good.json", {"machine_info": {}, "benchmarks": [_result("8x8x8", "aa")]})
-    result = _cli(good, _write(tmp_path, "dup.json", data))
+    result = cli(good, _write(tmp_path, "dup.json", data))
     assert result.returncode == 2, result.stdout
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert ("dup.json: benchmarks[0] '8x8x8[PEDANTIC]' and benchmarks[1] '8x8x8[PEDANTIC]' are both 8x8x8 in "
             "PEDANTIC: a run holds one entry per shape and configuration") in result.stderr
 
 
-def test_nan_timing_samples_are_refused_even_where_fail_on_would_pass_them(tmp_path, stored):
+def test_nan_timing_samples_are_refused_even_where_fail_on_would_pass_them(cli, tmp_path, stored):
     """NaN samples read as 'time SAME +0.0% [+nan%, +nan%]' and passed --fail-on 1; now the field is named."""
     broken = copy.deepcopy(stored)
     timed = next(entry for entry in broken["benchmarks"] if entry["stats"]["data"])
     timed["stats"]["data"][0] = float("nan")
-    result = _cli(_write(tmp_path, "base.json", stored), _write(tmp_path, "nan.json", broken), "--fail-on", "1")
+    result = cli(_write(tmp_path, "base.json", stored), _write(tmp_path, "nan.json", broken), "--fail-on", "1")
     assert result.returncode == 2, result.stdout
     assert f"nan.json: benchmark {timed['name']!r}: stats.data[0]: expected a positive number of seconds, found nan" \
         in result.stderr

@@ -299,7 +299,8 @@ def test_json_output(seed_runs, tmp_path, capsys):
 
 def test_chunk_size_does_not_change_the_result(seed_runs):
     run_a, run_b = (open_run(str(path)) for path in seed_runs)
-    small = diff_runs(run_a, run_b, all_steps=True, chunk_bytes=40)
+    # 1000-element chunks: PLANTED_AT in the first, first of the second, and the last, partial one
+    small = diff_runs(run_a, run_b, all_steps=True, chunk_bytes=4000)
     large = diff_runs(run_a, run_b, all_steps=True)
     assert small == large
     planted = next(leaf for leaf in large.steps[1].leaves if leaf.leaf == PLANTED)
@@ -307,7 +308,7 @@ def test_chunk_size_does_not_change_the_result(seed_runs):
 
 
 def test_memory_stays_bounded_while_streaming(tmp_path):
-    n = 8 << 20  # 32 MiB per leaf and run
+    n = 4 << 20  # 16 MiB per leaf and run
     values = np.random.default_rng(0).standard_normal(n).astype(np.float32)
     for run, data in (("a", values), ("b", values), ("c", np.nextafter(values, np.float32(1)))):
         (tmp_path / run / "step_0").mkdir(parents=True)
@@ -324,12 +325,12 @@ def test_memory_stays_bounded_while_streaming(tmp_path):
     finally:
         tracemalloc.stop()
     assert equal.identical and every.steps[0].leaves[0].stats.mismatched == n
-    assert equal_peak < 8 << 20 and diverged_peak < 8 << 20, (equal_peak, diverged_peak)
+    assert equal_peak < 8 << 20 and diverged_peak < 8 << 20, (equal_peak, diverged_peak)  # half of one leaf
 
 
 # -- errors: one line, exit 2 --------------------------------------------------------------------
-def _error(tmp_path, *args):
-    result = _cli(*args)
+def _error(typed, *args):
+    result = typed("python -m cublas_det.diff", *args)
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -337,32 +338,32 @@ def _error(tmp_path, *args):
     return lines[0]
 
 
-def test_missing_directory_and_non_run_paths(tmp_path):
+def test_missing_directory_and_non_run_paths(typed, tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "notes.txt").write_text("x")
-    assert "no such file or directory" in _error(tmp_path, tmp_path / "nope", tmp_path / "empty")
-    assert "no steps found" in _error(tmp_path, tmp_path / "empty", tmp_path / "empty")
-    assert "not a run" in _error(tmp_path, tmp_path / "notes.txt", tmp_path / "empty")
+    assert "no such file or directory" in _error(typed, tmp_path / "nope", tmp_path / "empty")
+    assert "no steps found" in _error(typed, tmp_path / "empty", tmp_path / "empty")
+    assert "not a run" in _error(typed, tmp_path / "notes.txt", tmp_path / "empty")
 
 
-def test_bad_dtype_and_bad_options(tmp_path, seed_runs):
-    assert "unknown dtype 'float8'" in _error(tmp_path, *seed_runs, "--dtype", "float8")
-    assert "the following arguments are required" in _error(tmp_path, seed_runs[0])
-    assert "does not exist" in _error(tmp_path, *seed_runs, "--json", tmp_path / "no" / "x.json")
+def test_bad_dtype_and_bad_options(typed, tmp_path, seed_runs):
+    assert "unknown dtype 'float8'" in _error(typed, *seed_runs, "--dtype", "float8")
+    assert "the following arguments are required" in _error(typed, seed_runs[0])
+    assert "does not exist" in _error(typed, *seed_runs, "--json", tmp_path / "no" / "x.json")
 
 
-def test_unreadable_order_file_is_one_line(tmp_path, seed_runs):
-    assert "none.txt: no such file" in _error(tmp_path, *seed_runs, "--order", tmp_path / "none.txt")
+def test_unreadable_order_file_is_one_line(typed, tmp_path, seed_runs):
+    assert "none.txt: no such file" in _error(typed, *seed_runs, "--order", tmp_path / "none.txt")
 
 
-def test_raw_file_size_not_a_multiple_of_the_dtype(tmp_path):
+def test_raw_file_size_not_a_multiple_of_the_dtype(typed, tmp_path):
     (tmp_path / "a" / "step_0").mkdir(parents=True)
     (tmp_path / "a" / "step_0" / "x.bin").write_bytes(b"\0" * 10)
-    message = _error(tmp_path, tmp_path / "a", tmp_path / "a")
+    message = _error(typed, tmp_path / "a", tmp_path / "a")
     assert "10 bytes is not a whole number of float32 elements" in message
 
 
-def test_malformed_logs(tmp_path):
+def test_malformed_logs(typed, tmp_path):
     run = tmp_path / "a"
     run.mkdir()
     good = json.dumps({"step": 0, "leaf": "x", "dtype": "float32", "shape": [2], "digest": "0" * 32})
@@ -380,40 +381,40 @@ def test_malformed_logs(tmp_path):
     ]
     for line, message in cases:
         (run / "trace.jsonl").write_text(good + "\n" + line + "\n")
-        assert message in _error(tmp_path, run, run), line
+        assert message in _error(typed, run, run), line
 
 
-def test_corrupt_and_truncated_numpy_files(tmp_path):
+def test_corrupt_and_truncated_numpy_files(typed, tmp_path):
     (tmp_path / "a" / "step_0").mkdir(parents=True)
     (tmp_path / "a" / "step_0" / "x.npy").write_bytes(b"not an npy file at all")
-    assert "not a readable .npy file" in _error(tmp_path, tmp_path / "a", tmp_path / "a")
+    assert "not a readable .npy file" in _error(typed, tmp_path / "a", tmp_path / "a")
     np.save(tmp_path / "a" / "step_0" / "x.npy", np.zeros(100, np.float32))
     with open(tmp_path / "a" / "step_0" / "x.npy", "r+b") as stream:
         stream.truncate(200)
-    assert "bytes, but its dtype and shape need" in _error(tmp_path, tmp_path / "a", tmp_path / "a")
+    assert "bytes, but its dtype and shape need" in _error(typed, tmp_path / "a", tmp_path / "a")
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "step_0.npz").write_bytes(b"PK\x03\x04 broken")
-    assert "not a readable .npz file" in _error(tmp_path, tmp_path / "b", tmp_path / "b")
+    assert "not a readable .npz file" in _error(typed, tmp_path / "b", tmp_path / "b")
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "step_0.safetensors").write_bytes(struct.pack("<Q", 1000) + b"{}")
-    assert "not a safetensors file" in _error(tmp_path, tmp_path / "c", tmp_path / "c")
+    assert "not a safetensors file" in _error(typed, tmp_path / "c", tmp_path / "c")
 
 
-def test_untyped_bfloat16_npy_needs_dtype(tmp_path, capsys):
+def test_untyped_bfloat16_npy_needs_dtype(typed, tmp_path, capsys):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     run = _npy_run(tmp_path / "a", {0: {"g": np.ones(4, ml_dtypes.bfloat16)}})
-    assert "pass --dtype bfloat16" in _error(tmp_path, run, run)
+    assert "pass --dtype bfloat16" in _error(typed, run, run)
     assert _main(capsys, run, run, "--dtype", "bfloat16")[0] == 0
 
 
-def test_help_has_defaults_and_examples():
-    result = _cli("--help")
+def test_help_has_defaults_and_examples(typed):
+    result = typed("python -m cublas_det.diff", "--help")
     assert result.returncode == 0
     for fragment in ("examples:", "(default: float32)", "--all", "--order FILE", "exit codes"):
         assert fragment in result.stdout
 
 
-def test_damaged_compressed_npz_member_is_one_line(tmp_path):
+def test_damaged_compressed_npz_member_is_one_line(typed, tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     values = np.random.default_rng(0).standard_normal(50_000).astype(np.float32)
@@ -423,7 +424,7 @@ def test_damaged_compressed_npz_member_is_one_line(tmp_path):
     middle = len(damaged) // 2
     damaged[middle:middle + 64] = bytes(64)  # inside the deflate stream, past the .npy header
     (tmp_path / "b" / "step_0.npz").write_bytes(bytes(damaged))
-    assert "read failed" in _error(tmp_path, tmp_path / "a", tmp_path / "b")
+    assert "read failed" in _error(typed, tmp_path / "a", tmp_path / "b")
 
 
 def test_the_worked_example_of_docs_diff(tmp_path, monkeypatch, capsys):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
+from cublas_det.check.results import CallKernels, GemmCheck, Kind, ScenarioResult
 from cublas_det.config import GemmConfig
 from cublas_det.report import text
 from cublas_det.report.markdown import to_markdown
@@ -19,6 +19,11 @@ from .test_kernels import records, signature
 SHAPE = "128x56x4096:nt"
 
 
+def _plain(case: str) -> CallKernels:
+    """A recorded signature as results hold it: plain data, converted from its --json record."""
+    return CallKernels.from_dict(signature(case).to_dict())
+
+
 def _result(with_kernels: bool) -> BenchResult:
     shape = parse_shape(SHAPE)
     checks = {}
@@ -29,7 +34,7 @@ def _result(with_kernels: bool) -> BenchResult:
             {"kernel_changes": {"66 SMs": "split-K 64 -> 32", "116 SMs": "split-K 64 -> 57"}} if with_kernels else {})
         checks[mode] = GemmCheck(shape, GemmConfig.parse(mode), "argument", 0, "ab" * 32, 2.6e-7,
                                  (ScenarioResult("repeat", Kind.GUARANTEE, 20, 0), sm_count),
-                                 kernels=signature(case) if with_kernels else None)
+                                 kernels=_plain(case) if with_kernels else None)
     arms = tuple(ArmTiming(name, tuple(us * (1 + 0.002 * (i % 2)) for i in range(10)), (us * 1.4,) * 10,
                            (1980.0,) * 10, kernel_us=kernel if with_kernels else None,
                            kernels=f"{name} kernels" if with_kernels else "", setups=(0,) * 5 + (1,) * 5)
@@ -75,7 +80,7 @@ def test_kernels_survive_the_json_file_and_render_the_same():
     data = json.loads(json.dumps(to_json(_result(True))))
     back = bench_result(run_from_dict(data, "run.json"))
     report = back.shapes[0]
-    assert report.checks["PEDANTIC"].kernels == signature("128x56x4096:nt/pedantic")
+    assert report.checks["PEDANTIC"].kernels == _plain("128x56x4096:nt/pedantic")
     assert report.timing.arm("TF32").kernel_us == pytest.approx(6.89)
     assert report.timing.arm("TF32").kernels == "TF32 kernels"
     assert report.timing.stop_reason == "interval"  # how the shape was timed is read back too

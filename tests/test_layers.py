@@ -95,6 +95,17 @@ def test_no_import_inside_a_function_but_of_optional_or_gpu_packages():
     assert imports_in_functions(PACKAGE) == []
 
 
+# Results and their rendering hold what kernels/ recorded as plain data, so they do not depend on it.
+PLAIN_DATA = ("check/results.py", "timing/results.py", "report")
+
+
+def test_results_and_reports_hold_kernels_as_plain_data():
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}" for path, parts in _modules(PACKAGE)
+             if str(path.relative_to(PACKAGE)).startswith(PLAIN_DATA)
+             for line, there in _imported_parts(parts, ast.parse(path.read_text())) if there == "kernels"]
+    assert found == []
+
+
 def test_the_checks_catch_an_import_that_runs_up_and_one_inside_a_function(tmp_path):
     fake = tmp_path / "cublas_det"
     (fake / "cli").mkdir(parents=True)

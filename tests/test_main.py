@@ -13,8 +13,8 @@ def _run(*args, env=None):
 
 
 @needs_no_gpu
-def test_without_gpu_one_line_and_exit_2():
-    result = _run()
+def test_without_gpu_one_line_and_exit_2(typed):
+    result = typed("python -m cublas_det")
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
@@ -23,8 +23,8 @@ def test_without_gpu_one_line_and_exit_2():
     assert lines[0].startswith(f"{prog}: error: no GPU available: ")
 
 
-def test_help_exits_0():
-    result = _run("--help")
+def test_help_exits_0(typed):
+    result = typed("python -m cublas_det", "--help")
     assert result.returncode == 0 and "fingerprint" in result.stdout
 
 

@@ -67,3 +67,20 @@ def test_prefetch_leaves_out_what_does_not_fit_the_budget(made):
     held.prefetch([large, small], FP32)
     held.device_pair(small, FP32)
     assert [spec for spec, _ in made] == ["64x32x16:nn"]
+
+
+def test_a_shape_beyond_the_budget_is_drawn_again_with_the_same_bits_and_the_seed_results_record(made):
+    from cublas_det.check import check_many
+    from cublas_det.timing.engine import ShapeSetups
+
+    large = parse_shape("512x256x128")
+    held = operands.HostOperands(seed=7, budget_bytes=0, workers=0)
+    first, again = held.upload(large, FP32), held.upload(large, FP32)
+    assert [spec for spec, _ in made] == [large.spec] * 2  # beyond the budget: each visit draws it
+    assert first.a.tobytes() == again.a.tobytes() and first.b.tobytes() == again.b.tobytes()
+    assert first.digests == again.digests
+    # Checks and timing record their seed: operands drawn from another one are refused, before any GPU work
+    with pytest.raises(ValueError, match="drawn from seed 7, not 0"):
+        ShapeSetups([large], [FP32], seed=0, aa_control=False, operands=held)
+    with pytest.raises(ValueError, match="drawn from seed 7, not 0"):
+        check_many([large], ["pedantic"], seed=0, operands=held)

@@ -48,9 +48,38 @@ def test_readme_cites_only_files_of_the_repository():
         assert (ROOT / path).is_file(), path
 
 
+# Without PYTHONDONTWRITEBYTECODE, which only makes setuptools warn that it will not byte-compile.
+BUILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+# What the unpacked sdist must pass: its package imports and keeps its layers, reads the stored runs of
+# tests/data, and renders and compares them (a few seconds; the whole suite runs from the clone).
+SDIST_SMOKE = ["tests/test_layers.py", "tests/test_compare_runs.py", "tests/test_config.py", "tests/test_shapes.py"]
+
+
+def _build(what: str, source, out) -> list[str]:
+    """``python -m build --sdist|--wheel``: its log, after skipping where no index has setuptools."""
+    result = subprocess.run([sys.executable, "-m", "build", what, "--outdir", str(out), str(source)],
+                            capture_output=True, text=True, timeout=600, env=BUILD_ENV, check=False)
+    log = (result.stdout + result.stderr).splitlines()
+    if result.returncode != 0 and any("No matching distribution found for setuptools" in line for line in log):
+        pytest.skip("cannot install the build backend: no package index reachable (a GPU host without network)")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return log
+
+
+def _unpack(sdist, into):
+    with tarfile.open(sdist) as archive:
+        # The "data" filter where this Python has it (3.12, and 3.10.12/3.11.4 on): 3.14's default.
+        archive.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    (unpacked,) = into.iterdir()
+    return unpacked
+
+
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory):
-    """(sdist, wheel) built from a copy of the source tree."""
+    """(sdist, wheel, the smoke run's process): as ``python -m build`` makes them, the wheel from the sdist.
+
+    The smoke subset starts in the unpacked sdist as soon as it exists and runs while the wheel builds.
+    """
     if os.environ.get(NESTED):
         pytest.skip("already inside the unpacked sdist's test run")
     pytest.importorskip("build", reason="needs the test extra's 'build' (pip install -e '.[cuda12,test]')")
@@ -58,21 +87,26 @@ def dists(tmp_path_factory):
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
         ".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".benchmarks"))
     out = tmp_path_factory.mktemp("dist")
-    # Without PYTHONDONTWRITEBYTECODE, which only makes setuptools warn that it will not byte-compile.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    result = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(source)],
-                            capture_output=True, text=True, timeout=600, env=env, check=False)
-    log = (result.stdout + result.stderr).splitlines()
-    if result.returncode != 0 and any("No matching distribution found for setuptools" in line for line in log):
-        pytest.skip("cannot install the build backend: no package index reachable (a GPU host without network)")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert not [line for line in log if "deprecat" in line.lower() or line.lower().startswith("warning:")], log
-    (sdist,), (wheel,) = out.glob("*.tar.gz"), out.glob("*.whl")
-    return sdist, wheel
+    log = _build("--sdist", source, out)
+    (sdist,) = out.glob("*.tar.gz")
+    tested = _unpack(sdist, tmp_path_factory.mktemp("tested"))
+    # The unpacked copy of cublas_det comes first on the path, before this environment's install.
+    smoke = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SDIST_SMOKE],
+                             cwd=tested, env={**os.environ, NESTED: "1", "PYTHONPATH": str(tested)},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        log += _build("--wheel", _unpack(sdist, tmp_path_factory.mktemp("unpacked")), out)
+        assert not [line for line in log if "deprecat" in line.lower() or line.lower().startswith("warning:")], log
+        (wheel,) = out.glob("*.whl")
+        yield sdist, wheel, smoke
+    finally:
+        if smoke.poll() is None:
+            smoke.kill()
+        smoke.communicate()
 
 
 def test_wheel_holds_py_typed_license_and_lean_extras(dists):
-    _, wheel = dists
+    _, wheel, _ = dists
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
@@ -89,7 +123,7 @@ def test_wheel_holds_py_typed_license_and_lean_extras(dists):
 
 
 def test_sdist_holds_what_the_tests_need(dists):
-    sdist, _ = dists
+    sdist, _, _ = dists
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     for path in ("LICENSE", "README.md", "pyproject.toml", ".ci/run", "cublas_det/py.typed", "tests/__init__.py",
@@ -99,20 +133,8 @@ def test_sdist_holds_what_the_tests_need(dists):
     assert not any("__pycache__" in name for name in names)
 
 
-# What the unpacked sdist must pass: its package imports and keeps its layers, reads the stored runs of
-# tests/data, and renders and compares them (a few seconds; the whole suite runs from the clone).
-SDIST_SMOKE = ["tests/test_layers.py", "tests/test_compare_runs.py", "tests/test_config.py", "tests/test_shapes.py"]
-
-
-def test_pytest_passes_in_the_unpacked_sdist(dists, tmp_path):
-    sdist, _ = dists
-    with tarfile.open(sdist) as archive:
-        # The "data" filter where this Python has it (3.12, and 3.10.12/3.11.4 on): 3.14's default.
-        archive.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    (unpacked,) = tmp_path.iterdir()
-    # The unpacked copy of cublas_det comes first on the path, before this environment's install.
-    env = {**os.environ, NESTED: "1", "PYTHONPATH": str(unpacked)}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SDIST_SMOKE], cwd=unpacked,
-                            capture_output=True, text=True, timeout=600, env=env, check=False)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert re.search(r"\d+ passed", result.stdout.splitlines()[-1]), result.stdout[-500:]
+def test_pytest_passes_in_the_unpacked_sdist(dists):
+    *_, smoke = dists
+    stdout, stderr = smoke.communicate(timeout=600)
+    assert smoke.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert re.search(r"\d+ passed", stdout.splitlines()[-1]), stdout[-500:]

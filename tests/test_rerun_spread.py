@@ -5,10 +5,7 @@ import copy
 import dataclasses
 import json
 import math
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -75,15 +72,13 @@ def test_a_runs_standard_error_comes_from_the_terms_of_its_interval(rerun_spread
     (lambda stored: {**stored, "cublas_det": {**stored["cublas_det"], "ratios": {}}},
      "no TF32/PEDANTIC ratio (a --no-timing run, or other modes)"),
 ])
-def test_files_it_cannot_use_are_one_line_each(tmp_path, make, message):
+def test_files_it_cannot_use_are_one_line_each(typed, tmp_path, make, message):
     stored = json.loads((DATA / "h200_run_identity.json").read_text())
     paths = [_write(tmp_path, "a.json", stored), _write(tmp_path, "other.json", make(stored))]
-    result = subprocess.run([sys.executable, str(ROOT / "bench" / "rerun_spread.py"), *paths], capture_output=True,
-                            text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    result = typed("bench/rerun_spread.py", *paths)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert result.stderr.strip().endswith(message) and "other.json" in result.stderr
-    alone = subprocess.run([sys.executable, str(ROOT / "bench" / "rerun_spread.py"), paths[0]], capture_output=True,
-                           text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    alone = typed("bench/rerun_spread.py", paths[0])
     assert alone.returncode == 2 and alone.stderr.strip().endswith("give two or more --json files of python -m "
                                                                    "cublas_det.bench")
 

@@ -167,3 +167,17 @@ def test_a_task_carries_its_whole_shape_to_the_worker():
     request = Request(0, (Task(dw, GemmConfig(), 3),), ("batch-invariance",), 5)
     (task,) = Request.from_dict(request.to_dict()).tasks
     assert task.shape == dw and task.shape.gemm_pass == "dW" and task.seed == 3  # so the worker knows K is T
+
+
+def test_worst_of_counts_the_elements_of_the_comparison_they_describe():
+    from cublas_det.bits.compare import Mismatch
+    from cublas_det.check.scenarios.base import NO_MISMATCH, worst_of
+
+    far = Mismatch(1, 100, 0.5, 9, (0, 3), 1.0, 1.5)  # one element, 9 ULP away
+    many = Mismatch(50, 200, 2.0, 1, (1, 0), 4.0, 6.0)  # fifty elements of another size, 1 ULP each
+    worst = worst_of([Mismatch(0, 100, 0.0, 0, None), far, many])
+    # "up to 50 elements" (of that run's 200), the greatest ULP where it is, the greatest difference of all
+    assert (worst.mismatched_elements, worst.total_elements) == (50, 200)
+    assert (worst.max_ulp, worst.index, worst.reference_value, worst.actual_value) == (9, (0, 3), 1.0, 1.5)
+    assert worst.max_abs_diff == 2.0
+    assert worst_of([Mismatch(0, 100, 0.0, 0, None)]) is NO_MISMATCH

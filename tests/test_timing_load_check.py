@@ -1,9 +1,6 @@
 """bench/timing_load_check.py on the CPU: which printed lines are timing warnings, and one line, exit 2, without a GPU."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -35,10 +32,8 @@ def test_reads_the_printed_warnings_and_picks_the_timing_ones(check):
 
 
 @needs_no_gpu
-def test_without_gpu_one_line_exit_2():
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120, env=env,
-                            check=False)
+def test_without_gpu_one_line_exit_2(typed):
+    result = typed("bench/timing_load_check.py")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip().count("\n") == 0
     assert result.stderr.startswith("timing_load_check.py: error: no GPU available: ")

@@ -21,10 +21,10 @@ from ..handle import create_handle
 from ..kernels.recorder import require_cupti
 from ..kernels.signature import recorded_signature
 from ..memory import check_fits
-from ..operands import HostOperands, Operands, fp64_reference, output
+from ..operands import HostOperands, Operands, fp64_reference, output, same_seed
 from ..phases import Phases
 from ..shapes import GemmShape, parse_shape
-from .results import GemmCheck, ScenarioResult
+from .results import CallKernels, GemmCheck, ScenarioResult
 from .scenarios import (
     DEFAULT_SCENARIOS,
     REGISTRY,
@@ -96,6 +96,7 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
         raise ValueError(f"repeats must be an int >= 2, not {repeats!r}")
     shapes = [parse_shape(s) if isinstance(s, str) else s for s in shapes]
     configs = [resolve_config(mode) for mode in modes]
+    same_seed(operands, seed)
     require_gpu()
     if kernels:
         require_cupti()
@@ -207,7 +208,8 @@ def _check_one(shape, config, source, seed, names, repeats, operands, run, share
         return _failed_check(shape, config, source, seed, names, f"reference digest: {type(digest).__name__}: "
                              f"{digest}", provenance, operands.digests)
     return GemmCheck(shape, config, source.value, seed, digest, rel_error, tuple(results), provenance,
-                     input_digests=operands.digests, kernels=signature)
+                     input_digests=operands.digests,
+                     kernels=CallKernels.from_dict(signature.to_dict()) if signature else None)
 
 
 def _reference(shape, config, a, b, handle, run, kernels, shared):

@@ -18,7 +18,6 @@ import enum
 
 from ..bits.compare import Mismatch, RunsSummary
 from ..config import GemmConfig
-from ..kernels.signature import KernelSignature
 from ..shapes import GemmShape
 
 
@@ -37,6 +36,7 @@ class Outcome(str, enum.Enum):
     DIFFER = "bits differ"
     ERROR = "error"
     NOT_APPLICABLE = "not applicable"
+    NOTHING_COMPARED = "nothing compared"  # no run (a worker's placeholder, modes of one configuration)
 
 
 class Reproducible(str, enum.Enum):
@@ -59,8 +59,8 @@ class ScenarioResult:
     kind: Kind
     runs: int
     differing_runs: int
-    mismatched_elements: int = 0  # in the worst run
-    total_elements: int = 0
+    mismatched_elements: int = 0  # in the run with the most of them
+    total_elements: int = 0  # of that run
     max_abs_diff: float = 0.0  # over every mismatching element of every run
     max_ulp: int = 0
     index: tuple[int, ...] | None = None  # (row, column) of the greatest ULP distance
@@ -80,6 +80,8 @@ class ScenarioResult:
             return Outcome.ERROR
         if self.not_applicable:
             return Outcome.NOT_APPLICABLE
+        if not self.runs:
+            return Outcome.NOTHING_COMPARED
         return Outcome.DIFFER if self.differing_runs else Outcome.IDENTICAL
 
     @property
@@ -90,11 +92,18 @@ class ScenarioResult:
     def changed_bits(self) -> bool:
         return self.outcome is Outcome.DIFFER
 
+    @property
+    def compared(self) -> bool:
+        """The scenario ran and compared bits: identical, or they differ."""
+        return self.outcome in (Outcome.IDENTICAL, Outcome.DIFFER)
+
     def __str__(self) -> str:
         if self.error:
             return f"{self.scenario}: error: {self.error}"
         if self.not_applicable:
             return f"{self.scenario}: not applicable: {self.not_applicable}"
+        if not self.runs:
+            return f"{self.scenario}: nothing compared" + (f" ({self.detail})" if self.detail else "")
         if self.identical:
             return f"{self.scenario}: identical in {self.runs} runs"
         where = f" at {self.index}" if self.index is not None else ""
@@ -131,6 +140,27 @@ class ScenarioResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class CallKernels:
+    """The kernels one GEMM call ran, as plain data: the --json record kernels/ made of its signature
+    (``KernelSignature.to_dict``), kept whole so that a file reads back as it was written."""
+
+    launches: tuple[str, ...]  # each kernel with its grid: "splitKreduce_kernel grid 2x8x1"
+    brief: str  # a few words for a table cell: "SIMT 64x64, split-K 64 + reduce"
+    record: dict
+
+    def describe(self) -> str:
+        return " + ".join(self.launches) or "no kernel"
+
+    def to_dict(self) -> dict:
+        return dict(self.record)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CallKernels:
+        launches = tuple(f"{k['name']} grid {'x'.join(map(str, k['grid']))}" for k in data["launches"])
+        return cls(launches, data["brief"], data)
+
+
+@dataclasses.dataclass(frozen=True)
 class GemmCheck:
     """Facts about one GEMM shape in one configuration: its digest, accuracy and each scenario."""
 
@@ -145,7 +175,7 @@ class GemmCheck:
     elapsed_s: float = 0.0
     error: str | None = None  # the GEMM itself could not be computed (operands, reference)
     input_digests: dict = dataclasses.field(default_factory=dict)  # sha256 of A's and B's bytes
-    kernels: KernelSignature | None = None  # the reference call's kernels, when they were recorded
+    kernels: CallKernels | None = None  # the reference call's kernels, when they were recorded
 
     @property
     def mode_name(self) -> str:
@@ -158,7 +188,7 @@ class GemmCheck:
     def verdict(self) -> Reproducible:
         """Judged on guarantee scenarios only: NO if one gave other bits, error if one could not run,
         not checked if none ran, else yes."""
-        guarantees = [r for r in self.of_kind(Kind.GUARANTEE) if r.outcome is not Outcome.NOT_APPLICABLE]
+        guarantees = [r for r in self.of_kind(Kind.GUARANTEE) if r.compared or r.error]
         if any(r.changed_bits for r in guarantees):
             return Reproducible.NO
         if self.error or any(r.error for r in guarantees):
@@ -220,4 +250,4 @@ class GemmCheck:
                    data["seed"], data["digest"], data["rel_error"],
                    tuple(ScenarioResult.from_dict(r) for r in data["scenarios"]), data.get("provenance", {}),
                    data.get("elapsed_s", 0.0), data.get("error"), data.get("input_digests", {}),
-                   KernelSignature.from_dict(data["kernels"]) if data.get("kernels") else None)
+                   CallKernels.from_dict(data["kernels"]) if data.get("kernels") else None)

@@ -19,12 +19,11 @@ import math
 import statistics
 from bisect import bisect_left, bisect_right
 
-from ..check.results import GemmCheck, ScenarioResult
+from ..check.results import CallKernels, GemmCheck, ScenarioResult
 from ..check.scenarios import REGISTRY
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..files import open_regular, parse_json
-from ..kernels.signature import KernelSignature
 from ..shapes import GemmShape
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Discards
@@ -585,7 +584,7 @@ def _check(shape: GemmShape, entry: Entry, run: StoredRun) -> GemmCheck:
     return GemmCheck(shape, config, info.get("mode_source") or "argument", int(identity.get("seed") or 0),
                      info.get("digest") or "", float("nan") if rel_error is None else float(rel_error), results,
                      run.machine_info, error=error, input_digests=identity.get("inputs") or {},
-                     kernels=_read_back(f"{where}.kernels", KernelSignature.from_dict, info["kernels"])
+                     kernels=_read_back(f"{where}.kernels", CallKernels.from_dict, info["kernels"])
                      if info.get("kernels") else None)
 
 

@@ -76,7 +76,7 @@ def header(kernels: bool) -> list[str]:
 
 def _kernel_cells(check: GemmCheck | None, arm) -> list[str]:
     """Kernel time per GEMM (CUPTI, held graph replays) and the reference call's kernels, briefly."""
-    return [_fmt_us(arm.kernel_us if arm else None), check.kernels.brief() if check and check.kernels else "-"]
+    return [_fmt_us(arm.kernel_us if arm else None), check.kernels.brief if check and check.kernels else "-"]
 
 
 def _ratio_cell(ratio, timing) -> str:
@@ -214,8 +214,8 @@ def reproducibility_line(checks: list[tuple[str, GemmCheck]]) -> str:
     if not checks:
         return "Reproducible: not checked (no scenario ran)"
     counts = {verdict: sum(c.verdict is verdict for _, c in checks) for verdict in Reproducible}
-    ran = sorted({r.scenario for _, c in checks for r in c.of_kind(Kind.GUARANTEE) if r.outcome in (
-        Outcome.IDENTICAL, Outcome.DIFFER)}, key=list(REGISTRY).index)
+    ran = sorted({r.scenario for _, c in checks for r in c.of_kind(Kind.GUARANTEE) if r.compared},
+                 key=list(REGISTRY).index)
     total = len(checks)
     if counts[Reproducible.YES] == total:
         return (f"Reproducible: yes, all {total} shape/mode pairs gave the same bits in every guarantee checked "
@@ -234,7 +234,7 @@ def hazard_line(checks: list[tuple[str, GemmCheck]]) -> str | None:
         if scenario.kind is not Kind.HAZARD:
             continue
         results = [c.scenario(name) for _, c in checks if c.scenario(name) is not None]
-        ran = [r for r in results if r.outcome in (Outcome.IDENTICAL, Outcome.DIFFER)]
+        ran = [r for r in results if r.compared]
         skipped = sum(r.outcome is Outcome.NOT_APPLICABLE for r in results)
         if ran:
             part = f"{scenario.label} in {sum(r.changed_bits for r in ran)} of {len(ran)} pairs"

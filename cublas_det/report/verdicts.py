@@ -6,7 +6,7 @@ A failed guarantee and a hazard that changed bits never share a word or a column
 
 from __future__ import annotations
 
-from ..check.results import GemmCheck, Kind, Outcome, Reproducible
+from ..check.results import GemmCheck, Kind, Reproducible
 from ..check.scenarios import REGISTRY
 
 
@@ -34,7 +34,7 @@ def hazards_cell(check: GemmCheck | None) -> str:
     did not; ``-`` when none was checked. One that could not run says so."""
     if check is None or check.error:
         return "-"
-    hazards = [r for r in check.of_kind(Kind.HAZARD) if r.outcome is not Outcome.NOT_APPLICABLE]
+    hazards = [r for r in check.of_kind(Kind.HAZARD) if r.compared or r.error]
     if not hazards:
         return "-"
     words = [label(r.scenario) for r in hazards if r.changed_bits]
@@ -45,7 +45,7 @@ def hazards_cell(check: GemmCheck | None) -> str:
 def modes_group(check: GemmCheck | None) -> list[str] | None:
     """The configurations that gave this one's bits (itself excluded), or None when ``modes`` did not run."""
     result = check.scenario("modes") if check else None
-    if result is None or result.error or "groups" not in result.extra:
+    if result is None or not result.compared or "groups" not in result.extra:
         return None
     if "same_bits_as" in result.extra:  # compared with this configuration's own output
         return list(result.extra["same_bits_as"])

@@ -1,30 +1,11 @@
 """Reading a run: which steps it has, which leaves (named tensors) each step has, and where their bytes are.
 
-A *run* is what one training run dumped or recorded. Layouts understood (``RUN`` is a directory
-unless said otherwise):
-
-* trace log: ``RUN/trace.jsonl`` (or the ``.jsonl`` file itself) as written by
-  :class:`cublas_det.trace.Recorder`: one JSON object per line with ``step``, ``leaf``, ``dtype``,
-  ``shape``, ``digest`` (and ``algorithm``, and ``file``, a path inside the run, when the tensor's
-  bytes were written too). Only the log is read; leaves are in recording order. A cut last line
-  (a run killed while writing it) is dropped with a note.
-* raw binaries: ``RUN/step_<N>/<leaf>.bin`` (leaf names may contain ``/``: subdirectories) or
-  ``RUN/step<N>_<leaf>.bin`` (``step_<N>_<leaf>.bin`` too); the dtype is given (``--dtype``), the
-  shape is 1-D.
-* numpy: the same names with ``.npy``; ``RUN/step_<N>.npz`` or ``RUN/step<N>.npz`` (one leaf per
-  array), or a single ``.npz`` file as a run of one step, step 0.
-* safetensors: ``RUN/step_<N>.safetensors`` or ``RUN/step<N>.safetensors``, or a single file. The
-  format (an 8-byte header length, a JSON header, the data) is read directly, so the
-  ``safetensors`` package is not needed.
-* checkpoints inside a step directory: ``RUN/step_<N>/<file>.safetensors``, ``.npz`` and, when
-  PyTorch is installed, ``.pt`` state dicts (nested dicts of tensors), each tensor a leaf named
-  ``<file>:<key>`` (``model.safetensors:layer1.weight``, ``optim.pt:state.0.exp_avg``).
-
-Without a log, leaves are in name order. Nothing is loaded here beyond headers: every leaf has a
-:class:`DataSource` that streams its bytes (C order) when the comparison asks for them. Files that
-no layout names are listed in :attr:`TrainingRun.skipped`, so that a comparison of nothing can say why.
-Every file is checked before it is read: a FIFO or device is refused, sizes and header fields
-are checked against the file before anything is allocated for them.
+The layouts (a trace log, raw binaries, numpy, safetensors, checkpoints inside a step directory)
+are those :data:`LAYOUTS` names; docs/diff.md has the table. Without a log, leaves are in name
+order. Nothing is loaded beyond headers: each leaf has a :class:`DataSource` that streams its bytes
+(C order) when the comparison asks. Files no layout names are listed in :attr:`TrainingRun.skipped`,
+so that a comparison of nothing can say why. A FIFO or device is refused, and sizes and header
+fields are checked against the file before anything is allocated for them.
 """
 
 from __future__ import annotations

@@ -1,33 +1,15 @@
-"""Recording the named tensors of a run, step by step, for ``python -m cublas_det.diff``.
+"""Recording the named tensors of a run, step by step, for ``python -m cublas_det.diff`` (docs/diff.md).
 
-::
+Writes ``DIR/trace.jsonl``: one JSON object per recorded tensor, in recording order (``step``,
+``leaf``, ``dtype``, ``shape``, ``digest``, ``algorithm``). ``mode="digest"`` records the digest
+only, computed where the tensor is (a CUDA kernel on the current CuPy stream: no host copy, no
+wait; the sums are copied back when the step changes, or on ``flush``/``close``); ``mode="full"``
+also writes its bytes to ``DIR/step_<N>/<leaf>.bin`` and names the file (``"file"``).
 
-    from cublas_det.trace import Recorder
-
-    with Recorder("runs/a", mode="digest") as recorder:      # or mode="full"
-        for step in range(steps):
-            ...
-            recorder.record(step, "layer1.dW", dw)            # CuPy, NumPy or PyTorch (via DLPack)
-
-Writes ``DIR/trace.jsonl``: one JSON object per recorded tensor, in recording order::
-
-    {"step": 1, "leaf": "layer1.dW", "dtype": "float32", "shape": [64, 64],
-     "digest": "<32 hex digits>", "algorithm": "wsum128-v1"}
-
-* ``mode="digest"`` records the digest only (:mod:`cublas_det.bits.digest`). For a GPU tensor it is
-  computed by a CUDA kernel queued on the current CuPy stream: no host copy of the tensor and no
-  wait; the 16-byte sums are copied back when the step changes (or on ``flush``/``close``), after
-  the kernels they wait for have run. Runs too big to dump can be compared this way.
-* ``mode="full"`` also writes the tensor's bytes (C order) to ``DIR/step_<N>/<leaf>.bin`` and
-  names the file in the log (``"file"``), so the diff can count mismatched elements, ULP distances
-  and the first differing index. ``record(..., mode=...)`` overrides the mode for one tensor
-  (e.g. weights in full, activations as digests).
-
-A digest recorded from a GPU tensor equals the digest of the same bytes read from disk, so a run
-recorded as digests can be compared with a run dumped in full. Tensors are read in stream order on
-the current CuPy stream (for PyTorch tensors, DLPack orders PyTorch's current stream before it):
-do not overwrite a tensor from another stream before the step's digests are flushed. A Recorder
-is not thread-safe.
+A digest from a GPU tensor equals the digest of the same bytes read from disk, so digests and full
+dumps compare. Tensors are read in stream order on the current CuPy stream (DLPack orders
+PyTorch's current stream before it): do not overwrite one from another stream before the step's
+digests are flushed. A Recorder is not thread-safe.
 """
 
 from __future__ import annotations

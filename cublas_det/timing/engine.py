@@ -22,7 +22,7 @@ from ..device import device_properties, gpu_failures
 from ..handle import create_handle
 from ..kernels.signature import recorded_signature
 from ..memory import WORKSPACE_BYTES
-from ..operands import HostOperands, device_operands, output
+from ..operands import HostOperands, device_operands, output, same_seed
 from .clocks import clock_mhz, default_sm_clock_mhz
 from .hold import RELEASED, stream_hold
 from .results import ArmTiming, ShapeTiming, aa_name, aa_reference
@@ -278,6 +278,7 @@ class ShapeSetups:
         self.calls, self.sets = {}, {}
         self.open_s = dict.fromkeys(self.by_name, 0.0)
         self.operand_type = configs[0]  # one input type for every arm (ShapeBench checks)
+        same_seed(operands, seed)
         self.operands = operands if operands is not None else HostOperands(seed)
 
     @contextlib.contextmanager

@@ -39,14 +39,6 @@ class ProcessSeen:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def describe(self) -> str:
-        parts = [f"pid {self.pid}" + (f" ({self.name})" if self.name else "")]
-        if self.used_mib is not None:
-            parts.append(f"{self.used_mib / 1024:.1f} GiB")
-        if self.sm_util is not None:
-            parts.append(f"up to {self.sm_util}% SM")
-        return ", ".join(parts)
-
 
 @dataclasses.dataclass(frozen=True)
 class GpuSample:
@@ -85,10 +77,6 @@ class GpuActivity:
     @property
     def slowdowns(self) -> tuple[str, ...]:
         return tuple(r for r in self.event_reasons if r in SLOWDOWN_REASONS)
-
-    def describe_others(self) -> str:
-        text = "; ".join(p.describe() for p in self.others)
-        return text + ("; one of these PIDs (from another PID namespace) is this process" if self.ambiguous else "")
 
     def to_dict(self) -> dict:
         return {"samples": self.samples, "other_processes": [p.to_dict() for p in self.others],

@@ -118,11 +118,6 @@ class Ratio:
         """Half the interval, relative to the median."""
         return (self.ci_high - self.ci_low) / 2 / self.median if self.median else math.inf
 
-    @property
-    def sampling_half_width(self) -> float:
-        """The part of :attr:`half_width` that more rounds of the same setups shrink."""
-        return math.sqrt(max(0.0, self.half_width ** 2 - self.setup_half_width ** 2))
-
     def excludes(self, low: float, high: float) -> bool:
         """True when the whole interval lies outside [low, high]."""
         return self.ci_low > high or self.ci_high < low

@@ -118,11 +118,14 @@ class Scenario:
 
 
 def worst_of(mismatches: list[Mismatch]) -> Mismatch:
-    """The comparison with the greatest ULP distance (the first on a tie) -- its counts and location --
-    with the greatest absolute difference of all of them; NO_MISMATCH when none differs."""
+    """Many comparisons summed up as :class:`RunsSummary` sums up runs: the element counts of the one
+    with the most mismatched elements (its own total), the greatest ULP distance and its location and
+    values (the first on a tie), the greatest absolute difference of all; NO_MISMATCH when none differs."""
     differing = [m for m in mismatches if not m.identical]
     if not differing:
         return NO_MISMATCH
     top = max(differing, key=lambda m: m.max_ulp)
+    most = max(differing, key=lambda m: m.mismatched_elements)
     finite = [m.max_abs_diff for m in differing if m.max_abs_diff == m.max_abs_diff]  # NaN != NaN
-    return dataclasses.replace(top, max_abs_diff=max(finite) if finite else float("nan"))
+    return dataclasses.replace(top, mismatched_elements=most.mismatched_elements, total_elements=most.total_elements,
+                               max_abs_diff=max(finite) if finite else float("nan"))
