@@ -171,12 +171,12 @@ class GemmConfig:
             name += "+" + FLAG_SUFFIX
         if self.compute_type is not ComputeType.COMPUTE_32F:
             name += "/" + self.compute_type.name
-        if (self.input_dtype, self.output_dtype) != ("float32", "float32"):
-            name += f"/{self.input_dtype}->{self.output_dtype}"
         if self.algo != GemmAlgo.DEFAULT:
             name += f"/algo{self.algo}"
         if self.workspace_bytes is not None:
             name += f"/ws{_size(self.workspace_bytes)}"
+        if (self.input_dtype, self.output_dtype) != ("float32", "float32"):
+            name += f"/{self.input_dtype}->{self.output_dtype}"
         return name
 
     def __str__(self) -> str:

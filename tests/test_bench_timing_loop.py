@@ -55,7 +55,7 @@ def _bench(*argv):
     parser = bench.build_parser()
     args = parser.parse_args(["--scenarios", "none", *argv])
     shapes, scenarios, repeats, configs = bench._options(args, parser)
-    return bench._bench(args, shapes[:2], scenarios, repeats, configs, None, {})
+    return bench._bench(args, [(shapes[:2], configs)], scenarios, repeats, None, {})
 
 
 def test_the_timing_asks_for_visits_shows_them_and_reports_a_failed_shape_in_its_line(stand_in, capsys):

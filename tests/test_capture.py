@@ -256,7 +256,7 @@ def test_bench_capture_refuses_other_shape_options_and_bad_files_before_any_gpu_
 
 def test_gemm_config_carries_algo_and_workspace_through_its_name_and_json():
     config = GemmConfig(0, False, 68, "bfloat16", "bfloat16", 99, 32 << 20)
-    assert config.name == "DEFAULT/bfloat16->bfloat16/algo99/ws32M"
+    assert config.name == "DEFAULT/algo99/ws32M/bfloat16->bfloat16"
     assert GemmConfig.from_dict(config.to_dict()) == config
     assert "algo" not in GemmConfig().to_dict() and "workspace_bytes" not in GemmConfig().to_dict()
     for bad in ({"algo": 1.5}, {"algo": True}, {"workspace_bytes": -1}):
@@ -271,3 +271,23 @@ def test_python_m_capture_runs(tmp_path):
                             env={**os.environ, "COLUMNS": "100"})
     assert result.returncode == 0 and "--from" in result.stdout
     assert max(map(len, result.stdout.splitlines())) <= 100
+
+
+def test_cupy_four_streams_through_one_handle_recorded_on_the_h200():
+    found = stored(parse(log("streams_one", "cublas"), log("streams_one", "cublaslt")))
+    shared = [f for f in found.findings if f.id == "shared-handle-streams"]
+    assert len(shared) == 1 and shared[0].kind == "hazard" and len(shared[0].streams) == 4
+    assert shared[0].handles[0] in shared[0].text and all(s in shared[0].text for s in shared[0].streams)
+    assert found.data["calls"] == 32 and found.data["logs"]["cublas"]["interleaved"] == 0
+
+
+def test_threads_logging_at_once_interleave_lines_and_those_calls_are_counted_unread():
+    # a handle per stream, one thread each: cuBLAS writes each call line by line, and the lines mix
+    found = stored(parse(log("streams_per_stream", "cublas"), log("streams_per_stream", "cublaslt")))
+    stats = found.data["logs"]["cublas"]
+    assert stats["interleaved_gemms"] > 0 and stats["gemm_calls"] == found.data["calls"]
+    assert stats["gemm_calls"] + stats["interleaved_gemms"] + stats["malformed"] == 32  # 4 threads x 8 calls
+    assert not [f for f in found.findings if f.id.startswith("shared-handle")]
+    assert all(len(h["streams"]) == 1 for h in found.data["handles"])
+    text = capture_cli.render_capture(found, "c.json")
+    assert f"unread: {stats['interleaved_gemms']} GEMM calls whose log lines interleave" in text

@@ -114,6 +114,8 @@ class LogStats:
     gemm_calls: int = 0
     malformed: int = 0
     unknown_lines: int = 0
+    interleaved: int = 0  # calls unread: their lines mixed with another thread's, which cuBLAS does not prevent
+    interleaved_gemms: int = 0
     samples: list = dataclasses.field(default_factory=list)
 
     def bad(self, kind: str, text: bytes | str) -> None:

@@ -80,6 +80,12 @@ def _math_mode(text: bytes) -> int | None:
     return total
 
 
+def _interleaved(block: bytes) -> bool:
+    """Whether a call's lines are mixed with another's: several threads logged at once, line by line."""
+    names = [name for name, _ in _FIELD.findall(block)]
+    return block.count(b"i!Process=") != 1 or len(set(names)) != len(names)
+
+
 class _Cache(dict):
     def put(self, key, value):
         if len(self) >= _CACHE_SIZE:
@@ -136,11 +142,17 @@ class CublasLogParser:
             end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
             block = text[header.end():end]
             try:
+                if block.count(b"i!Process=") != 1:
+                    raise ValueError("not one context line")
                 if isinstance(kind, str):
                     self._state(kind, block)
                 else:
                     self._gemm(function, kind, block)
             except (KeyError, ValueError, IndexError, AttributeError):
+                if _interleaved(block):
+                    self.stats.interleaved += 1
+                    self.stats.interleaved_gemms += not isinstance(kind, str)
+                    continue
                 cut = "cut at the end of the log: " if not complete and i == len(headers) - 1 else ""
                 self.stats.bad("malformed", f"{cut}{header.group(0).strip()[:60]}... {block[:80]!r}")
 
@@ -175,7 +187,6 @@ class CublasLogParser:
             self._workspace.pop(key, None)
 
     def _gemm(self, function: bytes, gemm, block: bytes) -> None:
-        self.stats.gemm_calls += 1
         site, math_mode, start = self._context(block)
         workspace, address = self._workspace.get((site.process, site.handle), (None, None))
         fields = block[:block.find(b"i! Time:", 0, start)]
@@ -184,11 +195,15 @@ class CublasLogParser:
         if definition is None:
             definition = self._parsed.put(key, self._definition(gemm, fields, math_mode.strip(), workspace))
         self.capture.add_gemm(definition, site, address)
+        self.stats.gemm_calls += 1  # calls read
 
     @staticmethod
     def _definition(gemm, block: bytes, math_mode: bytes, workspace) -> GemmDefinition:
         typed, batched, _ = gemm.groups()
-        fields = dict(_FIELD.findall(block))
+        pairs = _FIELD.findall(block)
+        fields = dict(pairs)
+        if len(fields) != len(pairs):
+            raise ValueError("a field twice: another call's lines")
         if typed:
             a_type, compute = _TYPED[typed]
             types, algo = (a_type, a_type, a_type), None

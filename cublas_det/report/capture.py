@@ -36,6 +36,10 @@ def render_capture(capture, path: str) -> str:
     sizes = ", ".join(f"{kind} log {_size(log.get('bytes', 0))}B" for kind, log in logs.items())
     lines += _wrap(f"{data.get('calls', 0):,} GEMM calls, {len(capture.gemms)} distinct; {sizes}; "
                    + (f"{unread:,} lines unread (--json lists them)" if unread else "every line read"), "  ")
+    mixed = logs.get("cublas", {}).get("interleaved_gemms", 0)
+    if mixed:
+        lines += _wrap(f"unread: {mixed:,} GEMM calls whose log lines interleave with another thread's (cuBLAS "
+                       "writes a call line by line, and threads calling at once mix them); not in the table", "  ")
     for note in data.get("notes", []):
         lines += _wrap(f"note: {note}", "  ")
     if not data.get("complete"):
@@ -73,6 +77,7 @@ def render_capture(capture, path: str) -> str:
                                break_on_hyphens=False) or [row]
         if plan.note:
             lines += _wrap(plan.note, " " * 8)
+    lines += _handle_lines(data, plans)
     replayable = sum(plan.replayed for plan in plans)
     lines.append("")
     if replayable:
@@ -81,6 +86,30 @@ def render_capture(capture, path: str) -> str:
     else:
         lines.append("Nothing here can be replayed by this version (see 'not replayed' above).")
     return "\n".join(lines)
+
+
+def _handle_lines(data: dict, plans) -> list[str]:
+    """Where the GEMMs came from: each handle's process, threads, streams and GEMMs."""
+    by_handle: dict = {}
+    for gemm in data.get("gemms", []):
+        for site in gemm.get("sites", []):
+            key = site.get("handle") or f"cuBLASLt, thread {site.get('thread')}"
+            by_handle.setdefault(key, {})[gemm["id"]] = None
+    if not by_handle:
+        return []
+    lines = ["", "Where they came from"]
+    handles = {h["handle"]: h for h in data.get("handles", [])}
+    for key, ids in by_handle.items():
+        handle = handles.get(key)
+        if handle is None:
+            lines += _wrap(f"{key}: {', '.join(ids)}", "  ")
+            continue
+        streams = ", ".join(f"{stream} ({calls})" for stream, calls in handle["streams"].items())
+        threads = len(handle["threads"])
+        lines += _wrap(f"handle {key} (process {handle['process']}, {threads} thread{'s' * (threads != 1)}, "
+                       f"{handle['calls']:,} calls on stream{'s' * (len(handle['streams']) != 1)} {streams}): "
+                       f"{', '.join(ids)}", "  ")
+    return lines
 
 
 def data_mode(value) -> str:

@@ -7,12 +7,14 @@ determinism costs. Every line fits the report's width (100 columns, or a wider t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
 import sys
 import textwrap
 
+from .._cublas import ComputeType, MathMode
 from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
 from ..timing.results import is_control, role
@@ -266,9 +268,8 @@ def same_bits_line(result: BenchResult) -> str | None:
 
 
 def _short(cell: str) -> str:
-    """A matrix cell's name without element types and the default compute type, for a sentence."""
-    parts = [p for p in cell.split("/") if "->" not in p and p != "COMPUTE_32F"]
-    return "/".join(parts)
+    """A matrix cell's name without what the run's cells share and the default compute type, for a sentence."""
+    return "/".join(part for part in role(cell).split("/") if part != "COMPUTE_32F")
 
 
 def precision_lines(result: BenchResult) -> list[str]:
@@ -282,7 +283,8 @@ def precision_lines(result: BenchResult) -> list[str]:
             continue
         shapes += 1
         dtype = check.config.input_dtype
-        base = f"PEDANTIC/{check.config.input_dtype}->{check.config.output_dtype}/COMPUTE_32F"
+        base = dataclasses.replace(check.config, math_mode=MathMode.PEDANTIC, disallow_reduced_precision_reduction=False,
+                                   compute_type=ComputeType.COMPUTE_32F).name + "/COMPUTE_32F"
         group = next((g for g in modes.extra["all_groups"] if base in g), [base])
         for cell in modes.extra["matrix"]:
             target = same if cell in group else changed

@@ -4,23 +4,25 @@ what was discarded, and whether the A/A control lets the ratios be trusted."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 
 from .stats import Ratio, quartiles, widened_ci
 
 AA_SUFFIX = "-AA"
+_CALL_PART = re.compile(r"algo-?\d+|ws\d+[KM]?")  # GemmConfig.name's parts for a captured call
 # The A/A control fails when its whole interval lies outside 1 ± this. Not "excludes 1": with 95%
 # intervals on 15 shapes, one shape in two runs would then fail by chance alone.
 AA_TOLERANCE = 0.005
 
 
 def role(name: str) -> str:
-    """A configuration's name without its element types: ``PEDANTIC/bfloat16->bfloat16`` -> ``PEDANTIC``.
+    """A configuration's name without what a run's configurations share: its element types, and a
+    replayed call's algo and workspace (``DEFAULT/algo99/ws32M/bfloat16->bfloat16`` -> ``DEFAULT``).
 
     Arms are found by role, so a bf16 run compares its modes as an fp32 run does.
     """
-    head, _, tail = name.rpartition("/")
-    return head if "->" in tail else name
+    return "/".join(part for part in name.split("/") if "->" not in part and not _CALL_PART.fullmatch(part))
 
 
 def arm_with_role(arm_names, wanted: str) -> str | None:
