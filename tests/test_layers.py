@@ -10,12 +10,12 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
 # lower floors, and itself.
 FLOORS = {
     "errors": 0, "phases": 0,
-    "_cublas": 1, "bits": 1, "shapes": 1,
+    "_cublas": 1, "bits": 1, "shapes": 1, "_cublaslt": 2,
     "config": 2, "device": 2,
     "handle": 3, "memory": 3,
     "call": 4, "operands": 4,
     "files": 1,
-    "kernels": 5, "rundiff": 5, "capture": 5,
+    "kernels": 5, "rundiff": 5, "capture": 5, "lt": 5,
     "check": 6, "timing": 6,
     "report": 7,
     "cli": 8, "testing": 8, "pytest_plugin": 8, "trace": 8,
