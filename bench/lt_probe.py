@@ -10,11 +10,14 @@ epilogue), against cuBLASLt through the shim on the same tensors.
 """
 
 import argparse
+import dataclasses
 
 import cupy
 
 from cublas_det import create_handle, gemm
-from cublas_det.lt import LtGemm, LtOptions, split_k
+from cublas_det.config import GemmConfig
+from cublas_det.lt import split_k
+from cublas_det.prescribe import pinned_algorithm
 from cublas_det.shapes import parse_shape
 
 SHAPES = ("128x56x4096:nt", "128x128x4096:nt", "128x128x4096:nn", "768x1536x16384:nt")
@@ -28,12 +31,12 @@ def _operands(shape, dtype, seed=0):
     return a, b
 
 
-def _lt(a, b, shape, dtype, options):
-    out = cupy.empty((shape.m, shape.n), dtype=dtype)
-    with LtGemm(a, b, out, trans_a=shape.trans_a, trans_b=shape.trans_b, options=options) as call:
-        call()
+def _run(a, b, shape, config, target=0):
+    with create_handle(config) as handle:
+        handle.sm_count_target = target
+        out = gemm(a, b, handle=handle, trans_a=shape.trans_a, trans_b=shape.trans_b)
         cupy.cuda.get_current_stream().synchronize()
-        return out, call.algo
+    return out
 
 
 def _same(x, y) -> bool:
@@ -48,26 +51,20 @@ def _brief(algo) -> str:
 def probe(spec: str, dtype) -> None:
     shape = parse_shape(spec)
     a, b = _operands(shape, dtype)
-    ref = cupy.empty((shape.m, shape.n), dtype=dtype)
-    with create_handle("default") as handle:
-        gemm(a, b, out=ref, handle=handle, trans_a=shape.trans_a, trans_b=shape.trans_b)
-    cupy.cuda.get_current_stream().synchronize()
-    print(f"{spec} {cupy.dtype(dtype).name}")
-    full, full_algo = _lt(a, b, shape, dtype, LtOptions())
+    name = "float32" if dtype == cupy.float32 else "bfloat16"
+    gemm_ex = GemmConfig(input_dtype=name, output_dtype=name, math_mode=0)
+    lt = dataclasses.replace(gemm_ex, api="lt")
+    ref = _run(a, b, shape, gemm_ex)
+    full_algo = pinned_algorithm(shape, gemm_ex)
+    print(f"{spec} {name}")
     print(f"  Lt heuristic, full SM count: {_brief(full_algo)}; split-K {split_k(full_algo)}; "
-          f"same bits as cublasGemmEx: {_same(full, ref)}")
-    for label, make in (("heuristic", lambda t: LtOptions(sm_count_target=t)),
-                        ("reduction NONE", lambda t: LtOptions(sm_count_target=t, reduction_scheme_mask=0)),
-                        ("pinned full-SM algo", lambda t: LtOptions(sm_count_target=t, algo=full_algo))):
-        base = None
-        row = []
-        for target in TARGETS:
-            out, algo = _lt(a, b, shape, dtype, make(target))
-            if base is None:
-                base = out
-            same = _same(out, base)
-            row.append(f"target {target or 'full'}: {_brief(algo)}, {'same bits' if same else 'OTHER BITS'}")
-        print(f"  {label}: " + "; ".join(row))
+          f"same bits as cublasGemmEx: {_same(_run(a, b, shape, lt), ref)}")
+    for label, config in (("GemmEx", gemm_ex), ("Lt heuristic", lt),
+                          ("Lt reduction NONE", dataclasses.replace(lt, lt_reduction_scheme_mask=0)),
+                          ("Lt pinned full-SM algo", dataclasses.replace(lt, lt_algo=full_algo))):
+        outs = [_run(a, b, shape, config, target) for target in TARGETS]
+        print(f"  {label}: " + "; ".join(f"target {t or 'full'}: {'same bits' if _same(o, outs[0]) else 'OTHER BITS'}"
+                                         for t, o in zip(TARGETS, outs)))
 
 
 def torch_bias() -> None:
@@ -79,15 +76,16 @@ def torch_bias() -> None:
     bias = torch.randn(3352, device="cuda", dtype=torch.bfloat16)
     want = torch.nn.functional.linear(x, w, bias)
     out = torch.empty_like(want)
-    # PyTorch's call as the capture logged it: 1 MiB workspace, heuristic choice
-    with LtGemm(x, w, out, trans_b=True, bias=bias, options=LtOptions(workspace_bytes=1 << 20)) as call:
-        call()
+    # PyTorch's call as the capture logged it: cuBLASLt, BIAS epilogue, 1 MiB workspace, the heuristic's choice
+    config = GemmConfig(0, input_dtype="bfloat16", output_dtype="bfloat16", workspace_bytes=1 << 20, api="lt",
+                        lt_epilogue="BIAS")
+    with create_handle(config) as handle:
+        gemm(x, w, out=out, handle=handle, trans_b=True, bias=bias)
         torch.cuda.synchronize()
-        algo = call.algo
     same = torch.equal(out.view(torch.int16), want.view(torch.int16))
-    print(f"torch bf16 Linear(768, 3352, bias) on x[16384, 768]: cuBLASLt BIAS epilogue through the shim "
+    print(f"torch bf16 Linear(768, 3352, bias) on x[16384, 768]: {config.name} through the shim "
           f"{'bit-identical to' if same else 'DIFFERS from'} torch ({int((out != want).sum())} of {out.numel()} "
-          f"elements differ); {_brief(algo)}")
+          "elements differ)")
 
 
 def main() -> None:
@@ -96,15 +94,11 @@ def main() -> None:
     args = parser.parse_args()
     for spec in SHAPES:
         probe(spec, cupy.float32)
-    probe("768x1536x16384:nt", _bf16())
-    if args.torch:
-        torch_bias()
-
-
-def _bf16():
     import ml_dtypes
 
-    return ml_dtypes.bfloat16
+    probe("768x1536x16384:nt", ml_dtypes.bfloat16)
+    if args.torch:
+        torch_bias()
 
 
 if __name__ == "__main__":

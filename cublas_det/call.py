@@ -162,6 +162,20 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     return handle, out, args, scalars
 
 
+def _bias_pointer(bias, handle: Handle, out) -> int:
+    """The device address of ``bias`` (0 for none), checked against the handle and the output."""
+    if bias is None:
+        return 0
+    if handle._lt is None or handle.config.lt_epilogue != "BIAS":
+        raise ValueError("bias needs a cuBLASLt handle with the BIAS epilogue: "
+                         "create_handle(GemmConfig(..., api='lt', lt_epilogue='BIAS'))")
+    bias = _as_cupy("bias", bias)
+    if not isinstance(bias, _cupy.ndarray) or bias.shape != (out.shape[1],) or bias.dtype != out.dtype:
+        raise ValueError(f"bias must be a vector of {out.shape[1]} {out.dtype} on the GPU, not "
+                         f"{getattr(bias, 'shape', type(bias).__name__)} {getattr(bias, 'dtype', '')}".rstrip())
+    return bias.data.ptr
+
+
 def _as_cupy(name: str, value):
     """A CuPy array as it is; another GPU tensor (PyTorch ...) as a CuPy view of its memory through DLPack."""
     if isinstance(value, _cupy.ndarray) or not hasattr(value, "__dlpack__"):
@@ -215,8 +229,14 @@ def _from_cupy(err) -> _cublas.CublasError:
     return _cublas.CublasError(getattr(err, "status", 14), "cublasGemmEx")
 
 
-def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cupy: bool = True) -> None:
-    """Issue ``cublasGemmEx(handle, *args)``: through CuPy's binding where it fits, else ctypes."""
+def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cupy: bool = True,
+           bias_ptr: int = 0) -> None:
+    """Issue ``cublasGemmEx(handle, *args)``: through CuPy's binding where it fits, else ctypes; on a
+    cuBLASLt handle, the same GEMM as ``cublasLtMatmul``."""
+    if handle._lt is not None:
+        handle._require_open()
+        handle._lt.issue(args, handle.current_stream_ptr(), handle._sm_count_target, bias_ptr)
+        return
     if via_cupy and handle._cupy_binding_fits:
         try:  # CuPy binds the handle to the current stream itself; bind_current_stream knows
             _cupy_gemm_ex(handle._ptr, *args)
@@ -230,15 +250,15 @@ def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cu
         raise _cublas.CublasError(status, "cublasGemmEx")
 
 
-def _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
+def _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type, bias=None):
     """:func:`gemm` with every argument checked in turn (the path for anything but the common call)."""
     handle, written, args, _kept = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
-    _issue(handle, args)
+    _issue(handle, args, bias_ptr=_bias_pointer(bias, handle, written))
     return written if out is None else out  # the caller's own tensor when one was given
 
 
 def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
-         trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0, compute_type=None):
+         trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0, compute_type=None, bias=None):
     """``out = alpha * op(a) @ op(b) + beta * out`` on row-major arrays.
 
     Args:
@@ -252,6 +272,8 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
         compute_type: a :class:`ComputeType`; ``None`` uses the handle's configuration, by default
             ``CUBLAS_COMPUTE_32F``, so that the math mode decides the arithmetic (TF32 math engages
             TF32 with it; a FAST_TF32 compute type would engage TF32 even under PEDANTIC math).
+        bias: a vector of N added to each row, on a cuBLASLt handle with the BIAS epilogue (as
+            PyTorch's biased Linear); such a handle adds a fixed vector when none is given.
 
     Returns:
         ``out``.
@@ -271,6 +293,8 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     # Only CuPy arrays have them, so no type test is needed; were a CuPy release to drop them,
     # every call would take the checked path: slower, never wrong.
     f32 = _F32  # None until bound: the first call takes the checked path, which binds
+    if bias is not None:
+        return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type, bias)
     try:
         common = (a.dtype is f32 and b.dtype is f32 and out.dtype is f32 and a._c_contiguous and b._c_contiguous
                   and out._c_contiguous and type(handle) is Handle)
@@ -323,23 +347,25 @@ class GemmCall:
     arrays are referenced until the call is dropped. Make one with :func:`prepare_gemm`.
     """
 
-    def __init__(self, a, b, out, handle, args, scalars):
-        self._keep = (a, b, scalars)  # the addresses in args stay valid while these live
+    def __init__(self, a, b, out, handle, args, scalars, bias=None):
+        self._keep = (a, b, scalars, bias)  # the addresses in args stay valid while these live
         self.out = out
         self.handle = handle
         self._args = args
         self._ctypes_args = _as_ctypes(args)
+        self._bias_ptr = _bias_pointer(bias, handle, out)
 
     def __call__(self):
-        _issue(self.handle, self._args, self._ctypes_args)
+        _issue(self.handle, self._args, self._ctypes_args, bias_ptr=self._bias_ptr)
         return self.out
 
 
 def prepare_gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
-                 trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0, compute_type=None) -> GemmCall:
+                 trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0, compute_type=None,
+                 bias=None) -> GemmCall:
     """Validate a GEMM once (as :func:`gemm` does) and return a :class:`GemmCall` that issues it."""
     handle, out, args, scalars = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
-    return GemmCall(a, b, out, handle, args, scalars)
+    return GemmCall(a, b, out, handle, args, scalars, bias)
 
 
 def shape_gemm(a, b, out, handle: Handle, shape) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+import re
 
 import numpy
 
@@ -83,6 +84,7 @@ DTYPE_ALIASES = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16", "fp16"
                  "half": "float16"}
 
 DEFAULT_MATH_MODE = MathMode.PEDANTIC
+LT_WORKSPACE_BYTES = 32 << 20  # a cuBLASLt handle's workspace unless its configuration names one: cuBLAS's Hopper size
 MODE_CHOICES = ("pedantic", "default", "tf32", "bf16x9")
 DEFAULT_MODES = ("pedantic", "default", "tf32")  # the benchmark's default: the modes the user's problem is about
 # In half precision TF32 does not apply; the choice is the DISALLOW_REDUCED_PRECISION_REDUCTION flag.
@@ -100,6 +102,8 @@ _MODE_NAMES = {
 _FLAG_NAMES = ("disallow-rpr", "disallow_rpr", "disallow_reduced_precision_reduction",
                "cublas_math_disallow_reduced_precision_reduction")
 FLAG_SUFFIX = "DISALLOW_RPR"
+APIS = ("gemm_ex", "lt")
+_LT_OPTION = re.compile(r"lt(-nosplitk)?(?:-sm([1-9]\d{0,4}))?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +123,14 @@ class GemmConfig:
     # captured program passed, so that a replay makes the same call.
     algo: int = int(GemmAlgo.DEFAULT)
     workspace_bytes: int | None = None
+    # The cuBLASLt interface instead of cublasGemmEx ("lt"), and what it is told: a reduction-scheme
+    # mask (0: no split-K), a fixed SM-count target, a pinned algorithm (sorted (name, value) of
+    # _cublaslt.algo_config), an epilogue (BIAS: a bias vector is added, as PyTorch's biased Linear).
+    api: str = "gemm_ex"
+    lt_reduction_scheme_mask: int | None = None
+    lt_sm_count_target: int = 0
+    lt_algo: tuple = ()
+    lt_epilogue: str = ""
 
     def __post_init__(self):
         try:
@@ -137,6 +149,18 @@ class GemmConfig:
         if self.workspace_bytes is not None and (isinstance(self.workspace_bytes, bool) or not isinstance(
                 self.workspace_bytes, int) or self.workspace_bytes < 0):
             raise ValueError(f"GemmConfig: workspace_bytes must be an int >= 0 or None, not {self.workspace_bytes!r}")
+        object.__setattr__(self, "lt_algo", tuple(sorted(dict(self.lt_algo).items())))
+        if self.api not in APIS:
+            raise ValueError(f"GemmConfig: api {self.api!r} is not one of {', '.join(APIS)}")
+        if self.api != "lt" and (self.lt_reduction_scheme_mask is not None or self.lt_sm_count_target or self.lt_algo
+                                 or self.lt_epilogue):
+            raise ValueError("GemmConfig: lt_* options need api='lt'")
+        if self.lt_epilogue not in ("", "BIAS"):
+            raise ValueError(f"GemmConfig: lt_epilogue {self.lt_epilogue!r}: only BIAS (or none) is supported")
+        if self.api == "lt" and (self.math_mode is MathMode.FP32_EMULATED_BF16X9
+                                 or self.disallow_reduced_precision_reduction):
+            raise ValueError("GemmConfig: cuBLASLt takes no math mode: BF16X9 and +disallow-rpr apply to "
+                             "cublasGemmEx only (for no split-K in cuBLASLt, use +lt-nosplitk)")
         if self.math_mode in FP32_ONLY_MODES and self.input_dtype != "float32":
             raise ValueError(f"GemmConfig: {self.math_mode.name} math applies to float32 inputs, not "
                              f"{self.input_dtype}; choose PEDANTIC or DEFAULT")
@@ -175,9 +199,27 @@ class GemmConfig:
             name += f"/algo{self.algo}"
         if self.workspace_bytes is not None:
             name += f"/ws{_size(self.workspace_bytes)}"
+        if self.api == "lt":
+            name += "/" + self.lt_name
         if (self.input_dtype, self.output_dtype) != ("float32", "float32"):
             name += f"/{self.input_dtype}->{self.output_dtype}"
         return name
+
+    @property
+    def lt_name(self) -> str:
+        """``lt``, ``lt-nosplitk``, ``lt-sm16``, ``lt-pinned``, ``lt-bias`` ...: the cuBLASLt part of the name."""
+        parts = ["lt"]
+        if self.lt_reduction_scheme_mask == 0:
+            parts.append("nosplitk")
+        elif self.lt_reduction_scheme_mask is not None:
+            parts.append(f"rs{self.lt_reduction_scheme_mask}")
+        if self.lt_sm_count_target:
+            parts.append(f"sm{self.lt_sm_count_target}")
+        if self.lt_algo:
+            parts.append("pinned")
+        if self.lt_epilogue:
+            parts.append(self.lt_epilogue.lower())
+        return "-".join(parts)
 
     def __str__(self) -> str:
         return self.name
@@ -188,7 +230,10 @@ class GemmConfig:
                 "math_mode_value": self.math_mode_value, "compute_type": self.compute_type.name,
                 "input_dtype": self.input_dtype, "output_dtype": self.output_dtype,
                 **({"algo": self.algo} if self.algo != GemmAlgo.DEFAULT else {}),
-                **({"workspace_bytes": self.workspace_bytes} if self.workspace_bytes is not None else {})}
+                **({"workspace_bytes": self.workspace_bytes} if self.workspace_bytes is not None else {}),
+                **({"api": self.api, "lt_reduction_scheme_mask": self.lt_reduction_scheme_mask,
+                    "lt_sm_count_target": self.lt_sm_count_target, "lt_algo": dict(self.lt_algo),
+                    "lt_epilogue": self.lt_epilogue} if self.api != "gemm_ex" else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> GemmConfig:
@@ -196,7 +241,9 @@ class GemmConfig:
         return cls(MathMode[data["math_mode"]], bool(data.get("disallow_reduced_precision_reduction", False)),
                    ComputeType[data.get("compute_type", "COMPUTE_32F")], data.get("input_dtype", "float32"),
                    data.get("output_dtype", "float32"), data.get("algo", int(GemmAlgo.DEFAULT)),
-                   data.get("workspace_bytes"))
+                   data.get("workspace_bytes"), data.get("api", "gemm_ex"), data.get("lt_reduction_scheme_mask"),
+                   data.get("lt_sm_count_target", 0), tuple((data.get("lt_algo") or {}).items()),
+                   data.get("lt_epilogue", ""))
 
     @classmethod
     def parse(cls, text: str, *, source: str = "mode") -> GemmConfig:
@@ -207,13 +254,21 @@ class GemmConfig:
         """
         parts = [part.strip().lower() for part in str(text).split("+")]
         mode = _MODE_NAMES.get(parts[0])
-        flags = parts[1:]
-        if mode is None or any(flag not in _FLAG_NAMES for flag in flags) or len(flags) > 1:
+        flags = [part for part in parts[1:] if part in _FLAG_NAMES]
+        lt = [_LT_OPTION.fullmatch(part) for part in parts[1:] if part not in _FLAG_NAMES]
+        if mode is None or len(flags) > 1 or len(lt) > 1 or not all(lt):
             raise ValueError(
                 f"{source}={text!r} is not a math mode; choose one of {', '.join(MODE_CHOICES)}, optionally "
-                "with +disallow-rpr (case-insensitive; CUBLAS_PEDANTIC_MATH, CUBLAS_DEFAULT_MATH, "
-                "CUBLAS_TF32_TENSOR_OP_MATH also work)")
-        return cls(mode, bool(flags))
+                "with +disallow-rpr, or +lt[-nosplitk][-smN] for cuBLASLt (case-insensitive; "
+                "CUBLAS_PEDANTIC_MATH, CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH also work)")
+        if not lt:
+            return cls(mode, bool(flags))
+        nosplitk, sm_count = lt[0].groups()
+        try:
+            return cls(mode, bool(flags), api="lt", lt_reduction_scheme_mask=0 if nosplitk else None,
+                       lt_sm_count_target=int(sm_count or 0))
+        except ValueError as err:
+            raise ValueError(f"{source}={text!r}: {str(err).removeprefix('GemmConfig: ')}") from None
 
     @classmethod
     def from_math_mode_value(cls, value: int) -> GemmConfig:

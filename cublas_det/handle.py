@@ -13,8 +13,15 @@ from ctypes import c_void_p
 
 from . import _cublas
 from ._cublas import AtomicsMode, MathMode
-from .config import GemmConfig, ModeSource, math_mode_name, resolve_config
+from .config import (
+    LT_WORKSPACE_BYTES,
+    GemmConfig,
+    ModeSource,
+    math_mode_name,
+    resolve_config,
+)
 from .device import require_gpu, tf32_env_warnings
+from .lt import LtPath
 
 _stream_ptr_getter = None  # set on first use: this module must import without CuPy
 
@@ -43,7 +50,7 @@ class Handle:
     """
 
     def __init__(self, ptr: int, config: GemmConfig, mode_source: ModeSource, device_id: int,
-                 workspace_bytes: int | None = None, workspace=None):
+                 workspace_bytes: int | None = None, workspace=None, lt_path: LtPath | None = None):
         self._ptr = ptr
         self._ptr_c = c_void_p(ptr)  # made once: the GEMM hot path passes it untyped
         self._config = config
@@ -57,7 +64,9 @@ class Handle:
         self._bound_stream_ptr = -1
         # CuPy's gemmEx binding binds the handle to CuPy's current stream on every call, which also
         # resets a user workspace: it fits a handle that follows the current stream with no workspace.
-        self._cupy_binding_fits = workspace_bytes is None
+        self._cupy_binding_fits = workspace_bytes is None and lt_path is None
+        self._lt = lt_path  # api="lt": every GEMM of the handle goes through cuBLASLt
+        self._sm_count_target = 0  # read by the cuBLASLt path, which plans for it in its own descriptor
 
     # -- lifetime --------------------------------------------------------------------------
     def close(self) -> None:
@@ -66,6 +75,8 @@ class Handle:
             ptr, self._ptr = self._ptr, 0
             self._ptr_c = c_void_p(0)
             _cublas.cublas_destroy(ptr)
+            if self._lt is not None:
+                self._lt.close()
             self._workspace = None  # freed only after the handle that used it is gone
 
     @property
@@ -125,6 +136,11 @@ class Handle:
         return self._stream
 
     @property
+    def lt(self) -> LtPath | None:
+        """The cuBLASLt path of a handle made with ``api="lt"``, else None."""
+        return self._lt
+
+    @property
     def workspace_bytes(self) -> int | None:
         """Size of the user workspace, or ``None`` when cuBLAS uses its own pool."""
         return self._workspace_bytes
@@ -151,6 +167,7 @@ class Handle:
         if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0:
             raise ValueError(f"sm_count_target must be an int >= 0 (0 = the device's), not {sm_count!r}")
         _cublas.cublas_set_sm_count_target(self.ptr, sm_count)
+        self._sm_count_target = sm_count
 
     # -- streams ---------------------------------------------------------------------------
     def bind_stream(self, stream_ptr: int) -> None:
@@ -167,7 +184,7 @@ class Handle:
     def set_stream(self, stream) -> None:
         """Pin the handle to a CuPy stream (``None``: follow CuPy's current stream)."""
         self._stream = stream
-        self._cupy_binding_fits = stream is None and self._workspace_bytes is None
+        self._cupy_binding_fits = stream is None and self._workspace_bytes is None and self._lt is None
         if stream is not None:
             self.bind_stream(stream.ptr)
 
@@ -217,6 +234,8 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
     config, source = resolve_config(mode)
     if workspace_bytes is None:
         workspace_bytes = config.workspace_bytes
+    if workspace_bytes is None and config.api == "lt":
+        workspace_bytes = LT_WORKSPACE_BYTES  # allocated now: a GEMM may first run under graph capture
     if workspace_bytes is not None and (isinstance(workspace_bytes, bool)
                                         or not isinstance(workspace_bytes, int) or workspace_bytes < 0):
         raise ValueError(f"workspace_bytes must be an int >= 0 or None, not {workspace_bytes!r}")
@@ -226,7 +245,12 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
     device_id = cupy.cuda.runtime.getDevice()
     workspace = cupy.cuda.alloc(workspace_bytes) if workspace_bytes else None  # 512-byte aligned
     ptr = _cublas.cublas_create()
-    handle = Handle(ptr, config, source, device_id, workspace_bytes, workspace)
+    try:
+        lt_path = LtPath(config, workspace.ptr if workspace else 0, workspace_bytes or 0) if config.api == "lt" else None
+    except BaseException:
+        _cublas.cublas_destroy(ptr)
+        raise
+    handle = Handle(ptr, config, source, device_id, workspace_bytes, workspace, lt_path)
     try:
         _cublas.cublas_set_math_mode(ptr, config.math_mode_value)
         read_back = _cublas.cublas_get_math_mode(ptr)

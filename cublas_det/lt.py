@@ -1,126 +1,127 @@
-"""A row-major GEMM through cuBLASLt: the heuristic's algorithm or a pinned one, an SM-count target, a
-reduction-scheme mask, a bias epilogue.
+"""The cuBLASLt path: a handle's GEMMs issued as ``cublasLtMatmul`` from cublasGemmEx's own arguments.
 
-The groundwork of the Lt path: :class:`LtGemm` prepares one ``cublasLtMatmul`` on fixed operands
-and issues it; the algorithm it runs can be read (:attr:`LtGemm.algo`) and given back to pin it
-(``LtOptions(algo=...)``), on this host or another. The same operand swap as :func:`cublas_det.gemm`
-turns row-major ``out = op(a) @ op(b)`` into cuBLASLt's column-major call.
+A configuration with ``api="lt"`` gives its handle an :class:`LtPath`; ``gemm()``, ``prepare_gemm()``
+and every check and timing then run through it, unchanged: the arguments cuBLAS would take are
+turned into cuBLASLt's layouts and descriptor once per GEMM and SM-count target, and reused. What
+cuBLASLt is told comes from the configuration: a reduction-scheme mask, a fixed SM-count target, a
+pinned algorithm, the BIAS epilogue. ``cublasLtMatmul`` takes no math mode; TF32 math stands for
+the ``COMPUTE_32F_FAST_TF32`` compute type here, as it engages TF32 in cublasGemmEx.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from ctypes import addressof, c_int, c_void_p
+from ctypes import c_int, c_void_p
 
 from . import _cublaslt as lt
-from ._cublas import ComputeType
-from .call import _as_cupy, _bind, _check_operand, _scalars
-from .config import ELEMENT_TYPES, HALF_SCALAR_COMPUTE, check_types
-from .memory import WORKSPACE_BYTES
+from ._cublas import ComputeType, DataType, MathMode
+from .config import ELEMENT_TYPES, HALF_SCALAR_COMPUTE, GemmConfig
+
+_TYPES = {int(DataType.R_32F): "float32", int(DataType.R_16BF): "bfloat16", int(DataType.R_16F): "float16"}
+_bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
 
-@dataclasses.dataclass(frozen=True)
-class LtOptions:
-    """What a cuBLASLt GEMM may choose, and what it is told."""
+def _bias(length: int, data_type: int) -> int:
+    """A bias vector drawn once per device, length and type (seed 0): the same bits in every process."""
+    import cupy
 
-    sm_count_target: int = 0  # 0: the device's own SM count
-    reduction_scheme_mask: int | None = None  # None: every scheme (split-K allowed); 0: none (no split-K)
-    algo: tuple = ()  # a pinned algorithm: sorted (name, value) of _cublaslt.algo_config; () = the heuristic's
-    workspace_bytes: int = WORKSPACE_BYTES
+    key = (cupy.cuda.runtime.getDevice(), length, data_type)
+    vector = _bias_vectors.get(key)
+    if vector is None:
+        values = cupy.random.default_rng(0).standard_normal(length, dtype=cupy.float32)
+        vector = _bias_vectors[key] = values.astype(ELEMENT_TYPES[_TYPES[data_type]].numpy_dtype)
+    return vector.data.ptr
 
 
-class LtGemm:
-    """One prepared cuBLASLt matmul, ``out = op(a) @ op(b) [+ bias]``, row-major; call it to issue it.
+class LtPath:
+    """``cublasLtMatmul`` for the GEMMs of one handle, with its configuration's options and workspace."""
 
-    ``bias`` (length N, the output's type) selects the BIAS epilogue, as PyTorch's biased Linear does.
-    Close it (or use it as a context manager) to free its descriptors, workspace and handle.
-    """
+    def __init__(self, config: GemmConfig, workspace_ptr: int, workspace_bytes: int):
+        self.config = config
+        self.handle = lt.create()
+        self.workspace = (workspace_ptr, workspace_bytes)
+        self._prepared: dict = {}  # GEMM and SM-count target -> (descriptor, layouts, algorithm, owned)
 
-    def __init__(self, a, b, out, *, trans_a: bool = False, trans_b: bool = False, bias=None,
-                 compute_type: ComputeType = ComputeType.COMPUTE_32F, options: LtOptions = LtOptions()):
-        cupy = _bind()
-        a, b, out = (_as_cupy(name, x) for name, x in (("a", a), ("b", b), ("out", out)))
-        for name, x in (("a", a), ("b", b), ("out", out)):
-            _check_operand(name, x, cupy.ndarray)
-        (a_rows, a_cols), (b_rows, b_cols) = a.shape, b.shape
-        m, k = (a_cols, a_rows) if trans_a else (a_rows, a_cols)
-        k_b, n = (b_cols, b_rows) if trans_b else (b_rows, b_cols)
-        if k != k_b or out.shape != (m, n):
-            raise ValueError(f"op(a) is {m}x{k}, op(b) {k_b}x{n}, out {out.shape}: they do not multiply")
-        check_types(a.dtype.name, out.dtype.name, compute_type)
-        self._keep = (a, b, out, bias)
-        self.out = out
-        ab, c = int(ELEMENT_TYPES[a.dtype.name].cuda), int(ELEMENT_TYPES[out.dtype.name].cuda)
-        scale = c if compute_type in HALF_SCALAR_COMPUTE else int(ELEMENT_TYPES["float32"].cuda)
-        self._scalars = _scalars(1.0, 0.0, int(compute_type))
-        self._handle = lt.create()
-        self._owned = []
+    def _compute(self, compute: int) -> int:
+        if compute == ComputeType.COMPUTE_32F and self.config.math_mode is MathMode.TF32:
+            return int(ComputeType.COMPUTE_32F_FAST_TF32)
+        return compute
+
+    def _target(self, sm_count_target: int) -> int:
+        """The SM count to plan for: the configuration's fixed target and the handle's, the smaller."""
+        targets = [t for t in (self.config.lt_sm_count_target, sm_count_target) if t]
+        return min(targets) if targets else 0
+
+    def _prepare(self, key: tuple):
+        op_a, op_b, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, target = key
+        compute = self._compute(compute)
+        scale = c_type if compute in HALF_SCALAR_COMPUTE else int(DataType.R_32F)
+        owned = []
         try:
-            self._desc = self._own(lt.matmul_desc_create(int(compute_type), scale), lt.matmul_desc_destroy)
-            # Column-major C^T = op(b)^T op(a)^T: cuBLASLt's A is our b, its B our a.
-            lt.matmul_desc_set(self._desc, lt.MatmulDesc.TRANSA, int(trans_b))
-            lt.matmul_desc_set(self._desc, lt.MatmulDesc.TRANSB, int(trans_a))
-            if options.sm_count_target:
-                lt.matmul_desc_set(self._desc, lt.MatmulDesc.SM_COUNT_TARGET, options.sm_count_target)
-            if bias is not None:
-                bias = _as_cupy("bias", bias)
-                if bias.shape != (n,) or bias.dtype != out.dtype:
-                    raise ValueError(f"bias must be a vector of {n} {out.dtype}, not {bias.shape} {bias.dtype}")
-                lt.matmul_desc_set(self._desc, lt.MatmulDesc.EPILOGUE, int(lt.Epilogue.BIAS))
-                lt.matmul_desc_set(self._desc, lt.MatmulDesc.BIAS_POINTER, bias.data.ptr, c_void_p)
-                self._keep += (bias,)
-            self._layouts = tuple(self._own(lt.layout_create(t, rows, cols, rows), lt.layout_destroy) for t, rows, cols in (
-                (ab, b_cols, b_rows), (ab, a_cols, a_rows), (c, n, m), (c, n, m)))
-            self._workspace = cupy.cuda.alloc(options.workspace_bytes) if options.workspace_bytes else None
-            self._workspace_bytes = options.workspace_bytes
-            if options.algo:
-                self._algo = lt.algo_init(self._handle, int(compute_type), scale, (ab, ab, c, c), dict(options.algo))
+            desc = lt.matmul_desc_create(compute, scale)
+            owned.append((desc, lt.matmul_desc_destroy))
+            lt.matmul_desc_set(desc, lt.MatmulDesc.TRANSA, op_a)
+            lt.matmul_desc_set(desc, lt.MatmulDesc.TRANSB, op_b)
+            if target:
+                lt.matmul_desc_set(desc, lt.MatmulDesc.SM_COUNT_TARGET, target)
+            if self.config.lt_epilogue == "BIAS":
+                lt.matmul_desc_set(desc, lt.MatmulDesc.EPILOGUE, int(lt.Epilogue.BIAS))
+            shapes = ((a_type, *((k, m) if op_a else (m, k)), lda), (b_type, *((n, k) if op_b else (k, n)), ldb),
+                      (c_type, m, n, ldc))
+            layouts = []
+            for data_type, rows, cols, ld in shapes:
+                layouts.append(lt.layout_create(data_type, rows, cols, ld))
+                owned.append((layouts[-1], lt.layout_destroy))
+            if self.config.lt_algo:
+                algo = lt.algo_init(self.handle, compute, scale, (a_type, b_type, c_type, c_type),
+                                    dict(self.config.lt_algo))
             else:
-                preference = self._own(lt.preference_create(), lt.preference_destroy)
-                lt.preference_set(preference, lt.Preference.MAX_WORKSPACE_BYTES, options.workspace_bytes)
-                if options.reduction_scheme_mask is not None:
-                    lt.preference_set(preference, lt.Preference.REDUCTION_SCHEME_MASK, options.reduction_scheme_mask,
-                                      c_int)
-                found = lt.heuristic(self._handle, self._desc, self._layouts, preference)
+                preference = lt.preference_create()
+                owned.append((preference, lt.preference_destroy))
+                lt.preference_set(preference, lt.Preference.MAX_WORKSPACE_BYTES, self.workspace[1])
+                if self.config.lt_reduction_scheme_mask is not None:
+                    lt.preference_set(preference, lt.Preference.REDUCTION_SCHEME_MASK,
+                                      self.config.lt_reduction_scheme_mask, c_int)
+                found = lt.heuristic(self.handle, desc, (layouts[0], layouts[1], layouts[2], layouts[2]), preference)
                 if not found:
                     raise lt.CublasError(15, "cublasLtMatmulAlgoGetHeuristic (no algorithm for these options)")
-                self._algo = found[0].algo
-            self.algo = tuple(sorted(lt.algo_config(self._algo).items()))
+                algo = found[0].algo
         except BaseException:
-            self.close()
+            for value, destroy in reversed(owned):
+                destroy(value)
             raise
+        prepared = self._prepared[key] = (desc, layouts, algo, owned)
+        return prepared
 
-    def _own(self, value: int, destroy) -> int:
-        self._owned.append((value, destroy))
-        return value
+    def _key(self, args: tuple, sm_count_target: int) -> tuple:
+        op_a, op_b, m, n, k, _, _, a_type, lda, _, b_type, ldb, _, _, c_type, ldc, compute, _ = args
+        return (op_a, op_b, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, self._target(sm_count_target))
 
-    def __call__(self, stream=None):
-        """Issue the matmul on ``stream`` (a ``cupy.cuda.Stream``; default: CuPy's current stream)."""
-        cupy = _bind()
-        stream_ptr = (stream or cupy.cuda.get_current_stream()).ptr
-        a, b, out = self._keep[:3]
-        lt.matmul(self._handle, self._desc, addressof(self._scalars[0]), b.data.ptr, self._layouts[0], a.data.ptr,
-                  self._layouts[1], addressof(self._scalars[1]), out.data.ptr, self._layouts[2], out.data.ptr,
-                  self._layouts[3], self._algo, self._workspace.ptr if self._workspace is not None else 0,
-                  self._workspace_bytes if self._workspace is not None else 0, stream_ptr)
-        return out
+    def issue(self, args: tuple, stream_ptr: int, sm_count_target: int = 0, bias_ptr: int = 0) -> None:
+        """Run the GEMM of cublasGemmEx's arguments ``args`` (after the handle) on ``stream_ptr``."""
+        key = self._key(args, sm_count_target)
+        desc, layouts, algo, _ = self._prepared.get(key) or self._prepare(key)
+        _, _, m, _, _, alpha, a, _, _, b, _, _, beta, c, c_type, _, _, _ = args
+        if self.config.lt_epilogue == "BIAS":
+            lt.matmul_desc_set(desc, lt.MatmulDesc.BIAS_POINTER, bias_ptr or _bias(m, c_type), c_void_p)
+        lt.matmul(self.handle, desc, alpha, a, layouts[0], b, layouts[1], beta, c, layouts[2], c, layouts[2], algo,
+                  self.workspace[0], self.workspace[1], stream_ptr)
+
+    def algorithm(self, args: tuple, sm_count_target: int = 0) -> tuple:
+        """The algorithm this GEMM runs (sorted (name, value)): a configuration's ``lt_algo`` pins it."""
+        key = self._key(args, sm_count_target)
+        return tuple(sorted(lt.algo_config((self._prepared.get(key) or self._prepare(key))[2]).items()))
 
     def close(self) -> None:
-        while self._owned:
-            value, destroy = self._owned.pop()
-            destroy(value)
-        if self._handle:
-            lt.destroy(self._handle)
-            self._handle = 0
-
-    def __enter__(self) -> LtGemm:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        for _, _, _, owned in self._prepared.values():
+            for value, destroy in reversed(owned):
+                destroy(value)
+        self._prepared.clear()
+        if self.handle:
+            lt.destroy(self.handle)
+            self.handle = 0
 
 
 def split_k(algo: tuple) -> bool:
-    """Whether an algorithm (``LtGemm.algo``) splits K: its partial sums depend on how K is cut."""
+    """Whether an algorithm (``LtPath.algorithm``'s) splits K: its partial sums depend on how K is cut."""
     config = dict(algo)
     return config.get("splitk", 1) > 1 or config.get("reduction_scheme", 0) != 0

@@ -95,16 +95,16 @@ def test_fp32_with_tf32_allowed_replays_in_tf32_math_and_says_so():
     assert any(f.id == "tf32-math" and f.kind == "precision" for f in found.findings)
 
 
-def test_biased_linear_lt_calls_captured_with_epilogue_and_listed_as_not_replayed():
+def test_biased_linear_lt_calls_captured_with_epilogue_and_replayed_through_cublaslt():
     found = stored(parse(log("block_bias", "cublas"), log("block_bias", "cublaslt")))
     lt = [p for p in found.plans if p.definition.is_lt]
     assert sorted(p.like for p in lt) == ["mamba2-130m/in_proj/forward", "mamba2-130m/out_proj/forward"]
     for plan in lt:
-        assert not plan.replayed and plan.reason == "needs the cuBLASLt path (EPILOGUE_BIAS)" and plan.calls == 3
+        assert plan.replayed and plan.calls == 3 and plan.config.name == "DEFAULT/ws1M/lt-bias/bfloat16->bfloat16"
         assert plan.definition.bias and plan.definition.workspace_bytes == 1 << 20
         assert dict(plan.definition.preference)["maxWorkspaceSizeinBytes"] == "1048576"
         assert dict(plan.definition.lt_algo)["algoId"] == "66"
-    assert sum(p.replayed for p in found.plans) == 4
+    assert sum(p.replayed for p in found.plans) == 6
 
 
 def test_batched_and_fp64_calls_are_listed_with_what_they_need():
@@ -248,9 +248,11 @@ def test_bench_capture_refuses_other_shape_options_and_bad_files_before_any_gpu_
     (tmp_path / "bad.json").write_text("[]")
     assert bench_cli.main(["--capture", str(tmp_path / "bad.json")]) == 2
     assert "not a capture file" in capsys.readouterr().err
-    lt_only = tmp_path / "lt.json"
-    capture_file.write(str(lt_only), capture_file.to_dict(parse(lt=log("block_bias", "cublaslt")), complete=True))
-    assert bench_cli.main(["--capture", str(lt_only)]) == 2
+    unreplayable = tmp_path / "batched.json"
+    data = capture_file.to_dict(parse(log("misc", "cublas")), complete=True)
+    data["gemms"] = [g for g in data["gemms"] if g["batch_count"] > 1 or g["a_type"] == "R_64F"]
+    capture_file.write(str(unreplayable), data)
+    assert bench_cli.main(["--capture", str(unreplayable)]) == 2
     assert "no GEMM in it can be replayed" in capsys.readouterr().err
 
 

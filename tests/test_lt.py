@@ -1,11 +1,14 @@
-"""The cuBLASLt groundwork: its ctypes layer without a GPU, and LtGemm on one."""
+"""The cuBLASLt path: its ctypes layer and configurations without a GPU; its GEMMs on one."""
 
 import ctypes
+import re
 
 import pytest
 
 from cublas_det import _cublaslt
-from cublas_det.lt import LtOptions, split_k
+from cublas_det.call import _gemm_ex_args
+from cublas_det.config import GemmConfig
+from cublas_det.lt import split_k
 
 
 def test_the_lt_structures_have_cublasLt_h_sizes():
@@ -16,49 +19,130 @@ def test_the_lt_structures_have_cublasLt_h_sizes():
 def test_split_k_reads_the_algorithm_configuration():
     assert split_k((("splitk", 4), ("reduction_scheme", 2)))
     assert not split_k((("splitk", 1), ("reduction_scheme", 0)))
-    assert LtOptions().reduction_scheme_mask is None and LtOptions().workspace_bytes == 32 << 20
+
+
+def test_lt_configurations_parse_name_and_round_trip():
+    cases = {"default+lt": "DEFAULT/lt", "pedantic+lt-nosplitk": "PEDANTIC/lt-nosplitk",
+             "tf32+lt-sm16": "TF32/lt-sm16", "default+lt-nosplitk-sm16": "DEFAULT/lt-nosplitk-sm16"}
+    for text, name in cases.items():
+        config = GemmConfig.parse(text)
+        assert config.name == name and config.api == "lt" and GemmConfig.from_dict(config.to_dict()) == config
+    pinned = GemmConfig(api="lt", lt_algo={"algo_id": 20, "splitk": 66}, lt_epilogue="BIAS", input_dtype="bfloat16",
+                        output_dtype="bfloat16")
+    assert pinned.name == "PEDANTIC/lt-pinned-bias/bfloat16->bfloat16"
+    assert GemmConfig.from_dict(pinned.to_dict()) == pinned
+    for bad in ("default+lt-fast", "default+lt+lt", "bf16x9+lt", "default+disallow-rpr+lt"):
+        with pytest.raises(ValueError, match=re.escape(repr(bad))):
+            GemmConfig.parse(bad)
+    with pytest.raises(ValueError, match="need api='lt'"):
+        GemmConfig(lt_sm_count_target=16)
+
+
+# cublasGemmEx's arguments of the row-major 128x56x4096 dW GEMM below (pointers 0: only read for the plan)
+DW_ARGS = _gemm_ex_args(True, False, 128, 56, 4096, 128, 56, 0, 0, 0, 0, 0, 68)
 
 
 @pytest.mark.gpu
-def test_lt_gemm_matches_float64_and_a_pinned_algorithm_repeats_its_bits():
+def test_lt_gemms_match_float64_and_a_pinned_algorithm_keeps_its_bits_under_other_sm_counts():
     import cupy
 
-    from cublas_det.lt import LtGemm
+    from cublas_det import create_handle, gemm
 
     rng = cupy.random.default_rng(0)
     a = rng.standard_normal((4096, 128), dtype=cupy.float32)  # a dW GEMM: op(a) = a.T
     b = rng.standard_normal((4096, 56), dtype=cupy.float32)
-    out = cupy.empty((128, 56), dtype=cupy.float32)
-    with LtGemm(a, b, out, trans_a=True) as call:
-        call()
-        algo = call.algo
     want = a.astype(cupy.float64).T @ b.astype(cupy.float64)
+    with create_handle("default") as handle:
+        gemm_ex = gemm(a, b, handle=handle, trans_a=True)
+    with create_handle("default+lt") as handle:
+        out = gemm(a, b, handle=handle, trans_a=True)
+        algo = handle._lt.algorithm(DW_ARGS)
     assert float(abs(out - want).max() / abs(want).max()) < 1e-5
-    pinned = cupy.empty_like(out)
-    with LtGemm(a, b, pinned, trans_a=True, options=LtOptions(algo=algo, sm_count_target=16)) as call:
-        call()
-        assert call.algo == algo
+    assert cupy.array_equal(out.view(cupy.uint32), gemm_ex.view(cupy.uint32))  # the heuristic's first choice
+    with create_handle(GemmConfig(api="lt", lt_algo=algo)) as handle:
+        handle.sm_count_target = 16
+        pinned = gemm(a, b, handle=handle, trans_a=True)
     assert cupy.array_equal(out.view(cupy.uint32), pinned.view(cupy.uint32))
-    none = cupy.empty_like(out)
-    with LtGemm(a, b, none, trans_a=True, options=LtOptions(reduction_scheme_mask=0)) as call:
-        call()
-        assert not split_k(call.algo)
+    with create_handle("default+lt-nosplitk") as handle:
+        handle.sm_count_target = 16
+        assert not split_k(handle._lt.algorithm(DW_ARGS, 16))
 
 
 @pytest.mark.gpu
-def test_lt_gemm_bias_epilogue_adds_the_bias():
+def test_the_bias_epilogue_adds_the_bias_and_refuses_a_wrong_one():
     import cupy
 
-    from cublas_det.lt import LtGemm
+    from cublas_det import create_handle, gemm
 
     rng = cupy.random.default_rng(1)
     x = rng.standard_normal((512, 64), dtype=cupy.float32)
     w = rng.standard_normal((96, 64), dtype=cupy.float32)
     bias = rng.standard_normal(96, dtype=cupy.float32)
-    out = cupy.empty((512, 96), dtype=cupy.float32)
-    with LtGemm(x, w, out, trans_b=True, bias=bias) as call:
-        call()
-    want = x.astype(cupy.float64) @ w.astype(cupy.float64).T + bias
-    assert float(abs(out - want).max()) < 1e-3
-    with pytest.raises(ValueError, match="bias must be a vector of 96"):
-        LtGemm(x, w, out, trans_b=True, bias=bias[:5])
+    with create_handle(GemmConfig(api="lt", lt_epilogue="BIAS")) as handle:
+        out = gemm(x, w, handle=handle, trans_b=True, bias=bias)
+        with pytest.raises(ValueError, match="bias must be a vector of 96"):
+            gemm(x, w, handle=handle, trans_b=True, bias=bias[:5])
+    assert float(abs(out - (x.astype(cupy.float64) @ w.astype(cupy.float64).T + bias)).max()) < 1e-3
+    with create_handle("default") as handle, pytest.raises(ValueError, match="needs a cuBLASLt handle"):
+        gemm(x, w, handle=handle, trans_b=True, bias=bias)
+
+
+def _ratio(median, low, high):
+    from cublas_det.timing.stats import Ratio
+
+    return Ratio("cure", "base", median, low, high, 24)
+
+
+def test_the_prescriptions_report_names_the_cheapest_verified_cure_and_the_failures():
+    from cublas_det.prescribe import Cure, Prescription
+    from cublas_det.report.prescribe import render_prescriptions
+    from cublas_det.shapes import parse_shape
+
+    shape = parse_shape("128x56x4096:nt")
+    base = GemmConfig()
+    pinned = GemmConfig(api="lt", lt_algo={"algo_id": 20})
+    nosplit = GemmConfig(api="lt", lt_reduction_scheme_mask=0)
+    sm = Prescription(shape, base, "sm-count", (
+        Cure("cuBLASLt without split-K", nosplit, True, "same bits under SM counts 16-116", _ratio(1.8, 1.7, 1.9)),
+        Cure("pin the cuBLASLt algorithm", pinned, True, "same bits under SM counts 16-116", _ratio(1.003, 1.001, 1.005),
+             keeps_bits=True),
+        Cure("BF16X9 math", GemmConfig(math_mode=4), False, "bits still change under SM counts 16-116: 66 SMs: 3 differ")))
+    batch = Prescription(shape, base, "batch-invariance", (
+        Cure("pin the cuBLASLt algorithm", pinned, False, "bits still change for every row count m checked"),))
+    assert sm.best.label == "pin the cuBLASLt algorithm" and batch.best is None
+    text = render_prescriptions([sm, batch], 132, (132, 114))
+    assert "cure: pin the cuBLASLt algorithm: same bits under SM counts 16-116; +0.3% [+0.1%, +0.5%]; keeps" in text
+    assert "also: cuBLASLt without split-K: +80.0% [+70.0%, +90.0%]" in text
+    assert "failed: BF16X9 math: bits still change" in text and "no verified cure among those tried" in text
+    assert "1 of 2 hazards cured" in text and max(map(len, text.splitlines())) <= 100
+    assert sm.to_dict()["best"] == "pin the cuBLASLt algorithm"
+
+
+@pytest.mark.gpu
+def test_prescribe_cures_the_sm_count_hazard_of_a_split_k_dw_gemm():
+    from cublas_det.prescribe import prescribe
+    from cublas_det.shapes import parse_shape
+
+    shape = parse_shape("128x56x4096:nt")  # split-K on the H200: 66 at 132 SMs, other splits below
+    found = prescribe([shape], [GemmConfig()], quick=True, timing={"min_visits": 2, "max_visits": 2, "budget_s": 0.1})
+    sm = [p for p in found if p.hazard == "sm-count"]
+    if not sm:
+        pytest.skip("this GPU's kernel for the shape does not change bits with the SM count")
+    best = sm[0].best
+    assert best is not None and best.verified and best.ratio is not None, sm[0]
+    pinned = next(c for c in sm[0].cures if c.label == "pin the cuBLASLt algorithm")
+    assert pinned.verified and pinned.keeps_bits  # the heuristic's own pick, kept: today's bits
+
+
+@pytest.mark.gpu
+def test_an_lt_configuration_runs_every_scenario_and_the_graph_timing():
+    from cublas_det import check_gemm
+    from cublas_det.timing import time_shapes
+
+    check = check_gemm("128x56x4096:nt", "default+lt", repeats=3,
+                       scenarios=["repeat", "fresh-handle", "streams-shared-handle", "streams-per-handle",
+                                  "batch-invariance", "sm-count", "modes"])
+    assert not check.errors and check.reproducible, check
+    run = time_shapes(["128x56x4096:nt"], ["default", "default+lt"], min_visits=2, max_visits=2, budget_s=0.1)
+    timing = run.timings["128x56x4096:nt"]
+    assert timing.arm("DEFAULT/lt").median_us > 0 and not run.errors

@@ -66,10 +66,17 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
         return dataclasses.replace(base, reason=reason)
     mode = definition.math_mode
     try:
-        config = GemmConfig(MathMode(mode & ~DISALLOW_RPR), bool(mode & DISALLOW_RPR),
-                            ComputeType[definition.compute_type], _DTYPES[definition.a_type],
-                            _DTYPES[definition.c_type], -1 if definition.algo is None else definition.algo,
-                            definition.workspace_bytes)
+        if definition.is_lt:  # cuBLASLt takes no math mode: its compute type says it all
+            config = GemmConfig(MathMode.DEFAULT, False, ComputeType[definition.compute_type],
+                                _DTYPES[definition.a_type], _DTYPES[definition.c_type],
+                                workspace_bytes=definition.workspace_bytes, api="lt",
+                                lt_epilogue="BIAS" if definition.epilogue == "EPILOGUE_BIAS" else "",
+                                lt_sm_count_target=_own_target(definition))
+        else:
+            config = GemmConfig(MathMode(mode & ~DISALLOW_RPR), bool(mode & DISALLOW_RPR),
+                                ComputeType[definition.compute_type], _DTYPES[definition.a_type],
+                                _DTYPES[definition.c_type], -1 if definition.algo is None else definition.algo,
+                                definition.workspace_bytes)
     except ValueError as err:
         return dataclasses.replace(base, reason=f"needs what the shim refuses: {err}")
     name = f"{gemm_id} {role}" if role else f"{gemm_id} capture"
@@ -81,12 +88,19 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
     return dataclasses.replace(base, shape=shape, config=config, note=note)
 
 
+def _own_target(definition: GemmDefinition) -> int:
+    """The SM-count target a cuBLASLt call set itself (0: none; the log prints none unless set)."""
+    return definition.sm_count_target or 0
+
+
 def _unsupported(definition: GemmDefinition) -> str:
-    if definition.is_lt:
-        return "needs the cuBLASLt path" + (f" ({definition.epilogue})" if definition.epilogue else "")
+    if definition.is_lt and definition.epilogue not in (None, "EPILOGUE_DEFAULT", "EPILOGUE_BIAS"):
+        return f"needs the {definition.epilogue} epilogue in the cuBLASLt path (it has DEFAULT and BIAS)"
+    if definition.is_lt and definition.scale_type not in (None, "R_32F", "R_16F"):
+        return f"needs scale type {definition.scale_type}"
     if definition.batch_count > 1 or "Batched" in definition.api:
         return f"needs the batched path ({definition.api}, {definition.batch_count} matrices)"
-    if definition.api not in _REPLAYED_APIS:
+    if definition.api not in _REPLAYED_APIS and not definition.is_lt:
         return f"needs {definition.api}"
     for what, name in (("A", definition.a_type), ("B", definition.b_type), ("C", definition.c_type)):
         if name not in _DTYPES:
@@ -96,9 +110,9 @@ def _unsupported(definition: GemmDefinition) -> str:
     if definition.compute_type not in ComputeType.__members__:
         return f"needs {definition.compute_type}"
     mode = definition.math_mode
-    if mode is None:
+    if mode is None and not definition.is_lt:
         return "needs the handle's math mode, which the log does not show"
-    if mode & ~DISALLOW_RPR not in set(MathMode) - {MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION}:
+    if mode is not None and mode & ~DISALLOW_RPR not in set(MathMode) - {MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION}:
         return f"needs math mode {mode & ~DISALLOW_RPR}"
     return ""
 

@@ -33,6 +33,7 @@ from .scenarios import (
     validate_scenarios,
 )
 from .scenarios.modes import RUN_MODES
+from .scenarios.sm_count import SM_TARGETS
 from .worker.parent import INTERRUPTED, collect, kill_all, spawn
 from .worker.protocol import Task
 
@@ -71,7 +72,7 @@ class CheckInterrupted(KeyboardInterrupt):
 def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS, seed: int = 0,
                gemm_fn: GemmFunction | None = None, on_check=None, device_id: int | None = None,
                kernels: bool = False, operands: HostOperands | None = None,
-               phases: Phases | None = None) -> list[GemmCheck]:
+               phases: Phases | None = None, sm_count_targets=()) -> list[GemmCheck]:
     """:func:`check_gemm` over shapes x configurations, sharing inputs and the worker processes.
 
     Worker processes (``fresh-process``, ``workspace-config``) start once for all pairs and run
@@ -83,7 +84,8 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     ``operands``: the host operands to upload (a :class:`~cublas_det.operands.HostOperands` the caller
     keeps, for timing; default: made here, drawn ahead of use). ``phases``: a
     :class:`~cublas_det.phases.Phases` that gets the seconds spent in operands, references, each
-    scenario and waiting for the workers.
+    scenario and waiting for the workers. ``sm_count_targets``: the SM counts ``sm-count`` emulates
+    (default: half the device's, and one SM in eight fewer).
 
     Raises:
         CheckInterrupted: on Ctrl-C, carrying the checks completed so far.
@@ -106,14 +108,14 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     try:
         with cupy.cuda.Device(device_id if device_id is not None else cupy.cuda.runtime.getDevice()):
             return _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels, operands,
-                              phases if phases is not None else Phases())
+                              phases if phases is not None else Phases(), tuple(sm_count_targets))
     finally:
         if owned:
             operands.close()
 
 
 def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels, operands,
-               phases) -> list[GemmCheck]:
+               phases, sm_count_targets=()) -> list[GemmCheck]:
     """:func:`check_many` on the current device, its arguments checked."""
     import cupy
 
@@ -130,7 +132,8 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
             uploaded: dict = {}  # input dtype -> Operands, or the error that stopped making them
             # What the configurations of this shape share: the modes matrix over every math mode of the
             # run, and the float64 reference of each input type.
-            shared: dict = {RUN_MODES: tuple(dict.fromkeys(config.math_mode for config, _ in configs))}
+            shared: dict = {RUN_MODES: tuple(dict.fromkeys(config.math_mode for config, _ in configs)),
+                            SM_TARGETS: sm_count_targets}
             for config, source in configs:
                 started = time.perf_counter()
                 if config.input_dtype not in uploaded:

@@ -12,6 +12,7 @@ Exit codes: EXIT_CODES below (in --help; docs/method.md has every command's).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import shutil
 import sys
@@ -37,16 +38,18 @@ from ..config import (
     GemmConfig,
     canonical_dtype,
 )
-from ..device import fingerprint, gpu_failures, require_gpu
+from ..device import device_properties, fingerprint, gpu_failures, require_gpu
 from ..errors import DoesNotFit, UsageError
 from ..kernels.explain import explain_shape, render_explanation
 from ..kernels.recorder import cupti_unavailable, require_cupti
 from ..memory import check_fits
 from ..operands import HostOperands
 from ..phases import Phases
+from ..prescribe import prescribe
 from ..report.compare import compare_runs
 from ..report.markdown import to_markdown
 from ..report.plot import write_plot
+from ..report.prescribe import render_prescriptions
 from ..report.results import BenchResult, ShapeReport
 from ..report.runfile import load_run, now_iso, run_from_dict, to_json
 from ..report.sweep import render_sweep, sweep_to_json
@@ -149,6 +152,15 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
                       help="per-device sweep instead of the benchmark: 'all' or ids (0,1 or 0 1); one worker "
                            "process per GPU computes every shape in every mode (and --scenarios inside it); the "
                            "report says whether the devices agree. No timing.")
+    cure = parser.add_argument_group("prescriptions")
+    cure.add_argument("--prescribe", action="store_true",
+                      help="for every shape and mode whose bits a hazard changed (SM count, shared handle, batch "
+                           "size), try the cures (cuBLASLt with the algorithm pinned, without split-K, planning for "
+                           "the fleet's smallest SM count; BF16X9; a handle per stream), verify each bitwise against "
+                           "that hazard, time it against the mode it replaces, and report the cheapest")
+    cure.add_argument("--sm-counts", metavar="N,N", type=_sm_counts,
+                      help="the SM counts of your fleet (e.g. 132,114): verify the cures under them too, and try "
+                           "cuBLASLt planning for the smallest")
     kernels = parser.add_argument_group("kernels (CUPTI: pip install 'cupti-python==13.*', or '==12.*' for CUDA 12)")
     kernels.add_argument("--kernels", action="store_true",
                          help="record the kernels each GEMM ran: a kernels column, kernel time per GEMM beside graph "
@@ -237,8 +249,11 @@ def _configurations(args) -> list:
     for mode in modes:
         parsed = GemmConfig.parse(mode, source="--modes")
         for compute in computes:
-            configs.append(GemmConfig(parsed.math_mode, parsed.disallow_reduced_precision_reduction, compute, dtype,
-                                      out_dtype))
+            try:
+                configs.append(dataclasses.replace(parsed, compute_type=compute, input_dtype=dtype,
+                                                   output_dtype=out_dtype))
+            except ValueError as err:
+                raise UsageError(f"--modes {mode}: {str(err).removeprefix('GemmConfig: ')}") from None
     return list(dict.fromkeys(configs))
 
 
@@ -298,6 +313,8 @@ def _run(argv, prog: str | None = None) -> int:
         require_gpu()
     if explained is not None:
         return _explain(explained, configs, args.seed)
+    if args.prescribe:
+        return _prescribe(args, shapes, configs)
     kernels = args.kernels and _kernels_available()
     if args.devices:
         import cupy
@@ -311,6 +328,38 @@ def _run(argv, prog: str | None = None) -> int:
     for group_shapes, group_configs in groups:
         refused.update(_refused_for_memory(group_shapes, group_configs, timing=not args.no_timing))
     return _bench(args, groups, scenarios, repeats, baseline, refused, kernels, phases)
+
+
+def _sm_counts(text: str) -> tuple:
+    try:
+        counts = tuple(int(part) for part in text.replace(" ", ",").split(",") if part)
+    except ValueError:
+        counts = ()
+    if not counts or any(count < 1 for count in counts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected SM counts such as 132,114")
+    return counts
+
+
+def _prescribe(args, shapes, configs) -> int:
+    """--prescribe: the cures of every hazard found, verified and timed; exit 1 if a hazard has none."""
+    for flag in ("capture", "devices", "compare", "markdown", "plot", "kernels"):
+        if getattr(args, flag):
+            raise UsageError(f"--prescribe runs its own checks and timing; drop --{flag}")
+    operands = HostOperands(args.seed)
+    min_visits, max_visits = QUICK_VISITS if args.quick else VISITS
+    try:
+        found = prescribe(shapes, configs, fleet=args.sm_counts or (), seed=args.seed, quick=args.quick,
+                          repeats=min(args.repeats, 5 if args.quick else 10), operands=operands,
+                          on_step=lambda text: print(f"  {text}", file=sys.stderr, flush=True),
+                          timing={"min_visits": min_visits, "max_visits": max_visits,
+                                  "budget_s": QUICK_BUDGET_S if args.quick else BUDGET_S})
+    finally:
+        operands.close()
+    print(render_prescriptions(found, device_properties()["sm_count"], args.sm_counts or ()))
+    if args.json and not write_json(args.json, {"cublas_det": __version__, "provenance": fingerprint(),
+                                                 "prescriptions": [p.to_dict() for p in found]}):
+        return EXIT_USAGE
+    return EXIT_FINDING if any(p.best is None for p in found) else EXIT_OK
 
 
 def _kernels_available() -> bool:

@@ -45,11 +45,12 @@ def is_control(name: str) -> bool:
 
 
 def ratio_pairs(arm_names: list[str]) -> list[tuple[str, str]]:
-    """Every mode against PEDANTIC, PEDANTIC against DEFAULT, and the A/A control against its reference
-    (by role: the same in fp32 and in half precision)."""
+    """Every mode against PEDANTIC (or the first mode, without one), PEDANTIC against DEFAULT, and the
+    A/A control against its reference (by role: the same in fp32 and in half precision)."""
     modes = [name for name in arm_names if not is_control(name)]
     pedantic, default = arm_with_role(modes, "PEDANTIC"), arm_with_role(modes, "DEFAULT")
-    pairs = [(name, pedantic) for name in modes if pedantic and name != pedantic]
+    reference = pedantic or (modes[0] if modes else None)  # without PEDANTIC: against the first (a prescription's)
+    pairs = [(name, reference) for name in modes if reference and name != reference]
     if pedantic and default:
         pairs.append((pedantic, default))
     pairs += [(name, name[:-len(AA_SUFFIX)]) for name in arm_names if is_control(name)

@@ -38,6 +38,9 @@ def matrix(config: GemmConfig, run_modes=()) -> list[tuple[GemmConfig, ComputeTy
     else:
         modes, flags, computes = HALF_MODES, (False, True), HALF_COMPUTE_TYPES
     modes += tuple(mode for mode in dict.fromkeys((*run_modes, config.math_mode)) if mode not in modes)
+    if config.api == "lt":  # cuBLASLt takes no math mode flag, and has no BF16X9 math
+        flags = (False,)
+        modes = tuple(mode for mode in modes if mode is not MathMode.FP32_EMULATED_BF16X9)
     allowed = COMPUTE_TYPES[(config.input_dtype, config.output_dtype)]
     base = dataclasses.replace(config, compute_type=ComputeType.COMPUTE_32F)
     return [(dataclasses.replace(base, math_mode=mode, disallow_reduced_precision_reduction=flag), compute)

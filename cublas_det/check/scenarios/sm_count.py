@@ -13,9 +13,13 @@ def sm_count_targets(sm_count: int) -> list[int]:
     return sorted({max(1, sm_count // 2), max(1, sm_count - sm_count // 8)} - {sm_count})
 
 
+SM_TARGETS = "sm-count targets"  # key in ScenarioContext.shared: targets asked for instead of the two above
+
+
 def _sm_count(context: ScenarioContext):
     sm_count = device_properties()["sm_count"]
-    targets = sm_count_targets(sm_count)
+    asked = context.shared.get(SM_TARGETS)
+    targets = sorted({t for t in asked if 0 < t < sm_count}) if asked else sm_count_targets(sm_count)
     if not targets:
         return SM_COUNT.does_not_apply(f"the device has {sm_count} SM: no smaller count to emulate")
     out = context.new_output()

@@ -1,0 +1,200 @@
+"""Prescriptions: for every GEMM whose bits a hazard changed, the configurations that remove it,
+each verified bitwise against that hazard and timed against the configuration it replaces.
+
+Candidates: cuBLASLt with the algorithm the heuristic picks at the full SM count pinned; cuBLASLt
+with the reduction-scheme mask NONE (no split-K); cuBLASLt planning for the smallest SM count of a
+fleet; BF16X9 math (fp32, where cuBLAS has it); and, for a shared handle, a handle per stream or
+``CUBLAS_WORKSPACE_CONFIG`` (the base check's own guarantee scenarios). A cure is verified when,
+in its configuration, the hazard's scenario gives identical bits (SM counts from 16 to the full
+count, four streams on one handle, rows m = 1 ... M) and the run-to-run guarantee holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ._cublas import ComputeType, CublasError, MathMode
+from .call import _gemm_ex_args
+from .check import check_many
+from .config import ELEMENT_TYPES, GemmConfig
+from .device import device_properties
+from .handle import create_handle
+from .shapes import GemmShape
+from .timing import time_shapes
+
+HAZARDS = ("sm-count", "streams-shared-handle", "batch-invariance")
+VERIFY_SCENARIOS = ("repeat",) + HAZARDS
+BASE_SCENARIOS = ("repeat", "streams-per-handle", "workspace-config") + HAZARDS
+HAZARD_WORDS = {"sm-count": "SM count", "streams-shared-handle": "shared handle", "batch-invariance": "batch size"}
+# Setup cures of a shared handle, verified by the base check's guarantee scenarios (no other GEMM: no time cost).
+SETUP_CURES = {"streams-per-handle": "a handle and workspace per stream",
+               "workspace-config": "CUBLAS_WORKSPACE_CONFIG=:4096:8"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Cure:
+    label: str  # what to do, in words
+    config: GemmConfig | None  # None: a change of setup, not of the GEMM
+    verified: bool
+    evidence: str  # what the verification showed (why it failed, where it did)
+    ratio: object = None  # timing.stats.Ratio of the cure against the configuration it replaces
+    keeps_bits: bool = False  # gives the bits the configuration gives today
+
+    def to_dict(self) -> dict:
+        return {"cure": self.label, "config": self.config.to_dict() if self.config else None,
+                "verified": self.verified, "evidence": self.evidence, "keeps_bits": self.keeps_bits,
+                "time_ratio": None if self.ratio is None else {
+                    "median": self.ratio.median, "ci_low": self.ratio.ci_low, "ci_high": self.ratio.ci_high}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Prescription:
+    shape: GemmShape
+    config: GemmConfig
+    hazard: str  # the scenario that changed the bits
+    cures: tuple
+
+    @property
+    def best(self) -> Cure | None:
+        """The cheapest verified cure: a setup cure costs nothing; else the smallest time ratio."""
+        verified = [cure for cure in self.cures if cure.verified]
+        return min(verified, key=lambda c: 0.0 if c.ratio is None else c.ratio.median, default=None)
+
+    def to_dict(self) -> dict:
+        return {"shape": self.shape.name, "config": self.config.name, "hazard": self.hazard,
+                "best": self.best.label if self.best else None, "cures": [c.to_dict() for c in self.cures]}
+
+
+def verification_targets(sm_count: int, fleet=()) -> tuple:
+    """SM counts to verify under: 16 up to the device's, and every SM count of the fleet."""
+    return tuple(sorted({t for t in (16, 33, sm_count // 2, sm_count - sm_count // 8, *fleet) if 0 < t < sm_count}))
+
+
+def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
+    """The algorithm cuBLASLt's heuristic picks for ``shape`` at the full SM count (its configuration)."""
+    lt_config = _lt(config)
+    args = _gemm_ex_args(shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.a_shape[1], shape.b_shape[1],
+                         0, 0, 0, 0, 0, int(lt_config.compute_type), int(ELEMENT_TYPES[config.input_dtype].cuda),
+                         int(ELEMENT_TYPES[config.output_dtype].cuda))
+    with create_handle(lt_config) as handle:
+        return handle.lt.algorithm(args)
+
+
+def _lt(config: GemmConfig, **options) -> GemmConfig:
+    """``config`` through cuBLASLt: no math-mode flag there (its compute type decides)."""
+    return dataclasses.replace(config, api="lt", disallow_reduced_precision_reduction=False, **options)
+
+
+def candidates(shape: GemmShape, config: GemmConfig, fleet=()) -> list[tuple[str, GemmConfig | str]]:
+    """The configurations to try in place of ``config`` for ``shape`` (or why one cannot be made)."""
+    found = []
+    if config.math_mode is not MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math
+        try:
+            found.append(("pin the cuBLASLt algorithm", _lt(config, lt_algo=pinned_algorithm(shape, config))))
+        except CublasError as err:
+            found.append(("pin the cuBLASLt algorithm", f"cuBLASLt has no algorithm for it ({err})"))
+        found.append(("cuBLASLt without split-K (reduction scheme NONE)", _lt(config, lt_reduction_scheme_mask=0)))
+        if fleet:
+            found.append((f"cuBLASLt planning for {min(fleet)} SMs", _lt(config, lt_sm_count_target=min(fleet))))
+    if config.input_dtype == "float32" and config.math_mode is not MathMode.FP32_EMULATED_BF16X9 \
+            and config.compute_type is ComputeType.COMPUTE_32F:
+        found.append(("BF16X9 math", dataclasses.replace(config, math_mode=MathMode.FP32_EMULATED_BF16X9)))
+    return found
+
+
+def _evidence(hazard: str, result, targets) -> str:
+    if result is None or result.error:
+        return f"could not run: {result.error if result else 'no result'}"
+    if result.not_applicable:
+        return f"does not apply: {result.not_applicable}"
+    where = {"sm-count": f"under SM counts {targets[0]}-{targets[-1]} and the full count" if targets else "",
+             "streams-shared-handle": f"in {result.runs} runs on 4 streams of one handle",
+             "batch-invariance": "for every row count m checked"}[hazard]
+    if result.identical:
+        return f"same bits {where}".strip()
+    return f"bits still change {where}: {result.detail}".strip()
+
+
+def prescribe(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, quick: bool = False,
+              operands=None, on_step=None, timing: dict | None = None) -> list[Prescription]:
+    """A :class:`Prescription` for every (shape, configuration, hazard) whose bits changed.
+
+    ``timing``: ``time_shapes`` options (visits, budget); ``on_step(text)``: progress.
+    """
+    step = on_step or (lambda text: None)
+    sm_count = device_properties()["sm_count"]
+    targets = verification_targets(sm_count, fleet)
+    base_scenarios = [s for s in BASE_SCENARIOS if not (quick and s == "workspace-config")]
+    base = check_many(shapes, configs, repeats=repeats, scenarios=base_scenarios, seed=seed, operands=operands,
+                      sm_count_targets=targets, on_check=lambda c: step(f"checked {c.shape.name} {c.mode_name}"))
+    found = []
+    for shape in shapes:
+        checks = [c for c in base if c.shape.name == shape.name]
+        hazardous = [(c, r.scenario) for c in checks for r in c.findings if r.scenario in HAZARDS]
+        if not hazardous:
+            continue
+        tried = {}  # (configuration, cure) -> (label, cure configuration, the configuration's check)
+        impossible = {}  # configuration -> [(label, why no cure configuration could be made)]
+        for check in {c.config.name: c for c, _ in hazardous}.values():
+            for label, cure in candidates(shape, check.config, fleet):
+                if isinstance(cure, str):
+                    impossible.setdefault(check.config.name, []).append(Cure(label, None, False, cure))
+                else:
+                    tried.setdefault((check.config.name, cure.name), (label, cure, check))
+        cure_configs = list(dict.fromkeys(cure for _, cure, _ in tried.values()))
+        step(f"verifying {len(cure_configs)} cures of {shape.name}")
+        verified = {c.mode_name: c for c in check_many([shape], cure_configs, repeats=repeats,
+                                                       scenarios=list(VERIFY_SCENARIOS), seed=seed,
+                                                       operands=operands, sm_count_targets=targets)}
+        results = {}
+        for (base_name, cure_name), (label, cure, check) in tried.items():
+            cure_check = verified[cure_name]
+            for hazard in [h for c, h in hazardous if c.config.name == base_name]:
+                result = cure_check.scenario(hazard)
+                ok = bool(result and result.identical and cure_check.reproducible)
+                evidence = _evidence(hazard, result, targets)
+                if result and result.identical and not cure_check.reproducible:
+                    evidence += f"; but its guarantees: {cure_check.verdict.value}"
+                results.setdefault((base_name, hazard), []).append(
+                    Cure(label, cure, ok, evidence, keeps_bits=cure_check.digest == check.digest))
+        for check, hazard in hazardous:
+            cures = results.get((check.config.name, hazard), []) + impossible.get(check.config.name, [])
+            if hazard == "streams-shared-handle":
+                for scenario, label in SETUP_CURES.items():
+                    result = check.scenario(scenario)
+                    if result is not None and result.compared:
+                        cures.append(Cure(label, None, result.identical,
+                                          f"same bits in {result.runs} runs" if result.identical else result.detail,
+                                          keeps_bits=True))
+            found.append(Prescription(shape, check.config, hazard, tuple(cures)))
+    return _timed(found, seed, operands, step, timing or {})
+
+
+def _timed(found: list[Prescription], seed, operands, step, timing: dict) -> list[Prescription]:
+    """Each verified cure's time against the configuration it replaces: graph timing, side by side."""
+    by_shape: dict = {}
+    for prescription in found:
+        group = by_shape.setdefault(prescription.shape.name, (prescription.shape, {}))
+        group[1].setdefault(prescription.config.name, prescription.config)
+        for cure in prescription.cures:
+            if cure.verified and cure.config is not None:
+                group[1].setdefault(cure.config.name, cure.config)
+    ratios = {}
+    for name, (shape, configs) in by_shape.items():
+        step(f"timing {name}: {len(configs)} configurations")
+        for base in {p.config.name for p in found if p.shape.name == name}:
+            arms = [configs[base]] + [c for n, c in configs.items() if n != base and _cure_of(found, name, base, n)]
+            if len(arms) < 2:
+                continue
+            run = time_shapes([shape], arms, seed=seed, operands=operands, **timing)
+            shape_timing = run.timings.get(shape.name)
+            for arm in arms[1:]:
+                ratios[(name, base, arm.name)] = shape_timing.ratio(arm.name, base) if shape_timing else None
+    return [dataclasses.replace(p, cures=tuple(
+        dataclasses.replace(c, ratio=ratios.get((p.shape.name, p.config.name, c.config.name)))
+        if c.config is not None else c for c in p.cures)) for p in found]
+
+
+def _cure_of(found, shape_name, base_name, cure_name) -> bool:
+    return any(c.verified and c.config is not None and c.config.name == cure_name for p in found
+               if p.shape.name == shape_name and p.config.name == base_name for c in p.cures)

@@ -1,0 +1,57 @@
+"""The prescriptions report: per GEMM and hazard, the cheapest verified cure and its cost, the other
+verified cures, and the cures that failed with what the verification saw."""
+
+from __future__ import annotations
+
+import textwrap
+
+WIDTH = 100
+HAZARD_WORDS = {"sm-count": "SM count", "streams-shared-handle": "shared handle", "batch-invariance": "batch size"}
+
+
+def _cost(cure) -> str:
+    if cure.config is None:
+        return "no time cost (the same GEMM)"
+    ratio = cure.ratio
+    if ratio is None:
+        return "not timed"
+    pct = lambda x: f"{100 * (x - 1):+.1f}%"  # noqa: E731
+    return f"{pct(ratio.median)} [{pct(ratio.ci_low)}, {pct(ratio.ci_high)}]"
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "    ",
+                         break_on_hyphens=False)
+
+
+def render_prescriptions(prescriptions, sm_count: int, fleet=()) -> str:
+    lines = _wrap("Prescriptions: for each GEMM and hazard that changed its bits, the cures verified bitwise "
+                  "against that hazard, and what each costs (graph time against the configuration it "
+                  "replaces: median and 95% interval; + is slower)", "")
+    if not prescriptions:
+        return "\n".join(lines + ["", "No hazard changed the bits of these GEMMs: nothing to cure."])
+    uncured = 0
+    for p in prescriptions:
+        lines.append("")
+        lines.append(f"{p.shape.name} ({p.shape.m}x{p.shape.n}x{p.shape.k}:{p.shape.cublas_op.lower()})  "
+                     f"{p.config.name}  {HAZARD_WORDS.get(p.hazard, p.hazard)}")
+        best = p.best
+        if best is None:
+            uncured += 1
+            lines += _wrap("no verified cure among those tried (below)", "  ")
+        else:
+            keeps = "; keeps today's bits" if best.keeps_bits else "; other bits than today's"
+            lines += _wrap(f"cure: {best.label}: {best.evidence}; {_cost(best)}{keeps}", "  ")
+        for cure in p.cures:
+            if cure is best:
+                continue
+            if cure.verified:
+                lines += _wrap(f"also: {cure.label}: {_cost(cure)}", "  ")
+            else:
+                lines += _wrap(f"failed: {cure.label}: {cure.evidence}", "  ")
+    cured = len(prescriptions) - uncured
+    lines += ["", *_wrap(f"{cured} of {len(prescriptions)} hazards cured by a verified configuration"
+                         + (f"; {uncured} with none among those tried" if uncured else "")
+                         + f" (verified on this {sm_count}-SM GPU" + (f", fleet {', '.join(map(str, fleet))}"
+                                                                     if fleet else "") + ")", "")]
+    return "\n".join(lines)
