@@ -94,8 +94,38 @@ class _Cache(dict):
         return value
 
 
-class CublasLogParser:
+class _LogParser:
+    """Chunks in, whole units out: the text up to the last ``SEPARATOR`` goes to ``_text``, the rest
+    waits for the next chunk (a call or a line may be cut anywhere)."""
+
+    SEPARATOR = b"\n"
+
+    def feed(self, data: bytes) -> None:
+        self.stats.bytes += len(data)
+        buffer = self._pending + data
+        cut = buffer.rfind(self.SEPARATOR)
+        if cut < 0:
+            self._pending = buffer
+            if len(buffer) > MAX_BLOCK:  # no call or line of a real log is this long: read it as it is
+                self._pending = b""
+                self._text(buffer + b"\n", complete=False)
+            return
+        self._pending = buffer[cut + 1:]
+        self._text(buffer[:cut + 1], complete=True)
+
+    def close(self) -> None:
+        text, self._pending = self._pending, b""
+        if text.strip():
+            self._text(text if text.endswith(b"\n") else text + b"\n", complete=False)
+
+    def _text(self, text: bytes, complete: bool) -> None:
+        raise NotImplementedError
+
+
+class CublasLogParser(_LogParser):
     """cuBLAS's API log, fed in chunks."""
+
+    SEPARATOR = b"\nI! cuBLAS "  # the last call may go on in the next chunk
 
     def __init__(self, capture: Capture, path: str = ""):
         self.capture = capture
@@ -106,24 +136,6 @@ class CublasLogParser:
         self._kinds: dict = {}  # function name -> _kind()
         self._parsed = _Cache()  # (call text without pointers, math mode) -> fields of a GemmDefinition
         self._sites = _Cache()  # context match groups -> Site
-
-    def feed(self, data: bytes) -> None:
-        self.stats.bytes += len(data)
-        buffer = self._pending + data
-        cut = buffer.rfind(b"\nI! cuBLAS ")  # the last call may go on in the next chunk
-        if cut < 0:
-            self._pending = buffer
-            if len(buffer) > MAX_BLOCK:  # no call's text is this long: not a cuBLAS log
-                self._text(buffer, complete=False)
-                self._pending = b""
-            return
-        self._pending = buffer[cut + 1:]
-        self._text(buffer[:cut + 1], complete=True)
-
-    def close(self) -> None:
-        text, self._pending = self._pending, b""
-        if text:
-            self._text(text if text.endswith(b"\n") else text + b"\n", complete=False)
 
     def _text(self, text: bytes, complete: bool) -> None:
         headers = list(_HEADER.finditer(text))
@@ -234,7 +246,7 @@ def _inner(value: bytes) -> dict:
     return {k.decode(): v.decode() for k, v in _LT_INNER.findall(value.strip(b"[]"))}
 
 
-class LtLogParser:
+class LtLogParser(_LogParser):
     """cuBLASLt's log, fed in chunks: the Trace line of every matmul, and the preference of the
     heuristic query before it."""
 
@@ -246,24 +258,6 @@ class LtLogParser:
         self._preference: dict = {}  # thread -> (descriptors, preference) of its last heuristic query
         self._parsed = _Cache()  # (function, line without pointers) -> what the line says
         self._sites = _Cache()
-
-    def feed(self, data: bytes) -> None:
-        self.stats.bytes += len(data)
-        buffer = self._pending + data
-        cut = buffer.rfind(b"\n")
-        if cut < 0:
-            self._pending = buffer
-            if len(buffer) > MAX_BLOCK:  # no line of cuBLASLt's is this long
-                self.stats.bad("malformed", buffer[:200])
-                self._pending = b""
-            return
-        self._pending = buffer[cut + 1:]
-        self._text(buffer[:cut + 1], complete=True)
-
-    def close(self) -> None:
-        text, self._pending = self._pending, b""
-        if text.strip():
-            self._text(text + b"\n", complete=False)
 
     def _text(self, text: bytes, complete: bool) -> None:
         lines = text.count(b"\n")
