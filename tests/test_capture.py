@@ -5,6 +5,7 @@ import gzip
 import json
 import os
 import pathlib
+import re
 import sys
 import textwrap
 
@@ -186,7 +187,9 @@ FAKE_PROGRAM = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("status", [0, 3])
-def test_run_captured_streams_both_logs_through_pipes_and_keeps_the_exit_status(tmp_path, status):
+def test_run_captured_streams_both_logs_through_pipes_and_keeps_the_exit_status(tmp_path, status, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the pipes' folder is made, to see it is gone
+    monkeypatch.setattr("tempfile.tempdir", None)
     program = tmp_path / "fake.py"
     program.write_text(FAKE_PROGRAM)
     capture = Capture()
@@ -293,3 +296,111 @@ def test_threads_logging_at_once_interleave_lines_and_those_calls_are_counted_un
     assert all(len(h["streams"]) == 1 for h in found.data["handles"])
     text = capture_cli.render_capture(found, "c.json")
     assert f"unread: {stats['interleaved_gemms']} GEMM calls whose log lines interleave" in text
+
+
+def _block(text: bytes, function: bytes) -> bytes:
+    return next(b for b in text.split(b"\nI! cuBLAS ") if function in b)
+
+
+def _calls(*blocks: bytes) -> bytes:
+    return b"I! cuBLAS " + b"\nI! cuBLAS ".join(b.rstrip(b"\n") for b in blocks) + b"\n"
+
+
+def test_the_state_of_the_handle_at_each_call_defines_the_gemm():
+    text = log("block", "cublas")
+    gemm, workspace, stream = (_block(text, name) for name in (b"cublasGemmEx(", b"cublasSetWorkspace_v2(",
+                                                                 b"cublasSetStream_v2("))
+    handle = re.search(rb"Handle=POINTER \(IN HEX:0x0x([0-9a-f]+)", gemm).group(1)
+    workspace = re.sub(rb"0x0x[0-9a-f]+\)\ni!  workspace:", b"0x0x" + handle + b")\ni!  workspace:", workspace)
+    workspace = re.sub(rb"Handle=POINTER \(IN HEX:0x0x[0-9a-f]+", b"Handle=POINTER (IN HEX:0x0x" + handle, workspace)
+    stream = re.sub(rb"0x0x[0-9a-f]+", b"0x0x" + handle, stream, count=1)
+    stream = re.sub(rb"Handle=POINTER \(IN HEX:0x0x[0-9a-f]+", b"Handle=POINTER (IN HEX:0x0x" + handle, stream)
+    pedantic = gemm.replace(b"MathMode=CUBLAS_DEFAULT_MATH", b"MathMode=CUBLAS_PEDANTIC_MATH")
+    small = workspace.replace(b"val=33554432", b"val=1048576")
+    capture = parse(_calls(workspace, gemm, pedantic, small, gemm, stream, gemm))
+    seen = [(d.math_mode, d.workspace_bytes, s.calls) for d, s in capture.gemms.items()]
+    # 32 MiB DEFAULT, 32 MiB PEDANTIC, then 1 MiB, then cuBLAS's own after cublasSetStream reset it
+    assert sorted(seen, key=str) == sorted([(0, 32 << 20, 1), (2, 32 << 20, 1), (0, 1 << 20, 1), (0, None, 1)],
+                                           key=str)
+
+
+def test_lines_of_two_calls_mixed_are_never_read_as_one_call():
+    text = log("streams_one", "cublas")
+    lines = (b"I! cuBLAS " + _block(text, b"cublasGemmEx(")).rstrip(b"\n").split(b"\n")
+
+    def thread(number, handle, m, n):
+        out = []
+        for line in lines:
+            line = re.sub(rb"Thread=\d+", b"Thread=%d" % number, line)
+            line = re.sub(rb"IN HEX:0x0x[0-9a-f]{8}\)", b"IN HEX:0x0x%x)" % handle, line, count=1) \
+                if line.startswith((b"i!  handle", b"i!Process")) else line
+            line = re.sub(rb"^i!  m: type=int; val=\d+", b"i!  m: type=int; val=%d" % m, line)
+            line = re.sub(rb"^i!  n: type=int; val=\d+", b"i!  n: type=int; val=%d" % n, line)
+            out.append(line)
+        return out
+
+    a, b = thread(111, 0xAAAA, 64, 64), thread(222, 0xBBBB, 128, 96)
+    at_n = next(i for i, line in enumerate(a) if line.startswith(b"i!  n:"))
+    mixed = [b[0], *b[1:at_n], a[0], *a[1:at_n], *b[at_n:], b[0], *a[at_n:], *b[1:]]
+    capture = parse(b"\n".join(mixed) + b"\n")
+    read = [(d.m, d.n, tuple(s.sites)) for d, s in capture.gemms.items()]
+    assert all((m, n) in ((64, 64), (128, 96)) for m, n, _ in read), read  # no chimera of both
+    for m, _, sites in read:  # and each under its own thread's handle
+        assert all(site.handle == ("0xaaaa" if m == 64 else "0xbbbb") for site in sites)
+    assert capture.logs["cublas"].interleaved >= 2
+
+
+def test_a_log_cut_inside_its_last_call_says_so_and_is_not_taken_for_interleaving():
+    text = log("block", "cublas")
+    capture = parse(text[:text.rindex(b"i!  ldc:")])
+    stats = capture.logs["cublas"]
+    assert stats.interleaved == 0 and any(sample.startswith("malformed: cut at the end of the log") for sample in
+                                          stats.samples)
+    assert sum(s.calls for s in capture.gemms.values()) == 17
+
+
+def test_endless_garbage_is_counted_and_the_log_after_it_still_read():
+    capture = parse(b"x" * (3 << 20) + b"\n" + log("block", "cublas"), chunk=1 << 20)
+    stats = capture.logs["cublas"]
+    assert stats.unknown_lines + stats.malformed >= 1 and sum(s.calls for s in capture.gemms.values()) == 18
+
+
+def test_catalogue_roles_need_the_same_transposes():
+    from cublas_det.capture.replay import like
+
+    assert like(3352, 768, 16384, True, False) == "mamba2-130m/in_proj/dW"
+    assert like(3352, 768, 16384, False, False) == ""
+
+
+def test_cli_capture_refusals_of_programs_and_outputs(tmp_path, capsys):
+    bad = tmp_path / "bad-exe"
+    bad.write_bytes(b"\x7fELF garbage")
+    bad.chmod(0o755)
+    assert capture_cli.main(["--out", str(tmp_path / "c.json"), "--", str(bad)]) == 2
+    assert "cannot run" in capsys.readouterr().err
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert capture_cli.main(["--out", str(fifo), "--", "true"]) == 2
+    assert "is a FIFO" in capsys.readouterr().err
+    if os.path.exists("/dev/full"):
+        assert capture_cli.main(["--out", "/dev/full", "--", "true"]) == 2
+        assert "could not write /dev/full" in capsys.readouterr().err
+
+
+def test_a_daemon_left_writing_to_the_log_does_not_hold_the_capture(tmp_path):
+    import time
+
+    from cublas_det.capture import run as capture_run
+
+    program = """(while :; do echo "i! x" >&3 || exit; sleep 0.2; done) 3>"$CUBLAS_LOGDEST_DBG" & exit 0"""
+    started = time.monotonic()
+    status, _ = run_captured(["sh", "-c", program], Capture())
+    assert status == 0 and time.monotonic() - started < capture_run.AFTER_EXIT_S + 3
+
+
+def test_captured_files_with_wrongly_typed_fields_are_refused_in_one_line(tmp_path):
+    data = capture_file.to_dict(parse(log("block", "cublas")), complete=True)
+    for field, value in (("math_mode", "0"), ("a_type", ["R_16BF"]), ("api", 5), ("transa", 1), ("m", 0)):
+        bad = {**data, "gemms": [{**data["gemms"][0], field: value}]}
+        with pytest.raises(capture_file.InputFileError, match=field):
+            capture_file.from_data(bad, "bad.json")

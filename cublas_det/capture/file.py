@@ -64,7 +64,7 @@ def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None 
     return {
         "format": FORMAT, "version": VERSION, "command": capture.command, "exit_status": capture.exit_status,
         "complete": complete, "notes": capture.notes, "cublas_versions": sorted(capture.versions),
-        "gpu": capture.gpu, "logs": {kind: dataclasses.asdict(stats) for kind, stats in capture.logs.items()},
+        "gpu": capture.gpu, "environment": capture.environment, "logs": {kind: dataclasses.asdict(stats) for kind, stats in capture.logs.items()},
         "calls": sum(s.calls for s in capture.gemms.values()), "dropped_calls": capture.dropped_calls,
         "gemms": gemms, "handles": handles,
         "lt_threads": {str(t): dict(streams) for t, streams in capture.lt_threads().items()},

@@ -57,18 +57,24 @@ def findings(capture: Capture, ids: dict, compute_capability: int | None = None)
             streams = tuple(sorted(handle.streams))
             own = all(len(handle.stream_workspaces.get(s, ())) == 1 for s in streams) and len(
                 set().union(*(handle.stream_workspaces.get(s, set()) for s in streams))) == len(streams)
-            text = (f"{where} ran GEMMs on {len(streams)} streams ({', '.join(streams)}): cuBLAS's "
-                    "reproducibility holds for one stream per handle; ")
-            text += ("each stream had a workspace of its own (cuBLAS's documented remedy)" if own else
-                     "give each stream its own handle, or its own workspace (cublasSetWorkspace after each "
-                     "cublasSetStream), or set CUBLAS_WORKSPACE_CONFIG=:4096:8")
+            text = (f"{where} ran GEMMs on {len(streams)} streams ({', '.join(streams)}): cuBLAS documents "
+                    "identical bits only with one stream per handle; ")
+            config = capture.environment.get("CUBLAS_WORKSPACE_CONFIG")
+            if own:
+                text += "each stream had a workspace of its own (cuBLAS's documented remedy)"
+            elif config:
+                text += (f"CUBLAS_WORKSPACE_CONFIG={config} was set (it sizes cuBLAS's own pool, not a user "
+                         "workspace); else give each stream its own handle or workspace")
+            else:
+                text += ("give each stream its own handle, or its own workspace (cublasSetWorkspace after each "
+                         "cublasSetStream), or set CUBLAS_WORKSPACE_CONFIG=:4096:8")
             found.append(Finding("shared-handle-streams", "hazard" if not own else "setup", text,
                                  (handle.handle,), streams))
         if len(handle.threads) > 1:
-            found.append(Finding("shared-handle-threads", "hazard",
-                                 f"{where} was used from {len(handle.threads)} threads: cuBLAS handles are not "
-                                 "meant to be shared by threads; give each thread its own", (handle.handle,),
-                                 tuple(sorted(handle.streams))))
+            found.append(Finding("shared-handle-threads", "setup",
+                                 f"{where} was used from {len(handle.threads)} threads (one after another, as "
+                                 "PyTorch's handle pool does, or at once); cuBLAS recommends a handle per thread",
+                                 (handle.handle,), tuple(sorted(handle.streams))))
     modes = {}
     spaces = {}
     for handle in handles.values():
@@ -91,17 +97,20 @@ def findings(capture: Capture, ids: dict, compute_capability: int | None = None)
 
 
 def _per_gemm(capture: Capture, ids: dict, compute_capability: int | None) -> list[Finding]:
-    tf32, reduced, rpr, split, small = [], [], [], [], []
-    handles = {key: set() for key in ("tf32", "reduced", "rpr", "split", "small")}
+    tf32, bf16x9, reduced, rpr, split, small = [], [], [], [], [], []
+    handles = {key: set() for key in ("tf32", "bf16x9", "reduced", "rpr", "split", "small")}
     recommended = HOPPER_WORKSPACE if (compute_capability or 0) >= 90 else OTHER_WORKSPACE
     for definition, stats in capture.gemms.items():
         gid = ids[definition]
         site_handles = {site.handle for site in stats.sites if site.handle}
         mode = definition.math_mode
-        if definition.a_type == "R_32F" and mode is not None and mode & ~DISALLOW_RPR in (3, 4) \
-                and definition.compute_type == "COMPUTE_32F":
-            tf32.append(gid)
-            handles["tf32"] |= site_handles
+        if definition.a_type == "R_32F" and mode is not None and definition.compute_type == "COMPUTE_32F":
+            if mode & ~DISALLOW_RPR == 3:
+                tf32.append(gid)
+                handles["tf32"] |= site_handles
+            elif mode & ~DISALLOW_RPR == 4:
+                bf16x9.append(gid)
+                handles["bf16x9"] |= site_handles
         if definition.compute_type in _REDUCED_COMPUTE:
             reduced.append(f"{gid} ({definition.compute_type})")
             handles["reduced"] |= site_handles
@@ -125,8 +134,10 @@ def _per_gemm(capture: Capture, ids: dict, compute_capability: int | None) -> li
             found.append(Finding(key, kind, f"{text}: {', '.join(items)}", tuple(sorted(involved)), (),
                                  tuple(item.split(" ")[0] for item in items)))
 
-    add("tf32-math", "precision", tf32, handles["tf32"], "fp32 GEMMs ran under TF32 (or BF16X9) math: 10-bit mantissa products, "
+    add("tf32-math", "precision", tf32, handles["tf32"], "fp32 GEMMs ran under TF32 math: 10-bit mantissa products, "
         "not fp32's")
+    add("bf16x9-math", "precision", bf16x9, handles["bf16x9"], "fp32 GEMMs ran under BF16X9 math: fp32 emulated with "
+        "bf16 products on tensor cores, other bits than fp32's")
     add("reduced-compute", "precision", reduced, handles["reduced"], "GEMMs asked for a compute type below fp32's")
     add("rpr-allowed", "precision", rpr, handles["rpr"], "half-precision GEMMs on handles that allow reduced-precision reductions "
         "(no CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)")

@@ -70,6 +70,18 @@ class GemmDefinition:
             value = values.get(name, 1)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive int, not {value!r}")
+        for name in ("api", "transa", "transb", "a_type", "b_type", "c_type", "compute_type"):
+            if not isinstance(values.get(name), str):
+                raise ValueError(f"{name} must be a string, not {values.get(name)!r}")
+        for name in ("algo", "math_mode", "workspace_bytes", "sm_count_target"):
+            value = values.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{name} must be an int or null, not {value!r}")
+        for name in ("scale_type", "epilogue"):
+            if values.get(name) is not None and not isinstance(values[name], str):
+                raise ValueError(f"{name} must be a string or null, not {values[name]!r}")
+        if values["transa"] not in ("N", "T", "C") or values["transb"] not in ("N", "T", "C"):
+            raise ValueError(f"transa and transb must be N, T or C, not {values['transa']!r}, {values['transb']!r}")
         return cls(**values)
 
 
@@ -144,6 +156,7 @@ class Capture:
         self.exit_status: int | None = None
         self.notes: list[str] = []
         self.gpu: dict = {}
+        self.environment: dict = {}  # the program's CUBLAS_WORKSPACE_CONFIG, where known
 
     def log(self, kind: str) -> LogStats:
         return self.logs.setdefault(kind, LogStats())
@@ -205,15 +218,19 @@ class Capture:
         for definition, stats in self.gemms.items():
             if not definition.is_lt:
                 by_geometry[geometry_of(definition)].append(stats)
-        unmatched = 0
+        unmatched = shared = 0
         for (geometry, lt_algo), calls in self.internal.items():
             owners = by_geometry.get(geometry)
             if not owners:
                 unmatched += calls
                 continue
+            shared += calls * (len(owners) > 1)
             for stats in owners:
                 stats.internal[lt_algo] += calls
         self.internal.clear()
+        if shared:
+            self.notes.append(f"{shared} cuBLASLt kernel launches fit several cuBLAS GEMMs of one shape (other math "
+                              "modes or workspaces) and are listed under each: their split-K may be either's")
         return unmatched
 
 

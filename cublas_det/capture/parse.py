@@ -37,7 +37,8 @@ _WORKSPACE = re.compile(rb"workspace: type=[^;\n]*; val=([^\n]*)\ni!  workspaceS
 _TYPED = {"S": ("R_32F", "COMPUTE_32F"), "D": ("R_64F", "COMPUTE_64F"), "H": ("R_16F", "COMPUTE_16F"),
           "C": ("C_32F", "COMPUTE_32F"), "Z": ("C_64F", "COMPUTE_64F")}
 _GEMM = re.compile(r"cublas(?:([SDHCZ])gemm|Gemm)(StridedBatched|Batched)?(Ex)?$")
-_STATE = {"cublasSetStream": "stream", "cublasSetWorkspace": "workspace", "cublasDestroy": "destroy"}
+_STATE = {"cublasSetStream": "stream", "cublasSetWorkspace": "workspace", "cublasDestroy": "destroy",
+          "cublasSetMathMode": "math"}
 
 
 def base_name(function: str) -> str:
@@ -72,18 +73,27 @@ def _enum_name(value: bytes, prefix: str = "") -> str:
 
 
 def _math_mode(text: bytes) -> int | None:
+    """``2`` for ``CUBLAS_PEDANTIC_MATH``, flags OR-ed in (``A|B``, ``A | B``, or a number); None if unknown."""
     total = 0
-    for part in text.decode().split("|"):
-        if part not in MATH_MODES:
+    for part in text.decode("utf-8", "replace").replace("(", "|").replace(")", "|").split("|"):
+        part = part.strip()
+        if part.isdigit():
+            total |= int(part)
+        elif part in MATH_MODES:
+            total |= MATH_MODES[part]
+        elif part:
             return None
-        total |= MATH_MODES[part]
     return total
 
 
-def _interleaved(block: bytes) -> bool:
-    """Whether a call's lines are mixed with another's: several threads logged at once, line by line."""
-    names = [name for name, _ in _FIELD.findall(block)]
-    return block.count(b"i!Process=") != 1 or len(set(names)) != len(names)
+class _Mixed(ValueError):
+    """A call's lines mixed with another's: threads that log at once interleave them line by line."""
+
+
+def _parameters(header: bytes) -> int:
+    """The parameters of a header's prototype: a call's block has a field line for each."""
+    inside = header[header.find(b"(") + 1:header.rfind(b")")].strip()
+    return inside.count(b",") + 1 if inside else 0
 
 
 class _Cache(dict):
@@ -133,7 +143,10 @@ class CublasLogParser(_LogParser):
         self.stats.path = path
         self._pending = b""
         self._workspace: dict = {}  # (process, handle) -> (bytes, address) of its user workspace
-        self._kinds: dict = {}  # function name -> _kind()
+        self._math: dict = {}  # (process, handle) -> the cublasMath_t its last cublasSetMathMode set
+        self._modes: dict = {}  # a context line's math-mode text -> its value
+        self._math_needed = False  # cublasSetMathMode is read once a context line's mode could not be
+        self._kinds: dict = {}  # function name -> (_kind(), the parameters of its prototype)
         self._parsed = _Cache()  # (call text without pointers, math mode) -> fields of a GemmDefinition
         self._sites = _Cache()  # context match groups -> Site
 
@@ -145,28 +158,29 @@ class CublasLogParser(_LogParser):
             self._unknown_lines(text)
         for i, header in enumerate(headers):
             function = header.group(2)
-            kind = self._kinds.get(function)
-            if kind is None and function not in self._kinds:
-                kind = self._kinds[function] = _kind(function)
+            known = self._kinds.get(function)
+            if known is None:  # a function first seen: what it is, and the parameters of its prototype
+                known = self._kinds[function] = (_kind(function), _parameters(header.group(0)))
                 self.capture.versions.add(header.group(1).decode())
-            if kind is None:
+            kind, parameters = known
+            if kind is None or (kind == "math" and not self._math_needed):
                 continue
             end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
             block = text[header.end():end]
             try:
-                if block.count(b"i!Process=") != 1:
-                    raise ValueError("not one context line")
+                context = self._context(block, parameters)
                 if isinstance(kind, str):
-                    self._state(kind, block)
+                    self._state(kind, block, context)
                 else:
-                    self._gemm(function, kind, block)
-            except (KeyError, ValueError, IndexError, AttributeError):
-                if _interleaved(block):
+                    self._gemm(function, kind, block, context)
+            except (KeyError, ValueError, IndexError, AttributeError) as err:
+                if not complete and i == len(headers) - 1:  # the log ends inside this call
+                    self.stats.bad("malformed", f"cut at the end of the log: {header.group(0).decode('utf-8', 'replace').strip()[:60]}...")
+                elif isinstance(err, _Mixed):
                     self.stats.interleaved += 1
                     self.stats.interleaved_gemms += not isinstance(kind, str)
-                    continue
-                cut = "cut at the end of the log: " if not complete and i == len(headers) - 1 else ""
-                self.stats.bad("malformed", f"{cut}{header.group(0).strip()[:60]}... {block[:80]!r}")
+                else:
+                    self.stats.bad("malformed", f"{header.group(0).decode('utf-8', 'replace').strip()[:60]}... {block[:80]!r}")
 
     def _unknown_lines(self, text: bytes) -> None:
         for line in text.split(b"\n"):
@@ -175,42 +189,62 @@ class CublasLogParser(_LogParser):
             elif line.startswith(b"I! cuBLAS (v") and not _HEADER.match(line + b"\n"):
                 self.stats.bad("malformed", line)
 
-    def _context(self, block: bytes) -> tuple:
-        """``(Site, math mode text, where the context line starts)`` from the line cuBLAS ends a call with."""
-        start = block.rfind(b"i!Process=")
+    def _context(self, block: bytes, parameters: int) -> tuple:
+        """``(Site, math mode text, where the time line starts)`` from the lines cuBLAS ends a call with.
+
+        Raises _Mixed unless the block is one call's lines alone: a field line per parameter of the
+        prototype, then one time line, one context line naming the handle of the call's own field.
+        """
+        time_at = block.find(b"i! Time:")
+        start = block.find(b"i!Process=", time_at)
+        if time_at < 0 or start < 0 or block.find(b"i!Process=", start + 10) >= 0 \
+                or block.find(b"i! Time:", time_at + 8) >= 0 or block.count(b"\n", 0, time_at) != parameters:
+            raise _Mixed("not this call's lines alone")
         end = block.find(b"; MathMode=", start)
-        if start < 0 or end < 0:
-            raise ValueError("no context line")
+        if end < 0:
+            raise ValueError("no math mode in the context line")
         key = block[start:end]
+        handle_at = key.find(b"Handle=") + 7
+        if block.startswith(b"i!  handle:") and block[block.find(b"val=") + 4:block.find(b"\n")] != \
+                key[handle_at:key.find(b";", handle_at)]:
+            raise _Mixed("the handle field and the context line differ")
         site = self._sites.get(key)
         if site is None:
             found = _CONTEXT.match(block, start)
             site = self._sites.put(key, Site(int(found.group(1)), _hex(found.group(3)), _hex(found.group(4)),
                                              int(found.group(2))))
-        return site, block[end + 11:block.find(b"\n", end)], start
+        return site, block[end + 11:block.find(b"\n", end)], time_at
 
-    def _state(self, kind: str, block: bytes) -> None:
-        site, _, _ = self._context(block)
+    def _state(self, kind: str, block: bytes, context: tuple) -> None:
+        site = context[0]
         key = (site.process, site.handle)
         if kind == "workspace":
             found = _WORKSPACE.search(block)
             self._workspace[key] = (int(found.group(2)), _pointer(found.group(1)))
+        elif kind == "math":  # read where a context line's mode is not (a form this parser does not know)
+            self._math[key] = int(_ENUM_VALUE.search(block, 0, block.find(b"\ni! Time:")).group(1))
         else:  # cublasSetStream resets a user workspace to cuBLAS's own; cublasDestroy ends the handle
             self._workspace.pop(key, None)
 
-    def _gemm(self, function: bytes, gemm, block: bytes) -> None:
-        site, math_mode, start = self._context(block)
+    def _gemm(self, function: bytes, gemm, block: bytes, context: tuple) -> None:
+        site, math_mode, time_at = context
         workspace, address = self._workspace.get((site.process, site.handle), (None, None))
-        fields = block[:block.find(b"i! Time:", 0, start)]
-        key = (function, _POINTER_VALUE.sub(b"", fields), math_mode, workspace)
+        mode = self._modes.get(math_mode, -1)
+        if mode == -1:
+            mode = self._modes[math_mode] = _math_mode(math_mode)
+        if mode is None:
+            self._math_needed = True
+            mode = self._math.get((site.process, site.handle))
+        fields = block[:time_at]
+        key = (function, _POINTER_VALUE.sub(b"", fields), mode, workspace)
         definition = self._parsed.get(key)
         if definition is None:
-            definition = self._parsed.put(key, self._definition(gemm, fields, math_mode.strip(), workspace))
+            definition = self._parsed.put(key, self._definition(gemm, fields, mode, workspace))
         self.capture.add_gemm(definition, site, address)
         self.stats.gemm_calls += 1  # calls read
 
     @staticmethod
-    def _definition(gemm, block: bytes, math_mode: bytes, workspace) -> GemmDefinition:
+    def _definition(gemm, block: bytes, math_mode: int | None, workspace) -> GemmDefinition:
         typed, batched, _ = gemm.groups()
         pairs = _FIELD.findall(block)
         fields = dict(pairs)
@@ -230,7 +264,7 @@ class CublasLogParser(_LogParser):
             gemm.group(0), _enum_name(fields[b"transa"], "CUBLAS_OP_"), _enum_name(fields[b"transb"], "CUBLAS_OP_"),
             int(fields[b"m"]), int(fields[b"n"]), int(fields[b"k"]), int(fields[b"lda"]), int(fields[b"ldb"]),
             int(fields[b"ldc"]), *types, compute, algo, int(fields[b"batchCount"]) if batched else 1, strides,
-            _math_mode(math_mode), workspace)
+            math_mode, workspace)
 
 
 # -- the cuBLASLt log: a line per event ----------------------------------------------------------------

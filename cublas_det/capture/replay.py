@@ -65,6 +65,7 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
     if reason:
         return dataclasses.replace(base, reason=reason)
     mode = definition.math_mode
+    note = ""
     try:
         if definition.is_lt:  # cuBLASLt takes no math mode: its compute type says it all
             config = GemmConfig(MathMode.DEFAULT, False, ComputeType[definition.compute_type],
@@ -73,6 +74,9 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
                                 lt_epilogue="BIAS" if definition.epilogue == "EPILOGUE_BIAS" else "",
                                 lt_sm_count_target=_own_target(definition))
         else:
+            if mode & ~DISALLOW_RPR in (MathMode.TF32, MathMode.FP32_EMULATED_BF16X9) and definition.a_type != "R_32F":
+                note = f"{MathMode(mode & ~DISALLOW_RPR).name} math has no effect on {definition.a_type} inputs: replayed as DEFAULT"
+                mode = int(MathMode.DEFAULT) | (mode & DISALLOW_RPR)
             config = GemmConfig(MathMode(mode & ~DISALLOW_RPR), bool(mode & DISALLOW_RPR),
                                 ComputeType[definition.compute_type], _DTYPES[definition.a_type],
                                 _DTYPES[definition.c_type], -1 if definition.algo is None else definition.algo,
@@ -83,8 +87,9 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
     shape = GemmShape(name, m, n, k, trans_a, trans_b, preset="capture")
     tight = (shape.b_shape[1], shape.a_shape[1], n)  # cuBLAS's lda, ldb, ldc of packed operands
     captured = (definition.lda, definition.ldb, definition.ldc)
-    note = "" if captured == tight else (f"replayed with packed operands: the call's lda, ldb, ldc were "
-                                         f"{', '.join(map(str, captured))}, packed {', '.join(map(str, tight))}")
+    if captured != tight:
+        note = "; ".join(filter(None, (note, f"replayed with packed operands: the call's lda, ldb, ldc were "
+                                              f"{', '.join(map(str, captured))}, packed {', '.join(map(str, tight))}")))
     return dataclasses.replace(base, shape=shape, config=config, note=note)
 
 

@@ -23,7 +23,7 @@ from .model import Capture
 from .parse import CHUNK, CublasLogParser, LtLogParser
 
 PIPE_BYTES = 1 << 20  # the pipe's buffer (Linux's default cap for F_SETPIPE_SZ): fewer stalls of the writer
-IDLE_AFTER_EXIT_S = 2.0  # a writer still open this long after the program ended (a daemon it left) is not waited for
+AFTER_EXIT_S = 2.0  # what is still coming this long after the program ended (from a daemon it left) is not waited for
 LOG_ENV = ("CUBLAS_LOGINFO_DBG", "CUBLAS_LOGDEST_DBG", "CUBLASLT_LOG_LEVEL", "CUBLASLT_LOG_FILE", "CUBLASLT_LOG_MASK")
 
 
@@ -43,30 +43,38 @@ class _PipeReader(threading.Thread):
             self._read()
         except BaseException as err:  # a parser bug: reported by the caller, with its traceback
             self.error = err
+            self._drain()  # closing the pipe now would kill the program at its next log line (SIGPIPE)
         finally:
             os.close(self.read_fd)
 
-    def _read(self) -> None:
-        idle_since = None
-        while True:
-            ready, _, _ = select.select([self.read_fd], [], [], 0.1)
-            if ready:
-                try:
-                    data = os.read(self.read_fd, CHUNK)
-                except BlockingIOError:
-                    continue
-                if not data:  # every writer closed, ours included
-                    break
-                self.parser.feed(data)
-                idle_since = None
-            elif self.program_done.is_set():
+    def _chunks(self):
+        """The pipe's data as it comes, until every writer closed, or ``AFTER_EXIT_S`` after the program ended."""
+        deadline = None
+        while deadline is None or time.monotonic() < deadline:
+            if deadline is None and self.program_done.is_set():
+                deadline = time.monotonic() + AFTER_EXIT_S
                 if self.keep_fd is not None:
                     os.close(self.keep_fd)
                     self.keep_fd = None
-                idle_since = idle_since or time.monotonic()
-                if time.monotonic() - idle_since > IDLE_AFTER_EXIT_S:
-                    break
+            ready, _, _ = select.select([self.read_fd], [], [], 0.1)
+            if not ready:
+                continue
+            try:
+                data = os.read(self.read_fd, CHUNK)
+            except BlockingIOError:
+                continue
+            if not data:  # every writer closed, ours included
+                return
+            yield data
+
+    def _read(self) -> None:
+        for data in self._chunks():
+            self.parser.feed(data)
         self.parser.close()
+
+    def _drain(self) -> None:
+        for _ in self._chunks():
+            pass
 
     def finish(self) -> None:
         self.program_done.set()
@@ -98,15 +106,22 @@ def run_captured(command: list[str], capture: Capture) -> tuple[int, bool]:
             reader.start()
         process = subprocess.Popen(command, env=env)
         interrupted = False
+        previous = {sig: signal.signal(sig, _as_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
         try:
-            status = process.wait()
-        except KeyboardInterrupt:
-            interrupted = True
             try:
-                status = process.wait(timeout=10)
-            except (subprocess.TimeoutExpired, KeyboardInterrupt):
-                process.kill()
                 status = process.wait()
+            except KeyboardInterrupt as stop:
+                interrupted = True
+                if getattr(stop, "signal", None):  # SIGTERM or SIGHUP reached us alone: pass it on
+                    process.send_signal(stop.signal)
+                try:
+                    status = process.wait(timeout=10)
+                except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                    process.kill()
+                    status = process.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         return (128 - status if status < 0 else status), interrupted
     finally:
         for reader in readers:
@@ -116,6 +131,13 @@ def run_captured(command: list[str], capture: Capture) -> tuple[int, bool]:
         for reader in readers:
             if reader.error is not None:
                 raise reader.error
+
+
+def _as_interrupt(signum, frame):
+    """SIGTERM and SIGHUP end a capture as Ctrl-C does: the program is told, what it ran is kept."""
+    stop = KeyboardInterrupt()
+    stop.signal = signum
+    raise stop
 
 
 def signal_name(status: int) -> str:

@@ -10,6 +10,7 @@ CUBLAS_LOGDEST_DBG=FILE, CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=FILE).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
@@ -22,11 +23,12 @@ from ..files import open_regular
 from ..report.capture import render_capture
 from .common import (
     EXIT_OK,
+    EXIT_USAGE,
     ArgumentParser,
     check_writable,
+    error_line,
     prog_name,
     run_guarded,
-    warning_line,
     wrap_paragraphs,
 )
 
@@ -72,13 +74,19 @@ def _read_logs(paths: list[str], capture: Capture) -> None:
         for path in paths:
             file = open_regular(path, "give the log file itself", what="log")
             opened.append([None, path, file])
-            opened[-1][0] = log_kind(path, file.peek(4096)[:4096])
+            head = file.peek(4096)[:4096]
+            if not head.strip():  # a program that never called cuBLAS leaves an empty log
+                capture.notes.append(f"{path}: empty, nothing to read")
+                opened[-1][0] = "empty"
+                continue
+            opened[-1][0] = log_kind(path, head)
         kinds = [kind for kind, _, _ in opened]
         for kind in ("cublas", "cublaslt"):
             if kinds.count(kind) > 1:
                 raise UsageError(f"--from: {kinds.count(kind)} {kind} logs; give at most one of each (one program's)")
         for kind, path, file in opened:
-            parse_stream((CublasLogParser if kind == "cublas" else LtLogParser)(capture, path), file)
+            if kind != "empty":
+                parse_stream((CublasLogParser if kind == "cublas" else LtLogParser)(capture, path), file)
     finally:
         for _, _, file in opened:
             file.close()
@@ -101,15 +109,20 @@ def _run(argv, prog: str) -> int:
     if bool(command) == bool(args.logs):
         parser.error("give a command after -- or logs with --from, one of the two")
     check_writable(args.out, "--out")
+    if args.logs and os.path.exists(args.out) and any(
+            os.path.exists(log) and os.path.samefile(log, args.out) for log in args.logs):
+        raise UsageError(f"--out {args.out}: is one of the logs read; give another file name")
     capture = Capture()
     status, complete = EXIT_OK, True
     if args.logs:
         _read_logs(args.logs, capture)
     else:
         capture.command = command
+        if os.environ.get("CUBLAS_WORKSPACE_CONFIG"):
+            capture.environment["CUBLAS_WORKSPACE_CONFIG"] = os.environ["CUBLAS_WORKSPACE_CONFIG"]
         try:
             status, interrupted = run_captured(command, capture)
-        except (FileNotFoundError, PermissionError) as err:
+        except OSError as err:  # not found, not executable, not a program (ENOEXEC) ...
             raise UsageError(f"cannot run {command[0]!r}: {err.strerror or err}") from None
         capture.exit_status = status
         if interrupted:
@@ -125,12 +138,14 @@ def _run(argv, prog: str) -> int:
     try:
         write(args.out, data)
     except OSError as err:
-        warning_line(prog, f"could not write {args.out}: {err.strerror or err}")
+        written = False
+        error_line(prog, f"could not write {args.out}: {err.strerror or err}")
     else:
+        written = True
         print(f"wrote {args.out}", file=sys.stderr)
     if not args.quiet:
-        print(render_capture(from_data(data, args.out), args.out))
-    return status
+        print(render_capture(from_data(data, args.out), args.out if written else ""))
+    return status if written or status else EXIT_USAGE  # the promised file is missing: a clean 0 becomes 2
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shutil
+import stat
 import sys
 import textwrap
 
@@ -108,6 +109,8 @@ def check_writable(path: str, flag: str) -> None:
         raise UsageError(f"{flag}: the path is empty; give a file name")
     if os.path.isdir(path):
         raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    if os.path.exists(path) and stat.S_ISFIFO(os.stat(path).st_mode):  # opening it would wait for a reader
+        raise UsageError(f"{flag} {path}: is a FIFO (named pipe); give a file name")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise UsageError(f"{flag} {path}: directory {directory} does not exist; create it first")

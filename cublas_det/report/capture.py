@@ -48,7 +48,7 @@ def render_capture(capture, path: str) -> str:
     if capture.findings:
         lines.append("Findings")
     elif capture.gemms:
-        lines.append("Findings: none (one stream per handle, one thread each, fp32 arithmetic, no split-K seen)")
+        lines.append("Findings: none of those looked for (docs/capture.md lists them)")
     for finding in capture.findings:
         lines += _wrap(f"{finding.kind:<9}  {finding.text}", "  ")
     lines.append("")
@@ -80,9 +80,11 @@ def render_capture(capture, path: str) -> str:
     lines += _handle_lines(data, plans)
     replayable = sum(plan.replayed for plan in plans)
     lines.append("")
-    if replayable:
+    if replayable and path:
         lines.append(f"Replay the {replayable} replayable GEMM(s), checked and timed:")
         lines.append(f"  cublas-det bench --capture {shlex.quote(path)}")
+    elif replayable:
+        lines.append("The capture file could not be written: nothing to replay from.")
     else:
         lines.append("Nothing here can be replayed by this version (see 'not replayed' above).")
     return "\n".join(lines)
@@ -93,20 +95,21 @@ def _handle_lines(data: dict, plans) -> list[str]:
     by_handle: dict = {}
     for gemm in data.get("gemms", []):
         for site in gemm.get("sites", []):
-            key = site.get("handle") or f"cuBLASLt, thread {site.get('thread')}"
+            key = (site.get("process"), site.get("handle")) if site.get("handle") else (
+                None, f"cuBLASLt, thread {site.get('thread')}")
             by_handle.setdefault(key, {})[gemm["id"]] = None
     if not by_handle:
         return []
     lines = ["", "Where they came from"]
-    handles = {h["handle"]: h for h in data.get("handles", [])}
+    handles = {(h["process"], h["handle"]): h for h in data.get("handles", [])}
     for key, ids in by_handle.items():
         handle = handles.get(key)
         if handle is None:
-            lines += _wrap(f"{key}: {', '.join(ids)}", "  ")
+            lines += _wrap(f"{key[1]}: {', '.join(ids)}", "  ")
             continue
         streams = ", ".join(f"{stream} ({calls})" for stream, calls in handle["streams"].items())
         threads = len(handle["threads"])
-        lines += _wrap(f"handle {key} (process {handle['process']}, {threads} thread{'s' * (threads != 1)}, "
+        lines += _wrap(f"handle {key[1]} (process {handle['process']}, {threads} thread{'s' * (threads != 1)}, "
                        f"{handle['calls']:,} calls on stream{'s' * (len(handle['streams']) != 1)} {streams}): "
                        f"{', '.join(ids)}", "  ")
     return lines

@@ -70,6 +70,9 @@ def _workspace_config_plan(device: int, tasks: tuple[Task, ...], repeats: int) -
 
 
 def _workspace_config_merge(check: GemmCheck, answers: dict) -> ScenarioResult:
+    if check.config.api == "lt":
+        return WORKSPACE_CONFIG_SCENARIO.does_not_apply("cuBLASLt runs in its handle's own workspace, not in the pool "
+                                                        "CUBLAS_WORKSPACE_CONFIG sizes")
     answer, error = answers["workspace-config"]
     if error:
         return WORKSPACE_CONFIG_SCENARIO.failed(error)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ...bits.compare import MismatchTracker
+from ...handle import create_handle
 from ..results import Kind
 from .base import Scenario, ScenarioContext
 
@@ -25,7 +28,9 @@ def concurrent_streams(context: ScenarioContext, shared: bool):
     outs = [context.new_output() for _ in range(STREAMS)]
     tracker = MismatchTracker(context.reference, rounds * STREAMS)
     if shared:
-        one = context.new_handle()  # cuBLAS's default workspace pool, shared by the streams
+        # cuBLAS's own workspace pool, shared by the streams: the hazard cuBLAS documents, and what
+        # CUBLAS_WORKSPACE_CONFIG sizes (a captured call's user workspace would be raced on instead).
+        one = create_handle(dataclasses.replace(context.config, workspace_bytes=None))
         handles = [one] * STREAMS
     else:
         handles = [context.new_handle(stream=s) for s in streams]
