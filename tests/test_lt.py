@@ -137,12 +137,14 @@ def test_prescribe_cures_the_sm_count_hazard_of_a_split_k_dw_gemm():
 @pytest.mark.gpu
 def test_an_lt_configuration_runs_every_scenario_and_the_graph_timing():
     from cublas_det import check_gemm
+    from cublas_det.shapes import parse_shape
     from cublas_det.timing import time_shapes
 
     check = check_gemm("128x56x4096:nt", "default+lt", repeats=3,
                        scenarios=["repeat", "fresh-handle", "streams-shared-handle", "streams-per-handle",
                                   "batch-invariance", "sm-count", "modes"])
     assert not check.errors and check.reproducible, check
-    run = time_shapes(["128x56x4096:nt"], ["default", "default+lt"], min_visits=2, max_visits=2, budget_s=0.1)
+    run = time_shapes([parse_shape("128x56x4096:nt")], ["default", "default+lt"], min_visits=2, max_visits=2,
+                      budget_s=0.1)
     timing = run.timings["128x56x4096:nt"]
     assert timing.arm("DEFAULT/lt").median_us > 0 and not run.errors
