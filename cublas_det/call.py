@@ -173,6 +173,10 @@ def _bias_pointer(bias, handle: Handle, out) -> int:
     if not isinstance(bias, _cupy.ndarray) or bias.shape != (out.shape[1],) or bias.dtype != out.dtype:
         raise ValueError(f"bias must be a vector of {out.shape[1]} {out.dtype} on the GPU, not "
                          f"{getattr(bias, 'shape', type(bias).__name__)} {getattr(bias, 'dtype', '')}".rstrip())
+    if not bias._c_contiguous:
+        raise ValueError("bias must be contiguous; pass cupy.ascontiguousarray(bias)")
+    if bias.data.device_id != handle._device_id:
+        raise ValueError(f"bias is on device {bias.data.device_id} but the handle is on device {handle._device_id}")
     return bias.data.ptr
 
 

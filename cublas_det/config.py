@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import os
 import re
 
@@ -149,7 +150,21 @@ class GemmConfig:
         if self.workspace_bytes is not None and (isinstance(self.workspace_bytes, bool) or not isinstance(
                 self.workspace_bytes, int) or self.workspace_bytes < 0):
             raise ValueError(f"GemmConfig: workspace_bytes must be an int >= 0 or None, not {self.workspace_bytes!r}")
-        object.__setattr__(self, "lt_algo", tuple(sorted(dict(self.lt_algo).items())))
+        try:
+            object.__setattr__(self, "lt_algo", tuple(sorted(dict(self.lt_algo).items())))
+        except (TypeError, ValueError):
+            raise ValueError(f"GemmConfig: lt_algo must map names to ints, not {self.lt_algo!r}") from None
+        if self.lt_algo and (not all(isinstance(v, int) and not isinstance(v, bool) for _, v in self.lt_algo)
+                             or "algo_id" not in dict(self.lt_algo)):
+            raise ValueError(f"GemmConfig: lt_algo needs int values and an algo_id, not {dict(self.lt_algo)!r}")
+        if isinstance(self.lt_sm_count_target, bool) or not isinstance(self.lt_sm_count_target, int) \
+                or self.lt_sm_count_target < 0:
+            raise ValueError(f"GemmConfig: lt_sm_count_target must be an int >= 0, not {self.lt_sm_count_target!r}")
+        if self.lt_reduction_scheme_mask is not None and (
+                isinstance(self.lt_reduction_scheme_mask, bool) or not isinstance(self.lt_reduction_scheme_mask, int)
+                or not 0 <= self.lt_reduction_scheme_mask <= 7):
+            raise ValueError("GemmConfig: lt_reduction_scheme_mask must be an int 0-7 (cublasLtReductionScheme_t) or "
+                             f"None, not {self.lt_reduction_scheme_mask!r}")
         if self.api not in APIS:
             raise ValueError(f"GemmConfig: api {self.api!r} is not one of {', '.join(APIS)}")
         if self.api != "lt" and (self.lt_reduction_scheme_mask is not None or self.lt_sm_count_target or self.lt_algo
@@ -157,6 +172,8 @@ class GemmConfig:
             raise ValueError("GemmConfig: lt_* options need api='lt'")
         if self.lt_epilogue not in ("", "BIAS"):
             raise ValueError(f"GemmConfig: lt_epilogue {self.lt_epilogue!r}: only BIAS (or none) is supported")
+        if self.api == "lt" and self.algo != GemmAlgo.DEFAULT:
+            raise ValueError("GemmConfig: algo is cublasGemmEx's; a cuBLASLt configuration pins lt_algo")
         if self.api == "lt" and (self.math_mode is MathMode.FP32_EMULATED_BF16X9
                                  or self.disallow_reduced_precision_reduction):
             raise ValueError("GemmConfig: cuBLASLt takes no math mode: BF16X9 and +disallow-rpr apply to "
@@ -207,7 +224,8 @@ class GemmConfig:
 
     @property
     def lt_name(self) -> str:
-        """``lt``, ``lt-nosplitk``, ``lt-sm16``, ``lt-pinned``, ``lt-bias`` ...: the cuBLASLt part of the name."""
+        """``lt``, ``lt-nosplitk``, ``lt-sm16``, ``lt-pin20k66.3fa2c1`` (algo 20, split-K 66, a digest of its
+        whole configuration), ``lt-bias`` ...: the cuBLASLt part of the name."""
         parts = ["lt"]
         if self.lt_reduction_scheme_mask == 0:
             parts.append("nosplitk")
@@ -215,8 +233,10 @@ class GemmConfig:
             parts.append(f"rs{self.lt_reduction_scheme_mask}")
         if self.lt_sm_count_target:
             parts.append(f"sm{self.lt_sm_count_target}")
-        if self.lt_algo:
-            parts.append("pinned")
+        if self.lt_algo:  # which algorithm: two pinned configurations never share a name
+            algo = dict(self.lt_algo)
+            digest = hashlib.sha256(repr(self.lt_algo).encode()).hexdigest()[:6]
+            parts.append(f"pin{algo['algo_id']}k{algo.get('splitk', 1)}.{digest}")
         if self.lt_epilogue:
             parts.append(self.lt_epilogue.lower())
         return "-".join(parts)
@@ -242,7 +262,7 @@ class GemmConfig:
                    ComputeType[data.get("compute_type", "COMPUTE_32F")], data.get("input_dtype", "float32"),
                    data.get("output_dtype", "float32"), data.get("algo", int(GemmAlgo.DEFAULT)),
                    data.get("workspace_bytes"), data.get("api", "gemm_ex"), data.get("lt_reduction_scheme_mask"),
-                   data.get("lt_sm_count_target", 0), tuple((data.get("lt_algo") or {}).items()),
+                   data.get("lt_sm_count_target", 0), _pairs(data.get("lt_algo")),
                    data.get("lt_epilogue", ""))
 
     @classmethod
@@ -335,6 +355,15 @@ def math_mode_name(value: int) -> str:
         return GemmConfig.from_math_mode_value(value).name
     except ValueError:
         return str(value)
+
+
+def _pairs(value) -> tuple:
+    """A stored ``lt_algo`` (an object of names to ints) as pairs; ValueError for anything else."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ValueError(f"lt_algo must be an object of names to ints, not {value!r}")
+    return tuple(value.items())
 
 
 def _size(n: int) -> str:

@@ -74,10 +74,12 @@ class Handle:
         if self._ptr:
             ptr, self._ptr = self._ptr, 0
             self._ptr_c = c_void_p(0)
-            _cublas.cublas_destroy(ptr)
-            if self._lt is not None:
-                self._lt.close()
-            self._workspace = None  # freed only after the handle that used it is gone
+            try:
+                _cublas.cublas_destroy(ptr)
+            finally:
+                if self._lt is not None:
+                    self._lt.close()
+                self._workspace = None  # freed only after the handle that used it is gone
 
     @property
     def closed(self) -> bool:

@@ -10,6 +10,7 @@ the ``COMPUTE_32F_FAST_TF32`` compute type here, as it engages TF32 in cublasGem
 
 from __future__ import annotations
 
+import threading
 from ctypes import c_int, c_void_p
 
 from . import _cublaslt as lt
@@ -40,6 +41,7 @@ class LtPath:
         self.handle = lt.create()
         self.workspace = (workspace_ptr, workspace_bytes)
         self._prepared: dict = {}  # GEMM and SM-count target -> (descriptor, layouts, algorithm, owned)
+        self._lock = threading.Lock()  # a descriptor is set (bias) and used in one step; prepared once
 
     def _compute(self, compute: int) -> int:
         if compute == ComputeType.COMPUTE_32F and self.config.math_mode is MathMode.TF32:
@@ -99,26 +101,36 @@ class LtPath:
     def issue(self, args: tuple, stream_ptr: int, sm_count_target: int = 0, bias_ptr: int = 0) -> None:
         """Run the GEMM of cublasGemmEx's arguments ``args`` (after the handle) on ``stream_ptr``."""
         key = self._key(args, sm_count_target)
-        desc, layouts, algo, _ = self._prepared.get(key) or self._prepare(key)
         _, _, m, _, _, alpha, a, _, _, b, _, _, beta, c, c_type, _, _, _ = args
-        if self.config.lt_epilogue == "BIAS":
-            lt.matmul_desc_set(desc, lt.MatmulDesc.BIAS_POINTER, bias_ptr or _bias(m, c_type), c_void_p)
-        lt.matmul(self.handle, desc, alpha, a, layouts[0], b, layouts[1], beta, c, layouts[2], c, layouts[2], algo,
-                  self.workspace[0], self.workspace[1], stream_ptr)
+        with self._lock:
+            desc, layouts, algo, _ = self._prepared.get(key) or self._prepare(key)
+            if self.config.lt_epilogue == "BIAS":
+                lt.matmul_desc_set(desc, lt.MatmulDesc.BIAS_POINTER, bias_ptr or _bias(m, c_type), c_void_p)
+            lt.matmul(self.handle, desc, alpha, a, layouts[0], b, layouts[1], beta, c, layouts[2], c, layouts[2],
+                      algo, self.workspace[0], self.workspace[1], stream_ptr)
 
     def algorithm(self, args: tuple, sm_count_target: int = 0) -> tuple:
         """The algorithm this GEMM runs (sorted (name, value)): a configuration's ``lt_algo`` pins it."""
         key = self._key(args, sm_count_target)
-        return tuple(sorted(lt.algo_config((self._prepared.get(key) or self._prepare(key))[2]).items()))
+        with self._lock:
+            return tuple(sorted(lt.algo_config((self._prepared.get(key) or self._prepare(key))[2]).items()))
 
     def close(self) -> None:
-        for _, _, _, owned in self._prepared.values():
-            for value, destroy in reversed(owned):
-                destroy(value)
+        """Destroy every descriptor and the cuBLASLt handle, all of them even if one fails (the first
+        failure is raised after)."""
+        failures = []
+        owned = [item for _, _, _, made in self._prepared.values() for item in reversed(made)]
         self._prepared.clear()
         if self.handle:
-            lt.destroy(self.handle)
+            owned.append((self.handle, lt.destroy))
             self.handle = 0
+        for value, destroy in owned:
+            try:
+                destroy(value)
+            except lt.CublasError as err:
+                failures.append(err)
+        if failures:
+            raise failures[0]
 
 
 def split_k(algo: tuple) -> bool:

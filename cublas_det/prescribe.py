@@ -5,8 +5,10 @@ Candidates: cuBLASLt with the algorithm the heuristic picks at the full SM count
 with the reduction-scheme mask NONE (no split-K); cuBLASLt planning for the smallest SM count of a
 fleet; BF16X9 math (fp32, where cuBLAS has it); and, for a shared handle, a handle per stream or
 ``CUBLAS_WORKSPACE_CONFIG`` (the base check's own guarantee scenarios). A cure is verified when,
-in its configuration, the hazard's scenario gives identical bits (SM counts from 16 to the full
-count, four streams on one handle, rows m = 1 ... M) and the run-to-run guarantee holds.
+in its configuration, the hazard's scenario gives identical bits (SM-count targets 16, 33, a half
+and seven eighths of the device's and the fleet's, emulating smaller GPUs; four streams on one
+handle; rows m = 1 ... M) and its own bits repeat. A cure that plans for a fixed SM count cannot be
+tested by that emulation: it is timed and listed as untested.
 """
 
 from __future__ import annotations
@@ -39,10 +41,13 @@ class Cure:
     evidence: str  # what the verification showed (why it failed, where it did)
     ratio: object = None  # timing.stats.Ratio of the cure against the configuration it replaces
     keeps_bits: bool = False  # gives the bits the configuration gives today
+    introduces: tuple = ()  # hazards that change the cure's bits and not the configuration's
+    untested: bool = False  # cannot be verified on this GPU (it is timed, not counted as a cure)
 
     def to_dict(self) -> dict:
         return {"cure": self.label, "config": self.config.to_dict() if self.config else None,
-                "verified": self.verified, "evidence": self.evidence, "keeps_bits": self.keeps_bits,
+                "verified": self.verified, "untested": self.untested, "evidence": self.evidence,
+                "keeps_bits": self.keeps_bits, "introduces": list(self.introduces),
                 "time_ratio": None if self.ratio is None else {
                     "median": self.ratio.median, "ci_low": self.ratio.ci_low, "ci_high": self.ratio.ci_high}}
 
@@ -56,9 +61,13 @@ class Prescription:
 
     @property
     def best(self) -> Cure | None:
-        """The cheapest verified cure: a setup cure costs nothing; else the smallest time ratio."""
-        verified = [cure for cure in self.cures if cure.verified]
-        return min(verified, key=lambda c: 0.0 if c.ratio is None else c.ratio.median, default=None)
+        """The cheapest verified cure that brings in no other hazard: by time ratio, a setup cure (the
+        same GEMM) at 1, an untimed one last."""
+        def cost(cure):
+            ratio = 1.0 if cure.config is None else (cure.ratio.median if cure.ratio else float("inf"))
+            return (bool(cure.introduces), ratio)
+
+        return min((cure for cure in self.cures if cure.verified), key=cost, default=None)
 
     def to_dict(self) -> dict:
         return {"shape": self.shape.name, "config": self.config.name, "hazard": self.hazard,
@@ -82,13 +91,16 @@ def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
 
 def _lt(config: GemmConfig, **options) -> GemmConfig:
     """``config`` through cuBLASLt: no math-mode flag there (its compute type decides)."""
-    return dataclasses.replace(config, api="lt", disallow_reduced_precision_reduction=False, **options)
+    return dataclasses.replace(config, api="lt", algo=-1, disallow_reduced_precision_reduction=False, **options)
 
 
 def candidates(shape: GemmShape, config: GemmConfig, fleet=()) -> list[tuple[str, GemmConfig | str]]:
     """The configurations to try in place of ``config`` for ``shape`` (or why one cannot be made)."""
     found = []
-    if config.math_mode is not MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math
+    if config.disallow_reduced_precision_reduction:
+        found.append(("cuBLASLt cures", "not tried: the mode disallows reduced-precision reductions, which the "
+                                        "cuBLASLt path does not carry yet"))
+    elif config.math_mode is not MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math
         try:
             found.append(("pin the cuBLASLt algorithm", _lt(config, lt_algo=pinned_algorithm(shape, config))))
         except CublasError as err:
@@ -107,7 +119,7 @@ def _evidence(hazard: str, result, targets) -> str:
         return f"could not run: {result.error if result else 'no result'}"
     if result.not_applicable:
         return f"does not apply: {result.not_applicable}"
-    where = {"sm-count": f"under SM counts {', '.join(map(str, targets))} and the full count" if targets else "",
+    where = {"sm-count": f"under SM-count targets {', '.join(map(str, targets))} and the full count" if targets else "",
              "streams-shared-handle": f"in {result.runs} runs on 4 streams of one handle",
              "batch-invariance": "for every row count m checked"}[hazard]
     if result.identical:
@@ -116,21 +128,23 @@ def _evidence(hazard: str, result, targets) -> str:
 
 
 def prescribe(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, quick: bool = False,
-              operands=None, on_step=None, timing: dict | None = None) -> list[Prescription]:
-    """A :class:`Prescription` for every (shape, configuration, hazard) whose bits changed.
+              operands=None, on_step=None, timing: dict | None = None) -> tuple[list[Prescription], list[str]]:
+    """A :class:`Prescription` for every (shape, configuration, hazard) whose bits changed, and the
+    problems of the configurations' own checks (errors, failed guarantees), which no cure is judged against.
 
     ``timing``: ``time_shapes`` options (visits, budget); ``on_step(text)``: progress.
     """
     step = on_step or (lambda text: None)
     sm_count = device_properties()["sm_count"]
     targets = verification_targets(sm_count, fleet)
-    fleet_targets = tuple(sorted(t for t in set(fleet) if t < sm_count)) or (sm_count,)
     base_scenarios = [s for s in BASE_SCENARIOS if not (quick and s == "workspace-config")]
     base = check_many(shapes, configs, repeats=repeats, scenarios=base_scenarios, seed=seed, operands=operands,
                       sm_count_targets=targets, on_check=lambda c: step(f"checked {c.shape.name} {c.mode_name}"))
     found = []
+    problems = [f"{c.shape.name} {c.mode_name}: {c.error or '; '.join(map(str, c.errors + c.guarantee_failures))}"
+                for c in base if c.error or c.errors or c.guarantee_failures]  # what no cure can be judged against
     for shape in shapes:
-        checks = [c for c in base if c.shape.name == shape.name]
+        checks = [c for c in base if c.shape.name == shape.name and not c.error]
         hazardous = [(c, r.scenario) for c in checks for r in c.findings if r.scenario in HAZARDS]
         if not hazardous:
             continue
@@ -144,26 +158,33 @@ def prescribe(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, qui
                     tried.setdefault((check.config.name, cure.name), (label, cure, check))
         cure_configs = list(dict.fromkeys(cure for _, cure, _ in tried.values()))
         step(f"verifying {len(cure_configs)} cures of {shape.name}")
-        verified = {}
-        # A cure that plans for the fleet's smallest GPU is verified under the fleet's SM counts: on
-        # a GPU with fewer SMs than it plans for, it is not meant to hold.
-        for group, group_targets in (([c for c in cure_configs if not c.lt_sm_count_target], targets),
-                                     ([c for c in cure_configs if c.lt_sm_count_target], fleet_targets)):
-            if group:
-                verified.update({c.mode_name: c for c in check_many(
-                    [shape], group, repeats=repeats, scenarios=list(VERIFY_SCENARIOS), seed=seed, operands=operands,
-                    sm_count_targets=group_targets)})
+        verified = {c.mode_name: c for c in check_many([shape], cure_configs, repeats=repeats,
+                                                       scenarios=list(VERIFY_SCENARIOS), seed=seed,
+                                                       operands=operands, sm_count_targets=targets)}
         results = {}
         for (base_name, cure_name), (label, cure, check) in tried.items():
             cure_check = verified[cure_name]
-            for hazard in [h for c, h in hazardous if c.config.name == base_name]:
+            base_hazards = {h for c, h in hazardous if c.config.name == base_name}
+            introduces = tuple(r.scenario for r in cure_check.findings if r.scenario not in base_hazards)
+            for hazard in sorted(base_hazards):
                 result = cure_check.scenario(hazard)
+                if cure.lt_sm_count_target and hazard == "sm-count":
+                    # It plans for that SM count on every GPU: an SM-count target emulates a smaller
+                    # GPU by the very setting it overrides, so here it would compare a plan with itself.
+                    results.setdefault((base_name, hazard), []).append(Cure(
+                        label, cure, False, f"same plan on every GPU with at least {cure.lt_sm_count_target} SMs "
+                        "by construction; emulation cannot test it: check on a real GPU of that size",
+                        keeps_bits=cure_check.digest == check.digest, untested=True))
+                    continue
                 ok = bool(result and result.identical and cure_check.reproducible)
-                evidence = _evidence(hazard, result, fleet_targets if cure.lt_sm_count_target else targets)
+                evidence = _evidence(hazard, result, targets)
                 if result and result.identical and not cure_check.reproducible:
-                    evidence += f"; but its guarantees: {cure_check.verdict.value}"
+                    evidence += f"; yet its own bits did not repeat ({cure_check.verdict.value})"
+                if introduces:
+                    evidence += f"; brings in: {', '.join(HAZARD_WORDS.get(h, h) for h in introduces)}"
                 results.setdefault((base_name, hazard), []).append(
-                    Cure(label, cure, ok, evidence, keeps_bits=cure_check.digest == check.digest))
+                    Cure(label, cure, ok, evidence, keeps_bits=cure_check.digest == check.digest,
+                         introduces=introduces))
         for check, hazard in hazardous:
             cures = results.get((check.config.name, hazard), []) + impossible.get(check.config.name, [])
             if hazard == "streams-shared-handle":
@@ -174,7 +195,7 @@ def prescribe(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, qui
                                           f"same bits in {result.runs} runs" if result.identical else result.detail,
                                           keeps_bits=True))
             found.append(Prescription(shape, check.config, hazard, tuple(cures)))
-    return _timed(found, seed, operands, step, timing or {})
+    return _timed(found, seed, operands, step, timing or {}), problems
 
 
 def _timed(found: list[Prescription], seed, operands, step, timing: dict) -> list[Prescription]:
@@ -184,7 +205,7 @@ def _timed(found: list[Prescription], seed, operands, step, timing: dict) -> lis
         group = by_shape.setdefault(prescription.shape.name, (prescription.shape, {}))
         group[1].setdefault(prescription.config.name, prescription.config)
         for cure in prescription.cures:
-            if cure.verified and cure.config is not None:
+            if (cure.verified or cure.untested) and cure.config is not None:
                 group[1].setdefault(cure.config.name, cure.config)
     ratios = {}
     for name, (shape, configs) in by_shape.items():
@@ -203,5 +224,5 @@ def _timed(found: list[Prescription], seed, operands, step, timing: dict) -> lis
 
 
 def _cure_of(found, shape_name, base_name, cure_name) -> bool:
-    return any(c.verified and c.config is not None and c.config.name == cure_name for p in found
+    return any((c.verified or c.untested) and c.config is not None and c.config.name == cure_name for p in found
                if p.shape.name == shape_name and p.config.name == base_name for c in p.cures)

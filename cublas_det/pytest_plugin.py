@@ -36,9 +36,12 @@ def pytest_configure(config):
     option = config.getoption("--cublas-math-mode")
     if option is not None:
         try:
-            GemmConfig.parse(option, source="--cublas-math-mode").math_mode
+            parsed = GemmConfig.parse(option, source="--cublas-math-mode")
         except ValueError as err:
             raise pytest.UsageError(str(err)) from None
+        if parsed.api != "gemm_ex":  # the fixture is a math mode's handle: an Lt configuration would be lost
+            raise pytest.UsageError(f"--cublas-math-mode={option!r}: a math mode, not a cuBLASLt configuration; "
+                                    "make that handle in the test: create_handle('default+lt')")
 
 
 def pytest_generate_tests(metafunc):

@@ -29,8 +29,18 @@ def test_lt_configurations_parse_name_and_round_trip():
         assert config.name == name and config.api == "lt" and GemmConfig.from_dict(config.to_dict()) == config
     pinned = GemmConfig(api="lt", lt_algo={"algo_id": 20, "splitk": 66}, lt_epilogue="BIAS", input_dtype="bfloat16",
                         output_dtype="bfloat16")
-    assert pinned.name == "PEDANTIC/lt-pinned-bias/bfloat16->bfloat16"
+    assert re.fullmatch(r"PEDANTIC/lt-pin20k66\.[0-9a-f]{6}-bias/bfloat16->bfloat16", pinned.name), pinned.name
+    other = GemmConfig(api="lt", lt_algo={"algo_id": 20, "splitk": 33}, lt_epilogue="BIAS", input_dtype="bfloat16",
+                       output_dtype="bfloat16")
+    assert other.name != pinned.name  # two pinned algorithms never share a name
     assert GemmConfig.from_dict(pinned.to_dict()) == pinned
+    for bad in ({"lt_algo": {"splitk": 4}}, {"lt_algo": {"algo_id": "20"}}, {"lt_sm_count_target": -3},
+                {"lt_sm_count_target": True}, {"lt_reduction_scheme_mask": "0"}, {"lt_reduction_scheme_mask": 9},
+                {"algo": 99}):
+        with pytest.raises(ValueError):
+            GemmConfig(api="lt", **bad)
+    with pytest.raises(ValueError, match="lt_algo must be an object"):
+        GemmConfig.from_dict({**pinned.to_dict(), "lt_algo": [["algo_id", 20]]})
     for bad in ("default+lt-fast", "default+lt+lt", "bf16x9+lt", "default+disallow-rpr+lt"):
         with pytest.raises(ValueError, match=re.escape(repr(bad))):
             GemmConfig.parse(bad)
@@ -124,7 +134,9 @@ def test_prescribe_cures_the_sm_count_hazard_of_a_split_k_dw_gemm():
     from cublas_det.shapes import parse_shape
 
     shape = parse_shape("128x56x4096:nt")  # split-K on the H200: 66 at 132 SMs, other splits below
-    found = prescribe([shape], [GemmConfig()], quick=True, timing={"min_visits": 2, "max_visits": 2, "budget_s": 0.1})
+    found, problems = prescribe([shape], [GemmConfig()], quick=True,
+                                timing={"min_visits": 2, "max_visits": 2, "budget_s": 0.1})
+    assert problems == []
     sm = [p for p in found if p.hazard == "sm-count"]
     if not sm:
         pytest.skip("this GPU's kernel for the shape does not change bits with the SM count")
@@ -148,3 +160,77 @@ def test_an_lt_configuration_runs_every_scenario_and_the_graph_timing():
                       budget_s=0.1)
     timing = run.timings["128x56x4096:nt"]
     assert timing.arm("DEFAULT/lt").median_us > 0 and not run.errors
+
+
+def test_the_cheapest_cure_is_timed_verified_and_brings_in_no_other_hazard():
+    from cublas_det.prescribe import Cure, Prescription
+    from cublas_det.shapes import parse_shape
+
+    pinned = GemmConfig(api="lt", lt_algo={"algo_id": 20})
+    nosplit = GemmConfig(api="lt", lt_reduction_scheme_mask=0)
+
+    def best(*cures):
+        return Prescription(parse_shape("128x56x4096:nt"), GemmConfig(), "sm-count", cures).best.label
+
+    timed = Cure("pin", pinned, True, "", _ratio(1.003, 1.0, 1.006))
+    assert best(Cure("untimed", nosplit, True, ""), timed) == "pin"  # no time: last
+    assert best(Cure("setup", None, True, ""), Cure("faster", pinned, True, "", _ratio(0.9, 0.88, 0.92))) == "faster"
+    assert best(Cure("racy", nosplit, True, "", _ratio(0.95, 0.9, 1.0), introduces=("streams-shared-handle",)),
+                timed) == "pin"
+    assert best(Cure("untested", nosplit, False, "", _ratio(0.5, 0.4, 0.6), untested=True), timed) == "pin"
+
+
+def test_prescribe_options_are_refused_before_any_gpu_work(capsys):
+    from cublas_det.cli import bench
+
+    for argv in (["--prescribe", "--devices", "all"], ["--sm-counts", "132,114"], ["--prescribe", "--no-timing"],
+                 ["--prescribe", "--explain", "128x56x4096:nt"], ["--prescribe", "--sm-counts", "0"]):
+        with pytest.raises(SystemExit) as stop:
+            bench.main(argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and ("--prescribe" in err or "--sm-counts" in err), (argv, err)
+
+
+def test_lt_layouts_and_descriptor_follow_cublasgemmex_arguments(monkeypatch):
+    from cublas_det import lt as lt_path
+
+    made = []
+
+    class Fake:
+        CublasError = _cublaslt.CublasError
+        MatmulDesc, Preference, Epilogue = _cublaslt.MatmulDesc, _cublaslt.Preference, _cublaslt.Epilogue
+
+        def __getattr__(self, name):
+            def record(*args, **kwargs):
+                made.append((name, args))
+                if name == "heuristic":
+                    return [type("Result", (), {"algo": "the algorithm"})()]
+                return len(made)
+            return record
+
+    monkeypatch.setattr(lt_path, "lt", Fake())
+    path = lt_path.LtPath(GemmConfig(api="lt"), 0, 1 << 20)
+    # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3): cublasGemmEx(N, T, 3, 7, 5, ..., ldb=3, lda=7, ldc=3)
+    args = _gemm_ex_args(True, False, 7, 3, 5, 7, 3, 0, 0, 0, 0, 0, 68)
+    path.issue(args, stream_ptr=0)
+    layouts = [a for name, a in made if name == "layout_create"]
+    assert layouts == [(0, 3, 5, 3), (0, 7, 5, 7), (0, 3, 7, 3)]  # A = b (3x5, ld 3), B = a op T (7x5, ld 7), C 3x7
+    sets = {a[1]: a[2] for name, a in made if name == "matmul_desc_set"}
+    assert sets[_cublaslt.MatmulDesc.TRANSA] == 0 and sets[_cublaslt.MatmulDesc.TRANSB] == 1
+    assert [a for name, a in made if name == "preference_set"][0][1:] == (_cublaslt.Preference.MAX_WORKSPACE_BYTES,
+                                                                          1 << 20)
+    path.issue(args, stream_ptr=0)
+    assert sum(name == "heuristic" for name, _ in made) == 1  # prepared once, reused
+    path.issue(args, stream_ptr=0, sm_count_target=16)
+    assert sum(name == "heuristic" for name, _ in made) == 2  # another SM-count target: planned again
+
+
+def test_the_pytest_plugin_refuses_an_lt_configuration_as_a_math_mode(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--cublas-math-mode",
+                             "default+lt", str(tmp_path / "test_x.py")], capture_output=True, text=True)
+    assert result.returncode == 4 and "a math mode, not a cuBLASLt configuration" in result.stderr + result.stdout

@@ -90,7 +90,8 @@ BUDGET_S, QUICK_BUDGET_S = 1.0, 0.2  # seconds of rounds a shape may spend (afte
 EXIT_CODES = """exit codes:
   0    every guarantee held (a hazard that changed bits is reported, and never fails a run)
   1    a guarantee failed, or its scenario, the GEMM or its timing could not run; devices
-       disagree (--devices); bits differ from --compare's baseline; a time regressed past --fail-on
+       disagree (--devices); bits differ from --compare's baseline; a time regressed past --fail-on;
+       --prescribe: a hazard with no verified cure
   2    usage or environment error (bad argument, no GPU, no such device, unwritable output path)
   130  interrupted (Ctrl-C); what completed was reported and written
 """
@@ -291,6 +292,7 @@ def _run(argv, prog: str | None = None) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     shapes, scenarios, repeats, configs = _options(args, parser)
+    _prescribe_options(args, parser)
     groups = _capture_groups(args, parser) if args.capture else [(shapes, configs)]
     explained = _explain_target(args, parser) if args.explain else None
     if args.list:
@@ -340,26 +342,37 @@ def _sm_counts(text: str) -> tuple:
     return counts
 
 
-def _prescribe(args, shapes, configs) -> int:
-    """--prescribe: the cures of every hazard found, verified and timed; exit 1 if a hazard has none."""
-    for flag in ("capture", "devices", "compare", "markdown", "plot", "kernels"):
+def _prescribe_options(args, parser) -> None:
+    """What --prescribe and --sm-counts refuse, before any GPU work."""
+    if args.sm_counts and not args.prescribe:
+        parser.error("--sm-counts is the fleet of --prescribe; add --prescribe")
+    if not args.prescribe:
+        return
+    for flag in ("capture", "devices", "compare", "markdown", "plot", "kernels", "explain", "no_timing",
+                 "scenarios"):
         if getattr(args, flag):
-            raise UsageError(f"--prescribe runs its own checks and timing; drop --{flag}")
+            parser.error(f"--prescribe runs its own checks and timing; drop --{flag.replace('_', '-')}")
+
+
+def _prescribe(args, shapes, configs) -> int:
+    """--prescribe: the cures of every hazard found, verified and timed; exit 1 if a hazard has none, or if
+    a configuration's own check failed."""
     operands = HostOperands(args.seed)
     min_visits, max_visits = QUICK_VISITS if args.quick else VISITS
     try:
-        found = prescribe(shapes, configs, fleet=args.sm_counts or (), seed=args.seed, quick=args.quick,
+        found, problems = prescribe(shapes, configs, fleet=args.sm_counts or (), seed=args.seed, quick=args.quick,
                           repeats=min(args.repeats, 5 if args.quick else 10), operands=operands,
                           on_step=lambda text: print(f"  {text}", file=sys.stderr, flush=True),
                           timing={"min_visits": min_visits, "max_visits": max_visits,
                                   "budget_s": QUICK_BUDGET_S if args.quick else BUDGET_S})
     finally:
         operands.close()
-    print(render_prescriptions(found, device_properties()["sm_count"], args.sm_counts or ()))
+    print(render_prescriptions(found, device_properties()["sm_count"], args.sm_counts or (), problems))
     if args.json and not write_json(args.json, {"cublas_det": __version__, "provenance": fingerprint(),
-                                                 "prescriptions": [p.to_dict() for p in found]}):
+                                                 "prescriptions": [p.to_dict() for p in found],
+                                                 "problems": problems}):
         return EXIT_USAGE
-    return EXIT_FINDING if any(p.best is None for p in found) else EXIT_OK
+    return EXIT_FINDING if problems or any(p.best is None for p in found) else EXIT_OK
 
 
 def _kernels_available() -> bool:

@@ -24,12 +24,15 @@ def _wrap(text: str, indent: str) -> list[str]:
                          break_on_hyphens=False)
 
 
-def render_prescriptions(prescriptions, sm_count: int, fleet=()) -> str:
+def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=()) -> str:
     lines = _wrap("Prescriptions: for each GEMM and hazard that changed its bits, the cures verified bitwise "
                   "against that hazard, and what each costs (graph time against the configuration it "
                   "replaces: median and 95% interval; + is slower)", "")
+    for problem in problems:
+        lines += _wrap(f"not judged: {problem}", "  ")
     if not prescriptions:
-        return "\n".join(lines + ["", "No hazard changed the bits of these GEMMs: nothing to cure."])
+        return "\n".join(lines + ["", "No hazard changed the bits of these GEMMs: nothing to cure."
+                                   + (" (but see 'not judged' above)" if problems else "")])
     uncured = 0
     for p in prescriptions:
         lines.append("")
@@ -38,7 +41,7 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=()) -> str:
         best = p.best
         if best is None:
             uncured += 1
-            lines += _wrap("no verified cure among those tried (below)", "  ")
+            lines += _wrap("no verified cure among those tried" + (" (below)" if p.cures else ""), "  ")
         else:
             keeps = "; keeps today's bits" if best.keeps_bits else "; other bits than today's"
             lines += _wrap(f"cure: {best.label}: {best.evidence}; {_cost(best)}{keeps}", "  ")
@@ -46,12 +49,17 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=()) -> str:
             if cure is best:
                 continue
             if cure.verified:
-                lines += _wrap(f"also: {cure.label}: {_cost(cure)}", "  ")
+                lines += _wrap(f"also: {cure.label}: {_cost(cure)}"
+                               + (f"; brings in: {', '.join(HAZARD_WORDS.get(h, h) for h in cure.introduces)}"
+                                  if cure.introduces else ""), "  ")
+            elif cure.untested:
+                lines += _wrap(f"untested: {cure.label}: {_cost(cure)}; {cure.evidence}", "  ")
             else:
                 lines += _wrap(f"failed: {cure.label}: {cure.evidence}", "  ")
     cured = len(prescriptions) - uncured
+    checked = [count for count in fleet if count <= sm_count]
     lines += ["", *_wrap(f"{cured} of {len(prescriptions)} hazards cured by a verified configuration"
                          + (f"; {uncured} with none among those tried" if uncured else "")
-                         + f" (verified on this {sm_count}-SM GPU" + (f", fleet {', '.join(map(str, fleet))}"
-                                                                     if fleet else "") + ")", "")]
+                         + f" (verified on this {sm_count}-SM GPU, smaller GPUs emulated by SM-count targets"
+                         + (f", the fleet's {', '.join(map(str, checked))} among them" if checked else "") + ")", "")]
     return "\n".join(lines)

@@ -30,7 +30,8 @@ def concurrent_streams(context: ScenarioContext, shared: bool):
     if shared:
         # cuBLAS's own workspace pool, shared by the streams: the hazard cuBLAS documents, and what
         # CUBLAS_WORKSPACE_CONFIG sizes (a captured call's user workspace would be raced on instead).
-        one = create_handle(dataclasses.replace(context.config, workspace_bytes=None))
+        one = create_handle(dataclasses.replace(context.config, workspace_bytes=None)
+                            if context.config.api == "gemm_ex" else context.config)  # cuBLASLt: its own workspace
         handles = [one] * STREAMS
     else:
         handles = [context.new_handle(stream=s) for s in streams]
