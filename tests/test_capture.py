@@ -387,10 +387,12 @@ def test_cli_capture_refusals_of_programs_and_outputs(tmp_path, capsys):
         assert "could not write /dev/full" in capsys.readouterr().err
 
 
-def test_a_daemon_left_writing_to_the_log_does_not_hold_the_capture(tmp_path):
+def test_a_daemon_left_writing_to_the_log_does_not_hold_the_capture(tmp_path, monkeypatch):
     import time
 
     from cublas_det.capture import run as capture_run
+
+    monkeypatch.setattr(capture_run, "AFTER_EXIT_S", 0.3)
 
     program = """(while :; do echo "i! x" >&3 || exit; sleep 0.2; done) 3>"$CUBLAS_LOGDEST_DBG" & exit 0"""
     started = time.monotonic()
