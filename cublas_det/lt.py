@@ -17,7 +17,7 @@ from . import _cublaslt as lt
 from ._cublas import ComputeType, DataType, MathMode
 from .config import ELEMENT_TYPES, HALF_SCALAR_COMPUTE, GemmConfig
 
-_TYPES = {int(DataType.R_32F): "float32", int(DataType.R_16BF): "bfloat16", int(DataType.R_16F): "float16"}
+_TYPES = {int(element.cuda): name for name, element in ELEMENT_TYPES.items()}  # cudaDataType_t -> element type
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
 

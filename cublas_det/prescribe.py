@@ -18,6 +18,7 @@ import dataclasses
 from ._cublas import ComputeType, CublasError, MathMode
 from .call import _gemm_ex_args
 from .check import check_many
+from .check.scenarios import REGISTRY
 from .config import ELEMENT_TYPES, GemmConfig
 from .device import device_properties
 from .handle import create_handle
@@ -27,7 +28,6 @@ from .timing import time_shapes
 HAZARDS = ("sm-count", "streams-shared-handle", "batch-invariance")
 VERIFY_SCENARIOS = ("repeat",) + HAZARDS
 BASE_SCENARIOS = ("repeat", "streams-per-handle", "workspace-config") + HAZARDS
-HAZARD_WORDS = {"sm-count": "SM count", "streams-shared-handle": "shared handle", "batch-invariance": "batch size"}
 # Setup cures of a shared handle, verified by the base check's guarantee scenarios (no other GEMM: no time cost).
 SETUP_CURES = {"streams-per-handle": "a handle and workspace per stream",
                "workspace-config": "CUBLAS_WORKSPACE_CONFIG=:4096:8"}
@@ -181,7 +181,7 @@ def prescribe(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, qui
                 if result and result.identical and not cure_check.reproducible:
                     evidence += f"; yet its own bits did not repeat ({cure_check.verdict.value})"
                 if introduces:
-                    evidence += f"; brings in: {', '.join(HAZARD_WORDS.get(h, h) for h in introduces)}"
+                    evidence += f"; brings in: {', '.join(REGISTRY[h].label for h in introduces)}"
                 results.setdefault((base_name, hazard), []).append(
                     Cure(label, cure, ok, evidence, keeps_bits=cure_check.digest == check.digest,
                          introduces=introduces))
@@ -200,29 +200,23 @@ def prescribe(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, qui
 
 def _timed(found: list[Prescription], seed, operands, step, timing: dict) -> list[Prescription]:
     """Each verified cure's time against the configuration it replaces: graph timing, side by side."""
-    by_shape: dict = {}
+    arms: dict = {}  # shape name -> (shape, {base name: {name: configuration}}), the base first
     for prescription in found:
-        group = by_shape.setdefault(prescription.shape.name, (prescription.shape, {}))
-        group[1].setdefault(prescription.config.name, prescription.config)
+        shape, bases = arms.setdefault(prescription.shape.name, (prescription.shape, {}))
+        group = bases.setdefault(prescription.config.name, {prescription.config.name: prescription.config})
         for cure in prescription.cures:
             if (cure.verified or cure.untested) and cure.config is not None:
-                group[1].setdefault(cure.config.name, cure.config)
+                group.setdefault(cure.config.name, cure.config)
     ratios = {}
-    for name, (shape, configs) in by_shape.items():
-        step(f"timing {name}: {len(configs)} configurations")
-        for base in {p.config.name for p in found if p.shape.name == name}:
-            arms = [configs[base]] + [c for n, c in configs.items() if n != base and _cure_of(found, name, base, n)]
-            if len(arms) < 2:
+    for name, (shape, bases) in arms.items():
+        step(f"timing {name}: {len({n for group in bases.values() for n in group})} configurations")
+        for base, group in bases.items():
+            if len(group) < 2:
                 continue
-            run = time_shapes([shape], arms, seed=seed, operands=operands, **timing)
+            run = time_shapes([shape], list(group.values()), seed=seed, operands=operands, **timing)
             shape_timing = run.timings.get(shape.name)
-            for arm in arms[1:]:
-                ratios[(name, base, arm.name)] = shape_timing.ratio(arm.name, base) if shape_timing else None
+            for arm in list(group)[1:]:
+                ratios[(name, base, arm)] = shape_timing.ratio(arm, base) if shape_timing else None
     return [dataclasses.replace(p, cures=tuple(
         dataclasses.replace(c, ratio=ratios.get((p.shape.name, p.config.name, c.config.name)))
         if c.config is not None else c for c in p.cures)) for p in found]
-
-
-def _cure_of(found, shape_name, base_name, cure_name) -> bool:
-    return any((c.verified or c.untested) and c.config is not None and c.config.name == cure_name for p in found
-               if p.shape.name == shape_name and p.config.name == base_name for c in p.cures)

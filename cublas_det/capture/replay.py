@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 
 from .._cublas import ComputeType, MathMode
-from ..config import GemmConfig
+from ..config import ELEMENT_TYPES, GemmConfig
 from ..shapes import PRESETS, GemmShape, preset
 from .findings import DISALLOW_RPR
 from .model import GemmDefinition
 
-_DTYPES = {"R_32F": "float32", "R_16BF": "bfloat16", "R_16F": "float16"}
+_DTYPES = {element.cuda.name: name for name, element in ELEMENT_TYPES.items()}  # R_32F -> float32 ...
 _REPLAYED_APIS = ("cublasGemmEx", "cublasSgemm", "cublasHgemm")
 
 

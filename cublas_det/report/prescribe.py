@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import textwrap
 
+from ..check.scenarios import REGISTRY
+
 WIDTH = 100
-HAZARD_WORDS = {"sm-count": "SM count", "streams-shared-handle": "shared handle", "batch-invariance": "batch size"}
+
+
+def _label(scenario: str) -> str:
+    return REGISTRY[scenario].label if scenario in REGISTRY else scenario
 
 
 def _cost(cure) -> str:
@@ -37,7 +42,7 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=()) ->
     for p in prescriptions:
         lines.append("")
         lines.append(f"{p.shape.name} ({p.shape.m}x{p.shape.n}x{p.shape.k}:{p.shape.cublas_op.lower()})  "
-                     f"{p.config.name}  {HAZARD_WORDS.get(p.hazard, p.hazard)}")
+                     f"{p.config.name}  {_label(p.hazard)}")
         best = p.best
         if best is None:
             uncured += 1
@@ -50,7 +55,7 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=()) ->
                 continue
             if cure.verified:
                 lines += _wrap(f"also: {cure.label}: {_cost(cure)}"
-                               + (f"; brings in: {', '.join(HAZARD_WORDS.get(h, h) for h in cure.introduces)}"
+                               + (f"; brings in: {', '.join(map(_label, cure.introduces))}"
                                   if cure.introduces else ""), "  ")
             elif cure.untested:
                 lines += _wrap(f"untested: {cure.label}: {_cost(cure)}; {cure.evidence}", "  ")
