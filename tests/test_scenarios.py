@@ -1,5 +1,6 @@
 """The scenario registry and the scenarios' own logic, on the CPU."""
 
+import dataclasses
 import os
 
 import pytest
@@ -136,9 +137,28 @@ def test_a_mode_outside_the_matrix_gets_a_row_of_its_own_so_its_bits_are_compare
     # In a run with BF16X9, every configuration has it as a row: one matrix, the same answer on every row.
     from cublas_det.check.scenarios.modes import matrix_key
 
-    run = (MathMode.PEDANTIC, MathMode.TF32, MathMode.FP32_EMULATED_BF16X9)
+    run = (GemmConfig(), GemmConfig(MathMode.TF32), bf16x9)
     assert {cell.name for cell, _ in matrix(GemmConfig(), run)} == rows
     assert matrix_key(GemmConfig(), run) == matrix_key(bf16x9, run) == matrix_key(GemmConfig(MathMode.TF32), run)
+
+
+def test_cublaslt_and_cublasgemmex_configurations_of_a_run_share_one_matrix():
+    from cublas_det._cublas import MathMode
+    from cublas_det.check.scenarios.modes import matrix, matrix_key
+    gemm_ex, lt, nosplitk = (GemmConfig.parse(m) for m in ("pedantic", "pedantic+lt", "default+lt-nosplitk"))
+    run = (gemm_ex, lt, nosplitk)
+    rows = [cell.name for cell, _ in matrix(gemm_ex, run)]
+    assert list(dict.fromkeys(rows)) == ["PEDANTIC", "DEFAULT", "TF32", "PEDANTIC/lt", "DEFAULT/lt", "TF32/lt",
+                                         "PEDANTIC/lt-nosplitk", "DEFAULT/lt-nosplitk", "TF32/lt-nosplitk"]
+    assert matrix_key(gemm_ex, run) == matrix_key(lt, run) == matrix_key(nosplitk, run)
+    assert {cell.name for cell, _ in matrix(gemm_ex)} == {"PEDANTIC", "DEFAULT", "TF32"}  # alone: as before
+    assert {cell.name for cell, _ in matrix(lt)} >= {"PEDANTIC", "PEDANTIC/lt"}  # alone, still against GemmEx
+    half = dataclasses.replace(lt, input_dtype="bfloat16", output_dtype="bfloat16")
+    assert matrix_key(half, run) != matrix_key(lt, run)  # other element types: never compared
+    assert all(cell.api == "lt" for cell, _ in matrix(half, run) if cell.name.startswith("PEDANTIC/lt"))
+    bias = GemmConfig(MathMode.DEFAULT, api="lt", lt_epilogue="BIAS")
+    assert {cell.api for cell, _ in matrix(bias, run)} == {"lt"}  # it adds a bias: compared with itself only
+    assert bias.name not in {cell.name for cell, _ in matrix(gemm_ex, (*run, bias))}
 
 
 def test_same_bits_as_is_read_from_the_configurations_own_comparison():

@@ -32,7 +32,7 @@ from .scenarios import (
     ScenarioContext,
     validate_scenarios,
 )
-from .scenarios.modes import RUN_MODES
+from .scenarios.modes import RUN_CONFIGS
 from .scenarios.sm_count import SM_TARGETS
 from .worker.parent import INTERRUPTED, collect, kill_all, spawn
 from .worker.protocol import Task
@@ -130,9 +130,9 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
         _start_workers(workers, names, tasks, repeats, gemm_fn)  # inside the try: none is left running
         for shape in shapes:
             uploaded: dict = {}  # input dtype -> Operands, or the error that stopped making them
-            # What the configurations of this shape share: the modes matrix over every math mode of the
+            # What the configurations of this shape share: the modes matrix over every configuration of the
             # run, and the float64 reference of each input type.
-            shared: dict = {RUN_MODES: tuple(dict.fromkeys(config.math_mode for config, _ in configs)),
+            shared: dict = {RUN_CONFIGS: tuple(config for config, _ in configs),
                             SM_TARGETS: sm_count_targets}
             for config, source in configs:
                 started = time.perf_counter()

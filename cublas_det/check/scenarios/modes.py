@@ -10,7 +10,7 @@ from ...bits.digest import ALGORITHM, device_digest
 from ...call import gemm
 from ...config import COMPUTE_TYPES, GemmConfig
 from ...handle import create_handle
-from ...operands import fp64_reference
+from ...operands import fp64_reference, output
 from ..results import Kind
 from .base import Scenario, ScenarioContext, worst_of
 
@@ -23,28 +23,52 @@ HALF_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC,
                       ComputeType.COMPUTE_16F_PEDANTIC)
 
 
-RUN_MODES = "run modes"  # key in ScenarioContext.shared: the math modes of every configuration of the run
+RUN_CONFIGS = "run configurations"  # key in ScenarioContext.shared: every configuration of the run
+_LT_DEFAULTS = {"api": "gemm_ex", "lt_reduction_scheme_mask": None, "lt_sm_count_target": 0, "lt_algo": (),
+                "lt_epilogue": ""}
 
 
-def matrix(config: GemmConfig, run_modes=()) -> list[tuple[GemmConfig, ComputeType]]:
+def _interfaces(config: GemmConfig, run_configs) -> list[GemmConfig]:
+    """The GEMM interfaces of the matrix, each as ``config`` through it: cublasGemmEx, and every cuBLASLt
+    variant of the run's configurations of the same element types, so that the two paths' bits are
+    compared. A bias epilogue adds to the product: such a configuration is compared with its own rows."""
+    if config.lt_epilogue:
+        return [config]
+    types = (config.input_dtype, config.output_dtype)
+    gemm_ex = config if config.api == "gemm_ex" else dataclasses.replace(config, **_LT_DEFAULTS)
+    variants = {}
+    for other in (*run_configs, config):
+        if other.api == "lt" and not other.lt_epilogue and (other.input_dtype, other.output_dtype) == types:
+            variants.setdefault(tuple(getattr(other, field) for field in _LT_DEFAULTS),
+                                dataclasses.replace(gemm_ex, algo=-1, disallow_reduced_precision_reduction=False,
+                                                    **{field: getattr(other, field) for field in _LT_DEFAULTS}))
+    return [gemm_ex, *variants.values()]
+
+
+def matrix(config: GemmConfig, run_configs=()) -> list[tuple[GemmConfig, ComputeType]]:
     """The cells of the matrix: a handle's configuration (COMPUTE_32F) and the compute type passed to the call.
 
-    The configuration's own math mode, and every math mode of the run (``run_modes``), are rows
-    (BF16X9, or TF32 asked for in half precision), so that each configuration's bits are compared
-    with every other's, and all configurations of the run share one matrix.
+    The configuration's own math mode, and every math mode of the run's configurations
+    (``run_configs``), are rows (BF16X9, or TF32 asked for in half precision), and so is each cuBLASLt
+    variant of the run: each configuration's bits are compared with every other's, and all
+    configurations of the run of one element type share one matrix.
     """
-    if config.input_dtype == "float32":
-        modes, flags, computes = MODES, (config.disallow_reduced_precision_reduction,), MATRIX_COMPUTE_TYPES
-    else:
-        modes, flags, computes = HALF_MODES, (False, True), HALF_COMPUTE_TYPES
-    modes += tuple(mode for mode in dict.fromkeys((*run_modes, config.math_mode)) if mode not in modes)
-    if config.api == "lt":  # cuBLASLt takes no math mode flag, and has no BF16X9 math
-        flags = (False,)
-        modes = tuple(mode for mode in modes if mode is not MathMode.FP32_EMULATED_BF16X9)
-    allowed = COMPUTE_TYPES[(config.input_dtype, config.output_dtype)]
-    base = dataclasses.replace(config, compute_type=ComputeType.COMPUTE_32F)
-    return [(dataclasses.replace(base, math_mode=mode, disallow_reduced_precision_reduction=flag), compute)
-            for mode in modes for flag in flags for compute in computes if compute in allowed]
+    run_modes = tuple(c.math_mode for c in run_configs)
+    cells = []
+    for base in _interfaces(config, run_configs):
+        if config.input_dtype == "float32":
+            modes, flags, computes = MODES, (config.disallow_reduced_precision_reduction,), MATRIX_COMPUTE_TYPES
+        else:
+            modes, flags, computes = HALF_MODES, (False, True), HALF_COMPUTE_TYPES
+        modes += tuple(mode for mode in dict.fromkeys((*run_modes, config.math_mode)) if mode not in modes)
+        if base.api == "lt":  # cuBLASLt takes no math mode flag, and has no BF16X9 math
+            flags = (False,)
+            modes = tuple(mode for mode in modes if mode is not MathMode.FP32_EMULATED_BF16X9)
+        allowed = COMPUTE_TYPES[(config.input_dtype, config.output_dtype)]
+        base = dataclasses.replace(base, compute_type=ComputeType.COMPUTE_32F)
+        cells += [(dataclasses.replace(base, math_mode=mode, disallow_reduced_precision_reduction=flag), compute)
+                  for mode in modes for flag in flags for compute in computes if compute in allowed]
+    return cells
 
 
 def identical_groups(digests: dict[str, str]) -> list[list[str]]:
@@ -55,8 +79,8 @@ def identical_groups(digests: dict[str, str]) -> list[list[str]]:
     return list(groups.values())
 
 
-def _run_modes(context: ScenarioContext) -> tuple:
-    return tuple(context.shared.get(RUN_MODES, ()))
+def _run_configs(context: ScenarioContext) -> tuple:
+    return tuple(context.shared.get(RUN_CONFIGS, ()))
 
 
 def _matrix(context: ScenarioContext) -> dict:
@@ -64,13 +88,11 @@ def _matrix(context: ScenarioContext) -> dict:
 
     Computed once per shape (the first configuration to ask stores it in ``context.shared``).
     """
-    import cupy
-
     reference64 = fp64_reference(context.shape, context.a, context.b, context.shared)
     cells, outputs = {}, {}
-    for config, compute in matrix(context.config, _run_modes(context)):
+    for config, compute in matrix(context.config, _run_configs(context)):
         with create_handle(config) as handle:
-            out = cupy.empty((context.shape.m, context.shape.n), config.c_type.numpy_dtype)
+            out = output(context.shape, config)
             try:
                 gemm(context.a, context.b, out=out, handle=handle, trans_a=context.shape.trans_a,
                      trans_b=context.shape.trans_b, compute_type=compute)
@@ -92,15 +114,15 @@ def _matrix(context: ScenarioContext) -> dict:
 CELL_DIGEST = ALGORITHM  # the matrix's digests: the recorder's device digest, not the sha256 of a result
 
 
-def matrix_key(config: GemmConfig, run_modes=()) -> tuple:
+def matrix_key(config: GemmConfig, run_configs=()) -> tuple:
     """What a configuration's matrix is: its cells. Equal keys, one matrix computed for both."""
-    return ("modes",) + tuple(f"{cell.name}/{compute.name}" for cell, compute in matrix(config, run_modes))
+    return ("modes",) + tuple(f"{cell.name}/{compute.name}" for cell, compute in matrix(config, run_configs))
 
 
 def _modes(context: ScenarioContext):
     # Configurations of one shape share a matrix only when it is the same matrix (same element types,
     # and in fp32 the same flag): a bf16 and an fp32 configuration never compare each other's outputs.
-    key = matrix_key(context.config, _run_modes(context))
+    key = matrix_key(context.config, _run_configs(context))
     if key not in context.shared:
         context.shared[key] = _matrix(context)
     table = context.shared[key]
