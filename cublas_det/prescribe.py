@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from ._cublas import ComputeType, CublasError, MathMode
-from .call import _gemm_ex_args
+from .call import shape_args
 from .check import check_many
 from .check.scenarios import REGISTRY
 from .config import ELEMENT_TYPES, GemmConfig
@@ -82,9 +82,8 @@ def verification_targets(sm_count: int, fleet=()) -> tuple:
 def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
     """The algorithm cuBLASLt's heuristic picks for ``shape`` at the full SM count (its configuration)."""
     lt_config = _lt(config)
-    args = _gemm_ex_args(shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.a_shape[1], shape.b_shape[1],
-                         0, 0, 0, 0, 0, int(lt_config.compute_type), int(ELEMENT_TYPES[config.input_dtype].cuda),
-                         int(ELEMENT_TYPES[config.output_dtype].cuda))
+    args = shape_args(shape, int(lt_config.compute_type), int(ELEMENT_TYPES[config.input_dtype].cuda),
+                      int(ELEMENT_TYPES[config.output_dtype].cuda))
     with create_handle(lt_config) as handle:
         return handle.lt.algorithm(args)
 
@@ -128,11 +127,13 @@ def _evidence(hazard: str, result, targets) -> str:
 
 
 def prescribe(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, quick: bool = False,
-              operands=None, on_step=None, timing: dict | None = None) -> tuple[list[Prescription], list[str]]:
+              operands=None, on_step=None, timing: dict | None = None,
+              kernels: bool = False) -> tuple[list[Prescription], list[str]]:
     """A :class:`Prescription` for every (shape, configuration, hazard) whose bits changed, and the
     problems of the configurations' own checks (errors, failed guarantees), which no cure is judged against.
 
-    ``timing``: ``time_shapes`` options (visits, budget); ``on_step(text)``: progress.
+    ``timing``: ``time_shapes`` options (visits, budget); ``on_step(text)``: progress; ``kernels``:
+    record the cures' kernels (CUPTI), so a failed cure's evidence names the kernel change behind it.
     """
     step = on_step or (lambda text: None)
     sm_count = device_properties()["sm_count"]
@@ -160,7 +161,8 @@ def prescribe(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, qui
         step(f"verifying {len(cure_configs)} cures of {shape.name}")
         verified = {c.mode_name: c for c in check_many([shape], cure_configs, repeats=repeats,
                                                        scenarios=list(VERIFY_SCENARIOS), seed=seed,
-                                                       operands=operands, sm_count_targets=targets)}
+                                                       operands=operands, sm_count_targets=targets,
+                                                       kernels=kernels)}
         results = {}
         for (base_name, cure_name), (label, cure, check) in tried.items():
             cure_check = verified[cure_name]

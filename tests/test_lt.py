@@ -6,7 +6,8 @@ import re
 import pytest
 
 from cublas_det import _cublaslt
-from cublas_det.call import _gemm_ex_args
+from cublas_det.call import _gemm_ex_args, shape_args
+from cublas_det.shapes import parse_shape
 from cublas_det.config import GemmConfig
 from cublas_det.lt import split_k
 
@@ -126,6 +127,8 @@ def test_the_prescriptions_report_names_the_cheapest_verified_cure_and_the_failu
     assert "failed: BF16X9 math: bits still change" in text and "no verified cure among those tried" in text
     assert "1 of 2 hazards cured" in text and max(map(len, text.splitlines())) <= 100
     assert sm.to_dict()["best"] == "pin the cuBLASLt algorithm"
+    hint = "--kernels adds to each failed cure the kernel change behind it"
+    assert hint in text and hint not in render_prescriptions([sm, batch], 132, (132, 114), kernels=True)
 
 
 @pytest.mark.gpu
@@ -144,6 +147,35 @@ def test_prescribe_cures_the_sm_count_hazard_of_a_split_k_dw_gemm():
     assert best is not None and best.verified and best.ratio is not None, sm[0]
     pinned = next(c for c in sm[0].cures if c.label == "pin the cuBLASLt algorithm")
     assert pinned.verified and pinned.keeps_bits  # the heuristic's own pick, kept: today's bits
+
+
+@pytest.mark.gpu
+def test_a_failed_cure_names_the_kernel_change_behind_it():
+    pytest.importorskip("cupti", reason="needs cupti-python to record kernels")
+    from cublas_det.prescribe import prescribe
+    from cublas_det.shapes import parse_shape
+
+    found, _ = prescribe([parse_shape("128x56x4096:nt")], [GemmConfig()], quick=True, kernels=True,
+                         timing={"min_visits": 2, "max_visits": 2, "budget_s": 0.1})
+    failed = [c for p in found for c in p.cures if c.config is not None and not c.verified and not c.untested
+              and c.evidence.startswith("bits change")]
+    if not failed:
+        pytest.skip("every cure tried for this shape held on this GPU")
+    for cure in failed:  # the kernels' own words (kernels.signature.kernel_change)
+        assert any(word in cure.evidence for word in ("kernel", "split-K", "grid", "reduce")), cure
+
+
+@pytest.mark.gpu
+def test_an_lt_configuration_is_compared_with_cublasgemmex_in_the_modes_matrix():
+    from cublas_det.check import check_many
+    from cublas_det.report.verdicts import modes_group
+
+    for shape in ("128x56x4096:nt", "256x512x1024:nn"):
+        gemm_ex, lt, nosplit = check_many([shape], ["pedantic", "pedantic+lt", "pedantic+lt-nosplitk"], repeats=2,
+                                          scenarios=["repeat", "modes"])
+        for other in (lt, nosplit):  # named in the group exactly when the bits are the same
+            assert (other.mode_name in modes_group(gemm_ex)) == (other.digest == gemm_ex.digest), (shape, other)
+            assert (gemm_ex.mode_name in modes_group(other)) == (other.digest == gemm_ex.digest), (shape, other)
 
 
 @pytest.mark.gpu
@@ -224,6 +256,13 @@ def test_lt_layouts_and_descriptor_follow_cublasgemmex_arguments(monkeypatch):
     assert sum(name == "heuristic" for name, _ in made) == 1  # prepared once, reused
     path.issue(args, stream_ptr=0, sm_count_target=16)
     assert sum(name == "heuristic" for name, _ in made) == 2  # another SM-count target: planned again
+    assert not any(name == "layout_batch" for name, _ in made)
+    # A batch of 4 (a (4, 5, 7), b (4, 5, 3)): each layout is told the count and its packed stride.
+    batched = shape_args(parse_shape("7x3x5:nt:b4"), 68)
+    assert batched[:18] == args and batched[18:] == (4, 15, 35, 21)
+    path.issue(batched, stream_ptr=0)
+    assert [a[1:] for name, a in made if name == "layout_batch"] == [(4, 15), (4, 35), (4, 21)]
+    assert sum(name == "heuristic" for name, _ in made) == 3  # a batch is another GEMM: planned for itself
 
 
 def test_the_pytest_plugin_refuses_an_lt_configuration_as_a_math_mode(tmp_path):

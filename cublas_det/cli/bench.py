@@ -315,9 +315,9 @@ def _run(argv, prog: str | None = None) -> int:
         require_gpu()
     if explained is not None:
         return _explain(explained, configs, args.seed)
-    if args.prescribe:
-        return _prescribe(args, shapes, configs)
     kernels = args.kernels and _kernels_available()
+    if args.prescribe:
+        return _prescribe(args, shapes, configs, kernels)
     if args.devices:
         import cupy
 
@@ -348,13 +348,13 @@ def _prescribe_options(args, parser) -> None:
         parser.error("--sm-counts is the fleet of --prescribe; add --prescribe")
     if not args.prescribe:
         return
-    for flag in ("capture", "devices", "compare", "markdown", "plot", "kernels", "explain", "no_timing",
+    for flag in ("capture", "devices", "compare", "markdown", "plot", "explain", "no_timing",
                  "scenarios"):
         if getattr(args, flag):
             parser.error(f"--prescribe runs its own checks and timing; drop --{flag.replace('_', '-')}")
 
 
-def _prescribe(args, shapes, configs) -> int:
+def _prescribe(args, shapes, configs, kernels: bool) -> int:
     """--prescribe: the cures of every hazard found, verified and timed; exit 1 if a hazard has none, or if
     a configuration's own check failed."""
     operands = HostOperands(args.seed)
@@ -364,10 +364,10 @@ def _prescribe(args, shapes, configs) -> int:
                           repeats=min(args.repeats, 5 if args.quick else 10), operands=operands,
                           on_step=lambda text: print(f"  {text}", file=sys.stderr, flush=True),
                           timing={"min_visits": min_visits, "max_visits": max_visits,
-                                  "budget_s": QUICK_BUDGET_S if args.quick else BUDGET_S})
+                                  "budget_s": QUICK_BUDGET_S if args.quick else BUDGET_S}, kernels=kernels)
     finally:
         operands.close()
-    print(render_prescriptions(found, device_properties()["sm_count"], args.sm_counts or (), problems))
+    print(render_prescriptions(found, device_properties()["sm_count"], args.sm_counts or (), problems, kernels))
     if args.json and not write_json(args.json, {"cublas_det": __version__, "provenance": fingerprint(),
                                                  "prescriptions": [p.to_dict() for p in found],
                                                  "problems": problems}):

@@ -29,7 +29,7 @@ def _wrap(text: str, indent: str) -> list[str]:
                          break_on_hyphens=False)
 
 
-def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=()) -> str:
+def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), kernels: bool = False) -> str:
     lines = _wrap("Prescriptions: for each GEMM and hazard that changed its bits, the cures verified bitwise "
                   "against that hazard, and what each costs (graph time against the configuration it "
                   "replaces: median and 95% interval; + is slower)", "")
@@ -67,4 +67,7 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=()) ->
                          + (f"; {uncured} with none among those tried" if uncured else "")
                          + f" (verified on this {sm_count}-SM GPU, smaller GPUs emulated by SM-count targets"
                          + (f", the fleet's {', '.join(map(str, checked))} among them" if checked else "") + ")", "")]
+    if not kernels and any(not c.verified and not c.untested and c.config is not None
+                           for p in prescriptions for c in p.cures):
+        lines += _wrap("--kernels adds to each failed cure the kernel change behind it", "")
     return "\n".join(lines)
