@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import functools
-from ctypes import POINTER, byref, c_int, c_size_t, c_void_p
+from ctypes import POINTER, byref, c_int, c_longlong, c_size_t, c_void_p
 
 from .errors import CublasDetError
 
@@ -138,6 +138,13 @@ _PROTOTYPES: dict[str, list] = {
         c_void_p, c_int, c_int, c_int, c_int, c_int, c_void_p,
         c_void_p, c_int, c_int, c_void_p, c_int, c_int, c_void_p,
         c_void_p, c_int, c_int, c_int, c_int,
+    ],
+    # handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C,
+    # Ctype, ldc, strideC, batchCount, computeType, algo
+    "cublasGemmStridedBatchedEx": [
+        c_void_p, c_int, c_int, c_int, c_int, c_int, c_void_p,
+        c_void_p, c_int, c_int, c_longlong, c_void_p, c_int, c_int, c_longlong, c_void_p,
+        c_void_p, c_int, c_int, c_longlong, c_int, c_int, c_int,
     ],
 }
 
@@ -273,6 +280,15 @@ def gemm_ex_untyped():
     fn = library()[0]["cublasGemmEx"]  # indexing makes a new function object: typed one untouched
     fn.restype = c_int
     return fn
+
+
+def gemm_strided_batched_ex(handle: int, args: tuple) -> None:
+    """``cublasGemmStridedBatchedEx`` from cublasGemmEx's arguments ``args`` followed by the batch count
+    and the three strides (in elements, in cuBLAS's operand order)."""
+    (op_a, op_b, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type, ldc, compute, algo,
+     batch, stride_a, stride_b, stride_c) = args
+    _call("cublasGemmStridedBatchedEx", handle, op_a, op_b, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb,
+          stride_b, beta, c, c_type, ldc, stride_c, batch, compute, algo)
 
 
 check_status = _check

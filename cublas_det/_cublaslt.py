@@ -25,6 +25,8 @@ from ctypes import (
 
 from ._cublas import CublasError, CublasNotFoundError
 
+BATCH_COUNT, STRIDED_BATCH_OFFSET = 5, 6  # cublasLtMatrixLayoutAttribute_t: int32, int64
+
 
 class MatmulDesc(enum.IntEnum):
     """``cublasLtMatmulDescAttributes_t`` used here."""
@@ -89,6 +91,7 @@ _PROTOTYPES: dict[str, list] = {
     "cublasLtMatmulDescSetAttribute": [c_void_p, c_int, c_void_p, c_size_t],
     "cublasLtMatrixLayoutCreate": [POINTER(c_void_p), c_int, c_uint64, c_uint64, c_int64],
     "cublasLtMatrixLayoutDestroy": [c_void_p],
+    "cublasLtMatrixLayoutSetAttribute": [c_void_p, c_int, c_void_p, c_size_t],
     "cublasLtMatmulPreferenceCreate": [POINTER(c_void_p)],
     "cublasLtMatmulPreferenceDestroy": [c_void_p],
     "cublasLtMatmulPreferenceSetAttribute": [c_void_p, c_int, c_void_p, c_size_t],
@@ -160,6 +163,12 @@ def matmul_desc_set(desc: int, attribute: int, value, kind=c_int) -> None:
 
 def layout_create(data_type: int, rows: int, cols: int, ld: int) -> int:
     return _create("cublasLtMatrixLayoutCreate", data_type, rows, cols, ld)
+
+
+def layout_batch(layout: int, count: int, stride: int) -> None:
+    """Make ``layout`` a strided batch: ``count`` matrices ``stride`` elements apart."""
+    for attribute, value in ((BATCH_COUNT, c_int(count)), (STRIDED_BATCH_OFFSET, c_int64(stride))):
+        _call("cublasLtMatrixLayoutSetAttribute", layout, attribute, byref(value), ctypes.sizeof(value))
 
 
 def layout_destroy(layout: int) -> None:

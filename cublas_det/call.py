@@ -1,5 +1,5 @@
 """``gemm()``: row-major GEMM (float32, bfloat16, float16) on CuPy arrays or DLPack tensors through
-``cublasGemmEx``, capturable in CUDA graphs.
+``cublasGemmEx`` (``cublasGemmStridedBatchedEx`` for a batch of matrices), capturable in CUDA graphs.
 
 Two ways into the same ``cublasGemmEx`` of the same libcublas, with the same handle and arguments:
 
@@ -37,6 +37,7 @@ _ZERO_ADDRESS = addressof(_ZERO)
 # The compute types cublasGemmEx takes with float32 in and out: any other (a half-precision
 # handle's COMPUTE_16F ...) goes through the checked path, which names the combination.
 _F32_COMPUTES = frozenset(int(c) for c in COMPUTE_TYPES[("float32", "float32")])
+BATCHED = 18  # cublasGemmEx's arguments after the handle; a batched call's carry the count and strides after
 
 # Bound by _bind() on the first call: this module must import without CuPy or libcublas.
 _cupy = None
@@ -94,15 +95,17 @@ def _pointer(ptr: int) -> c_void_p:
 
 
 def _check_operand(name: str, array, ndarray) -> None:
-    """Raise TypeError/ValueError unless ``array`` is a non-empty 2-D C-contiguous CuPy array of a GEMM type."""
+    """Raise TypeError/ValueError unless ``array`` is a non-empty 2-D (or 3-D: a batch) C-contiguous
+    CuPy array of a GEMM type."""
     if not isinstance(array, ndarray):
         raise TypeError(f"{name} must be a CuPy array or a GPU tensor with __dlpack__ (PyTorch ...), not "
                         f"{type(array).__name__} (move it with cupy.asarray)")
     if array.dtype.name not in ELEMENT_TYPES:
         raise TypeError(f"{name} must be float32, bfloat16 or float16, not {array.dtype} "
                         f"(convert with {name}.astype(cupy.float32))")
-    if array.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, not {array.ndim}-D with shape {array.shape}")
+    if array.ndim not in (2, 3):
+        raise ValueError(f"{name} must be 2-D, or 3-D for a batch of matrices, not {array.ndim}-D with shape "
+                         f"{array.shape}")
     if array.size == 0:
         raise ValueError(f"{name} must not be empty, got shape {array.shape}")
     # _c_contiguous is the flag that .flags.c_contiguous reads, without building a Flags object.
@@ -124,8 +127,11 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     _check_operand("b", b, ndarray)
     if a.dtype != b.dtype:
         raise TypeError(f"a and b must have one element type, not {a.dtype} and {b.dtype}")
-    a_rows, lda = a.shape
-    b_rows, ldb = b.shape
+    if a.shape[:-2] != b.shape[:-2]:
+        raise ValueError(f"a and b must be batches of one size (or both 2-D), not shapes {a.shape} and {b.shape}")
+    stack = a.shape[:-2]  # (batch,) for a batched GEMM
+    a_rows, lda = a.shape[-2:]
+    b_rows, ldb = b.shape[-2:]
     m, k = (lda, a_rows) if trans_a else (a_rows, lda)
     k_b, n = (ldb, b_rows) if trans_b else (b_rows, ldb)
     if k != k_b:
@@ -146,11 +152,11 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
         )
     if out is None:
         with cupy.cuda.Device(device_id):
-            out = cupy.empty((m, n), dtype=a.dtype)
+            out = cupy.empty((*stack, m, n), dtype=a.dtype)
     else:
         _check_operand("out", out, ndarray)
-        if out.shape != (m, n):
-            raise ValueError(f"out must have shape {(m, n)}, not {out.shape}")
+        if out.shape != (*stack, m, n):
+            raise ValueError(f"out must have shape {(*stack, m, n)}, not {out.shape}")
         if out.data.device_id != device_id:
             raise ValueError(f"out is on device {out.data.device_id} but the handle is on device {device_id}")
     compute = handle._compute_type if compute_type is None else int(compute_type)
@@ -159,7 +165,7 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     args = _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr,
                          addressof(scalars[0]), addressof(scalars[1]), compute,
                          int(ELEMENT_TYPES[a.dtype.name].cuda), int(ELEMENT_TYPES[out.dtype.name].cuda), handle._algo)
-    return handle, out, args, scalars
+    return handle, out, args + _batch_tail(stack[0] if stack else 1, m, n, k), scalars
 
 
 def _bias_pointer(bias, handle: Handle, out) -> int:
@@ -170,8 +176,8 @@ def _bias_pointer(bias, handle: Handle, out) -> int:
         raise ValueError("bias needs a cuBLASLt handle with the BIAS epilogue: "
                          "create_handle(GemmConfig(..., api='lt', lt_epilogue='BIAS'))")
     bias = _as_cupy("bias", bias)
-    if not isinstance(bias, _cupy.ndarray) or bias.shape != (out.shape[1],) or bias.dtype != out.dtype:
-        raise ValueError(f"bias must be a vector of {out.shape[1]} {out.dtype} on the GPU, not "
+    if not isinstance(bias, _cupy.ndarray) or bias.shape != (out.shape[-1],) or bias.dtype != out.dtype:
+        raise ValueError(f"bias must be a vector of {out.shape[-1]} {out.dtype} on the GPU, not "
                          f"{getattr(bias, 'shape', type(bias).__name__)} {getattr(bias, 'dtype', '')}".rstrip())
     if not bias._c_contiguous:
         raise ValueError("bias must be contiguous; pass cupy.ascontiguousarray(bias)")
@@ -218,9 +224,27 @@ def _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, al
             int(compute_type), algo)
 
 
-def _as_ctypes(args: tuple) -> tuple:
+def _batch_tail(batch: int, m: int, n: int, k: int) -> tuple:
+    """A batched call's count and strides of packed matrices, in cuBLAS's operand order (B first)."""
+    return (batch, k * n, m * k, m * n) if batch > 1 else ()
+
+
+def shape_args(shape, compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUDA_R_32F,
+               algo: int = CUBLAS_GEMM_DEFAULT, pointers=(0, 0, 0, 0, 0)) -> tuple:
+    """The arguments ``gemm()`` passes cuBLAS for a :class:`~cublas_det.shapes.GemmShape` of packed
+    operands (``pointers``: a, b, out, alpha, beta; none by default, to plan or inspect a call)."""
+    a, b, out, alpha, beta = pointers
+    return (_gemm_ex_args(shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.a_shape[-1],
+                          shape.b_shape[-1], a, b, out, alpha, beta, compute_type, ab_type, c_type, algo)
+            + _batch_tail(shape.batch, shape.m, shape.n, shape.k))
+
+
+def _as_ctypes(args: tuple) -> tuple | None:
     """The arguments for an untyped ctypes call: the five pointers (alpha, B, A, beta, C) as cached
-    ``c_void_p``, the ints as they are. Written out, not looped: it runs on every ctypes-path GEMM."""
+    ``c_void_p``, the ints as they are (None for a batched call, which goes through a typed one).
+    Written out, not looped: it runs on every ctypes-path GEMM."""
+    if len(args) > BATCHED:
+        return None
     op_b, op_a, n, m, k, alpha, b, b_type, ldb, a, a_type, lda, beta, c, c_type, ldc, compute, algo = args
     get = _pointers.get
     return (op_b, op_a, n, m, k, get(alpha) or _pointer(alpha), get(b) or _pointer(b), b_type, ldb,
@@ -240,6 +264,9 @@ def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cu
     if handle._lt is not None:
         handle._require_open()
         handle._lt.issue(args, handle.current_stream_ptr(), handle._sm_count_target, bias_ptr)
+        return
+    if len(args) > BATCHED:
+        _cublas.gemm_strided_batched_ex(handle.bind_current_stream(), args)
         return
     if via_cupy and handle._cupy_binding_fits:
         try:  # CuPy binds the handle to the current stream itself; bind_current_stream knows
@@ -266,10 +293,11 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     """``out = alpha * op(a) @ op(b) + beta * out`` on row-major arrays.
 
     Args:
-        a, b: 2-D C-contiguous arrays of one element type, float32, bfloat16 or float16: CuPy arrays,
+        a, b: 2-D C-contiguous arrays of one element type, float32, bfloat16 or float16 (or 3-D, a batch
+            of as many matrices each, multiplied pairwise by one strided batched call): CuPy arrays,
             or GPU tensors with ``__dlpack__`` (PyTorch ...), viewed by CuPy without a copy (bfloat16
             needs ``ml_dtypes``); ``op(x)`` is ``x.T`` when ``trans_x``.
-        out: an (M, N) C-contiguous array or tensor to write into (the input type, or float32 for
+        out: an (M, N) (batched: (batch, M, N)) C-contiguous array or tensor to write into (the input type, or float32 for
             half-precision inputs); a new CuPy array of the input type when ``None``.
         handle: a :class:`Handle`; ``None`` uses this thread's handle for the current device in
             the configuration that ``CUBLAS_DET_MATH_MODE`` names (PEDANTIC by default).

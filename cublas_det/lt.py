@@ -54,7 +54,7 @@ class LtPath:
         return min(targets) if targets else 0
 
     def _prepare(self, key: tuple):
-        op_a, op_b, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, target = key
+        op_a, op_b, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, target, batch = key
         compute = self._compute(compute)
         scale = c_type if compute in HALF_SCALAR_COMPUTE else int(DataType.R_32F)
         owned = []
@@ -70,9 +70,11 @@ class LtPath:
             shapes = ((a_type, *((k, m) if op_a else (m, k)), lda), (b_type, *((n, k) if op_b else (k, n)), ldb),
                       (c_type, m, n, ldc))
             layouts = []
-            for data_type, rows, cols, ld in shapes:
+            for (data_type, rows, cols, ld), stride in zip(shapes, batch[1:] or (0, 0, 0)):
                 layouts.append(lt.layout_create(data_type, rows, cols, ld))
                 owned.append((layouts[-1], lt.layout_destroy))
+                if batch:  # a strided batch: (count, stride of A, of B, of C)
+                    lt.layout_batch(layouts[-1], batch[0], stride)
             if self.config.lt_algo:
                 algo = lt.algo_init(self.handle, compute, scale, (a_type, b_type, c_type, c_type),
                                     dict(self.config.lt_algo))
@@ -95,13 +97,15 @@ class LtPath:
         return prepared
 
     def _key(self, args: tuple, sm_count_target: int) -> tuple:
-        op_a, op_b, m, n, k, _, _, a_type, lda, _, b_type, ldb, _, _, c_type, ldc, compute, _ = args
-        return (op_a, op_b, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, self._target(sm_count_target))
+        op_a, op_b, m, n, k, _, _, a_type, lda, _, b_type, ldb, _, _, c_type, ldc, compute, _ = args[:18]
+        return (op_a, op_b, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, self._target(sm_count_target),
+                args[18:])  # a batched call's count and strides
 
     def issue(self, args: tuple, stream_ptr: int, sm_count_target: int = 0, bias_ptr: int = 0) -> None:
-        """Run the GEMM of cublasGemmEx's arguments ``args`` (after the handle) on ``stream_ptr``."""
+        """Run the GEMM of cublasGemmEx's arguments ``args`` (after the handle; a batched call's count
+        and strides after them) on ``stream_ptr``."""
         key = self._key(args, sm_count_target)
-        _, _, m, _, _, alpha, a, _, _, b, _, _, beta, c, c_type, _, _, _ = args
+        _, _, m, _, _, alpha, a, _, _, b, _, _, beta, c, c_type, _, _, _ = args[:18]
         with self._lock:
             desc, layouts, algo, _ = self._prepared.get(key) or self._prepare(key)
             if self.config.lt_epilogue == "BIAS":

@@ -33,10 +33,10 @@ class Footprint:
 def footprint(shape: GemmShape, config: GemmConfig | None = None, *, timing: bool = True, arms: int = 4) -> Footprint:
     """An upper bound of the peak memory a check (and, with ``timing``, a timing) of ``shape`` needs."""
     config = config or GemmConfig()
-    a = shape.m * shape.k * config.a_type.itemsize
-    b = shape.k * shape.n * config.a_type.itemsize
-    c = shape.m * shape.n * config.c_type.itemsize
-    c_elements = shape.m * shape.n
+    a = shape.batch * shape.m * shape.k * config.a_type.itemsize
+    b = shape.batch * shape.k * shape.n * config.a_type.itemsize
+    c = shape.batch * shape.m * shape.n * config.c_type.itemsize
+    c_elements = shape.batch * shape.m * shape.n
     # Host: A and B made with numpy before the upload, and the outputs copied back for their digests.
     host = a + b + HASHERS * c
     # Device, check: A, B, the reference output and the float64 reference kept for the shape, plus the

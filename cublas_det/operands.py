@@ -136,14 +136,15 @@ def same_seed(operands: HostOperands | None, seed: int) -> None:
 def footprint_bytes(shape: GemmShape, config: GemmConfig | None = None) -> int:
     """Host bytes of a shape's A and B."""
     itemsize = (config or GemmConfig()).a_type.itemsize
-    return (shape.m * shape.k + shape.k * shape.n) * itemsize
+    return shape.batch * (shape.m * shape.k + shape.k * shape.n) * itemsize
 
 
 def output(shape: GemmShape, config: GemmConfig | None = None, rows: int | None = None):
-    """An uninitialised (M, N) output of the configuration's output type (``rows`` replaces M)."""
+    """An uninitialised (M, N) output of the configuration's output type (``rows`` replaces M), one per
+    matrix of a batched GEMM."""
     import cupy
 
-    return cupy.empty((shape.m if rows is None else rows, shape.n), (config or GemmConfig()).c_type.numpy_dtype)
+    return cupy.empty(shape.c_shape(rows), (config or GemmConfig()).c_type.numpy_dtype)
 
 
 def fp64_reference(shape: GemmShape, a, b, cache: dict | None = None):
@@ -156,7 +157,7 @@ def fp64_reference(shape: GemmShape, a, b, cache: dict | None = None):
         return cache[key]
     a64 = a.astype("float64")
     b64 = b.astype("float64")
-    product = (a64.T if shape.trans_a else a64) @ (b64.T if shape.trans_b else b64)
+    product = (a64.swapaxes(-1, -2) if shape.trans_a else a64) @ (b64.swapaxes(-1, -2) if shape.trans_b else b64)
     if cache is not None:
         cache[key] = product
     return product

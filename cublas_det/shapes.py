@@ -48,12 +48,14 @@ class GemmShape:
     gemm_pass: str = ""  # "forward", "dX", "dW" or "" for a custom shape
     preset: str = ""  # the preset it belongs to, "" for a custom shape
     tokens: int = 0  # T = batch x seqlen of the preset (0 for a custom shape)
+    batch: int = 1  # matrices of a batched GEMM (cublasGemmStridedBatchedEx), each M x N x K
 
     def __post_init__(self):
-        for axis in ("m", "n", "k"):
+        for axis in ("m", "n", "k", "batch"):
             value = getattr(self, axis)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"GemmShape {axis.upper()} must be a positive int, not {value!r}")
+                raise ValueError(f"GemmShape {axis.upper() if axis != 'batch' else axis} must be a positive int, "
+                                 f"not {value!r}")
 
     @property
     def cublas_op(self) -> str:
@@ -62,27 +64,35 @@ class GemmShape:
 
     @property
     def flop(self) -> int:
-        return 2 * self.m * self.n * self.k
+        return 2 * self.m * self.n * self.k * self.batch
 
     @property
-    def a_shape(self) -> tuple[int, int]:
-        """Stored shape of A (``(K, M)`` when transposed)."""
-        return (self.k, self.m) if self.trans_a else (self.m, self.k)
+    def _stack(self) -> tuple[int, ...]:
+        return (self.batch,) if self.batch > 1 else ()
 
     @property
-    def b_shape(self) -> tuple[int, int]:
-        """Stored shape of B (``(N, K)`` when transposed)."""
-        return (self.n, self.k) if self.trans_b else (self.k, self.n)
+    def a_shape(self) -> tuple[int, ...]:
+        """Stored shape of A (``(K, M)`` when transposed), behind the batch axis of a batched GEMM."""
+        return self._stack + ((self.k, self.m) if self.trans_a else (self.m, self.k))
+
+    @property
+    def b_shape(self) -> tuple[int, ...]:
+        """Stored shape of B (``(N, K)`` when transposed), behind the batch axis of a batched GEMM."""
+        return self._stack + ((self.n, self.k) if self.trans_b else (self.k, self.n))
+
+    def c_shape(self, rows: int | None = None) -> tuple[int, ...]:
+        """Shape of the output (``rows`` in place of M), behind the batch axis of a batched GEMM."""
+        return self._stack + (self.m if rows is None else rows, self.n)
 
     @property
     def footprint_bytes(self) -> int:
         """Bytes of A, B and C in float32."""
-        return 4 * (self.m * self.k + self.k * self.n + self.m * self.n)
+        return 4 * self.batch * (self.m * self.k + self.k * self.n + self.m * self.n)
 
     @property
     def spec(self) -> str:
-        """``MxNxK:op``, which :func:`parse_shape` reads back."""
-        return f"{self.m}x{self.n}x{self.k}:{self.cublas_op.lower()}"
+        """``MxNxK:op`` (``MxNxK:op:bB`` for a batch of B), which :func:`parse_shape` reads back."""
+        return f"{self.m}x{self.n}x{self.k}:{self.cublas_op.lower()}" + (f":b{self.batch}" if self.batch > 1 else "")
 
     def __str__(self) -> str:
         return f"{self.name} ({self.spec})" if self.name != self.spec else self.spec
@@ -150,11 +160,12 @@ def preset(name: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
     raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
 
 
-_SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?::\s*([nNtT]{2}))?\s*$")
+_SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?::\s*([nNtT]{2}))?\s*(?::\s*[bB](\d+))?\s*$")
 
 
 def parse_shape(text: str) -> GemmShape:
-    """Parse ``MxNxK`` with an optional cuBLAS op suffix (``128x56x4096:nt``); default op ``nn``.
+    """Parse ``MxNxK`` with an optional cuBLAS op suffix (``128x56x4096:nt``; default op ``nn``) and
+    an optional batch count (``64x64x512:nt:b8``, a strided batched GEMM of 8 matrices).
 
     Raises:
         ValueError: a malformed string, or a zero dimension, saying what is expected.
@@ -166,13 +177,15 @@ def parse_shape(text: str) -> GemmShape:
         hint = " (dimensions must be positive integers)" if "-" in text else ""
         raise ValueError(
             f"bad shape {text!r}{hint}: expected MxNxK with an optional cuBLAS op suffix :nn, :nt, "
-            f":tn or :tt, e.g. 128x56x4096:nt"
+            f":tn or :tt and batch count :bB, e.g. 128x56x4096:nt or 64x64x512:nt:b8"
         )
     m, n, k = (int(group) for group in match.groups()[:3])
-    if 0 in (m, n, k):
-        raise ValueError(f"bad shape {text!r}: M, N and K must be positive, got {m}x{n}x{k}")
+    batch = int(match.group(5) or 1)
+    if 0 in (m, n, k, batch):
+        raise ValueError(f"bad shape {text!r}: M, N, K and the batch count must be positive, got {m}x{n}x{k}"
+                         + (f" in a batch of {batch}" if batch != 1 else ""))
     op = (match.group(4) or "nn").upper()
-    shape = GemmShape("", m, n, k, trans_a=op[1] == "T", trans_b=op[0] == "T")
+    shape = GemmShape("", m, n, k, trans_a=op[1] == "T", trans_b=op[0] == "T", batch=batch)
     return dataclasses.replace(shape, name=shape.spec)
 
 

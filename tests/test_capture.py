@@ -1,6 +1,7 @@
 """Capture: the log parsers on real cuBLAS 13.1 logs recorded on the H200 (tests/data/capture), the
 findings, the replay translation, the capture file, the pipes and the command line. No GPU needed."""
 
+import dataclasses
 import gzip
 import json
 import os
@@ -11,7 +12,7 @@ import textwrap
 
 import pytest
 
-from cublas_det.call import _gemm_ex_args
+from cublas_det.call import shape_args
 from cublas_det.capture import file as capture_file
 from cublas_det.capture.model import Capture
 from cublas_det.capture.parse import CublasLogParser, LtLogParser
@@ -80,13 +81,15 @@ def test_the_replay_issues_the_captured_cublas_call_argument_for_argument():
             if not plan.replayed:
                 continue
             shape, d = plan.shape, plan.definition
-            args = _gemm_ex_args(shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.a_shape[1],
-                                 shape.b_shape[1], 1, 2, 3, 4, 5, plan.config.compute_type, algo=plan.config.algo)
+            args = shape_args(shape, plan.config.compute_type, algo=plan.config.algo, pointers=(1, 2, 3, 4, 5))
             op_a, op_b, m, n, k, ldb_a, ldb_b, ldc, algo = (args[0], args[1], args[2], args[3], args[4], args[8],
                                                            args[11], args[15], args[17])
             assert ("NT"[op_a], "NT"[op_b], m, n, k) == (d.transa, d.transb, d.m, d.n, d.k)
             assert (ldb_a, ldb_b, ldc) == (d.lda, d.ldb, d.ldc)
             assert algo == (d.algo if d.algo is not None else -1)
+            batched = args[18:]  # the count and strides of a strided batched call
+            assert (batched[0] if batched else 1) == d.batch_count
+            assert tuple(batched[1:]) == (d.strides or ()), plan  # the captured strides are the packed ones
 
 
 def test_fp32_with_tf32_allowed_replays_in_tf32_math_and_says_so():
@@ -108,14 +111,23 @@ def test_biased_linear_lt_calls_captured_with_epilogue_and_replayed_through_cubl
     assert sum(p.replayed for p in found.plans) == 6
 
 
-def test_batched_and_fp64_calls_are_listed_with_what_they_need():
+def test_batched_calls_replay_batched_and_fp64_calls_are_listed_with_what_they_need():
     plans = {p.definition.api + "/" + p.definition.a_type: p
              for p in stored(parse(log("misc", "cublas"), log("misc", "cublaslt"))).plans}
-    assert plans["cublasGemmStridedBatchedEx/R_16BF"].reason.startswith("needs the batched path")
-    assert plans["cublasGemmStridedBatchedEx/R_16BF"].definition.strides == (65536, 131072, 32768)
-    assert plans["cublasSgemmStridedBatched/R_32F"].definition.batch_count == 8
+    strided = plans["cublasGemmStridedBatchedEx/R_16BF"]
+    assert strided.definition.strides == (65536, 131072, 32768)
+    assert strided.replayed and strided.shape.batch == 8 and strided.shape.spec == "256x128x512:nn:b8"
+    assert strided.shape.a_shape == (8, 256, 512) and strided.note == ""  # packed, as captured
+    assert plans["cublasSgemmStridedBatched/R_32F"].shape.batch == 8
     assert plans["cublasGemmEx/R_64F"].reason.startswith("needs R_64F")
     assert plans["cublasGemmEx/R_16F"].replayed
+    # Pointer arrays and strides other than the packed ones are replayed packed, and say so.
+    from cublas_det.capture.replay import plan
+
+    pointers = dataclasses.replace(strided.definition, api="cublasGemmBatchedEx", strides=None)
+    assert "arrays of pointers: replayed as one strided batch" in plan("g9", pointers, 1).note
+    gapped = dataclasses.replace(strided.definition, strides=(65536, 0, 32768))  # B broadcast: stride 0
+    assert "the call's strides were 65536, 0, 32768, packed 65536, 131072, 32768" in plan("g9", gapped, 1).note
 
 
 def test_malformed_unknown_and_cut_lines_are_counted_and_quoted_never_fatal():
@@ -253,7 +265,7 @@ def test_bench_capture_refuses_other_shape_options_and_bad_files_before_any_gpu_
     assert "not a capture file" in capsys.readouterr().err
     unreplayable = tmp_path / "batched.json"
     data = capture_file.to_dict(parse(log("misc", "cublas")), complete=True)
-    data["gemms"] = [g for g in data["gemms"] if g["batch_count"] > 1 or g["a_type"] == "R_64F"]
+    data["gemms"] = [g for g in data["gemms"] if g["a_type"] == "R_64F"]
     capture_file.write(str(unreplayable), data)
     assert bench_cli.main(["--capture", str(unreplayable)]) == 2
     assert "no GEMM in it can be replayed" in capsys.readouterr().err
@@ -406,3 +418,14 @@ def test_captured_files_with_wrongly_typed_fields_are_refused_in_one_line(tmp_pa
         bad = {**data, "gemms": [{**data["gemms"][0], field: value}]}
         with pytest.raises(capture_file.InputFileError, match=field):
             capture_file.from_data(bad, "bad.json")
+
+
+@pytest.mark.gpu
+def test_bench_capture_checks_and_times_the_captured_gemms_batched_ones_batched(tmp_path, capsys):
+    out = tmp_path / "misc.json"
+    capture_file.write(str(out), capture_file.to_dict(parse(log("misc", "cublas"), log("misc", "cublaslt")),
+                                                      complete=True))
+    assert bench_cli.main(["--capture", str(out), "--quick"]) == 0
+    text = capsys.readouterr().out
+    assert "256x128x512:nn:b8" in text and "64x32x96:nn:b8" in text  # the two strided batched calls
+    assert "not replayed" in text and "R_64F" in text  # the fp64 one, listed

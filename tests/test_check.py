@@ -132,3 +132,21 @@ def test_digests_are_the_same_across_calls_and_seeds_change_them():
     other = check_gemm("256x256x1024:nn", "pedantic", repeats=2, seed=4)
     assert first.digest == again.digest != other.digest
 
+
+
+@pytest.mark.gpu
+def test_a_batched_gemm_runs_every_scenario_and_the_timing_in_both_interfaces():
+    from cublas_det.report.verdicts import modes_group
+    from cublas_det.shapes import parse_shape
+    from cublas_det.timing import time_shapes
+
+    shape = parse_shape("64x48x256:tn:b3")
+    checks = check_many([shape], ["pedantic", "default+lt"], repeats=3,
+                        scenarios=["repeat", "fresh-handle", "streams-shared-handle", "streams-per-handle",
+                                   "batch-invariance", "sm-count", "modes"])
+    for check in checks:
+        assert not check.errors and not check.error and check.reproducible, check
+        assert check.scenario("batch-invariance").compared  # rows of every matrix sliced
+        assert modes_group(check) is not None
+    run = time_shapes([shape], ["pedantic", "default+lt"], min_visits=2, max_visits=2, budget_s=0.1)
+    assert not run.errors and run.timings[shape.name].arm("DEFAULT/lt").median_us > 0

@@ -125,7 +125,7 @@ def test_argument_errors_on_cupy_arrays():
     with create_handle("pedantic") as handle:
         with pytest.raises(TypeError, match="a must be float32, bfloat16 or float16, not float64"):
             gemm(a.astype(cupy.float64), b, handle=handle)
-        with pytest.raises(ValueError, match="b must be 2-D, not 3-D"):
+        with pytest.raises(ValueError, match="a and b must be batches of one size"):
             gemm(a, b.reshape(1, 4, 6), handle=handle)
         with pytest.raises(ValueError, match=r"inner dimensions differ: op\(a\) is 8x4 and op\(b\) is 6x4"):
             gemm(a, b, trans_b=True, handle=handle)
@@ -325,3 +325,29 @@ def test_ctypes_arguments_wrap_exactly_the_five_pointers():
                                                     0x7F00_0000_5000, 0x7F00_0000_3000]
     assert [arg for i, arg in enumerate(wrapped) if i not in pointers] == [
         _gemm.CUBLAS_OP_N, _gemm.CUBLAS_OP_T, 56, 128, 4096, 0, 56, 0, 128, 0, 56, 68, -1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["pedantic", "default+lt"])
+@pytest.mark.parametrize("dtype, tolerance", [("float32", 1e-5), ("bfloat16", 2e-2)])
+def test_a_batch_of_matrices_is_one_call_each_matrix_its_own_product(mode, dtype, tolerance):
+    import dataclasses
+
+    from cublas_det import GemmConfig
+    from cublas_det.bits.compare import relative_error
+    from cublas_det.operands import device_operands, fp64_reference
+    from cublas_det.shapes import parse_shape
+
+    shape = parse_shape("96x40x300:nt:b5")
+    config = dataclasses.replace(GemmConfig.parse(mode), input_dtype=dtype, output_dtype=dtype)
+    a, b = device_operands(shape, 0, config)
+    with create_handle(config) as handle:
+        out = gemm(a, b, handle=handle, trans_a=shape.trans_a, trans_b=shape.trans_b)
+        assert out.shape == (5, 96, 40) and out.dtype == a.dtype
+        reference = fp64_reference(shape, a, b)
+        for i in range(5):  # matrix i of the batch from operands i: the strides are right
+            assert relative_error(out[i], reference[i]) < tolerance, i
+        with pytest.raises(ValueError, match="batches of one size"):
+            gemm(a[:4], b, handle=handle, trans_a=True)
+        with pytest.raises(ValueError, match="3-D for a batch of matrices, not 4-D"):
+            gemm(a[None], b[None], handle=handle, trans_a=True)

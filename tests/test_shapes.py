@@ -54,6 +54,20 @@ def test_stored_operand_shapes_follow_the_layout():
     assert (fwd.trans_a, fwd.trans_b) == (False, True) and fwd.b_shape == (128, 56)
 
 
+def test_a_batched_shape_stacks_its_operands_and_reads_back():
+    shape = parse_shape("64x32x512:nt:b8")
+    assert (shape.m, shape.n, shape.k, shape.batch, shape.cublas_op) == (64, 32, 512, 8, "NT")
+    assert shape.a_shape == (8, 512, 64) and shape.b_shape == (8, 512, 32) and shape.c_shape() == (8, 64, 32)
+    assert shape.c_shape(rows=3) == (8, 3, 32) and parse_shape("64x32x512:nt").c_shape() == (64, 32)
+    assert shape.flop == 8 * parse_shape("64x32x512:nt").flop and shape.name == "64x32x512:nt:b8"
+    assert parse_shape(shape.spec) == shape and GemmShape.from_dict(shape.to_dict()) == shape
+    assert parse_shape("64x32x512:b1") == parse_shape("64x32x512")  # one matrix: no batch
+    with pytest.raises(ValueError, match="batch count must be positive"):
+        parse_shape("64x32x512:nt:b0")
+    with pytest.raises(ValueError, match="batch must be a positive int"):
+        GemmShape("x", 1, 1, 1, batch=0)
+
+
 @pytest.mark.parametrize("text, expected", [
     ("128x56x4096", (128, 56, 4096, "NN")), ("128X56X4096:NT", (128, 56, 4096, "NT")),
     (" 64 x 64 x 65536 : tt ", (64, 64, 65536, "TT")), ("1x1x1:tn", (1, 1, 1, "TN")),

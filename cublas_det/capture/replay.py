@@ -17,7 +17,9 @@ from .findings import DISALLOW_RPR
 from .model import GemmDefinition
 
 _DTYPES = {element.cuda.name: name for name, element in ELEMENT_TYPES.items()}  # R_32F -> float32 ...
-_REPLAYED_APIS = ("cublasGemmEx", "cublasSgemm", "cublasHgemm")
+_REPLAYED_APIS = tuple(f"cublas{name}{form}" for name in ("Gemm", "Sgemm", "Hgemm")
+                       for form in ("", "StridedBatched", "Batched")) + ("cublasGemmEx", "cublasGemmStridedBatchedEx",
+                                                                        "cublasGemmBatchedEx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,13 +86,22 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
     except ValueError as err:
         return dataclasses.replace(base, reason=f"needs what the shim refuses: {err}")
     name = f"{gemm_id} {role}" if role else f"{gemm_id} capture"
-    shape = GemmShape(name, m, n, k, trans_a, trans_b, preset="capture")
-    tight = (shape.b_shape[1], shape.a_shape[1], n)  # cuBLAS's lda, ldb, ldc of packed operands
+    shape = GemmShape(name, m, n, k, trans_a, trans_b, preset="capture", batch=definition.batch_count)
+    notes = [note]
+    tight = (shape.b_shape[-1], shape.a_shape[-1], n)  # cuBLAS's lda, ldb, ldc of packed operands
     captured = (definition.lda, definition.ldb, definition.ldc)
     if captured != tight:
-        note = "; ".join(filter(None, (note, f"replayed with packed operands: the call's lda, ldb, ldc were "
-                                              f"{', '.join(map(str, captured))}, packed {', '.join(map(str, tight))}")))
-    return dataclasses.replace(base, shape=shape, config=config, note=note)
+        notes.append(f"replayed with packed operands: the call's lda, ldb, ldc were {', '.join(map(str, captured))}, "
+                     f"packed {', '.join(map(str, tight))}")
+    if definition.batch_count > 1:
+        packed = (n * k, m * k, m * n)  # cuBLAS's A (the shim's b), B and C, each matrix after the last
+        if definition.strides is None:
+            notes.append("the call passed arrays of pointers: replayed as one strided batch "
+                         "(cublasGemmStridedBatchedEx) of packed matrices")
+        elif tuple(definition.strides) != packed:
+            notes.append(f"replayed with packed matrices: the call's strides were "
+                         f"{', '.join(map(str, definition.strides))}, packed {', '.join(map(str, packed))}")
+    return dataclasses.replace(base, shape=shape, config=config, note="; ".join(filter(None, notes)))
 
 
 def _own_target(definition: GemmDefinition) -> int:
@@ -103,8 +114,6 @@ def _unsupported(definition: GemmDefinition) -> str:
         return f"needs the {definition.epilogue} epilogue in the cuBLASLt path (it has DEFAULT and BIAS)"
     if definition.is_lt and definition.scale_type not in (None, "R_32F", "R_16F"):
         return f"needs scale type {definition.scale_type}"
-    if definition.batch_count > 1 or "Batched" in definition.api:
-        return f"needs the batched path ({definition.api}, {definition.batch_count} matrices)"
     if definition.api not in _REPLAYED_APIS and not definition.is_lt:
         return f"needs {definition.api}"
     for what, name in (("A", definition.a_type), ("B", definition.b_type), ("C", definition.c_type)):

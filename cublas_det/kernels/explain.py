@@ -76,7 +76,7 @@ def _cell(shape, config, a, b, target, rows):
 
     if rows is not None:
         shape = dataclasses.replace(shape, m=rows)
-        a = cupy.ascontiguousarray(a[:, :rows] if shape.trans_a else a[:rows])
+        a = cupy.ascontiguousarray(a[..., :rows] if shape.trans_a else a[..., :rows, :])  # each matrix's rows
     try:
         out = output(shape, config)
         with create_handle(config) as handle:
