@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from ._cublas import ComputeType, CublasError, MathMode
+from ._cublaslt import ReductionScheme
 from .call import shape_args
 from .check import check_many
 from .check.scenarios import REGISTRY
@@ -89,17 +90,18 @@ def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
 
 
 def _lt(config: GemmConfig, **options) -> GemmConfig:
-    """``config`` through cuBLASLt: no math-mode flag there (its compute type decides)."""
+    """``config`` through cuBLASLt: no math-mode flag there (its compute type decides). A flag that
+    disallows reduced-precision reductions in half precision becomes the reduction-scheme mask that
+    keeps split-K sums in the compute type (or none, where a cure asks for no split-K)."""
+    if config.disallow_reduced_precision_reduction and config.input_dtype != "float32":
+        options.setdefault("lt_reduction_scheme_mask", int(ReductionScheme.COMPUTE_TYPE))
     return dataclasses.replace(config, api="lt", algo=-1, disallow_reduced_precision_reduction=False, **options)
 
 
 def candidates(shape: GemmShape, config: GemmConfig, fleet=()) -> list[tuple[str, GemmConfig | str]]:
     """The configurations to try in place of ``config`` for ``shape`` (or why one cannot be made)."""
     found = []
-    if config.disallow_reduced_precision_reduction:
-        found.append(("cuBLASLt cures", "not tried: the mode disallows reduced-precision reductions, which the "
-                                        "cuBLASLt path does not carry yet"))
-    elif config.math_mode is not MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math
+    if config.math_mode is not MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math
         try:
             found.append(("pin the cuBLASLt algorithm", _lt(config, lt_algo=pinned_algorithm(shape, config))))
         except CublasError as err:

@@ -1,15 +1,17 @@
 """The cuBLASLt path: its ctypes layer and configurations without a GPU; its GEMMs on one."""
 
 import ctypes
+import dataclasses
 import re
 
 import pytest
 
 from cublas_det import _cublaslt
+from cublas_det._cublas import MathMode
 from cublas_det.call import _gemm_ex_args, shape_args
-from cublas_det.shapes import parse_shape
 from cublas_det.config import GemmConfig
 from cublas_det.lt import split_k
+from cublas_det.shapes import parse_shape
 
 
 def test_the_lt_structures_have_cublasLt_h_sizes():
@@ -273,3 +275,14 @@ def test_the_pytest_plugin_refuses_an_lt_configuration_as_a_math_mode(tmp_path):
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--cublas-math-mode",
                              "default+lt", str(tmp_path / "test_x.py")], capture_output=True, text=True)
     assert result.returncode == 4 and "a math mode, not a cuBLASLt configuration" in result.stderr + result.stdout
+
+
+def test_a_cure_of_a_mode_that_disallows_reduced_precision_reductions_keeps_fp32_split_k_sums():
+    from cublas_det.prescribe import _lt
+
+    disallow = GemmConfig(MathMode.PEDANTIC, True, input_dtype="bfloat16", output_dtype="bfloat16")
+    assert _lt(disallow).lt_reduction_scheme_mask == int(_cublaslt.ReductionScheme.COMPUTE_TYPE)
+    assert _lt(disallow, lt_reduction_scheme_mask=0).lt_reduction_scheme_mask == 0  # no split-K: stricter still
+    assert _lt(dataclasses.replace(disallow, disallow_reduced_precision_reduction=False)).lt_reduction_scheme_mask \
+        is None  # reduced-precision sums allowed: the heuristic's own choice
+    assert _lt(GemmConfig(MathMode.PEDANTIC, True)).lt_reduction_scheme_mask is None  # fp32 sums are fp32 anyway
