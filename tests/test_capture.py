@@ -426,6 +426,7 @@ def test_bench_capture_checks_and_times_the_captured_gemms_batched_ones_batched(
     capture_file.write(str(out), capture_file.to_dict(parse(log("misc", "cublas"), log("misc", "cublaslt")),
                                                       complete=True))
     assert bench_cli.main(["--capture", str(out), "--quick"]) == 0
-    text = capsys.readouterr().out
-    assert "256x128x512:nn:b8" in text and "64x32x96:nn:b8" in text  # the two strided batched calls
-    assert "not replayed" in text and "R_64F" in text  # the fp64 one, listed
+    written = capsys.readouterr()
+    text = written.out
+    assert "256x128x512 op NN, a batch of 8" in text and "64x32x96 op NN, a batch of 8" in text  # strided batched
+    assert "not replayed: needs R_64F" in written.err  # the fp64 one, listed on stderr

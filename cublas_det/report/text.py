@@ -165,7 +165,9 @@ def render_text(result: BenchResult, *, verbose: bool = False, width: int | None
     tables, left_out = fitted(header(kernels), [table_rows(report, kernels) for report in result.shapes], width - 2)
     for report, table in zip(result.shapes, tables):
         shape = report.shape
-        heading = f"{shape.name}  {shape.m}x{shape.n}x{shape.k} op {shape.cublas_op}, {shape.flop / 1e9:.3f} GFLOP"
+        batch = f", a batch of {shape.batch}" if shape.batch > 1 else ""
+        heading = (f"{shape.name}  {shape.m}x{shape.n}x{shape.k} op {shape.cublas_op}{batch}, "
+                   f"{shape.flop / 1e9:.3f} GFLOP")
         lines += wrapped(heading, width)
         if verbose and report.timing:
             lines += wrapped(f"  timed: {how_timed(report.timing)}", width, "    ")
