@@ -91,9 +91,9 @@ def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
 
 def _lt(config: GemmConfig, **options) -> GemmConfig:
     """``config`` through cuBLASLt: no math-mode flag there (its compute type decides). A flag that
-    disallows reduced-precision reductions in half precision becomes the reduction-scheme mask that
-    keeps split-K sums in the compute type (or none, where a cure asks for no split-K)."""
-    if config.disallow_reduced_precision_reduction and config.input_dtype != "float32":
+    disallows reduced-precision reductions into a half-precision output becomes the reduction-scheme
+    mask that keeps split-K sums in the compute type (or none, where a cure asks for no split-K)."""
+    if config.disallow_reduced_precision_reduction and config.output_dtype != "float32":
         options.setdefault("lt_reduction_scheme_mask", int(ReductionScheme.COMPUTE_TYPE))
     return dataclasses.replace(config, api="lt", algo=-1, disallow_reduced_precision_reduction=False, **options)
 

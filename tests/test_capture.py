@@ -128,6 +128,11 @@ def test_batched_calls_replay_batched_and_fp64_calls_are_listed_with_what_they_n
     assert "arrays of pointers: replayed as one strided batch" in plan("g9", pointers, 1).note
     gapped = dataclasses.replace(strided.definition, strides=(65536, 0, 32768))  # B broadcast: stride 0
     assert "the call's strides were 65536, 0, 32768, packed 65536, 131072, 32768" in plan("g9", gapped, 1).note
+    one = plan("g9", dataclasses.replace(strided.definition, batch_count=1), 1)
+    assert one.shape.batch == 1 and "a batch of one: replayed as one GEMM" in one.note
+    # A batch is never named after a catalogue role (the catalogue has no batches).
+    dw = next(p for p in stored(parse(log("block", "cublas"))).plans if p.like.endswith("out_proj/dW"))
+    assert plan("g9", dataclasses.replace(dw.definition, batch_count=4, strides=(1, 1, 1)), 1).like == ""
 
 
 def test_malformed_unknown_and_cut_lines_are_counted_and_quoted_never_fatal():

@@ -94,6 +94,17 @@ def test_another_t_is_inputs_differ_exit_2(stored):
     assert compare_runs(run_from_dict(stored, "base.json"), run_from_dict(trunk_free, "new.json")).exit_code == 2
 
 
+def test_a_batch_of_the_same_matrices_is_another_gemm(stored):
+    other = copy.deepcopy(stored)
+    for entry in other["benchmarks"]:
+        entry["extra_info"]["shape"]["batch"] = 8
+        entry["extra_info"]["identity"]["batch"] = 8
+    comparison = compare_runs(run_from_dict(stored, "base.json"), run_from_dict(other, "new.json"))
+    text = "\n".join(comparison.lines)
+    assert "another GEMM: 4096x128x56:tn vs 4096x128x56:tn:b8" in text and "bits DIFFER" not in text
+    assert comparison.exit_code == 2
+
+
 def test_one_changed_digest_is_bits_differ_exit_1(cli, tmp_path, stored):
     doctored = copy.deepcopy(stored)
     doctored["benchmarks"][8]["extra_info"]["digest"] = "0" * 64

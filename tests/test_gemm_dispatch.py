@@ -284,3 +284,19 @@ def test_half_precision_combinations_are_named(monkeypatch, calls, handles):
                       compute_type=_cublas.ComputeType.COMPUTE_16F)
     assert half.dtype == cupy.float16
     assert alphas == [0x4000]  # 2.0 as an IEEE half, as COMPUTE_16F reads alpha
+
+
+def test_a_batched_call_passes_cublas_its_arguments_in_the_prototypes_order(monkeypatch):
+    from cublas_det import _cublas
+    from cublas_det.call import shape_args
+    from cublas_det.shapes import parse_shape
+
+    seen = []
+    monkeypatch.setattr(_cublas, "_call", lambda name, *args: seen.append((name, args)))
+    # row-major out[4, 7, 3] = a[i].T @ b[i], a (4, 5, 7), b (4, 5, 3); pointers a 11, b 22, out 33, alpha 44, beta 55
+    args = shape_args(parse_shape("7x3x5:nt:b4"), 68, pointers=(11, 22, 33, 44, 55))
+    _cublas.gemm_strided_batched_ex(99, args)
+    # handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc,
+    # strideC, batchCount, computeType, algo: cuBLAS's A is b (3x5, ld 3), its B is a transposed (7x5, ld 7)
+    assert seen == [("cublasGemmStridedBatchedEx",
+                     (99, 0, 1, 3, 7, 5, 44, 22, 0, 3, 15, 11, 0, 7, 35, 55, 33, 0, 3, 21, 4, 68, -1))]

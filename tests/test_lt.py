@@ -165,6 +165,7 @@ def test_a_failed_cure_names_the_kernel_change_behind_it():
         pytest.skip("every cure tried for this shape held on this GPU")
     for cure in failed:  # the kernels' own words (kernels.signature.kernel_change)
         assert any(word in cure.evidence for word in ("kernel", "split-K", "grid", "reduce")), cure
+        assert "kernels not recorded" not in cure.evidence, cure
 
 
 @pytest.mark.gpu
@@ -286,3 +287,5 @@ def test_a_cure_of_a_mode_that_disallows_reduced_precision_reductions_keeps_fp32
     assert _lt(dataclasses.replace(disallow, disallow_reduced_precision_reduction=False)).lt_reduction_scheme_mask \
         is None  # reduced-precision sums allowed: the heuristic's own choice
     assert _lt(GemmConfig(MathMode.PEDANTIC, True)).lt_reduction_scheme_mask is None  # fp32 sums are fp32 anyway
+    into_fp32 = dataclasses.replace(disallow, output_dtype="float32")  # every reduction scheme sums in fp32 there
+    assert _lt(into_fp32).lt_reduction_scheme_mask is None

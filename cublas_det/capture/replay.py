@@ -17,9 +17,8 @@ from .findings import DISALLOW_RPR
 from .model import GemmDefinition
 
 _DTYPES = {element.cuda.name: name for name, element in ELEMENT_TYPES.items()}  # R_32F -> float32 ...
-_REPLAYED_APIS = tuple(f"cublas{name}{form}" for name in ("Gemm", "Sgemm", "Hgemm")
-                       for form in ("", "StridedBatched", "Batched")) + ("cublasGemmEx", "cublasGemmStridedBatchedEx",
-                                                                        "cublasGemmBatchedEx")
+_REPLAYED_APIS = tuple(f"cublas{name}{form}" for name in ("Sgemm", "Hgemm") for form in ("", "StridedBatched", "Batched")) \
+    + ("cublasGemmEx", "cublasGemmStridedBatchedEx", "cublasGemmBatchedEx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +60,7 @@ def like(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> str:
 
 def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
     m, n, k, trans_a, trans_b = row_major(definition)
-    role = like(m, n, k, trans_a, trans_b)
+    role = like(m, n, k, trans_a, trans_b) if definition.batch_count == 1 else ""  # the catalogue has no batches
     base = ReplayPlan(gemm_id, definition, calls, role)
     reason = _unsupported(definition)
     if reason:
@@ -93,6 +92,8 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
     if captured != tight:
         notes.append(f"replayed with packed operands: the call's lda, ldb, ldc were {', '.join(map(str, captured))}, "
                      f"packed {', '.join(map(str, tight))}")
+    if definition.batch_count == 1 and "Batched" in definition.api:
+        notes.append(f"a batch of one: replayed as one GEMM (cublasGemmEx), not as {definition.api}")
     if definition.batch_count > 1:
         packed = (n * k, m * k, m * n)  # cuBLAS's A (the shim's b), B and C, each matrix after the last
         if definition.strides is None:

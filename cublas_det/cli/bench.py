@@ -119,7 +119,8 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     what.add_argument("--preset", nargs="+", action=ExtendList, choices=PRESETS, metavar="NAME",
                       help=f"one or more shape presets: {', '.join(PRESETS)} (default: {' '.join(DEFAULT_PRESETS)})")
     what.add_argument("--shape", nargs="+", action=ExtendList, metavar="MxNxK[:op]",
-                      help="custom row-major shapes; op is the cuBLAS transa+transb (nn, nt, tn, tt)")
+                      help="custom row-major shapes; op is the cuBLAS transa+transb (nn, nt, tn, tt); a :bB "
+                           "suffix makes a strided batch of B matrices (64x64x512:nt:b8)")
     what.add_argument("--capture", metavar="FILE",
                       help="check and time exactly the GEMMs of a capture file (cublas-det capture), each in its "
                            "captured configuration")
@@ -166,7 +167,8 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     kernels.add_argument("--kernels", action="store_true",
                          help="record the kernels each GEMM ran: a kernels column, kernel time per GEMM beside graph "
                               "time, and the kernel change behind each bit change (sm-count, batch-invariance, "
-                              "streams-shared-handle). Timing is unchanged: kernels are recorded after the timed rounds")
+                              "streams-shared-handle), and with --prescribe behind each failed cure. Timing is "
+                              "unchanged: kernels are recorded after the timed rounds")
     kernels.add_argument("--explain", metavar="SHAPE",
                          help="print the kernels of one shape (MxNxK[:op], or a catalogue name such as "
                               "mamba2-130m/in_proj/dW) per configuration, SM-count target and batch rung, and exit")

@@ -41,8 +41,7 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), ke
     uncured = 0
     for p in prescriptions:
         lines.append("")
-        lines.append(f"{p.shape.name} ({p.shape.m}x{p.shape.n}x{p.shape.k}:{p.shape.cublas_op.lower()})  "
-                     f"{p.config.name}  {_label(p.hazard)}")
+        lines.append(f"{p.shape.name} ({p.shape.spec})  {p.config.name}  {_label(p.hazard)}")
         best = p.best
         if best is None:
             uncured += 1

@@ -188,7 +188,8 @@ def _entry(raw, index: int, source: str) -> Entry:
                              "another project?)")
     _check_fields(raw, f"{where}:", {"group": "a string", "params": "an object"})
     _check_fields(shape, f"{where}: extra_info.shape", _SHAPE, required=("m", "n", "k", "cublas_op"))
-    spec = f"{shape['m']}x{shape['n']}x{shape['k']}:{shape['cublas_op'].lower()}"
+    batch = shape.get("batch", 1)  # files before batched shapes have none: one matrix
+    spec = f"{shape['m']}x{shape['n']}x{shape['k']}:{shape['cublas_op'].lower()}" + (f":b{batch}" if batch > 1 else "")
     _check_fields(info, f"{where}: extra_info", _EXTRA_INFO)
     interval = info.get("median_ci_s")
     if interval is not None and (len(interval) != 2 or interval[0] > interval[1]):
@@ -260,7 +261,7 @@ _ITEMS = {"a list of positive numbers of seconds": (list, "a positive number of 
           "an object of integers >= 0": (dict, "an integer >= 0")}
 _SHAPE = {"name": "a string", "m": "a positive integer", "n": "a positive integer", "k": "a positive integer",
           "cublas_op": "a string", "trans_a": "true or false", "trans_b": "true or false", "layer": "a string",
-          "gemm_pass": "a string", "preset": "a string", "tokens": "an integer >= 0"}
+          "gemm_pass": "a string", "preset": "a string", "tokens": "an integer >= 0", "batch": "a positive integer"}
 _EXTRA_INFO = {"identity": "an object", "config": "an object", "digest": "a string",
                "device_digests": "an object of strings", "device_errors": "an object of strings",
                "mode_source": "a string", "error": "a string", "rel_error": "a number", "scenarios": "a list of objects",
@@ -272,7 +273,7 @@ _EXTRA_INFO = {"identity": "an object", "config": "an object", "digest": "a stri
                "timing_trusted": "true or false"}
 _STATS = {"median": "a positive number of seconds", "data": "a list of positive numbers of seconds",
           "rounds": "an integer >= 0", "q1": "a positive number of seconds", "q3": "a positive number of seconds", "iterations": "an integer >= 0"}
-_IDENTITY = {"seed": "an integer >= 0", "inputs": "an object of strings", "tokens": "an integer >= 0",
+_IDENTITY = {"seed": "an integer >= 0", "inputs": "an object of strings", "tokens": "an integer >= 0", "batch": "a positive integer",
              "numpy": "a string", "preset": "a string"}
 _SCENARIO = {"scenario": "a string", "kind": "a string", "runs": "an integer >= 0",
              "differing_runs": "an integer >= 0", "mismatched_elements": "an integer >= 0",
@@ -368,9 +369,10 @@ TIMER = "CUDA events around a CUDA-graph batch, queued behind a blocking kernel"
 def identity(shape, config_name: str, seed: int | None, input_digests: dict | None, numpy_version: str | None) -> dict:
     """What makes two results comparable: the GEMM, its configuration, its preset and T, the seed, the
     sha256 digests of the inputs, and the NumPy that made them (its seeded stream is promised per build)."""
-    return {"m": shape.m, "n": shape.n, "k": shape.k, "op": shape.cublas_op, "config": config_name,
-            "preset": shape.preset, "tokens": shape.tokens, "seed": seed, "inputs": input_digests or None,
-            "numpy": numpy_version}
+    return {"m": shape.m, "n": shape.n, "k": shape.k, "op": shape.cublas_op, **({"batch": shape.batch} if shape.batch > 1
+                                                                                else {}),
+            "config": config_name, "preset": shape.preset, "tokens": shape.tokens, "seed": seed,
+            "inputs": input_digests or None, "numpy": numpy_version}
 
 
 def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict, options: dict | None = None) -> dict:

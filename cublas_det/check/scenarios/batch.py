@@ -45,7 +45,8 @@ def _batch_invariance(context: ScenarioContext):
             differing.append(rows)
     extra = {"mismatched_by_m": per_m}
     extra.update(context.kernel_extra(signatures, [f"m = {rows}" for rows in differing]))
-    what = f"the first m rows of op(A) @ op(B) against the same rows of the full M = {shape.m} product, m in {ladder}"
+    what = (f"the first m rows of op(A) @ op(B){' in each matrix of the batch' if shape.batch > 1 else ''} against "
+            f"the same rows of the full M = {shape.m} product, m in {ladder}")
     detail = f"{what}: bits differ for m = {differing}" if differing else f"{what}: every row identical"
     if differing and extra.get("kernel_changes"):
         detail += f" (m = {differing[0]}: {extra['kernel_changes'][f'm = {differing[0]}']})"

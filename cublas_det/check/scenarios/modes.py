@@ -28,6 +28,10 @@ _LT_DEFAULTS = {"api": "gemm_ex", "lt_reduction_scheme_mask": None, "lt_sm_count
                 "lt_epilogue": ""}
 
 
+def _variant(config: GemmConfig) -> tuple:
+    return tuple(getattr(config, field) for field in _LT_DEFAULTS)
+
+
 def _interfaces(config: GemmConfig, run_configs) -> list[GemmConfig]:
     """The GEMM interfaces of the matrix, each as ``config`` through it: cublasGemmEx, and every cuBLASLt
     variant of the run's configurations of the same element types, so that the two paths' bits are
@@ -39,7 +43,7 @@ def _interfaces(config: GemmConfig, run_configs) -> list[GemmConfig]:
     variants = {}
     for other in (*run_configs, config):
         if other.api == "lt" and not other.lt_epilogue and (other.input_dtype, other.output_dtype) == types:
-            variants.setdefault(tuple(getattr(other, field) for field in _LT_DEFAULTS),
+            variants.setdefault(_variant(other),
                                 dataclasses.replace(gemm_ex, algo=-1, disallow_reduced_precision_reduction=False,
                                                     **{field: getattr(other, field) for field in _LT_DEFAULTS}))
     return [gemm_ex, *variants.values()]
@@ -48,22 +52,26 @@ def _interfaces(config: GemmConfig, run_configs) -> list[GemmConfig]:
 def matrix(config: GemmConfig, run_configs=()) -> list[tuple[GemmConfig, ComputeType]]:
     """The cells of the matrix: a handle's configuration (COMPUTE_32F) and the compute type passed to the call.
 
-    The configuration's own math mode, and every math mode of the run's configurations
-    (``run_configs``), are rows (BF16X9, or TF32 asked for in half precision), and so is each cuBLASLt
-    variant of the run: each configuration's bits are compared with every other's, and all
-    configurations of the run of one element type share one matrix.
+    The configuration's own math mode, and every math mode of the run's configurations of its
+    element types (``run_configs``), are rows (BF16X9, say), and so is each cuBLASLt variant of the
+    run, in DEFAULT and TF32 math and the modes asked of it: each configuration's bits are compared
+    with every other's, and all configurations of the run of one element type share one matrix.
     """
-    run_modes = tuple(c.math_mode for c in run_configs)
+    types = (config.input_dtype, config.output_dtype)
+    same_types = [c for c in (*run_configs, config) if (c.input_dtype, c.output_dtype) == types]
     cells = []
     for base in _interfaces(config, run_configs):
         if config.input_dtype == "float32":
             modes, flags, computes = MODES, (config.disallow_reduced_precision_reduction,), MATRIX_COMPUTE_TYPES
         else:
             modes, flags, computes = HALF_MODES, (False, True), HALF_COMPUTE_TYPES
-        modes += tuple(mode for mode in dict.fromkeys((*run_modes, config.math_mode)) if mode not in modes)
-        if base.api == "lt":  # cuBLASLt takes no math mode flag, and has no BF16X9 math
+        if base.api == "lt":  # no math mode flag, no BF16X9; PEDANTIC and DEFAULT are one cuBLASLt call
             flags = (False,)
-            modes = tuple(mode for mode in modes if mode is not MathMode.FP32_EMULATED_BF16X9)
+            modes = tuple(mode for mode in modes if mode is not MathMode.PEDANTIC)
+            asked = [c.math_mode for c in same_types if c.api == "lt" and _variant(c) == _variant(base)]
+        else:
+            asked = [c.math_mode for c in same_types]
+        modes += tuple(mode for mode in dict.fromkeys(asked) if mode not in modes)
         allowed = COMPUTE_TYPES[(config.input_dtype, config.output_dtype)]
         base = dataclasses.replace(base, compute_type=ComputeType.COMPUTE_32F)
         cells += [(dataclasses.replace(base, math_mode=mode, disallow_reduced_precision_reduction=flag), compute)
