@@ -282,6 +282,9 @@ def gemm_ex_untyped():
     return fn
 
 
+GEMM_EX_ARGS = 18  # cublasGemmEx's arguments after the handle; a batched call's carry its count and strides after
+
+
 def gemm_strided_batched_ex(handle: int, args: tuple) -> None:
     """``cublasGemmStridedBatchedEx`` from cublasGemmEx's arguments ``args`` followed by the batch count
     and the three strides (in elements, in cuBLAS's operand order)."""

@@ -19,7 +19,7 @@ from ctypes import addressof, c_float, c_uint16, c_void_p
 import numpy
 
 from . import _cublas
-from ._cublas import DataType, GemmAlgo, Operation
+from ._cublas import GEMM_EX_ARGS, DataType, GemmAlgo, Operation
 from .config import COMPUTE_TYPES, ELEMENT_TYPES, HALF_SCALAR_COMPUTE, check_types
 from .handle import Handle, default_handle
 
@@ -37,7 +37,6 @@ _ZERO_ADDRESS = addressof(_ZERO)
 # The compute types cublasGemmEx takes with float32 in and out: any other (a half-precision
 # handle's COMPUTE_16F ...) goes through the checked path, which names the combination.
 _F32_COMPUTES = frozenset(int(c) for c in COMPUTE_TYPES[("float32", "float32")])
-BATCHED = 18  # cublasGemmEx's arguments after the handle; a batched call's carry the count and strides after
 
 # Bound by _bind() on the first call: this module must import without CuPy or libcublas.
 _cupy = None
@@ -243,7 +242,7 @@ def _as_ctypes(args: tuple) -> tuple | None:
     """The arguments for an untyped ctypes call: the five pointers (alpha, B, A, beta, C) as cached
     ``c_void_p``, the ints as they are (None for a batched call, which goes through a typed one).
     Written out, not looped: it runs on every ctypes-path GEMM."""
-    if len(args) > BATCHED:
+    if len(args) > GEMM_EX_ARGS:
         return None
     op_b, op_a, n, m, k, alpha, b, b_type, ldb, a, a_type, lda, beta, c, c_type, ldc, compute, algo = args
     get = _pointers.get
@@ -265,7 +264,7 @@ def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cu
         handle._require_open()
         handle._lt.issue(args, handle.current_stream_ptr(), handle._sm_count_target, bias_ptr)
         return
-    if len(args) > BATCHED:
+    if len(args) > GEMM_EX_ARGS:
         _cublas.gemm_strided_batched_ex(handle.bind_current_stream(), args)
         return
     if via_cupy and handle._cupy_binding_fits:
@@ -297,8 +296,8 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
             of as many matrices each, multiplied pairwise by one strided batched call): CuPy arrays,
             or GPU tensors with ``__dlpack__`` (PyTorch ...), viewed by CuPy without a copy (bfloat16
             needs ``ml_dtypes``); ``op(x)`` is ``x.T`` when ``trans_x``.
-        out: an (M, N) (batched: (batch, M, N)) C-contiguous array or tensor to write into (the input type, or float32 for
-            half-precision inputs); a new CuPy array of the input type when ``None``.
+        out: an (M, N) (batched: (batch, M, N)) C-contiguous array or tensor to write into (the
+            input type, or float32 for half-precision inputs); a new CuPy array of the input type when ``None``.
         handle: a :class:`Handle`; ``None`` uses this thread's handle for the current device in
             the configuration that ``CUBLAS_DET_MATH_MODE`` names (PEDANTIC by default).
         compute_type: a :class:`ComputeType`; ``None`` uses the handle's configuration, by default

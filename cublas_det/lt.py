@@ -14,7 +14,7 @@ import threading
 from ctypes import c_int, c_void_p
 
 from . import _cublaslt as lt
-from ._cublas import ComputeType, DataType, MathMode
+from ._cublas import GEMM_EX_ARGS, ComputeType, DataType, MathMode
 from .config import ELEMENT_TYPES, HALF_SCALAR_COMPUTE, GemmConfig
 
 _TYPES = {int(element.cuda): name for name, element in ELEMENT_TYPES.items()}  # cudaDataType_t -> element type
@@ -97,15 +97,15 @@ class LtPath:
         return prepared
 
     def _key(self, args: tuple, sm_count_target: int) -> tuple:
-        op_a, op_b, m, n, k, _, _, a_type, lda, _, b_type, ldb, _, _, c_type, ldc, compute, _ = args[:18]
+        op_a, op_b, m, n, k, _, _, a_type, lda, _, b_type, ldb, _, _, c_type, ldc, compute, _ = args[:GEMM_EX_ARGS]
         return (op_a, op_b, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, self._target(sm_count_target),
-                args[18:])  # a batched call's count and strides
+                args[GEMM_EX_ARGS:])  # a batched call's count and strides
 
     def issue(self, args: tuple, stream_ptr: int, sm_count_target: int = 0, bias_ptr: int = 0) -> None:
         """Run the GEMM of cublasGemmEx's arguments ``args`` (after the handle; a batched call's count
         and strides after them) on ``stream_ptr``."""
         key = self._key(args, sm_count_target)
-        _, _, m, _, _, alpha, a, _, _, b, _, _, beta, c, c_type, _, _, _ = args[:18]
+        _, _, m, _, _, alpha, a, _, _, b, _, _, beta, c, c_type, _, _, _ = args[:GEMM_EX_ARGS]
         with self._lock:
             desc, layouts, algo, _ = self._prepared.get(key) or self._prepare(key)
             if self.config.lt_epilogue == "BIAS":

@@ -24,8 +24,9 @@ HALF_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC,
 
 
 RUN_CONFIGS = "run configurations"  # key in ScenarioContext.shared: every configuration of the run
-_LT_DEFAULTS = {"api": "gemm_ex", "lt_reduction_scheme_mask": None, "lt_sm_count_target": 0, "lt_algo": (),
-                "lt_epilogue": ""}
+# The fields that make a configuration a cuBLASLt one, at their cublasGemmEx values.
+_LT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GemmConfig)
+                if f.name == "api" or f.name.startswith("lt_")}
 
 
 def _variant(config: GemmConfig) -> tuple:
@@ -59,20 +60,21 @@ def matrix(config: GemmConfig, run_configs=()) -> list[tuple[GemmConfig, Compute
     """
     types = (config.input_dtype, config.output_dtype)
     same_types = [c for c in (*run_configs, config) if (c.input_dtype, c.output_dtype) == types]
+    if config.input_dtype == "float32":
+        gemm_ex_modes, gemm_ex_flags = MODES, (config.disallow_reduced_precision_reduction,)
+        computes = MATRIX_COMPUTE_TYPES
+    else:
+        gemm_ex_modes, gemm_ex_flags, computes = HALF_MODES, (False, True), HALF_COMPUTE_TYPES
+    allowed = COMPUTE_TYPES[types]
     cells = []
     for base in _interfaces(config, run_configs):
-        if config.input_dtype == "float32":
-            modes, flags, computes = MODES, (config.disallow_reduced_precision_reduction,), MATRIX_COMPUTE_TYPES
-        else:
-            modes, flags, computes = HALF_MODES, (False, True), HALF_COMPUTE_TYPES
         if base.api == "lt":  # no math mode flag, no BF16X9; PEDANTIC and DEFAULT are one cuBLASLt call
             flags = (False,)
-            modes = tuple(mode for mode in modes if mode is not MathMode.PEDANTIC)
+            modes = tuple(mode for mode in gemm_ex_modes if mode is not MathMode.PEDANTIC)
             asked = [c.math_mode for c in same_types if c.api == "lt" and _variant(c) == _variant(base)]
         else:
-            asked = [c.math_mode for c in same_types]
+            flags, modes, asked = gemm_ex_flags, gemm_ex_modes, [c.math_mode for c in same_types]
         modes += tuple(mode for mode in dict.fromkeys(asked) if mode not in modes)
-        allowed = COMPUTE_TYPES[(config.input_dtype, config.output_dtype)]
         base = dataclasses.replace(base, compute_type=ComputeType.COMPUTE_32F)
         cells += [(dataclasses.replace(base, math_mode=mode, disallow_reduced_precision_reduction=flag), compute)
                   for mode in modes for flag in flags for compute in computes if compute in allowed]
