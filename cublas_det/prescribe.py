@@ -23,7 +23,8 @@ from .check.scenarios import REGISTRY
 from .config import ELEMENT_TYPES, GemmConfig
 from .device import device_properties
 from .handle import create_handle
-from .shapes import GemmShape
+from .lockfile import GemmKey, LockEntry
+from .shapes import GemmShape, batch_ladder
 from .timing import time_shapes
 
 HAZARDS = ("sm-count", "streams-shared-handle", "batch-invariance")
@@ -224,3 +225,84 @@ def _timed(found: list[Prescription], seed, operands, step, timing: dict) -> lis
     return [dataclasses.replace(p, cures=tuple(
         dataclasses.replace(c, ratio=ratios.get((p.shape.name, p.config.name, c.config.name)))
         if c.config is not None else c for c in p.cures)) for p in found]
+
+
+def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, operands=None, on_step=None,
+                 timing: dict | None = None) -> tuple[list[LockEntry], list[str]]:
+    """A verified :class:`~cublas_det.lockfile.LockEntry` for each GEMM of ``shapes`` x ``configs``, and
+    why the others could not be locked.
+
+    Each GEMM's algorithm is the one cuBLASLt's heuristic picks at its M and the full SM count, pinned.
+    It is locked when, pinned, its bits repeat and do not change with the SM count
+    (``verification_targets``): for any M where its rows m = 1 ... M are the full product's too, else
+    for its own M. Four streams on one handle are checked and recorded, not required: the lock gives
+    each stream a workspace of its own. Locked entries are graph-timed against ``config`` and the
+    heuristic's own pick. Of the shapes that share a key for any M, the largest M is verified first.
+    """
+    step = on_step or (lambda text: None)
+    targets = verification_targets(device_properties()["sm_count"], fleet)
+    entries, refused, done = [], [], set()
+    chosen: dict = {}  # key -> (shape, configuration, pinned configuration), for the timing
+    for shape in sorted(shapes, key=lambda s: -s.m):
+        for config in configs:
+            base = _lt(config) if config.api != "lt" else dataclasses.replace(config, lt_algo=())
+            key = GemmKey.of(shape, base)
+            if key in done or key.at(shape.m) in done:
+                continue
+            try:
+                pinned = dataclasses.replace(base, lt_algo=pinned_algorithm(shape, base))
+            except CublasError as err:
+                refused.append(f"{shape.name} {config.name}: cuBLASLt has no algorithm for it ({err})")
+                continue
+            step(f"verifying {shape.name} {pinned.name}")
+            check = check_many([shape], [pinned], repeats=repeats, scenarios=list(VERIFY_SCENARIOS), seed=seed,
+                               operands=operands, sm_count_targets=targets)[0]
+            entry, why = _lock_entry(shape, key, pinned, check, targets, repeats)
+            if entry is None:
+                refused.append(f"{shape.name} {config.name}: pinned, its bits still change ({why})")
+                done.add(key.at(shape.m))
+                continue
+            done.add(entry.key)
+            entries.append(entry)
+            chosen[entry.key] = (shape, config, pinned)
+    return _lock_costs(entries, chosen, seed, operands, step, timing or {}), refused
+
+
+def _lock_entry(shape, key, pinned, check, targets, repeats) -> tuple[LockEntry | None, str]:
+    """The entry a verification makes (for any M, or for M alone), or None and why."""
+    results = {r.scenario: r for r in check.scenarios}
+    failed = [r for name, r in results.items() if name in ("repeat", "sm-count") and (r.changed_bits or r.error)]
+    if check.error or failed or not check.reproducible:
+        return None, check.error or "; ".join(f"{r.scenario}: {r.error or r.detail}" for r in failed) or \
+            check.verdict.value
+    rows, shared = results.get("batch-invariance"), results.get("streams-shared-handle")
+    any_m = bool(rows and rows.identical)
+    verified = {"m": shape.m, "rows": batch_ladder(shape.m) if any_m else [],
+                "rows_note": "" if any_m else (rows.not_applicable or rows.error or rows.detail if rows else
+                                               "not checked") + f"; holds for M = {shape.m} alone",
+                "sm_count_targets": list(targets), "repeats": repeats,
+                "shared_workspace": ("same bits" if shared.identical else "other bits: one workspace per stream")
+                if shared and shared.compared else "not checked"}
+    return LockEntry(key if any_m else key.at(shape.m), pinned, verified, None, shape.name), ""
+
+
+def _lock_costs(entries, chosen, seed, operands, step, timing: dict) -> list[LockEntry]:
+    """Each entry with its graph-timed cost: against the heuristic's own pick (the reference arm, so
+    with an interval) and, through it, against the configuration it replaces."""
+    timed = []
+    for entry in entries:
+        shape, config, pinned = chosen[entry.key]
+        heuristic = dataclasses.replace(pinned, lt_algo=())
+        arms = list(dict.fromkeys((heuristic, pinned, config)))  # one math mode: the first is the reference
+        step(f"timing {shape.name}: {len(arms)} configurations")
+        shape_timing = time_shapes([shape], arms, seed=seed, operands=operands, **timing).timings.get(shape.name)
+        pinned_ratio = shape_timing.ratio(pinned.name, heuristic.name) if shape_timing else None
+        config_ratio = shape_timing.ratio(config.name, heuristic.name) if shape_timing and config != heuristic else None
+        cost = None
+        if pinned_ratio is not None:
+            cost = {"against_heuristic": {"config": heuristic.name, "median": pinned_ratio.median,
+                                          "ci_low": pinned_ratio.ci_low, "ci_high": pinned_ratio.ci_high}}
+            if config_ratio is not None:
+                cost["against"] = {"config": config.name, "median": pinned_ratio.median / config_ratio.median}
+        timed.append(dataclasses.replace(entry, cost=cost))
+    return timed

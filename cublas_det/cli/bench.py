@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import shutil
 import sys
 import time
 
-from .. import __version__
+from .. import __version__, lockfile
 from .._cublas import ComputeType
 from ..capture.file import load as load_capture
 from ..check import CheckInterrupted, check_many
@@ -45,11 +46,11 @@ from ..kernels.recorder import cupti_unavailable, require_cupti
 from ..memory import check_fits
 from ..operands import HostOperands
 from ..phases import Phases
-from ..prescribe import prescribe
+from ..prescribe import lock_entries, prescribe
 from ..report.compare import compare_runs
 from ..report.markdown import to_markdown
 from ..report.plot import write_plot
-from ..report.prescribe import render_prescriptions
+from ..report.prescribe import render_lock, render_prescriptions
 from ..report.results import BenchResult, ShapeReport
 from ..report.runfile import load_run, now_iso, run_from_dict, to_json
 from ..report.sweep import render_sweep, sweep_to_json
@@ -160,6 +161,11 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
                            "size), try the cures (cuBLASLt with the algorithm pinned, without split-K, planning for "
                            "the fleet's smallest SM count; BF16X9; a handle per stream), verify each bitwise against "
                            "that hazard, time it against the mode it replaces, and report the cheapest")
+    cure.add_argument("--lock", metavar="FILE",
+                      help="with --prescribe: pin cuBLASLt's algorithm for every GEMM (of the shapes, presets or "
+                           "--capture), verify it bitwise (rows m = 1 ... M, SM counts, 4 streams, repeats), time it, "
+                           "and write the lock that `cublas-det run --lock FILE` applies to a PyTorch program; "
+                           "an existing FILE of this machine gets the new GEMMs added")
     cure.add_argument("--sm-counts", metavar="N,N", type=_sm_counts,
                       help="the SM counts of your fleet (e.g. 132,114): verify the cures under them too, and try "
                            "cuBLASLt planning for the smallest")
@@ -296,6 +302,7 @@ def _run(argv, prog: str | None = None) -> int:
     shapes, scenarios, repeats, configs = _options(args, parser)
     _prescribe_options(args, parser)
     groups = _capture_groups(args, parser) if args.capture else [(shapes, configs)]
+    old_lock = _lock_options(args) if args.lock else None
     explained = _explain_target(args, parser) if args.explain else None
     if args.list:
         print(format_catalogue(shapes))
@@ -318,6 +325,8 @@ def _run(argv, prog: str | None = None) -> int:
     if explained is not None:
         return _explain(explained, configs, args.seed)
     kernels = args.kernels and _kernels_available()
+    if args.lock:
+        return _lock(args, groups, old_lock)
     if args.prescribe:
         return _prescribe(args, shapes, configs, kernels)
     if args.devices:
@@ -348,9 +357,11 @@ def _prescribe_options(args, parser) -> None:
     """What --prescribe and --sm-counts refuse, before any GPU work."""
     if args.sm_counts and not args.prescribe:
         parser.error("--sm-counts is the fleet of --prescribe; add --prescribe")
+    if args.lock and not args.prescribe:
+        parser.error("--lock writes what --prescribe verifies; add --prescribe")
     if not args.prescribe:
         return
-    for flag in ("capture", "devices", "compare", "markdown", "plot", "explain", "no_timing",
+    for flag in (() if args.lock else ("capture",)) + ("devices", "compare", "markdown", "plot", "explain", "no_timing",
                  "scenarios"):
         if getattr(args, flag):
             parser.error(f"--prescribe runs its own checks and timing; drop --{flag.replace('_', '-')}")
@@ -375,6 +386,37 @@ def _prescribe(args, shapes, configs, kernels: bool) -> int:
                                                  "problems": problems}):
         return EXIT_USAGE
     return EXIT_FINDING if problems or any(p.best is None for p in found) else EXIT_OK
+
+
+def _lock_options(args):
+    """The lock --lock adds to (None for a new file), read and checked before any GPU work."""
+    check_writable(args.lock, "--lock")
+    return lockfile.load(args.lock) if os.path.exists(args.lock) else None
+
+
+def _lock(args, groups, old_lock) -> int:
+    """--prescribe --lock: every GEMM pinned, verified and timed, written to the lock; exit 1 if one could not be."""
+    here = lockfile.where_here(fingerprint())
+    if old_lock is not None:
+        old_lock.check_here(here)
+    operands = HostOperands(args.seed)
+    min_visits, max_visits = QUICK_VISITS if args.quick else VISITS
+    entries, refused = [], []
+    try:
+        for shapes, configs in groups:
+            found, why = lock_entries(shapes, configs, fleet=args.sm_counts or (), seed=args.seed,
+                                      repeats=min(args.repeats, 5 if args.quick else 10), operands=operands,
+                                      on_step=lambda text: print(f"  {text}", file=sys.stderr, flush=True),
+                                      timing={"min_visits": min_visits, "max_visits": max_visits,
+                                              "budget_s": QUICK_BUDGET_S if args.quick else BUDGET_S})
+            entries += found
+            refused += why
+    finally:
+        operands.close()
+    lock = (old_lock or lockfile.Lock(here, {}, args.lock)).merged(entries)
+    lockfile.write(lock, args.lock)
+    print(render_lock(lock, entries, refused))
+    return EXIT_FINDING if refused else EXIT_OK
 
 
 def _kernels_available() -> bool:

@@ -70,3 +70,31 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), ke
                            for p in prescriptions for c in p.cures):
         lines += _wrap("--kernels adds to each failed cure the kernel change behind it", "")
     return "\n".join(lines)
+
+
+def _lock_cost(entry) -> str:
+    cost = (entry.cost or {}).get("against_heuristic")
+    if not cost:
+        return "not timed"
+    return f"{cost['median']:.3f} [{cost['ci_low']:.3f}, {cost['ci_high']:.3f}]"
+
+
+def render_lock(lock, written, refused) -> str:
+    """What ``--prescribe --lock`` wrote: the answer first, then a line per GEMM it locked now and why
+    the others could not be locked."""
+    where = lock.where
+    lines = [f"Lock {lock.path}: {len(written)} GEMMs locked now, {len(lock.entries)} in the file, "
+             f"{len(refused)} could not be locked",
+             f"  holds on {where['gpu']} ({where['sm_count']} SMs, compute {where['compute_capability']}), cuBLAS "
+             f"{where['cublas_version']}; each GEMM pinned to one cuBLASLt algorithm (M: any M)",
+             "", f"  {'GEMM':<30}  {'from':<32}  {'rows checked':<14}  time vs heuristic"]
+    for entry in written:
+        rows = entry.verified.get("rows") or []
+        checked = f"1 ... {entry.verified['m']}" if rows else f"M = {entry.verified['m']} only"
+        lines.append(f"  {str(entry.key):<30}  {entry.source[:32]:<32}  {checked:<14}  {_lock_cost(entry)}")
+    if refused:
+        lines += ["", "Not locked (their bits still change, pinned; they run as before):"]
+        for why in refused:
+            lines += _wrap(why, "  ")
+    lines += ["", f"Apply it: cublas-det run --lock {lock.path} -- python train.py  (or cublas_det.torch.lock)"]
+    return "\n".join(lines)

@@ -1,0 +1,278 @@
+"""The lock file: for each GEMM, the verified configuration that keeps its bits, and where it holds.
+
+``{"format": "cublas_det.lock", "version": 1, "where": {...}, "entries": [...]}``. An entry's key
+is what a caller knows before it multiplies: element types, compute type, the ops, N, K, the batch
+count and the epilogue, and M only where M is not the batch. Its configuration is a cuBLASLt one
+with the algorithm pinned: a fixed tile, split and reduction order for every output row, whatever
+M is. An entry for any M was verified on the row ladder m = 1 ... M of one M (the rows of a smaller
+batch are the full product's); one whose rows could not be verified (a dW GEMM, whose M is a weight
+dimension; an algorithm that does not run every smaller M) holds for its M alone. SM-count targets,
+repeats and the cost are kept beside it. A lock holds on the GPU, SM count and cuBLAS
+it was written on: :meth:`Lock.check_here` refuses any other, naming the difference.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+
+from ._cublas import ComputeType, MathMode
+from .config import DTYPE_ALIASES, ELEMENT_TYPES, GemmConfig
+from .errors import InputFileError, UsageError
+from .files import open_regular, parse_json
+
+FORMAT, VERSION = "cublas_det.lock", 1
+MAX_FILE_BYTES = 16 << 20
+MAX_DIMENSION = 1 << 31  # cuBLASLt's layouts take 64-bit sizes; no GEMM of a lock is larger
+HINT = "give a file that `cublas-det bench --prescribe --lock FILE` wrote"
+_SHORT = {name: alias for alias, name in reversed(DTYPE_ALIASES.items())}  # float32 -> fp32 ...
+WHERE_FIELDS = ("gpu", "sm_count", "compute_capability", "cublas_version")  # a lock holds only where all agree
+
+
+class LockMismatch(UsageError):
+    """A lock written on another GPU, SM count or cuBLAS: its algorithms may not exist or not keep bits here."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmKey:
+    """What identifies a GEMM to a lock: everything but M (row-major ``op(A)[M,K] @ op(B)[K,N]``)."""
+
+    input_dtype: str
+    output_dtype: str
+    compute_type: str  # the compute type cuBLASLt runs: TF32 math is COMPUTE_32F_FAST_TF32
+    trans_a: bool
+    trans_b: bool
+    n: int
+    k: int
+    batch: int = 1
+    epilogue: str = ""  # "BIAS": a bias vector of N added to each row
+    m: int = 0  # 0: any M (the rows verified batch-invariant); else the one M the entry holds for
+
+    @classmethod
+    def of(cls, shape, config: GemmConfig, any_m: bool = True) -> GemmKey:
+        """The key of ``shape`` (a :class:`~cublas_det.shapes.GemmShape`) run in ``config``: for any M, or its own."""
+        return cls(config.input_dtype, config.output_dtype, effective_compute(config).name, shape.trans_a,
+                   shape.trans_b, shape.n, shape.k, shape.batch, config.lt_epilogue, 0 if any_m else shape.m)
+
+    def at(self, m: int) -> GemmKey:
+        """This key for M = ``m`` alone."""
+        return dataclasses.replace(self, m=m)
+
+    @property
+    def spec(self) -> str:
+        """``MxNxK:op``, M left open (``M``) in a key for any M, as ``--shape`` takes it once M is filled in."""
+        op = ("T" if self.trans_b else "N") + ("T" if self.trans_a else "N")
+        return f"{self.m or 'M'}x{self.n}x{self.k}:{op.lower()}" + (f":b{self.batch}" if self.batch > 1 else "")
+
+    def __str__(self) -> str:
+        types = _SHORT[self.input_dtype]
+        if self.output_dtype != self.input_dtype:
+            types += f"->{_SHORT[self.output_dtype]}"
+        extra = f" +{self.epilogue.lower()}" if self.epilogue else ""
+        tf32 = " tf32" if self.compute_type == "COMPUTE_32F_FAST_TF32" else ""
+        return f"{self.spec} {types}{tf32}{extra}"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def effective_compute(config: GemmConfig) -> ComputeType:
+    """The compute type cuBLASLt is given for ``config`` (it has no math mode: TF32 math is a compute type)."""
+    if config.compute_type is ComputeType.COMPUTE_32F and config.math_mode is MathMode.TF32:
+        return ComputeType.COMPUTE_32F_FAST_TF32
+    return config.compute_type
+
+
+@dataclasses.dataclass(frozen=True)
+class LockEntry:
+    key: GemmKey
+    config: GemmConfig  # cuBLASLt, the algorithm pinned
+    verified: dict  # {"m": M of the check, "rows": [m ...], "sm_count_targets": [...], "streams": 4, "detail": str}
+    cost: dict | None = None  # {"against": configuration name, "median": ratio, "ci_low": ..., "ci_high": ...}
+    source: str = ""  # the shape it was made from (``mamba2-130m/in_proj/forward``, a capture's id ...)
+
+    def to_dict(self) -> dict:
+        return {"gemm": self.key.to_dict(), "config": self.config.to_dict(), "verified": self.verified,
+                "cost": self.cost, "source": self.source}
+
+
+@dataclasses.dataclass(frozen=True)
+class Lock:
+    where: dict  # WHERE_FIELDS and the driver, as this machine's :func:`where_here` gives them
+    entries: dict  # GemmKey -> LockEntry
+    path: str = ""
+
+    def entry_for(self, key: GemmKey, m: int) -> LockEntry | None:
+        """The entry of a GEMM of key ``key`` (any M) at M = ``m``: the entry for any M, else the one for ``m``."""
+        return self.entries.get(key) or self.entries.get(key.at(m))
+
+    def config_for(self, key: GemmKey, m: int = 0) -> GemmConfig | None:
+        """The locked configuration of a GEMM, or None where the lock has none."""
+        entry = self.entry_for(key, m)
+        return entry.config if entry else None
+
+    def check_here(self, here: dict) -> None:
+        """Raise :class:`LockMismatch` (one line) unless this lock was written where ``here`` describes."""
+        differ = [f"{field.replace('_', ' ')} {self.where.get(field)} there, {here.get(field)} here"
+                  for field in WHERE_FIELDS if self.where.get(field) != here.get(field)]
+        if differ:
+            raise LockMismatch(f"{self.path or 'the lock'} was written elsewhere ({'; '.join(differ)}): its "
+                               "algorithms may not exist or keep their bits here; prescribe again on this machine "
+                               "(cublas-det bench --prescribe --lock FILE)")
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "version": VERSION, "where": self.where,
+                "entries": [entry.to_dict() for entry in self.entries.values()]}
+
+    def merged(self, entries) -> Lock:
+        """This lock with ``entries`` added (an entry of the same key replaced)."""
+        return dataclasses.replace(self, entries={**self.entries, **{e.key: e for e in entries}})
+
+
+def where_here(fingerprint: dict) -> dict:
+    """A lock's ``where`` from :func:`cublas_det.device.fingerprint`'s record of this machine."""
+    gpu = fingerprint["gpu"]
+    return {"gpu": gpu["name"], "sm_count": gpu["sm_count"], "compute_capability": gpu["compute_capability"],
+            "cublas_version": fingerprint["cublas_version"], "driver_version": fingerprint["driver_version"]}
+
+
+def write(lock: Lock, path: str) -> None:
+    """Write ``lock`` to ``path`` whole or not at all (a temporary file renamed over it)."""
+    temporary = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(temporary, "w") as file:
+            json.dump(lock.to_dict(), file, indent=1)
+            file.write("\n")
+        os.replace(temporary, path)
+    except OSError as err:
+        raise UsageError(f"{path}: cannot write the lock ({err.strerror or err}); give a writable path") from None
+
+
+def load(path: str) -> Lock:
+    """Read and check a lock file; anything else is one line (:class:`InputFileError`)."""
+    with open_regular(path, HINT, max_bytes=MAX_FILE_BYTES, what="lock file") as file:
+        raw = file.read()
+    try:
+        data = parse_json(raw.decode("utf-8"), path)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputFileError(f"{path}: not JSON ({err}); {HINT}") from None
+    return from_data(data, path)
+
+
+def _field(data: dict, name: str, kind, where: str, path: str, check=None):
+    value = data.get(name) if isinstance(data, dict) else None
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool or (check and not check(value)):
+        raise InputFileError(f"{path}: {where}: {name} is {value!r}, not a valid {getattr(kind, '__name__', kind)}; "
+                             f"{HINT}")
+    return value
+
+
+def _key(data, where: str, path: str) -> GemmKey:
+    dims = lambda v: 0 < v < MAX_DIMENSION  # noqa: E731
+    key = GemmKey(_field(data, "input_dtype", str, where, path, ELEMENT_TYPES.__contains__),
+                  _field(data, "output_dtype", str, where, path, ELEMENT_TYPES.__contains__),
+                  _field(data, "compute_type", str, where, path, ComputeType.__members__.__contains__),
+                  _field(data, "trans_a", bool, where, path), _field(data, "trans_b", bool, where, path),
+                  _field(data, "n", int, where, path, dims), _field(data, "k", int, where, path, dims),
+                  _field(data, "batch", int, where, path, dims),
+                  _field(data, "epilogue", str, where, path, ("", "BIAS").__contains__),
+                  _field({"m": 0, **data}, "m", int, where, path, lambda v: 0 <= v < MAX_DIMENSION))
+    return key
+
+
+def from_data(data, path: str) -> Lock:
+    """A lock file's parsed JSON, checked field by field, as a :class:`Lock`."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputFileError(f"{path}: not a lock file (no \"format\": \"{FORMAT}\"); {HINT}")
+    if data.get("version") != VERSION:
+        raise InputFileError(f"{path}: lock format version {data.get('version')!r}; this cublas_det reads version "
+                             f"{VERSION}: prescribe again with this version")
+    where = data.get("where")
+    for name, kind in (("gpu", str), ("sm_count", int), ("compute_capability", str), ("cublas_version", str)):
+        _field(where, name, kind, "where", path)
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        raise InputFileError(f"{path}: entries is {type(entries).__name__}, not a list; {HINT}")
+    found = {}
+    for number, entry in enumerate(entries, 1):
+        at = f"entry {number}"
+        if not isinstance(entry, dict):
+            raise InputFileError(f"{path}: {at} is not an object; {HINT}")
+        key = _key(entry.get("gemm"), f"{at} gemm", path)
+        try:
+            config = GemmConfig.from_dict(entry.get("config"))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise InputFileError(f"{path}: {at}: the configuration is malformed ({type(err).__name__}: {err}); "
+                                 f"{HINT}") from None
+        if config.api != "lt" or not config.lt_algo:
+            raise InputFileError(f"{path}: {at}: the configuration pins no cuBLASLt algorithm; {HINT}")
+        if GemmKey(config.input_dtype, config.output_dtype, effective_compute(config).name, key.trans_a,
+                   key.trans_b, key.n, key.k, key.batch, config.lt_epilogue, key.m) != key:
+            raise InputFileError(f"{path}: {at}: the configuration's types or epilogue are not the GEMM's; {HINT}")
+        if key in found:
+            raise InputFileError(f"{path}: {at}: a second entry for {key}; {HINT}")
+        verified = entry.get("verified")
+        cost = entry.get("cost")
+        if not isinstance(verified, dict) or not (cost is None or isinstance(cost, dict)):
+            raise InputFileError(f"{path}: {at}: verified or cost is malformed; {HINT}")
+        found[key] = LockEntry(key, config, verified, cost, str(entry.get("source", "")))
+    return Lock(dict(where), found, path)
+
+
+@dataclasses.dataclass(frozen=True)
+class LockReport:
+    """Calls locked and fallen through, per GEMM (``str(GemmKey)`` -> calls; largest M seen)."""
+
+    locked: dict
+    fell_through: dict  # GEMM -> {"calls": n, "reason": why, "m": largest M, "spec": MxNxK:op, "dtype": ...}
+    lock_path: str = ""
+
+    @property
+    def locked_calls(self) -> int:
+        return sum(self.locked.values())
+
+    @property
+    def fell_through_calls(self) -> int:
+        return sum(item["calls"] for item in self.fell_through.values())
+
+    def lines(self) -> list[str]:
+        gemms = lambda n: f"{n} GEMM" + ("" if n == 1 else "s")  # noqa: E731
+        calls = lambda n: f"{n:,} call" + ("" if n == 1 else "s")  # noqa: E731
+        lines = [f"locked {calls(self.locked_calls)} of {gemms(len(self.locked))}; "
+                 f"{calls(self.fell_through_calls)} of {gemms(len(self.fell_through))} fell through to torch"]
+        shapes = []
+        for gemm, item in sorted(self.fell_through.items(), key=lambda kv: -kv[1]["calls"]):
+            lines.append(f"  {gemm}: {calls(item['calls'])}, {item['reason']}")
+            if item["reason"] == "not in the lock" and item.get("spec"):
+                shapes.append((item["spec"], item["dtype"], item.get("mode", "default")))
+        if shapes:
+            lock = self.lock_path or "lock.json"
+            for spec, dtype, mode in dict.fromkeys(shapes):
+                lines += [f"  add: cublas-det bench --prescribe --lock {lock} \\",
+                          f"         --shape {spec} --dtype {_SHORT.get(dtype, dtype)} --modes {mode}"]
+            lines.append("  or all of them: cublas-det capture --out cap.json -- python train.py, then the")
+            lines.append("  same bench command with --capture cap.json in place of --shape")
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def to_dict(self) -> dict:
+        return {"locked": self.locked, "fell_through": self.fell_through, "lock": self.lock_path}
+
+    @classmethod
+    def merge(cls, reports) -> LockReport:
+        """One report of several processes' (``run``: one a process)."""
+        locked, fell = collections.Counter(), {}
+        path = ""
+        for report in reports:
+            locked.update(report.locked)
+            path = path or report.lock_path
+            for gemm, item in report.fell_through.items():
+                mine = fell.setdefault(gemm, {**item, "calls": 0})
+                mine["calls"] += item["calls"]
+                if item.get("m", 0) > mine.get("m", 0):  # the largest M's shape is the one to add
+                    mine.update({k: v for k, v in item.items() if k != "calls"})
+        return cls(dict(locked), fell, path)

@@ -1,0 +1,154 @@
+"""The lock file (schema, validation, where it holds), entering a Python program, and the lock's report:
+everything of the lock that runs without a GPU."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cublas_det import GemmConfig, MathMode, lockfile
+from cublas_det.enter import SITE, TASKS_ENV, python_env
+from cublas_det.errors import InputFileError
+from cublas_det.lockfile import LockReport
+from cublas_det.shapes import parse_shape
+
+ALGO = {"algo_id": 66, "tile": 24, "splitk": 1, "reduction_scheme": 0, "cta_swizzling": 0, "custom_option": 7,
+        "stages": 35, "inner_shape": 0, "cluster_shape": 5}
+WHERE = {"gpu": "NVIDIA H200", "sm_count": 132, "compute_capability": "9.0", "cublas_version": "13.1.0",
+         "driver_version": "13.0"}
+
+
+def _entry(spec="16384x3352x768:tn", epilogue=""):
+    config = GemmConfig(MathMode.DEFAULT, input_dtype="bfloat16", output_dtype="bfloat16", api="lt",
+                        lt_algo=ALGO, lt_epilogue=epilogue)
+    shape = parse_shape(spec)
+    return lockfile.LockEntry(lockfile.GemmKey.of(shape, config), config,
+                              {"m": shape.m, "rows": [1, 2, 4], "sm_count_targets": [16, 66], "streams": 4},
+                              {"against_heuristic": {"median": 1.0, "ci_low": 0.99, "ci_high": 1.01}}, spec)
+
+
+@pytest.fixture
+def lock_path(tmp_path):
+    lock = lockfile.Lock(WHERE, {}, str(tmp_path / "lock.json")).merged([_entry(), _entry("16384x768x3352:nn"),
+                                                                        _entry(epilogue="BIAS")])
+    lockfile.write(lock, lock.path)
+    return lock.path
+
+
+def test_a_lock_reads_back_as_written(lock_path):
+    lock = lockfile.load(lock_path)
+    assert len(lock.entries) == 3  # the BIAS epilogue is another GEMM than the same shape without it
+    key = lockfile.GemmKey("bfloat16", "bfloat16", "COMPUTE_32F", False, True, 3352, 768)
+    assert lock.config_for(key).lt_algo == tuple(sorted(ALGO.items()))
+    assert lock.config_for(lockfile.GemmKey("bfloat16", "bfloat16", "COMPUTE_32F", False, True, 3352, 769)) is None
+    assert str(key) == "Mx3352x768:tn bf16"  # M is left open: one entry serves every batch size
+
+
+def test_tf32_math_is_a_compute_type_in_the_key():
+    config = GemmConfig(MathMode.TF32, api="lt", lt_algo=ALGO)
+    key = lockfile.GemmKey.of(parse_shape("64x32x128"), config)
+    assert key.compute_type == "COMPUTE_32F_FAST_TF32" and "tf32" in str(key)
+
+
+@pytest.mark.parametrize("mutate, says", [
+    (lambda d: d.update(format="something"), "not a lock file"),
+    (lambda d: d.update(version=9), "version 9"),
+    (lambda d: d["where"].pop("sm_count"), "sm_count"),
+    (lambda d: d["entries"][0]["gemm"].update(n=-1), "n is -1"),
+    (lambda d: d["entries"][0]["gemm"].update(k=10 ** 30), "k is"),
+    (lambda d: d["entries"][0]["gemm"].update(trans_a="no"), "trans_a"),
+    (lambda d: d["entries"][0]["gemm"].update(input_dtype="float64"), "input_dtype"),
+    (lambda d: d["entries"][0]["config"].pop("lt_algo"), "pins no cuBLASLt algorithm"),
+    (lambda d: d["entries"][0]["config"].update(math_mode="NOPE"), "configuration is malformed"),
+    (lambda d: d["entries"][0]["config"].update(input_dtype="float16", output_dtype="float16"), "not the GEMM's"),
+    (lambda d: d["entries"].append(d["entries"][0]), "a second entry"),
+    (lambda d: d.update(entries={}), "not a list"),
+])
+def test_a_malformed_lock_is_one_line(lock_path, mutate, says):
+    data = json.load(open(lock_path))
+    mutate(data)
+    with open(lock_path, "w") as file:
+        json.dump(data, file)
+    with pytest.raises(InputFileError, match=says) as raised:
+        lockfile.load(lock_path)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_truncated_lock_is_one_line(lock_path):
+    text = open(lock_path).read()
+    with open(lock_path, "w") as file:
+        file.write(text[: len(text) // 2])
+    with pytest.raises(InputFileError, match="not JSON"):
+        lockfile.load(lock_path)
+
+
+@pytest.mark.parametrize("field, value", [("gpu", "NVIDIA H100 80GB HBM3"), ("cublas_version", "13.1.1"),
+                                          ("sm_count", 114), ("compute_capability", "10.0")])
+def test_a_lock_from_elsewhere_is_refused_naming_the_difference(lock_path, field, value):
+    here = {**WHERE, field: value}
+    with pytest.raises(lockfile.LockMismatch) as raised:
+        lockfile.load(lock_path).check_here(here)
+    text = str(raised.value)
+    assert f"{WHERE[field]} there, {value} here" in text and "\n" not in text
+    lockfile.load(lock_path).check_here({**WHERE, "driver_version": "13.1"})  # another driver: the lock holds
+
+
+def test_run_refuses_a_corrupt_lock_before_running_anything(typed, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "cublas_det.lock", "version": 1, "where": {}')
+    marker = tmp_path / "ran"
+    result = typed("cublas-det", "run", "--lock", bad, "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not JSON" in result.stderr
+    assert not marker.exists()
+
+
+def test_run_without_a_command_and_bench_lock_without_prescribe_are_usage_errors(typed, lock_path):
+    result = typed("cublas-det", "run", "--lock", lock_path)
+    assert result.returncode == 2 and "give the command to run after --" in result.stderr
+    result = typed("cublas-det", "bench", "--lock", lock_path)
+    assert result.returncode == 2 and "add --prescribe" in result.stderr
+
+
+def test_bench_prescribe_reads_an_existing_lock_before_the_gpu(typed, tmp_path):
+    bad = tmp_path / "old.json"
+    bad.write_text('{"format": "cublas_det.capture"}')
+    result = typed("cublas-det", "bench", "--prescribe", "--lock", bad, "--shape", "64x64x64")
+    assert result.returncode == 2 and "not a lock file" in result.stderr
+
+
+def _python(env, code="print('ran')"):
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_entering_a_python_program_runs_the_task_then_the_shadowed_sitecustomize(tmp_path):
+    (tmp_path / "task_module.py").write_text(
+        "import os\ndef start():\n    open(os.environ['MARKER'], 'w').write('entered')\n"
+        "def broken():\n    raise RuntimeError('no lock here')\n")
+    (tmp_path / "sitecustomize.py").write_text("import os\nopen(os.environ['MARKER'] + '.user', 'w')\n")
+    marker = tmp_path / "marker"
+    env = python_env(["task_module:start", "task_module:broken"], {"MARKER": str(marker)})
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == SITE and env[TASKS_ENV] == "task_module:start,task_module:broken"
+    result = _python(env)
+    assert result.returncode == 0 and result.stdout == "ran\n"  # the program itself runs as it would
+    assert marker.read_text() == "entered"
+    assert (tmp_path / "marker.user").exists()  # the user's own sitecustomize still ran
+    assert "task_module:broken not entered" in result.stderr and "no lock here" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert SITE not in _python(env, "import sys; print(sys.path)").stdout  # the program's path is its own
+
+
+def test_the_report_names_what_fell_through_and_the_command_that_adds_it():
+    one = LockReport({"Mx3352x768:tn bf16": 3}, {"Mx100x768:tn bf16": {
+        "calls": 2, "reason": "not in the lock", "m": 4096, "spec": "4096x100x768:tn", "dtype": "bfloat16",
+        "mode": "default"}}, "lock.json")
+    two = LockReport({"Mx3352x768:tn bf16": 1}, {"Mx100x768:tn bf16": {
+        "calls": 1, "reason": "not in the lock", "m": 8192, "spec": "8192x100x768:tn", "dtype": "bfloat16"}}, "")
+    merged = LockReport.merge([one, two])
+    assert merged.locked_calls == 4 and merged.fell_through_calls == 3
+    text = str(merged)
+    assert text.startswith("locked 4 calls of 1 GEMM; 3 calls of 1 GEMM fell through to torch")
+    assert "--shape 8192x100x768:tn --dtype bf16 --modes default" in text  # the largest M
+    assert max(len(line) for line in text.splitlines()) <= 100
