@@ -161,7 +161,7 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     compute = handle._compute_type if compute_type is None else int(compute_type)
     check_types(a.dtype.name, out.dtype.name, compute)  # ValueError naming an unsupported combination
     scalars = _scalars(alpha, beta, compute)
-    args = _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr,
+    args = gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr,
                          addressof(scalars[0]), addressof(scalars[1]), compute,
                          int(ELEMENT_TYPES[a.dtype.name].cuda), int(ELEMENT_TYPES[out.dtype.name].cuda), handle._algo)
     return handle, out, args + _batch_tail(stack[0] if stack else 1, m, n, k), scalars
@@ -210,7 +210,7 @@ def _scalars(alpha: float, beta: float, compute: int) -> tuple:
     return c_float(alpha), c_float(beta)
 
 
-def _gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, alpha_address, beta_address,
+def gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, alpha_address, beta_address,
                   compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUDA_R_32F,
                   algo: int = CUBLAS_GEMM_DEFAULT) -> tuple:
     """cublasGemmEx's arguments after the handle, for a row-major ``out = op(a) @ op(b)``.
@@ -233,7 +233,7 @@ def shape_args(shape, compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUD
     """The arguments ``gemm()`` passes cuBLAS for a :class:`~cublas_det.shapes.GemmShape` of packed
     operands (``pointers``: a, b, out, alpha, beta; none by default, to plan or inspect a call)."""
     a, b, out, alpha, beta = pointers
-    return (_gemm_ex_args(shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.a_shape[-1],
+    return (gemm_ex_args(shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.a_shape[-1],
                           shape.b_shape[-1], a, b, out, alpha, beta, compute_type, ab_type, c_type, algo)
             + _batch_tail(shape.batch, shape.m, shape.n, shape.k))
 
@@ -351,7 +351,7 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
             _several_devices and not (a_data.device_id == b_data.device_id == out_data.device_id
                                       == handle._device_id)):
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)  # names the problem
-    # The arguments _gemm_ex_args makes, written out: calling helpers here costs ~0.2 µs per GEMM.
+    # The arguments gemm_ex_args makes, written out: calling helpers here costs ~0.2 µs per GEMM.
     if alpha == 1.0 and beta == 0.0:
         alpha_address, beta_address = _ONE_ADDRESS, _ZERO_ADDRESS
     else:

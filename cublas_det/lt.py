@@ -101,9 +101,11 @@ class LtPath:
         return (op_a, op_b, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, self._target(sm_count_target),
                 args[GEMM_EX_ARGS:])  # a batched call's count and strides
 
-    def issue(self, args: tuple, stream_ptr: int, sm_count_target: int = 0, bias_ptr: int = 0) -> None:
+    def issue(self, args: tuple, stream_ptr: int, sm_count_target: int = 0, bias_ptr: int = 0,
+              workspace: tuple | None = None) -> None:
         """Run the GEMM of cublasGemmEx's arguments ``args`` (after the handle; a batched call's count
-        and strides after them) on ``stream_ptr``."""
+        and strides after them) on ``stream_ptr``; ``workspace``: (pointer, bytes) in place of the path's
+        own, for a caller with one workspace per stream."""
         key = self._key(args, sm_count_target)
         _, _, m, _, _, alpha, a, _, _, b, _, _, beta, c, c_type, _, _, _ = args[:GEMM_EX_ARGS]
         with self._lock:
@@ -111,7 +113,7 @@ class LtPath:
             if self.config.lt_epilogue == "BIAS":
                 lt.matmul_desc_set(desc, lt.MatmulDesc.BIAS_POINTER, bias_ptr or _bias(m, c_type), c_void_p)
             lt.matmul(self.handle, desc, alpha, a, layouts[0], b, layouts[1], beta, c, layouts[2], c, layouts[2],
-                      algo, self.workspace[0], self.workspace[1], stream_ptr)
+                      algo, *(workspace or self.workspace), stream_ptr)
 
     def algorithm(self, args: tuple, sm_count_target: int = 0) -> tuple:
         """The algorithm this GEMM runs (sorted (name, value)): a configuration's ``lt_algo`` pins it."""

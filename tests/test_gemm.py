@@ -298,7 +298,7 @@ def test_cublas_rejection_is_a_cublas_error_on_both_paths():
     # given one (12345), so that cuBLAS rejects it on each binding.
     with pytest.raises(ValueError, match=r"compute type 12345 \(no cuBLAS compute type\) does not take float32"):
         gemm(a, b, out=out, trans_a=True, compute_type=12345)
-    args = _gemm._gemm_ex_args(True, False, 128, 56, 4096, 128, 56, a.data.ptr, b.data.ptr, out.data.ptr,
+    args = _gemm.gemm_ex_args(True, False, 128, 56, 4096, 128, 56, a.data.ptr, b.data.ptr, out.data.ptr,
                                _gemm._ONE_ADDRESS, _gemm._ZERO_ADDRESS, 12345)
     statuses = []
     with create_handle("pedantic") as follows, create_handle("pedantic", workspace_bytes=2**20) as with_workspace:
@@ -315,7 +315,7 @@ def test_ctypes_arguments_wrap_exactly_the_five_pointers():
 
     from cublas_det import call as _gemm
 
-    args = _gemm._gemm_ex_args(True, False, 128, 56, 4096, 128, 56, 0x7F00_0000_1000, 0x7F00_0000_2000,
+    args = _gemm.gemm_ex_args(True, False, 128, 56, 4096, 128, 56, 0x7F00_0000_1000, 0x7F00_0000_2000,
                                0x7F00_0000_3000, 0x7F00_0000_4000, 0x7F00_0000_5000, ComputeType.COMPUTE_32F)
     wrapped = _gemm._as_ctypes(args)
     assert len(wrapped) == len(args) == 18

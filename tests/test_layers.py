@@ -9,21 +9,21 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
 # Each part of the package (a top-level module or folder) and its floor: a part imports only parts on
 # lower floors, and itself.
 FLOORS = {
-    "errors": 0, "phases": 0,
+    "errors": 0, "phases": 0, "enter": 0,
     "_cublas": 1, "bits": 1, "shapes": 1, "files": 1,
     "config": 2, "device": 2, "_cublaslt": 2,
-    "lt": 3,
+    "lt": 3, "lockfile": 3,
     "handle": 4, "memory": 4,
     "call": 5, "operands": 5,
     "kernels": 6, "rundiff": 6, "capture": 6,
     "check": 7, "timing": 7,
-    "report": 8, "prescribe": 8,
+    "report": 8, "prescribe": 8, "torch": 8,
     "cli": 9, "testing": 9, "pytest_plugin": 9, "trace": 9,
-    "__init__": 10, "__main__": 10, "bench": 10, "compare": 10, "diff": 10,
+    "__init__": 10, "__main__": 10, "_site": 10, "bench": 10, "compare": 10, "diff": 10,
 }
 # Imported where they are needed: CuPy (a module must import on a machine without a GPU), and the
 # optional packages (CUPTI, matplotlib, PyTorch, NVML, safetensors, ml_dtypes).
-LAZY = ("cupy", "cupyx", "cupy_backends", "cuda", "cupti", "matplotlib", "torch", "pynvml", "safetensors",
+LAZY = ("cublas_det.torch", "..torch", "cupy", "cupyx", "cupy_backends", "cuda", "cupti", "matplotlib", "torch", "pynvml", "safetensors",
         "ml_dtypes", "importlib.metadata")
 
 

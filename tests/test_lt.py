@@ -8,7 +8,7 @@ import pytest
 
 from cublas_det import _cublaslt
 from cublas_det._cublas import MathMode
-from cublas_det.call import _gemm_ex_args, shape_args
+from cublas_det.call import gemm_ex_args, shape_args
 from cublas_det.config import GemmConfig
 from cublas_det.lt import split_k
 from cublas_det.shapes import parse_shape
@@ -52,7 +52,7 @@ def test_lt_configurations_parse_name_and_round_trip():
 
 
 # cublasGemmEx's arguments of the row-major 128x56x4096 dW GEMM below (pointers 0: only read for the plan)
-DW_ARGS = _gemm_ex_args(True, False, 128, 56, 4096, 128, 56, 0, 0, 0, 0, 0, 68)
+DW_ARGS = gemm_ex_args(True, False, 128, 56, 4096, 128, 56, 0, 0, 0, 0, 0, 68)
 
 
 @pytest.mark.gpu
@@ -247,7 +247,7 @@ def test_lt_layouts_and_descriptor_follow_cublasgemmex_arguments(monkeypatch):
     monkeypatch.setattr(lt_path, "lt", Fake())
     path = lt_path.LtPath(GemmConfig(api="lt"), 0, 1 << 20)
     # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3): cublasGemmEx(N, T, 3, 7, 5, ..., ldb=3, lda=7, ldc=3)
-    args = _gemm_ex_args(True, False, 7, 3, 5, 7, 3, 0, 0, 0, 0, 0, 68)
+    args = gemm_ex_args(True, False, 7, 3, 5, 7, 3, 0, 0, 0, 0, 0, 68)
     path.issue(args, stream_ptr=0)
     layouts = [a for name, a in made if name == "layout_create"]
     assert layouts == [(0, 3, 5, 3), (0, 7, 5, 7), (0, 3, 7, 3)]  # A = b (3x5, ld 3), B = a op T (7x5, ld 7), C 3x7

@@ -1,0 +1,85 @@
+"""The lock applied to an unchanged PyTorch program, and the audit of a whole step.
+
+::
+
+    import cublas_det.torch as cdt
+
+    with cdt.lock("lock.json"):        # CUDA mm, addmm, bmm, baddbmm of the lock's GEMMs: pinned
+        loss = model(x).sum(); loss.backward()
+    print(cdt.audit(step, batch=4))     # the first op whose bits depend on the batch, or do not repeat
+
+``cublas-det run --lock lock.json -- python train.py`` does the same for a script that never
+imports ``cublas_det``. Needs PyTorch; nothing else in ``cublas_det`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from .. import lockfile
+from ..device import fingerprint, require_gpu
+from .audit import AuditReport
+from .audit import audit as _audit
+from ..lockfile import LockReport
+from .router import Router
+
+__all__ = ["AuditReport", "LockReport", "Router", "active", "audit", "disable", "enable", "lock"]
+
+_active: Router | None = None
+
+
+def enable(lock: str | lockfile.Lock, *, check: bool = True) -> Router:
+    """Route the lock's GEMMs through their pinned configurations until :func:`disable`.
+
+    Args:
+        lock: a lock file's path, or a :class:`~cublas_det.lockfile.Lock`.
+        check: refuse a lock written on another GPU, SM count or cuBLAS (:class:`~cublas_det.lockfile.LockMismatch`).
+    Raises:
+        InputFileError: a lock file that cannot be read; LockMismatch: one from elsewhere; NoGpuError.
+    """
+    global _active
+    if _active is not None:
+        raise RuntimeError("a lock is already enabled; disable() it first")
+    loaded = lockfile.load(lock) if isinstance(lock, str) else lock
+    if check:
+        require_gpu()
+        loaded.check_here(lockfile.where_here(fingerprint()))
+    router = Router(loaded)
+    router.enable()
+    _active = router
+    return router
+
+
+def disable() -> LockReport | None:
+    """Give the GEMMs back to torch; the report of what was locked (None when no lock was enabled)."""
+    global _active
+    router, _active = _active, None
+    if router is None:
+        return None
+    router.close()
+    return router.report()
+
+
+def audit(step, batch: int = 4, **options) -> AuditReport:
+    """:func:`cublas_det.torch.audit.audit` with the enabled lock, if any: the first op of ``step`` whose
+    bits depend on the batch or do not repeat, and whether each GEMM was locked."""
+    return _audit(step, batch, router=_active, **options)
+
+
+def active() -> Router | None:
+    """The enabled lock's router, if any."""
+    return _active
+
+
+@contextlib.contextmanager
+def lock(path: str | lockfile.Lock, *, report=sys.stderr):
+    """:func:`enable` for the ``with`` block, then :func:`disable`; the report is written to ``report``
+    (a file, None for silence) and kept as the router's ``.last_report``."""
+    router = enable(path)
+    try:
+        yield router
+    finally:
+        router.last_report = disable()
+        if report is not None:
+            print(f"cublas_det lock: {router.last_report}", file=report)
