@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from .. import __version__
-from . import bench, capture, compare, diff, env, report
+from . import audit, bench, capture, compare, diff, env, report, run
 from .common import EXIT_OK, EXIT_USAGE, error_line, prog_name
 
 EXIT_CODES = """exit codes:
@@ -24,6 +24,8 @@ COMMANDS = {
     "report": (report.main, "render a stored run again, as text or Markdown (no GPU)"),
     "diff": (diff.main, "find where two training runs first diverge, from their dumps (no GPU)"),
     "capture": (capture.main, "run a program and capture the GEMMs it runs, from cuBLAS's own logs; findings"),
+    "run": (run.main, "run a PyTorch program with the lock applied, unchanged; what was locked"),
+    "audit": (audit.main, "the first op of a PyTorch step that is not batch-invariant or does not repeat"),
     "explain": (bench.explain_main, "the kernels a shape runs per mode, SM count and batch size (CUPTI)"),
     "env": (env.main, "the environment fingerprint, and where the CUDA libraries were found (default)"),
 }

@@ -1,0 +1,77 @@
+"""cublas-det audit: the first op of a PyTorch step whose bits depend on the batch or do not repeat.
+
+FILE.py:FUNCTION names the step: FUNCTION(n) runs it on the first n samples (sample 0 the same for
+every n), leaving the state it found (no optimizer step; gradients zeroed first). It runs at batch 1
+and at --batch, comparing sample 0's slice of every op's output, and twice at --batch, comparing
+whole outputs; with --lock, its GEMMs run locked and each is said to be locked or not. A module-level
+`model` in FILE names the modules ops ran in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+
+from ..errors import UsageError
+from .common import EXIT_FINDING, EXIT_OK, ArgumentParser, prog_name, run_guarded, wrap_paragraphs
+
+EPILOG = """examples:
+  %(prog)s step.py:train_step --batch 4
+  %(prog)s step.py:forward --batch 8 --lock lock.json --no-repeat
+
+exit codes: 0 every op batch-invariant and repeating; 1 an op differs (named); 2 a usage error
+"""
+
+
+def build_parser(prog: str | None = None) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]),
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("step", metavar="FILE.py:FUNCTION", help="the step to audit")
+    parser.add_argument("--batch", type=int, default=4, help="the batch to compare with batch 1 (default: %(default)s)")
+    parser.add_argument("--lock", metavar="FILE", help="run the step's GEMMs under this lock")
+    parser.add_argument("--no-repeat", action="store_true", help="only batch 1 against --batch")
+    return parser
+
+
+def load_step(spec: str):
+    """The function ``FILE.py:FUNCTION`` names, and the file's module-level ``model`` (or None)."""
+    path, _, name = spec.rpartition(":")
+    if not path or not name:
+        raise UsageError(f"{spec!r}: give FILE.py:FUNCTION, e.g. step.py:train_step")
+    if not os.path.isfile(path):
+        raise UsageError(f"{path}: no such file; give the Python file that defines {name}")
+    module_spec = importlib.util.spec_from_file_location("cublas_det_audited", path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # as `python FILE.py` would import its neighbours
+    module_spec.loader.exec_module(module)
+    step = getattr(module, name, None)
+    if not callable(step):
+        raise UsageError(f"{path} defines no function {name!r}")
+    return step, getattr(module, "model", None)
+
+
+def _run(argv, prog: str) -> int:
+    args = build_parser(prog).parse_args(argv)
+    if args.batch < 2:
+        raise UsageError(f"--batch {args.batch}: give 2 or more (batch 1 is what it is compared with)")
+    import cublas_det.torch as locked  # PyTorch: imported only for this command
+
+    if args.lock:
+        locked.enable(args.lock)
+    step, model = load_step(args.step)
+    try:
+        report = locked.audit(step, args.batch, repeat=not args.no_repeat,
+                              model=model if hasattr(model, "named_modules") else None)
+    finally:
+        lock_report = locked.disable() if args.lock else None
+    print(report)
+    if lock_report is not None:
+        print(f"Lock: {lock_report}")
+    return EXIT_OK if report.clean else EXIT_FINDING
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    prog = prog or prog_name()
+    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else list(argv), prog))

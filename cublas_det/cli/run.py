@@ -1,0 +1,85 @@
+"""cublas-det run: a program run with the lock applied, the program unchanged.
+
+Every Python process of the command gets the lock's GEMMs (CUDA mm, addmm, bmm, baddbmm, forward
+and backward) through their pinned cuBLASLt algorithms; any other GEMM runs as torch runs it. At
+the end: how many calls were locked, which GEMMs fell through, and the command that adds them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+from .. import lockfile
+from ..lockfile import LockReport
+from ..device import fingerprint, require_gpu
+from ..enter import python_env, run_program
+from ..errors import UsageError
+from .common import ArgumentParser, prog_name, run_guarded, wrap_paragraphs, warning_line
+
+EPILOG = """examples:
+  cublas-det bench --prescribe --lock lock.json --capture capture.json   # make the lock
+  %(prog)s --lock lock.json -- python train.py --steps 100
+  %(prog)s --lock lock.json -- torchrun --nproc-per-node 8 train.py
+
+exit codes: the command's own (128 + N when signal N ended it, 130 on Ctrl-C); 2 for a usage
+  error (no command, a lock that cannot be read or was written on another GPU or cuBLAS)
+"""
+
+
+def build_parser(prog: str | None = None) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]),
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            usage="%(prog)s --lock FILE [--quiet] -- CMD [ARGS...]")
+    parser.add_argument("--lock", required=True, metavar="FILE", help="the lock that bench --prescribe --lock wrote")
+    parser.add_argument("--quiet", action="store_true", help="print no report (a GEMM that fell through still warns)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
+    return parser
+
+
+def _reports(folder: str) -> list:
+    found = []
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name)) as file:
+            data = json.load(file)
+        found.append(LockReport(data["locked"], data["fell_through"], data.get("lock", "")))
+    return found
+
+
+def _run(argv, prog: str) -> int:
+    args = build_parser(prog).parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise UsageError("give the command to run after --, e.g. -- python train.py")
+    lock = lockfile.load(args.lock)
+    require_gpu()
+    lock.check_here(lockfile.where_here(fingerprint()))
+    folder = tempfile.mkdtemp(prefix="cublas-det-run-")
+    try:
+        env = python_env(["cublas_det.torch.boot:start"],
+                         {"CUBLAS_DET_LOCK": os.path.abspath(args.lock), "CUBLAS_DET_LOCK_REPORT": folder})
+        try:
+            status, interrupted = run_program(command, env)
+        except OSError as err:
+            raise UsageError(f"cannot run {command[0]!r}: {err.strerror or err}") from None
+        reports = _reports(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if not reports:
+        warning_line(prog, "no process of the command applied the lock (not a Python program, or one without "
+                           "PyTorch or cublas_det: see the lines above)")
+    else:
+        report = LockReport.merge(reports)
+        processes = f"{len(reports)} process" + ("" if len(reports) == 1 else "es")
+        if not args.quiet or report.fell_through:
+            print(f"{prog}: {processes}, {report}", file=sys.stderr)
+    return 130 if interrupted else status
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    prog = prog or prog_name()
+    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else list(argv), prog))
