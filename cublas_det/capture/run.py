@@ -19,6 +19,8 @@ import tempfile
 import threading
 import time
 
+from ..enter import python_env
+from .inprocess import LOG_ENV as WHOLE_CALLS_ENV
 from .model import Capture
 from .parse import CHUNK, CublasLogParser, LtLogParser
 
@@ -102,6 +104,8 @@ def run_captured(command: list[str], capture: Capture) -> tuple[int, bool]:
         env = {key: value for key, value in os.environ.items() if key not in LOG_ENV}
         env.update(CUBLAS_LOGINFO_DBG="1", CUBLAS_LOGDEST_DBG=paths["cublas"], CUBLASLT_LOG_LEVEL="5",
                    CUBLASLT_LOG_FILE=paths["cublaslt"])
+        # A Python process writes each thread's cuBLAS calls whole (its logger callback), others line by line.
+        env = python_env(["cublas_det.capture.inprocess:start"], {WHOLE_CALLS_ENV: paths["cublas"]}, base=env)
         for reader in readers:
             reader.start()
         process = subprocess.Popen(command, env=env)

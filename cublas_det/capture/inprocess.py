@@ -1,0 +1,66 @@
+"""cuBLAS's API log read inside a Python process, each thread's calls kept whole.
+
+cuBLAS writes a call's log line by line, and threads that call at once mix their lines in the
+file. Its logger callback hands each line over on the thread that wrote it: lines are gathered per
+thread and each whole call (up to its closing ``i! COMPILED WITH`` line, or the thread's next call)
+goes to the capture's pipe in one write, under one lock. ``cublasLoggerConfigure`` then turns
+cuBLAS's own file output off, so no call is read twice.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import threading
+
+from .. import _cublas
+
+LOG_ENV = "CUBLAS_DET_CAPTURE_LOG"  # the pipe whole calls are written to
+_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_char_p)
+_state: dict = {}
+
+
+class _Gatherer:
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.lines: dict = {}  # thread -> the lines of its call so far
+        self.write_lock = threading.Lock()
+
+    def line(self, message: bytes) -> None:
+        thread = threading.get_ident()
+        if message.startswith(b"I! cuBLAS") and self.lines.get(thread):
+            self.flush(thread)  # a new call: the last one of this thread is whole
+        self.lines.setdefault(thread, []).append(message if message.endswith(b"\n") else message + b"\n")
+        if message.startswith(b"i! COMPILED WITH"):
+            self.flush(thread)
+
+    def flush(self, thread) -> None:
+        lines = self.lines.pop(thread, None)
+        if lines:
+            data = b"".join(lines)
+            with self.write_lock:
+                while data:
+                    data = data[os.write(self.fd, data):]
+
+    def flush_all(self) -> None:
+        for thread in list(self.lines):
+            self.flush(thread)
+
+
+def start() -> None:
+    """Take cuBLAS's log over in this process (from ``sitecustomize``: ``CUBLAS_DET_CAPTURE_LOG`` names the pipe)."""
+    cdll = _cublas.library()[0]
+    fd = os.open(os.environ[LOG_ENV], os.O_WRONLY | os.O_APPEND)
+    gatherer = _Gatherer(fd)
+    # Exceptions cannot cross the C boundary: a failing line is lost, never the program.
+    callback = _CALLBACK(lambda message: gatherer.line(message or b""))
+    _state.update(callback=callback, gatherer=gatherer)  # kept alive: cuBLAS holds the pointer
+    status = cdll.cublasSetLoggerCallback(callback)
+    if status:
+        raise _cublas.CublasError(status, "cublasSetLoggerCallback")
+    cdll.cublasLoggerConfigure.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p]
+    status = cdll.cublasLoggerConfigure(1, 0, 0, None)  # on, to the callback alone
+    if status:
+        raise _cublas.CublasError(status, "cublasLoggerConfigure")
+    atexit.register(gatherer.flush_all)
