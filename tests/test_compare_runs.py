@@ -185,7 +185,7 @@ def test_report_re_renders_a_stored_run(typed, tmp_path):
     assert max(len(line) for line in lines) <= 100  # every line fits 100 columns
     assert any(line.startswith("Verdict: pass") for line in lines[:12])
     legacy = typed("python -m cublas_det.report", LEGACY)
-    assert legacy.returncode == 0 and "FAILED (documented as reproducible" in legacy.stdout  # that run's upload race
+    assert legacy.returncode == 1 and "FAILED (documented as reproducible" in legacy.stdout
     assert "  PEDANTIC  yes    batch size               DEFAULT" in result.stdout
     assert "Same bits as PEDANTIC: DEFAULT on 15 of 15 shapes, TF32 on 0 of 15 shapes" in result.stdout
     assert markdown.read_text().startswith("# cublas_det 0.1.0 on NVIDIA H200")
@@ -384,3 +384,22 @@ def test_a_reference_gemm_that_failed_with_only_hazards_asked_reads_error_when_r
     assert entry["extra_info"]["reproducible"] == "error" and entry["extra_info"]["error"] == error
     assert back.verdict is Reproducible.ERROR and back.error == error
     assert check_failures(back) == ["reference"] and reproducible_cell(back) == "error: no output"
+
+
+def _failed_repeat(data, group="trunk/W_a/dX"):
+    """A copy in which the repeat scenario of ``group`` gave other bits in every configuration."""
+    data = copy.deepcopy(data)
+    for entry in data["benchmarks"]:
+        for scenario in entry["extra_info"].get("scenarios") or ():
+            if entry["group"] == group and scenario["scenario"] == "repeat":
+                scenario.update(differing_runs=3, mismatched_elements=7, max_ulp=2, identical=False, outcome=None)
+    return data
+
+
+def test_report_exits_with_the_stored_verdicts_code(typed, tmp_path, stored):
+    failed = typed("python -m cublas_det.report", _write(tmp_path, "failed.json", _failed_repeat(stored)))
+    assert "Verdict: FAIL (exit 1)" in failed.stdout
+    assert failed.returncode == 1, failed.stderr
+    passed = typed("python -m cublas_det.report", STORED)
+    assert "Verdict: pass" in passed.stdout and passed.returncode == 0
+    assert "1 it failed (a guarantee failed or could not" in typed("python -m cublas_det.report", "--help").stdout
