@@ -12,7 +12,7 @@ import sys
 from ..errors import UsageError
 from ..report.markdown import to_markdown
 from ..report.plot import write_plot
-from ..report.runfile import bench_result, load_run
+from ..report.runfile import bench_result, load_run, old_file_note
 from ..report.text import render_text, run_failed
 from .common import (
     EXIT_FINDING,
@@ -52,11 +52,13 @@ def _run(argv, prog: str | None = None) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
-    result = bench_result(load_run(args.file))
-    print(render_text(result))
+    run = load_run(args.file)
+    result = bench_result(run)
+    notes = [note for note in [old_file_note(run)] if note]
+    print(render_text(result, notes=notes))
     written = True
     if args.markdown:
-        written &= write_text(args.markdown, to_markdown(result))
+        written &= write_text(args.markdown, to_markdown(result, notes))
     if args.plot:
         write_plot(result, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)

@@ -13,7 +13,7 @@ import dataclasses
 import os
 
 from ..timing.results import is_control
-from .runfile import Entry, StoredRun, describe_machine
+from .runfile import NO_IDENTITY, Entry, StoredRun, describe_machine
 from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 
 EXIT_OK, EXIT_FINDING, EXIT_NOTHING = 0, 1, 2
@@ -72,9 +72,9 @@ def time_legend(fail_on_pct: float | None) -> list[str]:
 
 
 def _legacy_notes(runs: list[StoredRun]) -> list[str]:
-    return [f"note: {run.source} was written by cublas_det {run.version}, which recorded no seed, T or input "
-            "digests: its results are matched on M, N, K, op and configuration, and their inputs are assumed "
-            "to be the same" for run in runs if run.legacy]
+    return [f"note: {run.source} was written by cublas_det {run.version}, which recorded {NO_IDENTITY}: its results are "
+            "matched on M, N, K, op and configuration, and their inputs are assumed to be the same"
+            for run in runs if run.legacy]
 
 
 def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = None) -> Comparison:

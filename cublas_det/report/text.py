@@ -150,9 +150,10 @@ def _timed_modes(result: BenchResult) -> set:
     return {a.name for r in result.shapes if r.timing for a in r.timing.arms if not is_control(a.name)}
 
 
-def render_text(result: BenchResult, *, verbose: bool = False, width: int | None = None) -> str:
+def render_text(result: BenchResult, *, verbose: bool = False, width: int | None = None, notes=()) -> str:
+    """``notes``: lines said under the title (what a stored file of an earlier version cannot tell)."""
     width = width or report_width()
-    lines = wrapped(title(result), width) + [""]
+    lines = wrapped(title(result), width) + [part for note in notes for part in wrapped(note, width)] + [""]
     for line in summary_lines(result):
         lines += wrapped(line, width)
     details = detail_lines(result)
@@ -226,12 +227,24 @@ def reproducibility_line(checks: list[tuple[str, GemmCheck]]) -> str:
     total = len(checks)
     if counts[Reproducible.YES] == total:
         return (f"Reproducible: yes, all {total} shape/mode pairs gave the same bits in every guarantee checked "
-                f"({_labels(ran)})")
+                f"({_labels(ran)})" + _untold(checks))
     if counts[Reproducible.NOT_CHECKED] == total:
         return f"Reproducible: not checked (no guarantee scenario ran for the {total} shape/mode pairs)"
     order = (Reproducible.NO, Reproducible.ERROR, Reproducible.NOT_CHECKED, Reproducible.YES)
     parts = ", ".join(f"{verdict.value} for {counts[verdict]}" for verdict in order if counts[verdict])
-    return f"Reproducible: {parts} of {total} shape/mode pairs" + (f" (guarantees checked: {_labels(ran)})" if ran else "")
+    return (f"Reproducible: {parts} of {total} shape/mode pairs" + (f" (guarantees checked: {_labels(ran)})" if ran else "")
+            + _untold(checks))
+
+
+def _untold(checks: list[tuple[str, GemmCheck]]) -> str:
+    """``; workspace config compared nothing in 1``: guarantees present in a check without a comparison
+    (a stored result an earlier version could not tell), which the line's count does not cover."""
+    untold: dict = {}
+    for _, check in checks:
+        for r in check.of_kind(Kind.GUARANTEE):
+            if r.outcome is Outcome.NOTHING_COMPARED:
+                untold[r.scenario] = untold.get(r.scenario, 0) + 1
+    return "".join(f"; {label(name)} compared nothing in {count}" for name, count in untold.items())
 
 
 def hazard_line(checks: list[tuple[str, GemmCheck]]) -> str | None:
