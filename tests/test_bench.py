@@ -238,7 +238,8 @@ def test_comparison_is_printed_and_its_exit_code_returned(capsys):
     assert bench._print_comparison(args, None, data) == 0 and capsys.readouterr().out == ""
     assert bench._print_comparison(args, baseline, data) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("Compared with base.json\n  base.json: NVIDIA H200") and "identical bits" in printed
+    assert printed.startswith("Compared with base.json\n  compared 45: 45 identical") and "identical bits" in printed
+    assert "\n  base.json: NVIDIA H200" in printed  # the answer first, then the files
     drifted = json.loads(json.dumps(data))
     drifted["benchmarks"][0]["extra_info"]["digest"] = "0" * 64
     assert bench._print_comparison(args, baseline, drifted) == 1 and "bits DIFFER" in capsys.readouterr().out
