@@ -15,8 +15,7 @@ import os
 
 from ..timing.results import is_control
 from .runfile import NO_IDENTITY, Entry, StoredRun, describe_machine
-from ..words import plural
-from .text import wrapped
+from ..words import plural, wrapped
 from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 
 EXIT_OK, EXIT_FINDING, EXIT_NOTHING = 0, 1, 2

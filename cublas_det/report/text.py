@@ -12,12 +12,12 @@ import math
 import os
 import shutil
 import sys
-import textwrap
 
 from .._cublas import ComputeType, MathMode
 from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
 from ..timing.results import is_control, role
+from ..words import wrapped
 from .results import BenchResult, ShapeReport
 from .timing_text import (
     KERNEL_NOTE,
@@ -52,11 +52,6 @@ def report_width() -> int:
     if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
         return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
     return WIDTH
-
-
-def wrapped(text: str, width: int, indent: str = "  ") -> list[str]:
-    """``text`` in lines of at most ``width`` columns, continuation lines indented."""
-    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
 
 
 def _fmt_us(value: float | None) -> str:
