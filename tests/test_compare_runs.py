@@ -476,3 +476,15 @@ def test_both_forms_name_results_alike_and_every_line_fits(cli, tmp_path, stored
     assert f"\n{name}bits DIFFER" in two.stdout and f"\n{name}2 groups: " in fleet.stdout
     for result in (two, fleet):
         assert max(map(len, result.stdout.splitlines())) <= 100
+
+
+def test_every_line_of_report_and_compare_on_the_shipped_runs_fits_100_columns(typed, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    runs = sorted(DATA.glob("h200_run*.json"))
+    assert len(runs) == 2
+    outputs = [typed("python -m cublas_det.report", run) for run in runs]
+    outputs += [typed("python -m cublas_det.compare", *pair, "--fail-on", "1") for pair in (runs, runs[::-1])]
+    outputs.append(typed("python -m cublas_det.compare", *runs, runs[0]))
+    for result in outputs:
+        assert result.stdout and result.returncode in (0, 1), result.stderr
+        assert max(map(len, (result.stdout + result.stderr).splitlines())) <= 100, result.args

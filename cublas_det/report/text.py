@@ -17,7 +17,7 @@ from .._cublas import ComputeType, MathMode
 from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
 from ..timing.results import is_control, role
-from ..words import wrapped
+from ..words import plural, wrapped
 from .results import BenchResult, ShapeReport
 from .timing_text import (
     KERNEL_NOTE,
@@ -357,7 +357,7 @@ def cost_lines(result: BenchResult) -> list[str]:
             widest = max(max(1 - r.ci_low, r.ci_high - 1) for r in flat)
             what = "cost" if (numerator, denominator) == ("PEDANTIC", "DEFAULT") else "difference"
             parts.append(f"no measurable {what} on {len(flat)} of {len(found)} shapes (within ±{100 * widest:.1f}%)")
-        parts += [f"{_change(min(v), max(v))} ({preset}" + (f", {len(v)} shape{'s' * (len(v) > 1)})" if flat else ")")
+        parts += [f"{_change(min(v), max(v))} ({preset}" + (f", {plural(len(v), 'shape')})" if flat else ")")
                   for preset, v in by_preset.items()]
         lines.append(f"Time, {numerator} vs {denominator}: " + "; ".join(parts))
     return lines
@@ -372,7 +372,7 @@ def verdict_line(result: BenchResult) -> str:
         held = any(c.verdict is Reproducible.YES for _, c in checks)
         return ("Verdict: pass, every guarantee held (exit 0)" if held else
                 "Verdict: pass, no guarantee was checked (exit 0)" if checks else "Verdict: pass, nothing failed (exit 0)")
-    parts = [f"{len(failed)} pair(s) gave other bits under a guarantee"] if failed else []
+    parts = [f"{plural(len(failed), 'pair')} gave other bits under a guarantee"] if failed else []
     parts += [f"{len(errors)} could not be checked or timed"] if errors else []
     return f"Verdict: FAIL (exit 1): {'; '.join(parts)}; details below"
 
