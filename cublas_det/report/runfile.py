@@ -510,7 +510,7 @@ def bench_result(run: StoredRun) -> BenchResult:
     """
     if run.sweep:
         raise InputFileError(f"{run.source}: a --devices sweep has no per-mode tables to render; compare it with "
-                             "python -m cublas_det.compare")
+                             "cublas-det compare")
     groups: dict[str, list[Entry]] = {}
     for entry in run.entries:
         groups.setdefault(entry.shape_name, []).append(entry)
