@@ -621,9 +621,9 @@ def _untold_workspace_config(raw: dict) -> bool:
 
 
 def _untold_batch(raw: dict, shape: GemmShape) -> bool:
-    """batch-invariance run by an earlier version on a GEMM it does not apply to (a dW GEMM)."""
+    """batch-invariance run by an earlier version on a dW GEMM, where it does not apply."""
     return (raw["scenario"] == "batch-invariance" and not raw.get("not_applicable") and not raw.get("error")
-            and not_applicable_reason(shape) is not None)
+            and shape.gemm_pass == "dW")
 
 
 def _catalogue_shape(shape: GemmShape) -> GemmShape:
