@@ -11,9 +11,10 @@ import os
 from .bits.streams import lookup_dtype
 from .check import DEFAULT_SCENARIOS, check_gemm
 from .check.results import GemmCheck, Kind, Reproducible, ScenarioResult
-from .rundiff.diff import LeafStatus, diff_runs
+from .rundiff.diff import LeafStatus, diff_runs, diverging
 from .rundiff.diff import describe_leaf_type as described
 from .rundiff.layouts import open_run
+from .words import percent
 
 __all__ = ["assert_gemm_reproducible", "assert_runs_identical", "format_failure", "format_run_divergence"]
 
@@ -89,8 +90,8 @@ def _scenario_lines(result: ScenarioResult) -> list[str]:
         return lines + [f"Could not run: {result.error}", ""]
     lines.append(f"Runs differing from the first: {result.differing_runs} / {result.runs}")
     if result.total_elements:
-        share = 100.0 * result.mismatched_elements / result.total_elements
-        lines.append(f"Mismatched elements: {result.mismatched_elements} / {result.total_elements} ({share:.1f}%)"
+        share = percent(result.mismatched_elements, result.total_elements)
+        lines.append(f"Mismatched elements: {result.mismatched_elements} / {result.total_elements} ({share})"
                      " in the worst run")
     if result.index is not None:
         lines.append(f"Greatest absolute difference: {result.max_abs_diff:.3g}; greatest ULP distance: "
@@ -142,7 +143,7 @@ def format_run_divergence(comparison) -> str:
     for step in comparison.steps:
         if step.equal:
             continue
-        lines.append(f"Step {step.step}: {len(step.diverged)} of {len(step.leaves)} leaves diverge")
+        lines.append(f"Step {step.step}: {diverging(len(step.diverged), len(step.leaves))}")
         lines += [f"  {_run_leaf_facts(leaf)}" for leaf in step.diverged]
         lines.append("")
     if comparison.not_compared:
@@ -161,8 +162,8 @@ def _run_leaf_facts(leaf) -> str:
     if leaf.stats is None:
         return f"Leaf {leaf.leaf}: digests differ (recorded as a digest: no element facts)"
     stats, dtype = leaf.stats, lookup_dtype(leaf.dtype_a)
-    share = 100.0 * stats.mismatched / stats.elements
-    text = f"Leaf {leaf.leaf}: {stats.mismatched} / {stats.elements} elements differ ({share:.1f}%)"
+    text = (f"Leaf {leaf.leaf}: {stats.mismatched} / {stats.elements} elements differ "
+            f"({percent(stats.mismatched, stats.elements)})")
     if stats.only_signed_zeros:
         text += "; signed zero only (+0 against -0, 0 ULP)"
     elif dtype.is_float:

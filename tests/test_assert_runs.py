@@ -27,9 +27,9 @@ def test_assert_runs_identical_message_header_blank_line_then_facts(tmp_path):
                         "all of step 1 equal.")
     assert lines[1] == ""
     assert lines[2].startswith("Run A: ") and lines[3].startswith("Run B: ")
-    assert "Step 2: 1 of 26 leaves diverge" in lines
+    assert "Step 2: 1 of 26 leaves diverges" in lines
     fact = next(line for line in lines if line.startswith(f"  Leaf {PLANTED}:"))
-    assert "3 / 4096 elements differ (0.1%); greatest ULP distance 2" in fact and "first at index [130]" in fact
+    assert "3 / 4096 elements differ (<0.1%); greatest ULP distance 2" in fact and "first at index [130]" in fact
     assert lines[-1] == "Later steps not compared: 1 (all_steps=True compares them)"
 
 
@@ -41,3 +41,15 @@ def test_assert_runs_identical_signed_zero_and_missing_facts(tmp_path):
     message = str(caught.value)
     assert "Leaf w: missing in B (A has float32[2])" in message
     assert "Leaf z: 1 / 2 elements differ (50.0%); signed zero only (+0 against -0, 0 ULP)" in message
+
+
+def test_a_share_that_rounds_to_nothing_is_never_said_as_0_percent(tmp_path):
+    """1 of 4,096 elements read "(0.0%)": some elements differ, so the share is "<0.1%"."""
+    one = np.zeros(4096, np.float32)
+    one[7] = 1.0
+    a, b = _npy_run(tmp_path / "a", {0: {"w": np.zeros(4096, np.float32)}}), _npy_run(tmp_path / "b", {0: {"w": one}})
+    with pytest.raises(AssertionError) as caught:
+        assert_runs_identical(a, b)
+    message = str(caught.value)
+    assert "Leaf w: 1 / 4096 elements differ (<0.1%)" in message and "0.0%" not in message
+    assert "Step 0: 1 of 1 leaf diverges" in message

@@ -63,7 +63,7 @@ def test_another_seed_is_inputs_differ_exit_2_never_bits_differ(stored):
     assert comparison.exit_code == 2 and not any("bits DIFFER" in line for line in comparison.lines)
     assert any(line.endswith("inputs differ, not comparable: seed 0 vs 1; the input digests differ")
                for line in comparison.lines)
-    assert "nothing comparable" in comparison.lines[-1]
+    assert comparison.lines[0].startswith("nothing comparable")  # the answer first
 
 
 def test_another_numpy_with_the_same_seed_is_named(stored):
@@ -141,7 +141,7 @@ def test_a_file_of_version_0_1_is_read_with_a_note(stored):
     comparison = compare_runs(run_from_dict(legacy, "old.json"), run_from_dict(stored, "new.json"))
     assert comparison.exit_code == 0  # the bits of 0.1 and of this version agree on the H200
     assert any(line.startswith("compared 45: 45 identical, 0 differ; time: ") for line in comparison.lines)
-    assert comparison.lines[2].startswith("note: old.json was written by cublas_det 0.1.0, which recorded no seed")
+    assert comparison.details[2].startswith("note: old.json was written by cublas_det 0.1.0, which recorded no seed")
 
 
 def test_a_fleet_of_three_groups_the_odd_file_with_its_machine(cli, tmp_path, stored):
@@ -154,11 +154,13 @@ def test_a_fleet_of_three_groups_the_odd_file_with_its_machine(cli, tmp_path, st
     paths = [_write(tmp_path, f"node-{i}.json", data) for i, data in enumerate((stored, stored, odd))]
     result = cli(*paths)
     assert result.returncode == 1, result.stderr
-    line = next(x for x in result.stdout.splitlines() if x.startswith("trunk/W_a/dW (128x128x4096:nt) PEDANTIC"))
-    assert line.startswith("trunk/W_a/dW (128x128x4096:nt) PEDANTIC: 2 groups: [node-0.json, node-1.json]")
-    assert "| [node-2.json] cccccccccccc on NVIDIA H100, 114 SMs, driver 13.0, cuBLAS 13.1.0" in line
-    assert "trunk/W_in/dW (128x56x4096:nt) PEDANTIC: all 3 agree" in result.stdout
-    assert "compared 45 GEMM/configuration pairs present in two or more files: 42 agree, 3 differ" in result.stdout
+    text = " ".join(result.stdout.split())  # lines wrapped to 100 columns, read as one
+    assert ("trunk/W_a/dW[PEDANTIC] (128x128x4096:nt): 2 groups: [node-0.json, node-1.json] "
+            in text)
+    assert "| [node-2.json] cccccccccccc on NVIDIA H100, 114 SMs, driver 13.0, cuBLAS 13.1.0" in text
+    assert "trunk/W_in/dW[PEDANTIC] (128x56x4096:nt): all 3 agree" in text
+    assert result.stdout.startswith("compared 45 GEMM/configuration pairs present in two or more files: 42 agree, "
+                                    "3 differ\n")
 
 
 def test_a_sweep_file_compares_its_devices_in_a_fleet(stored):
@@ -184,8 +186,6 @@ def test_report_re_renders_a_stored_run(typed, tmp_path):
     assert lines[2].startswith("Reproducible: yes, all 45 shape/mode pairs")  # the answer first
     assert max(len(line) for line in lines) <= 100  # every line fits 100 columns
     assert any(line.startswith("Verdict: pass") for line in lines[:12])
-    legacy = typed("python -m cublas_det.report", LEGACY)
-    assert legacy.returncode == 0 and "FAILED (documented as reproducible" in legacy.stdout  # that run's upload race
     assert "  PEDANTIC  yes    batch size               DEFAULT" in result.stdout
     assert "Same bits as PEDANTIC: DEFAULT on 15 of 15 shapes, TF32 on 0 of 15 shapes" in result.stdout
     assert markdown.read_text().startswith("# cublas_det 0.1.0 on NVIDIA H200")
@@ -207,7 +207,7 @@ def test_a_custom_shape_is_paired_with_the_preset_role_of_the_same_gemm(stored):
     custom = _renamed(stored, "trunk/W_in/dW", "128x56x4096:nt")
     comparison = compare_runs(run_from_dict(stored, "a.json"), run_from_dict(custom, "b.json"))
     assert comparison.exit_code == 0
-    assert "128x56x4096:nt[PEDANTIC] (128x56x4096:nt): identical bits, time SAME +0.0% [-0.3%, +0.3%]" in \
+    assert "128x56x4096:nt[PEDANTIC]: identical bits, time SAME +0.0% [-0.3%, +0.3%]" in \
         comparison.lines
     assert not any("only in" in line for line in comparison.lines)
     assert any(line.startswith("compared 45: 45 identical, 0 differ; time: ") for line in comparison.lines)
@@ -221,21 +221,21 @@ def test_a_fleet_pairs_a_custom_shape_with_the_preset_role_of_the_same_gemm(stor
     runs = [run_from_dict(data, name) for data, name in ((stored, "a.json"), (stored, "b.json"), (custom, "c.json"))]
     comparison = compare_fleet(runs)
     assert comparison.exit_code == 1
-    line = next(x for x in comparison.lines if x.startswith("trunk/W_in/dW (128x56x4096:nt) PEDANTIC"))
+    line = next(x for x in comparison.lines if x.startswith("trunk/W_in/dW[PEDANTIC] (128x56x4096:nt)"))
     assert "2 groups: [a.json, b.json]" in line and "| [c.json as 128x56x4096:nt] cccccccccccc" in line
     assert "compared 45 GEMM/configuration pairs present in two or more files: 42 agree, 3 differ" in comparison.lines
     # Two files that name the GEMM by its spec: the preset's role, in one file alone, joins them.
     runs = [run_from_dict(data, name) for data, name in ((stored, "a.json"), (custom, "c.json"), (custom, "d.json"))]
-    line = next(x for x in compare_fleet(runs).lines if x.startswith("128x56x4096:nt (128x56x4096:nt) PEDANTIC"))
+    line = next(x for x in compare_fleet(runs).lines if x.startswith("128x56x4096:nt[PEDANTIC]: "))
     assert "2 groups: [c.json, d.json] cccccccccccc" in line and "| [a.json as trunk/W_in/dW]" in line
     # Two files of each naming, in any order: one comparison of all four, which differs.
     for names in (("a", "b", "c", "d"), ("c", "a", "d", "b")):
         runs = [run_from_dict(stored if name in "ab" else custom, f"{name}.json") for name in names]
         comparison = compare_fleet(runs)
         assert comparison.exit_code == 1
-        line = next(x for x in comparison.lines if "(128x56x4096:nt) PEDANTIC" in x)
+        line = next(x for x in comparison.lines if "[PEDANTIC] (128x56x4096:nt)" in x)
         # Named by the preset's role in either order (the tie in files goes to it), the custom files moved.
-        assert line.startswith("trunk/W_in/dW (128x56x4096:nt) PEDANTIC: 2 groups: ")
+        assert line.startswith("trunk/W_in/dW[PEDANTIC] (128x56x4096:nt): 2 groups: ")
         assert "[a.json, b.json]" in line and "[c.json as 128x56x4096:nt, d.json as 128x56x4096:nt] cccccccccccc" in line
         assert not any("all 2 agree" in x for x in comparison.lines if "128x56x4096:nt" in x)
 
@@ -267,16 +267,18 @@ def test_a_fleet_compares_the_files_of_the_same_inputs_among_themselves():
             _small_run("c.json", _result("8x8x8", "cc", seed=1))]
     comparison = compare_fleet(runs)
     assert comparison.exit_code == 1, comparison.lines
-    assert "8x8x8 (8x8x8:nn) PEDANTIC: inputs differ in a.json: not comparable with b.json (seed 1 vs 0; the input "\
+    assert "8x8x8[PEDANTIC] (8x8x8:nn): inputs differ in a.json: not comparable with b.json (seed 1 vs 0; the input "\
            "digests differ)" in \
         comparison.lines
-    line = next(x for x in comparison.lines if x.startswith("8x8x8 (8x8x8:nn) PEDANTIC [inputs of b.json]: "))
+    line = next(x for x in comparison.lines if x.startswith("8x8x8[PEDANTIC] (8x8x8:nn) [inputs of b.json]: "))
     assert "2 groups: [b.json] bb" in line and "| [c.json] cc" in line
-    # b.json and c.json agreeing: exit 0, and a.json still named as not comparable
+    # b.json and c.json agreeing: a.json was compared with nothing, said in the answer (exit 2), never agreeing
     runs[2] = _small_run("c.json", _result("8x8x8", "bb", seed=1))
     comparison = compare_fleet(runs)
-    assert comparison.exit_code == 0
-    assert "8x8x8 (8x8x8:nn) PEDANTIC [inputs of b.json]: all 2 agree (bb)" in comparison.lines
+    assert comparison.exit_code == 2
+    assert comparison.answer[1].startswith("compared with nothing: a.json (no result with the same GEMM")
+    assert comparison.answer[1].endswith("not counted as agreeing")
+    assert "8x8x8[PEDANTIC] (8x8x8:nn) [inputs of b.json]: all 2 agree (bb)" in comparison.lines
 
 
 def test_a_fleet_with_nothing_in_common_exits_2_naming_each_result_and_its_file():
@@ -286,15 +288,15 @@ def test_a_fleet_with_nothing_in_common_exits_2_naming_each_result_and_its_file(
             _small_run("p.json", _result("32x32x32", "cc"))]
     comparison = compare_fleet(runs)
     assert comparison.exit_code == 2, comparison.lines
-    assert "8x8x8 (8x8x8:nn) PEDANTIC: only in s0.json" in comparison.lines
-    assert "32x32x32 (32x32x32:nn) PEDANTIC: only in p.json" in comparison.lines
-    assert comparison.lines[-2] == ("compared 0 GEMM/configuration pairs present in two or more files: 0 agree, "
+    assert "8x8x8[PEDANTIC] (8x8x8:nn): only in s0.json" in comparison.lines
+    assert "32x32x32[PEDANTIC] (32x32x32:nn): only in p.json" in comparison.lines
+    assert comparison.lines[1] == ("compared 0 GEMM/configuration pairs present in two or more files: 0 agree, "
                                     "0 differ; 3 only in one file")
     # seeds differing in every file: named as such, and nothing compared
     runs = [_small_run(f"{i}.json", _result("8x8x8", "aa", seed=i)) for i in range(3)]
     comparison = compare_fleet(runs)
     assert comparison.exit_code == 2
-    assert ("8x8x8 (8x8x8:nn) PEDANTIC: inputs differ in every file: not comparable (seed 0 vs 1; the input digests "
+    assert ("8x8x8[PEDANTIC] (8x8x8:nn): inputs differ in every file: not comparable (seed 0 vs 1; the input digests "
             "differ)") in comparison.lines
 
 
@@ -308,7 +310,7 @@ def test_two_sweep_files_whose_devices_disagree_alike():
             "device 0 aaaaaaaaaaaa, device 1 bbbbbbbbbbbb)") in comparison.lines
     comparison = compare_fleet([*runs, runs[0]])
     assert comparison.exit_code == 1
-    line = next(x for x in comparison.lines if x.startswith("8x8x8 (8x8x8:nn) PEDANTIC: "))
+    line = next(x for x in comparison.lines if x.startswith("8x8x8[PEDANTIC] (8x8x8:nn): "))
     assert "2 groups: [n0.json:device 0, n1.json:device 0, n0.json:device 0] aaaaaaaaaaaa" in line
     assert "| [n0.json:device 1, n1.json:device 1, n0.json:device 1] bbbbbbbbbbbb" in line
 
@@ -384,3 +386,105 @@ def test_a_reference_gemm_that_failed_with_only_hazards_asked_reads_error_when_r
     assert entry["extra_info"]["reproducible"] == "error" and entry["extra_info"]["error"] == error
     assert back.verdict is Reproducible.ERROR and back.error == error
     assert check_failures(back) == ["reference"] and reproducible_cell(back) == "error: no output"
+
+
+def _failed_repeat(data, group="trunk/W_a/dX"):
+    """A copy in which the repeat scenario of ``group`` gave other bits in every configuration."""
+    data = copy.deepcopy(data)
+    for entry in data["benchmarks"]:
+        for scenario in entry["extra_info"].get("scenarios") or ():
+            if entry["group"] == group and scenario["scenario"] == "repeat":
+                scenario.update(differing_runs=3, mismatched_elements=7, max_ulp=2, identical=False, outcome=None)
+    return data
+
+
+def test_report_exits_with_the_stored_verdicts_code(typed, tmp_path, stored):
+    failed = typed("python -m cublas_det.report", _write(tmp_path, "failed.json", _failed_repeat(stored)))
+    assert "Verdict: FAIL (exit 1)" in failed.stdout
+    assert failed.returncode == 1, failed.stderr
+    passed = typed("python -m cublas_det.report", STORED)
+    assert "Verdict: pass" in passed.stdout and passed.returncode == 0
+    assert "1 it failed (a guarantee failed or could not" in typed("python -m cublas_det.report", "--help").stdout
+
+
+def test_report_of_a_0_1_file_says_what_it_cannot_tell_and_counts_only_what_it_can(typed, tmp_path):
+    markdown = tmp_path / "old.md"
+    result = typed("python -m cublas_det.report", LEGACY, "--markdown", markdown)
+    lines = result.stdout.splitlines()
+    note = " ".join(line.strip() for line in lines[1:6])
+    assert note.startswith(f"note: {LEGACY} was written by cublas_det 0.1.0, which cannot tell: the inputs it ran on")
+    # 0.1's workspace-config compared with a worker's first output that could read operands still in flight
+    assert "workspace config in mamba2-130m/in_proj/dX[DEFAULT] (a difference from the worker's own first" in note
+    assert "batch size in 15 dW results (run there, though their batch is the reduction axis" in note
+    assert "FAIL" not in result.stdout and result.returncode == 0, result.stderr
+    assert "Verdict: pass, every guarantee held (exit 0)" in lines
+    text = " ".join(result.stdout.split())
+    assert "batch size in 30 of 30 pairs (not applicable to 15)" in text
+    assert "workspace config compared nothing in 1" in text
+    assert "Time, TF32 vs PEDANTIC: 1.21-1.68x faster (trunk); 3.73-7.46x faster (mamba2-130m)" in lines
+    assert "custom shapes" not in result.stdout
+    assert "note: " in markdown.read_text()
+    assert "note:" not in typed("python -m cublas_det.report", STORED).stdout  # a file of this version: none
+
+
+def test_a_workspace_config_difference_placed_by_its_reference_digest_still_fails(typed, tmp_path, stored):
+    data = copy.deepcopy(stored)
+    entry = next(e for e in data["benchmarks"] if e["name"] == "trunk/W_a/dX[DEFAULT]")
+    scenario = next(s for s in entry["extra_info"]["scenarios"] if s["scenario"] == "workspace-config")
+    assert "reference_digest" in scenario["extra"]
+    scenario.update(differing_runs=20, mismatched_elements=5, max_ulp=3, identical=False, outcome=None)
+    result = typed("python -m cublas_det.report", _write(tmp_path, "run.json", data))
+    assert result.returncode == 1 and "Reproducible: NO for 1" in result.stdout and "note:" not in result.stdout
+
+
+def test_a_fleet_member_of_another_seed_is_named_as_compared_with_nothing(cli, tmp_path, stored):
+    paths = [_write(tmp_path, f"node-{i}.json", data) for i, data in enumerate((stored, stored, _with_identity(stored, 1)))]
+    result = cli(*paths)
+    assert result.returncode == 2, result.stdout
+    answer = " ".join(result.stdout.split("\n\n")[0].split())
+    assert answer.startswith("compared 45 GEMM/configuration pairs present in two or more files: 45 agree, 0 differ "
+                             "compared with nothing: node-2.json (no result with the same GEMM")
+    assert cli(*paths[:2]).returncode == 0
+
+
+def test_fail_on_says_how_many_regressed_and_which(cli, tmp_path, stored):
+    slower = copy.deepcopy(stored)
+    for index in (1, 4):
+        stats = slower["benchmarks"][index]["stats"]
+        stats["data"] = [x * 1.2 for x in stats["data"]]
+        stats["median"] *= 1.2
+    names = [slower["benchmarks"][i]["name"] for i in (1, 4)]
+    result = cli(_write(tmp_path, "a.json", stored), _write(tmp_path, "b.json", slower), "--fail-on", "10")
+    assert result.returncode == 1
+    answer = " ".join(result.stdout.split("\n\n")[0].split())
+    assert (f"time REGRESSION: 2 results slower by more than 10% (--fail-on): {names[0]} (4096x128x56:tn) +20.0%, "
+            f"{names[1]} (4096x56x128:nn) +20.0%") in answer
+
+
+def test_a_pattern_that_matched_no_file_is_said(cli, tmp_path):
+    result = cli(str(tmp_path / "node-*.json"))
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(f"{tmp_path}/node-*.json: no file matches the pattern; check the path")
+
+
+def test_both_forms_name_results_alike_and_every_line_fits(cli, tmp_path, stored):
+    odd = copy.deepcopy(stored)
+    odd["benchmarks"][8]["extra_info"]["digest"] = "0" * 64
+    paths = [_write(tmp_path, f"{name}.json", data) for name, data in (("a", stored), ("b", odd), ("c", stored))]
+    two, fleet = cli(*paths[:2]), cli(*paths)
+    name = "trunk/W_in/dW[PEDANTIC] (128x56x4096:nt): "
+    assert f"\n{name}bits DIFFER" in two.stdout and f"\n{name}2 groups: " in fleet.stdout
+    for result in (two, fleet):
+        assert max(map(len, result.stdout.splitlines())) <= 100
+
+
+def test_every_line_of_report_and_compare_on_the_shipped_runs_fits_100_columns(typed, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    runs = sorted(DATA.glob("h200_run*.json"))
+    assert len(runs) == 2
+    outputs = [typed("python -m cublas_det.report", run) for run in runs]
+    outputs += [typed("python -m cublas_det.compare", *pair, "--fail-on", "1") for pair in (runs, runs[::-1])]
+    outputs.append(typed("python -m cublas_det.compare", *runs, runs[0]))
+    for result in outputs:
+        assert result.stdout and result.returncode in (0, 1), result.stderr
+        assert max(map(len, (result.stdout + result.stderr).splitlines())) <= 100, result.args

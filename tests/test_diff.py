@@ -6,6 +6,7 @@ import struct
 import subprocess
 import sys
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -74,7 +75,7 @@ def test_seed_note_runs_first_divergence_at_step_2_in_the_planted_leaf(seed_runs
     lines = result.stdout.splitlines()
     assert lines[2] == f"first divergence: step 2, leaf {PLANTED}"
     assert "step 1: all 26 leaves equal" in lines
-    assert "step 2: 1 of 26 leaves diverge" in lines
+    assert "step 2: 1 of 26 leaves diverges" in lines
     row = next(line.split() for line in lines if line.strip().startswith(PLANTED))
     a, b = seed_values(2, 7, False).astype(np.float64), seed_values(2, 7, True).astype(np.float64)
     assert row[:7] == [PLANTED, "DIVERGE", "3/4096", "(<0.1%)", "2", f"{np.abs(a - b).max():.3g}", "[130]"]
@@ -563,7 +564,7 @@ def test_a_read_error_keeps_the_steps_compared_before_it(tmp_path, capsys):
     assert code == 2, out
     assert "step 1: all 26 leaves equal" in out and "step 2: all 26 leaves equal" in out
     assert "stopped by a read error in step 3; 1 step from it on not compared" in out
-    assert out.splitlines()[-1].startswith("not finished: step 3: ") and "all of steps 1-2 equal" in out
+    assert _verdict(out).startswith("not finished: step 3: ") and "all of steps 1-2 equal" in out
     lines = err.strip().splitlines()
     assert lines[0] == f"wrote {out_json}" and len(lines) == 2 and "Traceback" not in err
     assert ": error: " in lines[1] and "step_3.npz[x.npy]: read failed" in lines[1]
@@ -572,6 +573,11 @@ def test_a_read_error_keeps_the_steps_compared_before_it(tmp_path, capsys):
     os.mkfifo(b / "step_2" / "l99.bin")
     code, out, line = _error_line(capsys, a, b)
     assert code == 2 and out == "" and "step_2/l99.bin: is a FIFO (named pipe), not a file" in line
+
+
+def _verdict(out: str) -> str:
+    """The verdict, the report's last paragraph, its wrapped lines read as one."""
+    return " ".join(out.rstrip("\n").split("\n\n")[-1].split())
 
 
 def _log_line(step, leaf, digest="0" * 32, **extra):
@@ -590,9 +596,9 @@ def test_a_cut_last_line_of_a_trace_log_is_dropped_with_a_warning(tmp_path, caps
     warning = err.strip().splitlines()
     assert len(warning) == 1 and ": warning: run A: " in warning[0]
     assert "trace.jsonl:8: the last line is cut (25 bytes, no newline, not JSON); dropped" in warning[0]
-    assert "step 2: all 1 leaf equal; A ended before the other 2" in out
-    assert out.splitlines()[-1] == ("identical: 7 leaves in 3 steps, all bits equal, as far as A goes: A ends at step 2 "
-                                    "(after 1 of the 3 leaves B has there)")
+    assert "step 2: 1 leaf, equal; A ended before the other 2" in out
+    assert _verdict(out) == ("identical as far as A goes: A ends at step 2 (after 1 of the 3 leaves B has there); "
+                             "7 leaves in 3 steps, all bits equal")
     from cublas_det.testing import assert_runs_identical
 
     with pytest.raises(AssertionError, match=r"^Runs are identical only as far as A goes: A ends at step 2"):
@@ -612,8 +618,12 @@ def test_steps_present_only_in_run_b(tmp_path, capsys):
     assert out.splitlines()[-1] == "first divergence at step 1 in leaf w (missing in A); all of step 0 equal"
     assert "A ends at step 2; B goes on to step 4 (2 steps more, not compared)" in out
     code, out, _ = _main(capsys, _npy_run(tmp_path / "c", {0: {"w": np.ones(2, np.float32)}}), b)
-    assert code == 0 and out.splitlines()[-1].endswith("as far as A goes: A ends at step 0; B goes on to step 4 "
-                                                        "(4 steps more, not compared)")
+    assert code == 0 and _verdict(out) == ("identical as far as A goes: A ends at step 0; B goes on to step 4 (4 steps "
+                                           "more, not compared); 1 leaf in 1 step, all bits equal")
+    # the steps B has beyond A come first: in the answer's first line, before any table
+    assert out.splitlines()[2] == ("no divergence as far as A goes: A ends at step 0; B goes on to step 4 (4 steps "
+                                   "more, not compared)")
+    assert max(map(len, out.splitlines()[2:])) <= 100
 
 
 def test_a_late_json_failure_keeps_the_exit_code_of_a_divergence(seed_runs, tmp_path, capsys):
@@ -673,3 +683,30 @@ def test_a_tensor_file_longer_than_its_dtype_and_shape_say_is_refused(tmp_path, 
                                                      "digest": "0" * 32, "file": "step_0/x.bin"}) + "\n")
     code, _, line = _error_line(capsys, run, run)
     assert code == 2 and "longer than its" in line, line
+
+
+def test_float32_dumps_read_as_bfloat16_give_one_warning_line_not_numpy_s(tmp_path, capsys):
+    """--dtype bfloat16 on float32 dumps printed numpy's RuntimeWarning (a NaN pattern widened); now one line."""
+    bits = np.full(64, 0x3F807F81, np.uint32)  # float32 1.0039...: its low half a signalling-NaN bfloat16
+    for name, run in (("a", bits), ("b", bits + 1)):  # another NaN payload in B
+        (tmp_path / name).mkdir()
+        run.tofile(tmp_path / name / "step0_w.bin")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's warning would fail the call
+        code, out, err = _main(capsys, tmp_path / "a", tmp_path / "b", "--dtype", "bfloat16")
+    assert code == 1 and "RuntimeWarning" not in err
+    (line,) = err.strip().splitlines()
+    assert line.endswith(": warning: --dtype bfloat16: 64 mismatched elements read as NaN: is it the files' dtype?")
+    code, out, err = _main(capsys, tmp_path / "a", tmp_path / "b")
+    assert code == 1 and err == ""  # as float32: no NaN, no warning
+
+
+def test_help_is_plain_text_and_names_the_program_as_typed(typed):
+    for module in ("cublas_det.diff", "cublas_det.report", "cublas_det.compare"):
+        text = typed(f"python -m {module}", "--help").stdout
+        assert "``" not in text and ":func:" not in text and ":class:" not in text
+        assert text.count(f"{PROG.split(' -m ')[0]} -m {module} ") >= 2  # the usage line and the examples
+        assert max(map(len, text.splitlines())) <= 100
+    text = typed("cublas-det diff", "--help").stdout
+    assert "\n  cublas-det diff runs/a runs/b" in text and "python -m" not in text
+    assert "0  identical in every step both runs have; a run that ends before the other is said first" in text

@@ -9,7 +9,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
 # Each part of the package (a top-level module or folder) and its floor: a part imports only parts on
 # lower floors, and itself.
 FLOORS = {
-    "errors": 0, "phases": 0, "enter": 0,
+    "errors": 0, "phases": 0, "enter": 0, "words": 0,
     "_cublas": 1, "bits": 1, "shapes": 1, "files": 1,
     "config": 2, "device": 2, "_cublaslt": 2,
     "lt": 3, "lockfile": 3,

@@ -1,15 +1,16 @@
-"""``python -m cublas_det.diff RUN_A RUN_B``: the first step and the first tensor where two runs' bits differ.
+"""cublas-det diff RUN_A RUN_B: the first step and the first tensor where two runs' bits differ.
 
 Reads the dumps or trace logs of two runs of any framework (raw binaries, .npy, .npz,
-safetensors, or the digest logs of :class:`cublas_det.trace.Recorder`), compares them step by step
+safetensors, or the digest logs of cublas_det.trace.Recorder), compares them step by step
 and leaf by leaf, and prints per step a table of leaves (equal, or DIVERGE with the mismatched
 elements, the greatest ULP distance and |difference|, and the first mismatched index), then a
 verdict. Streams: at most four chunks of one leaf (two per side) are in memory at a time.
 
-Exit codes: 0 identical (as far as both runs go: one that ends early is said to), 1 diverged, 2
-nothing compared (no leaf in both runs), a usage or I/O error (one line on stderr). A read error
-during the comparison comes after the report of the steps compared before it; a --json file
-that cannot be written leaves a divergence's exit code 1 as it is.
+Exit codes: 0 identical in every step both runs have (a run that ends before the other is said on
+the first line of the answer and in the verdict: the other's later steps were not compared), 1
+diverged, 2 nothing compared (no leaf in both runs), a usage or I/O error (one line on stderr). A
+read error during the comparison comes after the report of the steps compared before it; a --json
+file that cannot be written leaves a divergence's exit code 1 as it is.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import math
 import sys
 
 from ..bits.streams import DTYPES, lookup_dtype
+from ..report.text import report_width
 from ..rundiff.diff import IncompleteDiff, diff_runs, report_lines
 from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
+from ..words import plural
 from .common import (
     EXIT_FINDING,
     EXIT_OK,
@@ -35,8 +38,6 @@ from .common import (
     write_json,
 )
 
-PROG = "python -m cublas_det.diff"
-
 EPILOG = """layouts (RUN is a directory unless said otherwise):
   RUN/trace.jsonl (or the .jsonl itself)   digests logged by cublas_det.trace.Recorder, in order
   RUN/step_<N>/<leaf>.bin, RUN/step<N>_<leaf>.bin   raw binaries of --dtype, 1-D
@@ -46,12 +47,16 @@ EPILOG = """layouts (RUN is a directory unless said otherwise):
   without a log, leaves are compared in name order (or --order's); other files are skipped
 
 examples:
-  python -m cublas_det.diff runs/a runs/b                  # stop after the first divergent step
-  python -m cublas_det.diff runs/a runs/b --all -v         # every step, every table
-  python -m cublas_det.diff dump1 dump2 --dtype bfloat16 --order leaves.txt
-  python -m cublas_det.diff runs/a/trace.jsonl runs/b --json diff.json
+  %(prog)s runs/a runs/b                # stop after the first divergent step
+  %(prog)s runs/a runs/b --all -v       # every step, every table
+  %(prog)s dump1 dump2 --dtype bfloat16 --order leaves.txt
+  %(prog)s runs/a/trace.jsonl runs/b --json diff.json
 
-exit codes: 0 identical, 1 diverged, 2 nothing compared, usage or I/O error
+exit codes:
+  0  identical in every step both runs have; a run that ends before the other is said first
+     (the other's later steps were not compared)
+  1  diverged
+  2  nothing compared (no leaf in both runs), or a usage or I/O error
 """
 
 
@@ -109,7 +114,11 @@ def _run(argv: list[str], prog: str | None = None) -> int:
     except IncompleteDiff as err:  # the steps compared before the read error are reported, then the error
         diff, error = err.diff, err
     if not diff.nothing_compared:
-        print("\n".join(report_lines(diff, verbose=args.verbose)))
+        print("\n".join(report_lines(diff, verbose=args.verbose, width=report_width())))
+    nan_patterns = sum(leaf.stats.nan_mismatches for step in diff.steps for leaf in step.leaves if leaf.stats)
+    if nan_patterns and any(run.layout.startswith("raw ") for run in runs):
+        warning_line(prog_name(), f"--dtype {args.dtype}: {plural(nan_patterns, 'mismatched element')} read as NaN: "
+                     "is it the files' dtype?")
     written = not args.json or write_json(args.json, diff.to_dict())
     if diff.first_divergence is not None:  # a finding stands, whatever failed after it
         if error is not None:

@@ -1,6 +1,7 @@
 """python -m cublas_det.report RUN.json: render a stored run again (table, summary, Markdown, plot). No GPU needed.
 
-Exit codes: 0 rendered; 2 usage or file error.
+Exit codes: the stored verdict's, so that CI can gate on a stored run: 0 it passed, 1 it failed (a
+guarantee failed or could not be checked); 2 usage or file error.
 """
 
 from __future__ import annotations
@@ -11,31 +12,37 @@ import sys
 from ..errors import UsageError
 from ..report.markdown import to_markdown
 from ..report.plot import write_plot
-from ..report.runfile import bench_result, load_run
-from ..report.text import render_text
+from ..report.runfile import bench_result, load_run, old_file_note
+from ..report.text import render_text, run_failed
 from .common import (
+    EXIT_FINDING,
     EXIT_OK,
     EXIT_USAGE,
     ArgumentParser,
     check_writable,
+    prog_name,
     run_guarded,
     write_text,
 )
 
-PROG = "python -m cublas_det.report"
+EPILOG = """example:
+  %(prog)s run.json --markdown run.md --plot run.png
+
+exit codes: the stored verdict's: 0 the run passed, 1 it failed (a guarantee failed or could not
+be checked); 2 usage or file error
+"""
 
 
-def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0].split(": ", 1)[1],
-                                     epilog="example:\n  python -m cublas_det.report run.json --markdown run.md "
-                                            "--plot run.png", formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("file", metavar="RUN.json", help="a file written by python -m cublas_det.bench --json")
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    parser = ArgumentParser(prog=prog or prog_name(), description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("file", metavar="RUN.json", help="a file written by bench --json")
     parser.add_argument("--markdown", metavar="PATH", help="also write the tables and summary as Markdown")
     parser.add_argument("--plot", metavar="PATH", help="also write a PNG of time per mode per shape (needs matplotlib)")
     return parser
 
 
-def _run(argv, prog: str = PROG) -> int:
+def _run(argv, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
     for flag in ("markdown", "plot"):
         if getattr(args, flag) is not None:
@@ -45,18 +52,23 @@ def _run(argv, prog: str = PROG) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
-    result = bench_result(load_run(args.file))
-    print(render_text(result))
+    run = load_run(args.file)
+    result = bench_result(run)
+    notes = [note for note in [old_file_note(run)] if note]
+    print(render_text(result, notes=notes))
     written = True
     if args.markdown:
-        written &= write_text(args.markdown, to_markdown(result))
+        written &= write_text(args.markdown, to_markdown(result, notes))
     if args.plot:
         write_plot(result, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
+    if run_failed(result):  # the stored verdict stands, whatever output could not be written
+        return EXIT_FINDING
     return EXIT_OK if written else EXIT_USAGE
 
 
-def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    prog = prog or prog_name()
     return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else argv, prog))
 
 

@@ -3,8 +3,9 @@
 Results are matched on what makes them comparable -- the GEMM (M, N, K, op) and its configuration
 -- never on display names, and their inputs are checked before their bits: a pair is *identical
 bits*, *bits DIFFER* (same inputs), *inputs differ* (not comparable, and why), or *only in* one
-file. Exit codes: 2 when nothing comparable was found, 1 when bits differ under identical inputs
-(or a time regressed past ``--fail-on``), else 0.
+file. The answer comes first, then the files, then each result, named alike in both forms. Exit
+codes: 1 when bits differ under identical inputs (or a time regressed past ``--fail-on``); else 2
+when nothing comparable was found (in a fleet: for one of its files); else 0.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import dataclasses
 import os
 
 from ..timing.results import is_control
-from .runfile import Entry, StoredRun, describe_machine
+from .runfile import NO_IDENTITY, Entry, StoredRun, describe_machine
+from ..words import plural, wrapped
 from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 
 EXIT_OK, EXIT_FINDING, EXIT_NOTHING = 0, 1, 2
@@ -22,10 +24,28 @@ IDENTICAL, DIFFER, INPUTS_DIFFER = "identical bits", "bits DIFFER", "inputs diff
 
 @dataclasses.dataclass(frozen=True)
 class Comparison:
-    """The lines to print and the exit code they imply."""
+    """The answer, then the rest, and the exit code they imply; lines unwrapped (:meth:`text` wraps them)."""
 
-    lines: list
+    answer: list
+    details: list
     exit_code: int
+
+    @property
+    def lines(self) -> list:
+        return self.answer + self.details
+
+    def text(self, width: int) -> str:
+        """The answer, a blank line, the rest: every line within ``width`` columns, a wrapped line's rest indented."""
+        return "\n".join(part for line in self.answer + [""] + self.details for part in wrapped(line, width, "    "))
+
+
+def result_name(shape_name: str, spec: str, config: str) -> str:
+    """How both forms name a result: ``trunk/W_in/dW[PEDANTIC] (128x56x4096:nt)``, a custom shape by its spec."""
+    return f"{shape_name}[{config}]" + (f" ({spec})" if spec != shape_name else "")
+
+
+def _named(entry: Entry) -> str:
+    return result_name(entry.shape_name, entry.spec, entry.config)
 
 
 def inputs_differ(base: Entry, new: Entry) -> str | None:
@@ -72,34 +92,36 @@ def time_legend(fail_on_pct: float | None) -> list[str]:
 
 
 def _legacy_notes(runs: list[StoredRun]) -> list[str]:
-    return [f"note: {run.source} was written by cublas_det {run.version}, which recorded no seed, T or input "
-            "digests: its results are matched on M, N, K, op and configuration, and their inputs are assumed "
-            "to be the same" for run in runs if run.legacy]
+    return [f"note: {run.source} was written by cublas_det {run.version}, which recorded {NO_IDENTITY}: its results are "
+            "matched on M, N, K, op and configuration, and their inputs are assumed to be the same"
+            for run in runs if run.legacy]
 
 
 def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = None) -> Comparison:
     """A baseline against a new run, result by result (the A/A timing controls are no results of their own)."""
-    lines = [f"{base.source}: {base.describe()}, {base.datetime}", f"{new.source}: {new.describe()}, {new.datetime}"]
-    lines += _legacy_notes([base, new])
+    head = [f"{base.source}: {base.describe()}, {base.datetime}", f"{new.source}: {new.describe()}, {new.datetime}"]
+    head += _legacy_notes([base, new])
     base_entries = tuple(e for e in base.entries if not is_control(e.config))
     new_entries = tuple(e for e in new.entries if not is_control(e.config))
     pairs = _pair(base_entries, new_entries)
-    counts, regressed = {IDENTICAL: 0, DIFFER: 0, INPUTS_DIFFER: 0, "no digest": 0}, False
+    counts = {IDENTICAL: 0, DIFFER: 0, INPUTS_DIFFER: 0, "no digest": 0}
+    regressed, lines = [], []
     times = dict.fromkeys((TimeLabel.SAME, TimeLabel.FASTER, TimeLabel.SLOWER, TimeLabel.UNSURE), 0)
     for entry in new_entries:
         match = pairs.get(id(entry))
         if match is None:
-            lines.append(f"{entry.name} ({entry.spec}): only in {new.source}")
+            lines.append(f"{_named(entry)}: only in {new.source}")
             continue
         reason = inputs_differ(match, entry)
         if reason:
             counts[INPUTS_DIFFER] += 1
-            lines.append(f"{entry.name} ({entry.spec}): {INPUTS_DIFFER}, not comparable: {reason}")
+            lines.append(f"{_named(entry)}: {INPUTS_DIFFER}, not comparable: {reason}")
             continue
         bits = _bits(match, entry)
         counts[bits] += 1
         devices = [len(e.extra_info.get("device_digests") or {}) for e in (entry, match)]
-        detail = f" ({devices[0]} device(s) in {new.source}, {devices[1]} in {base.source})" if any(devices) else ""
+        detail = (f" ({plural(devices[0], 'device')} in {new.source}, {devices[1]} in {base.source})"
+                  if any(devices) else "")
         if bits == DIFFER and match.digests == entry.digests:  # the same digests: each file's devices disagree
             per_device = entry.extra_info.get("device_digests") or {}
             alike = per_device == (match.extra_info.get("device_digests") or {})
@@ -109,21 +131,26 @@ def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = No
         verdict = time_verdict(match, entry, fail_on_pct)
         if verdict is not None:
             times[verdict.label] += 1
-            regressed = regressed or verdict.fails
-        lines.append(f"{entry.name} ({entry.spec}): {bits}{detail}{_time(verdict)}")
+            if verdict.fails:
+                regressed.append((_named(entry), verdict))
+        lines.append(f"{_named(entry)}: {bits}{detail}{_time(verdict)}")
     paired = {id(match) for match in pairs.values()}
-    lines += [f"{entry.name} ({entry.spec}): only in {base.source}" for entry in base_entries if id(entry) not in paired]
+    lines += [f"{_named(entry)}: only in {base.source}" for entry in base_entries if id(entry) not in paired]
     compared = counts[IDENTICAL] + counts[DIFFER]
     timed = ", ".join(f"{count} {label.value}" for label, count in times.items() if count)
-    lines.append(f"compared {compared}: {counts[IDENTICAL]} identical, {counts[DIFFER]} differ"
-                 + (f"; time: {timed}" if timed else "")
-                 + f"; {counts[INPUTS_DIFFER]} with other inputs, {counts['no digest']} without a digest")
-    if timed:
-        lines += time_legend(fail_on_pct)
-    if compared == 0:
-        lines.append("nothing comparable: no result with the same GEMM, configuration and inputs in both files")
-        return Comparison(lines, EXIT_NOTHING)
-    return Comparison(lines, EXIT_FINDING if counts[DIFFER] or regressed else EXIT_OK)
+    answer = [] if compared else [
+        "nothing comparable: no result with the same GEMM, configuration and inputs in both files"]
+    answer.append(f"compared {compared}: {counts[IDENTICAL]} identical, {counts[DIFFER]} differ"
+                  + (f"; time: {timed}" if timed else "")
+                  + f"; {counts[INPUTS_DIFFER]} with other inputs, {counts['no digest']} without a digest")
+    if regressed:
+        shown = ", ".join(f"{name} {verdict.change_pct:+.1f}%" for name, verdict in regressed[:5])
+        more = f", and {len(regressed) - 5} more marked REGRESSION below" if len(regressed) > 5 else ""
+        answer.append(f"time REGRESSION: {plural(len(regressed), 'result')} slower by more than {fail_on_pct:g}% "
+                      f"(--fail-on): {shown}{more}")
+    legend = time_legend(fail_on_pct) if timed else []
+    exit_code = EXIT_FINDING if counts[DIFFER] or regressed else EXIT_OK if compared else EXIT_NOTHING
+    return Comparison(answer, head + lines + legend, exit_code)
 
 
 def _pair(base: tuple[Entry, ...], new: tuple[Entry, ...]) -> dict:
@@ -224,41 +251,50 @@ def compare_fleet(runs: list[StoredRun]) -> Comparison:
     each group named by its GPUs, SM counts, drivers and cuBLAS versions.
 
     Only results of the same inputs in two or more files are compared (the devices of one sweep
-    file alone were compared by the run that wrote it); the rest are named, and counted apart.
+    file alone were compared by the run that wrote it); the rest are named, and counted apart. A
+    file none of whose results was compared is named in the answer, and never counted as agreeing.
     """
-    lines = [f"fleet of {len(runs)} files:"] + [f"  {os.path.basename(r.source)}: {r.describe()}" for r in runs]
-    lines += _legacy_notes(runs)
+    head = [f"fleet of {len(runs)} files:"] + [f"  {os.path.basename(r.source)}: {r.describe()}" for r in runs]
+    head += _legacy_notes(runs)
+    lines = []
     compared = differing = alone = other_inputs = 0
+    in_a_comparison: set = set()  # the indices of the files some result of which was compared
     for (name, config), members in _fleet_groups(runs).items():
         if not members:
             continue  # no digest in any file
-        head = f"{name} ({members[0].entry.spec}) {config}"
+        named = result_name(name, members[0].entry.spec, config)
         groups = _by_inputs(members)
         comparable = [group for group in groups if len({m.file for m in group}) > 1]
         if not comparable:
             if len(groups) == 1:
                 alone += 1
-                lines.append(f"{head}: only in {os.path.basename(runs[members[0].file].source)}")
+                lines.append(f"{named}: only in {os.path.basename(runs[members[0].file].source)}")
             else:
                 other_inputs += 1
-                lines.append(f"{head}: {INPUTS_DIFFER} in every file: not comparable ("
+                lines.append(f"{named}: {INPUTS_DIFFER} in every file: not comparable ("
                              f"{inputs_differ(groups[0][0].entry, groups[1][0].entry)})")
             continue
         for group in groups:
             if group not in comparable:
-                lines.append(f"{head}: {INPUTS_DIFFER} in {', '.join(m.label for m in group)}: not comparable with "
+                lines.append(f"{named}: {INPUTS_DIFFER} in {', '.join(m.label for m in group)}: not comparable with "
                              f"{comparable[0][0].label} ({inputs_differ(comparable[0][0].entry, group[0].entry)})")
         for group in comparable:
             compared += 1
+            in_a_comparison |= {m.file for m in group}
             verdict, agree = _agreement(group)
             differing += not agree
             inputs = f" [inputs of {group[0].label}]" if len(groups) > 1 else ""
-            lines.append(f"{head}{inputs}: {verdict}")
+            lines.append(f"{named}{inputs}: {verdict}")
     apart = f"; {alone} only in one file" if alone else ""
     apart += f"; {other_inputs} with other inputs in every file" if other_inputs else ""
-    lines.append(f"compared {compared} GEMM/configuration pairs present in two or more files: "
-                 f"{compared - differing} agree, {differing} differ{apart}")
-    if compared == 0:
-        lines.append("nothing comparable: no result with the same GEMM, configuration and inputs in two files")
-        return Comparison(lines, EXIT_NOTHING)
-    return Comparison(lines, EXIT_FINDING if differing else EXIT_OK)
+    answer = [] if compared else [
+        "nothing comparable: no result with the same GEMM, configuration and inputs in two files"]
+    answer.append(f"compared {compared} GEMM/configuration pairs present in two or more files: "
+                  f"{compared - differing} agree, {differing} differ{apart}")
+    unmatched = [os.path.basename(run.source) for index, run in enumerate(runs)
+                 if index not in in_a_comparison and any(entry.digests for entry in run.entries)]
+    if compared and unmatched:
+        answer.append(f"compared with nothing: {', '.join(unmatched)} (no result with the same GEMM, configuration "
+                      "and inputs in another file): not counted as agreeing")
+    exit_code = EXIT_FINDING if differing else EXIT_NOTHING if not compared or unmatched else EXIT_OK
+    return Comparison(answer, head + lines, exit_code)

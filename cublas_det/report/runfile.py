@@ -21,12 +21,14 @@ from bisect import bisect_left, bisect_right
 
 from ..check.results import CallKernels, GemmCheck, ScenarioResult
 from ..check.scenarios import REGISTRY
+from ..check.scenarios.batch import not_applicable_reason
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..files import open_regular, parse_json
-from ..shapes import GemmShape
+from ..shapes import PRESETS, GemmShape, preset
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Discards
+from ..words import plural
 from .commit_info import commit_info
 from .results import BenchResult, ShapeReport
 from .text import summary_lines, warnings_for
@@ -508,7 +510,7 @@ def bench_result(run: StoredRun) -> BenchResult:
     """
     if run.sweep:
         raise InputFileError(f"{run.source}: a --devices sweep has no per-mode tables to render; compare it with "
-                             "python -m cublas_det.compare")
+                             "cublas-det compare")
     groups: dict[str, list[Entry]] = {}
     for entry in run.entries:
         groups.setdefault(entry.shape_name, []).append(entry)
@@ -541,7 +543,7 @@ def _known_fields(cls, data: dict) -> dict:
 def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list, how: dict) -> ShapeReport:
     """``how``: the file's record of how the shape was timed (stop reason, discarded rounds, clock floor, options)."""
     where = f"{run.source}: benchmark {entries[0].name!r}: extra_info.shape"
-    shape = _read_back(where, GemmShape.from_dict, entries[0].extra_info["shape"])
+    shape = _catalogue_shape(_read_back(where, GemmShape.from_dict, entries[0].extra_info["shape"]))
     checks = {e.config: _check(shape, e, run) for e in entries if e.extra_info.get("scenarios")}
     for e in entries:
         if e.stats and e.stats.get("data") and not (e.extra_info.get("eager_stats") or {}).get("data"):
@@ -577,7 +579,8 @@ def _check(shape: GemmShape, entry: Entry, run: StoredRun) -> GemmCheck:
         config = _read_back(f"{where}.config", GemmConfig.from_dict, info["config"])
     else:
         config = _read_back(f"{where}: configuration", GemmConfig.parse, entry.config)
-    results = tuple(_read_back(f"{where}.scenarios[{i}]", _scenario, raw) for i, raw in enumerate(info["scenarios"]))
+    results = tuple(_read_back(f"{where}.scenarios[{i}]", lambda r: _scenario(r, shape), raw)
+                    for i, raw in enumerate(info["scenarios"]))
     rel_error = info.get("rel_error")
     identity = entry.identity or {}
     # A check whose GEMM could not be computed has no digest and the error; its verdict is "error"
@@ -590,11 +593,78 @@ def _check(shape: GemmShape, entry: Entry, run: StoredRun) -> GemmCheck:
                      if info.get("kernels") else None)
 
 
-def _scenario(raw: dict) -> ScenarioResult:
+def _scenario(raw: dict, shape: GemmShape) -> ScenarioResult:
     if raw["scenario"] not in REGISTRY:  # the reports lay scenarios out in the registry's order
         raise ValueError(f"scenario {raw['scenario']!r} is not one this version knows ({', '.join(REGISTRY)})")
     # 0.1 files: the registry knows the kind
-    return ScenarioResult.from_dict({**raw, "kind": raw.get("kind") or REGISTRY[raw["scenario"]].kind})
+    result = ScenarioResult.from_dict({**raw, "kind": raw.get("kind") or REGISTRY[raw["scenario"]].kind})
+    if _untold_workspace_config(raw):
+        return dataclasses.replace(result, runs=0, differing_runs=0, detail=f"{UNTOLD_WORKSPACE_CONFIG}; the file "
+                                   f"says {raw['differing_runs']}/{raw['runs']} runs differ")
+    if _untold_batch(raw, shape):
+        return dataclasses.replace(result, not_applicable=not_applicable_reason(shape))
+    return result
+
+
+# -- what a file of an earlier version cannot tell ------------------------------------------------
+NO_IDENTITY = "no seed, T or input digests"
+UNTOLD_WORKSPACE_CONFIG = ("not told: the checker compared the worker's streams with the worker's own first output, "
+                           "whose operands could still be in flight")
+
+
+def _untold_workspace_config(raw: dict) -> bool:
+    """A workspace-config difference recorded before the worker's first output was checked against this
+    process's bits (``reference_digest``) and before operands were complete before use: that first
+    output could read operands still being copied, so the difference may be in it, not in the streams."""
+    return (raw["scenario"] == "workspace-config" and bool(raw.get("differing_runs")) and not raw.get("error")
+            and "reference_digest" not in (raw.get("extra") or {}))
+
+
+def _untold_batch(raw: dict, shape: GemmShape) -> bool:
+    """batch-invariance run by an earlier version on a dW GEMM, where it does not apply."""
+    return (raw["scenario"] == "batch-invariance" and not raw.get("not_applicable") and not raw.get("error")
+            and shape.gemm_pass == "dW")
+
+
+def _catalogue_shape(shape: GemmShape) -> GemmShape:
+    """The catalogue's shape of a file that did not record its preset (cublas_det 0.1), when its name and
+    dimensions are the catalogue's; else the shape as stored."""
+    prefix = shape.name.split("/", 1)[0]
+    if shape.preset or prefix not in PRESETS or not shape.gemm_pass:
+        return shape
+    try:
+        found = preset(prefix, shape.k if shape.gemm_pass == "dW" else shape.m)
+    except ValueError:
+        return shape
+    same = [s for s in found if s.name == shape.name and (s.m, s.n, s.k, s.trans_a, s.trans_b) == (
+        shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b)]
+    return dataclasses.replace(same[0], batch=shape.batch) if same else shape
+
+
+def old_file_limits(run: StoredRun) -> list[str]:
+    """What a file of an earlier version cannot tell, a phrase each; empty for a file of this version."""
+    limits = [f"the inputs it ran on ({NO_IDENTITY} recorded)"] if run.legacy else []
+    untold, batch = [], 0
+    for entry in run.entries:
+        shape = GemmShape.from_dict(entry.extra_info["shape"]) if entry.extra_info.get("scenarios") else None
+        for raw in entry.extra_info.get("scenarios") or ():
+            untold += [entry.name] if _untold_workspace_config(raw) else []
+            batch += _untold_batch(raw, shape)
+    if untold:
+        named = ", ".join(untold[:3]) + (", ..." if len(untold) > 3 else "")
+        limits.append(f"workspace config in {named} (a difference from the worker's own first output, whose operands "
+                      "could still be in flight: not counted)")
+    if batch:
+        limits.append(f"batch size in {plural(batch, 'dW result')} (run there, though their batch is the reduction "
+                      "axis: not counted)")
+    return limits
+
+
+def old_file_note(run: StoredRun) -> str | None:
+    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...``, or None."""
+    limits = old_file_limits(run)
+    return (f"note: {run.source} was written by cublas_det {run.version}, which cannot tell: {'; '.join(limits)}"
+            if limits else None)
 
 
 def stored_ratios(run: StoredRun, numerator: str, denominator: str) -> dict:

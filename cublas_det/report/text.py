@@ -12,12 +12,12 @@ import math
 import os
 import shutil
 import sys
-import textwrap
 
 from .._cublas import ComputeType, MathMode
 from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
 from ..timing.results import is_control, role
+from ..words import plural, wrapped
 from .results import BenchResult, ShapeReport
 from .timing_text import (
     KERNEL_NOTE,
@@ -52,11 +52,6 @@ def report_width() -> int:
     if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
         return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
     return WIDTH
-
-
-def wrapped(text: str, width: int, indent: str = "  ") -> list[str]:
-    """``text`` in lines of at most ``width`` columns, continuation lines indented."""
-    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
 
 
 def _fmt_us(value: float | None) -> str:
@@ -150,9 +145,10 @@ def _timed_modes(result: BenchResult) -> set:
     return {a.name for r in result.shapes if r.timing for a in r.timing.arms if not is_control(a.name)}
 
 
-def render_text(result: BenchResult, *, verbose: bool = False, width: int | None = None) -> str:
+def render_text(result: BenchResult, *, verbose: bool = False, width: int | None = None, notes=()) -> str:
+    """``notes``: lines said under the title (what a stored file of an earlier version cannot tell)."""
     width = width or report_width()
-    lines = wrapped(title(result), width) + [""]
+    lines = wrapped(title(result), width) + [part for note in notes for part in wrapped(note, width)] + [""]
     for line in summary_lines(result):
         lines += wrapped(line, width)
     details = detail_lines(result)
@@ -226,12 +222,24 @@ def reproducibility_line(checks: list[tuple[str, GemmCheck]]) -> str:
     total = len(checks)
     if counts[Reproducible.YES] == total:
         return (f"Reproducible: yes, all {total} shape/mode pairs gave the same bits in every guarantee checked "
-                f"({_labels(ran)})")
+                f"({_labels(ran)})" + _untold(checks))
     if counts[Reproducible.NOT_CHECKED] == total:
         return f"Reproducible: not checked (no guarantee scenario ran for the {total} shape/mode pairs)"
     order = (Reproducible.NO, Reproducible.ERROR, Reproducible.NOT_CHECKED, Reproducible.YES)
     parts = ", ".join(f"{verdict.value} for {counts[verdict]}" for verdict in order if counts[verdict])
-    return f"Reproducible: {parts} of {total} shape/mode pairs" + (f" (guarantees checked: {_labels(ran)})" if ran else "")
+    return (f"Reproducible: {parts} of {total} shape/mode pairs" + (f" (guarantees checked: {_labels(ran)})" if ran else "")
+            + _untold(checks))
+
+
+def _untold(checks: list[tuple[str, GemmCheck]]) -> str:
+    """``; workspace config compared nothing in 1``: guarantees present in a check without a comparison
+    (a stored result an earlier version could not tell), which the line's count does not cover."""
+    untold: dict = {}
+    for _, check in checks:
+        for r in check.of_kind(Kind.GUARANTEE):
+            if r.outcome is Outcome.NOTHING_COMPARED:
+                untold[r.scenario] = untold.get(r.scenario, 0) + 1
+    return "".join(f"; {label(name)} compared nothing in {count}" for name, count in untold.items())
 
 
 def hazard_line(checks: list[tuple[str, GemmCheck]]) -> str | None:
@@ -349,7 +357,7 @@ def cost_lines(result: BenchResult) -> list[str]:
             widest = max(max(1 - r.ci_low, r.ci_high - 1) for r in flat)
             what = "cost" if (numerator, denominator) == ("PEDANTIC", "DEFAULT") else "difference"
             parts.append(f"no measurable {what} on {len(flat)} of {len(found)} shapes (within ±{100 * widest:.1f}%)")
-        parts += [f"{_change(min(v), max(v))} ({preset}" + (f", {len(v)} shape{'s' * (len(v) > 1)})" if flat else ")")
+        parts += [f"{_change(min(v), max(v))} ({preset}" + (f", {plural(len(v), 'shape')})" if flat else ")")
                   for preset, v in by_preset.items()]
         lines.append(f"Time, {numerator} vs {denominator}: " + "; ".join(parts))
     return lines
@@ -364,7 +372,7 @@ def verdict_line(result: BenchResult) -> str:
         held = any(c.verdict is Reproducible.YES for _, c in checks)
         return ("Verdict: pass, every guarantee held (exit 0)" if held else
                 "Verdict: pass, no guarantee was checked (exit 0)" if checks else "Verdict: pass, nothing failed (exit 0)")
-    parts = [f"{len(failed)} pair(s) gave other bits under a guarantee"] if failed else []
+    parts = [f"{plural(len(failed), 'pair')} gave other bits under a guarantee"] if failed else []
     parts += [f"{len(errors)} could not be checked or timed"] if errors else []
     return f"Verdict: FAIL (exit 1): {'; '.join(parts)}; details below"
 

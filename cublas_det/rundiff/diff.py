@@ -28,6 +28,7 @@ import numpy as np
 
 from ..bits.digest import DigestAccumulator
 from ..bits.streams import BitComparison, BitStats, lookup_dtype
+from ..words import percent, plural, wrapped
 from .layouts import (
     LAYOUTS,
     DataSource,
@@ -170,8 +171,8 @@ class RunDiff:
         last, other = self.steps[-1], "B" if self.ended == "A" else "A"
         inside = (f" (after {last.compared} of the {last.compared + last.not_reached} leaves {other} has there)"
                   if last.not_reached else "")
-        more = (f"; {other} goes on to step {self.beyond_end[-1]} ({len(self.beyond_end)} step"
-                f"{'s' if len(self.beyond_end) != 1 else ''} more, not compared)" if self.beyond_end else "")
+        more = (f"; {other} goes on to step {self.beyond_end[-1]} ({plural(len(self.beyond_end), 'step')} more, not "
+                "compared)" if self.beyond_end else "")
         return f"{self.ended} ends at step {last.step}{inside}{more}"
 
     def verdict(self) -> str:
@@ -188,11 +189,12 @@ class RunDiff:
                 f"not finished: {self.error}"
         if self.nothing_compared:
             skipped = f"; skipped {listing(self.skipped)}" if self.skipped else ""
-            return (f"nothing compared: no leaf is in both runs ({_count(sum(len(s.leaves) for s in self.steps), 'leaf')}"
-                    f" in {_count(len(self.steps), 'step')} of one run or the other){skipped}; diff reads {LAYOUTS}")
-        text = (f"identical: {_count(self.compared_leaves, 'leaf')} in {_count(len(self.steps), 'step')}, all bits "
-                "equal")
-        return text + (f", as far as {self.ended} goes: {self.ending()}" if self.ended else "")
+            return (f"nothing compared: no leaf is in both runs ({plural(sum(len(s.leaves) for s in self.steps), 'leaf')}"
+                    f" in {plural(len(self.steps), 'step')} of one run or the other){skipped}; diff reads {LAYOUTS}")
+        compared = f"{plural(self.compared_leaves, 'leaf')} in {plural(len(self.steps), 'step')}, all bits equal"
+        if self.ended:  # the other run's later steps first: exit 0 does not cover them
+            return f"identical as far as {self.ended} goes: {self.ending()}; {compared}"
+        return f"identical: {compared}"
 
     def to_dict(self) -> dict:
         first = self.first_divergence
@@ -213,9 +215,14 @@ class IncompleteDiff(RunLayoutError):
         self.diff = diff
 
 
-def _count(number: int, noun: str) -> str:
-    plural = {"leaf": "leaves"}.get(noun, noun + "s")
-    return f"{number} {noun if number == 1 else plural}"
+def all_equal(leaves: int) -> str:
+    """``all 3 leaves equal``; ``1 leaf, equal``."""
+    return f"all {plural(leaves, 'leaf')} equal" if leaves != 1 else "1 leaf, equal"
+
+
+def diverging(diverged: int, leaves: int) -> str:
+    """``2 of 3 leaves diverge``; ``1 of 1 leaf diverges``."""
+    return f"{diverged} of {plural(leaves, 'leaf')} diverge{'s' if diverged == 1 else ''}"
 
 
 def _earlier_steps(steps: list[int]) -> str:
@@ -405,9 +412,7 @@ def leaf_row(leaf: LeafDiff) -> tuple[str, ...]:
         return (leaf.leaf, leaf.status.value, "digest differs", "-", "-", "-",
                 "recorded as a digest: no element facts")
     stats = leaf.stats
-    share = 100.0 * stats.mismatched / stats.elements
-    share_text = "<0.1" if share < 0.1 else f"{share:.1f}"
-    mismatched = f"{stats.mismatched}/{stats.elements} ({share_text}%)"
+    mismatched = f"{stats.mismatched}/{stats.elements} ({percent(stats.mismatched, stats.elements)})"
     dtype = lookup_dtype(leaf.dtype_a)
     if not dtype.is_float:
         max_ulp = "-"
@@ -454,34 +459,39 @@ def format_table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
     return [(indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths))).rstrip() for row in rows]
 
 
-def report_lines(diff: RunDiff, *, verbose: bool = False) -> list[str]:
-    """The report: both runs, the first divergence, a table per step, the verdict (last line).
+def report_lines(diff: RunDiff, *, verbose: bool = False, width: int | None = None) -> list[str]:
+    """The report: both runs, the first divergence, a table per step, the verdict (the last paragraph).
 
-    A step whose leaves are all equal is one line unless ``verbose``.
+    A step whose leaves are all equal is one line unless ``verbose``. ``width``: the sentences (the
+    answer, the verdict, where the walk stopped) are wrapped to it; the runs' paths and the tables
+    keep their lines.
     """
+    def prose(text: str) -> list[str]:
+        return wrapped(text, width, "    ") if width else [text]
+
     first = diff.first_divergence
-    lines = [f"A: {diff.run_a}", f"B: {diff.run_b}",
-             f"first divergence: step {first.step}, leaf {first.leaf}" if first else "no divergence", ""]
+    answer = (f"first divergence: step {first.step}, leaf {first.leaf}" if first else
+              f"no divergence as far as {diff.ended} goes: {diff.ending()}" if diff.ended else "no divergence")
+    lines = [f"A: {diff.run_a}", f"B: {diff.run_b}", *prose(answer), ""]
     for step in diff.steps:
         ended = f"; {diff.ended} ended before the other {step.not_reached}" if step.not_reached else ""
         if step.equal and not verbose:
-            lines.append(f"step {step.step}: all {_count(step.compared, 'leaf')} equal{ended}")
+            lines.append(f"step {step.step}: {all_equal(step.compared)}{ended}")
             continue
-        heading = (f"all {_count(step.compared, 'leaf')} equal{ended}" if step.equal
-                   else f"{len(step.diverged)} of {len(step.leaves)} leaves diverge")
+        heading = f"{all_equal(step.compared)}{ended}" if step.equal else diverging(len(step.diverged), len(step.leaves))
         lines.append(f"step {step.step}: {heading}")
         lines += format_table([leaf_row(leaf) for leaf in step.leaves])
     if diff.error is not None:
         count = len(diff.not_compared)
-        lines.append(f"stopped by a read error in step {diff.not_compared[0]}; {_count(count, 'step')} from it on not "
-                     "compared")
+        lines += prose(f"stopped by a read error in step {diff.not_compared[0]}; {plural(count, 'step')} from it on "
+                       "not compared")
     elif diff.not_compared:
         count = len(diff.not_compared)
-        lines.append(f"stopped after step {diff.steps[-1].step}, the first divergent step; {count} later "
-                     f"step{'s' if count > 1 else ''} not compared (--all compares them)")
+        lines += prose(f"stopped after step {diff.steps[-1].step}, the first divergent step; "
+                       f"{plural(count, 'later step')} not compared (--all compares them)")
     if len(diff.divergent_steps) > 1:
-        lines.append(f"divergent steps: {', '.join(map(str, diff.divergent_steps))}")
-    if diff.ended and not diff.not_compared:
-        lines.append(diff.ending())
-    lines += ["", diff.verdict()]
+        lines += prose(f"divergent steps: {', '.join(map(str, diff.divergent_steps))}")
+    if diff.ended and not diff.not_compared and first is not None:  # else the answer and the verdict say it
+        lines += prose(diff.ending())
+    lines += ["", *prose(diff.verdict())]
     return lines

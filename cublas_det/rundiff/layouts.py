@@ -28,6 +28,7 @@ from ..bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
 from ..bits.streams import dtype_name_of, lookup_dtype
 from ..errors import InputFileError
 from ..files import file_kind, open_regular, parse_json, regular_file_size
+from ..words import plural
 
 LOG_NAME = "trace.jsonl"
 STEP_DIR = re.compile(r"^step_?(\d+)$")
@@ -134,7 +135,8 @@ class TrainingRun:
     def describe(self) -> str:
         leaves = sorted({len(leaves) for leaves in self.steps.values()})
         per_step = f"{leaves[0]}" if len(leaves) == 1 else f"{leaves[0]}-{leaves[-1]}"
-        return f"{self.path} ({self.layout}; {len(self.steps)} steps, {per_step} leaves per step)"
+        noun = "leaf" if leaves == [1] else "leaves"
+        return f"{self.path} ({self.layout}; {plural(len(self.steps), 'step')}, {per_step} {noun} per step)"
 
 
 def open_run(path: str, *, raw_dtype: str = "float32") -> TrainingRun:

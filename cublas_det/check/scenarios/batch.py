@@ -5,21 +5,21 @@ from __future__ import annotations
 import dataclasses
 
 from ...bits.compare import compare
-from ...shapes import batch_ladder
+from ...shapes import GemmShape, batch_ladder
 from ..results import Kind
 from .base import Scenario, ScenarioContext, worst_of
 
 
-def not_applicable_reason(context: ScenarioContext) -> str | None:
+def not_applicable_reason(shape: GemmShape) -> str | None:
     """Why the batch cannot be shrunk for this GEMM, or None.
 
     The batch is the token axis T. In forward and dX GEMMs T is M, the output rows, and rows can
     be sliced. In a dW GEMM T is K, the reduction axis: fewer tokens make another sum, so there are
     no bits to compare. A custom shape takes M as its batch.
     """
-    if context.shape.gemm_pass == "dW":
+    if shape.gemm_pass == "dW":
         return "the batch (T) is K, the reduction axis of a dW GEMM: fewer tokens give another sum"
-    if context.shape.m < 2:
+    if shape.m < 2:
         return "M = 1: no smaller batch"
     return None
 
@@ -27,7 +27,7 @@ def not_applicable_reason(context: ScenarioContext) -> str | None:
 def _batch_invariance(context: ScenarioContext):
     import cupy
 
-    reason = not_applicable_reason(context)
+    reason = not_applicable_reason(context.shape)
     if reason:
         return BATCH_INVARIANCE.does_not_apply(reason)
     shape, a = context.shape, context.a
