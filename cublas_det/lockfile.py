@@ -22,6 +22,7 @@ from ._cublas import ComputeType, MathMode
 from .config import DTYPE_ALIASES, ELEMENT_TYPES, GemmConfig
 from .errors import InputFileError, UsageError
 from .files import open_regular, parse_json
+from .words import plural
 
 FORMAT, VERSION = "cublas_det.lock", 1
 MAX_FILE_BYTES = 16 << 20
@@ -238,13 +239,12 @@ class LockReport:
         return sum(item["calls"] for item in self.fell_through.values())
 
     def lines(self) -> list[str]:
-        gemms = lambda n: f"{n} GEMM" + ("" if n == 1 else "s")  # noqa: E731
-        calls = lambda n: f"{n:,} call" + ("" if n == 1 else "s")  # noqa: E731
-        lines = [f"locked {calls(self.locked_calls)} of {gemms(len(self.locked))}; "
-                 f"{calls(self.fell_through_calls)} of {gemms(len(self.fell_through))} fell through to torch"]
+        lines = [f"locked {plural(self.locked_calls, 'call')} of {plural(len(self.locked), 'GEMM')}; "
+                 f"{plural(self.fell_through_calls, 'call')} of {plural(len(self.fell_through), 'GEMM')} fell "
+                 "through to torch"]
         shapes = []
         for gemm, item in sorted(self.fell_through.items(), key=lambda kv: -kv[1]["calls"]):
-            lines.append(f"  {gemm}: {calls(item['calls'])}, {item['reason']}")
+            lines.append(f"  {gemm}: {plural(item['calls'], 'call')}, {item['reason']}")
             if item["reason"] == "not in the lock" and item.get("spec"):
                 shapes.append((item["spec"], item["dtype"], item.get("mode", "default")))
         if shapes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-IRREGULAR = {"leaf": "leaves"}
+IRREGULAR = {"leaf": "leaves", "process": "processes"}
 
 
 def plural(count: int, noun: str) -> str:

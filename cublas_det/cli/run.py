@@ -16,6 +16,7 @@ import tempfile
 
 from .. import lockfile
 from ..lockfile import LockReport
+from ..words import plural
 from ..device import fingerprint, require_gpu
 from ..enter import python_env, run_program
 from ..errors import UsageError
@@ -74,9 +75,8 @@ def _run(argv, prog: str) -> int:
                            "PyTorch or cublas_det: see the lines above)")
     else:
         report = LockReport.merge(reports)
-        processes = f"{len(reports)} process" + ("" if len(reports) == 1 else "es")
         if not args.quiet or report.fell_through:
-            print(f"{prog}: {processes}, {report}", file=sys.stderr)
+            print(f"{prog}: {plural(len(reports), 'process')}, {report}", file=sys.stderr)
     return 130 if interrupted else status
 
 

@@ -10,13 +10,13 @@ module; what follows it differs because it did.
 from __future__ import annotations
 
 import dataclasses
-import textwrap
 
 import torch
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from ..words import plural, wrapped
 from .router import DTYPES
 
 _GEMMS = {"mm", "addmm", "bmm", "baddbmm"}
@@ -102,21 +102,20 @@ class AuditPart:
     def lines(self) -> list[str]:
         if not self.compared:
             return [f"{self.what}: nothing compared ({self.note or 'the step ran no op with an output to compare'})"]
-        head = f"{self.what}: {self.compared:,} ops compared"
+        head = f"{self.what}: {plural(self.compared, 'op')} compared"
         if self.digests:
             head += f" ({self.digests:,} outputs by digest, past the memory budget)"
         gemms = [g for g in self.gemms]
         same = sum(1 for g in gemms if g[3])
         locked = [g for g in gemms if g[2]]
-        gemm_text = f"{len(gemms)} GEMM call{'' if len(gemms) == 1 else 's'}, {same} identical"
+        gemm_text = f"{plural(len(gemms), 'GEMM call')}, {same} identical"
         if any(g[2] is not None for g in gemms):
             gemm_text += f", {len(locked)} locked"
         lines = [f"{head}; {gemm_text}"]
         if self.first is None:
             lines.append("  every op identical" + (f" up to where it stopped: {self.note}" if self.note else ""))
         else:
-            lines += textwrap.wrap(f"first op that differs: {self.first}", 100, initial_indent="  ",
-                                   subsequent_indent="      ", break_on_hyphens=False)
+            lines += ["  " + line for line in wrapped(f"first op that differs: {self.first}", 98, "    ")]
         unlocked = [g for g in gemms if g[2] is False]
         for op, shape, _, identical in unlocked[:5]:
             lines.append(f"  not locked: {op} {shape}{'' if identical else ' (differs)'}")
