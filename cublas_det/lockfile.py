@@ -22,6 +22,7 @@ from ._cublas import ComputeType, MathMode
 from .config import DTYPE_ALIASES, ELEMENT_TYPES, GemmConfig
 from .errors import InputFileError, UsageError
 from .files import open_regular, parse_json
+from .shapes import parse_shape
 from .words import plural
 
 FORMAT, VERSION = "cublas_det.lock", 1
@@ -113,6 +114,13 @@ class Lock:
         """The locked configuration of a GEMM, or None where the lock has none."""
         entry = self.entry_for(key, m)
         return entry.config if entry else None
+
+    def locked(self, shape, config: GemmConfig) -> GemmConfig | None:
+        """The configuration to run ``shape`` (a :class:`~cublas_det.shapes.GemmShape` or ``MxNxK[:op]``)
+        in, for a caller that would run it in ``config``: the lock's pinned one, or None."""
+        if isinstance(shape, str):
+            shape = parse_shape(shape)
+        return self.config_for(GemmKey.of(shape, config), shape.m)
 
     def check_here(self, here: dict) -> None:
         """Raise :class:`LockMismatch` (one line) unless this lock was written where ``here`` describes."""

@@ -44,6 +44,9 @@ def test_a_lock_reads_back_as_written(lock_path):
     assert lock.config_for(key).lt_algo == tuple(sorted(ALGO.items()))
     assert lock.config_for(lockfile.GemmKey("bfloat16", "bfloat16", "COMPUTE_32F", False, True, 3352, 769)) is None
     assert str(key) == "Mx3352x768:tn bf16"  # M is left open: one entry serves every batch size
+    torch_like = GemmConfig(MathMode.DEFAULT, input_dtype="bfloat16", output_dtype="bfloat16")
+    assert lock.locked("1x3352x768:tn", torch_like) == lock.config_for(key)  # any M, M = 1 too
+    assert lock.locked("1x3352x768:nn", torch_like) is None
 
 
 def test_tf32_math_is_a_compute_type_in_the_key():
