@@ -371,8 +371,8 @@ def test_a_log_cut_inside_its_last_call_says_so_and_is_not_taken_for_interleavin
     text = log("block", "cublas")
     capture = parse(text[:text.rindex(b"i!  ldc:")])
     stats = capture.logs["cublas"]
-    assert stats.interleaved == 0 and any(sample.startswith("malformed: cut at the end of the log") for sample in
-                                          stats.samples)
+    assert stats.interleaved == 0 and stats.malformed == 0 and stats.cut == 1
+    assert any(sample.startswith("cut: the log ends inside this call") for sample in stats.samples)
     assert sum(s.calls for s in capture.gemms.values()) == 17
 
 

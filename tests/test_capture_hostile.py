@@ -47,3 +47,171 @@ def test_a_gzip_log_cut_short_is_read_up_to_the_cut_and_a_corrupt_one_refused_in
     corrupt = packed[:20] + bytes(b ^ 0x55 for b in packed[20:200]) + packed[200:]
     code, text, err, data = run_from(tmp_path, capsys, ("bad.gz", corrupt))
     assert code == 2 and "does not decompress" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def _blocks(text: bytes) -> list[bytes]:
+    """A cuBLAS log's call records, each with its ``I! cuBLAS`` line and its line ends."""
+    return [b"I! cuBLAS " + b for b in (b"\n" + text).split(b"\nI! cuBLAS ")[1:]]
+
+
+def _log(*blocks: bytes) -> bytes:
+    return b"\n".join(b.rstrip(b"\n") for b in blocks) + b"\n"
+
+
+def _gemm_ex(m=None, lda=None, mode=None) -> bytes:
+    """The one-thread misc log's first cublasGemmEx call, with m, lda or its context line's math mode changed."""
+    block = next(b for b in _blocks(log("misc", "cublas")) if b"cublasGemmEx(" in b)
+    if m is not None:
+        block = re.sub(rb"i!  m: type=int; val=\d+", b"i!  m: type=int; val=%s" % str(m).encode(), block)
+    if lda is not None:
+        block = re.sub(rb"i!  lda: type=int; val=\d+", b"i!  lda: type=int; val=%d" % lda, block)
+    if mode is not None:
+        block = re.sub(rb"MathMode=\S+", b"MathMode=" + mode, block)
+    return block
+
+
+def _unread(stats) -> int:
+    return stats.malformed + stats.interleaved + stats.unknown_lines + stats.cut + stats.invalid_gemms
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_crlf_logs_are_read_as_lf(chunk):
+    lf = parse(log("block", "cublas"), log("block", "cublaslt"))
+    crlf = parse(log("block", "cublas").replace(b"\n", b"\r\n"), log("block", "cublaslt").replace(b"\n", b"\r\n"),
+                 chunk=chunk)
+    assert sum(s.calls for s in crlf.gemms.values()) == 18 and crlf.gemms.keys() == lf.gemms.keys()
+    assert not any(_unread(stats) for stats in crlf.logs.values())
+    assert crlf.logs["cublaslt"].gemm_calls == lf.logs["cublaslt"].gemm_calls == 18
+
+
+@pytest.mark.parametrize("change", ["missing", "extra"])
+def test_a_call_with_a_field_line_missing_or_extra_in_a_one_thread_log_is_malformed_not_interleaved(change):
+    text = log("misc", "cublas")
+    at = text.index(b"cublasGemmEx(")
+    line = re.compile(rb"i!  lda: type=int; val=\d+\n").search(text, at).group(0)
+    capture = parse(text[:at] + text[at:].replace(line, b"" if change == "missing" else line + line, 1))
+    stats = capture.logs["cublas"]
+    assert (stats.malformed, stats.malformed_gemms, stats.interleaved) == (1, 1, 0)
+    assert any("field lines for the 19 parameters" in sample for sample in stats.samples)
+    assert sum(s.calls for s in capture.gemms.values()) == sum(s.calls for s in parse(text).gemms.values()) - 1
+
+
+def test_a_log_cut_inside_its_last_calls_math_mode_is_a_cut_call_never_a_gemm():
+    gemm = _gemm_ex(mode=b"CUBLAS_DEFAULT_MATH|CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION")
+    text = _log(gemm, gemm)
+    capture = parse(text[:text.rindex(b"MathMode=") + len(b"MathMode=CUBLAS_DEFAULT")])
+    stats = capture.logs["cublas"]
+    assert [(d.math_mode, s.calls) for d, s in capture.gemms.items()] == [(16, 1)]
+    assert (stats.cut, stats.malformed, stats.gemm_calls) == (1, 0, 1)
+    whole = parse(text[:text.rindex(b"i! COMPILED WITH") + 20])  # the record's last line begun: nothing lost
+    assert [s.calls for s in whole.gemms.values()] == [2] and whole.logs["cublas"].cut == 0
+
+
+def test_a_cublaslt_log_cut_inside_its_last_matmul_line_is_a_cut_call_never_a_gemm():
+    text = log("block_bias", "cublaslt")
+    last = text.rindex(b"[Trace][cublasLtMatmul]")
+    text = text[:text.index(b"\n", last) + 1]
+    whole = parse(b"", text)
+    cut = parse(b"", text[:text.index(b"workSpaceSizeInBytes=1048576", last) + len(b"workSpaceSizeInBytes=1048")])
+    assert cut.gemms.keys() == whole.gemms.keys() and len(cut.gemms) == 2
+    assert cut.logs["cublaslt"].cut == 1 and cut.logs["cublaslt"].malformed == 0
+    assert sum(s.calls for s in cut.gemms.values()) == sum(s.calls for s in whole.gemms.values()) - 1
+
+
+BAD_GEMMS = {"m = 0": dict(m=0), "m = -1": dict(m=-1), "50 digits": dict(m=10 ** 49), "2**63": dict(m=1 << 63),
+             "lda < k": dict(lda=5)}
+
+
+@pytest.mark.parametrize("case", BAD_GEMMS)
+def test_a_gemm_call_with_arguments_out_of_bounds_is_counted_not_replayable_and_the_rest_kept(case, tmp_path):
+    good = _gemm_ex()
+    capture = parse(_log(good, _gemm_ex(**BAD_GEMMS[case]), good))
+    stats = capture.logs["cublas"]
+    assert stats.invalid_gemms == 1 and stats.gemm_calls == 2 and stats.malformed == 0
+    assert [s.calls for s in capture.gemms.values()] == [2]
+    name = {"m = 0": "m = 0 (a GEMM of no elements", "lda < k": "lda = 5 is below"}.get(case, "out of bounds")
+    assert any(sample.startswith("invalid: cublasGemmEx: ") and name in sample for sample in stats.samples)
+    path = tmp_path / "c.json"
+    capture_file.write(str(path), capture_file.to_dict(capture, complete=True))
+    assert [p.replayed for p in capture_file.load(str(path)).plans] == [True]  # the writer's file, read back
+
+
+@pytest.mark.parametrize("change", [(b"rows=768 cols=16384 ld=768]", b"rows=-1 cols=16384 ld=768]"),
+                                    (b"rows=3352 cols=16384 ld=3352]", b"rows=3352 cols=16384 ld=3352 batchCount=0]")])
+def test_a_cublaslt_matmul_with_a_layout_out_of_bounds_is_counted_not_replayable(change):
+    text = log("block_bias", "cublaslt")
+    first = text.index(b"[Trace][cublasLtMatmul]")
+    line = text[text.rindex(b"\n", 0, first) + 1:text.index(b"\n", first) + 1]
+    assert change[0] in line
+    capture = parse(b"", text.replace(line, line.replace(change[0], change[1]), 1))
+    stats = capture.logs["cublaslt"]
+    assert stats.invalid_gemms == 1 and stats.malformed == 0
+    assert sum(s.calls for d, s in capture.gemms.items() if d.is_lt) == 5
+
+
+def test_everything_the_parser_accepts_the_file_reader_reads(tmp_path):
+    good = _gemm_ex()
+    hostile = [_log(good, _gemm_ex(**case)) for case in BAD_GEMMS.values()]
+    hostile += [log("block", "cublas").replace(b"\n", b"\r\n"), log("misc", "cublas")[:-1000],
+                log("streams_per_stream", "cublas"), _log(good).replace(b"val=CUBLAS_OP_N(0)", b"val=CUBLAS_OP_X(7)")]
+    for i, text in enumerate(hostile):
+        path = tmp_path / f"{i}.json"
+        capture_file.write(str(path), capture_file.to_dict(parse(text), complete=True))
+        capture_file.load(str(path))
+
+
+def test_a_grouped_batched_gemm_is_counted_as_seen_and_not_replayed():
+    grouped = _gemm_ex().replace(b"cublasGemmEx(", b"cublasGemmGroupedBatchedEx(", 1)
+    capture = parse(_log(_gemm_ex(), grouped, grouped))
+    assert dict(capture.unreplayed) == {"cublasGemmGroupedBatchedEx": 2}
+    assert [s.calls for s in capture.gemms.values()] == [1]
+    found = stored(capture)
+    assert found.data["unreplayed"] == {"cublasGemmGroupedBatchedEx": 2}
+
+
+def test_sgemmex_reads_its_element_types():
+    block = _gemm_ex()
+    sgemm_ex = re.sub(rb"cublasGemmEx\(.*?, cublasComputeType_t, cublasGemmAlgo_t\)", lambda found: found.group(
+        0).replace(b"cublasGemmEx(", b"cublasSgemmEx(").replace(b", cublasComputeType_t, cublasGemmAlgo_t", b""), block)
+    sgemm_ex = re.sub(rb"i!  (computeType|algo): [^\n]*\n", b"", sgemm_ex)
+    sgemm_ex = re.sub(rb"(Atype|Btype): type=cudaDataType_t; val=\w+\(\d+\)", rb"\1: type=cudaDataType_t; "
+                      rb"val=CUDA_R_16BF(14)", sgemm_ex)
+    sgemm_ex = re.sub(rb"Ctype: type=cudaDataType_t; val=\w+\(\d+\)", b"Ctype: type=cudaDataType_t; val=CUDA_R_32F(0)",
+                      sgemm_ex)
+    (definition,) = parse(_log(sgemm_ex)).gemms
+    assert (definition.api, definition.a_type, definition.b_type, definition.c_type) == \
+           ("cublasSgemmEx", "R_16BF", "R_16BF", "R_32F")
+
+
+def test_a_handles_set_math_mode_before_its_first_gemm_applies_where_the_context_line_is_unknown():
+    set_mode = next(b for b in _blocks(log("misc", "cublas")) if b"cublasSetMathMode(" in b)
+    pedantic = set_mode.replace(b"val=CUBLAS_DEFAULT_MATH(0)", b"val=CUBLAS_PEDANTIC_MATH(2)")
+    gemm = _gemm_ex(mode=b"CUBLAS_MATH_OF_A_LATER_VERSION")
+    capture = parse(_log(pedantic, gemm, pedantic, gemm))
+    assert [(d.math_mode, s.calls) for d, s in capture.gemms.items()] == [(2, 2)]
+
+
+def _bench_capture(tmp_path, capsys, data) -> tuple[int, str]:
+    from cublas_det.cli import bench as bench_cli
+
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    code = bench_cli.main(["--capture", str(path)])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", ["huge m", "strides abc", "calls -3", "one id twice", "one GEMM twice"])
+def test_bench_capture_checks_the_file_before_the_gpu_in_one_line(case, tmp_path, capsys):
+    data = capture_file.to_dict(parse(log("misc", "cublas")), complete=True)
+    first, strided = data["gemms"][0], next(g for g in data["gemms"] if g["strides"])
+    change, named = {"huge m": ({**first, "m": 10 ** 30}, "m = 1000000000000000000000000000000"),
+                     "strides abc": ({**strided, "strides": "abc"}, "strides must be a list"),
+                     "calls -3": ({**first, "calls": -3}, "calls must be a positive int"),
+                     "one id twice": ({**data["gemms"][1], "id": first["id"]}, "two GEMMs with the id g1"),
+                     "one GEMM twice": ({**first, "id": "g99"}, "are the same GEMM")}[case]
+    target = strided if case == "strides abc" else first
+    data["gemms"] = [*data["gemms"], change] if case in ("one id twice", "one GEMM twice") else [
+        change if g is target else g for g in data["gemms"]]
+    code, err = _bench_capture(tmp_path, capsys, data)
+    assert code == 2 and named in err and "GPU" not in err and "Traceback" not in err
+    assert len(err.splitlines()) == 1
