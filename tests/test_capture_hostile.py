@@ -215,3 +215,93 @@ def test_bench_capture_checks_the_file_before_the_gpu_in_one_line(case, tmp_path
     code, err = _bench_capture(tmp_path, capsys, data)
     assert code == 2 and named in err and "GPU" not in err and "Traceback" not in err
     assert len(err.splitlines()) == 1
+
+
+LATE_WRITER = """(sleep {sleep}; exec gzip -dc {log} > "$CUBLAS_LOGDEST_DBG") >/dev/null 2>&1 & exit 0"""
+
+
+def test_logs_a_process_left_by_the_program_writes_soon_after_it_ends_are_read(tmp_path, capsys, monkeypatch):
+    from cublas_det.capture import run as capture_run
+
+    monkeypatch.setattr(capture_run, "AFTER_EXIT_S", 3.0)
+    program = LATE_WRITER.format(sleep=0.3, log=DATA / "block.cublas.log.gz")
+    assert capture_cli.main(["--out", str(tmp_path / "c.json"), "--", "sh", "-c", program]) == 0
+    data = json.loads((tmp_path / "c.json").read_text())
+    assert data["calls"] == 18 and not data["logs"]["cublas"]["stopped_after_exit_s"]
+
+
+def test_logs_written_after_capture_stopped_reading_are_named_with_how_to_get_them(tmp_path, capsys, monkeypatch):
+    from cublas_det.capture import run as capture_run
+
+    monkeypatch.setattr(capture_run, "AFTER_EXIT_S", 0.2)
+    program = LATE_WRITER.format(sleep=1.5, log=DATA / "block.cublas.log.gz")
+    assert capture_cli.main(["--out", str(tmp_path / "c.json"), "--", "sh", "-c", program]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "stopped reading the cublas and cublaslt logs 0.2 s after the program ended" in text
+    assert "read them with --from" in text and "CUBLAS_LOGINFO_DBG=1?" not in text
+
+
+def _lines_fit(text: str) -> None:
+    assert max(map(len, text.splitlines())) <= 100, [line for line in text.splitlines() if len(line) > 100]
+
+
+def test_the_report_says_where_the_unread_is_quoted(tmp_path, capsys):
+    text = log("misc", "cublas")
+    at = text.index(b"\nI! cuBLAS ", 1000) + 1
+    code, out, err, data = run_from(tmp_path, capsys, ("x.log", text[:at] + b"junk line\n" + text[at:-200]))
+    assert code == 0 and "--json" not in out
+    assert f"unread: 1 line not cublas's (cublas log), 1 call cut at the log's end (cublas log); quoted in " \
+           f"{tmp_path / 'c.json'}: logs.*.samples" in " ".join(out.split())
+    assert "every line read" not in out
+
+
+def test_the_table_says_replayable_and_fits_a_long_math_mode_without_breaking_a_name(tmp_path, capsys):
+    text = log("block", "cublas").replace(b"MathMode=CUBLAS_DEFAULT_MATH\n", b"MathMode=CUBLAS_DEFAULT_MATH|"
+                                          b"CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION\n")
+    code, out, err, data = run_from(tmp_path, capsys, ("b.log", text))
+    _lines_fit(out.replace(str(tmp_path), "T"))
+    rows = [line for line in out.splitlines() if "DEFAULT+DRPR" in line]
+    assert len(rows) == 6 and all(re.search(r" mamba2-130m/\w+/\w+$", row) for row in rows), rows
+    code, out, err, data = run_from(tmp_path, capsys, ("m.log", log("misc", "cublas")))
+    assert any(line.endswith(" replayable") for line in out.splitlines()) and " replayed\n" not in out
+
+
+def test_no_gemms_is_explained_by_what_the_logs_did_show(tmp_path, capsys):
+    code, out, err, data = run_from(tmp_path, capsys, ("lt.log", log("block", "cublaslt")))
+    assert "18 kernel launches made inside cuBLAS calls" in " ".join(out.split())
+    assert "give it too (--from CUBLAS_LOG CUBLASLT_LOG)" in " ".join(out.split())
+    assert "CUBLAS_LOGINFO_DBG=1 and" not in out
+    state = [b for b in _blocks(log("misc", "cublas")) if b"cublasSetStream" in b]
+    code, out, err, data = run_from(tmp_path, capsys, ("s.log", _log(*state)))
+    assert f"GEMMs: none among the {len(state)} cuBLAS calls in the log" in out
+    assert capture_cli.main(["--out", str(tmp_path / "r.json"), "--", "sh", "-c", "exit 3"]) == 3
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the program wrote no cuBLAS API log line" in out and "CUBLAS_LOGINFO_DBG=1 and" not in out
+    assert "incomplete: the program did not end normally; it logged no GEMM before it ended" in out
+    assert "up to then" not in out
+
+
+def test_calls_past_the_limits_and_gemms_not_read_are_named_in_the_report(tmp_path, capsys, monkeypatch):
+    from cublas_det.capture import model
+
+    monkeypatch.setattr(model, "MAX_GEMMS", 2)
+    monkeypatch.setattr(model, "MAX_SITES", 1)
+    grouped = _gemm_ex().replace(b"cublasGemmEx(", b"cublasGemmGroupedBatchedEx(", 1)
+    one = log("streams_one", "cublas")  # one GEMM on 4 streams
+    code, out, err, data = run_from(tmp_path, capsys, ("m.log", log("misc", "cublas") + grouped))
+    out = " ".join(out.split())
+    assert f"not in the table: {data['dropped_calls']} calls of GEMMs past the first 2 distinct ones" in out
+    assert data["dropped_calls"] >= 2
+    assert "not replayable: 1 call of cublasGemmGroupedBatchedEx, which this version does not read" in out
+    code, out, err, data = run_from(tmp_path, capsys, ("s.log", one))
+    assert data["unattributed_calls"] == 24
+    assert "not attributed: 24 calls from sites (process, handle, stream, thread) past the 1 kept per GEMM" in \
+           " ".join(out.split())
+
+
+def test_capture_help_and_usage_fit_100_columns_and_name_every_option(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    text = capture_cli.build_parser("python3.11 -m cublas_det.capture").format_help()
+    _lines_fit(text)
+    usage = text.split("\n\n")[0]
+    assert all(flag in usage for flag in ("--out", "--quiet", "--from", "--"))

@@ -13,6 +13,7 @@ import json
 from ..errors import InputFileError
 from ..files import open_regular, parse_json
 from .findings import Finding, findings, mode_name
+from . import model
 from .model import FORMAT, VERSION, Capture, GemmDefinition
 from .replay import ReplayPlan, plans
 
@@ -46,9 +47,12 @@ def gemm_ids(capture: Capture) -> dict:
 
 def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None = None) -> dict:
     unmatched = capture.joined()
-    if unmatched:
-        capture.notes.append(f"{unmatched} cuBLASLt kernel launches had no cuBLAS call of their shape in the "
-                             "cuBLAS log (the log missing or cut)")
+    if unmatched and "cublas" in capture.logs:
+        capture.notes.append(f"{unmatched:,} cuBLASLt kernel launches had no cuBLAS call of their shape in the "
+                             "cuBLAS log (the log cut?)")
+    elif unmatched:
+        capture.notes.append(f"{unmatched:,} cuBLASLt kernel launches (cublasLt...Matmul) were made inside cuBLAS "
+                             "calls, which are in the cuBLAS log, not read: give it too (--from CUBLAS_LOG CUBLASLT_LOG)")
     ids = gemm_ids(capture)
     gemms = []
     for definition, stats in sorted(capture.gemms.items(), key=lambda item: int(ids[item[0]][1:])):
@@ -66,7 +70,9 @@ def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None 
         "complete": complete, "notes": capture.notes, "cublas_versions": sorted(capture.versions),
         "gpu": capture.gpu, "environment": capture.environment, "logs": {kind: dataclasses.asdict(stats) for kind, stats in capture.logs.items()},
         "calls": sum(s.calls for s in capture.gemms.values()), "dropped_calls": capture.dropped_calls,
-        "unattributed_calls": capture.unattributed_calls, "unreplayed": dict(capture.unreplayed.most_common()),
+        "kept": {"gemms": model.MAX_GEMMS, "sites_per_gemm": model.MAX_SITES},
+        "unattributed_calls": capture.unattributed_calls, "lt_kernels_unmatched": unmatched,
+        "unreplayed": dict(capture.unreplayed.most_common()),
         "gemms": gemms, "handles": handles,
         "lt_threads": {str(t): dict(streams) for t, streams in capture.lt_threads().items()},
         "findings": [f.to_dict() for f in findings(capture, ids, compute_capability)],

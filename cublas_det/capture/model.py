@@ -161,6 +161,7 @@ class LogStats:
     interleaved_gemms: int = 0
     invalid_gemms: int = 0  # GEMM calls read whose arguments no GEMM has (m = 0, lda < m ...): not replayable
     cut: int = 0  # calls unread: the log ends inside them
+    stopped_after_exit_s: float | None = None  # capture stopped reading this long after the program ended
     samples: list = dataclasses.field(default_factory=list)
 
     def bad(self, kind: str, text: bytes | str, gemm: bool = False) -> None:

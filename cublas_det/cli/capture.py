@@ -4,7 +4,7 @@ Runs the command with cuBLAS's and cuBLASLt's logging on, streaming both logs th
 into a parser (nothing large lands on disk), and writes the distinct GEMMs, the handles, streams
 and threads, and findings about how the program calls cuBLAS. Any program works: PyTorch, JAX,
 CuPy, a Rust or C++ trainer. --from reads logs that a program wrote itself (CUBLAS_LOGINFO_DBG=1
-CUBLAS_LOGDEST_DBG=FILE, CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=FILE).
+CUBLAS_LOGDEST_DBG=FILE, CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=FILE), gzipped or not.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from .common import (
 EPILOG = """examples:
   %(prog)s -- python train.py --steps 3   # writes capture.json and a report
   %(prog)s --out run.json -- ./trainer --config c.toml
-  %(prog)s --from cublas.log cublaslt.log   # logs a cluster job wrote itself
+  %(prog)s --from cublas.log cublaslt.log.gz   # logs a job wrote
   cublas-det bench --capture capture.json   # check and time exactly those GEMMs
 
 exit codes: the command's own (128 + N when signal N ended it, 130 on Ctrl-C); with --from: 0;
@@ -48,7 +48,8 @@ _LT_LINE = re.compile(rb"^\[[^\]]*\]\[cublasLt\]")
 def build_parser(prog: str | None = None) -> ArgumentParser:
     parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]),
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-                            usage="%(prog)s [--out FILE] (-- CMD [ARGS...] | --from LOG [LOG ...])")
+                            usage="%(prog)s [--out FILE] [--quiet] -- CMD [ARGS...]\n"
+                                  "       %(prog)s [--out FILE] [--quiet] --from LOG [LOG ...]")
     parser.add_argument("--out", default="capture.json", metavar="FILE",
                         help="the capture file to write (default: %(default)s)")
     parser.add_argument("--from", dest="logs", nargs="+", metavar="LOG",
@@ -185,13 +186,13 @@ def _run(argv, prog: str) -> int:
             raise UsageError(f"cannot run {command[0]!r}: {err.strerror or err}") from None
         capture.exit_status = status
         if interrupted:
-            capture.notes.append("interrupted (Ctrl-C): the GEMMs up to then are here")
+            capture.notes.append("interrupted (Ctrl-C)")
             complete, status = False, 130
         elif signal_name(status):
-            capture.notes.append(f"the command was ended by {signal_name(status)}: the GEMMs up to then are here")
+            capture.notes.append(f"the command was ended by {signal_name(status)}")
             complete = False
         elif status:
-            capture.notes.append(f"the command failed (exit {status}): the GEMMs up to then are here")
+            capture.notes.append(f"the command failed (exit {status})")
             complete = False
     data = to_dict(capture, complete=complete, compute_capability=_compute_capability())
     try:

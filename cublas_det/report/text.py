@@ -54,6 +54,11 @@ def report_width() -> int:
     return WIDTH
 
 
+def counted(number: int, noun: str, plural: str = "") -> str:
+    """``1 call``, ``2,000 calls``: the number with its noun, in the plural where it is not 1."""
+    return f"{number:,} {noun if number == 1 else plural or noun + 's'}"
+
+
 def wrapped(text: str, width: int, indent: str = "  ") -> list[str]:
     """``text`` in lines of at most ``width`` columns, continuation lines indented."""
     return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
