@@ -187,22 +187,25 @@ class CublasLogParser(_LogParser):
         lines = text.count(b"\n")
         if lines != text.count(b"\ni!") + text.startswith(b"i!") + len(headers):
             self._unknown_lines(text)
-        for i, header in enumerate(headers):
-            function = header.group(2)
-            known = self._kinds.get(function)
+        kinds = self._kinds
+        ends = [header.start() for header in headers[1:]]
+        ends.append(len(text))
+        last = -1 if complete else len(text)  # where a call may be cut: at the end of the log
+        for header, end in zip(headers, ends):
+            function = header[2]
+            known = kinds.get(function)
             if known is None:  # a function first seen: what it is, and the parameters of its prototype
-                known = self._kinds[function] = (_kind(function), _parameters(header.group(0)))
-                self.capture.versions.add(header.group(1).decode())
+                known = kinds[function] = (_kind(function), _parameters(header[0]))
+                self.capture.versions.add(header[1].decode())
             kind, parameters = known
             if kind is None:
                 continue
-            end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
             if kind == "math":  # kept unread: read only where a context line's mode is in a form not known here
                 start = header.end()
                 math[text[start:text.find(b"\n", start)]] = text[start:end]
                 continue
             block = text[header.end():end]
-            if not complete and end == len(text) and not _whole(block):  # the log ends inside this call
+            if end == last and not _whole(block):  # the log ends inside this call
                 self.stats.bad("cut", b"the log ends inside this call: " + header.group(0)[:60] + b"...")
                 continue
             if kind == _OTHER_GEMM:
@@ -268,17 +271,19 @@ class CublasLogParser(_LogParser):
         if end < 0:
             raise ValueError("no math mode in the context line")
         key = block[start:end]
-        handle_at = key.find(b"Handle=") + 7
-        if block.startswith(b"i!  handle:") and block[block.find(b"val=") + 4:block.find(b"\n")] != \
-                key[handle_at:key.find(b";", handle_at)]:
-            raise _Mixed("the handle field and the context line differ")
-        site = self._sites.get(key)
-        if site is None:
-            found = _CONTEXT.match(block, start)
-            site = self._sites.put(key, Site(int(found.group(1)), _hex(found.group(3)), _hex(found.group(4)),
-                                             int(found.group(2))))
-            self._thread((site.process, site.thread))
-        return site, block[end + 11:block.find(b"\n", end)], time_at
+        known = self._sites.get(key)
+        if known is None or not block.startswith(known[1]):  # a call's first line is its handle's field
+            handle_at = key.find(b"Handle=") + 7
+            first = block[:block.find(b"\n") + 1]
+            if first.startswith(b"i!  handle:") and first[first.find(b"val=") + 4:-1] != \
+                    key[handle_at:key.find(b";", handle_at)]:
+                raise _Mixed("the handle field and the context line differ")
+            if known is None:
+                found = _CONTEXT.match(block, start)
+                known = self._sites.put(key, (Site(int(found.group(1)), _hex(found.group(3)), _hex(found.group(4)),
+                                                   int(found.group(2))), first))
+                self._thread((known[0].process, known[0].thread))
+        return known[0], block[end + 11:block.find(b"\n", end)], time_at
 
     def _state(self, kind: str, block: bytes, context: tuple) -> None:
         site = context[0]
@@ -432,7 +437,7 @@ class LtLogParser(_LogParser):
                 parsed = self._parsed.put(key, self._parse_matmul(function, key[1]))
             except InvalidGemm as err:  # kept, so that its repeats cost a lookup too
                 parsed = self._parsed.put(key, err)
-        if isinstance(parsed, InvalidGemm):
+        if parsed.__class__ is InvalidGemm:
             raise parsed
         self.stats.gemm_calls += 1
         internal, definition, descriptors = parsed
