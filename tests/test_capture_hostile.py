@@ -305,3 +305,9 @@ def test_capture_help_and_usage_fit_100_columns_and_name_every_option(monkeypatc
     _lines_fit(text)
     usage = text.split("\n\n")[0]
     assert all(flag in usage for flag in ("--out", "--quiet", "--from", "--"))
+
+
+def test_capture_of_a_no_op_gemm_writes_and_reports_the_rest(tmp_path, capsys):
+    code, out, err, data = run_from(tmp_path, capsys, ("m.log", _log(_gemm_ex(), _gemm_ex(m=0), _gemm_ex(m=-1))))
+    assert code == 0 and len(data["gemms"]) == 1 and "Traceback" not in err
+    assert "not replayable: 2 GEMM calls of an empty or impossible shape (m = 0" in " ".join(out.split())

@@ -108,8 +108,8 @@ def _not_listed(data: dict) -> list[str]:
     lines = []
     invalid = sum(log.get("invalid_gemms", 0) for log in data.get("logs", {}).values())
     if invalid:
-        lines.append(f"not replayable: {counted(invalid, 'GEMM call')} with arguments no GEMM has (m = 0, a leading "
-                     "dimension below its matrix's rows ...), quoted in logs.*.samples; not in the table")
+        lines.append(f"not replayable: {counted(invalid, 'GEMM call')} of an empty or impossible shape (m = 0, a "
+                     "leading dimension below its matrix's rows ...), quoted in logs.*.samples; not in the table")
     for function, calls in (data.get("unreplayed") or {}).items():
         lines.append(f"not replayable: {counted(calls, 'call')} of {function}, which this version does not read; "
                      "not in the table")
