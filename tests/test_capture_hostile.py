@@ -311,3 +311,18 @@ def test_capture_of_a_no_op_gemm_writes_and_reports_the_rest(tmp_path, capsys):
     code, out, err, data = run_from(tmp_path, capsys, ("m.log", _log(_gemm_ex(), _gemm_ex(m=0), _gemm_ex(m=-1))))
     assert code == 0 and len(data["gemms"]) == 1 and "Traceback" not in err
     assert "not replayable: 2 GEMM calls of an empty or impossible shape (m = 0" in " ".join(out.split())
+
+
+def test_every_capture_report_of_the_hostile_catalogue_fits_100_columns(tmp_path, capsys):
+    good = _gemm_ex()
+    grouped = good.replace(b"cublasGemmEx(", b"cublasGemmGroupedBatchedEx(", 1)
+    catalogue = [log("block", "cublas").replace(b"\n", b"\r\n"), log("streams_per_stream", "cublas"),
+                 _log(good, _gemm_ex(m=0), grouped), log("misc", "cublas")[:-300],
+                 log("block", "cublas").replace(b"MathMode=CUBLAS_DEFAULT_MATH\n", b"MathMode=CUBLAS_PEDANTIC_MATH|"
+                                                b"CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION\n")]
+    for i, text in enumerate(catalogue):
+        code, out, err, data = run_from(tmp_path, capsys, (f"{i}.log", text))
+        assert code == 0, err
+        _lines_fit((out + err).replace(str(tmp_path), "T"))
+    code, out, err, data = run_from(tmp_path, capsys, ("lt.log", log("block_bias", "cublaslt")))
+    _lines_fit((out + err).replace(str(tmp_path), "T"))
