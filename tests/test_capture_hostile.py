@@ -200,11 +200,14 @@ def _bench_capture(tmp_path, capsys, data) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("case", ["huge m", "strides abc", "calls -3", "one id twice", "one GEMM twice"])
+@pytest.mark.parametrize("case", ["huge m", "m of 2**62", "strides abc", "calls -3", "one id twice",
+                                  "one GEMM twice"])
 def test_bench_capture_checks_the_file_before_the_gpu_in_one_line(case, tmp_path, capsys):
     data = capture_file.to_dict(parse(log("misc", "cublas")), complete=True)
     first, strided = data["gemms"][0], next(g for g in data["gemms"] if g["strides"])
     change, named = {"huge m": ({**first, "m": 10 ** 30}, "m = 1000000000000000000000000000000"),
+                     "m of 2**62": ({**first, "m": 1 << 62, "lda": 1 << 62, "ldc": 1 << 62},
+                                    "more than any memory holds"),
                      "strides abc": ({**strided, "strides": "abc"}, "strides must be a list"),
                      "calls -3": ({**first, "calls": -3}, "calls must be a positive int"),
                      "one id twice": ({**data["gemms"][1], "id": first["id"]}, "two GEMMs with the id g1"),

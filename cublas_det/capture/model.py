@@ -89,6 +89,10 @@ class GemmDefinition:
             if getattr(self, ld) < getattr(self, rows):
                 raise InvalidGemm(f"{ld} = {getattr(self, ld)} is below {rows} = {getattr(self, rows)}, the rows of "
                                   f"its matrix (op {self.transa}{self.transb}): cuBLAS refuses the call")
+        for name, ld, cols in (("A", self.lda, self.k if self.transa == "N" else self.m),
+                               ("B", self.ldb, self.n if self.transb == "N" else self.k), ("C", self.ldc, self.n)):
+            if ld * cols * self.batch_count > MAX_INT:  # its elements are past what a 64-bit offset reaches
+                raise InvalidGemm(f"{name} of {ld} x {cols} x {self.batch_count} elements: more than any memory holds")
 
     @classmethod
     def from_dict(cls, data: dict) -> GemmDefinition:
