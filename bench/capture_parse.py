@@ -1,12 +1,16 @@
 """Parse throughput of the capture's log parsers: a real log, repeated to a size, fed in pipe-sized chunks.
 
     python bench/capture_parse.py CUBLAS_LOG CUBLASLT_LOG [--bytes 1100000000]
+    python bench/capture_parse.py tests/data/capture/block.cublas.log.gz \
+        tests/data/capture/block.cublaslt.log.gz --bytes 200000000
 
-Each log is repeated in memory until it reaches --bytes, then fed to its parser in 4 MiB chunks,
-as the pipe reader does; prints MB/s per log, the calls found, and the peak resident memory.
+Each log (gzipped or not) is repeated in memory until it reaches --bytes, then fed to its parser in
+4 MiB chunks, as the pipe reader does; prints MB/s per log, the calls found, and the peak resident
+memory.
 """
 
 import argparse
+import gzip
 import resource
 import time
 
@@ -23,6 +27,8 @@ def main() -> None:
     for kind, path, make in (("cuBLAS", args.cublas_log, CublasLogParser), ("cuBLASLt", args.cublaslt_log,
                                                                             LtLogParser)):
         text = open(path, "rb").read()
+        if text[:2] == b"\x1f\x8b":
+            text = gzip.decompress(text)
         copies = max(1, -(-args.bytes // len(text)))
         capture = Capture()
         log_parser = make(capture)

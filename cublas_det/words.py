@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import textwrap
 
-IRREGULAR = {"leaf": "leaves", "process": "processes"}
+IRREGULAR = {"leaf": "leaves", "process": "processes", "kernel launch": "kernel launches"}
 
 
 def plural(count: int, noun: str) -> str:
-    """``1 step``, ``2 steps``, ``0 leaves``."""
-    return f"{count} {noun if count == 1 else IRREGULAR.get(noun, noun + 's')}"
+    """``1 step``, ``2,000 steps``, ``0 leaves``."""
+    return f"{count:,} {noun if count == 1 else IRREGULAR.get(noun, noun + 's')}"
 
 
 def percent(part: int, whole: int) -> str:

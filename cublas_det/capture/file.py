@@ -13,6 +13,7 @@ import json
 from ..errors import InputFileError
 from ..files import open_regular, parse_json
 from .findings import Finding, findings, mode_name
+from . import model
 from .model import FORMAT, VERSION, Capture, GemmDefinition
 from .replay import ReplayPlan, plans
 
@@ -46,9 +47,12 @@ def gemm_ids(capture: Capture) -> dict:
 
 def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None = None) -> dict:
     unmatched = capture.joined()
-    if unmatched:
-        capture.notes.append(f"{unmatched} cuBLASLt kernel launches had no cuBLAS call of their shape in the "
-                             "cuBLAS log (the log missing or cut)")
+    if unmatched and "cublas" in capture.logs:
+        capture.notes.append(f"{unmatched:,} cuBLASLt kernel launches had no cuBLAS call of their shape in the "
+                             "cuBLAS log (the log cut?)")
+    elif unmatched:
+        capture.notes.append(f"{unmatched:,} cuBLASLt kernel launches (cublasLt...Matmul) were made inside cuBLAS "
+                             "calls, which are in the cuBLAS log, not read: give it too (--from CUBLAS_LOG CUBLASLT_LOG)")
     ids = gemm_ids(capture)
     gemms = []
     for definition, stats in sorted(capture.gemms.items(), key=lambda item: int(ids[item[0]][1:])):
@@ -66,6 +70,9 @@ def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None 
         "complete": complete, "notes": capture.notes, "cublas_versions": sorted(capture.versions),
         "gpu": capture.gpu, "environment": capture.environment, "logs": {kind: dataclasses.asdict(stats) for kind, stats in capture.logs.items()},
         "calls": sum(s.calls for s in capture.gemms.values()), "dropped_calls": capture.dropped_calls,
+        "kept": {"gemms": model.MAX_GEMMS, "sites_per_gemm": model.MAX_SITES},
+        "unattributed_calls": capture.unattributed_calls, "lt_kernels_unmatched": unmatched,
+        "unreplayed": dict(capture.unreplayed.most_common()),
         "gemms": gemms, "handles": handles,
         "lt_threads": {str(t): dict(streams) for t, streams in capture.lt_threads().items()},
         "findings": [f.to_dict() for f in findings(capture, ids, compute_capability)],
@@ -97,9 +104,30 @@ def from_data(data, path: str) -> CaptureFile:
         raise InputFileError(f"{path}: capture format version {data.get('version')!r}; this cublas_det reads "
                              f"version {VERSION}: capture again with this version")
     try:
-        gemms = tuple((g["id"], GemmDefinition.from_dict(g), int(g["calls"])) for g in data["gemms"])
+        gemms = tuple(_gemm(g) for g in data["gemms"])
         found = tuple(Finding(f["id"], f["kind"], f["text"], tuple(f.get("handles", ())), tuple(f.get("streams", ())),
                               tuple(f.get("gemms", ()))) for f in data.get("findings", ()))
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise InputFileError(f"{path}: a GEMM or finding is malformed ({type(err).__name__}: {err}); {HINT}") from None
+    ids, definitions = {}, {}
+    for gemm_id, definition, _ in gemms:
+        if gemm_id in ids:
+            raise InputFileError(f"{path}: two GEMMs with the id {gemm_id}; {HINT}")
+        if definition in definitions:
+            raise InputFileError(f"{path}: GEMMs {definitions[definition]} and {gemm_id} are the same GEMM "
+                                 f"(a capture lists each once); {HINT}")
+        ids[gemm_id] = definitions[definition] = gemm_id
     return CaptureFile(data, gemms, found, path)
+
+
+def _gemm(entry: dict) -> tuple:
+    """``(id, GemmDefinition, calls)`` of a file's GEMM entry; ValueError (or KeyError ...) naming what is wrong."""
+    gemm_id, calls = entry["id"], entry["calls"]
+    if not isinstance(gemm_id, str) or not gemm_id:
+        raise ValueError(f"id must be a string such as g1, not {gemm_id!r}")
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"{gemm_id}: calls must be a positive int, not {calls!r}")
+    try:
+        return gemm_id, GemmDefinition.from_dict(entry), calls
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{gemm_id}: {err}") from None

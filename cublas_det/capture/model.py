@@ -17,6 +17,11 @@ VERSION = 1
 MAX_GEMMS = 10_000  # distinct GEMMs kept; calls of further ones are counted in `dropped_calls`
 MAX_SITES = 64  # (process, handle, stream, thread) kept per GEMM
 MAX_SAMPLES = 5  # malformed lines quoted per log
+MAX_INT = (1 << 63) - 1  # cuBLAS's widest integer arguments (the _64 API's int64_t)
+
+
+class InvalidGemm(ValueError):
+    """Arguments no GEMM has (m = 0, a leading dimension below its matrix's rows ...): not replayable."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,30 +64,59 @@ class GemmDefinition:
         data["lt_algo"] = dict(self.lt_algo)
         return data
 
+    def __post_init__(self):
+        # Here, so that every definition the parser makes is one the file's reader takes back.
+        for name in ("api", "transa", "transb", "a_type", "b_type", "c_type", "compute_type"):
+            if not isinstance(getattr(self, name), str):
+                raise InvalidGemm(f"{name} must be a string, not {getattr(self, name)!r}")
+        for name in ("scale_type", "epilogue"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise InvalidGemm(f"{name} must be a string or null, not {getattr(self, name)!r}")
+        if self.transa not in ("N", "T", "C") or self.transb not in ("N", "T", "C"):
+            raise InvalidGemm(f"transa and transb must be N, T or C, not {self.transa!r}, {self.transb!r}")
+        for name in ("m", "n", "k", "lda", "ldb", "ldc", "batch_count"):
+            _check_int(name, getattr(self, name), 1)
+        for name, low in (("algo", -MAX_INT), ("math_mode", 0), ("workspace_bytes", 0), ("sm_count_target", 0)):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), low)
+        if self.strides is not None:
+            if len(self.strides) != 3:
+                raise InvalidGemm(f"strides must be 3 (A, B, C), not {len(self.strides)}")
+            for name, value in zip(("strideA", "strideB", "strideC"), self.strides):
+                _check_int(name, value, 0)  # 0: one matrix broadcast over the batch
+        for ld, rows in (("lda", "m" if self.transa == "N" else "k"), ("ldb", "k" if self.transb == "N" else "n"),
+                         ("ldc", "m")):
+            if getattr(self, ld) < getattr(self, rows):
+                raise InvalidGemm(f"{ld} = {getattr(self, ld)} is below {rows} = {getattr(self, rows)}, the rows of "
+                                  f"its matrix (op {self.transa}{self.transb}): cuBLAS refuses the call")
+        for name, ld, cols in (("A", self.lda, self.k if self.transa == "N" else self.m),
+                               ("B", self.ldb, self.n if self.transb == "N" else self.k), ("C", self.ldc, self.n)):
+            if ld * cols * self.batch_count > MAX_INT:  # its elements are past what a 64-bit offset reaches
+                raise InvalidGemm(f"{name} of {ld} x {cols} x {self.batch_count} elements: more than any memory holds")
+
     @classmethod
     def from_dict(cls, data: dict) -> GemmDefinition:
         fields = {f.name for f in dataclasses.fields(cls)}
         values = {key: value for key, value in data.items() if key in fields}
-        values["strides"] = tuple(values["strides"]) if values.get("strides") else None
-        values["preference"] = tuple(sorted((values.get("preference") or {}).items()))
-        values["lt_algo"] = tuple(sorted((values.get("lt_algo") or {}).items()))
-        for name in ("m", "n", "k", "lda", "ldb", "ldc", "batch_count"):
-            value = values.get(name, 1)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, not {value!r}")
-        for name in ("api", "transa", "transb", "a_type", "b_type", "c_type", "compute_type"):
-            if not isinstance(values.get(name), str):
-                raise ValueError(f"{name} must be a string, not {values.get(name)!r}")
-        for name in ("algo", "math_mode", "workspace_bytes", "sm_count_target"):
-            value = values.get(name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ValueError(f"{name} must be an int or null, not {value!r}")
-        for name in ("scale_type", "epilogue"):
-            if values.get(name) is not None and not isinstance(values[name], str):
-                raise ValueError(f"{name} must be a string or null, not {values[name]!r}")
-        if values["transa"] not in ("N", "T", "C") or values["transb"] not in ("N", "T", "C"):
-            raise ValueError(f"transa and transb must be N, T or C, not {values['transa']!r}, {values['transb']!r}")
+        strides = values.get("strides")
+        if strides is not None and not isinstance(strides, list):
+            raise ValueError(f"strides must be a list or null, not {strides!r}")
+        values["strides"] = tuple(strides) if strides else None
+        for name in ("preference", "lt_algo"):
+            if not isinstance(values.get(name) or {}, dict):
+                raise ValueError(f"{name} must be an object, not {values[name]!r}")
+            values[name] = tuple(sorted((values.get(name) or {}).items()))
+        if not isinstance(values.get("bias", False), bool):
+            raise ValueError(f"bias must be true or false, not {values['bias']!r}")
         return cls(**values)
+
+
+def _check_int(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidGemm(f"{name} must be an int, not {value!r}")
+    if value < low or value > MAX_INT:
+        what = " (a GEMM of no elements: a no-op)" if value == 0 and low == 1 else ""
+        raise InvalidGemm(f"{name} = {value}{what}: out of bounds ({low} to 2**63 - 1)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,23 +152,36 @@ class HandleStats:
 
 @dataclasses.dataclass
 class LogStats:
-    """What one log gave: bytes, calls read, and what could not be read."""
+    """What one log gave: bytes, calls read, and what could not be read (calls, or lines outside any)."""
 
     path: str = ""
     bytes: int = 0
     calls: int = 0
-    gemm_calls: int = 0
-    malformed: int = 0
+    gemm_calls: int = 0  # GEMM calls read
+    malformed: int = 0  # calls unread: a field missing, extra or not a value of its type
+    malformed_gemms: int = 0
     unknown_lines: int = 0
     interleaved: int = 0  # calls unread: their lines mixed with another thread's, which cuBLAS does not prevent
     interleaved_gemms: int = 0
+    invalid_gemms: int = 0  # GEMM calls read whose arguments no GEMM has (m = 0, lda < m ...): not replayable
+    cut: int = 0  # calls unread: the log ends inside them
+    stopped_after_exit_s: float | None = None  # capture stopped reading this long after the program ended
     samples: list = dataclasses.field(default_factory=list)
 
-    def bad(self, kind: str, text: bytes | str) -> None:
+    def bad(self, kind: str, text: bytes | str, gemm: bool = False) -> None:
+        """One call (or, for ``unknown line``, one line) unread: ``malformed``, ``invalid`` or ``cut``."""
         if kind == "malformed":
             self.malformed += 1
+            self.malformed_gemms += gemm
+        elif kind == "invalid":
+            self.invalid_gemms += 1
+        elif kind == "cut":
+            self.cut += 1
         else:
             self.unknown_lines += 1
+        self.sample(kind, text)
+
+    def sample(self, kind: str, text: bytes | str) -> None:
         if len(self.samples) < MAX_SAMPLES:
             if isinstance(text, bytes):
                 text = text.decode("utf-8", "replace")
@@ -149,7 +196,9 @@ class Capture:
         self.workspace_addresses: set = set()  # (Site, address) of user workspaces, to tell shared from own
         self.internal: collections.Counter = collections.Counter()  # (geometry, lt_algo) -> calls
         self.logs: dict[str, LogStats] = {}
-        self.dropped_calls = 0
+        self.dropped_calls = 0  # calls of GEMMs past the first MAX_GEMMS distinct ones
+        self.unattributed_calls = 0  # calls of a GEMM from sites past its first MAX_SITES
+        self.unreplayed: collections.Counter = collections.Counter()  # GEMM functions not read -> calls
         self.versions: set = set()
         # Filled in by whoever ran or read the logs.
         self.command: list = []
@@ -173,6 +222,8 @@ class Capture:
         sites = stats.sites
         if site in sites or len(sites) < MAX_SITES:
             sites[site] += 1
+        else:
+            self.unattributed_calls += 1
         if workspace_address is not None:
             self.workspace_addresses.add((site, workspace_address))
 

@@ -11,9 +11,10 @@ its pointers and times taken out is a key to its already parsed definition.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
-from .model import Capture, GemmDefinition, Site, geometry_of
+from .model import MAX_INT, MAX_SAMPLES, Capture, GemmDefinition, InvalidGemm, Site, geometry_of
 
 CHUNK = 1 << 22
 MAX_BLOCK = 1 << 20  # bytes of one call's text, far above any real call's
@@ -39,6 +40,9 @@ _TYPED = {"S": ("R_32F", "COMPUTE_32F"), "D": ("R_64F", "COMPUTE_64F"), "H": ("R
 _GEMM = re.compile(r"cublas(?:([SDHCZ])gemm|Gemm)(StridedBatched|Batched)?(Ex)?$")
 _STATE = {"cublasSetStream": "stream", "cublasSetWorkspace": "workspace", "cublasDestroy": "destroy",
           "cublasSetMathMode": "math"}
+_OTHER_GEMM = "other GEMM"  # a GEMM this parser does not read (cublasGemmGroupedBatchedEx, cublasCgemm3m ...)
+_THREAD = re.compile(rb"i!Process=(\d+); Thread=(\d+);")
+_RECORD_END = b"i! COMPILED WITH"  # a call's last line (after its context line, which has the math mode)
 
 
 def base_name(function: str) -> str:
@@ -52,7 +56,7 @@ def base_name(function: str) -> str:
 def _kind(function: bytes):
     """What a call of this name is to the parser: a GEMM's name match, a state call's kind, or None."""
     name = base_name(function.decode())
-    return _GEMM.match(name) or _STATE.get(name)
+    return _GEMM.match(name) or _STATE.get(name) or (_OTHER_GEMM if "gemm" in name.lower() else None)
 
 
 def _hex(text: bytes) -> str:
@@ -113,27 +117,32 @@ class _LogParser:
     def feed(self, data: bytes) -> None:
         self.stats.bytes += len(data)
         buffer = self._pending + data
+        if b"\r" in buffer:  # CRLF line ends (a log copied through Windows): read as LF; a CR cut off waits
+            buffer = buffer.replace(b"\r\n", b"\n")
         cut = buffer.rfind(self.SEPARATOR)
         if cut < 0:
             self._pending = buffer
             if len(buffer) > MAX_BLOCK:  # no call or line of a real log is this long: read it as it is
                 self._pending = b""
-                self._text(buffer + b"\n", complete=False)
+                self._text(buffer + b"\n", complete=True)
             return
         self._pending = buffer[cut + 1:]
         self._text(buffer[:cut + 1], complete=True)
 
     def close(self) -> None:
+        """The end of the log: the text left is read, its last call or line kept only if it is whole."""
         text, self._pending = self._pending, b""
         if text.strip():
-            self._text(text if text.endswith(b"\n") else text + b"\n", complete=False)
+            self._text(text, complete=False)
 
     def _text(self, text: bytes, complete: bool) -> None:
+        """Whole calls (or lines), unless ``complete`` is False: the log ends in ``text``, which may end
+        inside its last call."""
         raise NotImplementedError
 
 
 class CublasLogParser(_LogParser):
-    """cuBLAS's API log, fed in chunks."""
+    """cuBLAS's API log, fed in chunks (or whole call records: each begins with its ``I! cuBLAS`` line)."""
 
     SEPARATOR = b"\nI! cuBLAS "  # the last call may go on in the next chunk
 
@@ -143,44 +152,99 @@ class CublasLogParser(_LogParser):
         self.stats.path = path
         self._pending = b""
         self._workspace: dict = {}  # (process, handle) -> (bytes, address) of its user workspace
-        self._math: dict = {}  # (process, handle) -> the cublasMath_t its last cublasSetMathMode set
+        self._math: dict = {}  # handle field line -> the text of its last cublasSetMathMode, unread
         self._modes: dict = {}  # a context line's math-mode text -> its value
-        self._math_needed = False  # cublasSetMathMode is read once a context line's mode could not be
         self._kinds: dict = {}  # function name -> (_kind(), the parameters of its prototype)
-        self._parsed = _Cache()  # (call text without pointers, math mode) -> fields of a GemmDefinition
+        self._parsed = _Cache()  # (call text without pointers, math mode) -> a GemmDefinition, or why none
         self._sites = _Cache()  # context match groups -> Site
+        self._threads: set = set()  # (process, thread) of the context lines: one alone, and nothing interleaves
+        self._unsure = []  # calls of bad shape while one thread was seen: [calls, GEMM calls, samples]
+
+    def close(self) -> None:
+        super().close()
+        if self._unsure:  # the whole log came from one thread: nothing interleaved, the calls are malformed
+            self._resolve("malformed")
+
+    def _resolve(self, kind: str) -> None:
+        """The calls of bad shape held in ``_unsure``: interleaved once a second thread is seen, else malformed."""
+        calls, gemms, samples = self._unsure
+        self._unsure = []
+        if kind == "interleaved":
+            self.stats.interleaved += calls
+            self.stats.interleaved_gemms += gemms
+            return
+        self.stats.malformed += calls
+        self.stats.malformed_gemms += gemms
+        for sample in samples:
+            self.stats.sample("malformed", sample)
 
     def _text(self, text: bytes, complete: bool) -> None:
+        math = self._math
+        if len(math) > _CACHE_SIZE:  # bounded, as the caches are
+            math.clear()
         headers = list(_HEADER.finditer(text))
         self.stats.calls += len(headers)
         lines = text.count(b"\n")
         if lines != text.count(b"\ni!") + text.startswith(b"i!") + len(headers):
             self._unknown_lines(text)
-        for i, header in enumerate(headers):
-            function = header.group(2)
-            known = self._kinds.get(function)
+        kinds = self._kinds
+        ends = [header.start() for header in headers[1:]]
+        ends.append(len(text))
+        last = -1 if complete else len(text)  # where a call may be cut: at the end of the log
+        for header, end in zip(headers, ends):
+            function = header[2]
+            known = kinds.get(function)
             if known is None:  # a function first seen: what it is, and the parameters of its prototype
-                known = self._kinds[function] = (_kind(function), _parameters(header.group(0)))
-                self.capture.versions.add(header.group(1).decode())
+                known = kinds[function] = (_kind(function), _parameters(header[0]))
+                self.capture.versions.add(header[1].decode())
             kind, parameters = known
-            if kind is None or (kind == "math" and not self._math_needed):
+            if kind is None:
                 continue
-            end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
+            if kind == "math":  # kept unread: read only where a context line's mode is in a form not known here
+                start = header.end()
+                math[text[start:text.find(b"\n", start)]] = text[start:end]
+                continue
             block = text[header.end():end]
+            if end == last and not _whole(block):  # the log ends inside this call
+                self.stats.bad("cut", b"the log ends inside this call: " + header.group(0)[:60] + b"...")
+                continue
+            if kind == _OTHER_GEMM:
+                self.capture.unreplayed[base_name(function.decode())] += 1
+                continue
+            gemm = not isinstance(kind, str)
             try:
                 context = self._context(block, parameters)
-                if isinstance(kind, str):
-                    self._state(kind, block, context)
-                else:
+                if gemm:
                     self._gemm(function, kind, block, context)
-            except (KeyError, ValueError, IndexError, AttributeError) as err:
-                if not complete and i == len(headers) - 1:  # the log ends inside this call
-                    self.stats.bad("malformed", f"cut at the end of the log: {header.group(0).decode('utf-8', 'replace').strip()[:60]}...")
-                elif isinstance(err, _Mixed):
-                    self.stats.interleaved += 1
-                    self.stats.interleaved_gemms += not isinstance(kind, str)
                 else:
-                    self.stats.bad("malformed", f"{header.group(0).decode('utf-8', 'replace').strip()[:60]}... {block[:80]!r}")
+                    self._state(kind, block, context)
+            except _Mixed as err:
+                self._mixed(header, block, gemm, err)
+            except InvalidGemm as err:
+                self.stats.bad("invalid", f"{header.group(2).decode()}: {err}")
+            except (KeyError, ValueError, IndexError, AttributeError) as err:
+                self.stats.bad("malformed", f"{type(err).__name__} {err}: {_quoted(header)} {block[:60]!r}", gemm)
+
+    def _mixed(self, header, block: bytes, gemm: bool, err: _Mixed) -> None:
+        """A call of bad shape: interleaved where another thread logs too; else malformed (told at the end)."""
+        for found in _THREAD.finditer(block):
+            self._thread((int(found.group(1)), int(found.group(2))))
+        if len(self._threads) > 1:
+            self.stats.interleaved += 1
+            self.stats.interleaved_gemms += gemm
+            return
+        if not self._unsure:
+            self._unsure = [0, 0, []]
+        self._unsure[0] += 1
+        self._unsure[1] += gemm
+        if len(self._unsure[2]) < MAX_SAMPLES:
+            self._unsure[2].append(f"{err}: {_quoted(header)}")
+
+    def _thread(self, thread: tuple) -> None:
+        if thread not in self._threads:
+            self._threads.add(thread)
+            if len(self._threads) == 2 and self._unsure:
+                self._resolve("interleaved")
 
     def _unknown_lines(self, text: bytes) -> None:
         for line in text.split(b"\n"):
@@ -198,22 +262,28 @@ class CublasLogParser(_LogParser):
         time_at = block.find(b"i! Time:")
         start = block.find(b"i!Process=", time_at)
         if time_at < 0 or start < 0 or block.find(b"i!Process=", start + 10) >= 0 \
-                or block.find(b"i! Time:", time_at + 8) >= 0 or block.count(b"\n", 0, time_at) != parameters:
-            raise _Mixed("not this call's lines alone")
+                or block.find(b"i! Time:", time_at + 8) >= 0:
+            raise _Mixed("not one time line and one context line")
+        fields = block.count(b"\n", 0, time_at)
+        if fields != parameters:
+            raise _Mixed(f"{fields} field lines for the {parameters} parameters of its prototype")
         end = block.find(b"; MathMode=", start)
         if end < 0:
             raise ValueError("no math mode in the context line")
         key = block[start:end]
-        handle_at = key.find(b"Handle=") + 7
-        if block.startswith(b"i!  handle:") and block[block.find(b"val=") + 4:block.find(b"\n")] != \
-                key[handle_at:key.find(b";", handle_at)]:
-            raise _Mixed("the handle field and the context line differ")
-        site = self._sites.get(key)
-        if site is None:
-            found = _CONTEXT.match(block, start)
-            site = self._sites.put(key, Site(int(found.group(1)), _hex(found.group(3)), _hex(found.group(4)),
-                                             int(found.group(2))))
-        return site, block[end + 11:block.find(b"\n", end)], time_at
+        known = self._sites.get(key)
+        if known is None or not block.startswith(known[1]):  # a call's first line is its handle's field
+            handle_at = key.find(b"Handle=") + 7
+            first = block[:block.find(b"\n") + 1]
+            if first.startswith(b"i!  handle:") and first[first.find(b"val=") + 4:-1] != \
+                    key[handle_at:key.find(b";", handle_at)]:
+                raise _Mixed("the handle field and the context line differ")
+            if known is None:
+                found = _CONTEXT.match(block, start)
+                known = self._sites.put(key, (Site(int(found.group(1)), _hex(found.group(3)), _hex(found.group(4)),
+                                                   int(found.group(2))), first))
+                self._thread((known[0].process, known[0].thread))
+        return known[0], block[end + 11:block.find(b"\n", end)], time_at
 
     def _state(self, kind: str, block: bytes, context: tuple) -> None:
         site = context[0]
@@ -221,8 +291,6 @@ class CublasLogParser(_LogParser):
         if kind == "workspace":
             found = _WORKSPACE.search(block)
             self._workspace[key] = (int(found.group(2)), _pointer(found.group(1)))
-        elif kind == "math":  # read where a context line's mode is not (a form this parser does not know)
-            self._math[key] = int(_ENUM_VALUE.search(block, 0, block.find(b"\ni! Time:")).group(1))
         else:  # cublasSetStream resets a user workspace to cuBLAS's own; cublasDestroy ends the handle
             self._workspace.pop(key, None)
 
@@ -233,15 +301,33 @@ class CublasLogParser(_LogParser):
         if mode == -1:
             mode = self._modes[math_mode] = _math_mode(math_mode)
         if mode is None:
-            self._math_needed = True
-            mode = self._math.get((site.process, site.handle))
+            mode = self._set_mode(block, site)
         fields = block[:time_at]
         key = (function, _POINTER_VALUE.sub(b"", fields), mode, workspace)
         definition = self._parsed.get(key)
         if definition is None:
-            definition = self._parsed.put(key, self._definition(gemm, fields, mode, workspace))
+            try:
+                definition = self._parsed.put(key, self._definition(gemm, fields, mode, workspace))
+            except InvalidGemm as err:  # kept, so that its repeats cost a lookup too
+                definition = self._parsed.put(key, err)
+        if isinstance(definition, InvalidGemm):
+            raise definition
         self.capture.add_gemm(definition, site, address)
         self.stats.gemm_calls += 1  # calls read
+
+    def _set_mode(self, block: bytes, site: Site) -> int | None:
+        """The mode the last cublasSetMathMode of this call's handle set, or None (none read)."""
+        found = self._math.get(block[:block.find(b"\n")])
+        if found is None:
+            return None
+        math = found
+        try:
+            setter, _, time_at = self._context(math, 2)  # cublasSetMathMode(handle, mode)
+            if (setter.process, setter.handle) != (site.process, site.handle):  # another process's handle
+                return None
+            return int(_ENUM_VALUE.search(math, 0, time_at).group(1))
+        except (ValueError, AttributeError):  # _Mixed included
+            return None
 
     @staticmethod
     def _definition(gemm, block: bytes, math_mode: int | None, workspace) -> GemmDefinition:
@@ -252,7 +338,9 @@ class CublasLogParser(_LogParser):
             raise ValueError("a field twice: another call's lines")
         if typed:
             a_type, compute = _TYPED[typed]
-            types, algo = (a_type, a_type, a_type), None
+            algo = None
+            types = tuple(_enum_name(fields[name], "CUDA_") if name in fields else a_type  # cublasSgemmEx's
+                          for name in (b"Atype", b"Btype", b"Ctype"))
         else:
             types = tuple(_enum_name(fields[name], "CUDA_") for name in (b"Atype", b"Btype", b"Ctype"))
             compute = _enum_name(fields[b"computeType"], "CUBLAS_")
@@ -265,6 +353,17 @@ class CublasLogParser(_LogParser):
             int(fields[b"m"]), int(fields[b"n"]), int(fields[b"k"]), int(fields[b"lda"]), int(fields[b"ldb"]),
             int(fields[b"ldc"]), *types, compute, algo, int(fields[b"batchCount"]) if batched else 1, strides,
             math_mode, workspace)
+
+
+def _quoted(header) -> str:
+    return header.group(0).decode("utf-8", "replace").strip()[:60] + "..."
+
+
+def _whole(block: bytes) -> bool:
+    """Whether a call's text at the end of the log is whole: its last line begun, or its context line
+    ended (a record without the last line); else the log was cut inside it."""
+    last = block[block.rfind(b"\n", 0, len(block) - 1) + 1:]
+    return last.startswith(_RECORD_END) or (last.startswith(b"i!Process=") and last.endswith(b"\n"))
 
 
 # -- the cuBLASLt log: a line per event ----------------------------------------------------------------
@@ -294,6 +393,11 @@ class LtLogParser(_LogParser):
         self._sites = _Cache()
 
     def _text(self, text: bytes, complete: bool) -> None:
+        if not complete and not text.endswith(b"\n"):  # the log ends inside this line (close() gives one line)
+            self.stats.calls += b"][cublasLt][" in text
+            if _LT_WANTED.search(text):
+                self.stats.bad("cut", b"the log ends inside this line: " + text[:100] + b"...")
+            return
         lines = text.count(b"\n")
         ours = text.count(b"][cublasLt][")
         self.stats.calls += ours
@@ -308,9 +412,10 @@ class LtLogParser(_LogParser):
                     self._matmul(int(thread), function, rest)
                 else:
                     self._preference[int(thread)] = self._heuristic(rest)
+            except InvalidGemm as err:
+                self.stats.bad("invalid", f"{function.decode()}: {err}")
             except (KeyError, ValueError, IndexError):
-                cut = "cut at the end of the log: " if not complete and found.end() >= len(text) - 1 else ""
-                self.stats.bad("malformed", cut + found.group(0).decode("utf-8", "replace"))
+                self.stats.bad("malformed", found.group(0), gemm=bool(trace))
 
     def _heuristic(self, rest: bytes) -> tuple:
         key = (b"?", _LT_POINTERS.sub(b"=", rest))
@@ -323,20 +428,29 @@ class LtLogParser(_LogParser):
         return parsed
 
     def _matmul(self, thread: int, function: bytes, rest: bytes) -> None:
-        self.stats.gemm_calls += 1
         at = rest.rfind(b" stream=")
         stream = rest[at + 8:].split(b" ", 1)[0] if at >= 0 else b"0x0"
         key = (function, _LT_POINTERS.sub(b"=", rest))
         parsed = self._parsed.get(key)
         if parsed is None:
-            parsed = self._parsed.put(key, self._parse_matmul(function, key[1]))
+            try:
+                parsed = self._parsed.put(key, self._parse_matmul(function, key[1]))
+            except InvalidGemm as err:  # kept, so that its repeats cost a lookup too
+                parsed = self._parsed.put(key, err)
+        if parsed.__class__ is InvalidGemm:
+            raise parsed
+        self.stats.gemm_calls += 1
         internal, definition, descriptors = parsed
         if internal:
             self.capture.add_internal(*definition)
             return
         query, preference = self._preference.get(thread, (None, ()))
         if query == descriptors and preference:
-            definition = GemmDefinition(**{**definition.__dict__, "preference": preference})
+            key = (definition, preference)
+            preferred = self._parsed.get(key)
+            if preferred is None:
+                preferred = self._parsed.put(key, dataclasses.replace(definition, preference=preference))
+            definition = preferred
         site = self._sites.get((thread, stream))
         if site is None:
             site = self._sites.put((thread, stream), Site(None, "", _hex(stream.lower().removeprefix(b"0x")), thread))
@@ -348,6 +462,7 @@ class LtLogParser(_LogParser):
         a, b, c, d = (_inner(pairs[name]) for name in (b"Adesc", b"Bdesc", b"Cdesc", b"Ddesc"))
         compute = _inner(pairs[b"computeDesc"])
         transa, transb = (compute.get(name, "OP_N").removeprefix("OP_") for name in ("transa", "transb"))
+        _check_layouts(a, b, c, d, transa, transb)
         batch = int(d.get("batchCount", 1))
         geometry = dict(transa=transa, transb=transb, m=int(d["rows"]), n=int(d["cols"]),
                         k=int(a["rows"] if transa != "N" else a["cols"]), lda=int(a["ld"]), ldb=int(b["ld"]),
@@ -363,6 +478,20 @@ class LtLogParser(_LogParser):
             bias="biasPointer" in compute or "BIAS" in compute.get("epilogue", ""),
             sm_count_target=int(compute["smCountTarget"]) if "smCountTarget" in compute else None, lt_algo=lt_algo)
         return False, definition, _descriptors(pairs)
+
+
+def _check_layouts(a: dict, b: dict, c: dict, d: dict, transa: str, transb: str) -> None:
+    """InvalidGemm unless the four layouts are those of one GEMM: ``op(A)`` m x k, ``op(B)`` k x n, C and D m x n."""
+    for name, layout in zip("ABCD", (a, b, c, d)):
+        for field in ("rows", "cols", "ld", "batchCount"):
+            if field in layout and not 1 <= int(layout[field]) <= MAX_INT:
+                raise InvalidGemm(f"{name} {field} = {layout[field]}: out of bounds (1 to 2**63 - 1)")
+    ((m, k), (k_b, n)) = (((int(x["rows"]), int(x["cols"]))[::1 if op == "N" else -1])
+                          for x, op in ((a, transa), (b, transb)))
+    shapes = {(int(x["rows"]), int(x["cols"])) for x in (c, d)} | {(m, n)}
+    if k != k_b or len(shapes) > 1:
+        raise InvalidGemm(f"layouts of no one GEMM: op(A) {m} x {k}, op(B) {k_b} x {n}, C {c['rows']} x {c['cols']}, "
+                          f"D {d['rows']} x {d['cols']}")
 
 
 def _descriptors(pairs: dict) -> tuple:

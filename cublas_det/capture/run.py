@@ -38,6 +38,7 @@ class _PipeReader(threading.Thread):
         with contextlib.suppress(OSError, AttributeError):
             fcntl.fcntl(self.read_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         self.program_done = threading.Event()
+        self.survivors: list[int] = []  # processes the program left that may still write (set when it ends)
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -50,7 +51,9 @@ class _PipeReader(threading.Thread):
             os.close(self.read_fd)
 
     def _chunks(self):
-        """The pipe's data as it comes, until every writer closed, or ``AFTER_EXIT_S`` after the program ended."""
+        """The pipe's data as it comes, until the program ended and every writer closed with no process of
+        the program's left to open the log again, or ``AFTER_EXIT_S`` after the program ended (then the
+        log's ``stopped_after_exit_s`` says so: what came later is not read)."""
         deadline = None
         while deadline is None or time.monotonic() < deadline:
             if deadline is None and self.program_done.is_set():
@@ -66,8 +69,13 @@ class _PipeReader(threading.Thread):
             except BlockingIOError:
                 continue
             if not data:  # every writer closed, ours included
-                return
+                self.survivors = [pid for pid in self.survivors if _alive(pid)]
+                if deadline is None or not self.survivors:
+                    return
+                time.sleep(0.05)  # a process the program left may open the log yet (cuBLAS opens it at its first call)
+                continue
             yield data
+        self.parser.stats.stopped_after_exit_s = AFTER_EXIT_S
 
     def _read(self) -> None:
         for data in self._chunks():
@@ -78,7 +86,8 @@ class _PipeReader(threading.Thread):
         for _ in self._chunks():
             pass
 
-    def finish(self) -> None:
+    def finish(self, survivors: list[int] = ()) -> None:
+        self.survivors = list(survivors)
         self.program_done.set()
         self.join()
         if self.keep_fd is not None:
@@ -128,13 +137,35 @@ def run_captured(command: list[str], capture: Capture) -> tuple[int, bool]:
                 signal.signal(sig, handler)
         return (128 - status if status < 0 else status), interrupted
     finally:
+        survivors = _writers(folder) if readers else []
         for reader in readers:
             with contextlib.suppress(KeyboardInterrupt):
-                reader.finish()
+                reader.finish(survivors)
         shutil.rmtree(folder, ignore_errors=True)
         for reader in readers:
             if reader.error is not None:
                 raise reader.error
+
+
+def _writers(folder: str) -> list[int]:
+    """Processes (other than this one) whose environment names the pipes' folder: the program's, left running."""
+    mark, found = folder.encode(), []
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) != os.getpid():
+                with contextlib.suppress(OSError), open(f"/proc/{name}/environ", "rb") as file:
+                    if mark in file.read():
+                        found.append(int(name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            return b") Z " not in file.read(128)
+    except OSError:
+        return False
 
 
 def _as_interrupt(signum, frame):

@@ -4,7 +4,7 @@ Runs the command with cuBLAS's and cuBLASLt's logging on, streaming both logs th
 into a parser (nothing large lands on disk), and writes the distinct GEMMs, the handles, streams
 and threads, and findings about how the program calls cuBLAS. Any program works: PyTorch, JAX,
 CuPy, a Rust or C++ trainer. --from reads logs that a program wrote itself (CUBLAS_LOGINFO_DBG=1
-CUBLAS_LOGDEST_DBG=FILE, CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=FILE).
+CUBLAS_LOGDEST_DBG=FILE, CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=FILE), gzipped or not.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import argparse
 import os
 import re
 import sys
+import zlib
 
 from ..capture.file import from_data, to_dict, write
 from ..capture.model import Capture
-from ..capture.parse import CublasLogParser, LtLogParser, parse_stream
+from ..capture.parse import CHUNK, CublasLogParser, LtLogParser, parse_stream
 from ..capture.run import run_captured, signal_name
 from ..errors import InputFileError, UsageError
 from ..files import open_regular
@@ -35,7 +36,7 @@ from .common import (
 EPILOG = """examples:
   %(prog)s -- python train.py --steps 3   # writes capture.json and a report
   %(prog)s --out run.json -- ./trainer --config c.toml
-  %(prog)s --from cublas.log cublaslt.log   # logs a cluster job wrote itself
+  %(prog)s --from cublas.log cublaslt.log.gz   # logs a job wrote
   cublas-det bench --capture capture.json   # check and time exactly those GEMMs
 
 exit codes: the command's own (128 + N when signal N ended it, 130 on Ctrl-C); with --from: 0;
@@ -47,7 +48,8 @@ _LT_LINE = re.compile(rb"^\[[^\]]*\]\[cublasLt\]")
 def build_parser(prog: str | None = None) -> ArgumentParser:
     parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]),
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-                            usage="%(prog)s [--out FILE] (-- CMD [ARGS...] | --from LOG [LOG ...])")
+                            usage="%(prog)s [--out FILE] [--quiet] -- CMD [ARGS...]\n"
+                                  "       %(prog)s [--out FILE] [--quiet] --from LOG [LOG ...]")
     parser.add_argument("--out", default="capture.json", metavar="FILE",
                         help="the capture file to write (default: %(default)s)")
     parser.add_argument("--from", dest="logs", nargs="+", metavar="LOG",
@@ -68,27 +70,85 @@ def log_kind(path: str, head: bytes) -> str:
                          "(lines '[time][cublasLt]...'); give the files CUBLAS_LOGDEST_DBG and CUBLASLT_LOG_FILE named")
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class _Gunzipped:
+    """A gzip file's text, read as it decompresses (bounded memory, members one after another); a
+    file cut short ends where its data does, with ``cut`` set."""
+
+    def __init__(self, path: str, raw):
+        self.path, self.raw, self.cut = path, raw, False
+        self._inflate = zlib.decompressobj(wbits=31)
+        self._ready = b""
+
+    def _more(self, size: int) -> bytes:
+        inflate = self._inflate
+        try:
+            while True:
+                if inflate.unconsumed_tail:
+                    data = inflate.decompress(inflate.unconsumed_tail, size)
+                elif inflate.eof and inflate.unused_data.strip(b"\0"):  # the next member
+                    rest, inflate = inflate.unused_data, zlib.decompressobj(wbits=31)
+                    self._inflate = inflate
+                    data = inflate.decompress(rest, size)
+                else:
+                    raw = self.raw.read(CHUNK)
+                    if not raw:
+                        self.cut = not inflate.eof
+                        return b""
+                    data = inflate.decompress(inflate.unused_data + raw if inflate.eof else raw, size)
+                if data:
+                    return data
+        except zlib.error as err:
+            raise InputFileError(f"{self.path}: a gzip file that does not decompress ({err}); give the log "
+                                 "itself") from None
+
+    def peek(self, size: int) -> bytes:
+        while len(self._ready) < size:
+            data = self._more(CHUNK)
+            if not data:
+                break
+            self._ready += data
+        return self._ready
+
+    def read(self, size: int) -> bytes:
+        if self._ready:
+            data, self._ready = self._ready[:size], self._ready[size:]
+            return data
+        return self._more(size)
+
+
+def _open_log(path: str, opened: list):
+    """``path`` opened for reading (appended to ``opened``, to be closed), decompressed as it is read
+    when it is gzip (by its magic bytes)."""
+    file = open_regular(path, "give the log file itself", what="log")
+    opened.append(file)
+    return _Gunzipped(path, file) if file.peek(2)[:2] == _GZIP_MAGIC else file
+
+
 def _read_logs(paths: list[str], capture: Capture) -> None:
-    opened = []  # (kind, path, file), every file checked before any is parsed
+    logs, files = [], []  # (kind, path, file), every file checked before any is parsed; what to close
     try:
         for path in paths:
-            file = open_regular(path, "give the log file itself", what="log")
-            opened.append([None, path, file])
+            file = _open_log(path, files)
             head = file.peek(4096)[:4096]
             if not head.strip():  # a program that never called cuBLAS leaves an empty log
                 capture.notes.append(f"{path}: empty, nothing to read")
-                opened[-1][0] = "empty"
+                logs.append(("empty", path, file))
                 continue
-            opened[-1][0] = log_kind(path, head)
-        kinds = [kind for kind, _, _ in opened]
+            logs.append((log_kind(path, head), path, file))
+        kinds = [kind for kind, _, _ in logs]
         for kind in ("cublas", "cublaslt"):
             if kinds.count(kind) > 1:
                 raise UsageError(f"--from: {kinds.count(kind)} {kind} logs; give at most one of each (one program's)")
-        for kind, path, file in opened:
+        for kind, path, file in logs:
             if kind != "empty":
                 parse_stream((CublasLogParser if kind == "cublas" else LtLogParser)(capture, path), file)
+            if getattr(file, "cut", False):
+                capture.notes.append(f"{path}: the gzip file ends early (cut): read up to there")
     finally:
-        for _, _, file in opened:
+        for file in files:
             file.close()
 
 
@@ -126,13 +186,13 @@ def _run(argv, prog: str) -> int:
             raise UsageError(f"cannot run {command[0]!r}: {err.strerror or err}") from None
         capture.exit_status = status
         if interrupted:
-            capture.notes.append("interrupted (Ctrl-C): the GEMMs up to then are here")
+            capture.notes.append("interrupted (Ctrl-C)")
             complete, status = False, 130
         elif signal_name(status):
-            capture.notes.append(f"the command was ended by {signal_name(status)}: the GEMMs up to then are here")
+            capture.notes.append(f"the command was ended by {signal_name(status)}")
             complete = False
         elif status:
-            capture.notes.append(f"the command failed (exit {status}): the GEMMs up to then are here")
+            capture.notes.append(f"the command failed (exit {status})")
             complete = False
     data = to_dict(capture, complete=complete, compute_capability=_compute_capability())
     try:

@@ -6,9 +6,12 @@ import shlex
 import textwrap
 
 from ..capture.findings import mode_name
+from ..words import plural
 
 WIDTH = 100
 _DTYPE = {"R_32F": "fp32", "R_16BF": "bf16", "R_16F": "fp16", "R_64F": "fp64", "C_32F": "c64", "C_64F": "c128"}
+_HEADER = ("id", "calls", "M x N x K:op", "types", "compute", "math", "wkspace")
+_LAST_COLUMN = 30  # the least room for "like / replay"; less, and it goes on a line of its own
 
 
 def _size(n) -> str:
@@ -21,8 +24,8 @@ def _size(n) -> str:
 
 
 def _wrap(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False,
-                         break_long_words=False)
+    """Within WIDTH; a word longer than a whole line (a path) is broken, no other."""
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False)
 
 
 def render_capture(capture, path: str) -> str:
@@ -32,18 +35,17 @@ def render_capture(capture, path: str) -> str:
     status = data.get("exit_status")
     lines = _wrap(f"Captured: {command}" + ("" if status is None else f" (exit {status})"), "")
     logs = data.get("logs", {})
-    unread = sum(log.get("malformed", 0) + log.get("unknown_lines", 0) for log in logs.values())
-    sizes = ", ".join(f"{kind} log {_size(log.get('bytes', 0))}B" for kind, log in logs.items())
-    lines += _wrap(f"{data.get('calls', 0):,} GEMM calls, {len(capture.gemms)} distinct; {sizes}; "
-                   + (f"{unread:,} lines unread (--json lists them)" if unread else "every line read"), "  ")
-    mixed = logs.get("cublas", {}).get("interleaved_gemms", 0)
-    if mixed:
-        lines += _wrap(f"unread: {mixed:,} GEMM calls whose log lines interleave with another thread's (cuBLAS "
-                       "writes a call line by line, and threads calling at once mix them); not in the table", "  ")
+    sizes = ", ".join(f"{kind} log {_size(log.get('bytes', 0))}B" for kind, log in logs.items()) or "no log"
+    unread = _unread(logs, path)
+    lines += _wrap(f"{plural(data.get('calls', 0), 'GEMM call')}, {len(capture.gemms)} distinct; {sizes}; "
+                   + ("every line read" if not unread else "some unread (below)"), "  ")
+    for line in unread + _not_listed(data):
+        lines += _wrap(line, "  ")
     for note in data.get("notes", []):
         lines += _wrap(f"note: {note}", "  ")
     if not data.get("complete"):
-        lines += _wrap("incomplete: the program did not end normally; what it ran up to then is below", "  ")
+        lines += _wrap("incomplete: the program did not end normally; " + (
+            "the GEMMs it ran up to then are below" if capture.gemms else "it logged no GEMM before it ended"), "  ")
     lines.append("")
     if capture.findings:
         lines.append("Findings")
@@ -51,43 +53,135 @@ def render_capture(capture, path: str) -> str:
         lines.append("Findings: none of those looked for (docs/capture.md lists them)")
     for finding in capture.findings:
         lines += _wrap(f"{finding.kind:<9}  {finding.text}", "  ")
-    lines.append("")
+    if capture.findings or capture.gemms:
+        lines.append("")
     plans = capture.plans
     if not plans:
-        lines += _wrap("GEMMs: none in the logs (did the program call cuBLAS? were the logs written with "
-                       "CUBLAS_LOGINFO_DBG=1 and CUBLASLT_LOG_LEVEL=5?)", "")
+        lines += _wrap(_no_gemms(data), "")
         return "\n".join(lines)
     lines.append("GEMMs, row-major as the shim runs them (cuBLAS's own arguments are in the file)")
-    lines.append(f"  {'id':<3} {'calls':>6}  {'M x N x K:op':<19} {'types':<10} {'compute':<8} {'math':<8} "
-                 f"{'wkspace':<7} like / replay")
-    for plan in plans:
-        d = plan.definition
-        m, n, k = d.n, d.m, d.k
-        op = (d.transa + d.transb).lower()
-        batch = f" x{d.batch_count}" if d.batch_count > 1 else ""
-        types = f"{_DTYPE.get(d.a_type, d.a_type)}->{_DTYPE.get(d.c_type, d.c_type)}"
-        compute = d.compute_type.removeprefix("COMPUTE_")
-        math = "(Lt)" if d.is_lt else data_mode(d.math_mode)
-        status_text = plan.like or ("replayed" if plan.replayed else "")
-        if not plan.replayed:
-            status_text = (f"{plan.like}; " if plan.like else "") + f"not replayed: {plan.reason}"
-        row = (f"  {plan.gemm_id:<3} {plan.calls:>6,}  {f'{m}x{n}x{k}:{op}{batch}':<19} {types:<10} {compute:<8} "
-               f"{math:<8} {_size(d.workspace_bytes):<7} ")
-        lines += textwrap.wrap(status_text, WIDTH, initial_indent=row, subsequent_indent=" " * len(row),
-                               break_on_hyphens=False) or [row]
-        if plan.note:
-            lines += _wrap(plan.note, " " * 8)
+    lines += _table(plans)
     lines += _handle_lines(data, plans)
     replayable = sum(plan.replayed for plan in plans)
     lines.append("")
     if replayable and path:
-        lines.append(f"Replay the {replayable} replayable GEMM(s), checked and timed:")
+        lines.append(f"Replay the {plural(replayable, 'replayable GEMM')}, checked and timed:")
         lines.append(f"  cublas-det bench --capture {shlex.quote(path)}")
     elif replayable:
         lines.append("The capture file could not be written: nothing to replay from.")
     else:
-        lines.append("Nothing here can be replayed by this version (see 'not replayed' above).")
+        lines.append("Nothing here can be replayed by this version (see 'not replayable' above).")
     return "\n".join(lines)
+
+
+def _unread(logs: dict, path: str) -> list[str]:
+    """What the logs held that was not read, by kind, each with where it is quoted."""
+    quoted = f"quoted in {path}: logs.*.samples" if path else "quoted in the capture file: logs.*.samples"
+    lines = []
+    parts = []
+    for kind, log in logs.items():
+        for field, noun, what in (("malformed", "call", "malformed"), ("unknown_lines", "line", f"not {kind}'s"),
+                                  ("cut", "call", "cut at the log's end")):
+            if log.get(field):
+                gemms = f", {log['malformed_gemms']:,} of them GEMMs" if field == "malformed" and log.get(
+                    "malformed_gemms") else ""
+                parts.append(f"{plural(log[field], noun)} {what} ({kind} log{gemms})")
+    if parts:
+        lines.append(f"unread: {', '.join(parts)}; {quoted}")
+    mixed, gemms = (logs.get("cublas", {}).get(field, 0) for field in ("interleaved", "interleaved_gemms"))
+    if mixed:
+        lines.append(f"unread: {plural(mixed, 'call')} ({gemms:,} of them GEMMs) whose log lines interleave with "
+                     "another thread's (cuBLAS writes a call line by line, and threads calling at once mix them); "
+                     "not in the table")
+    stopped = {kind: log["stopped_after_exit_s"] for kind, log in logs.items() if log.get("stopped_after_exit_s")}
+    if stopped:
+        lines.append(f"unread: capture stopped reading the {' and '.join(stopped)} log{'s' * (len(stopped) > 1)} "
+                     f"{max(stopped.values()):g} s "
+                     "after the program ended, a process it left still running or holding the log open: what that "
+                     "process wrote later is not here. To capture a job whose processes outlive it, let the job write the logs itself (CUBLAS_LOGINFO_DBG=1 CUBLAS_LOGDEST_DBG=FILE, "
+                     "CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=FILE) and read them with --from")
+    return lines
+
+
+def _not_listed(data: dict) -> list[str]:
+    """GEMM calls read and not in the table, or not attributed to a handle."""
+    lines = []
+    invalid = sum(log.get("invalid_gemms", 0) for log in data.get("logs", {}).values())
+    if invalid:
+        lines.append(f"not replayable: {plural(invalid, 'GEMM call')} of an empty or impossible shape (m = 0, a "
+                     "leading dimension below its matrix's rows ...), quoted in logs.*.samples; not in the table")
+    for function, calls in (data.get("unreplayed") or {}).items():
+        lines.append(f"not replayable: {plural(calls, 'call')} of {function}, which this version does not read; "
+                     "not in the table")
+    kept = data.get("kept", {})  # the limits the capture ran under (this version's writes them)
+    if data.get("dropped_calls"):
+        lines.append(f"not in the table: {plural(data['dropped_calls'], 'call')} of GEMMs past the first "
+                     f"{kept.get('gemms', 0):,} distinct ones (only those are kept)")
+    if data.get("unattributed_calls"):
+        lines.append(f"not attributed: {plural(data['unattributed_calls'], 'call')} from sites (process, handle, "
+                     f"stream, thread) past the {kept.get('sites_per_gemm', 0)} kept per GEMM: the handles and "
+                     "findings below miss them")
+    return lines
+
+
+def _no_gemms(data: dict) -> str:
+    """Why the table is empty: what the logs did show, and what to look at."""
+    logs = data.get("logs", {})
+    unmatched = data.get("lt_kernels_unmatched", 0)
+    if unmatched:
+        return (f"GEMMs: none listed: the cuBLASLt log shows {plural(unmatched, 'kernel launch')} "
+                "made inside cuBLAS calls and no cublasLtMatmul of the program's own (see the note above)")
+    if any(log.get(field) for log in logs.values() for field in ("malformed", "interleaved", "cut", "invalid_gemms")) \
+            or data.get("unreplayed"):
+        return "GEMMs: none read (see what was not, above)"
+    calls = logs.get("cublas", {}).get("calls", 0)
+    if calls:
+        return f"GEMMs: none among the {plural(calls, 'cuBLAS call')} in the log"
+    if any(log.get("stopped_after_exit_s") for log in logs.values()):
+        return "GEMMs: none read before capture stopped reading (see above)"
+    if data.get("command"):
+        return ("GEMMs: none: the program wrote no cuBLAS API log line (it called no cuBLAS, or set "
+                "CUBLAS_LOGDEST_DBG or CUBLAS_LOGINFO_DBG itself)")
+    return ("GEMMs: none in the logs (did the program call cuBLAS? were the logs written with "
+            "CUBLAS_LOGINFO_DBG=1 and CUBLASLT_LOG_LEVEL=5?)")
+
+
+def _table(plans) -> list[str]:
+    """The GEMMs, a row each: the columns as wide as their cells, the last wrapped in what room is left."""
+    rows = []
+    for plan in plans:
+        d = plan.definition
+        op = (d.transa + d.transb).lower()
+        batch = f" x{d.batch_count}" if d.batch_count > 1 else ""
+        status = plan.like or ("replayable" if plan.replayed else "")
+        if not plan.replayed:
+            status = (f"{plan.like}; " if plan.like else "") + f"not replayable: {plan.reason}"
+        rows.append(((plan.gemm_id, f"{plan.calls:,}", f"{d.n}x{d.m}x{d.k}:{op}{batch}",
+                      f"{_DTYPE.get(d.a_type, d.a_type)}->{_DTYPE.get(d.c_type, d.c_type)}",
+                      d.compute_type.removeprefix("COMPUTE_"), "(Lt)" if d.is_lt else data_mode(d.math_mode),
+                      _size(d.workspace_bytes)), status, plan.note))
+    widths = [max(len(cells[i]) for cells in [_HEADER, *(row[0] for row in rows)]) for i in range(len(_HEADER))]
+
+    def cells(values) -> str:
+        return "  " + " ".join(value.rjust(width) if i == 1 else value.ljust(width)
+                               for i, (value, width) in enumerate(zip(values, widths))) + " "
+
+    lead = len(cells(_HEADER))
+    own_line = WIDTH - lead < _LAST_COLUMN
+    lines = textwrap.wrap("like / replay", WIDTH, initial_indent=cells(_HEADER)) if not own_line else \
+        [cells(_HEADER).rstrip(), "      like / replay"]
+    for values, status, note in rows:
+        row = cells(values)
+        if own_line:
+            lines.append(row.rstrip())
+            lines += textwrap.wrap(status, WIDTH, initial_indent=" " * 6, subsequent_indent=" " * 8,
+                                   break_on_hyphens=False)
+        else:
+            lines += textwrap.wrap(status, WIDTH, initial_indent=row, subsequent_indent=" " * lead,
+                                   break_on_hyphens=False) or [row.rstrip()]
+        if note:
+            lines += _wrap(note, " " * 8)
+    return lines
 
 
 def _handle_lines(data: dict, plans) -> list[str]:
@@ -108,10 +202,9 @@ def _handle_lines(data: dict, plans) -> list[str]:
             lines += _wrap(f"{key[1]}: {', '.join(ids)}", "  ")
             continue
         streams = ", ".join(f"{stream} ({calls})" for stream, calls in handle["streams"].items())
-        threads = len(handle["threads"])
-        lines += _wrap(f"handle {key[1]} (process {handle['process']}, {threads} thread{'s' * (threads != 1)}, "
-                       f"{handle['calls']:,} calls on stream{'s' * (len(handle['streams']) != 1)} {streams}): "
-                       f"{', '.join(ids)}", "  ")
+        lines += _wrap(f"handle {key[1]} (process {handle['process']}, {plural(len(handle['threads']), 'thread')}, "
+                       f"{plural(handle['calls'], 'call')} on stream{'s' * (len(handle['streams']) != 1)} "
+                       f"{streams}): {', '.join(ids)}", "  ")
     return lines
 
 
