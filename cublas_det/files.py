@@ -100,3 +100,24 @@ def parse_json(text, where: str, *, error=InputFileError):
         raise error(f"{where}: {err}") from None
     except RecursionError:
         raise error(f"{where}: JSON nested deeper than can be read") from None
+
+
+def read_json(path: str, hint: str, *, max_bytes: int, what: str):
+    """The parsed JSON of the regular file ``path`` (at most ``max_bytes``); one line (:class:`InputFileError`)
+    for anything else, ending with ``hint``."""
+    with open_regular(path, hint, max_bytes=max_bytes, what=what) as file:
+        raw = file.read()
+    try:
+        return parse_json(raw.decode("utf-8"), path)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputFileError(f"{path}: not JSON ({err}); {hint}") from None
+
+
+def check_format(data, path: str, format_name: str, version: int, what: str, hint: str, again: str) -> None:
+    """Refuse (one line) ``data`` unless it is an object of ``"format": format_name`` at ``version``;
+    ``again`` says how to make a file of this version (``capture again``)."""
+    if not isinstance(data, dict) or data.get("format") != format_name:
+        raise InputFileError(f"{path}: not a {what} (no \"format\": \"{format_name}\"); {hint}")
+    if data.get("version") != version:
+        raise InputFileError(f"{path}: {what} format version {data.get('version')!r}; this cublas_det reads "
+                             f"version {version}: {again} with this version")

@@ -21,7 +21,7 @@ import os
 from ._cublas import ComputeType, MathMode
 from .config import DTYPE_ALIASES, ELEMENT_TYPES, GemmConfig
 from .errors import InputFileError, UsageError
-from .files import open_regular, parse_json
+from .files import check_format, read_json
 from .shapes import parse_shape
 from .words import plural
 
@@ -161,12 +161,7 @@ def write(lock: Lock, path: str) -> None:
 
 def load(path: str) -> Lock:
     """Read and check a lock file; anything else is one line (:class:`InputFileError`)."""
-    with open_regular(path, HINT, max_bytes=MAX_FILE_BYTES, what="lock file") as file:
-        raw = file.read()
-    try:
-        data = parse_json(raw.decode("utf-8"), path)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputFileError(f"{path}: not JSON ({err}); {HINT}") from None
+    data = read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="lock file")
     return from_data(data, path)
 
 
@@ -193,11 +188,7 @@ def _key(data, where: str, path: str) -> GemmKey:
 
 def from_data(data, path: str) -> Lock:
     """A lock file's parsed JSON, checked field by field, as a :class:`Lock`."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputFileError(f"{path}: not a lock file (no \"format\": \"{FORMAT}\"); {HINT}")
-    if data.get("version") != VERSION:
-        raise InputFileError(f"{path}: lock format version {data.get('version')!r}; this cublas_det reads version "
-                             f"{VERSION}: prescribe again with this version")
+    check_format(data, path, FORMAT, VERSION, "lock file", HINT, "prescribe again")
     where = data.get("where")
     for name, kind in (("gpu", str), ("sm_count", int), ("compute_capability", str), ("cublas_version", str)):
         _field(where, name, kind, "where", path)

@@ -57,7 +57,7 @@ def test_tf32_math_is_a_compute_type_in_the_key():
 
 @pytest.mark.parametrize("mutate, says", [
     (lambda d: d.update(format="something"), "not a lock file"),
-    (lambda d: d.update(version=9), "version 9"),
+    (lambda d: d.update(version=9), "lock file format version 9"),
     (lambda d: d["where"].pop("sm_count"), "sm_count"),
     (lambda d: d["entries"][0]["gemm"].update(n=-1), "n is -1"),
     (lambda d: d["entries"][0]["gemm"].update(k=10 ** 30), "k is"),

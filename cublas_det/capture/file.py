@@ -11,7 +11,7 @@ import dataclasses
 import json
 
 from ..errors import InputFileError
-from ..files import open_regular, parse_json
+from ..files import check_format, read_json
 from .findings import Finding, findings, mode_name
 from . import model
 from .model import FORMAT, VERSION, Capture, GemmDefinition
@@ -87,22 +87,13 @@ def write(path: str, data: dict) -> None:
 
 def load(path: str) -> CaptureFile:
     """Read a capture file, refusing (one line, :class:`InputFileError`) what no capture is."""
-    with open_regular(path, HINT, max_bytes=MAX_FILE_BYTES, what="capture file") as file:
-        raw = file.read()
-    try:
-        data = parse_json(raw.decode("utf-8"), path)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputFileError(f"{path}: not JSON ({err}); {HINT}") from None
+    data = read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="capture file")
     return from_data(data, path)
 
 
 def from_data(data, path: str) -> CaptureFile:
     """A capture file's parsed JSON, checked, as a :class:`CaptureFile`."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputFileError(f"{path}: not a capture file (no \"format\": \"{FORMAT}\"); {HINT}")
-    if data.get("version") != VERSION:
-        raise InputFileError(f"{path}: capture format version {data.get('version')!r}; this cublas_det reads "
-                             f"version {VERSION}: capture again with this version")
+    check_format(data, path, FORMAT, VERSION, "capture file", HINT, "capture again")
     try:
         gemms = tuple(_gemm(g) for g in data["gemms"])
         found = tuple(Finding(f["id"], f["kind"], f["text"], tuple(f.get("handles", ())), tuple(f.get("streams", ())),

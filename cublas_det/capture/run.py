@@ -14,12 +14,11 @@ import os
 import select
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 import time
 
-from ..enter import python_env
+from ..enter import python_env, run_program
 from .inprocess import LOG_ENV as WHOLE_CALLS_ENV
 from .model import Capture
 from .parse import CHUNK, CublasLogParser, LtLogParser
@@ -117,25 +116,7 @@ def run_captured(command: list[str], capture: Capture) -> tuple[int, bool]:
         env = python_env(["cublas_det.capture.inprocess:start"], {WHOLE_CALLS_ENV: paths["cublas"]}, base=env)
         for reader in readers:
             reader.start()
-        process = subprocess.Popen(command, env=env)
-        interrupted = False
-        previous = {sig: signal.signal(sig, _as_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-        try:
-            try:
-                status = process.wait()
-            except KeyboardInterrupt as stop:
-                interrupted = True
-                if getattr(stop, "signal", None):  # SIGTERM or SIGHUP reached us alone: pass it on
-                    process.send_signal(stop.signal)
-                try:
-                    status = process.wait(timeout=10)
-                except (subprocess.TimeoutExpired, KeyboardInterrupt):
-                    process.kill()
-                    status = process.wait()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-        return (128 - status if status < 0 else status), interrupted
+        return run_program(command, env)
     finally:
         survivors = _writers(folder) if readers else []
         for reader in readers:
@@ -166,13 +147,6 @@ def _alive(pid: int) -> bool:
             return b") Z " not in file.read(128)
     except OSError:
         return False
-
-
-def _as_interrupt(signum, frame):
-    """SIGTERM and SIGHUP end a capture as Ctrl-C does: the program is told, what it ran is kept."""
-    stop = KeyboardInterrupt()
-    stop.signal = signum
-    raise stop
 
 
 def signal_name(status: int) -> str:
