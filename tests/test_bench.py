@@ -1,5 +1,6 @@
 """The benchmark CLI and its reports, on the CPU: arguments, outputs, --compare on stored JSON."""
 
+import gzip
 import json
 import os
 import pathlib
@@ -10,6 +11,7 @@ import pytest
 
 from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
 from cublas_det.cli import bench
+from cublas_det.cli import capture as capture_cli
 from cublas_det.config import GemmConfig
 from cublas_det.report import markdown, text
 from cublas_det.report import runfile as json_file
@@ -18,6 +20,7 @@ from cublas_det.report.results import BenchResult, ShapeReport
 from .conftest import needs_no_gpu
 
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"  # a default run on an H200
+CAPTURE_LOGS = STORED.parent / "capture"
 
 
 @pytest.fixture
@@ -61,6 +64,19 @@ def test_list_needs_no_gpu(run):
     result = run("--list", "--preset", "mamba2-2.7b", "--tokens", "2048")
     assert result.returncode == 0
     assert "mamba2-2.7b/in_proj/dW" in result.stdout and "10576" in result.stdout and " 2048 " in result.stdout
+
+
+def test_list_with_capture_lists_the_captured_gemms_not_the_catalogue(run, tmp_path):
+    logs = []
+    for kind in ("cublas", "cublaslt"):
+        logs.append(tmp_path / f"block.{kind}.log")
+        logs[-1].write_bytes(gzip.decompress((CAPTURE_LOGS / f"block.{kind}.log.gz").read_bytes()))
+    capture = tmp_path / "c.json"
+    assert capture_cli.main(["--from", *map(str, logs), "--out", str(capture)]) == 0
+    result = run("--capture", capture, "--list")
+    assert result.returncode == 0, result.stderr
+    assert "6 captured GEMMs in DEFAULT/algo99/ws32M/bfloat16->bfloat16:" in result.stdout
+    assert "g3 mamba2-130m/out_proj/dW" in result.stdout and "trunk/" not in result.stdout
 
 
 @needs_no_gpu

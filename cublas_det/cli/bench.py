@@ -53,7 +53,7 @@ from ..report.prescribe import render_prescriptions
 from ..report.results import BenchResult, ShapeReport
 from ..report.runfile import load_run, now_iso, run_from_dict, to_json
 from ..report.sweep import render_sweep, sweep_to_json
-from ..report.text import render_text, run_failed
+from ..report.text import plural, render_text, run_failed
 from ..shapes import (
     DEFAULT_TOKENS,
     PRESETS,
@@ -298,7 +298,7 @@ def _run(argv, prog: str | None = None) -> int:
     groups = _capture_groups(args, parser) if args.capture else [(shapes, configs)]
     explained = _explain_target(args, parser) if args.explain else None
     if args.list:
-        print(format_catalogue(shapes))
+        print(_listing(groups) if args.capture else format_catalogue(shapes))
         return EXIT_OK
     for flag in ("json", "markdown", "plot"):
         if getattr(args, flag) is not None:
@@ -481,6 +481,12 @@ def _capture_groups(args, parser) -> list:
         raise UsageError(f"--capture {args.capture}: no GEMM in it can be replayed by this version "
                          "(`cublas-det capture` lists why)")
     return [(shapes, [config]) for config, shapes in groups.items()]
+
+
+def _listing(groups) -> str:
+    """--capture --list: the captured GEMMs that would run, a table per configuration."""
+    return "\n\n".join(f"{plural(len(shapes), 'captured GEMM')} in {configs[0].name}:\n"
+                       + format_catalogue(shapes) for shapes, configs in groups)
 
 
 def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, phases=None) -> int:

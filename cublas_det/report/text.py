@@ -59,6 +59,11 @@ def wrapped(text: str, width: int, indent: str = "  ") -> list[str]:
     return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
 
 
+def plural(count: int, noun: str, plural_noun: str | None = None) -> str:
+    """``1 GEMM call``, ``2 GEMM calls``; ``plural_noun`` where adding an s is wrong (``leaves``)."""
+    return f"{count} {noun if count == 1 else plural_noun or noun + 's'}"
+
+
 def _fmt_us(value: float | None) -> str:
     if value is None or math.isnan(value):
         return "-"
