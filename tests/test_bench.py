@@ -196,9 +196,15 @@ def test_a_guarantee_that_differs_fails_with_its_details():
     assert ("  16384x768x3352:nn DEFAULT: workspace-config: 20/20 runs differ, up to 4300000 elements, 9 ULP at "
             "(5, 7) (CUBLAS_WORKSPACE_CONFIG=:4096:8: 5 rounds x 4 streams on one handle; the worker's first "
             "output differs from this process's bits)") in lines
-    rendered = text.render_text(result, width=1000)
+    rendered = text.render_text(result, width=100)
     row = next(line for line in rendered.splitlines() if line.startswith("  DEFAULT "))
-    assert row.split()[1] == "NO" and "FAILED (documented as reproducible" in rendered and text.run_failed(result)
+    assert row.split()[1:3] == ["NO:", "workspace-config"], row  # the cell names the guarantee, as documented
+    assert "FAILED (documented as reproducible" in rendered and text.run_failed(result)
+    assert max(map(len, rendered.splitlines())) <= 100
+    twice = _checks(("DEFAULT", 5e-7, (ScenarioResult("repeat", G, 20, 3), broken)), shape="16384x768x3352:nn")
+    row = next(line for line in text.render_text(_bench_result(twice, shape="16384x768x3352:nn")).splitlines()
+               if line.startswith("  DEFAULT "))
+    assert row.split()[1:4] == ["NO:", "repeat", "+1"], row
 
 
 def test_the_summary_never_claims_what_did_not_run():

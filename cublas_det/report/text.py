@@ -91,6 +91,15 @@ def _ratio_cell(ratio, timing) -> str:
     return f"{ratio.median:.3f} ±{100 * ratio.half_width:.1f}%{trust_suffix(timing)}" if ratio else "-"
 
 
+def repro_cell(check: GemmCheck | None) -> str:
+    """The repro column: ``NO: fresh-process``; where several guarantees failed, the first and how many
+    more (``NO: repeat +2``): the lines above the tables name them all."""
+    cell = reproducible_cell(check)
+    verdict, _, names = cell.partition(": ")
+    names = names.split(", ")
+    return cell if len(names) < 2 else f"{verdict}: {names[0]} +{len(names) - 1}"
+
+
 def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
     """One row per configuration (A/A controls are no configuration of their own); names without
     their element types, which a run's configurations share."""
@@ -106,7 +115,7 @@ def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
         arm = timing.arm(mode) if timing else None
         tflops = timing.tflops(mode) if arm else None
         rows.append([
-            shown[mode], reproducible_cell(check).split(":")[0], hazards_cell(check), ", ".join(map(role, modes_group(check) or ()))
+            shown[mode], repro_cell(check), hazards_cell(check), ", ".join(map(role, modes_group(check) or ()))
             or modes_cell(check),
             f"{check.rel_error:.1e}" if check and not math.isnan(check.rel_error) else "-",
             _fmt_us(arm.median_us if arm else None), _fmt_us(arm.eager_median_us if arm and arm.eager_us else None),
