@@ -193,6 +193,7 @@ def main() -> int:
         error_line(PROG, reason)  # the reason already says "no GPU available"
         return 2
     from cublas_det.device import device_properties
+    from cublas_det.report.text import plural
     from cublas_det.rundiff.diff import diff_runs, report_lines
     from cublas_det.rundiff.layouts import open_run
 
@@ -200,7 +201,7 @@ def main() -> int:
     rows = args.tokens // args.microbatches
     print(f"{device_properties()['name']}: 3 layers of {args.width}, T = {args.tokens}, {args.microbatches} "
           f"micro-batches -> {3 * args.microbatches} dW GEMMs of {args.width}x{args.width}x{rows} per step on "
-          f"{args.streams} streams, {args.mode} math, {args.steps} steps; runs in {root}")
+          f"{plural(args.streams, 'stream')}, {args.mode} math, {plural(args.steps, 'step')}; runs in {root}")
     try:
         runs = {}
         for label, shared in (("shared", True), ("per-stream", False)):

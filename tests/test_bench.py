@@ -161,8 +161,8 @@ def test_text_and_markdown_reports_from_results(tmp_path):
         "Reproducible: yes, all 3 shape/mode pairs gave the same bits in every guarantee checked (repeat)",
         ("Hazards (bits changed, as cuBLAS warns; findings, never failures): shared handle in 2 of 3 pairs, "
          "batch size not applicable (3 pairs)"),
-        "Same bits as PEDANTIC: DEFAULT on 1 of 1 shapes, TF32 on 0 of 1 shapes",
-        "Time, PEDANTIC vs DEFAULT: no measurable cost on 1 of 1 shapes (within ±0.4%)",
+        "Same bits as PEDANTIC: DEFAULT on 1 of 1 shape, TF32 on 0 of 1 shape",
+        "Time, PEDANTIC vs DEFAULT: no measurable cost on 1 of 1 shape (within ±0.4%)",
         "Time, TF32 vs PEDANTIC: 1.65x faster (custom shapes)",
         "Verdict: pass, every guarantee held (exit 0)"]
     assert rendered.splitlines()[2:4] == [lines[0], lines[1][:lines[1].index(" batch")]]  # the answer comes first
@@ -187,9 +187,9 @@ def test_a_guarantee_that_differs_fails_with_its_details():
                                    "worker's first output differs from this process's bits")
     checks = _checks(("DEFAULT", 5e-7, (ScenarioResult("repeat", G, 20, 0), broken)), shape="16384x768x3352:nn")
     result = _bench_result(checks, shape="16384x768x3352:nn")
-    assert ("Reproducible: NO for 1 of 1 shape/mode pairs (guarantees checked: repeat, workspace config)"
+    assert ("Reproducible: NO for 1 of 1 shape/mode pair (guarantees checked: repeat, workspace config)"
             in text.summary_lines(result))
-    assert "Verdict: FAIL (exit 1): 1 pair(s) gave other bits under a guarantee; details below" in text.summary_lines(
+    assert "Verdict: FAIL (exit 1): 1 pair gave other bits under a guarantee; details below" in text.summary_lines(
         result)
     lines = text.detail_lines(result)
     assert any(line.startswith("FAILED") and "16384x768x3352:nn DEFAULT: workspace-config" in line for line in lines)
@@ -216,13 +216,13 @@ def test_the_summary_never_claims_what_did_not_run():
     result = _bench_result(erred)
     lines = text.summary_lines(result)
     assert not any("same bits" in line or "yes" in line for line in lines)
-    assert lines[0] == "Reproducible: error for 1 of 1 shape/mode pairs"
+    assert lines[0] == "Reproducible: error for 1 of 1 shape/mode pair"
     assert "Verdict: FAIL (exit 1): 1 could not be checked or timed; details below" in lines
     assert any(line.startswith("Could not run (2 scenario runs)") for line in text.detail_lines(result))
     only_hazards = _checks(("PEDANTIC", 5e-7, (ScenarioResult("sm-count", H, 2, 0),)))
     lines = text.summary_lines(_bench_result(only_hazards))
-    assert lines[0] == "Reproducible: not checked (no guarantee scenario ran for the 1 shape/mode pairs)"
-    assert "Hazards (bits changed, as cuBLAS warns; findings, never failures): SM count in 0 of 1 pairs" in lines
+    assert lines[0] == "Reproducible: not checked (no guarantee scenario ran for the 1 shape/mode pair)"
+    assert "Hazards (bits changed, as cuBLAS warns; findings, never failures): SM count in 0 of 1 pair" in lines
     assert lines[-1] == "Verdict: pass, no guarantee was checked (exit 0)"  # never "every guarantee held"
 
 
@@ -241,7 +241,7 @@ def test_a_scenario_that_compared_nothing_never_reads_identical():
     assert checks["PEDANTIC"].verdict.value == "not checked"
     result = _bench_result(checks)
     lines = text.summary_lines(result)
-    assert lines[0] == "Reproducible: not checked (no guarantee scenario ran for the 1 shape/mode pairs)"
+    assert lines[0] == "Reproducible: not checked (no guarantee scenario ran for the 1 shape/mode pair)"
     assert lines[-1] == "Verdict: pass, no guarantee was checked (exit 0)" and not any("Hazards" in l for l in lines)
     row = next(line for line in text.render_text(result).splitlines() if line.startswith("  PEDANTIC "))
     assert row.split()[1:5] == ["not", "checked", "-", "-"], row  # repro, changed by, same bits as
@@ -273,8 +273,8 @@ def test_a_hazard_that_could_not_run_is_reported_but_fails_nothing():
     hazard_erred = _checks(("PEDANTIC", 5e-7, (ScenarioResult("repeat", G, 20, 0),
                                                ScenarioResult("sm-count", H, 0, 0, error="CublasError: boom"))))
     result = _bench_result(hazard_erred)
-    assert text.summary_lines(result)[0].startswith("Reproducible: yes, all 1 shape/mode pairs")
-    assert any(line.startswith("Could not run (1 scenario runs)") and "sm-count" in line
+    assert text.summary_lines(result)[0].startswith("Reproducible: yes, 1 shape/mode pair gave")
+    assert any(line.startswith("Could not run (1 scenario run)") and "sm-count" in line
                for line in text.detail_lines(result))
     assert not text.run_failed(result) and text.summary_lines(result)[-1].startswith("Verdict: pass")
     guarantee_erred = _checks(("PEDANTIC", 5e-7, (ScenarioResult("repeat", G, 0, 0, error="CublasError: boom"),)))

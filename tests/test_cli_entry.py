@@ -86,6 +86,38 @@ def test_without_gpu_one_line_exit_2(entry, typed):
     assert "no GPU available: " in line
 
 
+@needs_no_gpu
+def test_without_gpu_the_line_says_what_runs_without_one(typed):
+    line = _one_error_line(typed("cublas-det"), "cublas-det")
+    assert "cublas-det env --libs" in line and "(README: Try it without a GPU)" in line
+
+
+@pytest.mark.parametrize("entry, prog", [("cublas-det", "cublas-det explain"),
+                                         ("python -m cublas_det", f"{PYTHON} -m cublas_det explain")])
+def test_explain_errors_name_explain_and_a_missing_shape_is_one_line(entry, prog, typed):
+    missing = _one_error_line(typed(entry, "explain"), prog)
+    assert f"a shape comes first, e.g. {prog} 128x56x4096:nt" in missing
+    assert "a shape comes first" in _one_error_line(typed(entry, "explain", "--modes", "tf32"), prog)
+    assert "'foo' to explain: neither a shape" in _one_error_line(typed(entry, "explain", "foo"), prog)
+    assert "bad shape '12'" in _one_error_line(typed(entry, "explain", "12"), prog)
+    assert f"drop --json (see {prog} --help)" in _one_error_line(typed(entry, "explain", "8x8x8", "--json", "x"), prog)
+    helped = typed(entry, "explain", "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith(f"usage: {prog} SHAPE")
+
+
+def test_a_compute_type_the_element_types_refuse_is_a_compute_type_error(typed):
+    line = _one_error_line(typed("cublas-det bench", "--compute-type", "64f", "--list"), "cublas-det bench")
+    assert line.startswith("cublas-det bench: error: --compute-type 64f: compute type COMPUTE_64F does not take "
+                           "float32 inputs") and "--modes" not in line
+
+
+def test_plural_says_one_thing_and_many_things():
+    from cublas_det.report.text import plural
+
+    assert [plural(n, "GEMM call") for n in (0, 1, 2)] == ["0 GEMM calls", "1 GEMM call", "2 GEMM calls"]
+    assert plural(1, "leaf", "leaves") == "1 leaf" and plural(3, "leaf", "leaves") == "3 leaves"
+
+
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_usage_error_is_one_line_in_argparse_style(entry, typed, processes):
     prog = ENTRIES[entry][1]

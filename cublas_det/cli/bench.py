@@ -247,6 +247,10 @@ def _configurations(args) -> list:
         if key not in ComputeType.__members__:
             raise UsageError(f"--compute-type {name!r} is not a cuBLAS compute type; choose from "
                              f"{', '.join(ComputeType.__members__)}")
+        try:  # a compute type the element types refuse is --compute-type's error, whatever the mode
+            GemmConfig(compute_type=ComputeType[key], input_dtype=dtype, output_dtype=out_dtype)
+        except ValueError as err:
+            raise UsageError(f"--compute-type {name}: {str(err).removeprefix('GemmConfig: ')}") from None
         computes.append(ComputeType[key])
     configs = []
     for mode in modes:
@@ -394,11 +398,12 @@ def explain_target(spec: str, tokens: int):
             if shape.name == spec:
                 return shape
     if not spec.strip()[:1].isdigit():
-        raise UsageError(f"--explain {spec!r}: neither a shape like 128x56x4096:nt nor a catalogue name (see --list)")
+        raise UsageError(f"{spec!r} to explain: neither a shape like 128x56x4096:nt nor a catalogue name "
+                         "(see cublas-det bench --list)")
     try:
         return parse_shape(spec)
     except ValueError as err:
-        raise UsageError(f"--explain: {err}") from None
+        raise UsageError(f"the shape to explain: {err}") from None
 
 
 def _explain_target(args, parser):
@@ -407,7 +412,7 @@ def _explain_target(args, parser):
              "quick", "kernels")
     clashing = [flag for flag in flags if getattr(args, flag)]
     if clashing:
-        parser.error(f"--explain prints one table and exits; drop --{', --'.join(f.replace('_', '-') for f in clashing)}")
+        parser.error(f"explain prints one table and exits; drop --{', --'.join(f.replace('_', '-') for f in clashing)}")
     return explain_target(args.explain, args.tokens)
 
 
@@ -434,7 +439,7 @@ def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
             refused[shape.name] = str(err)
     if len(refused) == len(shapes):
         first = next(iter(refused.values()))
-        more = f" ({len(refused) - 1} more shape(s) do not fit either)" if len(refused) > 1 else ""
+        more = f" ({plural(len(refused) - 1, 'more shape')} do not fit either)" if len(refused) > 1 else ""
         raise DoesNotFit(first + more)
     for why in refused.values():
         print(f"skipped: {why}", file=sys.stderr)
@@ -445,7 +450,8 @@ def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
     started_iso = now_iso()
     started = time.perf_counter()
     provenance = fingerprint()
-    print(f"sweeping {len(shapes)} shapes x {len(configs)} modes on device(s) {', '.join(map(str, devices))}, "
+    print(f"sweeping {plural(len(shapes), 'shape')} x {plural(len(configs), 'mode')} on "
+          f"{'device' if len(devices) == 1 else 'devices'} {', '.join(map(str, devices))}, "
           "one worker process each", file=sys.stderr)
     runs = run_sweep(shapes, configs, devices, scenarios=scenarios, repeats=repeats, seed=args.seed,
                      on_device=lambda run: print(f"device {run.device_id}: "
@@ -474,7 +480,7 @@ def _capture_groups(args, parser) -> list:
         if plan.replayed:
             groups.setdefault(plan.config, []).append(plan.shape)
         else:
-            warning_line(prog_name(), f"{plan.gemm_id} ({plan.calls} calls) not replayed: {plan.reason}")
+            warning_line(prog_name(), f"{plan.gemm_id} ({plural(plan.calls, 'call')}) not replayed: {plan.reason}")
         if plan.note:
             warning_line(prog_name(), f"{plan.gemm_id}: {plan.note}")
     if not groups:
@@ -532,9 +538,11 @@ def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, p
             for runnable, configs in groups:
                 def on_visit(visit: int, going: int) -> None:
                     if going:
-                        progress.step(f"timing: visit {visit} done, {going} of {len(runnable)} shapes go on")
+                        progress.step(f"timing: visit {visit} done, {going} of {plural(len(runnable), 'shape')} "
+                                      "go on")
                     else:  # every shape stopped: the visits it did not need are done
-                        progress.step(f"timed {len(runnable)} shapes in {visit} visits", skip=max_visits - visit)
+                        progress.step(f"timed {plural(len(runnable), 'shape')} in {plural(visit, 'visit')}",
+                                      skip=max_visits - visit)
 
                 with phases("timing"):
                     run = time_shapes(runnable, configs, seed=args.seed, min_visits=min_visits,
@@ -617,11 +625,14 @@ mamba2-130m/in_proj/dW (see cublas-det bench --list). Options as for cublas-det 
 
 
 def explain_main(argv: list[str], prog: str) -> int:
-    """``cublas-det explain SHAPE ...``: ``cublas-det bench --explain SHAPE ...``."""
-    if not argv or argv[0] in ("-h", "--help"):
-        print(EXPLAIN_USAGE.format(prog=prog), end="", file=sys.stdout if argv else sys.stderr)
-        return EXIT_OK if argv else EXIT_USAGE
-    return main(["--explain", *argv], prog.rsplit(" ", 1)[0] + " bench")
+    """``cublas-det explain SHAPE ...``: ``cublas-det bench --explain SHAPE ...``, its messages under its own name."""
+    if argv[:1] in (["-h"], ["--help"]):
+        print(EXPLAIN_USAGE.format(prog=prog), end="")
+        return EXIT_OK
+    if not argv or argv[0].startswith("-"):
+        error_line(prog, f"a shape comes first, e.g. {prog} 128x56x4096:nt --modes pedantic tf32 (see {prog} --help)")
+        return EXIT_USAGE
+    return main(["--explain", *argv], prog)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

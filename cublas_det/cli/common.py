@@ -16,10 +16,13 @@ import stat
 import sys
 import textwrap
 
-from ..device import INSTALL_HINT
+from ..device import INSTALL_HINT, NoGpuError
 from ..errors import CublasDetError, UsageError
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
+# What a first run on a machine without a GPU can still do (README: "Try it without a GPU").
+WITHOUT_GPU = ("without a GPU: cublas-det env --libs finds the CUDA libraries; report, compare, diff and "
+               "capture --from run (README: Try it without a GPU)")
 
 
 def prog_name() -> str:
@@ -97,6 +100,9 @@ def run_guarded(prog: str, body) -> int:
             error_line(prog, f"CuPy is not installed ({err}); install it: {INSTALL_HINT}")
         else:
             error_line(prog, f"{err}; install it with pip")
+        return EXIT_USAGE
+    except NoGpuError as err:
+        error_line(prog, f"{err}; {WITHOUT_GPU}")
         return EXIT_USAGE
     except CublasDetError as err:
         error_line(prog, str(err))

@@ -152,7 +152,7 @@ def title(result: BenchResult) -> str:
     gpu = result.provenance.get("gpu", {})
     configs = {check.config for _, check in _checks(result)}
     types = {(c.input_dtype, c.output_dtype) for c in configs} - {("float32", "float32")}
-    what = f"{len(result.shapes)} shapes x {len(configs) or len(_timed_modes(result))} modes"
+    what = f"{plural(len(result.shapes), 'shape')} x {plural(len(configs) or len(_timed_modes(result)), 'mode')}"
     if len(types) == 1:
         what += ", {} -> {}".format(*types.pop())
     return (f"cublas_det {result.version} on {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs), cuBLAS "
@@ -239,13 +239,14 @@ def reproducibility_line(checks: list[tuple[str, GemmCheck]]) -> str:
                  key=list(REGISTRY).index)
     total = len(checks)
     if counts[Reproducible.YES] == total:
-        return (f"Reproducible: yes, all {total} shape/mode pairs gave the same bits in every guarantee checked "
+        return (f"Reproducible: yes, {'all ' * (total > 1)}{plural(total, 'shape/mode pair')} gave the same bits "
+                f"in every guarantee checked "
                 f"({_labels(ran)})")
     if counts[Reproducible.NOT_CHECKED] == total:
-        return f"Reproducible: not checked (no guarantee scenario ran for the {total} shape/mode pairs)"
+        return f"Reproducible: not checked (no guarantee scenario ran for the {plural(total, 'shape/mode pair')})"
     order = (Reproducible.NO, Reproducible.ERROR, Reproducible.NOT_CHECKED, Reproducible.YES)
     parts = ", ".join(f"{verdict.value} for {counts[verdict]}" for verdict in order if counts[verdict])
-    return f"Reproducible: {parts} of {total} shape/mode pairs" + (f" (guarantees checked: {_labels(ran)})" if ran else "")
+    return f"Reproducible: {parts} of {plural(total, 'shape/mode pair')}" + (f" (guarantees checked: {_labels(ran)})" if ran else "")
 
 
 def hazard_line(checks: list[tuple[str, GemmCheck]]) -> str | None:
@@ -258,10 +259,10 @@ def hazard_line(checks: list[tuple[str, GemmCheck]]) -> str | None:
         ran = [r for r in results if r.compared]
         skipped = sum(r.outcome is Outcome.NOT_APPLICABLE for r in results)
         if ran:
-            part = f"{scenario.label} in {sum(r.changed_bits for r in ran)} of {len(ran)} pairs"
+            part = f"{scenario.label} in {sum(r.changed_bits for r in ran)} of {plural(len(ran), 'pair')}"
             parts.append(part + (f" (not applicable to {skipped})" if skipped else ""))
         elif skipped:
-            parts.append(f"{scenario.label} not applicable ({skipped} pairs)")
+            parts.append(f"{scenario.label} not applicable ({plural(skipped, 'pair')})")
     if not parts:
         return None
     return "Hazards (bits changed, as cuBLAS warns; findings, never failures): " + ", ".join(parts)
@@ -282,7 +283,7 @@ def same_bits_line(result: BenchResult) -> str | None:
                 counts[role(mode)] = counts.get(role(mode), 0) + (mode in group)
     if not shapes or not counts:
         return None
-    return "Same bits as PEDANTIC: " + ", ".join(f"{name} on {count} of {shapes} shapes"
+    return "Same bits as PEDANTIC: " + ", ".join(f"{name} on {count} of {plural(shapes, 'shape')}"
                                                  for name, count in counts.items())
 
 
@@ -313,7 +314,7 @@ def precision_lines(result: BenchResult) -> list[str]:
     if not shapes:
         return []
     always = [name for name, count in same.items() if count == shapes and name not in changed]
-    line = f"Same bits in {dtype}: {', '.join(always)} on all {shapes} shapes"
+    line = f"Same bits in {dtype}: {', '.join(always)} on {'all ' * (shapes > 1)}{plural(shapes, 'shape')}"
     if changed:
         line += "; " + ", ".join(f"{name} changed them ({count} of {shapes})" for name, count in changed.items())
     return [line]
@@ -362,8 +363,9 @@ def cost_lines(result: BenchResult) -> list[str]:
         if flat:
             widest = max(max(1 - r.ci_low, r.ci_high - 1) for r in flat)
             what = "cost" if (numerator, denominator) == ("PEDANTIC", "DEFAULT") else "difference"
-            parts.append(f"no measurable {what} on {len(flat)} of {len(found)} shapes (within ±{100 * widest:.1f}%)")
-        parts += [f"{_change(min(v), max(v))} ({preset}" + (f", {len(v)} shape{'s' * (len(v) > 1)})" if flat else ")")
+            parts.append(f"no measurable {what} on {len(flat)} of {plural(len(found), 'shape')} "
+                         f"(within ±{100 * widest:.1f}%)")
+        parts += [f"{_change(min(v), max(v))} ({preset}" + (f", {plural(len(v), 'shape')})" if flat else ")")
                   for preset, v in by_preset.items()]
         lines.append(f"Time, {numerator} vs {denominator}: " + "; ".join(parts))
     return lines
@@ -378,7 +380,7 @@ def verdict_line(result: BenchResult) -> str:
         held = any(c.verdict is Reproducible.YES for _, c in checks)
         return ("Verdict: pass, every guarantee held (exit 0)" if held else
                 "Verdict: pass, no guarantee was checked (exit 0)" if checks else "Verdict: pass, nothing failed (exit 0)")
-    parts = [f"{len(failed)} pair(s) gave other bits under a guarantee"] if failed else []
+    parts = [f"{plural(len(failed), 'pair')} gave other bits under a guarantee"] if failed else []
     parts += [f"{len(errors)} could not be checked or timed"] if errors else []
     return f"Verdict: FAIL (exit 1): {'; '.join(parts)}; details below"
 
@@ -394,7 +396,7 @@ def detail_lines(result: BenchResult) -> list[str]:
         lines += [f"  {where}: {r}" + (f" ({r.detail})" if r.detail else "") for where, r in failures[:5]]
     errors = [(where, r) for where, c in checks for r in c.errors]
     if errors:
-        lines.append(f"Could not run ({len(errors)} scenario runs): "
+        lines.append(f"Could not run ({plural(len(errors), 'scenario run')}): "
                      + "; ".join(f"{where} {r.scenario}: {r.error}" for where, r in errors[:3]))
     for name, scenario in REGISTRY.items():
         if scenario.kind is not Kind.HAZARD:
@@ -403,7 +405,7 @@ def detail_lines(result: BenchResult) -> list[str]:
                    if c.scenario(name) is not None and c.scenario(name).changed_bits]
         if changed:
             shapes = list(dict.fromkeys(where.rsplit(" ", 1)[0] for where, _ in changed))
-            lines.append(f"{scenario.label}: {len(changed)} pairs, e.g. {', '.join(shapes[:3])}")
+            lines.append(f"{scenario.label}: {plural(len(changed), 'pair')}, e.g. {', '.join(shapes[:3])}")
             lines += [f"  why (kernels): {where}, {key}: {change}" for where, r in changed
                       for key, change in list(r.extra.get("kernel_changes", {}).items())[:1]][:3]
     return lines
