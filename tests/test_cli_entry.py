@@ -150,6 +150,27 @@ def test_bench_help_wraps_the_description_and_shows_plain_defaults(typed):
     assert "  cublas-det-bench --quick " in result.stdout  # examples under the typed name
 
 
+def test_help_names_every_mode_form_and_the_short_compute_types(typed):
+    words = " ".join(typed("cublas-det bench", "--help").stdout.split())
+    assert "pedantic, default, tf32, bf16x9, each optionally +disallow-rpr" in words
+    assert "+lt, +lt-nosplitk (no split-K) or +lt-smN (planned for N SMs)" in words
+    assert "32f 16f, or COMPUTE_32F_PEDANTIC (default: 32f)" in words
+
+
+@pytest.mark.parametrize("columns", ["100", "61"])
+def test_help_never_splits_a_hyphenated_name_and_fits_100_columns(typed, monkeypatch, columns):
+    import re
+
+    from cublas_det.cli import COMMANDS, bench
+
+    monkeypatch.setenv("COLUMNS", columns)
+    for name in COMMANDS:
+        helped = typed(f"cublas-det {name}", "--help", env={"COLUMNS": columns}).stdout
+        assert not re.search(r"[A-Za-z]-\n", helped), (name, re.findall(r".*[A-Za-z]-\n.*", helped))
+    longest = bench.build_parser("python3.12 -m cublas_det.bench").format_help()  # the longest name typed
+    assert max(map(len, longest.splitlines())) <= 100 and not re.search(r"[A-Za-z]-\n", longest)
+
+
 def test_lists_as_one_flag_or_repeated_flags(typed):
     command = "python -m cublas_det.bench"
     together = typed(command, "--list", "--preset", "trunk", "mamba2-130m", "--shape", "8x8x8", "16x16x16:nt")

@@ -95,17 +95,18 @@ EXIT_CODES = """exit codes:
   2    usage or environment error (bad argument, no GPU, no such device, unwritable output path)
   130  interrupted (Ctrl-C); what completed was reported and written
 """
+# Each line fits 100 columns under the longest name a user types (python3.12 -m cublas_det.bench).
 EPILOG = """examples:
-  %(prog)s                        # trunk + mamba2-130m, all modes, all scenarios
-  %(prog)s --quick                # fewer repeats and visits, no worker processes
+  %(prog)s                  # trunk + mamba2-130m, all modes, all scenarios
+  %(prog)s --quick          # fewer repeats and visits, no worker processes
   %(prog)s --preset mamba2-2.7b --tokens 2048 --modes pedantic tf32
-  %(prog)s --shape 4096x4096x4096 --scenarios repeat --json run.json --plot run.png
+  %(prog)s --shape 4096x4096x4096 --scenarios repeat --json run.json
   %(prog)s --compare base.json --fail-on 5 --json new.json
-  %(prog)s --devices all --json host-a.json     # same bits on every GPU of this host?
-  %(prog)s --devices 0,3 --compare host-a.json  # ... and the same as on host A?
-  %(prog)s --list                 # the shape catalogue (no GPU needed)
-  %(prog)s --kernels              # + the kernels each GEMM ran, and their time (CUPTI)
-  %(prog)s --explain 128x56x4096:nt   # kernels per mode, SM-count target and batch rung
+  %(prog)s --devices all --json a.json     # same bits on every GPU here?
+  %(prog)s --devices 0,3 --compare a.json  # ... and the same as a.json?
+  %(prog)s --list           # the shape catalogue (no GPU needed)
+  %(prog)s --kernels        # + the kernels each GEMM ran, and their time
+  %(prog)s --explain 128x56x4096:nt   # kernels per mode, SM count, batch
 
 """ + EXIT_CODES
 
@@ -127,15 +128,17 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     what.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, metavar="T",
                       help="tokens (batch x seqlen) for the Mamba2 presets (default: %(default)s)")
     what.add_argument("--modes", nargs="+", action=ExtendList, type=str.lower, metavar="MODE",
-                      help=f"math modes: {', '.join(MODE_CHOICES)}, each optionally +disallow-rpr (default: "
-                           f"{' '.join(DEFAULT_MODES)}; in half precision: {' '.join(HALF_DEFAULT_MODES)})")
+                      help=f"math modes: {', '.join(MODE_CHOICES)}, each optionally +disallow-rpr, or run through "
+                           "cuBLASLt with +lt, +lt-nosplitk (no split-K) or +lt-smN (planned for N SMs), "
+                           f"e.g. default+lt-nosplitk (default: {' '.join(DEFAULT_MODES)}; in half precision: "
+                           f"{' '.join(HALF_DEFAULT_MODES)})")
     what.add_argument("--dtype", type=str.lower, metavar="TYPE",
                       help="input element type: float32, bfloat16 or float16 (bf16, fp16) (default: float32)")
     what.add_argument("--out-dtype", type=str.lower, metavar="TYPE",
                       help="output element type: the input type or float32 (default: the input type)")
     what.add_argument("--compute-type", nargs="+", action=ExtendList, metavar="TYPE",
-                      help="cuBLAS compute types, each run in every mode, e.g. COMPUTE_32F COMPUTE_32F_PEDANTIC "
-                           "(default: COMPUTE_32F)")
+                      help="cuBLAS compute types, each run in every mode, with or without COMPUTE_ and in any "
+                           "case: 32f 16f, or COMPUTE_32F_PEDANTIC (default: 32f)")
     what.add_argument("--precision", choices=tuple(PRECISIONS), metavar="NAME",
                       help="a named precision: " + "; ".join(f"{name}: {text}" for name, (text, _) in
                                                             PRECISIONS.items()))
