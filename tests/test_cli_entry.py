@@ -30,6 +30,10 @@ ENTRIES = {
     **{f"bench/{name}": ([sys.executable, str(BENCH / name)], name) for name in SCRIPTS},
 }
 PACKAGE_ENTRIES = [entry for entry in ENTRIES if not entry.startswith("bench/")]
+# The bench/ scripts that need no GPU (files, logs, the CPU diff) and the pytest-benchmark suite;
+# every other script needs one.
+CPU_SCRIPTS = {"capture_parse.py", "diff_throughput.py", "rerun_spread.py", "suite_vs_bench.py", "test_gemm_modes.py"}
+GPU_SCRIPTS = sorted(path.name for path in BENCH.glob("*.py") if path.name not in CPU_SCRIPTS)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +88,12 @@ def test_one_command_with_a_version_and_every_subcommand_within_100_columns(type
 def test_without_gpu_one_line_exit_2(entry, typed):
     line = _one_error_line(typed(entry), ENTRIES[entry][1])
     assert "no GPU available: " in line
+
+
+@needs_no_gpu
+@pytest.mark.parametrize("script", GPU_SCRIPTS)
+def test_every_bench_script_without_gpu_is_one_line_exit_2(script, typed):
+    assert "no GPU available: " in _one_error_line(typed(f"bench/{script}"), script)
 
 
 @needs_no_gpu
