@@ -120,6 +120,8 @@ def test_wheel_holds_py_typed_license_and_lean_extras(dists):
         extra = sorted(r.split(";")[0].strip() for r in requires if f'extra == "cuda{cuda}"' in r)
         assert extra == [f"cuda-toolkit[cublas,cudart,nvrtc]=={cuda}.*", f"cupy-cuda{cuda}x<15,>=14", "ml-dtypes>=0.4"]
     assert not any("ctk" in r for r in requires)
+    test = sorted(r.split(";")[0].strip() for r in requires if 'extra == "test"' in r)
+    assert "safetensors>=0.4" in test, test  # so that test_diff reads files the package wrote
 
 
 def test_sdist_holds_what_the_tests_need(dists):
