@@ -7,6 +7,8 @@ together (test_bench runs the no-GPU path in one).
 
 import os
 import pathlib
+import re
+import shlex
 import subprocess
 import sys
 
@@ -169,8 +171,6 @@ def test_help_names_every_mode_form_and_the_short_compute_types(typed):
 
 @pytest.mark.parametrize("columns", ["100", "61"])
 def test_help_never_splits_a_hyphenated_name_and_fits_100_columns(typed, monkeypatch, columns):
-    import re
-
     from cublas_det.cli import COMMANDS, bench
 
     monkeypatch.setenv("COLUMNS", columns)
@@ -234,3 +234,40 @@ def test_missing_third_party_module_is_one_line_but_a_missing_module_of_ours_is_
     assert run_guarded("prog", needs_cupy) == 2
     assert capsys.readouterr().err.startswith("prog: error: CuPy is not installed (No module named 'cupy'); "
                                               "install it: pip install 'cupy-cuda12x>=14,<15' ")
+
+
+def _try_without_a_gpu():
+    """The README's "Try it without a GPU" block, one command a line (a quoted newline continues one)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Try it without a GPU\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```bash\n(.*?)\n```", section, re.DOTALL)
+    commands, pending = [], ""
+    for line in block.splitlines():
+        pending = f"{pending}\n{line}" if pending else line
+        if pending.count('"') % 2 == 0:
+            commands.append(pending)
+            pending = ""
+    return commands
+
+
+def test_the_readme_block_without_a_gpu_runs_with_numpy_alone(tmp_path, typed, monkeypatch):
+    install, *commands = _try_without_a_gpu()
+    assert install == "python3 -m venv .venv && . .venv/bin/activate && python -m pip install -e ."
+    (tmp_path / "tests").symlink_to(ROOT / "tests")  # the clone's files, at the paths the block names
+    monkeypatch.chdir(tmp_path)
+    for name in ("cupy", "cupy_backends"):  # as where CuPy is not installed: importing it fails
+        monkeypatch.setitem(sys.modules, name, None)
+    ran = {}
+    for command in commands:
+        if command.startswith("cublas-det "):
+            words = shlex.split(command, comments=True)
+            ran[words[1]] = result = typed(f"cublas-det {words[1]}", *words[2:])
+            assert result.returncode in (0, 1) and "error" not in result.stderr, (command, result.stderr)
+        else:  # the shell's lines: the files the commands after them read
+            subprocess.run(["bash", "-c", command.replace("python -c", f"{sys.executable} -c")], check=True)
+    assert list(ran) == ["report", "compare", "capture", "bench", "diff"]
+    assert ran["report"].stdout.startswith("cublas_det 0.1.0 on NVIDIA H200 (132 SMs)")
+    assert ran["compare"].returncode == 0 and "identical bits" in ran["compare"].stdout
+    assert "g3 " in ran["capture"].stdout and (tmp_path / "capture.json").is_file()
+    assert ran["bench"].stdout.startswith("6 captured GEMMs in DEFAULT/algo99/ws32M/bfloat16->bfloat16:")
+    assert ran["diff"].returncode == 1 and "first divergence: step 1, leaf w" in ran["diff"].stdout
