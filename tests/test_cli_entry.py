@@ -1,8 +1,8 @@
 """Every command line entry, as a user types it: its name in errors, one line and exit 2 without a GPU, --help.
 
 Behaviour runs in this process (the ``typed`` fixture); the process boundary (the name an entry
-gives itself, its exit status) runs in real interpreters, a usage error for each entry, started
-together (test_bench runs the no-GPU path in one).
+gives itself, its exit status) runs in real interpreters, a usage error for each entry and the
+bench without a GPU, started together.
 """
 
 import os
@@ -39,12 +39,15 @@ GPU_SCRIPTS = sorted(path.name for path in BENCH.glob("*.py") if path.name not i
 
 
 @pytest.fixture(scope="module")
-def processes():
-    """Real interpreters, all started at once: each entry's usage error."""
+def processes(tmp_path_factory):
+    """Real interpreters, all started at once: each entry's usage error, and the bench asked for a
+    --json file (without a GPU: one line, exit 2, no file)."""
     # This tree's cublas_det first on the path, whichever copy is installed (scripts and the
     # console script do not have the working directory on it).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     runs = {(entry, "--no-such-flag"): [*command, "--no-such-flag"] for entry, (command, _) in ENTRIES.items()}
+    runs["python -m cublas_det.bench", "--json"] = [*ENTRIES["python -m cublas_det.bench"][0], "--json",
+                                                    str(tmp_path_factory.mktemp("no-gpu") / "out.json")]
     started = {key: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
                for key, argv in runs.items()}
     done = {}
@@ -96,6 +99,14 @@ def test_without_gpu_one_line_exit_2(entry, typed):
 @pytest.mark.parametrize("script", GPU_SCRIPTS)
 def test_every_bench_script_without_gpu_is_one_line_exit_2(script, typed):
     assert "no GPU available: " in _one_error_line(typed(f"bench/{script}"), script)
+
+
+@needs_no_gpu
+def test_no_gpu_in_a_real_interpreter_is_one_line_exit_2_and_no_file(processes):
+    result = processes["python -m cublas_det.bench", "--json"]
+    line = _one_error_line(result, f"{PYTHON} -m cublas_det.bench")  # the name the user typed
+    assert line.startswith(f"{PYTHON} -m cublas_det.bench: error: no GPU available:")
+    assert not pathlib.Path(result.args[-1]).exists()
 
 
 @needs_no_gpu
