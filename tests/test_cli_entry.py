@@ -101,6 +101,17 @@ def test_every_bench_script_without_gpu_is_one_line_exit_2(script, typed):
     assert "no GPU available: " in _one_error_line(typed(f"bench/{script}"), script)
 
 
+@pytest.mark.gpu
+def test_lt_probe_on_a_gpu_finds_what_docs_lt_says(capsys):
+    import runpy
+
+    probe = runpy.run_path(str(BENCH / "lt_probe.py"))["probe"]  # its functions, not its __main__
+    probe("128x56x4096:nt", "float32")
+    out = capsys.readouterr().out
+    assert "same bits as cublasGemmEx: True" in out
+    assert "Lt pinned full-SM algo: target full: same bits; target 66: same bits; target 16: same bits" in out
+
+
 @needs_no_gpu
 def test_no_gpu_in_a_real_interpreter_is_one_line_exit_2_and_no_file(processes):
     result = processes["python -m cublas_det.bench", "--json"]
@@ -112,7 +123,7 @@ def test_no_gpu_in_a_real_interpreter_is_one_line_exit_2_and_no_file(processes):
 @needs_no_gpu
 def test_without_gpu_the_line_says_what_runs_without_one(typed):
     line = _one_error_line(typed("cublas-det"), "cublas-det")
-    assert "cublas-det env --libs" in line and "(README: Try it without a GPU)" in line
+    assert line.endswith('; without one: cublas-det env --libs, and the README\'s "Try it without a GPU"')
 
 
 @pytest.mark.parametrize("entry, prog", [("cublas-det", "cublas-det explain"),

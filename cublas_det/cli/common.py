@@ -20,9 +20,8 @@ from ..device import INSTALL_HINT, NoGpuError
 from ..errors import CublasDetError, UsageError
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
-# What a first run on a machine without a GPU can still do (README: "Try it without a GPU").
-WITHOUT_GPU = ("without a GPU: cublas-det env --libs finds the CUDA libraries; report, compare, diff and "
-               "capture --from run (README: Try it without a GPU)")
+# Where a first run on a machine without a GPU learns what still runs there.
+WITHOUT_GPU = 'without one: cublas-det env --libs, and the README\'s "Try it without a GPU"'
 
 
 def prog_name() -> str:
