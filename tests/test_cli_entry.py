@@ -9,8 +9,10 @@ import os
 import pathlib
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -38,23 +40,44 @@ CPU_SCRIPTS = {"capture_parse.py", "diff_throughput.py", "rerun_spread.py", "sui
 GPU_SCRIPTS = sorted(path.name for path in BENCH.glob("*.py") if path.name not in CPU_SCRIPTS)
 
 
-@pytest.fixture(scope="module")
-def processes(tmp_path_factory):
+_started: dict = {}  # (entry, what) -> (argv, the running interpreter); "folder": where --json points
+
+
+def _start_processes() -> dict:
     """Real interpreters, all started at once: each entry's usage error, and the bench asked for a
     --json file (without a GPU: one line, exit 2, no file)."""
+    if _started:
+        return _started
     # This tree's cublas_det first on the path, whichever copy is installed (scripts and the
     # console script do not have the working directory on it).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     runs = {(entry, "--no-such-flag"): [*command, "--no-such-flag"] for entry, (command, _) in ENTRIES.items()}
+    _started["folder"] = pathlib.Path(tempfile.mkdtemp(prefix="cublas_det_entries_"))
     runs["python -m cublas_det.bench", "--json"] = [*ENTRIES["python -m cublas_det.bench"][0], "--json",
-                                                    str(tmp_path_factory.mktemp("no-gpu") / "out.json")]
-    started = {key: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-               for key, argv in runs.items()}
+                                                    str(_started["folder"] / "out.json")]
+    _started.update({key: (argv, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                                  env=env)) for key, argv in runs.items()})
+    return _started
+
+
+def start_early(items) -> None:
+    """conftest, once the session is collected: start the interpreters if a selected test needs them,
+    so that they run while the tests before these do."""
+    if any("processes" in item.fixturenames for item in items):
+        _start_processes()
+
+
+@pytest.fixture(scope="module")
+def processes():
+    """What each of :func:`_start_processes`'s interpreters gave: exit status, stdout, stderr."""
+    started = dict(_start_processes())
+    folder = started.pop("folder")
     done = {}
-    for key, process in started.items():
+    for key, (argv, process) in started.items():
         out, err = process.communicate(timeout=120)
-        done[key] = subprocess.CompletedProcess(runs[key], process.returncode, out, err)
-    return done
+        done[key] = subprocess.CompletedProcess(argv, process.returncode, out, err)
+    yield done
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _one_error_line(result, prog):

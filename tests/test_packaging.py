@@ -6,6 +6,7 @@ smoke subset runs: the whole suite runs here.
 """
 
 import email
+import importlib.util
 import os
 import pathlib
 import re
@@ -13,6 +14,8 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
+import threading
 import zipfile
 
 import pytest
@@ -93,44 +96,92 @@ def _unpack(sdist, into):
     return unpacked
 
 
-@pytest.fixture(scope="module")
-def dists(tmp_path_factory):
-    """(sdist, wheel, the smoke run's process): as ``python -m build`` makes them, the wheel from the sdist.
-
-    The smoke subset starts in the unpacked sdist as soon as it exists and runs while the wheel builds.
-    """
-    if os.environ.get(NESTED):
-        pytest.skip("already inside the unpacked sdist's test run")
-    pytest.importorskip("build", reason="needs the test extra's 'build' (pip install -e '.[cuda12,test]')")
-    source = tmp_path_factory.mktemp("src") / "cublas_det"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".benchmarks"))
+def _make_dists(root: pathlib.Path, environ: dict):
+    """(sdist, wheel, the smoke run's process, the backend's log) under ``root``: as ``python -m build``
+    makes them, the wheel from the sdist; the smoke subset starts in the unpacked sdist as soon as it
+    exists and runs while the wheel builds, in ``environ`` (not what a test running meanwhile set)."""
     from build.env import DefaultIsolatedEnv
 
-    out = tmp_path_factory.mktemp("dist")
-    smoke = None
+    source = root / "src" / "cublas_det"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".benchmarks"))
+    out = root / "dist"
     with DefaultIsolatedEnv() as env:
         build = _Builds(env)
         sdist = build("sdist", source, out)
-        tested = _unpack(sdist, tmp_path_factory.mktemp("tested"))
+        (root / "tested").mkdir()
+        tested = _unpack(sdist, root / "tested")
         # The unpacked copy of cublas_det comes first on the path, before this environment's install.
         smoke = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SDIST_SMOKE],
-                                 cwd=tested, env={**os.environ, NESTED: "1", "PYTHONPATH": str(tested)},
+                                 cwd=tested, env={**environ, NESTED: "1", "PYTHONPATH": str(tested)},
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            wheel = build("wheel", _unpack(sdist, tmp_path_factory.mktemp("unpacked")), out)
+            (root / "unpacked").mkdir()
+            wheel = build("wheel", _unpack(sdist, root / "unpacked"), out)
         except BaseException:
             smoke.kill()
             smoke.communicate()
             raise
+    return sdist, wheel, smoke, build.log
+
+
+class _Building:
+    """:func:`_make_dists` in a thread, so that the builds (some 10 s, mostly waiting on pip and the
+    backend) run while the rest of the suite does (:func:`start_early`)."""
+
+    def __init__(self):
+        self.root = pathlib.Path(tempfile.mkdtemp(prefix="cublas_det_dists_"))
+        self.environ = dict(os.environ)  # the session's, before any test patches it
+        self.result, self.error, self.done = None, None, threading.Event()
+        threading.Thread(target=self._run, name="cublas_det dists", daemon=True).start()
+
+    def _run(self):
+        try:
+            self.result = _make_dists(self.root, self.environ)
+        except BaseException as err:  # a skip included: raised again where the fixture waits
+            self.error = err
+        finally:
+            self.done.set()
+
+
+_building = []
+
+
+def _start_building() -> _Building:
+    """The builds, started now unless they are under way."""
+    if not _building:
+        _building.append(_Building())
+    return _building[0]
+
+
+def start_early(items) -> None:
+    """conftest, once the session is collected: start the builds if a selected test needs them."""
+    if (any("dists" in item.fixturenames for item in items) and not os.environ.get(NESTED)
+            and importlib.util.find_spec("build") is not None):
+        _start_building()
+
+
+@pytest.fixture(scope="module")
+def dists():
+    """(sdist, wheel, the smoke run's process): :func:`_make_dists`, made in the background."""
+    if os.environ.get(NESTED):
+        pytest.skip("already inside the unpacked sdist's test run")
+    pytest.importorskip("build", reason="needs the test extra's 'build' (pip install -e '.[cuda12,test]')")
+    building = _start_building()
+    building.done.wait()
+    smoke = building.result[2] if building.result else None
     try:
-        assert not [line for line in build.log if "deprecat" in line.lower() or line.lower().startswith("warning:")], \
-            build.log
+        if building.error is not None:
+            raise building.error
+        sdist, wheel, _, log = building.result
+        assert not [line for line in log if "deprecat" in line.lower() or line.lower().startswith("warning:")], log
         yield sdist, wheel, smoke
     finally:
-        if smoke.poll() is None:
-            smoke.kill()
-        smoke.communicate()
+        if smoke is not None:
+            if smoke.poll() is None:
+                smoke.kill()
+            smoke.communicate()
+        shutil.rmtree(building.root, ignore_errors=True)
 
 
 def test_wheel_holds_py_typed_license_and_lean_extras(dists):
