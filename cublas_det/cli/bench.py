@@ -166,7 +166,7 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     cure.add_argument("--sm-counts", metavar="N,N", type=_sm_counts,
                       help="the SM counts of your fleet (e.g. 132,114): verify the cures under them too, and try "
                            "cuBLASLt planning for the smallest")
-    kernels = parser.add_argument_group("kernels (CUPTI: pip install 'cupti-python==13.*', or '==12.*' for CUDA 12)")
+    kernels = parser.add_argument_group("kernels (CUPTI: the kernels-cuda13 extra, or kernels-cuda12 for CUDA 12)")
     kernels.add_argument("--kernels", action="store_true",
                          help="record the kernels each GEMM ran: a kernels column, kernel time per GEMM beside graph "
                               "time, and the kernel change behind each bit change (sm-count, batch-invariance, "
@@ -178,7 +178,7 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     out = parser.add_argument_group("outputs")
     out.add_argument("--json", metavar="PATH", help="write results in pytest-benchmark's JSON layout, with digests")
     out.add_argument("--markdown", metavar="PATH", help="write the tables and summary as Markdown")
-    out.add_argument("--plot", metavar="PATH", help="write a PNG of time per mode per shape (needs matplotlib)")
+    out.add_argument("--plot", metavar="PATH", help="write a PNG of time per mode per shape (needs matplotlib: the plot extra)")
     out.add_argument("--compare", metavar="BASE.json", help="compare bits and times with an earlier --json")
     out.add_argument("--fail-on", type=float, metavar="PCT",
                      help="with --compare: exit 1 if a median time grew by more than PCT percent")
@@ -317,7 +317,7 @@ def _run(argv, prog: str | None = None) -> int:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
+            raise UsageError("--plot needs matplotlib: install the plot extra (pip install matplotlib)") from None
 
     phases = Phases()
     with phases("startup"):
@@ -622,8 +622,9 @@ def _write_outputs(args, result, data) -> bool:
 EXPLAIN_USAGE = """usage: {prog} SHAPE [--modes MODE ...] [--dtype TYPE] [--tokens T] [--seed N]
 
 The kernels one shape runs in each configuration, under SM-count targets and at each batch size,
-and how long they take (needs cupti-python). SHAPE is MxNxK[:op] or a catalogue name such as
-mamba2-130m/in_proj/dW (see cublas-det bench --list). Options as for cublas-det bench.
+and how long they take (CUPTI: the kernels-cuda13 or kernels-cuda12 extra). SHAPE is MxNxK[:op]
+or a catalogue name such as mamba2-130m/in_proj/dW (see cublas-det bench --list). Options as for
+cublas-det bench.
 """
 
 
