@@ -22,6 +22,7 @@ import numpy
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
 from cublas_det.device import require_gpu
+from cublas_det.words import plural
 
 CASES = {  # name: (batch, M, N, K, B stored transposed, element type)
     "bmm-bf16": (8, 256, 128, 512, False, "bfloat16"),
@@ -110,7 +111,7 @@ def _replay(directory: str) -> int:
         theirs = tensors[f"{name}/out"]
         differ = int((out.view(_INT[dtype]).get() != theirs).sum())
         failed += differ > 0
-        print(f"{name}: {plan.definition.api} {plan.shape.spec} {plan.config.name}, {plan.calls} call(s): "
+        print(f"{name}: {plan.definition.api} {plan.shape.spec} {plan.config.name}, {plural(plan.calls, 'call')}: "
               f"{'bit-identical' if not differ else 'DIFFER'} ({differ} of {theirs.size} elements differ)"
               + (f"; note: {plan.note}" if plan.note else ""))
     return 1 if failed else 0

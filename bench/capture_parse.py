@@ -16,6 +16,7 @@ import time
 
 from cublas_det.capture.model import Capture
 from cublas_det.capture.parse import CHUNK, CublasLogParser, LtLogParser
+from cublas_det.words import plural
 
 
 def main() -> None:
@@ -41,7 +42,7 @@ def main() -> None:
         total = copies * len(text)
         stats = capture.logs["cublas" if kind == "cuBLAS" else "cublaslt"]
         print(f"{kind} log: {total / 1e9:.2f} GB in {seconds:.2f} s = {total / seconds / 1e6:.0f} MB/s; "
-              f"{stats.gemm_calls:,} GEMM calls, {len(capture.gemms)} distinct, {stats.malformed} malformed")
+              f"{plural(stats.gemm_calls, 'GEMM call')}, {len(capture.gemms)} distinct, {stats.malformed} malformed")
     print(f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

@@ -33,14 +33,19 @@ import sys
 import tempfile
 import time
 
-PROG = "bench/diff_training_loop.py"
+from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
+from cublas_det.device import device_properties, require_gpu
+from cublas_det.words import plural
+from cublas_det.rundiff.diff import diff_runs, report_lines
+from cublas_det.rundiff.layouts import open_run
+
 LAYERS = (1, 2, 3)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: python bench/diff_training_loop.py --steps 12 --out /tmp/runs")
+    parser = ArgumentParser(prog=prog_name(), description=__doc__.split("\n\n")[0],
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
+                            epilog="example: python bench/diff_training_loop.py --steps 12 --out /tmp/runs")
     parser.add_argument("--tokens", type=int, default=1 << 20, help="tokens per step, T (default: %(default)s)")
     parser.add_argument("--width", type=int, default=64, help="width of every layer (default: %(default)s)")
     parser.add_argument("--microbatches", type=int, default=4,
@@ -184,23 +189,12 @@ def train(directory: str, args, shared: bool) -> float:
 
 def main() -> int:
     args = build_parser().parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from cublas_det.cli.common import error_line
-    from cublas_det.device import gpu_unavailable_reason
-
-    reason = gpu_unavailable_reason()
-    if reason is not None:
-        error_line(PROG, reason)  # the reason already says "no GPU available"
-        return 2
-    from cublas_det.device import device_properties
-    from cublas_det.rundiff.diff import diff_runs, report_lines
-    from cublas_det.rundiff.layouts import open_run
-
+    require_gpu()  # one line and exit 2 without a GPU, before the first CUDA call
     root = args.out or tempfile.mkdtemp(prefix="cublas_det_diff_loop_")
     rows = args.tokens // args.microbatches
     print(f"{device_properties()['name']}: 3 layers of {args.width}, T = {args.tokens}, {args.microbatches} "
           f"micro-batches -> {3 * args.microbatches} dW GEMMs of {args.width}x{args.width}x{rows} per step on "
-          f"{args.streams} streams, {args.mode} math, {args.steps} steps; runs in {root}")
+          f"{plural(args.streams, 'stream')}, {args.mode} math, {plural(args.steps, 'step')}; runs in {root}")
     try:
         runs = {}
         for label, shared in (("shared", True), ("per-stream", False)):
@@ -234,4 +228,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_guarded(prog_name(), main))

@@ -9,13 +9,13 @@ same under every target? With --torch: a bf16 biased Linear (PyTorch's cublasLtM
 epilogue), against cuBLASLt through the shim on the same tensors.
 """
 
-import argparse
 import dataclasses
-
-import cupy
+import sys
 
 from cublas_det import create_handle, gemm
+from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
 from cublas_det.config import GemmConfig
+from cublas_det.device import require_gpu
 from cublas_det.lt import split_k
 from cublas_det.prescribe import pinned_algorithm
 from cublas_det.shapes import parse_shape
@@ -25,13 +25,18 @@ TARGETS = (0, 66, 16)
 
 
 def _operands(shape, dtype, seed=0):
-    rng = cupy.random.default_rng(seed)
-    a = rng.standard_normal(shape.a_shape, dtype=cupy.float32).astype(dtype)
-    b = rng.standard_normal(shape.b_shape, dtype=cupy.float32).astype(dtype)
-    return a, b
+    import cupy
+    import numpy
+
+    # Drawn on the host: cupy.random needs cuRAND, which the cuda12/cuda13 extras leave out.
+    rng = numpy.random.default_rng(seed)
+    return tuple(cupy.asarray(rng.standard_normal(stored, dtype=numpy.float32).astype(dtype))
+                 for stored in (shape.a_shape, shape.b_shape))
 
 
 def _run(a, b, shape, config, target=0):
+    import cupy
+
     with create_handle(config) as handle:
         handle.sm_count_target = target
         out = gemm(a, b, handle=handle, trans_a=shape.trans_a, trans_b=shape.trans_b)
@@ -40,6 +45,8 @@ def _run(a, b, shape, config, target=0):
 
 
 def _same(x, y) -> bool:
+    import cupy
+
     return bool(cupy.array_equal(x.view(cupy.uint8), y.view(cupy.uint8)))
 
 
@@ -48,10 +55,12 @@ def _brief(algo) -> str:
     return f"algo {c['algo_id']} tile {c['tile']} splitK {c['splitk']} reduction {c['reduction_scheme']}"
 
 
-def probe(spec: str, dtype) -> None:
+def probe(spec: str, name: str) -> None:
+    import ml_dtypes
+    import numpy
+
     shape = parse_shape(spec)
-    a, b = _operands(shape, dtype)
-    name = "float32" if dtype == cupy.float32 else "bfloat16"
+    a, b = _operands(shape, numpy.float32 if name == "float32" else ml_dtypes.bfloat16)
     gemm_ex = GemmConfig(input_dtype=name, output_dtype=name, math_mode=0)
     lt = dataclasses.replace(gemm_ex, api="lt")
     ref = _run(a, b, shape, gemm_ex)
@@ -88,18 +97,18 @@ def torch_bias() -> None:
           "elements differ)")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--torch", action="store_true")
+def main() -> int:
+    parser = ArgumentParser(prog=prog_name(), description=__doc__.split("\n\n")[0])
+    parser.add_argument("--torch", action="store_true", help="also a bf16 biased Linear of PyTorch's")
     args = parser.parse_args()
+    require_gpu()  # one line and exit 2 without a GPU, before the first CUDA call
     for spec in SHAPES:
-        probe(spec, cupy.float32)
-    import ml_dtypes
-
-    probe("768x1536x16384:nt", ml_dtypes.bfloat16)
+        probe(spec, "float32")
+    probe("768x1536x16384:nt", "bfloat16")
     if args.torch:
         torch_bias()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_guarded(prog_name(), main))

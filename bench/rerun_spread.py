@@ -35,6 +35,7 @@ import sys
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
 from cublas_det.report.runfile import load_run, stored_ratios
+from cublas_det.words import plural
 from cublas_det.timing.stats import t_975
 
 Z_95 = 1.96
@@ -54,7 +55,7 @@ def gpus_line(uuids: list) -> str:
     known = {u for u in uuids if u}
     if not known:
         return "GPU: no UUID in these files (written before it was recorded): another GPU of the model cannot be told apart"
-    unknown = f"; {uuids.count(None)} file(s) without one" if None in uuids else ""
+    unknown = f"; {plural(uuids.count(None), 'file')} without one" if None in uuids else ""
     if len(known) == 1:
         return f"GPU: every run with a UUID on {known.pop()}{unknown}"
     return f"GPU: {len(known)} different GPUs ({', '.join(sorted(known))}): the spread between runs is partly theirs{unknown}"

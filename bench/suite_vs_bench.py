@@ -24,6 +24,7 @@ import sys
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
 from cublas_det.errors import InputFileError
 from cublas_det.report.runfile import is_suite_data, load_run, stored_ratios
+from cublas_det.words import plural
 
 
 def load_suite(path: str) -> dict:
@@ -74,7 +75,7 @@ def compare(medians: dict, ratios: dict, numerator: str = "TF32", denominator: s
     if not lines:
         raise InputFileError("no shape with both ratios in the two files")
     shapes = len(lines)
-    lines.append(f"{shapes} shapes: {inside_count} inside the bench's interval, {reached_count} within a "
+    lines.append(f"{plural(shapes, 'shape')}: {inside_count} inside the bench's interval, {reached_count} within a "
                  f"rerun's reach")
     return lines, reached_count == shapes
 

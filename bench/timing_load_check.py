@@ -26,6 +26,7 @@ import time
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
 from cublas_det.device import require_gpu
+from cublas_det.words import plural
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The warnings about timing, as the report words them (cublas_det/report/text.py, timing_text.py).
@@ -138,7 +139,7 @@ def main() -> int:
         except (OSError, ValueError, KeyError) as err:
             print(f"  json: could not be read ({type(err).__name__}: {err}); stderr tail: {result['stderr'][-500:]}")
     ok = not found["quiet"] and bool(found["loaded"])
-    print(f"{'ok' if ok else 'FAIL'}: quiet run {len(found['quiet'])} timing warning(s), loaded run "
+    print(f"{'ok' if ok else 'FAIL'}: quiet run {plural(len(found['quiet']), 'timing warning')}, loaded run "
           f"{len(found['loaded'])}; files in {out}")
     return 0 if ok else 1
 

@@ -18,12 +18,14 @@ line when no GPU is usable.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
 
-PROG = "bench/trace_overhead.py"
+from cublas_det.bits.digest import finish, host_digest, queue_device_sums
+from cublas_det.cli.common import ArgumentParser, error_line, prog_name, run_guarded
+from cublas_det.device import device_properties, require_gpu
+from cublas_det.trace import Recorder
 
 
 def _time(stream, body, flush) -> float:
@@ -38,26 +40,15 @@ def _time(stream, body, flush) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog=prog_name(), description=__doc__.split("\n\n")[0],
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=100.0, help="tensor size in MB (10**6 bytes; default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=200, help="timings of each operation (default: %(default)s)")
     args = parser.parse_args()
 
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from cublas_det.cli.common import error_line
-    from cublas_det.device import gpu_unavailable_reason
-
-    reason = gpu_unavailable_reason()
-    if reason is not None:
-        error_line(PROG, reason)  # the reason already says "no GPU available"
-        return 2
+    require_gpu()  # one line and exit 2 without a GPU, before the first CUDA call
     import cupy
     import numpy
-
-    from cublas_det.bits.digest import finish, host_digest, queue_device_sums
-    from cublas_det.device import device_properties
-    from cublas_det.trace import Recorder
 
     nbytes = int(args.mb * 1e6) // 4 * 4
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -96,7 +87,7 @@ def main() -> int:
     on_gpu = finish(s1, s2, nbytes)
     on_cpu = host_digest(cupy.asnumpy(tensor))
     if on_gpu != on_cpu:
-        error_line(PROG, f"GPU digest {on_gpu} differs from numpy's {on_cpu} on the same bytes")
+        error_line(prog_name(), f"GPU digest {on_gpu} differs from numpy's {on_cpu} on the same bytes")
         return 1
     median = {name: statistics.median(values) for name, values in times.items()}
     gpu = device_properties()["name"]
@@ -111,4 +102,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_guarded(prog_name(), main))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from ._cublas import MathMode
-from .config import GemmConfig, resolve_config
+from .config import MODE_CHOICES, GemmConfig, resolve_config
 from .device import NoGpuError, require_gpu
 from .handle import create_handle
 
@@ -25,14 +25,14 @@ def pytest_addoption(parser):
     group = parser.getgroup("cublas_det")
     group.addoption(
         "--cublas-math-mode", default=None, metavar="MODE",
-        help="math mode for the cublas_handle fixture: pedantic, default or tf32 "
+        help=f"math mode for the cublas_handle fixture: {', '.join(MODE_CHOICES)}, optionally +disallow-rpr "
              "(default: $CUBLAS_DET_MATH_MODE, else pedantic)",
     )
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: the test needs an NVIDIA GPU; skipped with the reason when none is usable")
-    config.addinivalue_line("markers", "all_math_modes: run the test once per cuBLAS math mode (PEDANTIC, DEFAULT, TF32)")
+    config.addinivalue_line("markers", f"all_math_modes: run the test once per cuBLAS math mode ({', '.join(ALL_MODES)})")
     option = config.getoption("--cublas-math-mode")
     if option is not None:
         try:

@@ -42,6 +42,17 @@ def _run_as_typed(command: str, args) -> int | str | None:
     return 0
 
 
+def pytest_collection_finish(session):
+    """Start what a test module's fixtures wait for (``start_early(items)``: builds, interpreters) once
+    the session knows which of its tests run: it runs while the tests before them do."""
+    selected: dict = {}
+    for item in session.items:
+        selected.setdefault(getattr(item, "module", None), []).append(item)
+    for module, items in selected.items():
+        if hasattr(module, "start_early"):
+            module.start_early(items)
+
+
 @pytest.fixture
 def typed(capsys, monkeypatch):
     """Run a command line in this process as a subprocess would: ``typed("python -m cublas_det.diff", a, b)``.

@@ -1,23 +1,22 @@
 """The benchmark CLI and its reports, on the CPU: arguments, outputs, --compare on stored JSON."""
 
+import gzip
 import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
 from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
 from cublas_det.cli import bench
+from cublas_det.cli import capture as capture_cli
 from cublas_det.config import GemmConfig
 from cublas_det.report import markdown, text
 from cublas_det.report import runfile as json_file
 from cublas_det.report.results import BenchResult, ShapeReport
 
-from .conftest import needs_no_gpu
 
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"  # a default run on an H200
+CAPTURE_LOGS = STORED.parent / "capture"
 
 
 @pytest.fixture
@@ -63,15 +62,17 @@ def test_list_needs_no_gpu(run):
     assert "mamba2-2.7b/in_proj/dW" in result.stdout and "10576" in result.stdout and " 2048 " in result.stdout
 
 
-@needs_no_gpu
-def test_no_gpu_is_one_line_exit_2(tmp_path):
-    # A real interpreter: the command users know, end to end
-    result = subprocess.run([sys.executable, "-m", "cublas_det.bench", "--json", str(tmp_path / "out.json")],
-                            capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 2
-    prog = f"{os.path.basename(sys.executable)} -m cublas_det.bench"  # the name the user typed
-    assert result.stderr.strip().startswith(f"{prog}: error: no GPU available:")
-    assert result.stdout == "" and not (tmp_path / "out.json").exists()
+def test_list_with_capture_lists_the_captured_gemms_not_the_catalogue(run, tmp_path):
+    logs = []
+    for kind in ("cublas", "cublaslt"):
+        logs.append(tmp_path / f"block.{kind}.log")
+        logs[-1].write_bytes(gzip.decompress((CAPTURE_LOGS / f"block.{kind}.log.gz").read_bytes()))
+    capture = tmp_path / "c.json"
+    assert capture_cli.main(["--from", *map(str, logs), "--out", str(capture)]) == 0
+    result = run("--capture", capture, "--list")
+    assert result.returncode == 0, result.stderr
+    assert "6 captured GEMMs in DEFAULT/algo99/ws32M/bfloat16->bfloat16:" in result.stdout
+    assert "g3 mamba2-130m/out_proj/dW" in result.stdout and "trunk/" not in result.stdout
 
 
 def test_compare_cli_rejects_a_file_that_is_not_ours(run, tmp_path):
@@ -145,8 +146,8 @@ def test_text_and_markdown_reports_from_results(tmp_path):
         "Reproducible: yes, all 3 shape/mode pairs gave the same bits in every guarantee checked (repeat)",
         ("Hazards (bits changed, as cuBLAS warns; findings, never failures): shared handle in 2 of 3 pairs, "
          "batch size not applicable (3 pairs)"),
-        "Same bits as PEDANTIC: DEFAULT on 1 of 1 shapes, TF32 on 0 of 1 shapes",
-        "Time, PEDANTIC vs DEFAULT: no measurable cost on 1 of 1 shapes (within ±0.4%)",
+        "Same bits as PEDANTIC: DEFAULT on 1 of 1 shape, TF32 on 0 of 1 shape",
+        "Time, PEDANTIC vs DEFAULT: no measurable cost on 1 of 1 shape (within ±0.4%)",
         "Time, TF32 vs PEDANTIC: 1.65x faster (custom shapes)",
         "Verdict: pass, every guarantee held (exit 0)"]
     assert rendered.splitlines()[2:4] == [lines[0], lines[1][:lines[1].index(" batch")]]  # the answer comes first
@@ -171,7 +172,7 @@ def test_a_guarantee_that_differs_fails_with_its_details():
                                    "worker's first output differs from this process's bits")
     checks = _checks(("DEFAULT", 5e-7, (ScenarioResult("repeat", G, 20, 0), broken)), shape="16384x768x3352:nn")
     result = _bench_result(checks, shape="16384x768x3352:nn")
-    assert ("Reproducible: NO for 1 of 1 shape/mode pairs (guarantees checked: repeat, workspace config)"
+    assert ("Reproducible: NO for 1 of 1 shape/mode pair (guarantees checked: repeat, workspace config)"
             in text.summary_lines(result))
     assert "Verdict: FAIL (exit 1): 1 pair gave other bits under a guarantee; details below" in text.summary_lines(
         result)
@@ -180,9 +181,15 @@ def test_a_guarantee_that_differs_fails_with_its_details():
     assert ("  16384x768x3352:nn DEFAULT: workspace-config: 20/20 runs differ, up to 4300000 elements, 9 ULP at "
             "(5, 7) (CUBLAS_WORKSPACE_CONFIG=:4096:8: 5 rounds x 4 streams on one handle; the worker's first "
             "output differs from this process's bits)") in lines
-    rendered = text.render_text(result, width=1000)
+    rendered = text.render_text(result, width=100)
     row = next(line for line in rendered.splitlines() if line.startswith("  DEFAULT "))
-    assert row.split()[1] == "NO" and "FAILED (documented as reproducible" in rendered and text.run_failed(result)
+    assert row.split()[1:3] == ["NO:", "workspace-config"], row  # the cell names the guarantee, as documented
+    assert "FAILED (documented as reproducible" in rendered and text.run_failed(result)
+    assert max(map(len, rendered.splitlines())) <= 100
+    twice = _checks(("DEFAULT", 5e-7, (ScenarioResult("repeat", G, 20, 3), broken)), shape="16384x768x3352:nn")
+    row = next(line for line in text.render_text(_bench_result(twice, shape="16384x768x3352:nn")).splitlines()
+               if line.startswith("  DEFAULT "))
+    assert row.split()[1:4] == ["NO:", "repeat", "+1"], row
 
 
 def test_the_summary_never_claims_what_did_not_run():
@@ -194,13 +201,13 @@ def test_the_summary_never_claims_what_did_not_run():
     result = _bench_result(erred)
     lines = text.summary_lines(result)
     assert not any("same bits" in line or "yes" in line for line in lines)
-    assert lines[0] == "Reproducible: error for 1 of 1 shape/mode pairs"
+    assert lines[0] == "Reproducible: error for 1 of 1 shape/mode pair"
     assert "Verdict: FAIL (exit 1): 1 could not be checked or timed; details below" in lines
     assert any(line.startswith("Could not run (2 scenario runs)") for line in text.detail_lines(result))
     only_hazards = _checks(("PEDANTIC", 5e-7, (ScenarioResult("sm-count", H, 2, 0),)))
     lines = text.summary_lines(_bench_result(only_hazards))
-    assert lines[0] == "Reproducible: not checked (no guarantee scenario ran for the 1 shape/mode pairs)"
-    assert "Hazards (bits changed, as cuBLAS warns; findings, never failures): SM count in 0 of 1 pairs" in lines
+    assert lines[0] == "Reproducible: not checked (no guarantee scenario ran for the 1 shape/mode pair)"
+    assert "Hazards (bits changed, as cuBLAS warns; findings, never failures): SM count in 0 of 1 pair" in lines
     assert lines[-1] == "Verdict: pass, no guarantee was checked (exit 0)"  # never "every guarantee held"
 
 
@@ -219,7 +226,7 @@ def test_a_scenario_that_compared_nothing_never_reads_identical():
     assert checks["PEDANTIC"].verdict.value == "not checked"
     result = _bench_result(checks)
     lines = text.summary_lines(result)
-    assert lines[0] == "Reproducible: not checked (no guarantee scenario ran for the 1 shape/mode pairs)"
+    assert lines[0] == "Reproducible: not checked (no guarantee scenario ran for the 1 shape/mode pair)"
     assert lines[-1] == "Verdict: pass, no guarantee was checked (exit 0)" and not any("Hazards" in l for l in lines)
     row = next(line for line in text.render_text(result).splitlines() if line.startswith("  PEDANTIC "))
     assert row.split()[1:5] == ["not", "checked", "-", "-"], row  # repro, changed by, same bits as
@@ -252,8 +259,8 @@ def test_a_hazard_that_could_not_run_is_reported_but_fails_nothing():
     hazard_erred = _checks(("PEDANTIC", 5e-7, (ScenarioResult("repeat", G, 20, 0),
                                                ScenarioResult("sm-count", H, 0, 0, error="CublasError: boom"))))
     result = _bench_result(hazard_erred)
-    assert text.summary_lines(result)[0].startswith("Reproducible: yes, all 1 shape/mode pairs")
-    assert any(line.startswith("Could not run (1 scenario runs)") and "sm-count" in line
+    assert text.summary_lines(result)[0].startswith("Reproducible: yes, 1 shape/mode pair gave")
+    assert any(line.startswith("Could not run (1 scenario run)") and "sm-count" in line
                for line in text.detail_lines(result))
     assert not text.run_failed(result) and text.summary_lines(result)[-1].startswith("Verdict: pass")
     guarantee_erred = _checks(("PEDANTIC", 5e-7, (ScenarioResult("repeat", G, 0, 0, error="CublasError: boom"),)))

@@ -1,14 +1,18 @@
 """Every command line entry, as a user types it: its name in errors, one line and exit 2 without a GPU, --help.
 
 Behaviour runs in this process (the ``typed`` fixture); the process boundary (the name an entry
-gives itself, its exit status) runs in real interpreters, a usage error for each entry, started
-together (test_bench runs the no-GPU path in one).
+gives itself, its exit status) runs in real interpreters, a usage error for each entry and the
+bench without a GPU, started together.
 """
 
 import os
 import pathlib
+import re
+import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -30,22 +34,50 @@ ENTRIES = {
     **{f"bench/{name}": ([sys.executable, str(BENCH / name)], name) for name in SCRIPTS},
 }
 PACKAGE_ENTRIES = [entry for entry in ENTRIES if not entry.startswith("bench/")]
+# The bench/ scripts that need no GPU (files, logs, the CPU diff) and the pytest-benchmark suite;
+# every other script needs one.
+CPU_SCRIPTS = {"capture_parse.py", "diff_throughput.py", "rerun_spread.py", "suite_vs_bench.py", "test_gemm_modes.py"}
+GPU_SCRIPTS = sorted(path.name for path in BENCH.glob("*.py") if path.name not in CPU_SCRIPTS)
 
 
-@pytest.fixture(scope="module")
-def processes():
-    """Real interpreters, all started at once: each entry's usage error."""
+_started: dict = {}  # (entry, what) -> (argv, the running interpreter); "folder": where --json points
+
+
+def _start_processes() -> dict:
+    """Real interpreters, all started at once: each entry's usage error, and the bench asked for a
+    --json file (without a GPU: one line, exit 2, no file)."""
+    if _started:
+        return _started
     # This tree's cublas_det first on the path, whichever copy is installed (scripts and the
     # console script do not have the working directory on it).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     runs = {(entry, "--no-such-flag"): [*command, "--no-such-flag"] for entry, (command, _) in ENTRIES.items()}
-    started = {key: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-               for key, argv in runs.items()}
+    _started["folder"] = pathlib.Path(tempfile.mkdtemp(prefix="cublas_det_entries_"))
+    runs["python -m cublas_det.bench", "--json"] = [*ENTRIES["python -m cublas_det.bench"][0], "--json",
+                                                    str(_started["folder"] / "out.json")]
+    _started.update({key: (argv, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                                  env=env)) for key, argv in runs.items()})
+    return _started
+
+
+def start_early(items) -> None:
+    """conftest, once the session is collected: start the interpreters if a selected test needs them,
+    so that they run while the tests before these do."""
+    if any("processes" in item.fixturenames for item in items):
+        _start_processes()
+
+
+@pytest.fixture(scope="module")
+def processes():
+    """What each of :func:`_start_processes`'s interpreters gave: exit status, stdout, stderr."""
+    started = dict(_start_processes())
+    folder = started.pop("folder")
     done = {}
-    for key, process in started.items():
+    for key, (argv, process) in started.items():
         out, err = process.communicate(timeout=120)
-        done[key] = subprocess.CompletedProcess(runs[key], process.returncode, out, err)
-    return done
+        done[key] = subprocess.CompletedProcess(argv, process.returncode, out, err)
+    yield done
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _one_error_line(result, prog):
@@ -86,6 +118,63 @@ def test_without_gpu_one_line_exit_2(entry, typed):
     assert "no GPU available: " in line
 
 
+@needs_no_gpu
+@pytest.mark.parametrize("script", GPU_SCRIPTS)
+def test_every_bench_script_without_gpu_is_one_line_exit_2(script, typed):
+    assert "no GPU available: " in _one_error_line(typed(f"bench/{script}"), script)
+
+
+@pytest.mark.gpu
+def test_lt_probe_on_a_gpu_finds_what_docs_lt_says(capsys):
+    import runpy
+
+    probe = runpy.run_path(str(BENCH / "lt_probe.py"))["probe"]  # its functions, not its __main__
+    probe("128x56x4096:nt", "float32")
+    out = capsys.readouterr().out
+    assert "same bits as cublasGemmEx: True" in out
+    assert "Lt pinned full-SM algo: target full: same bits; target 66: same bits; target 16: same bits" in out
+
+
+@needs_no_gpu
+def test_no_gpu_in_a_real_interpreter_is_one_line_exit_2_and_no_file(processes):
+    result = processes["python -m cublas_det.bench", "--json"]
+    line = _one_error_line(result, f"{PYTHON} -m cublas_det.bench")  # the name the user typed
+    assert line.startswith(f"{PYTHON} -m cublas_det.bench: error: no GPU available:")
+    assert not pathlib.Path(result.args[-1]).exists()
+
+
+@needs_no_gpu
+def test_without_gpu_the_line_says_what_runs_without_one(typed):
+    line = _one_error_line(typed("cublas-det"), "cublas-det")
+    assert line.endswith('; without one: cublas-det env --libs, and the README\'s "Try it without a GPU"')
+
+
+@pytest.mark.parametrize("entry, prog", [("cublas-det", "cublas-det explain"),
+                                         ("python -m cublas_det", f"{PYTHON} -m cublas_det explain")])
+def test_explain_errors_name_explain_and_a_missing_shape_is_one_line(entry, prog, typed):
+    missing = _one_error_line(typed(entry, "explain"), prog)
+    assert f"a shape comes first, e.g. {prog} 128x56x4096:nt" in missing
+    assert "a shape comes first" in _one_error_line(typed(entry, "explain", "--modes", "tf32"), prog)
+    assert "'foo' to explain: neither a shape" in _one_error_line(typed(entry, "explain", "foo"), prog)
+    assert "bad shape '12'" in _one_error_line(typed(entry, "explain", "12"), prog)
+    assert f"drop --json (see {prog} --help)" in _one_error_line(typed(entry, "explain", "8x8x8", "--json", "x"), prog)
+    helped = typed(entry, "explain", "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith(f"usage: {prog} SHAPE")
+
+
+def test_a_compute_type_the_element_types_refuse_is_a_compute_type_error(typed):
+    line = _one_error_line(typed("cublas-det bench", "--compute-type", "64f", "--list"), "cublas-det bench")
+    assert line.startswith("cublas-det bench: error: --compute-type 64f: compute type COMPUTE_64F does not take "
+                           "float32 inputs") and "--modes" not in line
+
+
+def test_plural_says_one_thing_and_many_things():
+    from cublas_det.words import plural
+
+    assert [plural(n, "GEMM call") for n in (0, 1, 2)] == ["0 GEMM calls", "1 GEMM call", "2 GEMM calls"]
+    assert plural(1, "leaf") == "1 leaf" and plural(3, "leaf") == "3 leaves" and plural(2000, "step") == "2,000 steps"
+
+
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_usage_error_is_one_line_in_argparse_style(entry, typed, processes):
     prog = ENTRIES[entry][1]
@@ -116,6 +205,25 @@ def test_bench_help_wraps_the_description_and_shows_plain_defaults(typed):
     assert "(default: pedantic default tf32;" in words
     assert "['" not in words  # no Python list repr
     assert "  cublas-det-bench --quick " in result.stdout  # examples under the typed name
+
+
+def test_help_names_every_mode_form_and_the_short_compute_types(typed):
+    words = " ".join(typed("cublas-det bench", "--help").stdout.split())
+    assert "pedantic, default, tf32, bf16x9, each optionally +disallow-rpr" in words
+    assert "+lt, +lt-nosplitk (no split-K) or +lt-smN (planned for N SMs)" in words
+    assert "32f 16f, or COMPUTE_32F_PEDANTIC (default: 32f)" in words
+
+
+@pytest.mark.parametrize("columns", ["100", "61"])
+def test_help_never_splits_a_hyphenated_name_and_fits_100_columns(typed, monkeypatch, columns):
+    from cublas_det.cli import COMMANDS, bench
+
+    monkeypatch.setenv("COLUMNS", columns)
+    for name in COMMANDS:
+        helped = typed(f"cublas-det {name}", "--help", env={"COLUMNS": columns}).stdout
+        assert not re.search(r"[A-Za-z]-\n", helped), (name, re.findall(r".*[A-Za-z]-\n.*", helped))
+    longest = bench.build_parser("python3.12 -m cublas_det.bench").format_help()  # the longest name typed
+    assert max(map(len, longest.splitlines())) <= 100 and not re.search(r"[A-Za-z]-\n", longest)
 
 
 def test_lists_as_one_flag_or_repeated_flags(typed):
@@ -171,3 +279,40 @@ def test_missing_third_party_module_is_one_line_but_a_missing_module_of_ours_is_
     assert run_guarded("prog", needs_cupy) == 2
     assert capsys.readouterr().err.startswith("prog: error: CuPy is not installed (No module named 'cupy'); "
                                               "install it: pip install 'cupy-cuda12x>=14,<15' ")
+
+
+def _try_without_a_gpu():
+    """The README's "Try it without a GPU" block, one command a line (a quoted newline continues one)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Try it without a GPU\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```bash\n(.*?)\n```", section, re.DOTALL)
+    commands, pending = [], ""
+    for line in block.splitlines():
+        pending = f"{pending}\n{line}" if pending else line
+        if pending.count('"') % 2 == 0:
+            commands.append(pending)
+            pending = ""
+    return commands
+
+
+def test_the_readme_block_without_a_gpu_runs_with_numpy_alone(tmp_path, typed, monkeypatch):
+    install, *commands = _try_without_a_gpu()
+    assert install == "python3 -m venv .venv && . .venv/bin/activate && python -m pip install -e ."
+    (tmp_path / "tests").symlink_to(ROOT / "tests")  # the clone's files, at the paths the block names
+    monkeypatch.chdir(tmp_path)
+    for name in ("cupy", "cupy_backends"):  # as where CuPy is not installed: importing it fails
+        monkeypatch.setitem(sys.modules, name, None)
+    ran = {}
+    for command in commands:
+        if command.startswith("cublas-det "):
+            words = shlex.split(command, comments=True)
+            ran[words[1]] = result = typed(f"cublas-det {words[1]}", *words[2:])
+            assert result.returncode in (0, 1) and "error" not in result.stderr, (command, result.stderr)
+        else:  # the shell's lines: the files the commands after them read
+            subprocess.run(["bash", "-c", command.replace("python -c", f"{sys.executable} -c")], check=True)
+    assert list(ran) == ["report", "compare", "capture", "bench", "diff"]
+    assert ran["report"].stdout.startswith("cublas_det 0.1.0 on NVIDIA H200 (132 SMs)")
+    assert ran["compare"].returncode == 0 and "identical bits" in ran["compare"].stdout
+    assert "g3 " in ran["capture"].stdout and (tmp_path / "capture.json").is_file()
+    assert ran["bench"].stdout.startswith("6 captured GEMMs in DEFAULT/algo99/ws32M/bfloat16->bfloat16:")
+    assert ran["diff"].returncode == 1 and "first divergence: step 1, leaf w" in ran["diff"].stdout

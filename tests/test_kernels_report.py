@@ -140,7 +140,7 @@ def test_explain_names_a_catalogue_entry_or_a_shape_and_refuses_what_it_cannot_d
         bench.explain_target("in_proj", 16384)
     with pytest.raises(SystemExit):
         bench.main(["--explain", SHAPE, "--json", "x.json"])
-    assert "--explain prints one table and exits; drop --json" in capsys.readouterr().err
+    assert "explain prints one table and exits; drop --json" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bench.main(["--explain", SHAPE, "--preset", "trunk", "--no-timing"])
     assert "drop --preset, --no-timing" in capsys.readouterr().err

@@ -3,6 +3,7 @@ and no import inside a function but of the optional or GPU-only packages (so eac
 read at its top, and a cycle cannot hide in a function body)."""
 
 import ast
+import functools
 import pathlib
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
@@ -34,6 +35,21 @@ def _modules(package):
         yield path, ("__main__", *parts) if parts[-1] == "__main__" else parts
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(path):
+    """A module's syntax tree, parsed once for all the checks below."""
+    return ast.parse(path.read_text())
+
+
+def _outermost_functions(node):
+    """The functions not inside another function (each walked once, its nested ones with it)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield child
+        else:
+            yield from _outermost_functions(child)
+
+
 def _imported_parts(parts, tree):
     """(line, part) of every cublas_det module a file imports, absolute or relative."""
     package = list(parts[:-1])
@@ -56,7 +72,7 @@ def upward_imports(package) -> list[str]:
     found = []
     for path, parts in _modules(package):
         here = parts[0]
-        for line, there in _imported_parts(parts, ast.parse(path.read_text())):
+        for line, there in _imported_parts(parts, _tree(path)):
             if there in FLOORS and there != here and FLOORS[there] >= FLOORS.get(here, -1):
                 found.append(f"{path.relative_to(package.parent)}:{line}: {here} (floor {FLOORS.get(here)}) "
                              f"imports {there} (floor {FLOORS[there]})")
@@ -67,9 +83,7 @@ def imports_in_functions(package) -> list[str]:
     """Every import inside a function body of anything but the LAZY packages."""
     found = set()
     for path, _ in _modules(package):
-        for function in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
+        for function in _outermost_functions(_tree(path)):
             for node in ast.walk(function):
                 if isinstance(node, ast.Import):
                     names = [alias.name for alias in node.names]
@@ -102,7 +116,7 @@ PLAIN_DATA = ("check/results.py", "timing/results.py", "report")
 def test_results_and_reports_hold_kernels_as_plain_data():
     found = [f"{path.relative_to(PACKAGE.parent)}:{line}" for path, parts in _modules(PACKAGE)
              if str(path.relative_to(PACKAGE)).startswith(PLAIN_DATA)
-             for line, there in _imported_parts(parts, ast.parse(path.read_text())) if there == "kernels"]
+             for line, there in _imported_parts(parts, _tree(path)) if there == "kernels"]
     assert found == []
 
 

@@ -268,14 +268,10 @@ def test_lt_layouts_and_descriptor_follow_cublasgemmex_arguments(monkeypatch):
     assert sum(name == "heuristic" for name, _ in made) == 3  # a batch is another GEMM: planned for itself
 
 
-def test_the_pytest_plugin_refuses_an_lt_configuration_as_a_math_mode(tmp_path):
-    import subprocess
-    import sys
-
-    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--cublas-math-mode",
-                             "default+lt", str(tmp_path / "test_x.py")], capture_output=True, text=True)
-    assert result.returncode == 4 and "a math mode, not a cuBLASLt configuration" in result.stderr + result.stdout
+def test_the_pytest_plugin_refuses_an_lt_configuration_as_a_math_mode(pytester):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", "--cublas-math-mode", "default+lt")
+    assert result.ret == 4 and "a math mode, not a cuBLASLt configuration" in result.stderr.str() + result.stdout.str()
 
 
 def test_a_cure_of_a_mode_that_disallows_reduced_precision_reductions_keeps_fp32_split_k_sums():

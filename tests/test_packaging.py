@@ -1,10 +1,12 @@
 """The package as published: sdist and wheel contents, metadata, tests in the unpacked sdist, the README commands.
 
-Building runs ``python -m build`` (an isolated environment with setuptools from the index, as pip
-and every builder do), about 10 s; in the unpacked sdist a smoke subset runs: the whole suite runs here.
+Building runs ``build``'s own builder in an isolated environment with setuptools from the index (as
+pip and every builder do), the sdist and then the wheel from it, about 6 s; in the unpacked sdist a
+smoke subset runs: the whole suite runs here.
 """
 
 import email
+import importlib.util
 import os
 import pathlib
 import re
@@ -12,6 +14,8 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
+import threading
 import zipfile
 
 import pytest
@@ -55,15 +59,33 @@ BUILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECOD
 SDIST_SMOKE = ["tests/test_layers.py", "tests/test_compare_runs.py", "tests/test_config.py", "tests/test_shapes.py"]
 
 
-def _build(what: str, source, out) -> list[str]:
-    """``python -m build --sdist|--wheel``: its log, after skipping where no index has setuptools."""
-    result = subprocess.run([sys.executable, "-m", "build", what, "--outdir", str(out), str(source)],
-                            capture_output=True, text=True, timeout=600, env=BUILD_ENV, check=False)
-    log = (result.stdout + result.stderr).splitlines()
-    if result.returncode != 0 and any("No matching distribution found for setuptools" in line for line in log):
-        pytest.skip("cannot install the build backend: no package index reachable (a GPU host without network)")
-    assert result.returncode == 0, result.stdout + result.stderr
-    return log
+class _Builds:
+    """``build``'s ProjectBuilder in one isolated environment of the project's build requirements, for
+    the sdist and for the wheel from it (what ``python -m build`` does, with one environment made
+    instead of two); ``log`` keeps the backend's output."""
+
+    def __init__(self, env):
+        self.env, self.log = env, []
+
+    def _runner(self, cmd, cwd=None, extra_environ=None):
+        result = subprocess.run(cmd, cwd=cwd, env={**BUILD_ENV, **(extra_environ or {})}, capture_output=True,
+                                text=True, check=False)
+        self.log += (result.stdout + result.stderr).splitlines()
+        result.check_returncode()
+
+    def __call__(self, distribution: str, source, out) -> pathlib.Path:
+        from build import ProjectBuilder
+
+        builder = ProjectBuilder.from_isolated_env(self.env, source, runner=self._runner)
+        try:
+            self.env.install(builder.build_system_requires)
+        except subprocess.CalledProcessError as err:
+            if b"No matching distribution found for setuptools" in (err.stdout or b"") + (err.stderr or b""):
+                pytest.skip("cannot install the build backend: no package index reachable (a GPU host without "
+                            "network)")
+            raise
+        self.env.install(builder.get_requires_for_build(distribution))
+        return pathlib.Path(builder.build(distribution, out))
 
 
 def _unpack(sdist, into):
@@ -74,35 +96,92 @@ def _unpack(sdist, into):
     return unpacked
 
 
-@pytest.fixture(scope="module")
-def dists(tmp_path_factory):
-    """(sdist, wheel, the smoke run's process): as ``python -m build`` makes them, the wheel from the sdist.
+def _make_dists(root: pathlib.Path, environ: dict):
+    """(sdist, wheel, the smoke run's process, the backend's log) under ``root``: as ``python -m build``
+    makes them, the wheel from the sdist; the smoke subset starts in the unpacked sdist as soon as it
+    exists and runs while the wheel builds, in ``environ`` (not what a test running meanwhile set)."""
+    from build.env import DefaultIsolatedEnv
 
-    The smoke subset starts in the unpacked sdist as soon as it exists and runs while the wheel builds.
-    """
+    source = root / "src" / "cublas_det"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".benchmarks"))
+    out = root / "dist"
+    with DefaultIsolatedEnv() as env:
+        build = _Builds(env)
+        sdist = build("sdist", source, out)
+        (root / "tested").mkdir()
+        tested = _unpack(sdist, root / "tested")
+        # The unpacked copy of cublas_det comes first on the path, before this environment's install.
+        smoke = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SDIST_SMOKE],
+                                 cwd=tested, env={**environ, NESTED: "1", "PYTHONPATH": str(tested)},
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            (root / "unpacked").mkdir()
+            wheel = build("wheel", _unpack(sdist, root / "unpacked"), out)
+        except BaseException:
+            smoke.kill()
+            smoke.communicate()
+            raise
+    return sdist, wheel, smoke, build.log
+
+
+class _Building:
+    """:func:`_make_dists` in a thread, so that the builds (some 10 s, mostly waiting on pip and the
+    backend) run while the rest of the suite does (:func:`start_early`)."""
+
+    def __init__(self):
+        self.root = pathlib.Path(tempfile.mkdtemp(prefix="cublas_det_dists_"))
+        self.environ = dict(os.environ)  # the session's, before any test patches it
+        self.result, self.error, self.done = None, None, threading.Event()
+        threading.Thread(target=self._run, name="cublas_det dists", daemon=True).start()
+
+    def _run(self):
+        try:
+            self.result = _make_dists(self.root, self.environ)
+        except BaseException as err:  # a skip included: raised again where the fixture waits
+            self.error = err
+        finally:
+            self.done.set()
+
+
+_building = []
+
+
+def _start_building() -> _Building:
+    """The builds, started now unless they are under way."""
+    if not _building:
+        _building.append(_Building())
+    return _building[0]
+
+
+def start_early(items) -> None:
+    """conftest, once the session is collected: start the builds if a selected test needs them."""
+    if (any("dists" in item.fixturenames for item in items) and not os.environ.get(NESTED)
+            and importlib.util.find_spec("build") is not None):
+        _start_building()
+
+
+@pytest.fixture(scope="module")
+def dists():
+    """(sdist, wheel, the smoke run's process): :func:`_make_dists`, made in the background."""
     if os.environ.get(NESTED):
         pytest.skip("already inside the unpacked sdist's test run")
     pytest.importorskip("build", reason="needs the test extra's 'build' (pip install -e '.[cuda12,test]')")
-    source = tmp_path_factory.mktemp("src") / "cublas_det"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".benchmarks"))
-    out = tmp_path_factory.mktemp("dist")
-    log = _build("--sdist", source, out)
-    (sdist,) = out.glob("*.tar.gz")
-    tested = _unpack(sdist, tmp_path_factory.mktemp("tested"))
-    # The unpacked copy of cublas_det comes first on the path, before this environment's install.
-    smoke = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SDIST_SMOKE],
-                             cwd=tested, env={**os.environ, NESTED: "1", "PYTHONPATH": str(tested)},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    building = _start_building()
+    building.done.wait()
+    smoke = building.result[2] if building.result else None
     try:
-        log += _build("--wheel", _unpack(sdist, tmp_path_factory.mktemp("unpacked")), out)
+        if building.error is not None:
+            raise building.error
+        sdist, wheel, _, log = building.result
         assert not [line for line in log if "deprecat" in line.lower() or line.lower().startswith("warning:")], log
-        (wheel,) = out.glob("*.whl")
         yield sdist, wheel, smoke
     finally:
-        if smoke.poll() is None:
-            smoke.kill()
-        smoke.communicate()
+        if smoke is not None:
+            if smoke.poll() is None:
+                smoke.kill()
+            smoke.communicate()
+        shutil.rmtree(building.root, ignore_errors=True)
 
 
 def test_wheel_holds_py_typed_license_and_lean_extras(dists):
@@ -120,6 +199,8 @@ def test_wheel_holds_py_typed_license_and_lean_extras(dists):
         extra = sorted(r.split(";")[0].strip() for r in requires if f'extra == "cuda{cuda}"' in r)
         assert extra == [f"cuda-toolkit[cublas,cudart,nvrtc]=={cuda}.*", f"cupy-cuda{cuda}x<15,>=14", "ml-dtypes>=0.4"]
     assert not any("ctk" in r for r in requires)
+    test = sorted(r.split(";")[0].strip() for r in requires if 'extra == "test"' in r)
+    assert "safetensors>=0.4" in test, test  # so that test_diff reads files the package wrote
 
 
 def test_sdist_holds_what_the_tests_need(dists):

@@ -66,3 +66,12 @@ def test_bad_math_mode_option_is_a_usage_error(pytester):
     result = pytester.runpytest("--cublas-math-mode=fastest")
     assert result.ret == 4  # pytest's usage error
     result.stderr.fnmatch_lines(["*--cublas-math-mode='fastest' is not a math mode*"])
+
+
+def test_math_mode_help_names_every_mode_it_accepts(pytester):
+    from cublas_det.config import MODE_CHOICES
+
+    helped = " ".join(pytester.runpytest("--help").stdout.str().split())
+    assert f"math mode for the cublas_handle fixture: {', '.join(MODE_CHOICES)}, optionally +disallow-rpr" in helped
+    pytester.makepyfile("def test_mode(cublas_math_mode):\n    assert cublas_math_mode.name == 'FP32_EMULATED_BF16X9'\n")
+    pytester.runpytest("--cublas-math-mode=bf16x9+disallow-rpr").assert_outcomes(passed=1)

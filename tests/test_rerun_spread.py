@@ -102,4 +102,4 @@ def test_it_says_whether_the_runs_share_a_gpu(tmp_path, rerun_spread):
     assert rerun_spread.report(paths)[-1] == ("GPU: 2 different GPUs (GPU-aaaa, GPU-cccc): the spread between runs is "
                                               "partly theirs")
     old = _write(tmp_path, "old.json", stored)
-    assert rerun_spread.report([paths[0], old])[-1] == "GPU: every run with a UUID on GPU-aaaa; 1 file(s) without one"
+    assert rerun_spread.report([paths[0], old])[-1] == "GPU: every run with a UUID on GPU-aaaa; 1 file without one"

@@ -153,10 +153,10 @@ def test_collect_names_a_timeout_and_a_signal():
     assert answer is None and error.startswith("worker was killed by signal 9")
 
 
-def test_devices_flag_errors_are_one_line_exit_2(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "cublas_det.bench", "--devices", "all", "--plot",
-                             str(tmp_path / "x.png")], capture_output=True, text=True, check=False)
+def test_devices_flag_errors_are_one_line_exit_2(tmp_path, typed):
+    result = typed("python -m cublas_det.bench", "--devices", "all", "--plot", tmp_path / "x.png")
     assert result.returncode == 2 and "--plot draws times, and --devices does not time" in result.stderr
+    assert result.stderr.count("\n") == 1
 
 
 @pytest.mark.gpu

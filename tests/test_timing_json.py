@@ -6,6 +6,7 @@ import json
 import random
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -79,7 +80,7 @@ def test_layout_holds_every_key_of_a_file_pytest_benchmark_wrote(pytester):
             benchmark.pedantic(sum, args=([1, 2, 3],), rounds=5, iterations=3)
     """)
     out = pytester.path / "theirs.json"
-    assert pytester.runpytest_subprocess(f"--benchmark-json={out}", "-p", "no:cacheprovider").ret == 0
+    assert pytester.runpytest(f"--benchmark-json={out}", "-p", "no:cacheprovider").ret == 0
     theirs = json.loads(out.read_text())
     ours = json_file.to_json(_result())
     assert set(theirs) <= set(ours)
@@ -92,11 +93,28 @@ def test_layout_holds_every_key_of_a_file_pytest_benchmark_wrote(pytester):
                                                                   if k != "rounds" or v}
 
 
-def test_pytest_benchmark_compare_reads_the_file(tmp_path):
+def _compare(tmp_path, monkeypatch, capsys, *args) -> subprocess.CompletedProcess:
+    """``pytest-benchmark compare ARGS`` in ``tmp_path``, run in this process (its CLI's main)."""
+    from pytest_benchmark.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["pytest-benchmark", "compare", *map(str, args)])
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as warned:  # its "Failed to load" is a warning
+        warnings.simplefilter("always")
+        try:
+            main()
+            code = 0
+        except SystemExit as stop:
+            code = stop.code or 0
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(sys.argv, code, out, err + "".join(f"{w.message}\n" for w in warned))
+
+
+def test_pytest_benchmark_compare_reads_the_file(tmp_path, monkeypatch, capsys):
     path = tmp_path / "run.json"
     path.write_text(json.dumps(json_file.to_json(_result()), indent=1))
-    result = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(path), "--group-by=group"],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    result = _compare(tmp_path, monkeypatch, capsys, path, "--group-by=group")
     assert result.returncode == 0, result.stderr
     assert "Failed to load" not in result.stdout + result.stderr
     assert "128x56x4096:nt[TF32]" in result.stdout and "64x64x64:nn[PEDANTIC]" not in result.stdout  # no check ran
@@ -104,7 +122,7 @@ def test_pytest_benchmark_compare_reads_the_file(tmp_path):
     assert "Iterations" in result.stdout and row.split()[-2:] == ["12", "110"]  # rounds, GEMMs per sample
 
 
-def test_untimed_entries_are_complete_and_read_back_as_untimed(tmp_path):
+def test_untimed_entries_are_complete_and_read_back_as_untimed(tmp_path, monkeypatch, capsys):
     shape = parse_shape("64x64x64:nn")
     entry = json_file.benchmark_entry(shape, "PEDANTIC", None, {"shape": shape.to_dict(), "digest": "ab" * 32})
     assert entry["stats"]["rounds"] == 0 and entry["stats"]["data"] == [] and set(entry["stats"]) == set(
@@ -113,8 +131,7 @@ def test_untimed_entries_are_complete_and_read_back_as_untimed(tmp_path):
     data["benchmarks"].append(entry)
     path = tmp_path / "run.json"
     path.write_text(json.dumps(data))
-    result = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(path)], capture_output=True,
-                            text=True, timeout=120, cwd=tmp_path, check=False)
+    result = _compare(tmp_path, monkeypatch, capsys, path)
     assert result.returncode == 0 and "Failed to load" not in result.stdout + result.stderr
     assert "64x64x64:nn[PEDANTIC]" in result.stdout
     run = run_from_dict(json.loads(path.read_text()), "run.json")

@@ -55,6 +55,7 @@ from ..report.results import BenchResult, ShapeReport
 from ..report.runfile import load_run, now_iso, run_from_dict, to_json
 from ..report.sweep import render_sweep, sweep_to_json
 from ..report.text import render_text, run_failed
+from ..words import plural
 from ..shapes import (
     DEFAULT_TOKENS,
     PRESETS,
@@ -96,17 +97,18 @@ EXIT_CODES = """exit codes:
   2    usage or environment error (bad argument, no GPU, no such device, unwritable output path)
   130  interrupted (Ctrl-C); what completed was reported and written
 """
+# Each line fits 100 columns under the longest name a user types (python3.12 -m cublas_det.bench).
 EPILOG = """examples:
-  %(prog)s                        # trunk + mamba2-130m, all modes, all scenarios
-  %(prog)s --quick                # fewer repeats and visits, no worker processes
+  %(prog)s                  # trunk + mamba2-130m, all modes, all scenarios
+  %(prog)s --quick          # fewer repeats and visits, no worker processes
   %(prog)s --preset mamba2-2.7b --tokens 2048 --modes pedantic tf32
-  %(prog)s --shape 4096x4096x4096 --scenarios repeat --json run.json --plot run.png
+  %(prog)s --shape 4096x4096x4096 --scenarios repeat --json run.json
   %(prog)s --compare base.json --fail-on 5 --json new.json
-  %(prog)s --devices all --json host-a.json     # same bits on every GPU of this host?
-  %(prog)s --devices 0,3 --compare host-a.json  # ... and the same as on host A?
-  %(prog)s --list                 # the shape catalogue (no GPU needed)
-  %(prog)s --kernels              # + the kernels each GEMM ran, and their time (CUPTI)
-  %(prog)s --explain 128x56x4096:nt   # kernels per mode, SM-count target and batch rung
+  %(prog)s --devices all --json a.json     # same bits on every GPU here?
+  %(prog)s --devices 0,3 --compare a.json  # ... and the same as a.json?
+  %(prog)s --list           # the shape catalogue (no GPU needed)
+  %(prog)s --kernels        # + the kernels each GEMM ran, and their time
+  %(prog)s --explain 128x56x4096:nt   # kernels per mode, SM count, batch
 
 """ + EXIT_CODES
 
@@ -128,15 +130,17 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     what.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, metavar="T",
                       help="tokens (batch x seqlen) for the Mamba2 presets (default: %(default)s)")
     what.add_argument("--modes", nargs="+", action=ExtendList, type=str.lower, metavar="MODE",
-                      help=f"math modes: {', '.join(MODE_CHOICES)}, each optionally +disallow-rpr (default: "
-                           f"{' '.join(DEFAULT_MODES)}; in half precision: {' '.join(HALF_DEFAULT_MODES)})")
+                      help=f"math modes: {', '.join(MODE_CHOICES)}, each optionally +disallow-rpr, or run through "
+                           "cuBLASLt with +lt, +lt-nosplitk (no split-K) or +lt-smN (planned for N SMs), "
+                           f"e.g. default+lt-nosplitk (default: {' '.join(DEFAULT_MODES)}; in half precision: "
+                           f"{' '.join(HALF_DEFAULT_MODES)})")
     what.add_argument("--dtype", type=str.lower, metavar="TYPE",
                       help="input element type: float32, bfloat16 or float16 (bf16, fp16) (default: float32)")
     what.add_argument("--out-dtype", type=str.lower, metavar="TYPE",
                       help="output element type: the input type or float32 (default: the input type)")
     what.add_argument("--compute-type", nargs="+", action=ExtendList, metavar="TYPE",
-                      help="cuBLAS compute types, each run in every mode, e.g. COMPUTE_32F COMPUTE_32F_PEDANTIC "
-                           "(default: COMPUTE_32F)")
+                      help="cuBLAS compute types, each run in every mode, with or without COMPUTE_ and in any "
+                           "case: 32f 16f, or COMPUTE_32F_PEDANTIC (default: 32f)")
     what.add_argument("--precision", choices=tuple(PRECISIONS), metavar="NAME",
                       help="a named precision: " + "; ".join(f"{name}: {text}" for name, (text, _) in
                                                             PRECISIONS.items()))
@@ -169,7 +173,7 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     cure.add_argument("--sm-counts", metavar="N,N", type=_sm_counts,
                       help="the SM counts of your fleet (e.g. 132,114): verify the cures under them too, and try "
                            "cuBLASLt planning for the smallest")
-    kernels = parser.add_argument_group("kernels (CUPTI: pip install 'cupti-python==13.*', or '==12.*' for CUDA 12)")
+    kernels = parser.add_argument_group("kernels (CUPTI: the kernels-cuda13 extra, or kernels-cuda12 for CUDA 12)")
     kernels.add_argument("--kernels", action="store_true",
                          help="record the kernels each GEMM ran: a kernels column, kernel time per GEMM beside graph "
                               "time, and the kernel change behind each bit change (sm-count, batch-invariance, "
@@ -181,7 +185,7 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     out = parser.add_argument_group("outputs")
     out.add_argument("--json", metavar="PATH", help="write results in pytest-benchmark's JSON layout, with digests")
     out.add_argument("--markdown", metavar="PATH", help="write the tables and summary as Markdown")
-    out.add_argument("--plot", metavar="PATH", help="write a PNG of time per mode per shape (needs matplotlib)")
+    out.add_argument("--plot", metavar="PATH", help="write a PNG of time per mode per shape (needs matplotlib: the plot extra)")
     out.add_argument("--compare", metavar="BASE.json", help="compare bits and times with an earlier --json")
     out.add_argument("--fail-on", type=float, metavar="PCT",
                      help="with --compare: exit 1 if a median time grew by more than PCT percent")
@@ -253,6 +257,10 @@ def _configurations(args) -> list:
         if key not in ComputeType.__members__:
             raise UsageError(f"--compute-type {name!r} is not a cuBLAS compute type; choose from "
                              f"{', '.join(ComputeType.__members__)}")
+        try:  # a compute type the element types refuse is --compute-type's error, whatever the mode
+            GemmConfig(compute_type=ComputeType[key], input_dtype=dtype, output_dtype=out_dtype)
+        except ValueError as err:
+            raise UsageError(f"--compute-type {name}: {str(err).removeprefix('GemmConfig: ')}") from None
         computes.append(ComputeType[key])
     configs = []
     for mode in modes:
@@ -305,7 +313,7 @@ def _run(argv, prog: str | None = None) -> int:
     old_lock = _lock_options(args) if args.lock else None
     explained = _explain_target(args, parser) if args.explain else None
     if args.list:
-        print(format_catalogue(shapes))
+        print(_listing(groups) if args.capture else format_catalogue(shapes))
         return EXIT_OK
     for flag in ("json", "markdown", "plot"):
         if getattr(args, flag) is not None:
@@ -317,7 +325,7 @@ def _run(argv, prog: str | None = None) -> int:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
+            raise UsageError("--plot needs matplotlib: install the plot extra (pip install matplotlib)") from None
 
     phases = Phases()
     with phases("startup"):
@@ -436,11 +444,12 @@ def explain_target(spec: str, tokens: int):
             if shape.name == spec:
                 return shape
     if not spec.strip()[:1].isdigit():
-        raise UsageError(f"--explain {spec!r}: neither a shape like 128x56x4096:nt nor a catalogue name (see --list)")
+        raise UsageError(f"{spec!r} to explain: neither a shape like 128x56x4096:nt nor a catalogue name "
+                         "(see cublas-det bench --list)")
     try:
         return parse_shape(spec)
     except ValueError as err:
-        raise UsageError(f"--explain: {err}") from None
+        raise UsageError(f"the shape to explain: {err}") from None
 
 
 def _explain_target(args, parser):
@@ -449,7 +458,7 @@ def _explain_target(args, parser):
              "quick", "kernels")
     clashing = [flag for flag in flags if getattr(args, flag)]
     if clashing:
-        parser.error(f"--explain prints one table and exits; drop --{', --'.join(f.replace('_', '-') for f in clashing)}")
+        parser.error(f"explain prints one table and exits; drop --{', --'.join(f.replace('_', '-') for f in clashing)}")
     return explain_target(args.explain, args.tokens)
 
 
@@ -476,7 +485,7 @@ def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
             refused[shape.name] = str(err)
     if len(refused) == len(shapes):
         first = next(iter(refused.values()))
-        more = f" ({len(refused) - 1} more shape(s) do not fit either)" if len(refused) > 1 else ""
+        more = f" ({plural(len(refused) - 1, 'more shape')} do not fit either)" if len(refused) > 1 else ""
         raise DoesNotFit(first + more)
     for why in refused.values():
         print(f"skipped: {why}", file=sys.stderr)
@@ -487,7 +496,8 @@ def _sweep(args, shapes, scenarios, repeats, configs, baseline, devices) -> int:
     started_iso = now_iso()
     started = time.perf_counter()
     provenance = fingerprint()
-    print(f"sweeping {len(shapes)} shapes x {len(configs)} modes on device(s) {', '.join(map(str, devices))}, "
+    print(f"sweeping {plural(len(shapes), 'shape')} x {plural(len(configs), 'mode')} on "
+          f"{'device' if len(devices) == 1 else 'devices'} {', '.join(map(str, devices))}, "
           "one worker process each", file=sys.stderr)
     runs = run_sweep(shapes, configs, devices, scenarios=scenarios, repeats=repeats, seed=args.seed,
                      on_device=lambda run: print(f"device {run.device_id}: "
@@ -516,13 +526,19 @@ def _capture_groups(args, parser) -> list:
         if plan.replayed:
             groups.setdefault(plan.config, []).append(plan.shape)
         else:
-            warning_line(prog_name(), f"{plan.gemm_id} ({plan.calls} calls) not replayed: {plan.reason}")
+            warning_line(prog_name(), f"{plan.gemm_id} ({plural(plan.calls, 'call')}) not replayed: {plan.reason}")
         if plan.note:
             warning_line(prog_name(), f"{plan.gemm_id}: {plan.note}")
     if not groups:
         raise UsageError(f"--capture {args.capture}: no GEMM in it can be replayed by this version "
                          "(`cublas-det capture` lists why)")
     return [(shapes, [config]) for config, shapes in groups.items()]
+
+
+def _listing(groups) -> str:
+    """--capture --list: the captured GEMMs that would run, a table per configuration."""
+    return "\n\n".join(f"{plural(len(shapes), 'captured GEMM')} in {configs[0].name}:\n"
+                       + format_catalogue(shapes) for shapes, configs in groups)
 
 
 def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, phases=None) -> int:
@@ -568,9 +584,11 @@ def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, p
             for runnable, configs in groups:
                 def on_visit(visit: int, going: int) -> None:
                     if going:
-                        progress.step(f"timing: visit {visit} done, {going} of {len(runnable)} shapes go on")
+                        progress.step(f"timing: visit {visit} done, {going} of {plural(len(runnable), 'shape')} "
+                                      "go on")
                     else:  # every shape stopped: the visits it did not need are done
-                        progress.step(f"timed {len(runnable)} shapes in {visit} visits", skip=max_visits - visit)
+                        progress.step(f"timed {plural(len(runnable), 'shape')} in {plural(visit, 'visit')}",
+                                      skip=max_visits - visit)
 
                 with phases("timing"):
                     run = time_shapes(runnable, configs, seed=args.seed, min_visits=min_visits,
@@ -647,17 +665,21 @@ def _write_outputs(args, result, data) -> bool:
 EXPLAIN_USAGE = """usage: {prog} SHAPE [--modes MODE ...] [--dtype TYPE] [--tokens T] [--seed N]
 
 The kernels one shape runs in each configuration, under SM-count targets and at each batch size,
-and how long they take (needs cupti-python). SHAPE is MxNxK[:op] or a catalogue name such as
-mamba2-130m/in_proj/dW (see cublas-det bench --list). Options as for cublas-det bench.
+and how long they take (CUPTI: the kernels-cuda13 or kernels-cuda12 extra). SHAPE is MxNxK[:op]
+or a catalogue name such as mamba2-130m/in_proj/dW (see cublas-det bench --list). Options as for
+cublas-det bench.
 """
 
 
 def explain_main(argv: list[str], prog: str) -> int:
-    """``cublas-det explain SHAPE ...``: ``cublas-det bench --explain SHAPE ...``."""
-    if not argv or argv[0] in ("-h", "--help"):
-        print(EXPLAIN_USAGE.format(prog=prog), end="", file=sys.stdout if argv else sys.stderr)
-        return EXIT_OK if argv else EXIT_USAGE
-    return main(["--explain", *argv], prog.rsplit(" ", 1)[0] + " bench")
+    """``cublas-det explain SHAPE ...``: ``cublas-det bench --explain SHAPE ...``, its messages under its own name."""
+    if argv[:1] in (["-h"], ["--help"]):
+        print(EXPLAIN_USAGE.format(prog=prog), end="")
+        return EXIT_OK
+    if not argv or argv[0].startswith("-"):
+        error_line(prog, f"a shape comes first, e.g. {prog} 128x56x4096:nt --modes pedantic tf32 (see {prog} --help)")
+        return EXIT_USAGE
+    return main(["--explain", *argv], prog)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

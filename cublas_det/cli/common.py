@@ -16,10 +16,12 @@ import stat
 import sys
 import textwrap
 
-from ..device import INSTALL_HINT
+from ..device import INSTALL_HINT, NoGpuError
 from ..errors import CublasDetError, UsageError
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
+# Where a first run on a machine without a GPU learns what still runs there.
+WITHOUT_GPU = 'without one: cublas-det env --libs, and the README\'s "Try it without a GPU"'
 
 
 def prog_name() -> str:
@@ -34,8 +36,33 @@ def prog_name() -> str:
     return f"{os.path.basename(sys.executable)} -m {spec.name.removesuffix('.__main__')}"
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, never splitting a hyphenated name (``fresh-handle``) across two lines."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)
+
+
+class RawDescriptionHelpFormatter(HelpFormatter):
+    """:class:`HelpFormatter` with the description and epilog kept as written (examples, exit codes)."""
+
+    _fill_text = argparse.RawDescriptionHelpFormatter._fill_text
+
+
+# argparse's formatters, as every parser here asks for them, and the ones it gets instead
+_FORMATTERS = {argparse.HelpFormatter: HelpFormatter, argparse.RawDescriptionHelpFormatter: RawDescriptionHelpFormatter}
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser with a one-line usage error, ``PROG: error: message``, like every other error here."""
+    """argparse's parser with a one-line usage error, ``PROG: error: message``, like every other error here,
+    and help that never splits a hyphenated name (:class:`HelpFormatter`)."""
+
+    def __init__(self, *args, formatter_class=argparse.HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=_FORMATTERS.get(formatter_class, formatter_class), **kwargs)
 
     def error(self, message: str):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -60,7 +87,8 @@ def wrap_paragraphs(text: str) -> str:
     example lines as written, and so does not wrap the description itself.
     """
     width = max(shutil.get_terminal_size().columns - 2, 40)  # argparse.HelpFormatter's width
-    return "\n\n".join(textwrap.fill(" ".join(part.split()), width) for part in text.strip().split("\n\n"))
+    return "\n\n".join(textwrap.fill(" ".join(part.split()), width, break_on_hyphens=False)
+                       for part in text.strip().split("\n\n"))
 
 
 def error_line(prog: str, message: str) -> None:
@@ -97,6 +125,9 @@ def run_guarded(prog: str, body) -> int:
             error_line(prog, f"CuPy is not installed ({err}); install it: {INSTALL_HINT}")
         else:
             error_line(prog, f"{err}; install it with pip")
+        return EXIT_USAGE
+    except NoGpuError as err:
+        error_line(prog, f"{err}; {WITHOUT_GPU}")
         return EXIT_USAGE
     except CublasDetError as err:
         error_line(prog, str(err))

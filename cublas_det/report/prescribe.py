@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from ..check.scenarios import REGISTRY
+from ..words import plural
 
 WIDTH = 100
 
@@ -62,7 +63,7 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), ke
                 lines += _wrap(f"failed: {cure.label}: {cure.evidence}", "  ")
     cured = len(prescriptions) - uncured
     checked = [count for count in fleet if count <= sm_count]
-    lines += ["", *_wrap(f"{cured} of {len(prescriptions)} hazards cured by a verified configuration"
+    lines += ["", *_wrap(f"{cured} of {plural(len(prescriptions), 'hazard')} cured by a verified configuration"
                          + (f"; {uncured} with none among those tried" if uncured else "")
                          + f" (verified on this {sm_count}-SM GPU, smaller GPUs emulated by SM-count targets"
                          + (f", the fleet's {', '.join(map(str, checked))} among them" if checked else "") + ")", "")]

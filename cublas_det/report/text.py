@@ -81,6 +81,15 @@ def _ratio_cell(ratio, timing) -> str:
     return f"{ratio.median:.3f} ±{100 * ratio.half_width:.1f}%{trust_suffix(timing)}" if ratio else "-"
 
 
+def repro_cell(check: GemmCheck | None) -> str:
+    """The repro column: ``NO: fresh-process``; where several guarantees failed, the first and how many
+    more (``NO: repeat +2``): the lines above the tables name them all."""
+    cell = reproducible_cell(check)
+    verdict, _, names = cell.partition(": ")
+    names = names.split(", ")
+    return cell if len(names) < 2 else f"{verdict}: {names[0]} +{len(names) - 1}"
+
+
 def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
     """One row per configuration (A/A controls are no configuration of their own); names without
     their element types, which a run's configurations share."""
@@ -96,7 +105,7 @@ def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
         arm = timing.arm(mode) if timing else None
         tflops = timing.tflops(mode) if arm else None
         rows.append([
-            shown[mode], reproducible_cell(check).split(":")[0], hazards_cell(check), ", ".join(map(role, modes_group(check) or ()))
+            shown[mode], repro_cell(check), hazards_cell(check), ", ".join(map(role, modes_group(check) or ()))
             or modes_cell(check),
             f"{check.rel_error:.1e}" if check and not math.isnan(check.rel_error) else "-",
             _fmt_us(arm.median_us if arm else None), _fmt_us(arm.eager_median_us if arm and arm.eager_us else None),
@@ -133,7 +142,7 @@ def title(result: BenchResult) -> str:
     gpu = result.provenance.get("gpu", {})
     configs = {check.config for _, check in _checks(result)}
     types = {(c.input_dtype, c.output_dtype) for c in configs} - {("float32", "float32")}
-    what = f"{len(result.shapes)} shapes x {len(configs) or len(_timed_modes(result))} modes"
+    what = f"{plural(len(result.shapes), 'shape')} x {plural(len(configs) or len(_timed_modes(result)), 'mode')}"
     if len(types) == 1:
         what += ", {} -> {}".format(*types.pop())
     return (f"cublas_det {result.version} on {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs), cuBLAS "
@@ -221,14 +230,14 @@ def reproducibility_line(checks: list[tuple[str, GemmCheck]]) -> str:
                  key=list(REGISTRY).index)
     total = len(checks)
     if counts[Reproducible.YES] == total:
-        return (f"Reproducible: yes, all {total} shape/mode pairs gave the same bits in every guarantee checked "
-                f"({_labels(ran)})" + _untold(checks))
+        return (f"Reproducible: yes, {'all ' * (total > 1)}{plural(total, 'shape/mode pair')} gave the same bits "
+                f"in every guarantee checked ({_labels(ran)})" + _untold(checks))
     if counts[Reproducible.NOT_CHECKED] == total:
-        return f"Reproducible: not checked (no guarantee scenario ran for the {total} shape/mode pairs)"
+        return f"Reproducible: not checked (no guarantee scenario ran for the {plural(total, 'shape/mode pair')})"
     order = (Reproducible.NO, Reproducible.ERROR, Reproducible.NOT_CHECKED, Reproducible.YES)
     parts = ", ".join(f"{verdict.value} for {counts[verdict]}" for verdict in order if counts[verdict])
-    return (f"Reproducible: {parts} of {total} shape/mode pairs" + (f" (guarantees checked: {_labels(ran)})" if ran else "")
-            + _untold(checks))
+    return (f"Reproducible: {parts} of {plural(total, 'shape/mode pair')}"
+            + (f" (guarantees checked: {_labels(ran)})" if ran else "") + _untold(checks))
 
 
 def _untold(checks: list[tuple[str, GemmCheck]]) -> str:
@@ -252,10 +261,10 @@ def hazard_line(checks: list[tuple[str, GemmCheck]]) -> str | None:
         ran = [r for r in results if r.compared]
         skipped = sum(r.outcome is Outcome.NOT_APPLICABLE for r in results)
         if ran:
-            part = f"{scenario.label} in {sum(r.changed_bits for r in ran)} of {len(ran)} pairs"
+            part = f"{scenario.label} in {sum(r.changed_bits for r in ran)} of {plural(len(ran), 'pair')}"
             parts.append(part + (f" (not applicable to {skipped})" if skipped else ""))
         elif skipped:
-            parts.append(f"{scenario.label} not applicable ({skipped} pairs)")
+            parts.append(f"{scenario.label} not applicable ({plural(skipped, 'pair')})")
     if not parts:
         return None
     return "Hazards (bits changed, as cuBLAS warns; findings, never failures): " + ", ".join(parts)
@@ -276,7 +285,7 @@ def same_bits_line(result: BenchResult) -> str | None:
                 counts[role(mode)] = counts.get(role(mode), 0) + (mode in group)
     if not shapes or not counts:
         return None
-    return "Same bits as PEDANTIC: " + ", ".join(f"{name} on {count} of {shapes} shapes"
+    return "Same bits as PEDANTIC: " + ", ".join(f"{name} on {count} of {plural(shapes, 'shape')}"
                                                  for name, count in counts.items())
 
 
@@ -307,7 +316,7 @@ def precision_lines(result: BenchResult) -> list[str]:
     if not shapes:
         return []
     always = [name for name, count in same.items() if count == shapes and name not in changed]
-    line = f"Same bits in {dtype}: {', '.join(always)} on all {shapes} shapes"
+    line = f"Same bits in {dtype}: {', '.join(always)} on {'all ' * (shapes > 1)}{plural(shapes, 'shape')}"
     if changed:
         line += "; " + ", ".join(f"{name} changed them ({count} of {shapes})" for name, count in changed.items())
     return [line]
@@ -356,7 +365,8 @@ def cost_lines(result: BenchResult) -> list[str]:
         if flat:
             widest = max(max(1 - r.ci_low, r.ci_high - 1) for r in flat)
             what = "cost" if (numerator, denominator) == ("PEDANTIC", "DEFAULT") else "difference"
-            parts.append(f"no measurable {what} on {len(flat)} of {len(found)} shapes (within ±{100 * widest:.1f}%)")
+            parts.append(f"no measurable {what} on {len(flat)} of {plural(len(found), 'shape')} "
+                         f"(within ±{100 * widest:.1f}%)")
         parts += [f"{_change(min(v), max(v))} ({preset}" + (f", {plural(len(v), 'shape')})" if flat else ")")
                   for preset, v in by_preset.items()]
         lines.append(f"Time, {numerator} vs {denominator}: " + "; ".join(parts))
@@ -388,7 +398,7 @@ def detail_lines(result: BenchResult) -> list[str]:
         lines += [f"  {where}: {r}" + (f" ({r.detail})" if r.detail else "") for where, r in failures[:5]]
     errors = [(where, r) for where, c in checks for r in c.errors]
     if errors:
-        lines.append(f"Could not run ({len(errors)} scenario runs): "
+        lines.append(f"Could not run ({plural(len(errors), 'scenario run')}): "
                      + "; ".join(f"{where} {r.scenario}: {r.error}" for where, r in errors[:3]))
     for name, scenario in REGISTRY.items():
         if scenario.kind is not Kind.HAZARD:
@@ -397,7 +407,7 @@ def detail_lines(result: BenchResult) -> list[str]:
                    if c.scenario(name) is not None and c.scenario(name).changed_bits]
         if changed:
             shapes = list(dict.fromkeys(where.rsplit(" ", 1)[0] for where, _ in changed))
-            lines.append(f"{scenario.label}: {len(changed)} pairs, e.g. {', '.join(shapes[:3])}")
+            lines.append(f"{scenario.label}: {plural(len(changed), 'pair')}, e.g. {', '.join(shapes[:3])}")
             lines += [f"  why (kernels): {where}, {key}: {change}" for where, r in changed
                       for key, change in list(r.extra.get("kernel_changes", {}).items())[:1]][:3]
     return lines
