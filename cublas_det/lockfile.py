@@ -108,7 +108,7 @@ class Lock:
 
     def entry_for(self, key: GemmKey, m: int) -> LockEntry | None:
         """The entry of a GEMM of key ``key`` (any M) at M = ``m``: the entry for any M, else the one for ``m``."""
-        return self.entries.get(key) or self.entries.get(key.at(m))
+        return self.entries.get(key.at(m)) or self.entries.get(key)  # verified at this very M first
 
     def config_for(self, key: GemmKey, m: int = 0) -> GemmConfig | None:
         """The locked configuration of a GEMM, or None where the lock has none."""
@@ -244,7 +244,7 @@ class LockReport:
         shapes = []
         for gemm, item in sorted(self.fell_through.items(), key=lambda kv: -kv[1]["calls"]):
             lines.append(f"  {gemm}: {plural(item['calls'], 'call')}, {item['reason']}")
-            if item["reason"] == "not in the lock" and item.get("spec"):
+            if item["reason"] == "not in the lock" and item.get("spec") and "+bias" not in gemm:
                 shapes.append((item["spec"], item["dtype"], item.get("mode", "default")))
         if shapes:
             lock = self.lock_path or "lock.json"

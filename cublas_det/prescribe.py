@@ -245,6 +245,9 @@ def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, 
     chosen: dict = {}  # key -> (shape, configuration, pinned configuration), for the timing
     for shape in sorted(shapes, key=lambda s: -s.m):
         for config in configs:
+            if config.math_mode is MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math
+                refused.append(f"{shape.name} {config.name}: cuBLASLt has no BF16X9 math to pin")
+                continue
             base = _lt(config) if config.api != "lt" else dataclasses.replace(config, lt_algo=())
             key = GemmKey.of(shape, base)
             if key in done or key.at(shape.m) in done:

@@ -17,5 +17,6 @@ else:
 del sys.modules["sitecustomize"]
 try:
     importlib.import_module("sitecustomize")
-except ImportError:
-    pass
+except ImportError as err:
+    if err.name != "sitecustomize":  # the shadowed one failed inside: as site.py would, say so
+        raise

@@ -44,6 +44,7 @@ def load_step(spec: str):
         raise UsageError(f"{path}: no such file; give the Python file that defines {name}")
     module_spec = importlib.util.spec_from_file_location("cublas_det_audited", path)
     module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # as an imported module is (dataclasses, pickling look it up)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # as `python FILE.py` would import its neighbours
     module_spec.loader.exec_module(module)
     step = getattr(module, name, None)

@@ -44,7 +44,7 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
 
 def _reports(folder: str) -> list:
     found = []
-    for name in sorted(os.listdir(folder)):
+    for name in sorted(n for n in os.listdir(folder) if n.endswith(".json")):
         with open(os.path.join(folder, name)) as file:
             data = json.load(file)
         found.append(LockReport(data["locked"], data["fell_through"], data.get("lock", "")))

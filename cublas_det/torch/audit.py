@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ..words import plural, wrapped
-from .router import DTYPES
+from .router import DTYPES, Plan
 
 _GEMMS = {"mm", "addmm", "bmm", "baddbmm"}
 DIGEST_CHUNK = 1 << 24  # elements digested at once: 128 MiB of int64 per temporary
@@ -212,6 +212,8 @@ class _Recorder(TorchDispatchMode):
             return self.router.plan(args[0], args[1])
         if packet == "addmm":
             return self.router.plan(args[1], args[2], args[0], kwargs.get("alpha", 1), kwargs.get("beta", 1))
+        if kwargs.get("beta", 1) != 0 or kwargs.get("alpha", 1) != 1:  # baddbmm adding to its input: not locked
+            return Plan(None, reason="baddbmm that adds to its input")
         return self.router.plan(args[1], args[2])
 
     def _keep(self, name, outputs):

@@ -20,6 +20,8 @@ def start() -> None:
 
 def _finish(folder: str | None) -> None:
     report = disable()
-    if report is not None and folder:
-        with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as file:
+    if report is not None and folder:  # written whole or not at all: run reads every file it finds
+        path = os.path.join(folder, f"{os.getpid()}.json")
+        with open(path + ".tmp", "w") as file:
             json.dump(report.to_dict(), file)
+        os.replace(path + ".tmp", path)

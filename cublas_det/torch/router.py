@@ -35,10 +35,11 @@ def _layout(t: torch.Tensor):
     row-major, or None when its strides are neither (torch would copy it)."""
     rows, cols = t.shape[-2:]
     row_stride, col_stride = t.stride()[-2:]
-    if col_stride == 1 and row_stride >= max(cols, 1):
-        return False, row_stride
-    if row_stride == 1 and col_stride >= max(rows, 1):
-        return True, col_stride
+    # A dimension of size 1 has no stride that matters (as torch's is_contiguous says): row-major first.
+    if (col_stride == 1 or cols == 1) and (row_stride >= max(cols, 1) or rows == 1):
+        return False, max(row_stride, cols) if rows == 1 else row_stride
+    if (row_stride == 1 or rows == 1) and (col_stride >= max(rows, 1) or cols == 1):
+        return True, max(col_stride, rows) if cols == 1 else col_stride
     return None
 
 
@@ -89,6 +90,10 @@ class Router:
         if dtype is None or b.dtype != a.dtype or not (a.is_cuda and b.is_cuda):
             return Plan(None, reason=f"{a.dtype} {a.device.type} operands (the lock has CUDA float32, bfloat16, "
                                      "float16)")
+        # What torch's own kernel would refuse goes to it, so that it says why.
+        if a.dim() != b.dim() or a.dim() not in (2, 3) or a.shape[-1] != b.shape[-2] or b.device != a.device or (
+                bias is not None and bias.device != a.device):
+            return Plan(None, reason="operands torch refuses or moves (shapes, devices)")
         batched = a.dim() == 3
         m, k = a.shape[-2:]
         n = b.shape[-1]
@@ -117,23 +122,29 @@ class Router:
     def _fall(self, plan: Plan, dtype) -> None:
         name = str(plan.key) if plan.key else "a GEMM"
         with self._count:
-            item = self._fell.setdefault(name, {"calls": 0, "reason": plan.reason, "m": 0})
+            item = self._fell.setdefault((name, plan.reason), {"calls": 0, "reason": plan.reason, "m": 0})
             item["calls"] += 1
             if plan.key is not None and plan.m > item["m"]:
                 mode = "tf32" if plan.key.compute_type == "COMPUTE_32F_FAST_TF32" else "default"
                 item.update(m=plan.m, spec=plan.key.spec.replace("M", str(plan.m), 1), dtype=dtype, mode=mode)
 
-    def _path(self, key: GemmKey) -> LtPath:
-        path = self._paths.get(key)
+    def _path(self, key: GemmKey, device: int) -> LtPath:
+        path = self._paths.get((device, key))
         if path is None:
-            path = self._paths[key] = LtPath(self.lock.entries[key].config, 0, 0)
+            with self._count:  # one cuBLASLt handle per device and GEMM, made once
+                path = self._paths.get((device, key))
+                if path is None:
+                    path = self._paths[(device, key)] = LtPath(self.lock.entries[key].config, 0, 0)
         return path
 
     def _workspace(self, device: int, stream: int) -> tuple:
         workspace = self._workspaces.get((device, stream))
         if workspace is None:
-            workspace = self._workspaces[(device, stream)] = torch.empty(
-                self._workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", device))
+            with self._count:
+                workspace = self._workspaces.get((device, stream))
+                if workspace is None:
+                    workspace = self._workspaces[(device, stream)] = torch.empty(
+                        self._workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", device))
         return workspace.data_ptr(), self._workspace_bytes
 
     def gemm(self, plan: Plan, a, b, bias=None):
@@ -154,8 +165,9 @@ class Router:
         device = a.device.index if a.device.index is not None else torch.cuda.current_device()
         stream = _current_stream(device)
         try:
-            self._path(key).issue(args, stream, bias_ptr=bias.data_ptr() if bias is not None else 0,
-                                  workspace=self._workspace(device, stream))
+            with torch.cuda.device(device):  # a kernel registered from Python gets no device guard
+                self._path(key, device).issue(args, stream, bias_ptr=bias.data_ptr() if bias is not None else 0,
+                                              workspace=self._workspace(device, stream))
         except CublasError as err:  # the algorithm, verified on the rows up to its M, does not run this M
             status = STATUS_TEXT.get(err.status, (str(err.status),))[0]
             return None, f"the pinned algorithm does not run M = {m} ({status})"
@@ -218,9 +230,15 @@ class Router:
         """:meth:`disable`, and free the cuBLASLt handles and descriptors."""
         self.disable()
         for path in self._paths.values():
+            with path._lock:  # no GEMM of another thread is using its descriptors
+                pass
             path.close()
         self._paths.clear()
+        self._workspaces.clear()
 
     def report(self) -> LockReport:
         with self._count:
-            return LockReport(dict(self._locked), {k: dict(v) for k, v in self._fell.items()}, self.lock.path)
+            fell: dict = {}
+            for (name, reason), item in self._fell.items():  # a GEMM that fell for two reasons: both said
+                fell[f"{name} ({reason})" if name in fell else name] = dict(item)
+            return LockReport(dict(self._locked), fell, self.lock.path)
