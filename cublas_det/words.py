@@ -24,6 +24,9 @@ def percent(part: int, whole: int) -> str:
     return f"{share:.1f}%"
 
 
-def wrapped(text: str, width: int, indent: str = "  ") -> list[str]:
-    """``text`` in lines of at most ``width`` columns, continuation lines indented."""
-    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
+def wrapped(text: str, width: int, indent: str = "  ", first: str = "") -> list[str]:
+    """``text`` in lines of at most ``width`` columns, the first led by ``first``, the rest by ``indent``.
+    Neither a hyphenated name (``fresh-handle``) nor a word longer than a line (a path) is split, so
+    either can be copied."""
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent, break_on_hyphens=False,
+                         break_long_words=False) or [first.rstrip()]

@@ -18,6 +18,7 @@ import textwrap
 
 from ..device import INSTALL_HINT, NoGpuError
 from ..errors import CublasDetError, UsageError
+from ..words import wrapped
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
 # Where a first run on a machine without a GPU learns what still runs there.
@@ -40,11 +41,10 @@ class HelpFormatter(argparse.HelpFormatter):
     """argparse's help, never splitting a hyphenated name (``fresh-handle``) across two lines."""
 
     def _split_lines(self, text: str, width: int) -> list[str]:
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+        return wrapped(" ".join(text.split()), width, indent="")
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
-                             break_on_hyphens=False)
+        return "\n".join(wrapped(" ".join(text.split()), width, indent, first=indent))
 
 
 class RawDescriptionHelpFormatter(HelpFormatter):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import shlex
-import textwrap
 
 from ..capture.findings import mode_name
-from ..words import plural
+from ..words import plural, wrapped
 
 WIDTH = 100
 _DTYPE = {"R_32F": "fp32", "R_16BF": "bf16", "R_16F": "fp16", "R_64F": "fp64", "C_32F": "c64", "C_64F": "c128"}
@@ -24,8 +23,7 @@ def _size(n) -> str:
 
 
 def _wrap(text: str, indent: str) -> list[str]:
-    """Within WIDTH; a word longer than a whole line (a path) is broken, no other."""
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False)
+    return wrapped(text, WIDTH, indent + "  ", first=indent)
 
 
 def render_capture(capture, path: str) -> str:
@@ -168,17 +166,15 @@ def _table(plans) -> list[str]:
 
     lead = len(cells(_HEADER))
     own_line = WIDTH - lead < _LAST_COLUMN
-    lines = textwrap.wrap("like / replay", WIDTH, initial_indent=cells(_HEADER)) if not own_line else \
+    lines = wrapped("like / replay", WIDTH, first=cells(_HEADER)) if not own_line else \
         [cells(_HEADER).rstrip(), "      like / replay"]
     for values, status, note in rows:
         row = cells(values)
         if own_line:
             lines.append(row.rstrip())
-            lines += textwrap.wrap(status, WIDTH, initial_indent=" " * 6, subsequent_indent=" " * 8,
-                                   break_on_hyphens=False)
+            lines += wrapped(status, WIDTH, " " * 8, first=" " * 6)
         else:
-            lines += textwrap.wrap(status, WIDTH, initial_indent=row, subsequent_indent=" " * lead,
-                                   break_on_hyphens=False) or [row.rstrip()]
+            lines += wrapped(status, WIDTH, " " * lead, first=row)
         if note:
             lines += _wrap(note, " " * 8)
     return lines

@@ -3,10 +3,9 @@ verified cures, and the cures that failed with what the verification saw."""
 
 from __future__ import annotations
 
-import textwrap
 
 from ..check.scenarios import REGISTRY
-from ..words import plural
+from ..words import plural, wrapped
 
 WIDTH = 100
 
@@ -26,8 +25,7 @@ def _cost(cure) -> str:
 
 
 def _wrap(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "    ",
-                         break_on_hyphens=False)
+    return wrapped(text, WIDTH, indent + "    ", first=indent)
 
 
 def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), kernels: bool = False) -> str:
