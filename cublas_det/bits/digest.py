@@ -214,20 +214,11 @@ def host_digest(array) -> str:
 # -- CUDA: the same sums in one pass over the array
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 4  # one wave of 1024 threads per SM, each with four 16-byte loads in flight: enough to
-# keep HBM busy, and it fits at up to 64 registers per thread (ptxas: 40 for sm_90)
+# keep HBM busy within 64 registers per thread
 
 
-def cuda_source() -> str:
-    """The kernel's source, with the constants of this module (so the two cannot drift apart).
-
-    ``cbd_thread_sums`` is the one place that decides which words a thread hashes: pairs of words
-    (16-byte loads) ``tid, tid + nthreads, ...``, four loads in flight per thread; thread 0 also
-    takes an odd last word and the zero-padded partial word. It is plain C apart from ``__ldg``,
-    so the CPU tests compile it with a C compiler and check it for many thread counts.
-    """
-    f, s = FMIX_SHIFTS, SMIX_SHIFTS
-    fm, sm = FMIX_MULTIPLIERS, SMIX_MULTIPLIERS
-    return f"""
+# The kernel: a str.format template, filled with this module's constants by cuda_source().
+_CUDA_TEMPLATE = """
 typedef unsigned long long cbd_u64;
 
 __device__ __forceinline__ cbd_u64 cbd_fmix64(cbd_u64 x) {{
@@ -313,6 +304,18 @@ extern "C" __global__ void cublas_det_digest(const unsigned char* data, cbd_u64 
 }}
 #endif
 """
+
+
+def cuda_source() -> str:
+    """The kernel's source, with the constants of this module (so the two cannot drift apart).
+
+    ``cbd_thread_sums`` is the one place that decides which words a thread hashes: pairs of words
+    (16-byte loads) ``tid, tid + nthreads, ...``, four loads in flight per thread; thread 0 also
+    takes an odd last word and the zero-padded partial word. It is plain C apart from ``__ldg``,
+    so the CPU tests compile it with a C compiler and check it for many thread counts.
+    """
+    return _CUDA_TEMPLATE.format(f=FMIX_SHIFTS, s=SMIX_SHIFTS, fm=FMIX_MULTIPLIERS, sm=SMIX_MULTIPLIERS,
+                                 WEYL=WEYL)
 
 
 @functools.cache
