@@ -209,7 +209,7 @@ def _diff_cases():
         ({"a/trace.jsonl": _log(_leaf(shape="2"))}, run, [log + "shape must be a list", "not '2'"]),
         ({"a/trace.jsonl": _log(_leaf(shape=[1] * 100))}, run, [log + "shape must be a list of at most 64"]),
         ({"a/trace.jsonl": _log(_leaf(dtype=5))}, run, [log + "dtype must be a string such as 'float32', not 5"]),
-        ({"a/trace.jsonl": _log(_leaf(dtype="complex64"))}, run, [log + "unknown dtype 'complex64'"]),
+        ({"a/trace.jsonl": _log(_leaf(dtype="complex64"))}, run, [log + "dtype 'complex64' is not supported; choose float32"]),
         ({"a/trace.jsonl": _log(_leaf(digest="XYZ"))}, run, [log + "digest must be 32 lowercase hex digits"]),
         ({"a/trace.jsonl": _log(_leaf(algorithm="sha256"))}, run, [log + "digest algorithm 'sha256' is not known"]),
         ({"a/trace.jsonl": _log(_leaf(file="../x.bin"))}, run, [log + "file must be a path inside the run"]),

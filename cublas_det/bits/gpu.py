@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 
-_FORMATS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+from ..dtypes import ELEMENT_TYPES
+
+_FORMATS = {name: element.format for name, element in ELEMENT_TYPES.items() if element.format}
 THREADS = 256
 
 KERNEL_SOURCE = r"""
