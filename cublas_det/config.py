@@ -53,7 +53,8 @@ HALF_SCALAR_COMPUTE = (ComputeType.COMPUTE_16F, ComputeType.COMPUTE_16F_PEDANTIC
 FP32_ONLY_MODES = (MathMode.TF32, MathMode.FP32_EMULATED_BF16X9)
 
 DEFAULT_MATH_MODE = MathMode.PEDANTIC
-LT_WORKSPACE_BYTES = 32 << 20  # a cuBLASLt handle's workspace unless its configuration names one: cuBLAS's Hopper size
+HOPPER_WORKSPACE_BYTES = 32 << 20  # cuBLAS's recommended workspace (cublasSetWorkspace) on Hopper and later
+LT_WORKSPACE_BYTES = HOPPER_WORKSPACE_BYTES  # a cuBLASLt handle's, unless its configuration names one
 DEFAULT_MODES = ("pedantic", "default", "tf32")  # the benchmark's default: the modes the user's problem is about
 # In half precision TF32 does not apply; the choice is the DISALLOW_REDUCED_PRECISION_REDUCTION flag.
 HALF_DEFAULT_MODES = ("pedantic", "default", "pedantic+disallow-rpr")
@@ -95,8 +96,8 @@ _ALGO, _WORKSPACE, _TYPES = re.compile(r"algo(-?\d+)"), re.compile(r"ws(\d+)([km
 class GemmConfig:
     """Math mode and flag, compute type, input and output element types of a GEMM.
 
-    The defaults are the fp32 GEMM this tool has always run: PEDANTIC math, ``COMPUTE_32F`` (so
-    that the math mode decides the arithmetic), float32 in and out.
+    The defaults are an fp32 GEMM whose arithmetic the math mode decides: PEDANTIC math,
+    ``COMPUTE_32F``, float32 in and out.
     """
 
     math_mode: MathMode = DEFAULT_MATH_MODE

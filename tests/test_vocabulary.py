@@ -8,14 +8,16 @@ import dataclasses
 
 import pytest
 
-from cublas_det import call, lockfile, lt, prescribe
+from cublas_det import call, lockfile, lt, memory, prescribe
 from cublas_det._cublas import MATH_MODE_FLAGS
 from cublas_det.bits import gpu, streams
-from cublas_det.capture import parse, replay
+from cublas_det.capture import findings, parse, replay
 from cublas_det.cli import diff as diff_cli
 from cublas_det.config import (
     DEFAULT_MODES,
     HALF_DEFAULT_MODES,
+    HOPPER_WORKSPACE_BYTES,
+    LT_WORKSPACE_BYTES,
     MODE_CHOICES,
     PRECISIONS,
     GemmConfig,
@@ -79,6 +81,12 @@ def test_the_math_modes_keep_their_values_and_spellings():
         "DEFAULT", "TENSOR_OP", "PEDANTIC", "TF32", "FP32_EMULATED_BF16X9", "PEDANTIC+DISALLOW_RPR",
         "TENSOR_OP+DISALLOW_RPR", "7", "unknown"]
     assert capture_report.data_mode(16) == "DEFAULT+DRPR"
+
+
+def test_one_figure_for_cublas_s_recommended_workspace():
+    # cuBLAS's docs (cublasSetWorkspace): 32 MiB on Hopper and later, 4 MiB before; each literal before.
+    assert memory.WORKSPACE_BYTES == LT_WORKSPACE_BYTES == HOPPER_WORKSPACE_BYTES == 32 << 20
+    assert findings.OTHER_WORKSPACE == 4 << 20
 
 
 def _cures(monkeypatch, config):

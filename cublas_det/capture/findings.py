@@ -12,11 +12,10 @@ from __future__ import annotations
 import dataclasses
 
 from .._cublas import MATH_MODE_FLAGS as DISALLOW_RPR, MathMode
-from ..config import math_mode_name
+from ..config import HOPPER_WORKSPACE_BYTES, math_mode_name
 from .model import Capture
 
-HOPPER_WORKSPACE = 32 << 20  # cuBLAS's recommended workspace (cublasSetWorkspace): 32 MiB on Hopper and later
-OTHER_WORKSPACE = 4 << 20  # and 4 MiB before
+OTHER_WORKSPACE = 4 << 20  # cuBLAS's recommended workspace before Hopper
 _REDUCED_COMPUTE = ("COMPUTE_32F_FAST_TF32", "COMPUTE_32F_FAST_16F", "COMPUTE_32F_FAST_16BF", "COMPUTE_16F",
                     "COMPUTE_16F_PEDANTIC")
 _HALF = ("R_16F", "R_16BF")
@@ -92,7 +91,7 @@ def findings(capture: Capture, ids: dict, compute_capability: int | None = None)
 def _per_gemm(capture: Capture, ids: dict, compute_capability: int | None) -> list[Finding]:
     tf32, bf16x9, reduced, rpr, split, small = [], [], [], [], [], []
     handles = {key: set() for key in ("tf32", "bf16x9", "reduced", "rpr", "split", "small")}
-    recommended = HOPPER_WORKSPACE if (compute_capability or 0) >= 90 else OTHER_WORKSPACE
+    recommended = HOPPER_WORKSPACE_BYTES if (compute_capability or 0) >= 90 else OTHER_WORKSPACE
     for definition, stats in capture.gemms.items():
         gid = ids[definition]
         site_handles = {site.handle for site in stats.sites if site.handle}
