@@ -6,11 +6,13 @@ flag, the compute type, and the element types of the inputs and the output. The 
 travels unchanged to ``cublasSetMathMode`` and ``cublasGemmEx``; tables and JSON name it by
 :attr:`GemmConfig.name`.
 
-The text form is ``MODE[+disallow-rpr]``: ``pedantic``, ``default``, ``tf32`` or ``bf16x9``
+The text form is ``MODE[+disallow-rpr][+lt...]``: ``pedantic``, ``default``, ``tf32`` or ``bf16x9``
 (fp32 emulated with bf16x9 on tensor cores, cuBLAS 12.9+), or the cuBLAS names
 (``CUBLAS_PEDANTIC_MATH`` ...), case-insensitive, optionally with the flag
-``DISALLOW_REDUCED_PRECISION_REDUCTION`` (``+disallow-rpr``). Element and compute types are set
-apart (``GemmConfig(input_dtype="bfloat16", ...)``, the benchmark's ``--dtype``).
+``DISALLOW_REDUCED_PRECISION_REDUCTION`` (``+disallow-rpr``) or cuBLASLt (``+lt-nosplitk``).
+:meth:`GemmConfig.parse` also reads a configuration's :attr:`~GemmConfig.name` back
+(``DEFAULT/lt-nosplitk``, ``PEDANTIC/COMPUTE_32F_PEDANTIC/bfloat16->bfloat16``). Element and
+compute types are set apart (``GemmConfig(input_dtype="bfloat16", ...)``, the benchmark's ``--dtype``).
 """
 
 from __future__ import annotations
