@@ -36,6 +36,7 @@ class ElementType:
     blas: tuple = ()  # the letter of cublas<t>gemm and the compute type that call runs
     gemm: bool = False  # cublasGemmEx takes it here, in and out (config.COMPUTE_TYPES)
     format: str = ""  # the GPU comparison kernels' format (bits/gpu.py)
+    safetensors: str = ""  # the safetensors header's name (F32)
 
     @property
     def label(self) -> str:
@@ -120,15 +121,15 @@ def _shortest_bfloat16(value: float) -> str:
 
 _T = ElementType
 ELEMENT_TYPES = {t.name: t for t in (
-    _T("float32", 4, "float", ("fp32", "f32"), 0, "R_32F", ("S", "COMPUTE_32F"), True, "f32"),
-    _T("bfloat16", 2, "float", ("bf16",), 14, "R_16BF", (), True, "bf16"),
-    _T("float16", 2, "float", ("fp16", "f16", "half"), 2, "R_16F", ("H", "COMPUTE_16F"), True, "f16"),
-    _T("float64", 8, "float", ("fp64", "f64"), 1, "R_64F", ("D", "COMPUTE_64F")),
+    _T("float32", 4, "float", ("fp32", "f32"), 0, "R_32F", ("S", "COMPUTE_32F"), True, "f32", "F32"),
+    _T("bfloat16", 2, "float", ("bf16",), 14, "R_16BF", (), True, "bf16", "BF16"),
+    _T("float16", 2, "float", ("fp16", "f16", "half"), 2, "R_16F", ("H", "COMPUTE_16F"), True, "f16", "F16"),
+    _T("float64", 8, "float", ("fp64", "f64"), 1, "R_64F", ("D", "COMPUTE_64F"), safetensors="F64"),
     _T("complex64", 8, "complex", ("c64",), 4, "C_32F", ("C", "COMPUTE_32F")),
     _T("complex128", 16, "complex", ("c128",), 5, "C_64F", ("Z", "COMPUTE_64F")),
-    _T("int8", 1, "int"), _T("int16", 2, "int"), _T("int32", 4, "int"), _T("int64", 8, "int"),
-    _T("uint8", 1, "uint"), _T("uint16", 2, "uint"), _T("uint32", 4, "uint"), _T("uint64", 8, "uint"),
-    _T("bool", 1, "bool"),
+    *(_T(f"{kind}{8 * size}", size, kind, safetensors=f"{kind[0].upper()}{8 * size}")
+      for kind in ("int", "uint") for size in (1, 2, 4, 8)),
+    _T("bool", 1, "bool", safetensors="BOOL"),
 )}
 ALIASES = {alias: t.name for t in ELEMENT_TYPES.values() for alias in t.aliases}
 GEMM_TYPES = {name: t for name, t in ELEMENT_TYPES.items() if t.gemm}

@@ -232,7 +232,7 @@ def _diff_cases():
         ({"a/step_0.safetensors": _safetensors({"x": {"dtype": "F32", "shape": [4]}})}, run,
          [st + "tensor 'x': header entry lacks data_offsets"]),
         ({"a/step_0.safetensors": _safetensors({"x": {**ST_GOOD["x"], "dtype": "F8_E4M3"}}, b"\0" * 16)}, run,
-         [st + "tensor 'x' has dtype 'F8_E4M3', not supported; supported: F64"]),
+         [st + "tensor 'x' has dtype 'F8_E4M3', not supported; supported: F32, BF16, F16, F64"]),
         ({"a/step_0.safetensors": _safetensors({"x": {**ST_GOOD["x"], "shape": [-4]}}, b"\0" * 16)}, run,
          [st + "tensor 'x': shape must be a list of integers >= 0, not [-4]"]),
         ({"a/step_0.safetensors": _safetensors({"x": {**ST_GOOD["x"], "data_offsets": [16, 0]}}, b"\0" * 16)}, run,

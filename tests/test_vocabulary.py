@@ -6,6 +6,7 @@ headers they come from; a GPU module that reads a table passes the same ints as 
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from cublas_det import call, lockfile, lt, memory, prescribe
@@ -27,6 +28,7 @@ from cublas_det.config import (
 from cublas_det.check.scenarios.modes import matrix
 from cublas_det.dtypes import ALIASES, BY_CUDA, ELEMENT_TYPES, GEMM_TYPES
 from cublas_det.report import capture as capture_report
+from cublas_det.rundiff import layouts
 from cublas_det.shapes import parse_shape
 
 # cudaDataType_t (library_types.h): CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUDA_C_32F = 4,
@@ -52,6 +54,8 @@ def test_the_element_types_keep_their_cuda_enums_sizes_and_names():
     assert call.CUDA_R_32F == 0 and {BY_CUDA[v].name for v in (0, 2, 14)} == set(GEMM_TYPES)
     assert [GEMM_TYPES[n].cuda for n in GEMM_TYPES] == [0, 14, 2] and lt.GEMM_TYPES is GEMM_TYPES
     assert gpu._FORMATS == {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+    with pytest.raises(TypeError, match="cannot compare float64 bit for bit: float32, bfloat16, float16 expected"):
+        gpu.kernel_format(np.dtype("float64"))
     # The cuBLAS log's spellings (Atype=CUDA_R_32F ...) and the typed GEMMs' letters.
     assert replay._DTYPES == {"R_32F": "float32", "R_16BF": "bfloat16", "R_16F": "float16"}
     assert parse._TYPED == {"S": ("R_32F", "COMPUTE_32F"), "D": ("R_64F", "COMPUTE_64F"),
@@ -61,6 +65,9 @@ def test_the_element_types_keep_their_cuda_enums_sizes_and_names():
     # The short labels of the capture's table and of a lock's entries.
     assert {n: capture_report._label(n) for n in ("R_32F", "R_16BF", "R_16F", "R_64F", "C_32F", "C_64F", "X")} == {
         "R_32F": "fp32", "R_16BF": "bf16", "R_16F": "fp16", "R_64F": "fp64", "C_32F": "c64", "C_64F": "c128", "X": "X"}
+    assert layouts.SAFETENSORS_DTYPES == {
+        "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
+        "I16": "int16", "I8": "int8", "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool"}
     assert lockfile._SHORT == {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
