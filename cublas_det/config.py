@@ -269,7 +269,7 @@ class GemmConfig:
             if "-pin" in piece.lower():
                 raise ValueError(f"{source}={text!r}: a pinned cuBLASLt algorithm is named by a digest, not in "
                                  "full; read its configuration from the run file")
-            field = _name_part(piece.strip())
+            field = name_part(piece.strip())
             if field is None or field[0] in fields:
                 mode = None
                 break
@@ -363,7 +363,7 @@ def _pairs(value) -> tuple:
     return tuple(value.items())
 
 
-def _name_part(piece: str):
+def name_part(piece: str):
     """``(field, value)`` of a part of a configuration's name (``COMPUTE_16F``, ``algo5``, ``ws32M``,
     ``lt-nosplitk``, ``bfloat16->float32``); None for anything else."""
     if piece.upper() in ComputeType.__members__:

@@ -30,6 +30,7 @@ from cublas_det.dtypes import ALIASES, BY_CUDA, ELEMENT_TYPES, GEMM_TYPES
 from cublas_det.report import capture as capture_report
 from cublas_det.rundiff import layouts
 from cublas_det.shapes import parse_shape
+from cublas_det.timing.results import role
 
 # cudaDataType_t (library_types.h): CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUDA_C_32F = 4,
 # CUDA_C_64F = 5, CUDA_R_16BF = 14.
@@ -141,3 +142,12 @@ def test_bench_and_diff_take_the_same_dtype_names(name, capsys):
         assert refusal in str(err) and "--dtype" in str(err)
     assert in_diff == (element.name if element and element.comparable else None)
     assert in_bench == ({element.name} if element and element.gemm else None)
+
+
+def test_a_timing_role_leaves_out_what_a_run_s_configurations_share():
+    cases = {"DEFAULT/algo99/ws32M/bfloat16->bfloat16": "DEFAULT",
+             "PEDANTIC+DISALLOW_RPR/ws1000": "PEDANTIC+DISALLOW_RPR",
+             "TF32/COMPUTE_32F_PEDANTIC/algo-1": "TF32/COMPUTE_32F_PEDANTIC",
+             "DEFAULT/lt-nosplitk": "DEFAULT/lt-nosplitk",
+             "PEDANTIC/lt-pin20k66.3fa2c1-bias/bfloat16->float32": "PEDANTIC/lt-pin20k66.3fa2c1-bias"}
+    assert {name: role(name) for name in cases} == cases
