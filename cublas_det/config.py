@@ -48,7 +48,7 @@ COMPUTE_TYPES = {
     ("float16", "float16"): _FP32_COMPUTE + (ComputeType.COMPUTE_16F, ComputeType.COMPUTE_16F_PEDANTIC),
     ("float16", "float32"): _FP32_COMPUTE,
 }
-OUTPUT_TYPES = {"float32": ("float32",), "bfloat16": ("bfloat16", "float32"), "float16": ("float16", "float32")}
+OUTPUT_TYPES = {a: tuple(c for a_type, c in COMPUTE_TYPES if a_type == a) for a in GEMM_TYPES}
 # Half-precision compute types take alpha and beta as half; every other one as float.
 HALF_SCALAR_COMPUTE = (ComputeType.COMPUTE_16F, ComputeType.COMPUTE_16F_PEDANTIC)
 # Math modes that only make sense with float32 inputs.
@@ -296,12 +296,10 @@ class GemmConfig:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"mode must be a GemmConfig, MathMode, int or str, not {type(value).__name__}")
         base = int(value) & ~MATH_MODE_FLAGS
-        if base not in (MathMode.DEFAULT, MathMode.PEDANTIC, MathMode.TF32, MathMode.FP32_EMULATED_BF16X9) \
-                or int(value) & ~0xFF:
-            raise ValueError(
-                f"mode={int(value)} is not a supported math mode; use MathMode.DEFAULT (0), PEDANTIC (2), "
-                "TF32 (3) or FP32_EMULATED_BF16X9 (4), optionally | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION "
-                "(16)")
+        if base not in _MODE_NAMES.values() or int(value) & ~0xFF:
+            modes = ", ".join(f"{mode.name} ({int(mode)})" for mode in dict.fromkeys(_MODE_NAMES.values()))
+            raise ValueError(f"mode={int(value)} is not a supported math mode; use MathMode.{modes}, optionally "
+                             f"| MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION ({MATH_MODE_FLAGS})")
         return cls(MathMode(base), bool(int(value) & MATH_MODE_FLAGS))
 
 
