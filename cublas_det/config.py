@@ -192,7 +192,7 @@ class GemmConfig:
         """``PEDANTIC``, ``DEFAULT+DISALLOW_RPR``, ``TF32/COMPUTE_32F_PEDANTIC`` ...: the name in tables and JSON.
 
         Only what differs from the defaults is added, so the fp32 configurations keep the plain
-        mode names that earlier JSON files use.
+        mode names that stored runs use.
         """
         name = self.math_mode.name
         if self.disallow_reduced_precision_reduction:
@@ -278,7 +278,7 @@ class GemmConfig:
             raise ValueError(
                 f"{source}={text!r} is not a math mode; choose one of {', '.join(MODE_CHOICES)}, optionally "
                 "with +disallow-rpr, or +lt[-nosplitk][-smN] for cuBLASLt, or a configuration's name "
-                "(case-insensitive; CUBLAS_PEDANTIC_MATH, CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH also work)")
+                f"(case-insensitive; {', '.join(m.log for m in MATH_MODE_NAMES if m.choice)} also work)")
         input_dtype, output_dtype = fields.pop("types", ("float32", "float32"))
         lt = fields.pop("lt", None)
         if lt:
