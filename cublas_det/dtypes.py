@@ -68,23 +68,19 @@ class ElementType:
     def is_float(self) -> bool:
         return self.kind == "float"
 
-    def values(self, bits: np.ndarray) -> np.ndarray:
-        """The elements of ``bits`` (an array of :attr:`bits_dtype`) as float64 (exact for floats)."""
+    def values(self, bits: np.ndarray, out: np.ndarray | None = None, widened: np.ndarray | None = None):
+        """The elements of ``bits`` (an array of :attr:`bits_dtype`) as float64 (exact for floats), into
+        ``out`` with ``widened`` (uint32, the same shape) as scratch where given."""
+        out = np.empty(bits.shape, np.float64) if out is None else out
         with _quiet_nans():
             if self.name == "bfloat16":
-                return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-            return bits.view(np.dtype(f"<{_NUMPY_KIND[self.kind]}{self.itemsize}")).astype(np.float64)
-
-    def values_into(self, bits: np.ndarray, out: np.ndarray, widened: np.ndarray) -> np.ndarray:
-        """:meth:`values` into ``out`` (float64), with ``widened`` (uint32, same length) as scratch."""
-        with _quiet_nans():
-            if self.name == "bfloat16":
+                widened = np.empty(bits.shape, np.uint32) if widened is None else widened
                 widened[...] = bits
                 widened <<= np.uint32(16)
                 out[...] = widened.view(np.float32)
-                return out
-            out[...] = bits.view(np.dtype(f"<{_NUMPY_KIND[self.kind]}{self.itemsize}"))
-            return out
+            else:
+                out[...] = bits.view(np.dtype(f"<{_NUMPY_KIND[self.kind]}{self.itemsize}"))
+        return out
 
     def value(self, bits: np.ndarray) -> float | int | bool:
         """One element (a 1-element bits array) as a Python number."""

@@ -141,8 +141,8 @@ class BitComparison:
         if self._first is None:
             where = int(np.argmax(differ))
             self._first = (offset + where, self.dtype.value(a[where:where + 1]), self.dtype.value(b[where:where + 1]))
-        values_a = self.dtype.values_into(a, scratch.values_a[:n], scratch.widened[:n])
-        values_b = self.dtype.values_into(b, scratch.values_b[:n], scratch.widened[:n])
+        values_a = self.dtype.values(a, scratch.values_a[:n], scratch.widened[:n])
+        values_b = self.dtype.values(b, scratch.values_b[:n], scratch.widened[:n])
         numbers = differ
         if self.dtype.is_float:
             with_nan = np.isnan(values_a, out=scratch.mask[:n])
