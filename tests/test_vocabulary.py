@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cublas_det import call, lockfile, lt, memory, prescribe
+from cublas_det import call, lockfile, lt, memory, prescribe, pytest_plugin
 from cublas_det._cublas import MATH_MODE_FLAGS
 from cublas_det.bits import gpu, streams
 from cublas_det.capture import findings, parse, replay
@@ -75,6 +75,7 @@ def test_the_element_types_keep_their_cuda_enums_sizes_and_names():
 def test_the_math_modes_keep_their_values_and_spellings():
     assert parse.MATH_MODES == LOG_MATH_MODES and MATH_MODE_FLAGS == 16
     assert MODE_CHOICES == ("pedantic", "default", "tf32", "bf16x9")
+    assert pytest_plugin.ALL_MODES == ("PEDANTIC", "DEFAULT", "TF32")  # the benchmark's default modes
     # config._MODE_NAMES and _FLAG_NAMES before: the CLI's and cublas_api.h's names, any case.
     for text, mode in {"pedantic": 2, "default": 0, "tf32": 3, "bf16x9": 4, "cublas_pedantic_math": 2,
                        "cublas_default_math": 0, "cublas_tf32_tensor_op_math": 3,
