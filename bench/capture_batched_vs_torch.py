@@ -90,7 +90,7 @@ def _replay(directory: str) -> int:
 
     from cublas_det import create_handle, gemm
     from cublas_det.capture import load_capture
-    from cublas_det.config import ELEMENT_TYPES
+    from cublas_det.dtypes import GEMM_TYPES
 
     tensors = numpy.load(os.path.join(directory, "tensors.npz"))
     plans = [p for p in load_capture(os.path.join(directory, "capture.json")).plans if p.replayed]
@@ -103,7 +103,7 @@ def _replay(directory: str) -> int:
             failed += 1
             continue
         plan = found[0]
-        kind = ELEMENT_TYPES[dtype].numpy_dtype
+        kind = GEMM_TYPES[dtype].numpy_dtype
         a, b = (cupy.asarray(tensors[f"{name}/{part}"]).view(kind) for part in ("a", "b"))
         assert a.shape == plan.shape.a_shape and b.shape == plan.shape.b_shape, (name, plan.shape)
         with create_handle(plan.config) as handle:

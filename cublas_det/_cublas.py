@@ -3,7 +3,8 @@
 This module holds no policy. Every wrapper is named after the C call it makes, takes and returns
 plain integers (handles and pointers are ``int``), and raises :class:`CublasError` on a non-zero
 status. Every cuBLAS enum the package uses is here, beside the calls that take it (as
-nvmath-python's bindings keep them); choosing what to call lives in the callers.
+nvmath-python's bindings keep them; CUDA's ``cudaDataType_t`` is in the element-type table,
+:mod:`.dtypes`); choosing what to call lives in the callers.
 """
 
 from __future__ import annotations
@@ -62,15 +63,6 @@ class ComputeType(enum.IntEnum):
     COMPUTE_32F_FAST_16F = 74
     COMPUTE_32F_FAST_16BF = 75
     COMPUTE_32F_FAST_TF32 = 77
-
-
-class DataType(enum.IntEnum):
-    """``cudaDataType_t`` (``library_types.h``): the element types of A, B and C."""
-
-    R_32F = 0
-    R_64F = 1
-    R_16F = 2
-    R_16BF = 14
 
 
 class Operation(enum.IntEnum):
@@ -273,9 +265,9 @@ def cublas_get_sm_count_target(handle: int) -> int:
 def gemm_ex_untyped():
     """``cublasGemmEx`` with no ``argtypes``, for the hot path; the caller checks the status.
 
-    Why untyped: with 19 declared argtypes ctypes converts every argument on every call (~2 µs,
-    measured), which is visible next to a 5-µs GEMM. Untyped, Python ints pass as C ``int`` (right
-    for every int parameter here) and pointers must be passed as ``c_void_p`` objects or ``byref``.
+    Why untyped: with 19 declared argtypes ctypes converts every argument on every call, host time
+    a small GEMM would show. Untyped, Python ints pass as C ``int`` (right for every int parameter
+    here) and pointers must be passed as ``c_void_p`` objects or ``byref``.
     """
     fn = library()[0]["cublasGemmEx"]  # indexing makes a new function object: typed one untouched
     fn.restype = c_int

@@ -19,17 +19,18 @@ from ctypes import addressof, c_float, c_uint16, c_void_p
 import numpy
 
 from . import _cublas
-from ._cublas import GEMM_EX_ARGS, DataType, GemmAlgo, Operation
-from .config import COMPUTE_TYPES, ELEMENT_TYPES, HALF_SCALAR_COMPUTE, check_types
+from ._cublas import GEMM_EX_ARGS, GemmAlgo, Operation
+from .config import COMPUTE_TYPES, HALF_SCALAR_COMPUTE, check_types
+from .dtypes import GEMM_TYPES
 from .handle import Handle, default_handle
 
 # The enums as plain ints, read once: the hot path passes them untyped.
-CUDA_R_32F = int(DataType.R_32F)
+CUDA_R_32F = GEMM_TYPES["float32"].cuda
 CUBLAS_OP_N, CUBLAS_OP_T = int(Operation.N), int(Operation.T)
 CUBLAS_GEMM_DEFAULT = int(GemmAlgo.DEFAULT)
 
 # Host scalars for the usual alpha/beta, made once: building ctypes objects per call costs host
-# time that is visible next to a 5-µs GEMM.
+# time that a small GEMM would show.
 _ONE = c_float(1.0)
 _ZERO = c_float(0.0)
 _ONE_ADDRESS = addressof(_ONE)
@@ -53,7 +54,7 @@ class _NeverRaised(Exception):
 _CupyCublasError = _NeverRaised
 
 # Device pointers wrapped as c_void_p, by address. An untyped ctypes call takes a pointer only as a
-# ctypes object, and making one costs ~0.1 µs; the same buffers recur in a training loop.
+# ctypes object, and making one costs host time; the same buffers recur in a training loop.
 _pointers: dict[int, c_void_p] = {}
 _POINTER_CACHE_SIZE = 4096
 
@@ -99,7 +100,7 @@ def _check_operand(name: str, array, ndarray) -> None:
     if not isinstance(array, ndarray):
         raise TypeError(f"{name} must be a CuPy array or a GPU tensor with __dlpack__ (PyTorch ...), not "
                         f"{type(array).__name__} (move it with cupy.asarray)")
-    if array.dtype.name not in ELEMENT_TYPES:
+    if array.dtype.name not in GEMM_TYPES:
         raise TypeError(f"{name} must be float32, bfloat16 or float16, not {array.dtype} "
                         f"(convert with {name}.astype(cupy.float32))")
     if array.ndim not in (2, 3):
@@ -163,7 +164,7 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     scalars = _scalars(alpha, beta, compute)
     args = gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr,
                          addressof(scalars[0]), addressof(scalars[1]), compute,
-                         int(ELEMENT_TYPES[a.dtype.name].cuda), int(ELEMENT_TYPES[out.dtype.name].cuda), handle._algo)
+                         GEMM_TYPES[a.dtype.name].cuda, GEMM_TYPES[out.dtype.name].cuda, handle._algo)
     return handle, out, args + _batch_tail(stack[0] if stack else 1, m, n, k), scalars
 
 
@@ -315,14 +316,11 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
             not combine (the message names the combination).
         CublasError: cuBLAS rejected the call.
     """
-    # This function's host time is part of every eager GEMM, so the common valid call -- CuPy arrays, an out buffer, an open Handle -- is checked
-    # with the fewest attribute reads: dtype identity, the contiguity flag, shapes unpacked once.
-    # Anything else (None, another type, not 2-D, mismatched shapes ...) goes through
-    # _checked_gemm, which checks each condition in turn and names the one that fails.
-    # `_c_contiguous` and `_shape` are the fields behind CuPy's `.flags.c_contiguous` and `.shape`,
-    # read without building a Flags object or a tuple (`_shape` is a list: ~20 ns less per array).
-    # Only CuPy arrays have them, so no type test is needed; were a CuPy release to drop them,
-    # every call would take the checked path: slower, never wrong.
+    # This function's host time is part of every eager GEMM, so the common valid call (CuPy arrays,
+    # an out buffer, an open Handle) is checked with the fewest attribute reads; anything else goes
+    # through _checked_gemm, which names the condition that fails. `_c_contiguous` and `_shape` are
+    # the fields behind CuPy's `.flags.c_contiguous` and `.shape`, read without building objects;
+    # were a CuPy release to drop them, every call would take the checked path: slower, never wrong.
     f32 = _F32  # None until bound: the first call takes the checked path, which binds
     if bias is not None:
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type, bias)
@@ -351,7 +349,7 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
             _several_devices and not (a_data.device_id == b_data.device_id == out_data.device_id
                                       == handle._device_id)):
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)  # names the problem
-    # The arguments gemm_ex_args makes, written out: calling helpers here costs ~0.2 µs per GEMM.
+    # The arguments gemm_ex_args makes, written out: a helper's call here would cost host time per GEMM.
     if alpha == 1.0 and beta == 0.0:
         alpha_address, beta_address = _ONE_ADDRESS, _ZERO_ADDRESS
     else:

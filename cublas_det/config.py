@@ -6,11 +6,13 @@ flag, the compute type, and the element types of the inputs and the output. The 
 travels unchanged to ``cublasSetMathMode`` and ``cublasGemmEx``; tables and JSON name it by
 :attr:`GemmConfig.name`.
 
-The text form is ``MODE[+disallow-rpr]``: ``pedantic``, ``default``, ``tf32`` or ``bf16x9``
+The text form is ``MODE[+disallow-rpr][+lt...]``: ``pedantic``, ``default``, ``tf32`` or ``bf16x9``
 (fp32 emulated with bf16x9 on tensor cores, cuBLAS 12.9+), or the cuBLAS names
 (``CUBLAS_PEDANTIC_MATH`` ...), case-insensitive, optionally with the flag
-``DISALLOW_REDUCED_PRECISION_REDUCTION`` (``+disallow-rpr``). Element and compute types are set
-apart (``GemmConfig(input_dtype="bfloat16", ...)``, the benchmark's ``--dtype``).
+``DISALLOW_REDUCED_PRECISION_REDUCTION`` (``+disallow-rpr``) or cuBLASLt (``+lt-nosplitk``).
+:meth:`GemmConfig.parse` also reads a configuration's :attr:`~GemmConfig.name` back
+(``DEFAULT/lt-nosplitk``, ``PEDANTIC/COMPUTE_32F_PEDANTIC/bfloat16->bfloat16``). Element and
+compute types are set apart (``GemmConfig(input_dtype="bfloat16", ...)``, the benchmark's ``--dtype``).
 """
 
 from __future__ import annotations
@@ -21,10 +23,8 @@ import hashlib
 import os
 import re
 
-import numpy
-
-from ._cublas import MATH_MODE_FLAGS, ComputeType, DataType, GemmAlgo, MathMode
-from .errors import UsageError
+from ._cublas import MATH_MODE_FLAGS, ComputeType, GemmAlgo, MathMode
+from .dtypes import GEMM_TYPES, ElementType, lookup
 
 MATH_MODE_VAR = "CUBLAS_DET_MATH_MODE"
 
@@ -37,36 +37,8 @@ class ModeSource(str, enum.Enum):
     DEFAULT = "default"
 
 
-@dataclasses.dataclass(frozen=True)
-class ElementType:
-    """An element type cuBLAS reads or writes: its name, ``cudaDataType_t`` and size."""
-
-    name: str
-    cuda: DataType
-    itemsize: int
-
-    @property
-    def numpy_dtype(self):
-        """The numpy dtype (bfloat16 comes from ``ml_dtypes``, which CuPy uses for it too)."""
-
-        if self.name != "bfloat16":
-            return numpy.dtype(self.name)
-        try:
-            import ml_dtypes
-        except ImportError:
-            raise UsageError("bfloat16 needs the ml_dtypes package (CuPy takes bfloat16 from it): "
-                             "pip install ml-dtypes") from None
-        return numpy.dtype(ml_dtypes.bfloat16)
-
-
-# The element types; per (input, output) type, the compute types cuBLAS accepts for cublasGemmEx
-# (cuBLAS docs, cublasGemmEx's table of supported types). Supporting a new precision is a row in
-# each table, not a new code path.
-ELEMENT_TYPES = {
-    "float32": ElementType("float32", DataType.R_32F, 4),
-    "bfloat16": ElementType("bfloat16", DataType.R_16BF, 2),
-    "float16": ElementType("float16", DataType.R_16F, 2),
-}
+# Per (input, output) element type, the compute types cuBLAS accepts for cublasGemmEx (cuBLAS docs,
+# cublasGemmEx's table of supported types). Supporting a new precision is a row in each table.
 _FP32_COMPUTE = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC)
 COMPUTE_TYPES = {
     ("float32", "float32"): _FP32_COMPUTE + (ComputeType.COMPUTE_32F_FAST_TF32, ComputeType.COMPUTE_32F_FAST_16F,
@@ -76,43 +48,58 @@ COMPUTE_TYPES = {
     ("float16", "float16"): _FP32_COMPUTE + (ComputeType.COMPUTE_16F, ComputeType.COMPUTE_16F_PEDANTIC),
     ("float16", "float32"): _FP32_COMPUTE,
 }
-OUTPUT_TYPES = {"float32": ("float32",), "bfloat16": ("bfloat16", "float32"), "float16": ("float16", "float32")}
+OUTPUT_TYPES = {a: tuple(c for a_type, c in COMPUTE_TYPES if a_type == a) for a in GEMM_TYPES}
 # Half-precision compute types take alpha and beta as half; every other one as float.
 HALF_SCALAR_COMPUTE = (ComputeType.COMPUTE_16F, ComputeType.COMPUTE_16F_PEDANTIC)
 # Math modes that only make sense with float32 inputs.
 FP32_ONLY_MODES = (MathMode.TF32, MathMode.FP32_EMULATED_BF16X9)
-DTYPE_ALIASES = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16", "fp16": "float16", "f16": "float16",
-                 "half": "float16"}
 
 DEFAULT_MATH_MODE = MathMode.PEDANTIC
-LT_WORKSPACE_BYTES = 32 << 20  # a cuBLASLt handle's workspace unless its configuration names one: cuBLAS's Hopper size
-MODE_CHOICES = ("pedantic", "default", "tf32", "bf16x9")
+HOPPER_WORKSPACE_BYTES = 32 << 20  # cuBLAS's recommended workspace (cublasSetWorkspace) on Hopper and later
+LT_WORKSPACE_BYTES = HOPPER_WORKSPACE_BYTES  # a cuBLASLt handle's, unless its configuration names one
 DEFAULT_MODES = ("pedantic", "default", "tf32")  # the benchmark's default: the modes the user's problem is about
 # In half precision TF32 does not apply; the choice is the DISALLOW_REDUCED_PRECISION_REDUCTION flag.
 HALF_DEFAULT_MODES = ("pedantic", "default", "pedantic+disallow-rpr")
-_MODE_NAMES = {
-    "pedantic": MathMode.PEDANTIC,
-    "default": MathMode.DEFAULT,
-    "tf32": MathMode.TF32,
-    "bf16x9": MathMode.FP32_EMULATED_BF16X9,
-    "cublas_pedantic_math": MathMode.PEDANTIC,
-    "cublas_default_math": MathMode.DEFAULT,
-    "cublas_tf32_tensor_op_math": MathMode.TF32,
-    "cublas_fp32_emulated_bf16x9_math": MathMode.FP32_EMULATED_BF16X9,
-}
-_FLAG_NAMES = ("disallow-rpr", "disallow_rpr", "disallow_reduced_precision_reduction",
-               "cublas_math_disallow_reduced_precision_reduction")
-FLAG_SUFFIX = "DISALLOW_RPR"
+
+
+@dataclasses.dataclass(frozen=True)
+class MathModeName:
+    """The spellings of a ``cublasMath_t`` value or flag."""
+
+    value: int
+    name: str  # in GemmConfig.name, JSON and reports: the MathMode's (the flag's is shorter)
+    choice: str  # what --modes and CUBLAS_DET_MATH_MODE take
+    log: str  # cublas_api.h's enumerator, as cuBLAS's log prints it
+
+
+# The math modes, in the order the CLI offers them, and the flag; TENSOR_OP (deprecated) only as
+# a log may show it: GemmConfig does not run it.
+MATH_MODE_NAMES = (
+    MathModeName(MathMode.PEDANTIC, "PEDANTIC", "pedantic", "CUBLAS_PEDANTIC_MATH"),
+    MathModeName(MathMode.DEFAULT, "DEFAULT", "default", "CUBLAS_DEFAULT_MATH"),
+    MathModeName(MathMode.TF32, "TF32", "tf32", "CUBLAS_TF32_TENSOR_OP_MATH"),
+    MathModeName(MathMode.FP32_EMULATED_BF16X9, "FP32_EMULATED_BF16X9", "bf16x9", "CUBLAS_FP32_EMULATED_BF16X9_MATH"),
+    MathModeName(1, "TENSOR_OP", "", "CUBLAS_TENSOR_OP_MATH"),
+)
+FLAG_NAME = MathModeName(MATH_MODE_FLAGS, "DISALLOW_RPR", "disallow-rpr",
+                         "CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION")
+MODE_CHOICES = tuple(m.choice for m in MATH_MODE_NAMES if m.choice)
+_MODE_NAMES = {spelling.lower(): MathMode(m.value) for m in MATH_MODE_NAMES if m.choice
+               for spelling in (m.choice, m.name, m.log)}
+_FLAG_NAMES = {FLAG_NAME.choice, FLAG_NAME.name.lower(), FLAG_NAME.log.lower(),
+               MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION.name.lower()}
+_BY_VALUE = {m.value: m for m in MATH_MODE_NAMES}
 APIS = ("gemm_ex", "lt")
-_LT_OPTION = re.compile(r"lt(-nosplitk)?(?:-sm([1-9]\d{0,4}))?")
+_LT_OPTION = re.compile(r"lt(?:-(nosplitk)|-rs([1-7]))?(?:-sm([1-9]\d{0,4}))?(-bias)?")
+_ALGO, _WORKSPACE, _TYPES = re.compile(r"algo(-?\d+)"), re.compile(r"ws(\d+)([km]?)"), re.compile(r"(\w+)->(\w+)")
 
 
 @dataclasses.dataclass(frozen=True)
 class GemmConfig:
     """Math mode and flag, compute type, input and output element types of a GEMM.
 
-    The defaults are the fp32 GEMM this tool has always run: PEDANTIC math, ``COMPUTE_32F`` (so
-    that the math mode decides the arithmetic), float32 in and out.
+    The defaults are an fp32 GEMM whose arithmetic the math mode decides: PEDANTIC math,
+    ``COMPUTE_32F``, float32 in and out.
     """
 
     math_mode: MathMode = DEFAULT_MATH_MODE
@@ -194,22 +181,22 @@ class GemmConfig:
 
     @property
     def a_type(self) -> ElementType:
-        return ELEMENT_TYPES[self.input_dtype]
+        return GEMM_TYPES[self.input_dtype]
 
     @property
     def c_type(self) -> ElementType:
-        return ELEMENT_TYPES[self.output_dtype]
+        return GEMM_TYPES[self.output_dtype]
 
     @property
     def name(self) -> str:
         """``PEDANTIC``, ``DEFAULT+DISALLOW_RPR``, ``TF32/COMPUTE_32F_PEDANTIC`` ...: the name in tables and JSON.
 
         Only what differs from the defaults is added, so the fp32 configurations keep the plain
-        mode names that earlier JSON files use.
+        mode names that stored runs use.
         """
         name = self.math_mode.name
         if self.disallow_reduced_precision_reduction:
-            name += "+" + FLAG_SUFFIX
+            name += "+" + FLAG_NAME.name
         if self.compute_type is not ComputeType.COMPUTE_32F:
             name += "/" + self.compute_type.name
         if self.algo != GemmAlgo.DEFAULT:
@@ -267,26 +254,39 @@ class GemmConfig:
 
     @classmethod
     def parse(cls, text: str, *, source: str = "mode") -> GemmConfig:
-        """Parse ``MODE[+disallow-rpr]`` (see the module docstring), case-insensitively.
+        """Parse ``MODE[+disallow-rpr][+lt...]`` (see the module docstring) or a configuration's
+        :attr:`name`, case-insensitively: ``parse(config.name) == config`` but for a pinned algorithm.
 
         Raises:
             ValueError: naming ``source``, the value and the valid choices.
         """
-        parts = [part.strip().lower() for part in str(text).split("+")]
+        head, *rest = str(text).split("/")
+        parts = [part.strip().lower() for part in head.split("+")]
         mode = _MODE_NAMES.get(parts[0])
         flags = [part for part in parts[1:] if part in _FLAG_NAMES]
-        lt = [_LT_OPTION.fullmatch(part) for part in parts[1:] if part not in _FLAG_NAMES]
-        if mode is None or len(flags) > 1 or len(lt) > 1 or not all(lt):
+        fields = {}
+        for piece in [part for part in parts[1:] if part not in _FLAG_NAMES] + rest:
+            if "-pin" in piece.lower():
+                raise ValueError(f"{source}={text!r}: a pinned cuBLASLt algorithm is named by a digest, not in "
+                                 "full; read its configuration from the run file")
+            field = name_part(piece.strip())
+            if field is None or field[0] in fields:
+                mode = None
+                break
+            fields[field[0]] = field[1]
+        if mode is None or len(flags) > 1:
             raise ValueError(
                 f"{source}={text!r} is not a math mode; choose one of {', '.join(MODE_CHOICES)}, optionally "
-                "with +disallow-rpr, or +lt[-nosplitk][-smN] for cuBLASLt (case-insensitive; "
-                "CUBLAS_PEDANTIC_MATH, CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH also work)")
-        if not lt:
-            return cls(mode, bool(flags))
-        nosplitk, sm_count = lt[0].groups()
+                "with +disallow-rpr, or +lt[-nosplitk][-smN] for cuBLASLt, or a configuration's name "
+                f"(case-insensitive; {', '.join(m.log for m in MATH_MODE_NAMES if m.choice)} also work)")
+        input_dtype, output_dtype = fields.pop("types", ("float32", "float32"))
+        lt = fields.pop("lt", None)
+        if lt:
+            nosplitk, scheme, sm_count, bias = lt.groups()
+            fields.update(api="lt", lt_reduction_scheme_mask=0 if nosplitk else int(scheme) if scheme else None,
+                          lt_sm_count_target=int(sm_count or 0), lt_epilogue="BIAS" if bias else "")
         try:
-            return cls(mode, bool(flags), api="lt", lt_reduction_scheme_mask=0 if nosplitk else None,
-                       lt_sm_count_target=int(sm_count or 0))
+            return cls(mode, bool(flags), input_dtype=input_dtype, output_dtype=output_dtype, **fields)
         except ValueError as err:
             raise ValueError(f"{source}={text!r}: {str(err).removeprefix('GemmConfig: ')}") from None
 
@@ -296,12 +296,10 @@ class GemmConfig:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"mode must be a GemmConfig, MathMode, int or str, not {type(value).__name__}")
         base = int(value) & ~MATH_MODE_FLAGS
-        if base not in (MathMode.DEFAULT, MathMode.PEDANTIC, MathMode.TF32, MathMode.FP32_EMULATED_BF16X9) \
-                or int(value) & ~0xFF:
-            raise ValueError(
-                f"mode={int(value)} is not a supported math mode; use MathMode.DEFAULT (0), PEDANTIC (2), "
-                "TF32 (3) or FP32_EMULATED_BF16X9 (4), optionally | MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION "
-                "(16)")
+        if base not in _MODE_NAMES.values() or int(value) & ~0xFF:
+            modes = ", ".join(f"{mode.name} ({int(mode)})" for mode in dict.fromkeys(_MODE_NAMES.values()))
+            raise ValueError(f"mode={int(value)} is not a supported math mode; use MathMode.{modes}, optionally "
+                             f"| MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION ({MATH_MODE_FLAGS})")
         return cls(MathMode(base), bool(int(value) & MATH_MODE_FLAGS))
 
 
@@ -341,20 +339,17 @@ def check_types(input_dtype: str, output_dtype: str, compute_type: ComputeType, 
 
 def canonical_dtype(name, what: str = "dtype") -> str:
     """``"float32"``, ``"bfloat16"`` or ``"float16"`` from a name, an alias (``bf16``) or a numpy/CuPy dtype."""
-    text = str(getattr(name, "name", name)).strip().lower()
-    text = DTYPE_ALIASES.get(text, text)
-    if text not in ELEMENT_TYPES:
-        raise ValueError(f"{what} {name!r} is not supported; choose {', '.join(ELEMENT_TYPES)} "
-                         f"(or {', '.join(DTYPE_ALIASES)})")
-    return text
+    return lookup(name, GEMM_TYPES, what).name
 
 
-def math_mode_name(value: int) -> str:
-    """``PEDANTIC``, ``TF32``, ``DEFAULT+DISALLOW_RPR`` ... for a raw ``cublasMath_t`` read from a handle."""
-    try:
-        return GemmConfig.from_math_mode_value(value).name
-    except ValueError:
-        return str(value)
+def math_mode_name(value: int | None) -> str:
+    """``PEDANTIC``, ``TF32``, ``DEFAULT+DISALLOW_RPR`` ... for a raw ``cublasMath_t`` read from a handle or
+    a log (``unknown`` for None, the number for a value cuBLAS has no name for)."""
+    if value is None:
+        return "unknown"
+    base = _BY_VALUE.get(value & ~FLAG_NAME.value)
+    return (base.name if base else str(value & ~FLAG_NAME.value)) + (
+        "+" + FLAG_NAME.name if value & FLAG_NAME.value else "")
 
 
 def _pairs(value) -> tuple:
@@ -364,6 +359,23 @@ def _pairs(value) -> tuple:
     if not isinstance(value, dict):
         raise ValueError(f"lt_algo must be an object of names to ints, not {value!r}")
     return tuple(value.items())
+
+
+def name_part(piece: str):
+    """``(field, value)`` of a part of a configuration's name (``COMPUTE_16F``, ``algo5``, ``ws32M``,
+    ``lt-nosplitk``, ``bfloat16->float32``); None for anything else."""
+    if piece.upper() in ComputeType.__members__:
+        return "compute_type", ComputeType[piece.upper()]
+    lower = piece.lower()
+    if found := _LT_OPTION.fullmatch(lower):
+        return "lt", found
+    if found := _ALGO.fullmatch(lower):
+        return "algo", int(found.group(1))
+    if found := _WORKSPACE.fullmatch(lower):
+        return "workspace_bytes", int(found.group(1)) << {"": 0, "k": 10, "m": 20}[found.group(2)]
+    if found := _TYPES.fullmatch(lower):
+        return "types", found.groups()
+    return None
 
 
 def _size(n: int) -> str:

@@ -19,7 +19,8 @@ import json
 import os
 
 from ._cublas import ComputeType, MathMode
-from .config import DTYPE_ALIASES, ELEMENT_TYPES, GemmConfig
+from .config import GemmConfig
+from .dtypes import GEMM_TYPES
 from .errors import InputFileError, UsageError
 from .files import check_format, read_json
 from .shapes import parse_shape
@@ -29,7 +30,7 @@ FORMAT, VERSION = "cublas_det.lock", 1
 MAX_FILE_BYTES = 16 << 20
 MAX_DIMENSION = 1 << 31  # cuBLASLt's layouts take 64-bit sizes; no GEMM of a lock is larger
 HINT = "give a file that `cublas-det bench --prescribe --lock FILE` wrote"
-_SHORT = {name: alias for alias, name in reversed(DTYPE_ALIASES.items())}  # float32 -> fp32 ...
+_SHORT = {name: element.label for name, element in GEMM_TYPES.items()}  # float32 -> fp32 ...
 WHERE_FIELDS = ("gpu", "sm_count", "compute_capability", "cublas_version")  # a lock holds only where all agree
 
 
@@ -175,8 +176,8 @@ def _field(data: dict, name: str, kind, where: str, path: str, check=None):
 
 def _key(data, where: str, path: str) -> GemmKey:
     dims = lambda v: 0 < v < MAX_DIMENSION  # noqa: E731
-    key = GemmKey(_field(data, "input_dtype", str, where, path, ELEMENT_TYPES.__contains__),
-                  _field(data, "output_dtype", str, where, path, ELEMENT_TYPES.__contains__),
+    key = GemmKey(_field(data, "input_dtype", str, where, path, GEMM_TYPES.__contains__),
+                  _field(data, "output_dtype", str, where, path, GEMM_TYPES.__contains__),
                   _field(data, "compute_type", str, where, path, ComputeType.__members__.__contains__),
                   _field(data, "trans_a", bool, where, path), _field(data, "trans_b", bool, where, path),
                   _field(data, "n", int, where, path, dims), _field(data, "k", int, where, path, dims),

@@ -14,10 +14,10 @@ import threading
 from ctypes import c_int, c_void_p
 
 from . import _cublaslt as lt
-from ._cublas import GEMM_EX_ARGS, ComputeType, DataType, MathMode
-from .config import ELEMENT_TYPES, HALF_SCALAR_COMPUTE, GemmConfig
+from ._cublas import GEMM_EX_ARGS, ComputeType, MathMode
+from .config import HALF_SCALAR_COMPUTE, GemmConfig
+from .dtypes import BY_CUDA, GEMM_TYPES
 
-_TYPES = {int(element.cuda): name for name, element in ELEMENT_TYPES.items()}  # cudaDataType_t -> element type
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
 
@@ -29,7 +29,7 @@ def _bias(length: int, data_type: int) -> int:
     vector = _bias_vectors.get(key)
     if vector is None:
         values = cupy.random.default_rng(0).standard_normal(length, dtype=cupy.float32)
-        vector = _bias_vectors[key] = values.astype(ELEMENT_TYPES[_TYPES[data_type]].numpy_dtype)
+        vector = _bias_vectors[key] = values.astype(BY_CUDA[data_type].numpy_dtype)
     return vector.data.ptr
 
 
@@ -56,7 +56,7 @@ class LtPath:
     def _prepare(self, key: tuple):
         op_a, op_b, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, target, batch = key
         compute = self._compute(compute)
-        scale = c_type if compute in HALF_SCALAR_COMPUTE else int(DataType.R_32F)
+        scale = c_type if compute in HALF_SCALAR_COMPUTE else GEMM_TYPES["float32"].cuda
         owned = []
         try:
             desc = lt.matmul_desc_create(compute, scale)

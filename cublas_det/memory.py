@@ -11,15 +11,15 @@ import dataclasses
 import os
 
 from .bits.digest import HASHERS
-from .config import GemmConfig
+from .config import HOPPER_WORKSPACE_BYTES, GemmConfig
 from .errors import DoesNotFit
 from .shapes import GemmShape
 
 GIB = 2**30
 # The timing rotates copies of the operands through about 3x the L2 cache (timing.stats.buffer_sets):
-# 128 MiB bounds the L2 of current GPUs (60 MiB on the H200).
+# 128 MiB bounds the L2 of current GPUs.
 L2_BOUND_BYTES = 128 * 2**20
-WORKSPACE_BYTES = 32 * 2**20  # each timed handle's own workspace (timing.engine): cuBLAS's recommendation for Hopper
+WORKSPACE_BYTES = HOPPER_WORKSPACE_BYTES  # each timed handle's own workspace (timing.engine)
 
 
 @dataclasses.dataclass(frozen=True)

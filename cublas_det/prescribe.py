@@ -20,7 +20,8 @@ from ._cublaslt import ReductionScheme
 from .call import shape_args
 from .check import check_many
 from .check.scenarios import REGISTRY
-from .config import ELEMENT_TYPES, GemmConfig
+from .config import GemmConfig
+from .dtypes import GEMM_TYPES
 from .device import device_properties
 from .handle import create_handle
 from .lockfile import GemmKey, LockEntry
@@ -84,8 +85,8 @@ def verification_targets(sm_count: int, fleet=()) -> tuple:
 def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
     """The algorithm cuBLASLt's heuristic picks for ``shape`` at the full SM count (its configuration)."""
     lt_config = _lt(config)
-    args = shape_args(shape, int(lt_config.compute_type), int(ELEMENT_TYPES[config.input_dtype].cuda),
-                      int(ELEMENT_TYPES[config.output_dtype].cuda))
+    args = shape_args(shape, int(lt_config.compute_type), GEMM_TYPES[config.input_dtype].cuda,
+                      GEMM_TYPES[config.output_dtype].cuda)
     with create_handle(lt_config) as handle:
         return handle.lt.algorithm(args)
 

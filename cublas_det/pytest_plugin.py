@@ -14,11 +14,11 @@ from __future__ import annotations
 import pytest
 
 from ._cublas import MathMode
-from .config import MODE_CHOICES, GemmConfig, resolve_config
+from .config import DEFAULT_MODES, MODE_CHOICES, GemmConfig, resolve_config
 from .device import NoGpuError, require_gpu
 from .handle import create_handle
 
-ALL_MODES = ("PEDANTIC", "DEFAULT", "TF32")
+ALL_MODES = tuple(GemmConfig.parse(mode).name for mode in DEFAULT_MODES)
 
 
 def pytest_addoption(parser):

@@ -23,7 +23,7 @@ import dataclasses
 
 import numpy
 
-from .gpu import launch
+from .gpu import kernel_format, launch
 from .streams import lookup_dtype, ulp_distance
 
 
@@ -42,8 +42,7 @@ def _unravel(flat: int, shape) -> tuple[int, ...]:
 
 def _bits(xp, array):
     """The array's bit patterns as unsigned integers of its width (float32: 32 bits; bfloat16, float16: 16)."""
-    if array.dtype.name not in ("float32", "bfloat16", "float16"):
-        raise TypeError(f"cannot compare {array.dtype} bit for bit: float32, bfloat16 or float16 expected")
+    kernel_format(array.dtype)  # TypeError for a type the comparisons do not take
     return array.view(xp.uint16 if array.dtype.itemsize == 2 else xp.uint32)
 
 

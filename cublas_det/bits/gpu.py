@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 
-_FORMATS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+from ..dtypes import ELEMENT_TYPES
+
+_FORMATS = {name: element.format for name, element in ELEMENT_TYPES.items() if element.format}
 THREADS = 256
 
 KERNEL_SOURCE = r"""
@@ -111,13 +113,19 @@ def _module(device_id: int):
     return cupy.RawModule(code=module_source())
 
 
+def kernel_format(dtype) -> str:
+    """The kernels' format of an element type (``f32`` ...); TypeError for a type they do not take."""
+    name = _FORMATS.get(dtype.name)
+    if name is None:
+        raise TypeError(f"cannot compare {dtype} bit for bit: {', '.join(_FORMATS)} expected")
+    return name
+
+
 def launch(kernel: str, like, arrays, record) -> None:
     """Queue ``kernel`` for ``like``'s element format on the current stream over ``arrays``."""
     import cupy
 
-    name = _FORMATS.get(like.dtype.name)
-    if name is None:
-        raise TypeError(f"cannot compare {like.dtype} bit for bit: float32, bfloat16 or float16 expected")
+    name = kernel_format(like.dtype)
     n = int(like.size)
     device = cupy.cuda.runtime.getDevice()
     blocks = max(1, min(-(-n // THREADS), 8 * _sm_count(device)))

@@ -1,7 +1,7 @@
 """Bit-for-bit comparison of two streams of elements of one dtype, chunk by chunk, with ULP distances.
 
-Dtypes are described by :class:`BitDType` (float16, bfloat16, float32, float64, signed and unsigned
-integers, bool). Elements are compared as bit patterns: equal bits are equal, including NaNs with
+Dtypes are the comparable ones of :data:`cublas_det.dtypes.ELEMENT_TYPES` (float16, bfloat16,
+float32, float64, signed and unsigned integers, bool). Elements are compared as bit patterns: equal bits are equal, including NaNs with
 the same payload. For mismatched elements of a float dtype:
 
 * ULP distance: bit patterns are mapped to integers that order like the floats they encode (the
@@ -14,8 +14,7 @@ the same payload. For mismatched elements of a float dtype:
 * The greatest |a - b| is taken over the mismatched pairs without NaN (it is ``inf`` when one side
   is infinite).
 
-bfloat16 is decoded by bit manipulation (its bits are the top half of a float32), so neither
-ml_dtypes nor any other package is needed. Integer and bool dtypes have no ULP distance; their
+Integer and bool dtypes have no ULP distance; their
 greatest difference is ``|a - b|`` of the values.
 """
 
@@ -25,100 +24,16 @@ import dataclasses
 
 import numpy as np
 
+from ..dtypes import ELEMENT_TYPES, ElementType, lookup
+
 _BLOCK_ELEMENTS = 1 << 15  # elements per block of the mismatch arithmetic (see _add_mismatches)
-# A signalling-NaN pattern widened to float64 sets numpy's "invalid" flag (a RuntimeWarning); it stays
-# a NaN, which the comparison counts apart, so the warning says nothing the report does not.
-def _nan_patterns_widen_quietly():
-    return np.errstate(invalid="ignore")
-
-@dataclasses.dataclass(frozen=True)
-class BitDType:
-    """An element type as bits: its name, its size, and how to read values from the bits."""
-
-    name: str
-    itemsize: int
-    kind: str  # "float", "int", "uint" or "bool"
-
-    @property
-    def bits_dtype(self) -> np.dtype:
-        """The little-endian unsigned integer type with the same size, for comparing bits."""
-        return np.dtype(f"<u{self.itemsize}")
-
-    @property
-    def is_float(self) -> bool:
-        return self.kind == "float"
-
-    def values(self, bits: np.ndarray) -> np.ndarray:
-        """The elements of ``bits`` (an array of :attr:`bits_dtype`) as float64 (exact for floats)."""
-        with _nan_patterns_widen_quietly():
-            if self.name == "bfloat16":
-                return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-            numpy_type = {"float": "f", "int": "i", "uint": "u", "bool": "u"}[self.kind]
-            return bits.view(np.dtype(f"<{numpy_type}{self.itemsize}")).astype(np.float64)
-
-    def values_into(self, bits: np.ndarray, out: np.ndarray, widened: np.ndarray) -> np.ndarray:
-        """:meth:`values` into ``out`` (float64), with ``widened`` (uint32, same length) as scratch."""
-        with _nan_patterns_widen_quietly():
-            if self.name == "bfloat16":
-                widened[...] = bits
-                widened <<= np.uint32(16)
-                out[...] = widened.view(np.float32)
-                return out
-            numpy_type = {"float": "f", "int": "i", "uint": "u", "bool": "u"}[self.kind]
-            out[...] = bits.view(np.dtype(f"<{numpy_type}{self.itemsize}"))
-            return out
-
-    def value(self, bits: np.ndarray) -> float | int | bool:
-        """One element (a 1-element bits array) as a Python number."""
-        value = float(self.values(bits)[0])
-        if self.kind == "bool":
-            return bool(value)
-        return value if self.is_float else int(bits.view(np.dtype(f"<{self.kind[0]}{self.itemsize}"))[0])
-
-    def format_value(self, value) -> str:
-        """A value as short as it can be while still naming the element (float32: 1.2500305)."""
-        if not self.is_float or value is None:
-            return str(value)
-        if self.name == "bfloat16":
-            return _shortest_bfloat16(value)
-        return str(np.dtype(self.name).type(value))
+DTYPES = {name: element for name, element in ELEMENT_TYPES.items() if element.comparable}
 
 
-def _shortest_bfloat16(value: float) -> str:
-    """The fewest significant digits that read back as the same bfloat16 (as numpy prints float32)."""
-    if not np.isfinite(value):
-        return str(value)
-
-    def to_bfloat16_bits(x: float) -> int:  # round to nearest even, as a float32 -> bfloat16 cast does
-        bits = int(np.array([x], np.float32).view(np.uint32)[0])
-        return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-
-    target = to_bfloat16_bits(value)
-    for digits in range(1, 10):
-        text = f"{value:.{digits}g}"
-        if to_bfloat16_bits(float(text)) == target:
-            break
-    return text if any(c in text for c in ".en") else text + ".0"
-
-
-DTYPES = {dtype.name: dtype for dtype in (
-    BitDType("float32", 4, "float"), BitDType("bfloat16", 2, "float"), BitDType("float16", 2, "float"),
-    BitDType("float64", 8, "float"),
-    BitDType("int8", 1, "int"), BitDType("int16", 2, "int"), BitDType("int32", 4, "int"), BitDType("int64", 8, "int"),
-    BitDType("uint8", 1, "uint"), BitDType("uint16", 2, "uint"), BitDType("uint32", 4, "uint"),
-    BitDType("uint64", 8, "uint"), BitDType("bool", 1, "bool"),
-)}
-ALIASES = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16", "fp16": "float16", "f16": "float16",
-           "half": "float16", "fp64": "float64", "f64": "float64"}
-
-
-def lookup_dtype(name: str) -> BitDType:
-    """The :class:`BitDType` for a name (``float32``, ``bfloat16``, ``fp16`` ...); ValueError if unknown."""
-    key = str(name).strip().lower()
-    key = ALIASES.get(key, key)
-    if key not in DTYPES:
-        raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}")
-    return DTYPES[key]
+def lookup_dtype(name: str) -> ElementType:
+    """The :class:`~cublas_det.dtypes.ElementType` for a name (``float32``, ``bfloat16``, ``fp16`` ...);
+    ValueError if unknown or not compared bit for bit."""
+    return lookup(name, DTYPES)
 
 
 def dtype_name_of(numpy_dtype) -> str:
@@ -131,7 +46,7 @@ def dtype_name_of(numpy_dtype) -> str:
     return dtype.name
 
 
-def ordered(bits: np.ndarray, dtype: BitDType) -> np.ndarray:
+def ordered(bits: np.ndarray, dtype: ElementType) -> np.ndarray:
     """Float bit patterns -> int64 ordered like the floats: adjacent floats 1 apart, +0 == -0 == 0.
 
     A negative float's pattern, read as a signed integer s, has the sign bit set: its ordered
@@ -142,7 +57,7 @@ def ordered(bits: np.ndarray, dtype: BitDType) -> np.ndarray:
     return np.where(signed < 0, np.int64(-(1 << (width - 1))) - signed, signed)
 
 
-def ulp_distance(bits_a: np.ndarray, bits_b: np.ndarray, dtype: BitDType) -> np.ndarray:
+def ulp_distance(bits_a: np.ndarray, bits_b: np.ndarray, dtype: ElementType) -> np.ndarray:
     """Elementwise ULP distance as uint64 (float64's can exceed int64: the difference wraps back exactly)."""
     a = ordered(bits_a, dtype)
     b = ordered(bits_b, dtype)
@@ -182,7 +97,7 @@ class BitComparison:
     Keeps O(1) state between chunks; a chunk pair that is bytewise equal costs one memcmp.
     """
 
-    def __init__(self, dtype: BitDType):
+    def __init__(self, dtype: ElementType):
         self.dtype = dtype
         self._elements = 0
         self._mismatched = 0
@@ -215,7 +130,7 @@ class BitComparison:
 
     def _add_block(self, a: np.ndarray, b: np.ndarray, offset: int) -> None:
         # Every temporary is a slice of a scratch array made once: fresh 256 KiB temporaries would be
-        # mmap'ed and faulted in by malloc on every block (measured: more system time than compute).
+        # mmap'ed and faulted in by malloc on every block.
         n = a.size
         scratch = self._scratch
         differ = np.not_equal(a, b, out=scratch.differ[:n])
@@ -226,8 +141,8 @@ class BitComparison:
         if self._first is None:
             where = int(np.argmax(differ))
             self._first = (offset + where, self.dtype.value(a[where:where + 1]), self.dtype.value(b[where:where + 1]))
-        values_a = self.dtype.values_into(a, scratch.values_a[:n], scratch.widened[:n])
-        values_b = self.dtype.values_into(b, scratch.values_b[:n], scratch.widened[:n])
+        values_a = self.dtype.values(a, scratch.values_a[:n], scratch.widened[:n])
+        values_b = self.dtype.values(b, scratch.values_b[:n], scratch.widened[:n])
         numbers = differ
         if self.dtype.is_float:
             with_nan = np.isnan(values_a, out=scratch.mask[:n])
@@ -270,7 +185,7 @@ class _Scratch:
         self.sign = np.empty(size, np.int64)
 
 
-def _ordered_into(bits: np.ndarray, dtype: BitDType, out: np.ndarray, sign: np.ndarray) -> np.ndarray:
+def _ordered_into(bits: np.ndarray, dtype: ElementType, out: np.ndarray, sign: np.ndarray) -> np.ndarray:
     """:func:`ordered` into ``out`` (int64), with ``sign`` (int64) as scratch; branch-free: the
     magnitude, negated where the sign bit is set ((x ^ -1) - -1 == -x). Masked ufuncs (``where=``)
     are several times slower."""
@@ -282,7 +197,7 @@ def _ordered_into(bits: np.ndarray, dtype: BitDType, out: np.ndarray, sign: np.n
     return out
 
 
-def _ulp_distance_into(a: np.ndarray, b: np.ndarray, dtype: BitDType, scratch: _Scratch, n: int) -> np.ndarray:
+def _ulp_distance_into(a: np.ndarray, b: np.ndarray, dtype: ElementType, scratch: _Scratch, n: int) -> np.ndarray:
     """:func:`ulp_distance` of one block, in the scratch arrays where it fits in int64 (<= 32-bit floats)."""
     if dtype.itemsize > 4:  # float64: the distance may exceed int64
         return ulp_distance(a, b, dtype)
@@ -299,7 +214,7 @@ def _same_bytes(chunk_a, chunk_b, nbytes: int) -> bool:
     return np.array_equal(np.frombuffer(chunk_a, np.uint8, nbytes), np.frombuffer(chunk_b, np.uint8, nbytes))
 
 
-def compare_arrays(a: np.ndarray, b: np.ndarray, dtype: BitDType | str) -> BitStats:
+def compare_arrays(a: np.ndarray, b: np.ndarray, dtype: ElementType | str) -> BitStats:
     """Compare two in-memory arrays (C order) in one chunk: the convenience form of :class:`BitComparison`."""
     dtype = lookup_dtype(dtype) if isinstance(dtype, str) else dtype
     raw_a = np.ascontiguousarray(a).reshape(-1).view(np.uint8)

@@ -12,7 +12,8 @@ import json
 
 from ..errors import InputFileError
 from ..files import check_format, read_json
-from .findings import Finding, findings, mode_name
+from ..config import math_mode_name
+from .findings import Finding, findings
 from . import model
 from .model import FORMAT, VERSION, Capture, GemmDefinition
 from .replay import ReplayPlan, plans
@@ -57,12 +58,12 @@ def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None 
     gemms = []
     for definition, stats in sorted(capture.gemms.items(), key=lambda item: int(ids[item[0]][1:])):
         gemms.append({"id": ids[definition], "calls": stats.calls, **definition.to_dict(),
-                      "math_mode_name": mode_name(definition.math_mode) if not definition.is_lt else None,
+                      "math_mode_name": math_mode_name(definition.math_mode) if not definition.is_lt else None,
                       "sites": [{**dataclasses.asdict(site), "calls": n} for site, n in stats.sites.most_common()],
                       "lt_kernels": [{"algo": dict(algo), "calls": n} for algo, n in stats.internal.most_common()]})
     handles = [{"process": h.process, "handle": h.handle, "calls": h.calls, "streams": dict(h.streams),
                 "threads": sorted(t for t in h.threads if t is not None),
-                "math_modes": sorted(mode_name(m) for m in h.math_modes),
+                "math_modes": sorted(math_mode_name(m) for m in h.math_modes),
                 "workspaces": sorted((w for w in h.workspaces), key=lambda w: -1 if w is None else w)}
                for h in capture.handles().values()]
     return {

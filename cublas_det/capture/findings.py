@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from .._cublas import MATH_MODE_FLAGS as DISALLOW_RPR, MathMode
+from ..config import HOPPER_WORKSPACE_BYTES, math_mode_name
 from .model import Capture
 
-HOPPER_WORKSPACE = 32 << 20  # cuBLAS's recommended workspace (cublasSetWorkspace): 32 MiB on Hopper and later
-OTHER_WORKSPACE = 4 << 20  # and 4 MiB before
+OTHER_WORKSPACE = 4 << 20  # cuBLAS's recommended workspace before Hopper
 _REDUCED_COMPUTE = ("COMPUTE_32F_FAST_TF32", "COMPUTE_32F_FAST_16F", "COMPUTE_32F_FAST_16BF", "COMPUTE_16F",
                     "COMPUTE_16F_PEDANTIC")
 _HALF = ("R_16F", "R_16BF")
-_MODE_NAMES = {0: "DEFAULT", 1: "TENSOR_OP", 2: "PEDANTIC", 3: "TF32", 4: "BF16X9"}
-DISALLOW_RPR = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,13 +33,6 @@ class Finding:
     def to_dict(self) -> dict:
         return {"id": self.id, "kind": self.kind, "text": self.text, "handles": list(self.handles),
                 "streams": list(self.streams), "gemms": list(self.gemms)}
-
-
-def mode_name(value: int | None) -> str:
-    if value is None:
-        return "unknown"
-    name = _MODE_NAMES.get(value & ~DISALLOW_RPR, str(value & ~DISALLOW_RPR))
-    return name + ("+DISALLOW_RPR" if value & DISALLOW_RPR else "")
 
 
 def _mib(n: int | None) -> str:
@@ -84,7 +76,7 @@ def findings(capture: Capture, ids: dict, compute_capability: int | None = None)
             spaces.setdefault(size, []).append(handle.handle)
     if len(modes) > 1:
         found.append(Finding("mixed-math-modes", "setup", "handles ran GEMMs in different math modes: " + "; ".join(
-            f"{mode_name(mode)} on {', '.join(sorted(set(hs)))}" for mode, hs in sorted(
+            f"{math_mode_name(mode)} on {', '.join(sorted(set(hs)))}" for mode, hs in sorted(
                 modes.items(), key=lambda item: -1 if item[0] is None else item[0])),
             tuple(sorted({h for hs in modes.values() for h in hs}))))
     if len(spaces) > 1:
@@ -99,16 +91,16 @@ def findings(capture: Capture, ids: dict, compute_capability: int | None = None)
 def _per_gemm(capture: Capture, ids: dict, compute_capability: int | None) -> list[Finding]:
     tf32, bf16x9, reduced, rpr, split, small = [], [], [], [], [], []
     handles = {key: set() for key in ("tf32", "bf16x9", "reduced", "rpr", "split", "small")}
-    recommended = HOPPER_WORKSPACE if (compute_capability or 0) >= 90 else OTHER_WORKSPACE
+    recommended = HOPPER_WORKSPACE_BYTES if (compute_capability or 0) >= 90 else OTHER_WORKSPACE
     for definition, stats in capture.gemms.items():
         gid = ids[definition]
         site_handles = {site.handle for site in stats.sites if site.handle}
         mode = definition.math_mode
         if definition.a_type == "R_32F" and mode is not None and definition.compute_type == "COMPUTE_32F":
-            if mode & ~DISALLOW_RPR == 3:
+            if mode & ~DISALLOW_RPR == MathMode.TF32:
                 tf32.append(gid)
                 handles["tf32"] |= site_handles
-            elif mode & ~DISALLOW_RPR == 4:
+            elif mode & ~DISALLOW_RPR == MathMode.FP32_EMULATED_BF16X9:
                 bf16x9.append(gid)
                 handles["bf16x9"] |= site_handles
         if definition.compute_type in _REDUCED_COMPUTE:

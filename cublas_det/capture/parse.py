@@ -14,15 +14,15 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from ..config import FLAG_NAME, MATH_MODE_NAMES
+from ..dtypes import ELEMENT_TYPES
 from .model import MAX_INT, MAX_SAMPLES, Capture, GemmDefinition, InvalidGemm, Site, geometry_of
 
 CHUNK = 1 << 22
 MAX_BLOCK = 1 << 20  # bytes of one call's text, far above any real call's
 _CACHE_SIZE = 4096  # parsed call texts kept; cleared when full
 
-MATH_MODES = {"CUBLAS_DEFAULT_MATH": 0, "CUBLAS_TENSOR_OP_MATH": 1, "CUBLAS_PEDANTIC_MATH": 2,
-              "CUBLAS_TF32_TENSOR_OP_MATH": 3, "CUBLAS_FP32_EMULATED_BF16X9_MATH": 4,
-              "CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION": 16}
+MATH_MODES = {mode.log: int(mode.value) for mode in (*MATH_MODE_NAMES, FLAG_NAME)}
 
 # -- the cuBLAS API log: a block of lines per call ---------------------------------------------------
 # Patterns begin with a literal, which re finds at C speed; "^" with re.M would be tried at every byte.
@@ -35,9 +35,8 @@ _HEX = re.compile(rb"0x(?:0x)?([0-9a-fA-F]+)")
 _ENUM_VALUE = re.compile(rb"\((-?\d+)\)\s*$")
 _WORKSPACE = re.compile(rb"workspace: type=[^;\n]*; val=([^\n]*)\ni!  workspaceSizeInBytes: type=[^;\n]*; val=(\d+)")
 # Element and compute types of the typed GEMMs (cublas<t>gemm...).
-_TYPED = {"S": ("R_32F", "COMPUTE_32F"), "D": ("R_64F", "COMPUTE_64F"), "H": ("R_16F", "COMPUTE_16F"),
-          "C": ("C_32F", "COMPUTE_32F"), "Z": ("C_64F", "COMPUTE_64F")}
-_GEMM = re.compile(r"cublas(?:([SDHCZ])gemm|Gemm)(StridedBatched|Batched)?(Ex)?$")
+_TYPED = {t.blas[0]: (t.cuda_name, t.blas[1]) for t in ELEMENT_TYPES.values() if t.blas}
+_GEMM = re.compile(rf"cublas(?:([{''.join(_TYPED)}])gemm|Gemm)(StridedBatched|Batched)?(Ex)?$")
 _STATE = {"cublasSetStream": "stream", "cublasSetWorkspace": "workspace", "cublasDestroy": "destroy",
           "cublasSetMathMode": "math"}
 _OTHER_GEMM = "other GEMM"  # a GEMM this parser does not read (cublasGemmGroupedBatchedEx, cublasCgemm3m ...)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from .._cublas import ComputeType, MathMode
-from ..config import ELEMENT_TYPES, GemmConfig
+from .._cublas import MATH_MODE_FLAGS as DISALLOW_RPR, ComputeType, MathMode
+from ..config import GemmConfig
+from ..dtypes import GEMM_TYPES
 from ..shapes import PRESETS, GemmShape, preset
-from .findings import DISALLOW_RPR
 from .model import GemmDefinition
 
-_DTYPES = {element.cuda.name: name for name, element in ELEMENT_TYPES.items()}  # R_32F -> float32 ...
+_DTYPES = {element.cuda_name: name for name, element in GEMM_TYPES.items()}  # R_32F -> float32 ...
 _REPLAYED_APIS = tuple(f"cublas{name}{form}" for name in ("Sgemm", "Hgemm") for form in ("", "StridedBatched", "Batched")) \
     + ("cublasGemmEx", "cublasGemmStridedBatchedEx", "cublasGemmBatchedEx")
 

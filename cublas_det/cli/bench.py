@@ -40,6 +40,7 @@ from ..config import (
     canonical_dtype,
 )
 from ..device import device_properties, fingerprint, gpu_failures, require_gpu
+from ..dtypes import ALIASES, GEMM_TYPES
 from ..errors import DoesNotFit, UsageError
 from ..kernels.explain import explain_shape, render_explanation
 from ..kernels.recorder import cupti_unavailable, require_cupti
@@ -135,7 +136,8 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
                            f"e.g. default+lt-nosplitk (default: {' '.join(DEFAULT_MODES)}; in half precision: "
                            f"{' '.join(HALF_DEFAULT_MODES)})")
     what.add_argument("--dtype", type=str.lower, metavar="TYPE",
-                      help="input element type: float32, bfloat16 or float16 (bf16, fp16) (default: float32)")
+                      help=f"input element type: {', '.join(GEMM_TYPES)} "
+                           f"({', '.join(a for a, name in ALIASES.items() if name in GEMM_TYPES)}) (default: float32)")
     what.add_argument("--out-dtype", type=str.lower, metavar="TYPE",
                       help="output element type: the input type or float32 (default: the input type)")
     what.add_argument("--compute-type", nargs="+", action=ExtendList, metavar="TYPE",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import shlex
 
-from ..capture.findings import mode_name
+from ..config import FLAG_NAME, math_mode_name
+from ..dtypes import BY_CUDA_NAME
 from ..words import plural, wrapped
 
 WIDTH = 100
-_DTYPE = {"R_32F": "fp32", "R_16BF": "bf16", "R_16F": "fp16", "R_64F": "fp64", "C_32F": "c64", "C_64F": "c128"}
 _HEADER = ("id", "calls", "M x N x K:op", "types", "compute", "math", "wkspace")
 _LAST_COLUMN = 30  # the least room for "like / replay"; less, and it goes on a line of its own
 
@@ -155,7 +155,7 @@ def _table(plans) -> list[str]:
         if not plan.replayed:
             status = (f"{plan.like}; " if plan.like else "") + f"not replayable: {plan.reason}"
         rows.append(((plan.gemm_id, f"{plan.calls:,}", f"{d.n}x{d.m}x{d.k}:{op}{batch}",
-                      f"{_DTYPE.get(d.a_type, d.a_type)}->{_DTYPE.get(d.c_type, d.c_type)}",
+                      f"{_label(d.a_type)}->{_label(d.c_type)}",
                       d.compute_type.removeprefix("COMPUTE_"), "(Lt)" if d.is_lt else data_mode(d.math_mode),
                       _size(d.workspace_bytes)), status, plan.note))
     widths = [max(len(cells[i]) for cells in [_HEADER, *(row[0] for row in rows)]) for i in range(len(_HEADER))]
@@ -205,4 +205,11 @@ def _handle_lines(data: dict, plans) -> list[str]:
 
 
 def data_mode(value) -> str:
-    return mode_name(value).replace("+DISALLOW_RPR", "+DRPR")
+    """The math mode in the table's narrow column: the flag as DRPR."""
+    return math_mode_name(value).replace("+" + FLAG_NAME.name, "+DRPR")
+
+
+def _label(cuda_name: str) -> str:
+    """``fp32`` for ``R_32F``: an element type as the table names it."""
+    element = BY_CUDA_NAME.get(cuda_name)
+    return element.label if element else cuda_name

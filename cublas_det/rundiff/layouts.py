@@ -26,6 +26,7 @@ import numpy as np
 
 from ..bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
 from ..bits.streams import dtype_name_of, lookup_dtype
+from ..dtypes import ELEMENT_TYPES
 from ..errors import InputFileError
 from ..files import file_kind, open_regular, parse_json, regular_file_size
 from ..words import plural
@@ -38,9 +39,7 @@ LEAF_EXTENSIONS = (".bin", ".npy")
 CHECKPOINT_EXTENSIONS = (".npz", ".safetensors", ".pt")
 LAYOUTS = (f"{LOG_NAME}; step_<N>/<leaf>.bin or .npy; step_<N>/<file>.safetensors, .npz or .pt (leaves "
            "<file>:<key>); step_<N>.npz or .safetensors; step<N>_<leaf>.bin or .npy")
-SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-                      "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
-                      "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool"}
+SAFETENSORS_DTYPES = {t.safetensors: name for name, t in ELEMENT_TYPES.items() if t.safetensors}  # F32 -> float32
 MAX_SAFETENSORS_HEADER = 100_000_000  # the safetensors package's own limit
 MAX_LOG_LINE = 1 << 20  # a log line is ~200 bytes
 MAX_ORDER_FILE = 64 << 20

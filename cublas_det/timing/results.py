@@ -4,13 +4,12 @@ what was discarded, and whether the A/A control lets the ratios be trusted."""
 from __future__ import annotations
 
 import dataclasses
-import re
 import statistics
 
+from ..config import name_part
 from .stats import Ratio, quartiles, widened_ci
 
 AA_SUFFIX = "-AA"
-_CALL_PART = re.compile(r"algo-?\d+|ws\d+[KM]?")  # GemmConfig.name's parts for a captured call
 # The A/A control fails when its whole interval lies outside 1 ± this. Not "excludes 1": with 95%
 # intervals on 15 shapes, one shape in two runs would then fail by chance alone.
 AA_TOLERANCE = 0.005
@@ -22,7 +21,8 @@ def role(name: str) -> str:
 
     Arms are found by role, so a bf16 run compares its modes as an fp32 run does.
     """
-    return "/".join(part for part in name.split("/") if "->" not in part and not _CALL_PART.fullmatch(part))
+    return "/".join(part for part in name.split("/")
+                    if (name_part(part) or ("",))[0] not in ("types", "algo", "workspace_bytes"))
 
 
 def arm_with_role(arm_names, wanted: str) -> str | None:

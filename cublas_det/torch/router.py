@@ -20,11 +20,12 @@ import torch
 
 from .._cublas import STATUS_TEXT, CublasError
 from ..call import gemm_ex_args
-from ..config import ELEMENT_TYPES, LT_WORKSPACE_BYTES
+from ..config import LT_WORKSPACE_BYTES
+from ..dtypes import GEMM_TYPES
 from ..lockfile import GemmKey, Lock, LockReport
 from ..lt import LtPath
 
-DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+DTYPES = {getattr(torch, name): name for name in GEMM_TYPES}  # torch.float32 -> float32 ...
 ALIGNMENT_BYTES = 16  # what cuBLASLt's heuristic assumed of the pointers when it chose the algorithm
 _ONE, _ZERO = ctypes.c_float(1.0), ctypes.c_float(0.0)  # alpha, beta: every locked call is D = op(A) op(B) (+ bias)
 OPS = ("mm", "addmm", "bmm", "baddbmm")
@@ -156,7 +157,7 @@ class Router:
         m, k = a.shape[-2:]
         n = b.shape[-1]
         out = torch.empty((*a.shape[:-2], m, n), dtype=a.dtype, device=a.device)
-        element = int(ELEMENT_TYPES[key.input_dtype].cuda)
+        element = GEMM_TYPES[key.input_dtype].cuda
         args = gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data_ptr(), b.data_ptr(), out.data_ptr(),
                             ctypes.addressof(_ONE), ctypes.addressof(_ZERO), int(config.compute_type), element,
                             element)

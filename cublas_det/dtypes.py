@@ -1,0 +1,146 @@
+"""The element types, one table: each type's names, size, ``cudaDataType_t``, labels and bits.
+
+Every reader takes its view of a type from :data:`ELEMENT_TYPES`: the GEMM's types (``--dtype`` of
+``bench``), the stored tensors ``diff`` compares, cuBLAS's log, the capture's table, the GPU
+kernels' formats. Elements are read as bit patterns: bfloat16 is decoded by bit manipulation (its
+bits are the top half of a float32), so neither ml_dtypes nor any other package is needed to compare.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .errors import UsageError
+
+# A signalling-NaN pattern widened to float64 sets numpy's "invalid" flag (a RuntimeWarning); it stays
+# a NaN, which the comparison counts apart, so the warning says nothing the report does not.
+def _quiet_nans():
+    return np.errstate(invalid="ignore")
+
+
+_NUMPY_KIND = {"float": "f", "int": "i", "uint": "u", "bool": "u"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ElementType:
+    """An element type: its names, its size, its CUDA enum, and how to read values from its bits."""
+
+    name: str  # numpy's
+    itemsize: int
+    kind: str  # "float", "int", "uint", "bool" or "complex"
+    aliases: tuple = ()  # what a --dtype also takes; the first is the type's label in tables (fp32)
+    cuda: int | None = None  # cudaDataType_t (library_types.h)
+    cuda_name: str = ""  # its enumerator less CUDA_ (R_32F), as the cuBLAS log names it
+    blas: tuple = ()  # the letter of cublas<t>gemm and the compute type that call runs
+    gemm: bool = False  # cublasGemmEx takes it here, in and out (config.COMPUTE_TYPES)
+    format: str = ""  # the GPU comparison kernels' format (bits/gpu.py)
+    safetensors: str = ""  # the safetensors header's name (F32)
+
+    @property
+    def label(self) -> str:
+        return self.aliases[0] if self.aliases else self.name
+
+    @property
+    def comparable(self) -> bool:
+        """Its elements are compared bit for bit (complex ones are not)."""
+        return self.kind != "complex"
+
+    @property
+    def numpy_dtype(self):
+        """The numpy dtype (bfloat16 comes from ``ml_dtypes``, which CuPy uses for it too)."""
+        if self.name != "bfloat16":
+            return np.dtype(self.name)
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise UsageError("bfloat16 needs the ml_dtypes package (CuPy takes bfloat16 from it): "
+                             "pip install ml-dtypes") from None
+        return np.dtype(ml_dtypes.bfloat16)
+
+    @property
+    def bits_dtype(self) -> np.dtype:
+        """The little-endian unsigned integer type with the same size, for comparing bits."""
+        return np.dtype(f"<u{self.itemsize}")
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    def values(self, bits: np.ndarray, out: np.ndarray | None = None, widened: np.ndarray | None = None):
+        """The elements of ``bits`` (an array of :attr:`bits_dtype`) as float64 (exact for floats), into
+        ``out`` with ``widened`` (uint32, the same shape) as scratch where given."""
+        out = np.empty(bits.shape, np.float64) if out is None else out
+        with _quiet_nans():
+            if self.name == "bfloat16":
+                widened = np.empty(bits.shape, np.uint32) if widened is None else widened
+                widened[...] = bits
+                widened <<= np.uint32(16)
+                out[...] = widened.view(np.float32)
+            else:
+                out[...] = bits.view(np.dtype(f"<{_NUMPY_KIND[self.kind]}{self.itemsize}"))
+        return out
+
+    def value(self, bits: np.ndarray) -> float | int | bool:
+        """One element (a 1-element bits array) as a Python number."""
+        value = float(self.values(bits)[0])
+        if self.kind == "bool":
+            return bool(value)
+        return value if self.is_float else int(bits.view(np.dtype(f"<{self.kind[0]}{self.itemsize}"))[0])
+
+    def format_value(self, value) -> str:
+        """A value as short as it can be while still naming the element (float32: 1.2500305)."""
+        if not self.is_float or value is None:
+            return str(value)
+        if self.name == "bfloat16":
+            return _shortest_bfloat16(value)
+        return str(np.dtype(self.name).type(value))
+
+
+def _shortest_bfloat16(value: float) -> str:
+    """The fewest significant digits that read back as the same bfloat16 (as numpy prints float32)."""
+    if not np.isfinite(value):
+        return str(value)
+
+    def to_bfloat16_bits(x: float) -> int:  # round to nearest even, as a float32 -> bfloat16 cast does
+        bits = int(np.array([x], np.float32).view(np.uint32)[0])
+        return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+
+    target = to_bfloat16_bits(value)
+    for digits in range(1, 10):
+        text = f"{value:.{digits}g}"
+        if to_bfloat16_bits(float(text)) == target:
+            break
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+_T = ElementType
+ELEMENT_TYPES = {t.name: t for t in (
+    _T("float32", 4, "float", ("fp32", "f32"), 0, "R_32F", ("S", "COMPUTE_32F"), True, "f32", "F32"),
+    _T("bfloat16", 2, "float", ("bf16",), 14, "R_16BF", (), True, "bf16", "BF16"),
+    _T("float16", 2, "float", ("fp16", "f16", "half"), 2, "R_16F", ("H", "COMPUTE_16F"), True, "f16", "F16"),
+    _T("float64", 8, "float", ("fp64", "f64"), 1, "R_64F", ("D", "COMPUTE_64F"), safetensors="F64"),
+    _T("complex64", 8, "complex", ("c64",), 4, "C_32F", ("C", "COMPUTE_32F")),
+    _T("complex128", 16, "complex", ("c128",), 5, "C_64F", ("Z", "COMPUTE_64F")),
+    *(_T(f"{kind}{8 * size}", size, kind, safetensors=f"{kind[0].upper()}{8 * size}")
+      for kind in ("int", "uint") for size in (1, 2, 4, 8)),
+    _T("bool", 1, "bool", safetensors="BOOL"),
+)}
+ALIASES = {alias: t.name for t in ELEMENT_TYPES.values() for alias in t.aliases}
+GEMM_TYPES = {name: t for name, t in ELEMENT_TYPES.items() if t.gemm}
+BY_CUDA = {t.cuda: t for t in ELEMENT_TYPES.values() if t.cuda is not None}  # cudaDataType_t -> type
+BY_CUDA_NAME = {t.cuda_name: t for t in ELEMENT_TYPES.values() if t.cuda_name}  # R_32F -> float32
+
+
+def lookup(name, table: dict = ELEMENT_TYPES, what: str = "dtype") -> ElementType:
+    """The type of a name, an alias (``bf16``) or a numpy/CuPy dtype, among ``table``'s; ValueError
+    naming the choices if it is not there."""
+    text = str(getattr(name, "name", name)).strip().lower()
+    text = ALIASES.get(text, text)
+    if text in table:
+        return table[text]
+    aliases = ", ".join(alias for alias, full in ALIASES.items() if full in table)
+    if text in ELEMENT_TYPES:
+        raise ValueError(f"{what} {name!r} is not supported; choose {', '.join(table)} (or {aliases})")
+    raise ValueError(f"unknown {what} {name!r}; choose one of {', '.join(table)} (or {aliases})")
