@@ -228,3 +228,10 @@ def batch_ladder(m: int) -> list[int]:
     if m - 1 > 0 and m - 1 not in ladder:
         ladder.append(m - 1)
     return ladder
+
+
+def sm_count_ladder(sm_count: int, divisors=(2,), also=()) -> list[int]:
+    """SM counts below the device's to plan for, ascending: one SM in eight fewer, the device's
+    divided by each of ``divisors``, and ``also`` (a fleet's, fixed rungs)."""
+    rungs = (sm_count - sm_count // 8, *(sm_count // d for d in divisors), *also)
+    return sorted({t for t in rungs if 0 < t < sm_count})
