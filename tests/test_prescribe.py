@@ -3,6 +3,7 @@ checks made here (the GPU's part, checking and timing, is in test_lt.py)."""
 
 import dataclasses
 
+import cublas_det.prescribe as prescribe
 from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
 from cublas_det.check.scenarios import HAZARDS, REGISTRY
 from cublas_det.config import GemmConfig
@@ -103,8 +104,6 @@ def test_a_cure_whose_check_could_not_run_or_does_not_apply_says_so():
 
 
 def test_a_new_hazard_without_evidence_is_prescribed_all_the_same(monkeypatch):
-    import cublas_det.prescribe as prescribe
-
     new = dataclasses.replace(REGISTRY["batch-invariance"], name="new-hazard", evidence=None)
     monkeypatch.setitem(REGISTRY, "new-hazard", new)
     monkeypatch.setattr(prescribe, "HAZARDS", HAZARDS + ("new-hazard",))

@@ -19,6 +19,8 @@ from cublas_det.check.scenarios.processes import (
 )
 from cublas_det.check.worker.protocol import Answer, Task, TaskAnswer, task_key
 from cublas_det.config import GemmConfig
+from cublas_det.kernels.explain import sm_targets
+from cublas_det.prescribe import verification_targets
 from cublas_det.shapes import batch_ladder, parse_shape, preset, sm_count_ladder
 
 
@@ -59,9 +61,6 @@ def test_one_sm_count_ladder_gives_each_old_ladder_exactly():
 
     def explain_ladder(n):  # kernels/explain.sm_targets'
         return sorted({max(1, t) for t in (n - n // 8, n // 2, n // 4, n // 8)} - {n}, reverse=True)
-
-    from cublas_det.kernels.explain import sm_targets
-    from cublas_det.prescribe import verification_targets
 
     for n in range(1, 400):
         assert sm_count_ladder(n) == check_ladder(n), n

@@ -12,7 +12,7 @@ import dataclasses
 
 from .._cublas import ComputeType, MathMode
 from ..config import ELEMENT_TYPES, GemmConfig
-from ..shapes import PRESETS, GemmShape, preset
+from ..shapes import PRESETS, GemmShape, other_layout, packed_strides, preset
 from .findings import DISALLOW_RPR
 from .model import GemmDefinition
 
@@ -41,7 +41,7 @@ class ReplayPlan:
 
 def row_major(definition: GemmDefinition) -> tuple[int, int, int, bool, bool]:
     """``(M, N, K, trans_a, trans_b)`` of the shim for a captured column-major call."""
-    return (definition.n, definition.m, definition.k, definition.transb != "N", definition.transa != "N")
+    return other_layout(definition.m, definition.n, definition.k, definition.transa != "N", definition.transb != "N")
 
 
 def like(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> str:
@@ -95,7 +95,7 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
     if definition.batch_count == 1 and "Batched" in definition.api:
         notes.append(f"a batch of one: replayed as one GEMM (cublasGemmEx), not as {definition.api}")
     if definition.batch_count > 1:
-        packed = (n * k, m * k, m * n)  # cuBLAS's A (the shim's b), B and C, each matrix after the last
+        packed = packed_strides(m, n, k)
         if definition.strides is None:
             notes.append("the call passed arrays of pointers: replayed as one strided batch "
                          "(cublasGemmStridedBatchedEx) of packed matrices")
