@@ -6,7 +6,7 @@ import pytest
 from cublas_det import shapes
 from cublas_det._cublas import Operation
 from cublas_det.call import _batch_tail, gemm_ex_args
-from cublas_det.capture.replay import row_major
+from cublas_det.capture.replay import like, row_major
 from cublas_det.config import GemmConfig
 from cublas_det.lockfile import GemmKey
 from cublas_det.shapes import GemmShape, parse_shape, preset, resolve_shapes
@@ -146,3 +146,21 @@ def test_one_layout_swap_and_one_packed_stride_formula_give_the_old_values():
         shape = GemmShape("s", m, n, k, trans_a, trans_b)
         old_op = ("T" if trans_b else "N") + ("T" if trans_a else "N")
         assert shape.cublas_op == old_op and GemmKey.of(shape, GemmConfig()).spec == f"Mx{n}x{k}:{old_op.lower()}"
+
+
+def test_one_catalogue_lookup_finds_what_the_old_role_search_found():
+    def old_like(m, n, k, trans_a, trans_b):
+        for name in shapes.PRESETS:
+            for tokens in dict.fromkeys((m, k)):
+                for shape in preset(name, tokens):
+                    if (shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b) == (m, n, k, trans_a, trans_b):
+                        return shape.name
+        return ""
+
+    queries = {(s.m, s.n, s.k, s.trans_a, s.trans_b) for t in (1, 7, 2048, 4096, 16384)
+               for name in shapes.PRESETS for s in preset(name, t)}
+    queries |= {(m, n, k, not ta, tb) for m, n, k, ta, tb in list(queries)[:40]} | {(64, 64, 64, False, False)}
+    for query in queries:
+        assert like(*query) == old_like(*query), query
+    assert shapes.catalogue_entry(lambda s: s.name == "trunk/W_in/dW").spec.endswith(":nt")
+    assert shapes.catalogue_entry(lambda s: False) is None

@@ -12,7 +12,7 @@ import dataclasses
 
 from .._cublas import ComputeType, MathMode
 from ..config import ELEMENT_TYPES, GemmConfig
-from ..shapes import PRESETS, GemmShape, other_layout, packed_strides, preset
+from ..shapes import GemmShape, catalogue_entry, other_layout, packed_strides
 from .findings import DISALLOW_RPR
 from .model import GemmDefinition
 
@@ -46,16 +46,9 @@ def row_major(definition: GemmDefinition) -> tuple[int, int, int, bool, bool]:
 
 def like(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> str:
     """The catalogue name of the same row-major GEMM at any token count, or ``""``."""
-    for name in PRESETS:
-        for tokens in dict.fromkeys((m, k)):  # T is M for forward and dX, K for dW
-            try:
-                shapes = preset(name, tokens)
-            except ValueError:
-                continue
-            for shape in shapes:
-                if (shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b) == (m, n, k, trans_a, trans_b):
-                    return shape.name
-    return ""
+    found = catalogue_entry(lambda s: (s.m, s.n, s.k, s.trans_a, s.trans_b) == (m, n, k, trans_a, trans_b),
+                            (m, k))  # T is M for forward and dX, K for dW
+    return found.name if found else ""
 
 
 def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
