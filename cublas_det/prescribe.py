@@ -48,8 +48,12 @@ class Cure:
         return {"cure": self.label, "config": self.config.to_dict() if self.config else None,
                 "verified": self.verified, "untested": self.untested, "evidence": self.evidence,
                 "keeps_bits": self.keeps_bits, "introduces": list(self.introduces),
-                "time_ratio": None if self.ratio is None else {
-                    "median": self.ratio.median, "ci_low": self.ratio.ci_low, "ci_high": self.ratio.ci_high}}
+                "time_ratio": None if self.ratio is None else _interval(self.ratio)}
+
+
+def _interval(ratio) -> dict:
+    """A time ratio as the JSON keeps it: its median and confidence interval."""
+    return {"median": ratio.median, "ci_low": ratio.ci_low, "ci_high": ratio.ci_high}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,8 +335,7 @@ def _lock_costs(entries, chosen, seed, operands, step, timing: dict) -> list[Loc
         config_ratio = shape_timing.ratio(config.name, heuristic.name) if shape_timing and config != heuristic else None
         cost = None
         if pinned_ratio is not None:
-            cost = {"against_heuristic": {"config": heuristic.name, "median": pinned_ratio.median,
-                                          "ci_low": pinned_ratio.ci_low, "ci_high": pinned_ratio.ci_high}}
+            cost = {"against_heuristic": {"config": heuristic.name, **_interval(pinned_ratio)}}
             if config_ratio is not None:
                 cost["against"] = {"config": config.name, "median": pinned_ratio.median / config_ratio.median}
         timed.append(dataclasses.replace(entry, cost=cost))

@@ -2,11 +2,13 @@
 checks made here (the GPU's part, checking and timing, is in test_lt.py)."""
 
 import dataclasses
+import types
 
 import cublas_det.prescribe as prescribe
 from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
 from cublas_det.check.scenarios import HAZARDS, REGISTRY
 from cublas_det.config import GemmConfig
+from cublas_det.lockfile import GemmKey
 from cublas_det.prescribe import (
     BASE_SCENARIOS,
     VERIFY_SCENARIOS,
@@ -15,6 +17,7 @@ from cublas_det.prescribe import (
     verify_cures,
 )
 from cublas_det.shapes import parse_shape
+from cublas_det.timing.stats import Ratio
 
 G, H = Kind.GUARANTEE, Kind.HAZARD
 SHAPE = parse_shape("128x56x4096:nt")
@@ -119,3 +122,43 @@ def test_problems_are_the_configurations_own_errors_and_failed_guarantees():
     fine = _check(GemmConfig(), ScenarioResult("repeat", G, 5, 0), ScenarioResult("sm-count", H, 2, 1))
     (problem,) = problems_of([failed, fine])
     assert problem.startswith("128x56x4096:nt PEDANTIC: repeat: 1/5 runs differ")
+
+
+def _ratio(median, low, high):
+    return Ratio("cure", "base", median, low, high, 24)
+
+
+def test_a_lock_entry_holds_for_any_m_only_where_every_row_keeps_its_bits():
+    shape = parse_shape("4096x56x128:tn")
+    key = GemmKey.of(shape, PINNED)
+    steady = (ScenarioResult("repeat", G, 5, 0), ScenarioResult("sm-count", H, 2, 0))
+    rows = _check(PINNED, *steady, ScenarioResult("batch-invariance", H, 13, 0),
+                  ScenarioResult("streams-shared-handle", H, 16, 1))
+    entry, why = prescribe._lock_entry(shape, key, PINNED, rows, (16, 66), 5)
+    assert why == "" and entry.key == key and entry.verified["rows"][-1] == 4095
+    assert entry.verified["shared_workspace"] == "other bits: one workspace per stream"
+    alone = _check(PINNED, *steady, ScenarioResult("batch-invariance", H, 13, 2, detail="m = 1 differs"))
+    entry, _ = prescribe._lock_entry(shape, key, PINNED, alone, (16, 66), 5)
+    assert entry.key == key.at(4096) and entry.verified["rows_note"] == "m = 1 differs; holds for M = 4096 alone"
+    assert entry.verified["shared_workspace"] == "not checked"
+    moved = _check(PINNED, ScenarioResult("repeat", G, 5, 0), ScenarioResult("sm-count", H, 2, 1, detail="66 SMs"))
+    assert prescribe._lock_entry(shape, key, PINNED, moved, (16, 66), 5) == (None, "sm-count: 66 SMs")
+
+
+def test_the_times_keep_their_json_form(monkeypatch):
+    cure = prescribe.Cure("pin", PINNED, True, "same bits", _ratio(1.003, 1.001, 1.005))
+    assert cure.to_dict()["time_ratio"] == {"median": 1.003, "ci_low": 1.001, "ci_high": 1.005}
+
+    class Timing:
+        def ratio(self, arm, reference):
+            return {PINNED.name: _ratio(1.2, 1.1, 1.3), "PEDANTIC": _ratio(1.5, 1.4, 1.6)}[arm]
+
+    run = types.SimpleNamespace(timings={SHAPE.name: Timing()})
+    monkeypatch.setattr(prescribe, "time_shapes", lambda *args, **options: run)
+    entry = prescribe.LockEntry(GemmKey.of(SHAPE, PINNED), PINNED, {})
+    heuristic = dataclasses.replace(PINNED, lt_algo=())
+    (timed,) = prescribe._lock_costs([entry], {entry.key: (SHAPE, GemmConfig(), PINNED)}, 0, None,
+                                     lambda text: None, {})
+    assert timed.cost == {"against_heuristic": {"config": heuristic.name, "median": 1.2, "ci_low": 1.1,
+                                                "ci_high": 1.3},
+                          "against": {"config": "PEDANTIC", "median": 1.2 / 1.5}}
