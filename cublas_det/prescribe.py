@@ -190,14 +190,8 @@ def _evidence(hazard: str, result, targets) -> str:
 
 def _setup_cures(check, hazard: str) -> list[Cure]:
     """The hazard's setup cures, as the configuration's own check of their guarantee scenarios found them."""
-    cures = []
-    for scenario, label in REGISTRY[hazard].setup_cures:
-        result = check.scenario(scenario)
-        if result is not None and result.compared:
-            cures.append(Cure(label, None, result.identical,
-                              f"same bits in {result.runs} runs" if result.identical else result.detail,
-                              keeps_bits=True))
-    return cures
+    return [Cure(label, None, r.identical, f"same bits in {r.runs} runs" if r.identical else r.detail, keeps_bits=True)
+            for scenario, label in REGISTRY[hazard].setup_cures if (r := check.scenario(scenario)) and r.compared]
 
 
 def problems_of(checks) -> list[str]:

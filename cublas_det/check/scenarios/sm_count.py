@@ -39,10 +39,6 @@ def _sm_count(context: ScenarioContext):
     return SM_COUNT.from_worst(len(targets), differing, worst_of(mismatches), detail, extra)
 
 
-def _evidence(result, targets) -> str:
-    return f"under SM-count targets {', '.join(map(str, targets))} and the full count" if targets else ""
-
-
 def _untestable(cure) -> str:
     # It plans for that SM count on every GPU: an SM-count target emulates a smaller GPU by the
     # very setting it overrides, so here it would compare a plan with itself.
@@ -53,5 +49,6 @@ def _untestable(cure) -> str:
 
 
 SM_COUNT = Scenario("sm-count", "cublasSetSmCountTarget below the device's SM count, as on a GPU with fewer SMs",
-                    Kind.HAZARD, "SM count", _sm_count, evidence=_evidence,
-                    untestable=_untestable)
+                    Kind.HAZARD, "SM count", _sm_count, untestable=_untestable,
+                    evidence=lambda result, targets: f"under SM-count targets {', '.join(map(str, targets))} "
+                    "and the full count" if targets else "")
