@@ -285,5 +285,3 @@ def gemm_strided_batched_ex(handle: int, args: tuple) -> None:
     _call("cublasGemmStridedBatchedEx", handle, op_a, op_b, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb,
           stride_b, beta, c, c_type, ldc, stride_c, batch, compute, algo)
 
-
-check_status = _check

@@ -23,6 +23,7 @@ from ._cublas import GEMM_EX_ARGS, GemmAlgo, Operation
 from .config import COMPUTE_TYPES, HALF_SCALAR_COMPUTE, check_types
 from .dtypes import GEMM_TYPES
 from .handle import Handle, default_handle
+from .shapes import other_layout, packed_strides
 
 # The enums as plain ints, read once: the hot path passes them untyped.
 CUDA_R_32F = GEMM_TYPES["float32"].cuda
@@ -219,14 +220,15 @@ def gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, alp
     Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the operands swap places and
     each leading dimension is a row length.
     """
-    return (CUBLAS_OP_T if trans_b else CUBLAS_OP_N, CUBLAS_OP_T if trans_a else CUBLAS_OP_N, n, m, k,
-            alpha_address, b_ptr, ab_type, ldb, a_ptr, ab_type, lda, beta_address, out_ptr, c_type, n,
+    rows, cols, k, trans_first, trans_second = other_layout(m, n, k, trans_a, trans_b)
+    return (CUBLAS_OP_T if trans_first else CUBLAS_OP_N, CUBLAS_OP_T if trans_second else CUBLAS_OP_N, rows, cols,
+            k, alpha_address, b_ptr, ab_type, ldb, a_ptr, ab_type, lda, beta_address, out_ptr, c_type, n,
             int(compute_type), algo)
 
 
 def _batch_tail(batch: int, m: int, n: int, k: int) -> tuple:
     """A batched call's count and strides of packed matrices, in cuBLAS's operand order (B first)."""
-    return (batch, k * n, m * k, m * n) if batch > 1 else ()
+    return (batch, *packed_strides(m, n, k)) if batch > 1 else ()
 
 
 def shape_args(shape, compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUDA_R_32F,

@@ -23,7 +23,7 @@ from .config import GemmConfig
 from .dtypes import GEMM_TYPES
 from .errors import InputFileError, UsageError
 from .files import check_format, read_json
-from .shapes import parse_shape
+from .shapes import cublas_op, parse_shape
 from .words import plural
 
 FORMAT, VERSION = "cublas_det.lock", 1
@@ -66,7 +66,7 @@ class GemmKey:
     @property
     def spec(self) -> str:
         """``MxNxK:op``, M left open (``M``) in a key for any M, as ``--shape`` takes it once M is filled in."""
-        op = ("T" if self.trans_b else "N") + ("T" if self.trans_a else "N")
+        op = cublas_op(self.trans_a, self.trans_b)
         return f"{self.m or 'M'}x{self.n}x{self.k}:{op.lower()}" + (f":b{self.batch}" if self.batch > 1 else "")
 
     def __str__(self) -> str:

@@ -19,21 +19,19 @@ from ._cublas import ComputeType, CublasError, MathMode
 from ._cublaslt import ReductionScheme
 from .call import shape_args
 from .check import check_many
-from .check.scenarios import REGISTRY
+from .check.scenarios import HAZARDS, REGISTRY, without_workers
 from .config import GemmConfig
 from .dtypes import GEMM_TYPES
 from .device import device_properties
 from .handle import create_handle
 from .lockfile import GemmKey, LockEntry
-from .shapes import GemmShape, batch_ladder
+from .shapes import GemmShape, batch_ladder, sm_count_ladder
 from .timing import time_shapes
 
-HAZARDS = ("sm-count", "streams-shared-handle", "batch-invariance")
 VERIFY_SCENARIOS = ("repeat",) + HAZARDS
-BASE_SCENARIOS = ("repeat", "streams-per-handle", "workspace-config") + HAZARDS
-# Setup cures of a shared handle, verified by the base check's guarantee scenarios (no other GEMM: no time cost).
-SETUP_CURES = {"streams-per-handle": "a handle and workspace per stream",
-               "workspace-config": "CUBLAS_WORKSPACE_CONFIG=:4096:8"}
+# The guarantee scenarios that check a hazard's setup cures (no other GEMM: no time cost).
+SETUP_SCENARIOS = tuple(name for hazard in HAZARDS for name, _ in REGISTRY[hazard].setup_cures)
+BASE_SCENARIOS = ("repeat",) + SETUP_SCENARIOS + HAZARDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +49,12 @@ class Cure:
         return {"cure": self.label, "config": self.config.to_dict() if self.config else None,
                 "verified": self.verified, "untested": self.untested, "evidence": self.evidence,
                 "keeps_bits": self.keeps_bits, "introduces": list(self.introduces),
-                "time_ratio": None if self.ratio is None else {
-                    "median": self.ratio.median, "ci_low": self.ratio.ci_low, "ci_high": self.ratio.ci_high}}
+                "time_ratio": None if self.ratio is None else _interval(self.ratio)}
+
+
+def _interval(ratio) -> dict:
+    """A time ratio as the JSON keeps it: its median and confidence interval."""
+    return {"median": ratio.median, "ci_low": ratio.ci_low, "ci_high": ratio.ci_high}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +81,7 @@ class Prescription:
 
 def verification_targets(sm_count: int, fleet=()) -> tuple:
     """SM counts to verify under: 16 up to the device's, and every SM count of the fleet."""
-    return tuple(sorted({t for t in (16, 33, sm_count // 2, sm_count - sm_count // 8, *fleet) if 0 < t < sm_count}))
+    return tuple(sm_count_ladder(sm_count, also=(16, 33, *fleet)))
 
 
 def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
@@ -117,94 +119,119 @@ def candidates(shape: GemmShape, config: GemmConfig, fleet=()) -> list[tuple[str
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class CurePlan:
+    """What to verify for one shape: the hazards its configurations' checks found, and the cures to try."""
+
+    shape: GemmShape
+    hazardous: tuple  # (a configuration's check, a hazard that changed its bits)
+    tried: dict  # (configuration name, cure name) -> (label, cure configuration, the configuration's check)
+    impossible: dict  # configuration name -> [Cure that could not be made, and why]
+
+    @property
+    def cure_configs(self) -> list[GemmConfig]:
+        return list(dict.fromkeys(cure for _, cure, _ in self.tried.values()))
+
+
+def plan_cures(shape: GemmShape, checks, fleet=(), candidates_of=candidates) -> CurePlan:
+    """The cures to try for each hazard the checks of ``shape`` found (``candidates_of``: as
+    :func:`candidates`, which asks cuBLASLt's heuristic)."""
+    hazardous = tuple((c, r.scenario) for c in checks for r in c.findings if r.scenario in HAZARDS)
+    tried, impossible = {}, {}
+    for check in {c.config.name: c for c, _ in hazardous}.values():
+        for label, cure in candidates_of(shape, check.config, fleet):
+            if isinstance(cure, str):
+                impossible.setdefault(check.config.name, []).append(Cure(label, None, False, cure))
+            else:
+                tried.setdefault((check.config.name, cure.name), (label, cure, check))
+    return CurePlan(shape, hazardous, tried, impossible)
+
+
+def verify_cures(plan: CurePlan, verified: dict, targets) -> list[Prescription]:
+    """A :class:`Prescription` per hazard of ``plan``, from the cures' checks (``verified``: by name)."""
+    cures = {}  # (configuration name, hazard) -> [Cure]
+    for (base_name, cure_name), (label, cure, check) in plan.tried.items():
+        cure_check = verified[cure_name]
+        base_hazards = {h for c, h in plan.hazardous if c.config.name == base_name}
+        introduces = tuple(r.scenario for r in cure_check.findings if r.scenario not in base_hazards)
+        for hazard in sorted(base_hazards):
+            cures.setdefault((base_name, hazard), []).append(
+                _judged(label, cure, hazard, check, cure_check, introduces, targets))
+    return [Prescription(plan.shape, check.config, hazard, tuple(
+        cures.get((check.config.name, hazard), []) + plan.impossible.get(check.config.name, [])
+        + _setup_cures(check, hazard))) for check, hazard in plan.hazardous]
+
+
+def _judged(label, cure, hazard, check, cure_check, introduces, targets) -> Cure:
+    """A cure judged by its check under ``hazard``: identical bits there, and its own bits repeat."""
+    keeps_bits = cure_check.digest == check.digest
+    untestable = REGISTRY[hazard].untestable(cure) if REGISTRY[hazard].untestable else ""
+    if untestable:
+        return Cure(label, cure, False, untestable, keeps_bits=keeps_bits, untested=True)
+    result = cure_check.scenario(hazard)
+    evidence = _evidence(hazard, result, targets)
+    if result and result.identical and not cure_check.reproducible:
+        evidence += f"; yet its own bits did not repeat ({cure_check.verdict.value})"
+    if introduces:
+        evidence += f"; brings in: {', '.join(REGISTRY[h].label for h in introduces)}"
+    return Cure(label, cure, bool(result and result.identical and cure_check.reproducible), evidence,
+                keeps_bits=keeps_bits, introduces=introduces)
+
+
 def _evidence(hazard: str, result, targets) -> str:
     if result is None or result.error:
         return f"could not run: {result.error if result else 'no result'}"
     if result.not_applicable:
         return f"does not apply: {result.not_applicable}"
-    where = {"sm-count": f"under SM-count targets {', '.join(map(str, targets))} and the full count" if targets else "",
-             "streams-shared-handle": f"in {result.runs} runs on 4 streams of one handle",
-             "batch-invariance": "for every row count m checked"}[hazard]
     if result.identical:
-        return f"same bits {where}".strip()
+        where = REGISTRY[hazard].evidence
+        return f"same bits {where(result, targets) if where else ''}".strip()
     return f"bits change: {result.detail}"
+
+
+def _setup_cures(check, hazard: str) -> list[Cure]:
+    """The hazard's setup cures, as the configuration's own check of their guarantee scenarios found them."""
+    return [Cure(label, None, r.identical, f"same bits in {r.runs} runs" if r.identical else r.detail, keeps_bits=True)
+            for scenario, label in REGISTRY[hazard].setup_cures if (r := check.scenario(scenario)) and r.compared]
+
+
+def problems_of(checks) -> list[str]:
+    """The configurations' own failures (errors, failed guarantees), which no cure is judged against."""
+    return [f"{c.shape.name} {c.mode_name}: {c.error or '; '.join(map(str, c.errors + c.guarantee_failures))}"
+            for c in checks if c.error or c.errors or c.guarantee_failures]
+
+
+def _verification(shapes, configs, targets, seed, repeats, operands, **options) -> list:
+    """Checks of ``configs`` under every hazard, as cures and lock entries are verified."""
+    return check_many(shapes, configs, repeats=repeats, scenarios=list(VERIFY_SCENARIOS), seed=seed,
+                      operands=operands, sm_count_targets=targets, **options)
 
 
 def prescribe(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, quick: bool = False,
               operands=None, on_step=None, timing: dict | None = None,
               kernels: bool = False) -> tuple[list[Prescription], list[str]]:
     """A :class:`Prescription` for every (shape, configuration, hazard) whose bits changed, and the
-    problems of the configurations' own checks (errors, failed guarantees), which no cure is judged against.
+    problems of the configurations' own checks (:func:`problems_of`).
 
     ``timing``: ``time_shapes`` options (visits, budget); ``on_step(text)``: progress; ``kernels``:
     record the cures' kernels (CUPTI), so a failed cure's evidence names the kernel change behind it.
     """
     step = on_step or (lambda text: None)
-    sm_count = device_properties()["sm_count"]
-    targets = verification_targets(sm_count, fleet)
-    base_scenarios = [s for s in BASE_SCENARIOS if not (quick and s == "workspace-config")]
-    base = check_many(shapes, configs, repeats=repeats, scenarios=base_scenarios, seed=seed, operands=operands,
-                      sm_count_targets=targets, on_check=lambda c: step(f"checked {c.shape.name} {c.mode_name}"))
+    targets = verification_targets(device_properties()["sm_count"], fleet)
+    base = check_many(shapes, configs, repeats=repeats, seed=seed, operands=operands, sm_count_targets=targets,
+                      scenarios=list(without_workers(BASE_SCENARIOS) if quick else BASE_SCENARIOS),
+                      on_check=lambda c: step(f"checked {c.shape.name} {c.mode_name}"))
     found = []
-    problems = [f"{c.shape.name} {c.mode_name}: {c.error or '; '.join(map(str, c.errors + c.guarantee_failures))}"
-                for c in base if c.error or c.errors or c.guarantee_failures]  # what no cure can be judged against
     for shape in shapes:
-        checks = [c for c in base if c.shape.name == shape.name and not c.error]
-        hazardous = [(c, r.scenario) for c in checks for r in c.findings if r.scenario in HAZARDS]
-        if not hazardous:
-            continue
-        tried = {}  # (configuration, cure) -> (label, cure configuration, the configuration's check)
-        impossible = {}  # configuration -> [(label, why no cure configuration could be made)]
-        for check in {c.config.name: c for c, _ in hazardous}.values():
-            for label, cure in candidates(shape, check.config, fleet):
-                if isinstance(cure, str):
-                    impossible.setdefault(check.config.name, []).append(Cure(label, None, False, cure))
-                else:
-                    tried.setdefault((check.config.name, cure.name), (label, cure, check))
-        cure_configs = list(dict.fromkeys(cure for _, cure, _ in tried.values()))
-        step(f"verifying {len(cure_configs)} cures of {shape.name}")
-        verified = {c.mode_name: c for c in check_many([shape], cure_configs, repeats=repeats,
-                                                       scenarios=list(VERIFY_SCENARIOS), seed=seed,
-                                                       operands=operands, sm_count_targets=targets,
-                                                       kernels=kernels)}
-        results = {}
-        for (base_name, cure_name), (label, cure, check) in tried.items():
-            cure_check = verified[cure_name]
-            base_hazards = {h for c, h in hazardous if c.config.name == base_name}
-            introduces = tuple(r.scenario for r in cure_check.findings if r.scenario not in base_hazards)
-            for hazard in sorted(base_hazards):
-                result = cure_check.scenario(hazard)
-                if cure.lt_sm_count_target and hazard == "sm-count":
-                    # It plans for that SM count on every GPU: an SM-count target emulates a smaller
-                    # GPU by the very setting it overrides, so here it would compare a plan with itself.
-                    results.setdefault((base_name, hazard), []).append(Cure(
-                        label, cure, False, f"same plan on every GPU with at least {cure.lt_sm_count_target} SMs "
-                        "by construction; emulation cannot test it: check on a real GPU of that size",
-                        keeps_bits=cure_check.digest == check.digest, untested=True))
-                    continue
-                ok = bool(result and result.identical and cure_check.reproducible)
-                evidence = _evidence(hazard, result, targets)
-                if result and result.identical and not cure_check.reproducible:
-                    evidence += f"; yet its own bits did not repeat ({cure_check.verdict.value})"
-                if introduces:
-                    evidence += f"; brings in: {', '.join(REGISTRY[h].label for h in introduces)}"
-                results.setdefault((base_name, hazard), []).append(
-                    Cure(label, cure, ok, evidence, keeps_bits=cure_check.digest == check.digest,
-                         introduces=introduces))
-        for check, hazard in hazardous:
-            cures = results.get((check.config.name, hazard), []) + impossible.get(check.config.name, [])
-            if hazard == "streams-shared-handle":
-                for scenario, label in SETUP_CURES.items():
-                    result = check.scenario(scenario)
-                    if result is not None and result.compared:
-                        cures.append(Cure(label, None, result.identical,
-                                          f"same bits in {result.runs} runs" if result.identical else result.detail,
-                                          keeps_bits=True))
-            found.append(Prescription(shape, check.config, hazard, tuple(cures)))
-    return _timed(found, seed, operands, step, timing or {}), problems
+        plan = plan_cures(shape, [c for c in base if c.shape.name == shape.name and not c.error], fleet)
+        if plan.hazardous:
+            step(f"verifying {len(plan.cure_configs)} cures of {shape.name}")
+            checks = _verification([shape], plan.cure_configs, targets, seed, repeats, operands, kernels=kernels)
+            found += verify_cures(plan, {c.mode_name: c for c in checks}, targets)
+    return time_cures(found, seed, operands, step, timing or {}), problems_of(base)
 
 
-def _timed(found: list[Prescription], seed, operands, step, timing: dict) -> list[Prescription]:
+def time_cures(found: list[Prescription], seed, operands, step, timing: dict) -> list[Prescription]:
     """Each verified cure's time against the configuration it replaces: graph timing, side by side."""
     arms: dict = {}  # shape name -> (shape, {base name: {name: configuration}}), the base first
     for prescription in found:
@@ -259,8 +286,7 @@ def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, 
                 refused.append(f"{shape.name} {config.name}: cuBLASLt has no algorithm for it ({err})")
                 continue
             step(f"verifying {shape.name} {pinned.name}")
-            check = check_many([shape], [pinned], repeats=repeats, scenarios=list(VERIFY_SCENARIOS), seed=seed,
-                               operands=operands, sm_count_targets=targets)[0]
+            check = _verification([shape], [pinned], targets, seed, repeats, operands)[0]
             entry, why = _lock_entry(shape, key, pinned, check, targets, repeats)
             if entry is None:
                 refused.append(f"{shape.name} {config.name}: pinned, its bits still change ({why})")
@@ -304,8 +330,7 @@ def _lock_costs(entries, chosen, seed, operands, step, timing: dict) -> list[Loc
         config_ratio = shape_timing.ratio(config.name, heuristic.name) if shape_timing and config != heuristic else None
         cost = None
         if pinned_ratio is not None:
-            cost = {"against_heuristic": {"config": heuristic.name, "median": pinned_ratio.median,
-                                          "ci_low": pinned_ratio.ci_low, "ci_high": pinned_ratio.ci_high}}
+            cost = {"against_heuristic": {"config": heuristic.name, **_interval(pinned_ratio)}}
             if config_ratio is not None:
                 cost["against"] = {"config": config.name, "median": pinned_ratio.median / config_ratio.median}
         timed.append(dataclasses.replace(entry, cost=cost))

@@ -34,6 +34,22 @@ TRUNK_TOKENS = 4096
 TRUNK_LAYERS = {"W_in": (128, 56), "W_a": (128, 128), "W_b": (128, 128)}
 
 
+def other_layout(m: int, n: int, k: int, trans_first: bool, trans_second: bool) -> tuple[int, int, int, bool, bool]:
+    """The same product in the other layout, either way: row-major ``op(A) @ op(B)`` is column-major
+    ``op(B)^T op(A)^T``, so M and N trade places, and so do the operands with their transposes."""
+    return n, m, k, trans_second, trans_first
+
+
+def cublas_op(trans_a: bool, trans_b: bool) -> str:
+    """``transa`` + ``transb`` of the cuBLAS call for a row-major GEMM's transposes."""
+    return "".join("T" if trans else "N" for trans in other_layout(0, 0, 0, trans_a, trans_b)[3:])
+
+
+def packed_strides(m: int, n: int, k: int) -> tuple[int, int, int]:
+    """The strides of a batch of packed matrices, in elements, in cuBLAS's operand order: B, A, C."""
+    return k * n, m * k, m * n
+
+
 @dataclasses.dataclass(frozen=True)
 class GemmShape:
     """One GEMM: row-major ``M x N x K``, operand layout, and where it comes from."""
@@ -60,7 +76,7 @@ class GemmShape:
     @property
     def cublas_op(self) -> str:
         """``transa`` + ``transb`` of the cuBLAS call, e.g. ``"NT"`` for a dW GEMM."""
-        return ("T" if self.trans_b else "N") + ("T" if self.trans_a else "N")
+        return cublas_op(self.trans_a, self.trans_b)
 
     @property
     def flop(self) -> int:
@@ -160,6 +176,13 @@ def preset(name: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
     raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
 
 
+def catalogue_entry(matches, tokens=(DEFAULT_TOKENS,)) -> GemmShape | None:
+    """The first shape of the catalogue (each preset, at each token count of ``tokens``) that
+    ``matches(shape)``, or None."""
+    return next((shape for name in PRESETS for count in dict.fromkeys(tokens) for shape in preset(name, count)
+                 if matches(shape)), None)
+
+
 _SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?::\s*([nNtT]{2}))?\s*(?::\s*[bB](\d+))?\s*$")
 
 
@@ -228,3 +251,10 @@ def batch_ladder(m: int) -> list[int]:
     if m - 1 > 0 and m - 1 not in ladder:
         ladder.append(m - 1)
     return ladder
+
+
+def sm_count_ladder(sm_count: int, divisors=(2,), also=()) -> list[int]:
+    """SM counts below the device's to plan for, ascending: one SM in eight fewer, the device's
+    divided by each of ``divisors``, and ``also`` (a fleet's, fixed rungs)."""
+    rungs = (sm_count - sm_count // 8, *(sm_count // d for d in divisors), *also)
+    return sorted({t for t in rungs if 0 < t < sm_count})

@@ -24,10 +24,10 @@ def test_error_pickles_with_its_fields():
     assert "CUBLAS_STATUS_NOT_SUPPORTED" in str(err)
 
 
-def test_check_status_raises_only_on_failure():
-    _cublas.check_status(0, "cublasCreate")
+def test_a_status_raises_only_on_failure():
+    _cublas._check(0, "cublasCreate")
     with pytest.raises(CublasError, match=r"CUBLAS_STATUS_ALLOC_FAILED \(3\).*\[cublasCreate\]"):
-        _cublas.check_status(3, "cublasCreate")
+        _cublas._check(3, "cublasCreate")
 
 
 def test_every_prototype_has_the_documented_symbol_names():

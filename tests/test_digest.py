@@ -12,11 +12,16 @@ from cublas_det.bits.digest import (
     MASK64,
     WEYL,
     DigestAccumulator,
+    digest_groups,
     finish,
     fmix64,
     host_digest,
     smix64,
 )
+from cublas_det.check.devices import Agreement
+from cublas_det.check.scenarios.modes import identical_groups
+from cublas_det.config import GemmConfig
+from cublas_det.shapes import parse_shape
 
 SIZES = [0, 1, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33, 47, 64, 1000, 4097]
 
@@ -197,3 +202,16 @@ def test_gpu_sums_do_not_depend_on_the_launch_configuration(blocks, threads):
     accumulator = DigestAccumulator()
     accumulator.update(host)
     assert tuple(int(v) for v in sums.get()) == accumulator.sums()
+
+
+def test_one_digest_grouping_for_modes_devices_and_fleets():
+    assert digest_groups([("PEDANTIC", "x"), ("TF32", "y"), ("DEFAULT", "x")]) == {"x": ["PEDANTIC", "DEFAULT"],
+                                                                                     "y": ["TF32"]}
+    assert identical_groups({"PEDANTIC": "x", "TF32": "y", "DEFAULT": "x"}) == [["PEDANTIC", "DEFAULT"], ["TF32"]]
+    shape = parse_shape("64x64x64")
+
+    def majority(digests):
+        return Agreement(shape, GemmConfig(), digests, {}, {}).majority
+
+    assert majority({2: "b", 0: "a", 1: "b", 3: "a"}) == "a"  # a tie: the lowest device's digest
+    assert majority({3: "a", 1: "b", 2: "b"}) == "b" and majority({}) is None

@@ -1,7 +1,9 @@
 """The verdict vocabulary: reproducible is judged on guarantees only; hazards are findings; modes compare."""
 
+import dataclasses
 import math
 
+from cublas_det.bits.compare import Mismatch
 from cublas_det.check.results import (
     GemmCheck,
     Kind,
@@ -63,3 +65,10 @@ def test_json_round_trips_of_results_and_checks():
     failed = _check(digest="", error="operands: OutOfMemoryError")
     failed = GemmCheck.from_dict(failed.to_dict())
     assert failed.error == "operands: OutOfMemoryError" and math.isclose(failed.rel_error, 3e-7)
+
+
+def test_a_result_carries_its_worst_mismatch_field_for_field():
+    worst = Mismatch(3, 100, 1e-6, 2, (0, 1), 1.0, 1.0000001)
+    result = ScenarioResult.from_worst("sm-count", H, 2, 1, worst, "66 SMs", {"a": 1})
+    assert Mismatch(**{f.name: getattr(result, f.name) for f in dataclasses.fields(Mismatch)}) == worst
+    assert (result.detail, result.extra, result.runs, result.differing_runs) == ("66 SMs", {"a": 1}, 2, 1)

@@ -17,10 +17,11 @@ from cublas_det.check.scenarios.processes import (
     FRESH_PROCESS,
     WORKSPACE_CONFIG_SCENARIO,
 )
-from cublas_det.check.scenarios.sm_count import sm_count_targets
 from cublas_det.check.worker.protocol import Answer, Task, TaskAnswer, task_key
 from cublas_det.config import GemmConfig
-from cublas_det.shapes import batch_ladder, parse_shape, preset
+from cublas_det.kernels.explain import sm_targets
+from cublas_det.prescribe import verification_targets
+from cublas_det.shapes import batch_ladder, parse_shape, preset, sm_count_ladder
 
 
 def test_every_scenario_has_one_sentence_a_kind_and_a_label():
@@ -47,8 +48,25 @@ def test_batch_ladder_and_sm_targets():
     assert batch_ladder(4096) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4095]
     assert batch_ladder(5) == [1, 2, 4]
     assert batch_ladder(1) == []
-    assert sm_count_targets(132) == [66, 116]
-    assert sm_count_targets(1) == []
+    assert sm_count_ladder(132) == [66, 116]
+    assert sm_count_ladder(1) == []
+
+
+def test_one_sm_count_ladder_gives_each_old_ladder_exactly():
+    def check_ladder(n):  # check/scenarios/sm_count.py's
+        return sorted({max(1, n // 2), max(1, n - n // 8)} - {n})
+
+    def prescribe_ladder(n, fleet):  # prescribe.verification_targets'
+        return tuple(sorted({t for t in (16, 33, n // 2, n - n // 8, *fleet) if 0 < t < n}))
+
+    def explain_ladder(n):  # kernels/explain.sm_targets'
+        return sorted({max(1, t) for t in (n - n // 8, n // 2, n // 4, n // 8)} - {n}, reverse=True)
+
+    for n in range(1, 400):
+        assert sm_count_ladder(n) == check_ladder(n), n
+        assert sm_targets(n) == explain_ladder(n), n
+        for fleet in ((), (1,), (114, 132), (n,), (n + 5, 7), (0, 33, 16)):
+            assert verification_targets(n, fleet) == prescribe_ladder(n, fleet), (n, fleet)
 
 
 def _context(shape):

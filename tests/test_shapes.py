@@ -1,6 +1,14 @@
+import itertools
+import types
+
 import pytest
 
 from cublas_det import shapes
+from cublas_det._cublas import Operation
+from cublas_det.call import _batch_tail, gemm_ex_args
+from cublas_det.capture.replay import like, row_major
+from cublas_det.config import GemmConfig
+from cublas_det.lockfile import GemmKey
 from cublas_det.shapes import GemmShape, parse_shape, preset, resolve_shapes
 
 
@@ -112,3 +120,47 @@ def test_catalogue_lists_every_preset_without_a_gpu():
     text = shapes.format_catalogue(resolve_shapes(list(shapes.PRESETS)))
     assert "trunk/W_in/dW" in text and "mamba2-2.7b/in_proj/dW" in text
     assert len(text.splitlines()) == 1 + 9 + 5 * 6
+
+
+def test_one_layout_swap_and_one_packed_stride_formula_give_the_old_values():
+    op_n, op_t = int(Operation.N), int(Operation.T)
+
+    def old_args(trans_a, trans_b, m, n, k, lda, ldb, a, b, out, alpha, beta, compute, ab, c, algo):
+        return (op_t if trans_b else op_n, op_t if trans_a else op_n, n, m, k, alpha, b, ab, ldb, a, ab, lda, beta,
+                out, c, n, int(compute), algo)
+
+    def old_tail(batch, m, n, k):
+        return (batch, k * n, m * k, m * n) if batch > 1 else ()
+
+    sizes = (1, 2, 3, 7, 64, 127, 4096, 65537)
+    for (m, n, k), trans_a, trans_b in itertools.product(itertools.product(sizes, repeat=3), (False, True),
+                                                         (False, True)):
+        lda, ldb = (m if trans_a else k), (k if trans_b else n)
+        given = (trans_a, trans_b, m, n, k, lda, ldb, 0x1000, 0x2000, 0x3000, 0x40, 0x80, 68, 0, 2, -1)
+        assert gemm_ex_args(*given) == old_args(*given)
+        for batch in (1, 2, 8):
+            assert _batch_tail(batch, m, n, k) == old_tail(batch, m, n, k)
+        for transa, transb in itertools.product("NTC", repeat=2):
+            call = types.SimpleNamespace(m=m, n=n, k=k, transa=transa, transb=transb)
+            assert row_major(call) == (n, m, k, transb != "N", transa != "N")
+        shape = GemmShape("s", m, n, k, trans_a, trans_b)
+        old_op = ("T" if trans_b else "N") + ("T" if trans_a else "N")
+        assert shape.cublas_op == old_op and GemmKey.of(shape, GemmConfig()).spec == f"Mx{n}x{k}:{old_op.lower()}"
+
+
+def test_one_catalogue_lookup_finds_what_the_old_role_search_found():
+    def old_like(m, n, k, trans_a, trans_b):
+        for name in shapes.PRESETS:
+            for tokens in dict.fromkeys((m, k)):
+                for shape in preset(name, tokens):
+                    if (shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b) == (m, n, k, trans_a, trans_b):
+                        return shape.name
+        return ""
+
+    queries = {(s.m, s.n, s.k, s.trans_a, s.trans_b) for t in (1, 7, 2048, 4096, 16384)
+               for name in shapes.PRESETS for s in preset(name, t)}
+    queries |= {(m, n, k, not ta, tb) for m, n, k, ta, tb in list(queries)[:40]} | {(64, 64, 64, False, False)}
+    for query in queries:
+        assert like(*query) == old_like(*query), query
+    assert shapes.catalogue_entry(lambda s: s.name == "trunk/W_in/dW").spec.endswith(":nt")
+    assert shapes.catalogue_entry(lambda s: False) is None

@@ -44,6 +44,14 @@ def digest(array) -> str:
     return bytes_digest(_host(array))
 
 
+def digest_groups(pairs) -> dict:
+    """``(item, digest)`` pairs grouped by digest, in first-seen order: ``{digest: [item ...]}``."""
+    groups: dict = {}
+    for item, value in pairs:
+        groups.setdefault(value, []).append(item)
+    return groups
+
+
 HASHERS = 4  # threads hashing at once, and host copies waiting for them at most
 
 

@@ -13,7 +13,7 @@ import dataclasses
 from .._cublas import MATH_MODE_FLAGS as DISALLOW_RPR, ComputeType, MathMode
 from ..config import GemmConfig
 from ..dtypes import GEMM_TYPES
-from ..shapes import PRESETS, GemmShape, preset
+from ..shapes import GemmShape, catalogue_entry, other_layout, packed_strides
 from .model import GemmDefinition
 
 _DTYPES = {element.cuda_name: name for name, element in GEMM_TYPES.items()}  # R_32F -> float32 ...
@@ -41,21 +41,14 @@ class ReplayPlan:
 
 def row_major(definition: GemmDefinition) -> tuple[int, int, int, bool, bool]:
     """``(M, N, K, trans_a, trans_b)`` of the shim for a captured column-major call."""
-    return (definition.n, definition.m, definition.k, definition.transb != "N", definition.transa != "N")
+    return other_layout(definition.m, definition.n, definition.k, definition.transa != "N", definition.transb != "N")
 
 
 def like(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> str:
     """The catalogue name of the same row-major GEMM at any token count, or ``""``."""
-    for name in PRESETS:
-        for tokens in dict.fromkeys((m, k)):  # T is M for forward and dX, K for dW
-            try:
-                shapes = preset(name, tokens)
-            except ValueError:
-                continue
-            for shape in shapes:
-                if (shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b) == (m, n, k, trans_a, trans_b):
-                    return shape.name
-    return ""
+    found = catalogue_entry(lambda s: (s.m, s.n, s.k, s.trans_a, s.trans_b) == (m, n, k, trans_a, trans_b),
+                            (m, k))  # T is M for forward and dX, K for dW
+    return found.name if found else ""
 
 
 def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
@@ -95,7 +88,7 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
     if definition.batch_count == 1 and "Batched" in definition.api:
         notes.append(f"a batch of one: replayed as one GEMM (cublasGemmEx), not as {definition.api}")
     if definition.batch_count > 1:
-        packed = (n * k, m * k, m * n)  # cuBLAS's A (the shim's b), B and C, each matrix after the last
+        packed = packed_strides(m, n, k)
         if definition.strides is None:
             notes.append("the call passed arrays of pointers: replayed as one strided batch "
                          "(cublasGemmStridedBatchedEx) of packed matrices")

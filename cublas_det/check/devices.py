@@ -9,11 +9,11 @@ never hides the others' results.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import os
 import time
 
+from ..bits.digest import digest_groups
 from ..config import GemmConfig
 from ..shapes import GemmShape
 from .results import Kind
@@ -74,11 +74,8 @@ class Agreement:
     @property
     def majority(self) -> str | None:
         """The digest most devices gave (ties go to the lowest device id), or None."""
-        if not self.digests:
-            return None
-        counts = collections.Counter(self.digests.values())
-        top = max(counts.values())
-        return next(d for _, d in sorted(self.digests.items()) if counts[d] == top)
+        groups = digest_groups(sorted(self.digests.items()))
+        return max(groups, key=lambda digest: len(groups[digest]), default=None)
 
     @property
     def outliers(self) -> list[int]:

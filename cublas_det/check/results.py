@@ -129,10 +129,9 @@ class ScenarioResult:
     @classmethod
     def from_worst(cls, scenario: str, kind: Kind, runs: int, differing_runs: int, worst: Mismatch,
                    detail: str = "", extra: dict | None = None) -> ScenarioResult:
-        """A result whose element counts, differences and location are those of ``worst``."""
-        return cls(scenario, kind, runs, differing_runs, worst.mismatched_elements, worst.total_elements,
-                   worst.max_abs_diff, worst.max_ulp, worst.index, worst.reference_value, worst.actual_value,
-                   detail, extra if extra is not None else {})
+        """A result whose element counts, differences and location are those of ``worst``, field for field."""
+        return cls(scenario, kind, runs, differing_runs, **worst.to_dict(), detail=detail,
+                   extra=extra if extra is not None else {})
 
     @classmethod
     def from_runs(cls, scenario: str, kind: Kind, summary: RunsSummary, detail: str = "", **extra) -> ScenarioResult:

@@ -60,9 +60,9 @@ from ..words import plural
 from ..shapes import (
     DEFAULT_TOKENS,
     PRESETS,
+    catalogue_entry,
     format_catalogue,
     parse_shape,
-    preset,
     resolve_shapes,
 )
 from ..timing import time_shapes, warm_up
@@ -440,11 +440,9 @@ def _kernels_available() -> bool:
 
 def explain_target(spec: str, tokens: int):
     """The shape ``--explain`` names: a catalogue name (any preset at ``tokens``) or MxNxK[:op]."""
-
-    for name in PRESETS:
-        for shape in preset(name, tokens):
-            if shape.name == spec:
-                return shape
+    shape = catalogue_entry(lambda s: s.name == spec, (tokens,))
+    if shape:
+        return shape
     if not spec.strip()[:1].isdigit():
         raise UsageError(f"{spec!r} to explain: neither a shape like 128x56x4096:nt nor a catalogue name "
                          "(see cublas-det bench --list)")

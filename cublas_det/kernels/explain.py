@@ -18,7 +18,7 @@ from ..config import resolve_config
 from ..device import device_properties, gpu_failures
 from ..handle import create_handle
 from ..operands import device_operands, output
-from ..shapes import batch_ladder
+from ..shapes import batch_ladder, sm_count_ladder
 from .signature import (
     KernelSignature,
     is_split_k_reduce,
@@ -42,8 +42,7 @@ class Explanation:
 
 def sm_targets(sm_count: int) -> list[int]:
     """SM counts to plan for: one in eight fewer, a half, a quarter, an eighth of the device's."""
-    return sorted({max(1, t) for t in (sm_count - sm_count // 8, sm_count // 2, sm_count // 4, sm_count // 8)}
-                  - {sm_count}, reverse=True)
+    return sm_count_ladder(sm_count, divisors=(2, 4, 8))[::-1]
 
 
 def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None) -> Explanation:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from ..bits.digest import digest_groups
 from ..timing.results import is_control
 from .runfile import NO_IDENTITY, Entry, StoredRun, describe_machine
 from ..words import plural, wrapped
@@ -236,9 +237,7 @@ def _by_inputs(members: list[Member]) -> list[list[Member]]:
 
 def _agreement(members: list[Member]) -> tuple[str, bool]:
     """(``all 3 agree (digest)`` or the digest groups, each with its machines; whether they all agree)."""
-    groups: dict = {}
-    for member in members:
-        groups.setdefault(member.digest, []).append(member)
+    groups = digest_groups((member, member.digest) for member in members)
     if len(groups) == 1:
         return f"all {len(members)} agree ({next(iter(groups))[:12]})", True
     parts = [f"[{', '.join(m.label for m in group)}] {digest[:12]} on {'; '.join(sorted({m.machine for m in group}))}"

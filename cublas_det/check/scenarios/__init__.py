@@ -21,9 +21,11 @@ REGISTRY: dict[str, Scenario] = {scenario.name: scenario for scenario in (
     BATCH_INVARIANCE, SM_COUNT, MODES_SCENARIO,
 )}
 DEFAULT_SCENARIOS = (REPEAT.name, FRESH_HANDLE.name)
+# The hazards, in the order a check runs them to verify a cure; each declares its evidence.
+HAZARDS = (SM_COUNT.name, STREAMS_SHARED_HANDLE.name, BATCH_INVARIANCE.name)
 
-__all__ = ["DEFAULT_SCENARIOS", "GemmFunction", "Kind", "ProcessScenario", "REGISTRY", "Scenario", "ScenarioContext",
-           "validate_scenarios", "without_workers"]
+__all__ = ["DEFAULT_SCENARIOS", "GemmFunction", "HAZARDS", "Kind", "ProcessScenario", "REGISTRY", "Scenario",
+           "ScenarioContext", "validate_scenarios", "without_workers"]
 
 
 def validate_scenarios(names) -> tuple[str, ...]:

@@ -87,6 +87,12 @@ class Scenario:
     label: str  # a few words for tables and summaries: "batch size", "SM count"
     body: Callable[[ScenarioContext], ScenarioResult] | None = None
     in_worker: bool = False
+    # A hazard's: where a cure's identical result held, from that result and the SM-count targets.
+    evidence: Callable[[ScenarioResult, tuple], str] | None = None
+    # A hazard's: (guarantee scenario, the setup it checks, in words): cures that change no GEMM.
+    setup_cures: tuple[tuple[str, str], ...] = ()
+    # A hazard's: why it cannot test a cure configuration ("" where it can).
+    untestable: Callable[[GemmConfig], str] | None = None
 
     def run(self, context: ScenarioContext) -> ScenarioResult:
         """Run the scenario; a GPU failure (out of memory, a CUDA or cuBLAS error) becomes a recorded error.

@@ -6,7 +6,7 @@ import dataclasses
 
 from ..._cublas import ComputeType, CublasError, MathMode
 from ...bits.compare import compare, relative_error
-from ...bits.digest import ALGORITHM, device_digest
+from ...bits.digest import ALGORITHM, device_digest, digest_groups
 from ...call import gemm
 from ...config import COMPUTE_TYPES, GemmConfig
 from ...handle import create_handle
@@ -83,10 +83,7 @@ def matrix(config: GemmConfig, run_configs=()) -> list[tuple[GemmConfig, Compute
 
 def identical_groups(digests: dict[str, str]) -> list[list[str]]:
     """Names grouped by digest, in first-seen order: ``[["PEDANTIC", "DEFAULT"], ["TF32"]]``."""
-    groups: dict[str, list[str]] = {}
-    for name, value in digests.items():
-        groups.setdefault(value, []).append(name)
-    return list(groups.values())
+    return list(digest_groups(digests.items()).values())
 
 
 def _run_configs(context: ScenarioContext) -> tuple:

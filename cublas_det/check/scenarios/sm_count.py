@@ -4,22 +4,18 @@ from __future__ import annotations
 
 from ...bits.compare import compare
 from ...device import device_properties
+from ...shapes import sm_count_ladder
 from ..results import Kind
 from .base import Scenario, ScenarioContext, worst_of
 
 
-def sm_count_targets(sm_count: int) -> list[int]:
-    """SM counts to emulate: half the device, and one SM in eight fewer."""
-    return sorted({max(1, sm_count // 2), max(1, sm_count - sm_count // 8)} - {sm_count})
-
-
-SM_TARGETS = "sm-count targets"  # key in ScenarioContext.shared: targets asked for instead of the two above
+SM_TARGETS = "sm-count targets"  # key in ScenarioContext.shared: targets asked for instead of the ladder's
 
 
 def _sm_count(context: ScenarioContext):
     sm_count = device_properties()["sm_count"]
     asked = context.shared.get(SM_TARGETS)
-    targets = sorted({t for t in asked if 0 < t < sm_count}) if asked else sm_count_targets(sm_count)
+    targets = sorted({t for t in asked if 0 < t < sm_count}) if asked else sm_count_ladder(sm_count)
     if not targets:
         return SM_COUNT.does_not_apply(f"the device has {sm_count} SM: no smaller count to emulate")
     out = context.new_output()
@@ -43,5 +39,16 @@ def _sm_count(context: ScenarioContext):
     return SM_COUNT.from_worst(len(targets), differing, worst_of(mismatches), detail, extra)
 
 
+def _untestable(cure) -> str:
+    # It plans for that SM count on every GPU: an SM-count target emulates a smaller GPU by the
+    # very setting it overrides, so here it would compare a plan with itself.
+    if not cure.lt_sm_count_target:
+        return ""
+    return (f"same plan on every GPU with at least {cure.lt_sm_count_target} SMs by construction; "
+            "emulation cannot test it: check on a real GPU of that size")
+
+
 SM_COUNT = Scenario("sm-count", "cublasSetSmCountTarget below the device's SM count, as on a GPU with fewer SMs",
-                    Kind.HAZARD, "SM count", _sm_count)
+                    Kind.HAZARD, "SM count", _sm_count, untestable=_untestable,
+                    evidence=lambda result, targets: f"under SM-count targets {', '.join(map(str, targets))} "
+                    "and the full count" if targets else "")

@@ -8,6 +8,7 @@ from ...bits.compare import MismatchTracker
 from ...handle import create_handle
 from ..results import Kind
 from .base import Scenario, ScenarioContext
+from .processes import WORKSPACE_CONFIG
 
 STREAMS = 4
 # The kernel change on a shared handle when every stream ran the reference's kernels: what differs is
@@ -77,7 +78,10 @@ def _handle_per_stream(context: ScenarioContext):
 
 STREAMS_SHARED_HANDLE = Scenario(
     "streams-shared-handle", f"one handle issues the GEMM on {STREAMS} concurrent streams (the hazard cuBLAS documents)",
-    Kind.HAZARD, "shared handle", _shared_handle)
+    Kind.HAZARD, "shared handle", _shared_handle,
+    evidence=lambda result, targets: f"in {result.runs} runs on {STREAMS} streams of one handle",
+    setup_cures=(("streams-per-handle", "a handle and workspace per stream"),
+                 ("workspace-config", f"CUBLAS_WORKSPACE_CONFIG={WORKSPACE_CONFIG}")))
 STREAMS_PER_HANDLE = Scenario(
     "streams-per-handle", f"one handle per stream on {STREAMS} concurrent streams (the remedy cuBLAS documents)",
     Kind.GUARANTEE, "handle per stream", _handle_per_stream)
