@@ -23,7 +23,7 @@ from .check.scenarios import REGISTRY
 from .config import ELEMENT_TYPES, GemmConfig
 from .device import device_properties
 from .handle import create_handle
-from .lockfile import GemmKey, LockEntry
+from .store.lock import GemmKey, LockEntry
 from .shapes import GemmShape, batch_ladder
 from .timing import time_shapes
 

@@ -11,7 +11,7 @@ import dataclasses
 import json
 
 from ..errors import InputFileError
-from ..files import check_format, read_json
+from ..store.files import check_format, read_json
 from .findings import Finding, findings, mode_name
 from . import model
 from .model import FORMAT, VERSION, Capture, GemmDefinition

@@ -19,7 +19,8 @@ import shutil
 import sys
 import time
 
-from .. import __version__, lockfile
+from .. import __version__
+from ..store import lock as lockfile
 from .._cublas import ComputeType
 from ..capture.file import load as load_capture
 from ..check import CheckInterrupted, check_many

@@ -20,7 +20,7 @@ from ..capture.model import Capture
 from ..capture.parse import CHUNK, CublasLogParser, LtLogParser, parse_stream
 from ..capture.run import run_captured, signal_name
 from ..errors import InputFileError, UsageError
-from ..files import open_regular
+from ..store.files import open_regular
 from ..report.capture import render_capture
 from .common import (
     EXIT_OK,

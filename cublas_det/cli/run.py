@@ -14,8 +14,8 @@ import shutil
 import sys
 import tempfile
 
-from .. import lockfile
-from ..lockfile import LockReport
+from ..store import lock as lockfile
+from ..store.lock import LockReport
 from ..words import plural
 from ..device import fingerprint, require_gpu
 from ..enter import python_env, run_program

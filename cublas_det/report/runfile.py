@@ -24,7 +24,7 @@ from ..check.scenarios import REGISTRY
 from ..check.scenarios.batch import not_applicable_reason
 from ..config import GemmConfig
 from ..errors import InputFileError
-from ..files import open_regular, parse_json
+from ..store.files import open_regular, parse_json
 from ..shapes import PRESETS, GemmShape, preset
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Discards

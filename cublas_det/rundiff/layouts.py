@@ -27,7 +27,7 @@ import numpy as np
 from ..bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
 from ..bits.streams import dtype_name_of, lookup_dtype
 from ..errors import InputFileError
-from ..files import file_kind, open_regular, parse_json, regular_file_size
+from ..store.files import file_kind, open_regular, parse_json, regular_file_size
 from ..words import plural
 
 LOG_NAME = "trace.jsonl"

@@ -21,7 +21,7 @@ import torch
 from .._cublas import STATUS_TEXT, CublasError
 from ..call import gemm_ex_args
 from ..config import ELEMENT_TYPES, LT_WORKSPACE_BYTES
-from ..lockfile import GemmKey, Lock, LockReport
+from ..store.lock import GemmKey, Lock, LockReport
 from ..lt import LtPath
 
 DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}

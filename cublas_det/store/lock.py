@@ -18,12 +18,12 @@ import dataclasses
 import json
 import os
 
-from ._cublas import ComputeType, MathMode
-from .config import DTYPE_ALIASES, ELEMENT_TYPES, GemmConfig
-from .errors import InputFileError, UsageError
+from .._cublas import ComputeType, MathMode
+from ..config import DTYPE_ALIASES, ELEMENT_TYPES, GemmConfig
+from ..errors import InputFileError, UsageError
+from ..shapes import parse_shape
+from ..words import plural
 from .files import check_format, read_json
-from .shapes import parse_shape
-from .words import plural
 
 FORMAT, VERSION = "cublas_det.lock", 1
 MAX_FILE_BYTES = 16 << 20

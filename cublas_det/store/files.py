@@ -20,7 +20,7 @@ import math
 import os
 import stat
 
-from .errors import InputFileError
+from ..errors import InputFileError
 
 MAX_INT_DIGITS = 40  # seeds, sizes and counts have at most 20
 
