@@ -10,7 +10,8 @@ from cublas_det.config import GemmConfig
 from cublas_det.report import text
 from cublas_det.report.markdown import to_markdown
 from cublas_det.report.results import BenchResult, ShapeReport
-from cublas_det.report.runfile import bench_result, run_from_dict, to_json
+from cublas_det.report.runfile import bench_result, to_json
+from cublas_det.store.run import run_from_dict
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
 

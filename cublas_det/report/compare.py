@@ -14,7 +14,7 @@ import dataclasses
 import os
 
 from ..timing.results import is_control
-from .runfile import NO_IDENTITY, Entry, StoredRun, describe_machine
+from ..store.run import NO_IDENTITY, Entry, StoredRun, describe_machine
 from ..words import plural, wrapped
 from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 
