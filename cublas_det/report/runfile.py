@@ -26,38 +26,23 @@ from .verdicts import check_failures, modes_group
 
 
 def to_json(result: BenchResult) -> dict:
+    """The run file of ``result``: an entry per shape and configuration (the checked ones, then the arms
+    only timed, the A/A control among them), and the run's own facts under ``cublas_det``."""
     benchmarks = []
     for report in result.shapes:
         modes = list(report.checks)
-        if report.timing:  # the arms no check covers, the A/A control included
+        if report.timing:
             modes += [a.name for a in report.timing.arms if a.name not in modes]
         for mode in modes:
             check = report.checks.get(mode)
             arm = report.timing.arm(mode) if report.timing else None
-            pedantic = report.timing.arm_name("PEDANTIC") if report.timing else None
-            ratio = report.timing.ratio(mode, pedantic) if pedantic else None
             calls = report.timing.calls_per_batch if report.timing else None
             benchmarks.append(benchmark_entry(report.shape, mode, stats(arm.graph_us, calls) if arm else None, {
                 "shape": report.shape.to_dict(),
                 "identity": identity(report.shape, mode, check.seed if check else result.seed,
                                      check.input_digests if check else None,
                                      result.provenance.get("numpy_version")),
-                "mode_source": check.mode_source if check else None,
-                "config": check.config.to_dict() if check else None,
-                "digest": check.digest if check else None,
-                "rel_error": check.rel_error if check else None,
-                "reproducible": check.verdict.value if check else None,
-                "failures": check_failures(check) if check else [],
-                "findings": [r.scenario for r in check.findings] if check else [],
-                "same_bits_as": modes_group(check) if check else None,
-                "scenarios": [r.to_dict() for r in check.scenarios] if check else [],
-                **({"kernels": check.kernels.to_dict()} if check and check.kernels else {}),
-                "eager_stats": stats(arm.eager_us, calls) if arm else None,
-                "calls_per_batch": calls,
-                "buffer_sets": report.timing.buffer_sets if report.timing else None,
-                "timing_elapsed_s": report.timing.elapsed_s if report.timing else None,
-                "ratio_to_pedantic": ratio.to_dict() if ratio else None,
-                **(timing_extra(report.timing, mode) if arm else {}),
+                **check_record(check), **timing_record(report.timing, mode),
                 "error": report.error or (check.error if check else None),
             }, timing_options(report.timing) if arm else None))
     ratios = {r.shape.name: [x.to_dict() for x in r.timing.ratios] for r in result.shapes if r.timing}
@@ -68,6 +53,34 @@ def to_json(result: BenchResult) -> dict:
                 "wall_s": result.wall_s, "phases_s": {name: round(s, 3) for name, s in result.phases.items()},
                 "interrupted": result.interrupted, "ratios": ratios, "timing": timing,
                 "summary": summary_lines(result), "warnings": warnings_for(result)}}
+
+
+def check_record(check: GemmCheck | None) -> dict:
+    """A check as its run-file entry holds it (``extra_info``'s fields of the check; their values for a
+    configuration only timed when ``check`` is None): the one serialisation of a
+    :class:`~cublas_det.check.results.GemmCheck`, read back by :func:`stored_check`."""
+    if check is None:
+        return {"mode_source": None, "config": None, "digest": None, "rel_error": None, "reproducible": None,
+                "failures": [], "findings": [], "same_bits_as": None, "scenarios": []}
+    return {"mode_source": check.mode_source, "config": check.config.to_dict(), "digest": check.digest,
+            "rel_error": check.rel_error, "reproducible": check.verdict.value, "failures": check_failures(check),
+            "findings": [r.scenario for r in check.findings], "same_bits_as": modes_group(check),
+            "scenarios": [r.to_dict() for r in check.scenarios],
+            **({"kernels": check.kernels.to_dict()} if check.kernels else {})}
+
+
+def timing_record(timing, mode: str) -> dict:
+    """The timing of configuration ``mode`` as its entry's ``extra_info`` holds it (nulls where the
+    shape was not timed)."""
+    arm = timing.arm(mode) if timing else None
+    pedantic = timing.arm_name("PEDANTIC") if timing else None
+    ratio = timing.ratio(mode, pedantic) if pedantic else None
+    return {"eager_stats": stats(arm.eager_us, timing.calls_per_batch) if arm else None,
+            "calls_per_batch": timing.calls_per_batch if timing else None,
+            "buffer_sets": timing.buffer_sets if timing else None,
+            "timing_elapsed_s": timing.elapsed_s if timing else None,
+            "ratio_to_pedantic": ratio.to_dict() if ratio else None,
+            **(timing_extra(timing, mode) if arm else {})}
 
 
 # -- back to results
@@ -113,7 +126,7 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
     """``how``: the file's record of how the shape was timed (stop reason, discarded rounds, clock floor, options)."""
     where = f"{run.source}: benchmark {entries[0].name!r}: extra_info.shape"
     shape = _catalogue_shape(_read_back(where, GemmShape.from_dict, entries[0].extra_info["shape"]))
-    checks = {e.config: _check(shape, e, run) for e in entries if e.extra_info.get("scenarios")}
+    checks = {e.config: stored_check(shape, e, run) for e in entries if e.extra_info.get("scenarios")}
     for e in entries:
         if e.stats and e.stats.get("data") and not (e.extra_info.get("eager_stats") or {}).get("data"):
             raise InputFileError(f"{run.source}: benchmark {e.name!r}: extra_info.eager_stats.data: missing; a timed "
@@ -141,7 +154,8 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
     return ShapeReport(shape, checks, timing, "; ".join(sorted(errors)) or None)
 
 
-def _check(shape: GemmShape, entry: Entry, run: StoredRun) -> GemmCheck:
+def stored_check(shape: GemmShape, entry: Entry, run: StoredRun) -> GemmCheck:
+    """The check an entry's :func:`check_record` holds."""
     info = entry.extra_info
     where = f"{run.source}: benchmark {entry.name!r}: extra_info"
     if info.get("config"):
