@@ -15,11 +15,12 @@ import re
 import sys
 import zlib
 
-from ..capture.file import from_data, to_dict, write
+from ..capture.file import from_data, to_dict
 from ..capture.model import Capture
 from ..capture.parse import CHUNK, CublasLogParser, LtLogParser, parse_stream
 from ..capture.run import run_captured, signal_name
 from ..errors import InputFileError, UsageError
+from ..store.capture import write
 from ..store.files import open_regular
 from ..report.capture import render_capture
 from .common import (

@@ -1,0 +1,55 @@
+"""The capture file's document: ``{"format": "cublas_det.capture", "version": 1, ...}``, its fields
+described once and checked before anything is made of them, and its writing.
+
+The command and its exit status, what each log gave, the distinct GEMMs (``g1`` ... by call count)
+with their sites and the cuBLASLt kernels under them, the handles, and the findings;
+:mod:`cublas_det.capture.file` makes it from a capture and a plan of each GEMM from it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .files import check_format, read_json
+from .schema import check_fields
+
+FORMAT, VERSION = "cublas_det.capture", 1
+MAX_FILE_BYTES = 256 << 20
+HINT = "give a file that `cublas-det capture` wrote"
+
+CAPTURE = {"complete": "true or false", "gemms": "a list of objects", "findings": "a list of objects"}
+# A GEMM's arguments as the log gave them; their bounds are the definition's own (capture.model).
+GEMM = {"id": "a non-empty string", "calls": "a positive integer", "api": "a string", "transa": "a string",
+        "transb": "a string", **dict.fromkeys(("m", "n", "k", "lda", "ldb", "ldc"), "an integer"),
+        "a_type": "a string", "b_type": "a string", "c_type": "a string", "compute_type": "a string",
+        "algo": "an integer", "batch_count": "an integer", "strides": "a list of integers",
+        "math_mode": "an integer", "workspace_bytes": "an integer", "scale_type": "a string",
+        "epilogue": "a string", "bias": "true or false", "sm_count_target": "an integer",
+        "preference": "an object", "lt_algo": "an object"}
+GEMM_REQUIRED = ("id", "calls", "api", "transa", "transb", "m", "n", "k", "lda", "ldb", "ldc", "a_type", "b_type",
+                 "c_type", "compute_type")
+FINDING = {"id": "a string", "kind": "a string", "text": "a string", "handles": "a list", "streams": "a list",
+           "gemms": "a list"}
+
+
+def write(path: str, data: dict) -> None:
+    with open(path, "w") as file:
+        json.dump(data, file, indent=1)
+        file.write("\n")
+
+
+def read(path: str) -> dict:
+    """A capture file's document, checked (:func:`check`)."""
+    return check(read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="capture file"), path)
+
+
+def check(data, path: str) -> dict:
+    """``data`` if it is a capture file's document, every GEMM and finding as described; else one line
+    (:class:`~cublas_det.errors.InputFileError`)."""
+    check_format(data, path, FORMAT, VERSION, "capture file", HINT, "capture again")
+    check_fields(data, f"{path}:", CAPTURE, required=("gemms",), hint=HINT)
+    for index, gemm in enumerate(data["gemms"]):
+        check_fields(gemm, f"{path}: gemms[{index}]", GEMM, required=GEMM_REQUIRED, hint=HINT)
+    for index, finding in enumerate(data.get("findings") or ()):
+        check_fields(finding, f"{path}: findings[{index}]", FINDING, required=("id", "kind", "text"), hint=HINT)
+    return data
