@@ -60,15 +60,17 @@ def test_tf32_math_is_a_compute_type_in_the_key():
     (lambda d: d.update(format="something"), "not a lock file"),
     (lambda d: d.update(version=9), "lock file format version 9"),
     (lambda d: d["where"].pop("sm_count"), "sm_count"),
-    (lambda d: d["entries"][0]["gemm"].update(n=-1), "n is -1"),
-    (lambda d: d["entries"][0]["gemm"].update(k=10 ** 30), "k is"),
+    (lambda d: d["entries"][0]["gemm"].update(n=-1), "n: expected an integer from 1 to 2..31 - 1, found -1"),
+    (lambda d: d["entries"][0]["gemm"].update(k=10 ** 30), "k: expected an integer from 1"),
     (lambda d: d["entries"][0]["gemm"].update(trans_a="no"), "trans_a"),
     (lambda d: d["entries"][0]["gemm"].update(input_dtype="float64"), "input_dtype"),
+    (lambda d: d["entries"][0]["gemm"].update(compute_type=["COMPUTE_32F"]), "compute_type: expected a cuBLAS"),
+    (lambda d: d["entries"][0].update(verified=None), "entries.0..verified: missing"),
     (lambda d: d["entries"][0]["config"].pop("lt_algo"), "pins no cuBLASLt algorithm"),
     (lambda d: d["entries"][0]["config"].update(math_mode="NOPE"), "configuration is malformed"),
     (lambda d: d["entries"][0]["config"].update(input_dtype="float16", output_dtype="float16"), "not the GEMM's"),
     (lambda d: d["entries"].append(d["entries"][0]), "a second entry"),
-    (lambda d: d.update(entries={}), "not a list"),
+    (lambda d: d.update(entries={}), "entries: expected a list of objects"),
 ])
 def test_a_malformed_lock_is_one_line(lock_path, mutate, says):
     data = json.load(open(lock_path))

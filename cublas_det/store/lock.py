@@ -24,6 +24,7 @@ from ..errors import InputFileError, UsageError
 from ..shapes import parse_shape
 from ..words import plural
 from .files import check_format, read_json
+from .schema import check_fields, is_int
 
 FORMAT, VERSION = "cublas_det.lock", 1
 MAX_FILE_BYTES = 16 << 20
@@ -165,60 +166,48 @@ def load(path: str) -> Lock:
     return from_data(data, path)
 
 
-def _field(data: dict, name: str, kind, where: str, path: str, check=None):
-    value = data.get(name) if isinstance(data, dict) else None
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool or (check and not check(value)):
-        raise InputFileError(f"{path}: {where}: {name} is {value!r}, not a valid {getattr(kind, '__name__', kind)}; "
-                             f"{HINT}")
-    return value
+def _dimension(low: int):
+    return lambda value: is_int(value) and low <= value < MAX_DIMENSION
 
 
-def _key(data, where: str, path: str) -> GemmKey:
-    dims = lambda v: 0 < v < MAX_DIMENSION  # noqa: E731
-    key = GemmKey(_field(data, "input_dtype", str, where, path, ELEMENT_TYPES.__contains__),
-                  _field(data, "output_dtype", str, where, path, ELEMENT_TYPES.__contains__),
-                  _field(data, "compute_type", str, where, path, ComputeType.__members__.__contains__),
-                  _field(data, "trans_a", bool, where, path), _field(data, "trans_b", bool, where, path),
-                  _field(data, "n", int, where, path, dims), _field(data, "k", int, where, path, dims),
-                  _field(data, "batch", int, where, path, dims),
-                  _field(data, "epilogue", str, where, path, ("", "BIAS").__contains__),
-                  _field({"m": 0, **data}, "m", int, where, path, lambda v: 0 <= v < MAX_DIMENSION))
-    return key
+_DIMENSION = ("an integer from 1 to 2**31 - 1", _dimension(1))
+_ELEMENT_TYPE = (f"one of {', '.join(ELEMENT_TYPES)}", lambda value: isinstance(value, str) and value in ELEMENT_TYPES)
+WHERE = {"gpu": "a string", "sm_count": "an integer", "compute_capability": "a string", "cublas_version": "a string"}
+LOCK = {"where": "an object", "entries": "a list of objects"}
+ENTRY = {"gemm": "an object", "config": "an object", "verified": "an object", "cost": "an object",
+         "source": "a string"}
+GEMM = {"input_dtype": _ELEMENT_TYPE, "output_dtype": _ELEMENT_TYPE,
+        "compute_type": ("a cuBLAS compute type such as COMPUTE_32F", lambda value: isinstance(value, str) and value in ComputeType.__members__),
+        "trans_a": "true or false", "trans_b": "true or false", "n": _DIMENSION, "k": _DIMENSION, "batch": _DIMENSION,
+        "epilogue": ('"" or "BIAS"', lambda value: value in ("", "BIAS")),
+        "m": ("0 (any M) or an integer up to 2**31 - 1", _dimension(0))}  # absent: any M
 
 
 def from_data(data, path: str) -> Lock:
     """A lock file's parsed JSON, checked field by field, as a :class:`Lock`."""
     check_format(data, path, FORMAT, VERSION, "lock file", HINT, "prescribe again")
-    where = data.get("where")
-    for name, kind in (("gpu", str), ("sm_count", int), ("compute_capability", str), ("cublas_version", str)):
-        _field(where, name, kind, "where", path)
-    entries = data.get("entries")
-    if not isinstance(entries, list):
-        raise InputFileError(f"{path}: entries is {type(entries).__name__}, not a list; {HINT}")
+    check_fields(data, f"{path}:", LOCK, required=tuple(LOCK), hint=HINT)
+    check_fields(data["where"], f"{path}: where", WHERE, required=tuple(WHERE), hint=HINT)
     found = {}
-    for number, entry in enumerate(entries, 1):
-        at = f"entry {number}"
-        if not isinstance(entry, dict):
-            raise InputFileError(f"{path}: {at} is not an object; {HINT}")
-        key = _key(entry.get("gemm"), f"{at} gemm", path)
+    for index, entry in enumerate(data["entries"]):
+        at = f"{path}: entries[{index}]"
+        check_fields(entry, at, ENTRY, required=("gemm", "config", "verified"), hint=HINT)
+        gemm = check_fields(entry["gemm"], f"{at}.gemm", GEMM, required=tuple(GEMM)[:-1], null=False, hint=HINT)
+        key = GemmKey(**{name: gemm.get(name, 0) for name in GEMM})
         try:
-            config = GemmConfig.from_dict(entry.get("config"))
+            config = GemmConfig.from_dict(entry["config"])
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise InputFileError(f"{path}: {at}: the configuration is malformed ({type(err).__name__}: {err}); "
+            raise InputFileError(f"{at}: the configuration is malformed ({type(err).__name__}: {err}); "
                                  f"{HINT}") from None
         if config.api != "lt" or not config.lt_algo:
-            raise InputFileError(f"{path}: {at}: the configuration pins no cuBLASLt algorithm; {HINT}")
-        if GemmKey(config.input_dtype, config.output_dtype, effective_compute(config).name, key.trans_a,
-                   key.trans_b, key.n, key.k, key.batch, config.lt_epilogue, key.m) != key:
-            raise InputFileError(f"{path}: {at}: the configuration's types or epilogue are not the GEMM's; {HINT}")
+            raise InputFileError(f"{at}: the configuration pins no cuBLASLt algorithm; {HINT}")
+        if dataclasses.replace(key, input_dtype=config.input_dtype, output_dtype=config.output_dtype,
+                               compute_type=effective_compute(config).name, epilogue=config.lt_epilogue) != key:
+            raise InputFileError(f"{at}: the configuration's types or epilogue are not the GEMM's; {HINT}")
         if key in found:
-            raise InputFileError(f"{path}: {at}: a second entry for {key}; {HINT}")
-        verified = entry.get("verified")
-        cost = entry.get("cost")
-        if not isinstance(verified, dict) or not (cost is None or isinstance(cost, dict)):
-            raise InputFileError(f"{path}: {at}: verified or cost is malformed; {HINT}")
-        found[key] = LockEntry(key, config, verified, cost, str(entry.get("source", "")))
-    return Lock(dict(where), found, path)
+            raise InputFileError(f"{at}: a second entry for {key}; {HINT}")
+        found[key] = LockEntry(key, config, entry["verified"], entry.get("cost"), entry.get("source") or "")
+    return Lock(dict(data["where"]), found, path)
 
 
 @dataclasses.dataclass(frozen=True)
