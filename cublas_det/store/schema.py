@@ -57,41 +57,42 @@ ITEMS = {"a list of positive numbers of seconds": (list, "a positive number of s
          "an object of integers >= 0": (dict, "an integer >= 0")}
 
 
-def check_fields(record, where: str, fields: dict, required=(), *, null: bool = True, hint: str = "") -> dict:
+def check_fields(record, where: str, fields: dict, required=(), *, null: bool = True, hint: str = "",
+                 error=InputFileError) -> dict:
     """``record`` (an object) with each of ``fields`` that is present as described; ``required`` ones
     present; ``null``: a field may be null (our writers write null for what they do not know).
 
     ``where`` names the record: ``"run.json:"`` (its fields follow a space) or ``"run.json: gpu"``
     (they follow a dot). A field absent or null is not checked unless required: files of earlier
-    versions lack many.
+    versions lack many. ``error``: the :class:`InputFileError` the reader raises.
     """
     if not isinstance(record, dict):
-        _refuse(f"{where}: expected an object, found {kind_of(record)}", hint)
+        _refuse(f"{where.rstrip(':')}: expected an object, found {kind_of(record)}", hint, error)
     where += " " if where.endswith(":") else "."
     for key, expected in fields.items():
         words, test = expected if isinstance(expected, tuple) else (expected, EXPECTED.get(expected))
         value = record.get(key)
         if value is None:
             if key in record and not null:
-                _refuse(f"{where}{key}: expected {words}, found null", hint)
+                _refuse(f"{where}{key}: expected {words}, found null", hint, error)
             if key in required:
-                _refuse(f"{where}{key}: missing; expected {words}", hint)
+                _refuse(f"{where}{key}: missing; expected {words}", hint, error)
             continue
         container, item = ITEMS.get(words, (None, None))
         if container is None:
             if not test(value):
-                _refuse(f"{where}{key}: expected {words}, found {found(value)}", hint)
+                _refuse(f"{where}{key}: expected {words}, found {found(value)}", hint, error)
             continue
         if not isinstance(value, container):
-            _refuse(f"{where}{key}: expected {words}, found {found(value)}", hint)
+            _refuse(f"{where}{key}: expected {words}, found {found(value)}", hint, error)
         for name, element in (value.items() if container is dict else enumerate(value)):
             if not EXPECTED[item](element):
-                _refuse(f"{where}{key}[{name!r}]: expected {item}, found {found(element)}", hint)
+                _refuse(f"{where}{key}[{name!r}]: expected {item}, found {found(element)}", hint, error)
     return record
 
 
-def _refuse(message: str, hint: str):
-    raise InputFileError(f"{message}; {hint}" if hint else message)
+def _refuse(message: str, hint: str, error):
+    raise error(f"{message}; {hint}" if hint else message)
 
 
 def kind_of(value) -> str:
@@ -102,9 +103,11 @@ def found(value) -> str:
     """A wrong value as an error shows it: a number or short string itself, else its JSON type."""
     if isinstance(value, dict):
         return "an object"
-    if isinstance(value, list):
-        return f"a list of {len(value)}" if value and all(not isinstance(x, (dict, list)) for x in value) else "a list"
     text = repr(value)
+    if isinstance(value, list):
+        if not value or any(isinstance(x, (dict, list)) for x in value):
+            return "a list"
+        return text if len(text) <= 40 else f"a list of {len(value)}"
     if len(text) <= 40:
         return text
     return f"a string of {len(value):,} characters" if isinstance(value, str) else f"{text[:37]}..."
