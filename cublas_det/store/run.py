@@ -18,6 +18,7 @@ import json
 import statistics
 from bisect import bisect_left, bisect_right
 
+from ..device import describe_machine
 from ..errors import InputFileError
 from ..shapes import GemmShape
 from ..words import plural
@@ -80,12 +81,6 @@ class StoredRun:
     def describe(self) -> str:
         """``NVIDIA H200, 132 SMs, driver 13.0, cuBLAS 13.1.0``: what the bits depend on."""
         return describe_machine(self.machine_info)
-
-
-def describe_machine(info: dict) -> str:
-    gpu = info.get("gpu") or {}
-    return (f"{gpu.get('name', '?')}, {gpu.get('sm_count', '?')} SMs, driver {info.get('driver_version', '?')}, "
-            f"cuBLAS {info.get('cublas_version', '?')}")
 
 
 def load_run(path: str, suite_advice: str | None = None) -> StoredRun:
