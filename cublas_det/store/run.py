@@ -20,7 +20,7 @@ from bisect import bisect_left, bisect_right
 
 from ..device import describe_machine
 from ..errors import InputFileError
-from ..shapes import GemmShape
+from ..shapes import GemmShape, gemm_key
 from ..words import plural
 from .files import open_regular, parse_json
 from .schema import check_fields, kind_of
@@ -49,9 +49,9 @@ class Entry:
         return self.shape_name, self.config
 
     @property
-    def gemm_key(self) -> tuple[str, str]:
-        """The GEMM itself (M, N, K, op) and the configuration: pairs a custom shape with a preset's."""
-        return self.spec, self.config
+    def gemm_key(self) -> str:
+        """The GEMM itself (M, N, K, op) in the configuration: pairs a custom shape with a preset's."""
+        return gemm_key(self.spec, self.config)
 
     @property
     def tokens(self) -> int | None:
