@@ -14,7 +14,7 @@ import pytest
 
 from cublas_det.call import shape_args
 from cublas_det.capture import file as capture_file
-from cublas_det.store import capture as capture_document
+from cublas_det.store.files import write_json
 from cublas_det.capture.model import Capture
 from cublas_det.capture.parse import CublasLogParser, LtLogParser
 from cublas_det.capture.run import run_captured
@@ -178,7 +178,7 @@ def test_one_handle_on_four_streams_is_a_hazard_naming_the_handle_and_streams():
 def test_capture_file_round_trip_and_bad_files(tmp_path):
     path = tmp_path / "c.json"
     data = capture_file.to_dict(parse(log("block", "cublas"), log("block", "cublaslt")), complete=True)
-    capture_document.write(str(path), data)
+    write_json(str(path), data)
     loaded = capture_file.load(str(path))
     assert [(p.gemm_id, p.shape, p.config) for p in loaded.plans] == \
            [(p.gemm_id, p.shape, p.config) for p in capture_file.from_data(data, "x").plans]
@@ -262,7 +262,7 @@ class _nothing:
 
 def test_bench_capture_refuses_other_shape_options_and_bad_files_before_any_gpu_work(tmp_path, capsys):
     out = tmp_path / "c.json"
-    capture_document.write(str(out), capture_file.to_dict(parse(log("block", "cublas")), complete=True))
+    write_json(str(out), capture_file.to_dict(parse(log("block", "cublas")), complete=True))
     with pytest.raises(SystemExit):
         bench_cli.main(["--capture", str(out), "--preset", "trunk"])
     assert "drop --preset" in capsys.readouterr().err
@@ -272,7 +272,7 @@ def test_bench_capture_refuses_other_shape_options_and_bad_files_before_any_gpu_
     unreplayable = tmp_path / "batched.json"
     data = capture_file.to_dict(parse(log("misc", "cublas")), complete=True)
     data["gemms"] = [g for g in data["gemms"] if g["a_type"] == "R_64F"]
-    capture_document.write(str(unreplayable), data)
+    write_json(str(unreplayable), data)
     assert bench_cli.main(["--capture", str(unreplayable)]) == 2
     assert "no GEMM in it can be replayed" in capsys.readouterr().err
 
@@ -430,7 +430,7 @@ def test_captured_files_with_wrongly_typed_fields_are_refused_in_one_line(tmp_pa
 @pytest.mark.gpu
 def test_bench_capture_checks_and_times_the_captured_gemms_batched_ones_batched(tmp_path, capsys):
     out = tmp_path / "misc.json"
-    capture_document.write(str(out), capture_file.to_dict(parse(log("misc", "cublas"), log("misc", "cublaslt")),
+    write_json(str(out), capture_file.to_dict(parse(log("misc", "cublas"), log("misc", "cublaslt")),
                                                       complete=True))
     assert bench_cli.main(["--capture", str(out), "--quick"]) == 0
     written = capsys.readouterr()

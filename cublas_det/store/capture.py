@@ -1,5 +1,5 @@
 """The capture file's document: ``{"format": "cublas_det.capture", "version": 1, ...}``, its fields
-described once and checked before anything is made of them, and its writing.
+described once and checked before anything is made of them (written by :func:`.files.write_json`).
 
 The command and its exit status, what each log gave, the distinct GEMMs (``g1`` ... by call count)
 with their sites and the cuBLASLt kernels under them, the handles, and the findings;
@@ -7,8 +7,6 @@ with their sites and the cuBLASLt kernels under them, the handles, and the findi
 """
 
 from __future__ import annotations
-
-import json
 
 from .files import check_format, read_json
 from .schema import check_fields
@@ -30,12 +28,6 @@ GEMM_REQUIRED = ("id", "calls", "api", "transa", "transb", "m", "n", "k", "lda",
                  "c_type", "compute_type")
 FINDING = {"id": "a string", "kind": "a string", "text": "a string", "handles": "a list", "streams": "a list",
            "gemms": "a list"}
-
-
-def write(path: str, data: dict) -> None:
-    with open(path, "w") as file:
-        json.dump(data, file, indent=1)
-        file.write("\n")
 
 
 def read(path: str) -> dict:

@@ -1,4 +1,5 @@
-"""Reading the files a user names: regular files only, of a bounded size, their JSON checked strictly.
+"""Reading the files a user names (regular files only, of a bounded size, their JSON checked strictly),
+and writing ours.
 
 Every reader of a stored run, a trace log, a safetensors header or an ``--order`` file opens its
 file here, so that each refuses the same things the same way, in one line naming the file:
@@ -121,3 +122,22 @@ def check_format(data, path: str, format_name: str, version: int, what: str, hin
     if data.get("version") != version:
         raise InputFileError(f"{path}: {what} format version {data.get('version')!r}; this cublas_det reads "
                              f"version {version}: {again} with this version")
+
+
+def write_json(path: str, data, *, whole: bool = False) -> None:
+    """``data`` as our files hold JSON (one-space indents, a final newline); ``whole``: all of it or
+    nothing (written beside ``path``, then renamed over it), for a file a later run reads back in place.
+    An :class:`OSError` is the caller's to word."""
+    text = json.dumps(data, indent=1) + "\n"
+    if not whole:
+        with open(path, "w") as file:
+            file.write(text)
+        return
+    temporary = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(temporary, "w") as file:
+            file.write(text)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)

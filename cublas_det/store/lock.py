@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
-import os
 
 from .._cublas import ComputeType, MathMode
 from ..config import DTYPE_ALIASES, ELEMENT_TYPES, GemmConfig
 from ..errors import InputFileError, UsageError
 from ..shapes import parse_shape
 from ..words import plural
-from .files import check_format, read_json
+from .files import check_format, read_json, write_json
 from .schema import check_fields, is_int
 
 FORMAT, VERSION = "cublas_det.lock", 1
@@ -150,12 +148,8 @@ def where_here(fingerprint: dict) -> dict:
 
 def write(lock: Lock, path: str) -> None:
     """Write ``lock`` to ``path`` whole or not at all (a temporary file renamed over it)."""
-    temporary = f"{path}.tmp{os.getpid()}"
     try:
-        with open(temporary, "w") as file:
-            json.dump(lock.to_dict(), file, indent=1)
-            file.write("\n")
-        os.replace(temporary, path)
+        write_json(path, lock.to_dict(), whole=True)
     except OSError as err:
         raise UsageError(f"{path}: cannot write the lock ({err.strerror or err}); give a writable path") from None
 
