@@ -229,7 +229,7 @@ def _timed(found: list[Prescription], seed, operands, step, timing: dict) -> lis
 
 def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, operands=None, on_step=None,
                  timing: dict | None = None) -> tuple[list[LockEntry], list[str]]:
-    """A verified :class:`~cublas_det.lockfile.LockEntry` for each GEMM of ``shapes`` x ``configs``, and
+    """A verified :class:`~cublas_det.store.lock.LockEntry` for each GEMM of ``shapes`` x ``configs``, and
     why the others could not be locked.
 
     Each GEMM's algorithm is the one cuBLASLt's heuristic picks at its M and the full SM count, pinned.
