@@ -94,7 +94,7 @@ def _stored_cases():
         (run_with("cublas_det|wall_s", -1), ["cublas_det.wall_s: expected a finite number >= 0, found -1"]),
         (run_with("benchmarks", {}), ["bad.json: not a cublas_det --json file (no 'benchmarks' list)"]),
         (run_with("benchmarks|0", "x"), ["bad.json: benchmarks[0]: expected an object, found a str"]),
-        (entry("name", 5), ["bad.json: benchmarks[0]: no 'name' string"]),
+        (entry("name", 5), ["bad.json: benchmarks[0].name: expected a non-empty string, found 5"]),
         (entry("params", "x"), [where + "params: expected an object, found 'x'"]),
         # -- the shape and identity
         (info("shape|m", "8"), [where + "extra_info.shape.m: expected a positive integer, found '8'"]),

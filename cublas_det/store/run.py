@@ -159,21 +159,14 @@ def run_from_dict(data, source: str) -> StoredRun:
 
 
 def _entry(raw, index: int, source: str) -> Entry:
-    where = f"{source}: benchmarks[{index}]"
-    if not isinstance(raw, dict):
-        raise InputFileError(f"{where}: expected an object, found {kind_of(raw)}")
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise InputFileError(f"{where}: no 'name' string")
+    name = check_fields(raw, f"{source}: benchmarks[{index}]", {"name": "a non-empty string"}, required=("name",))["name"]
     where = f"{source}: benchmark {name!r}"
-    info = raw.get("extra_info")
-    if not isinstance(info, dict):
-        raise InputFileError(f"{where}: 'extra_info' must be an object, found {kind_of(info)}")
+    check_fields(raw, f"{where}:", _ENTRY, required=("extra_info",))
+    info = raw["extra_info"]
     shape = info.get("shape")
     if not isinstance(shape, dict):
         raise InputFileError(f"{where}: no extra_info.shape: not written by cublas_det (a pytest-benchmark file of "
                              "another project?)")
-    check_fields(raw, f"{where}:", {"group": "a string", "params": "an object"})
     check_fields(shape, f"{where}: extra_info.shape", _SHAPE, required=("m", "n", "k", "cublas_op"))
     batch = shape.get("batch", 1)  # files before batched shapes have none: one matrix
     spec = f"{shape['m']}x{shape['n']}x{shape['k']}:{shape['cublas_op'].lower()}" + (f":b{batch}" if batch > 1 else "")
@@ -190,8 +183,6 @@ def _entry(raw, index: int, source: str) -> Entry:
     if isinstance(stats, dict) and stats.get("rounds") == 0 and not stats.get("data"):
         stats = None  # not timed: pytest-benchmark needs every stats field, so --json writes them with 0 rounds
     if stats is not None:
-        if not isinstance(stats, dict):
-            raise InputFileError(f"{where}: stats: must be an object or null, found {kind_of(stats)}")
         check_fields(stats, f"{where}: stats", _STATS, required=("median",))
     if info.get("eager_stats") is not None:
         check_fields(info["eager_stats"], f"{where}: extra_info.eager_stats", _STATS)
@@ -206,6 +197,7 @@ def _entry(raw, index: int, source: str) -> Entry:
 
 # -- what each field must be -----------------------------------------------------------------------
 # A field that is null or absent is not checked unless required: files of earlier versions lack many.
+_ENTRY = {"group": "a string", "params": "an object", "extra_info": "an object", "stats": "an object"}
 _SHAPE = {"name": "a string", "m": "a positive integer", "n": "a positive integer", "k": "a positive integer",
           "cublas_op": "a string", "trans_a": "true or false", "trans_b": "true or false", "layer": "a string",
           "gemm_pass": "a string", "preset": "a string", "tokens": "an integer >= 0", "batch": "a positive integer"}
