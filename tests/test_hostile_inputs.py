@@ -83,7 +83,7 @@ def _stored_cases():
         (run_with("machine_info|devices", "x"), ["machine_info.devices: expected a list of objects"]),
         (run_with("machine_info|devices", [{"device_id": "0"}]), [("machine_info.devices[0].device_id: expected an integer "
                                                                   ">= 0, found '0'")]),
-        (run_with("cublas_det", "x"), ["bad.json: cublas_det: expected an object, found a str"]),
+        (run_with("cublas_det", "x"), ["bad.json: cublas_det: expected an object, found 'x'"]),
         (run_with("cublas_det|ratios", []), ["cublas_det.ratios: expected an object of lists, found a list"]),
         (run_with(f"cublas_det|ratios|{SHAPE}", "x"), [f"cublas_det.ratios[{SHAPE!r}]: expected a list"]),
         (run_with(f"cublas_det|ratios|{SHAPE}|0|median", "fast"),

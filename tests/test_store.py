@@ -9,7 +9,7 @@ import pytest
 from cublas_det.errors import InputFileError
 from cublas_det.report.runfile import bench_result, to_json
 from cublas_det.store.run import run_from_dict
-from cublas_det.store.schema import check_fields
+from cublas_det.store.schema import Each, Record, check
 
 DATA = pathlib.Path(__file__).parent / "data"
 
@@ -42,21 +42,31 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def test_the_validator_names_the_field_what_it_must_be_and_what_it_is_in_one_line():
-    fields = {"n": "a positive integer", "tags": "a list of strings", "mode": ("PEDANTIC or DEFAULT",
-                                                                               lambda v: v in ("PEDANTIC", "DEFAULT"))}
-    assert check_fields({"n": 3, "tags": ["a"], "mode": "DEFAULT"}, "f.json: x", fields) == {
-        "n": 3, "tags": ["a"], "mode": "DEFAULT"}
-    cases = [({"n": 0}, "f.json: x.n: expected a positive integer, found 0; give a good file"),
-             ({"n": True}, "f.json: x.n: expected a positive integer, found True; give a good file"),
-             ({"n": 1, "tags": ["a", 5]}, "f.json: x.tags[1]: expected a string, found 5; give a good file"),
-             ({"n": 1, "mode": "TF32"}, "f.json: x.mode: expected PEDANTIC or DEFAULT, found 'TF32'; give a good file"),
-             ({}, "f.json: x.n: missing; expected a positive integer; give a good file"),
-             ([1], "f.json: x: expected an object, found a list; give a good file")]
-    for record, message in cases:
+def test_the_validator_names_the_field_by_its_path_what_it_must_be_and_what_it_is_in_one_line():
+    mode = ("PEDANTIC or DEFAULT", lambda v: v in ("PEDANTIC", "DEFAULT"))
+    item = Record({"id": "a string"}, required=("id",))
+    record = Record({"n": "a positive integer", "tags": "a list of strings", "mode": mode,
+                     "gpu": Record({"name": "a string"}, null=False), "items": Each(item),
+                     "by_name": Each(Each(item), dict)}, required=("n",))
+    good = {"n": 3, "tags": ["a"], "mode": "DEFAULT", "gpu": {"name": "H200"}, "items": [{"id": "g1"}],
+            "by_name": {"x": [{"id": "g2"}]}}
+    assert check(good, "f.json: x", record) is good
+    cases = [({"n": 0}, "x.n: expected a positive integer, found 0"),
+             ({"n": True}, "x.n: expected a positive integer, found True"),
+             ({"n": 1, "tags": ["a", 5]}, "x.tags[1]: expected a string, found 5"),
+             ({"n": 1, "mode": "TF32"}, "x.mode: expected PEDANTIC or DEFAULT, found 'TF32'"),
+             ({}, "x.n: missing; expected a positive integer"),
+             ([1], "x: expected an object, found a list"),
+             ({"n": 1, "gpu": {"name": None}}, "x.gpu.name: expected a string, found null"),
+             ({"n": 1, "gpu": []}, "x.gpu: expected an object, found a list"),
+             ({"n": 1, "items": [{"id": "a"}, {}]}, "x.items[1].id: missing; expected a string"),
+             ({"n": 1, "items": {}}, "x.items: expected a list of objects, found an object"),
+             ({"n": 1, "by_name": {"x": [{"id": 5}]}}, "x.by_name['x'][0].id: expected a string, found 5"),
+             ({"n": 1, "by_name": {"x": 5}}, "x.by_name['x']: expected a list of objects, found 5")]
+    for value, message in cases:
         with pytest.raises(InputFileError) as raised:
-            check_fields(record, "f.json: x", fields, required=("n",), hint="give a good file")
-        assert str(raised.value) == message
+            check(value, "f.json: x", record, hint="give a good file")
+        assert str(raised.value) == f"f.json: {message}; give a good file"
 
 
 def test_a_long_value_is_shown_short_and_the_error_is_the_readers_own():
@@ -64,6 +74,6 @@ def test_a_long_value_is_shown_short_and_the_error_is_the_readers_own():
         pass
 
     with pytest.raises(LayoutError, match=r"f.json: n: expected a string, found -1{36}\.\.\.$"):
-        check_fields({"n": -int("1" * 40)}, "f.json:", {"n": "a string"}, error=LayoutError)
+        check({"n": -int("1" * 40)}, "f.json:", Record({"n": "a string"}), error=LayoutError)
     with pytest.raises(InputFileError, match="found a string of 100 characters"):
-        check_fields({"n": "x" * 100}, "f.json:", {"n": "an integer"})
+        check({"n": "x" * 100}, "f.json:", Record({"n": "an integer"}))

@@ -8,26 +8,28 @@ with their sites and the cuBLASLt kernels under them, the handles, and the findi
 
 from __future__ import annotations
 
+from . import schema
 from .files import check_format, read_json
-from .schema import check_fields
+from .schema import Each, Record
 
 FORMAT, VERSION = "cublas_det.capture", 1
 MAX_FILE_BYTES = 256 << 20
 HINT = "give a file that `cublas-det capture` wrote"
 
-CAPTURE = {"complete": "true or false", "gemms": "a list of objects", "findings": "a list of objects"}
 # A GEMM's arguments as the log gave them; their bounds are the definition's own (capture.model).
-GEMM = {"id": "a non-empty string", "calls": "a positive integer", "api": "a string", "transa": "a string",
-        "transb": "a string", **dict.fromkeys(("m", "n", "k", "lda", "ldb", "ldc"), "an integer"),
-        "a_type": "a string", "b_type": "a string", "c_type": "a string", "compute_type": "a string",
-        "algo": "an integer", "batch_count": "an integer", "strides": "a list of integers",
-        "math_mode": "an integer", "workspace_bytes": "an integer", "scale_type": "a string",
-        "epilogue": "a string", "bias": "true or false", "sm_count_target": "an integer",
-        "preference": "an object", "lt_algo": "an object"}
-GEMM_REQUIRED = ("id", "calls", "api", "transa", "transb", "m", "n", "k", "lda", "ldb", "ldc", "a_type", "b_type",
-                 "c_type", "compute_type")
-FINDING = {"id": "a string", "kind": "a string", "text": "a string", "handles": "a list", "streams": "a list",
-           "gemms": "a list"}
+_GEMM = Record({
+    "id": "a non-empty string", "calls": "a positive integer", "api": "a string", "transa": "a string",
+    "transb": "a string", **dict.fromkeys(("m", "n", "k", "lda", "ldb", "ldc"), "an integer"),
+    "a_type": "a string", "b_type": "a string", "c_type": "a string", "compute_type": "a string",
+    "algo": "an integer", "batch_count": "an integer", "strides": "a list of integers", "math_mode": "an integer",
+    "workspace_bytes": "an integer", "scale_type": "a string", "epilogue": "a string", "bias": "true or false",
+    "sm_count_target": "an integer", "preference": "an object", "lt_algo": "an object"},
+    required=("id", "calls", "api", "transa", "transb", "m", "n", "k", "lda", "ldb", "ldc", "a_type", "b_type",
+              "c_type", "compute_type"))
+_FINDING = Record({"id": "a string", "kind": "a string", "text": "a string", "handles": "a list",
+                   "streams": "a list", "gemms": "a list"}, required=("id", "kind", "text"))
+_CAPTURE = Record({"complete": "true or false", "gemms": Each(_GEMM), "findings": Each(_FINDING)},
+                  required=("gemms",))
 
 
 def read(path: str) -> dict:
@@ -39,9 +41,4 @@ def check(data, path: str) -> dict:
     """``data`` if it is a capture file's document, every GEMM and finding as described; else one line
     (:class:`~cublas_det.errors.InputFileError`)."""
     check_format(data, path, FORMAT, VERSION, "capture file", HINT, "capture again")
-    check_fields(data, f"{path}:", CAPTURE, required=("gemms",), hint=HINT)
-    for index, gemm in enumerate(data["gemms"]):
-        check_fields(gemm, f"{path}: gemms[{index}]", GEMM, required=GEMM_REQUIRED, hint=HINT)
-    for index, finding in enumerate(data.get("findings") or ()):
-        check_fields(finding, f"{path}: findings[{index}]", FINDING, required=("id", "kind", "text"), hint=HINT)
-    return data
+    return schema.check(data, f"{path}:", _CAPTURE, hint=HINT)

@@ -22,7 +22,7 @@ from ..errors import InputFileError, UsageError
 from ..shapes import parse_shape
 from ..words import plural
 from .files import check_format, read_json, write_json
-from .schema import check_fields, is_int
+from .schema import Each, Record, check, is_int
 
 FORMAT, VERSION = "cublas_det.lock", 1
 MAX_FILE_BYTES = 16 << 20
@@ -166,28 +166,30 @@ def _dimension(low: int):
 
 _DIMENSION = ("an integer from 1 to 2**31 - 1", _dimension(1))
 _ELEMENT_TYPE = (f"one of {', '.join(ELEMENT_TYPES)}", lambda value: isinstance(value, str) and value in ELEMENT_TYPES)
-WHERE = {"gpu": "a string", "sm_count": "an integer", "compute_capability": "a string", "cublas_version": "a string"}
-LOCK = {"where": "an object", "entries": "a list of objects"}
-ENTRY = {"gemm": "an object", "config": "an object", "verified": "an object", "cost": "an object",
-         "source": "a string"}
-GEMM = {"input_dtype": _ELEMENT_TYPE, "output_dtype": _ELEMENT_TYPE,
-        "compute_type": ("a cuBLAS compute type such as COMPUTE_32F", lambda value: isinstance(value, str) and value in ComputeType.__members__),
-        "trans_a": "true or false", "trans_b": "true or false", "n": _DIMENSION, "k": _DIMENSION, "batch": _DIMENSION,
-        "epilogue": ('"" or "BIAS"', lambda value: value in ("", "BIAS")),
-        "m": ("0 (any M) or an integer up to 2**31 - 1", _dimension(0))}  # absent: any M
+_GEMM = Record({
+    "input_dtype": _ELEMENT_TYPE, "output_dtype": _ELEMENT_TYPE,
+    "compute_type": ("a cuBLAS compute type such as COMPUTE_32F",
+                     lambda value: isinstance(value, str) and value in ComputeType.__members__),
+    "trans_a": "true or false", "trans_b": "true or false", "n": _DIMENSION, "k": _DIMENSION, "batch": _DIMENSION,
+    "epilogue": ('"" or "BIAS"', lambda value: value in ("", "BIAS")),
+    "m": ("0 (any M) or an integer up to 2**31 - 1", _dimension(0))},  # absent: any M
+    required=("input_dtype", "output_dtype", "compute_type", "trans_a", "trans_b", "n", "k", "batch", "epilogue"),
+    null=False)
+_ENTRY = Record({"gemm": _GEMM, "config": "an object", "verified": "an object", "cost": "an object",
+                 "source": "a string"}, required=("gemm", "config", "verified"))
+_WHERE = Record({"gpu": "a string", "sm_count": "an integer", "compute_capability": "a string",
+                 "cublas_version": "a string"}, required=("gpu", "sm_count", "compute_capability", "cublas_version"))
+_LOCK = Record({"where": _WHERE, "entries": Each(_ENTRY)}, required=("where", "entries"))
 
 
 def from_data(data, path: str) -> Lock:
     """A lock file's parsed JSON, checked field by field, as a :class:`Lock`."""
     check_format(data, path, FORMAT, VERSION, "lock file", HINT, "prescribe again")
-    check_fields(data, f"{path}:", LOCK, required=tuple(LOCK), hint=HINT)
-    check_fields(data["where"], f"{path}: where", WHERE, required=tuple(WHERE), hint=HINT)
+    check(data, f"{path}:", _LOCK, hint=HINT)
     found = {}
     for index, entry in enumerate(data["entries"]):
         at = f"{path}: entries[{index}]"
-        check_fields(entry, at, ENTRY, required=("gemm", "config", "verified"), hint=HINT)
-        gemm = check_fields(entry["gemm"], f"{at}.gemm", GEMM, required=tuple(GEMM)[:-1], null=False, hint=HINT)
-        key = GemmKey(**{name: gemm.get(name, 0) for name in GEMM})
+        key = GemmKey(**{name: entry["gemm"].get(name, 0) for name in _GEMM.fields})
         try:
             config = GemmConfig.from_dict(entry["config"])
         except (KeyError, TypeError, ValueError, AttributeError) as err:

@@ -3,7 +3,7 @@
 Written in pytest-benchmark's layout (``pytest-benchmark compare`` reads it): every entry has the stats
 fields pytest-benchmark writes, computed its way, in seconds per GEMM with ``iterations`` = GEMMs per
 sample; an entry that was not timed has the same fields with ``rounds`` 0. Read back entry by entry,
-every field a reader uses checked by :func:`~cublas_det.store.schema.check_fields`: a malformed file
+every field a reader uses checked by :func:`~cublas_det.store.schema.check`: a malformed file
 is one :class:`~cublas_det.errors.InputFileError` naming the file, the entry and the field, before
 any GPU work. Files of cublas_det 0.1 carry no identity (seed, T, input digests): they are read, and
 :attr:`StoredRun.legacy` says so. The results a run holds are made from it, and it from them, in
@@ -23,7 +23,7 @@ from ..errors import InputFileError
 from ..shapes import GemmShape, gemm_key
 from ..words import plural
 from .files import open_regular, parse_json
-from .schema import check_fields, kind_of
+from .schema import Each, Record, check, kind_of
 
 # -- reading
 MAX_RUN_FILE_BYTES = 256 << 20  # a default run is 0.5 MB; the largest preset with timing a few MB
@@ -144,9 +144,8 @@ def run_from_dict(data, source: str) -> StoredRun:
     benchmarks = data.get("benchmarks")
     if not isinstance(benchmarks, list):
         raise InputFileError(f"{source}: not a cublas_det --json file (no 'benchmarks' list)")
-    machine_info = check_fields(data, f"{source}:", {"machine_info": "an object"}).get("machine_info") or {}
-    _check_machine(machine_info, f"{source}: machine_info")
-    _check_section(data.get("cublas_det"), f"{source}: cublas_det")
+    check(data, f"{source}:", _RUN)
+    machine_info = data.get("machine_info") or {}
     entries = tuple(_entry(raw, i, source) for i, raw in enumerate(benchmarks))
     first: dict = {}
     for index, entry in enumerate(entries):
@@ -159,18 +158,16 @@ def run_from_dict(data, source: str) -> StoredRun:
 
 
 def _entry(raw, index: int, source: str) -> Entry:
-    name = check_fields(raw, f"{source}: benchmarks[{index}]", {"name": "a non-empty string"}, required=("name",))["name"]
+    name = check(raw, f"{source}: benchmarks[{index}]", _NAMED)["name"]
     where = f"{source}: benchmark {name!r}"
-    check_fields(raw, f"{where}:", _ENTRY, required=("extra_info",))
-    info = raw["extra_info"]
-    shape = info.get("shape")
-    if not isinstance(shape, dict):
+    if isinstance(raw.get("extra_info"), dict) and not isinstance(raw["extra_info"].get("shape"), dict):
         raise InputFileError(f"{where}: no extra_info.shape: not written by cublas_det (a pytest-benchmark file of "
                              "another project?)")
-    check_fields(shape, f"{where}: extra_info.shape", _SHAPE, required=("m", "n", "k", "cublas_op"))
+    check(raw, f"{where}:", _ENTRY)
+    info = raw["extra_info"]
+    shape = info["shape"]
     batch = shape.get("batch", 1)  # files before batched shapes have none: one matrix
     spec = f"{shape['m']}x{shape['n']}x{shape['k']}:{shape['cublas_op'].lower()}" + (f":b{batch}" if batch > 1 else "")
-    check_fields(info, f"{where}: extra_info", _EXTRA_INFO)
     interval = info.get("median_ci_s")
     if interval is not None and (len(interval) != 2 or interval[0] > interval[1]):
         raise InputFileError(f"{where}: extra_info.median_ci_s: expected [low, high] seconds, low <= high, found "
@@ -183,81 +180,57 @@ def _entry(raw, index: int, source: str) -> Entry:
     if isinstance(stats, dict) and stats.get("rounds") == 0 and not stats.get("data"):
         stats = None  # not timed: pytest-benchmark needs every stats field, so --json writes them with 0 rounds
     if stats is not None:
-        check_fields(stats, f"{where}: stats", _STATS, required=("median",))
-    if info.get("eager_stats") is not None:
-        check_fields(info["eager_stats"], f"{where}: extra_info.eager_stats", _STATS)
+        check(stats, f"{where}: stats", _TIMED_STATS)
     identity = info.get("identity")
-    if identity is not None:
-        check_fields(identity, f"{where}: extra_info.identity", _IDENTITY)
-    for position, scenario in enumerate(info.get("scenarios") or ()):
-        check_fields(scenario, f"{where}: extra_info.scenarios[{position}]", _SCENARIO, required=("scenario",))
     digests = frozenset((info.get("device_digests") or {}).values()) or frozenset({info.get("digest")} - {None, ""})
     return Entry(name, raw.get("group") or shape.get("name") or spec, spec, config, digests, identity, stats, info)
 
 
 # -- what each field must be -----------------------------------------------------------------------
-# A field that is null or absent is not checked unless required: files of earlier versions lack many.
-_ENTRY = {"group": "a string", "params": "an object", "extra_info": "an object", "stats": "an object"}
-_SHAPE = {"name": "a string", "m": "a positive integer", "n": "a positive integer", "k": "a positive integer",
-          "cublas_op": "a string", "trans_a": "true or false", "trans_b": "true or false", "layer": "a string",
-          "gemm_pass": "a string", "preset": "a string", "tokens": "an integer >= 0", "batch": "a positive integer"}
-_EXTRA_INFO = {"identity": "an object", "config": "an object", "digest": "a string",
-               "device_digests": "an object of strings", "device_errors": "an object of strings",
-               "mode_source": "a string", "error": "a string", "rel_error": "a number", "scenarios": "a list of objects",
-               "eager_stats": "an object", "kernels": "an object", "calls_per_batch": "an integer >= 0",
-               "buffer_sets": "a positive integer", "timing_elapsed_s": "a finite number >= 0",
-               "median_ci_s": "a list of positive numbers of seconds", "sm_clock_mhz": "a positive number",
-               "kernel_time_s": "a positive number", "timed_kernels": "a string", "setups": "a list of integers >= 0",
-               "stop_reason": "a string", "untrusted_reason": "a string", "noise_floor": "a finite number >= 0",
-               "timing_trusted": "true or false"}
-_STATS = {"median": "a positive number of seconds", "data": "a list of positive numbers of seconds",
-          "rounds": "an integer >= 0", "q1": "a positive number of seconds", "q3": "a positive number of seconds", "iterations": "an integer >= 0"}
-_IDENTITY = {"seed": "an integer >= 0", "inputs": "an object of strings", "tokens": "an integer >= 0", "batch": "a positive integer",
-             "numpy": "a string", "preset": "a string"}
-_SCENARIO = {"scenario": "a string", "kind": "a string", "runs": "an integer >= 0",
-             "differing_runs": "an integer >= 0", "mismatched_elements": "an integer >= 0",
-             "total_elements": "an integer >= 0", "max_abs_diff": "a number", "max_ulp": "an integer >= 0",
-             "index": "a list of integers", "detail": "a string", "extra": "an object", "error": "a string",
-             "not_applicable": "a string"}
-_MACHINE = {"gpu": "an object", "env": "an object", "gpu_state": "an object", "devices": "a list of objects"}
-_GPU = {"name": "a string", "sm_count": "a positive integer"}
-_DEVICE = {"device_id": "an integer >= 0", "provenance": "an object", "error": "a string"}
-_SECTION = {"sweep": "true or false", "interrupted": "true or false", "wall_s": "a finite number >= 0",
-            "ratios": "an object of lists", "timing": "an object of objects", "summary": "a list of strings",
-            "warnings": "a list of strings"}
-_RATIO = {"numerator": "a string", "denominator": "a string", "median": "a positive number",
-          "ci_low": "a positive number", "ci_high": "a positive number", "rounds": "an integer >= 0",
-          "setup_half_width": "a finite number >= 0"}
-_TIMING = {"stop_reason": "a string", "discards": "an object of integers >= 0", "clock_floor_mhz": "a positive number",
-           "options": "an object"}
-
-
-
-def _check_machine(info: dict, where: str, devices: bool = True) -> None:
-    """What the reports say of a machine (its provenance): objects, never null, where they read fields;
-    with ``devices``, the provenance of each device of a sweep too."""
-    check_fields(info, where, _MACHINE, null=False)
-    if info.get("gpu"):
-        check_fields(info["gpu"], f"{where}.gpu", _GPU, null=False)
-    for index, device in enumerate(info.get("devices") or () if devices else ()):
-        check_fields(device, f"{where}.devices[{index}]", _DEVICE, required=("device_id",))
-        if device.get("provenance"):
-            _check_machine(device["provenance"], f"{where}.devices[{index}].provenance", devices=False)
-
-
-def _check_section(section, where: str) -> None:
-    """The file's ``cublas_det`` object: the run's facts beside pytest-benchmark's layout."""
-    if section is None:
-        return
-    check_fields(section, where, _SECTION)
-    for name, ratios in (section.get("ratios") or {}).items():
-        check_fields({name: ratios}, f"{where}.ratios", {name: "a list of objects"})
-        for index, ratio in enumerate(ratios):
-            check_fields(ratio, f"{where}.ratios[{name!r}][{index}]", _RATIO,
-                          required=("numerator", "denominator", "median", "ci_low", "ci_high"))
-    for name, timing in (section.get("timing") or {}).items():
-        check_fields(timing, f"{where}.timing[{name!r}]", _TIMING)
-
+_STATS = Record({"median": "a positive number of seconds", "data": "a list of positive numbers of seconds",
+                 "rounds": "an integer >= 0", "q1": "a positive number of seconds",
+                 "q3": "a positive number of seconds", "iterations": "an integer >= 0"})
+_TIMED_STATS = Record(_STATS.fields, required=("median",))
+_SHAPE = Record({"name": "a string", "m": "a positive integer", "n": "a positive integer", "k": "a positive integer",
+                 "cublas_op": "a string", "trans_a": "true or false", "trans_b": "true or false", "layer": "a string",
+                 "gemm_pass": "a string", "preset": "a string", "tokens": "an integer >= 0",
+                 "batch": "a positive integer"}, required=("m", "n", "k", "cublas_op"))
+_IDENTITY = Record({"seed": "an integer >= 0", "inputs": "an object of strings", "tokens": "an integer >= 0",
+                    "batch": "a positive integer", "numpy": "a string", "preset": "a string"})
+_SCENARIO = Record({"scenario": "a string", "kind": "a string", "runs": "an integer >= 0",
+                    "differing_runs": "an integer >= 0", "mismatched_elements": "an integer >= 0",
+                    "total_elements": "an integer >= 0", "max_abs_diff": "a number", "max_ulp": "an integer >= 0",
+                    "index": "a list of integers", "detail": "a string", "extra": "an object", "error": "a string",
+                    "not_applicable": "a string"}, required=("scenario",))
+_EXTRA_INFO = Record({
+    "shape": _SHAPE, "identity": _IDENTITY, "config": "an object", "digest": "a string",
+    "device_digests": "an object of strings", "device_errors": "an object of strings", "mode_source": "a string",
+    "error": "a string", "rel_error": "a number", "scenarios": Each(_SCENARIO), "eager_stats": _STATS,
+    "kernels": "an object", "calls_per_batch": "an integer >= 0", "buffer_sets": "a positive integer",
+    "timing_elapsed_s": "a finite number >= 0", "median_ci_s": "a list of positive numbers of seconds",
+    "sm_clock_mhz": "a positive number", "kernel_time_s": "a positive number", "timed_kernels": "a string",
+    "setups": "a list of integers >= 0", "stop_reason": "a string", "untrusted_reason": "a string",
+    "noise_floor": "a finite number >= 0", "timing_trusted": "true or false"})
+_NAMED = Record({"name": "a non-empty string"}, required=("name",))
+_ENTRY = Record({"group": "a string", "params": "an object", "extra_info": _EXTRA_INFO, "stats": "an object"},
+                required=("extra_info",))
+# What the reports say of a machine (its provenance): objects, never null, where they read fields.
+_MACHINE_FIELDS = {"gpu": Record({"name": "a string", "sm_count": "a positive integer"}, null=False),
+                   "env": "an object", "gpu_state": "an object"}
+_DEVICE = Record({"device_id": "an integer >= 0", "provenance": Record(_MACHINE_FIELDS, null=False),
+                  "error": "a string"}, required=("device_id",))
+_MACHINE = Record({**_MACHINE_FIELDS, "devices": Each(_DEVICE)}, null=False)
+_RATIO = Record({"numerator": "a string", "denominator": "a string", "median": "a positive number",
+                 "ci_low": "a positive number", "ci_high": "a positive number", "rounds": "an integer >= 0",
+                 "setup_half_width": "a finite number >= 0"},
+                required=("numerator", "denominator", "median", "ci_low", "ci_high"))
+_TIMING = Record({"stop_reason": "a string", "discards": "an object of integers >= 0",
+                  "clock_floor_mhz": "a positive number", "options": "an object"})
+# The file's ``cublas_det`` object: the run's facts beside pytest-benchmark's layout.
+_SECTION = Record({"sweep": "true or false", "interrupted": "true or false", "wall_s": "a finite number >= 0",
+                   "ratios": Each(Each(_RATIO), dict), "timing": Each(_TIMING, dict),
+                   "summary": "a list of strings", "warnings": "a list of strings"})
+_RUN = Record({"machine_info": _MACHINE, "cublas_det": _SECTION})
 
 
 # -- writing

@@ -1,14 +1,15 @@
-"""The one validator of every file we read: a document's fields, each described by what it must be.
+"""The one validator of every file we read: a document described by its records, checked by :func:`check`.
 
-A description maps a field to an expectation: a phrase of :data:`EXPECTED` (``"a positive
-integer"``), one of :data:`ITEMS` (``"a list of strings"``, each item checked), or an
-``(phrase, test)`` pair of a file's own. :func:`check_fields` checks a record against one and
-raises one :class:`~cublas_det.errors.InputFileError` line naming the field, what it must be,
-what it is, and (``hint``) how to get a good file.
+A :class:`Record` maps each field to an expectation: a phrase of :data:`EXPECTED` (``"a positive
+integer"``), one of :data:`ITEMS` (``"a list of strings"``, each item checked), an ``(phrase, test)``
+pair of a file's own, a nested :class:`Record`, or :class:`Each` (a list or object of records).
+:func:`check` raises one :class:`~cublas_det.errors.InputFileError` line naming the field by its
+path, what it must be, what it is, and (``hint``) how to get a good file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..errors import InputFileError
@@ -57,38 +58,81 @@ ITEMS = {"a list of positive numbers of seconds": (list, "a positive number of s
          "an object of integers >= 0": (dict, "an integer >= 0")}
 
 
-def check_fields(record, where: str, fields: dict, required=(), *, null: bool = True, hint: str = "",
-                 error=InputFileError) -> dict:
-    """``record`` (an object) with each of ``fields`` that is present as described; ``required`` ones
-    present; ``null``: a field may be null (our writers write null for what they do not know).
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """An object's fields (name -> expectation) and those it must have. A field absent or null is not
+    checked unless required (files of earlier versions lack many); ``null``: a field may be null, as our
+    writers write what they do not know."""
 
-    ``where`` names the record: ``"run.json:"`` (its fields follow a space) or ``"run.json: gpu"``
-    (they follow a dot). A field absent or null is not checked unless required: files of earlier
-    versions lack many. ``error``: the :class:`InputFileError` the reader raises.
-    """
-    if not isinstance(record, dict):
-        _refuse(f"{where.rstrip(':')}: expected an object, found {kind_of(record)}", hint, error)
+    fields: dict
+    required: tuple = ()
+    null: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Each:
+    """A list (``container`` dict: an object) whose every item is ``item``, a :class:`Record` or an Each."""
+
+    item: object
+    container: type = list
+
+    @property
+    def words(self) -> str:
+        return ("a list of " if self.container is list else "an object of ") + (
+            "objects" if isinstance(self.item, Record) else "lists")
+
+
+def check(value, where: str, record: Record, *, hint: str = "", error=InputFileError):
+    """``value`` if it is an object as ``record`` describes, else one ``error`` line (``error``: the
+    reader's own :class:`InputFileError`). ``where`` names it: ``"run.json:"`` (its fields follow a
+    space) or ``"run.json: gpu"`` (they follow a dot)."""
+    if not isinstance(value, dict):
+        _refuse(f"{where.rstrip(':')}: expected an object, found {kind_of(value)}", hint, error)
     where += " " if where.endswith(":") else "."
-    for key, expected in fields.items():
-        words, test = expected if isinstance(expected, tuple) else (expected, EXPECTED.get(expected))
-        value = record.get(key)
-        if value is None:
-            if key in record and not null:
+    for key, expected in record.fields.items():
+        field = value.get(key)
+        if field is None:
+            words = _words(expected)
+            if key in value and not record.null:
                 _refuse(f"{where}{key}: expected {words}, found null", hint, error)
-            if key in required:
+            if key in record.required:
                 _refuse(f"{where}{key}: missing; expected {words}", hint, error)
             continue
-        container, item = ITEMS.get(words, (None, None))
-        if container is None:
-            if not test(value):
-                _refuse(f"{where}{key}: expected {words}, found {found(value)}", hint, error)
-            continue
-        if not isinstance(value, container):
-            _refuse(f"{where}{key}: expected {words}, found {found(value)}", hint, error)
-        for name, element in (value.items() if container is dict else enumerate(value)):
-            if not EXPECTED[item](element):
-                _refuse(f"{where}{key}[{name!r}]: expected {item}, found {found(element)}", hint, error)
-    return record
+        _check_value(field, f"{where}{key}", expected, hint, error)
+    return value
+
+
+def _words(expected) -> str:
+    if isinstance(expected, Record):
+        return "an object"
+    if isinstance(expected, Each):
+        return expected.words
+    return expected[0] if isinstance(expected, tuple) else expected
+
+
+def _check_value(value, path: str, expected, hint: str, error) -> None:
+    if isinstance(expected, Record):
+        if not isinstance(value, dict):
+            _refuse(f"{path}: expected an object, found {found(value)}", hint, error)
+        check(value, path, expected, hint=hint, error=error)
+        return
+    if isinstance(expected, Each):
+        if not isinstance(value, expected.container):
+            _refuse(f"{path}: expected {expected.words}, found {found(value)}", hint, error)
+        for name, item in (value.items() if expected.container is dict else enumerate(value)):
+            _check_value(item, f"{path}[{name!r}]", expected.item, hint, error)
+        return
+    words, test = expected if isinstance(expected, tuple) else (expected, EXPECTED.get(expected))
+    container, item = ITEMS.get(words, (None, None))
+    if container is None:
+        if not test(value):
+            _refuse(f"{path}: expected {words}, found {found(value)}", hint, error)
+        return
+    if not isinstance(value, container):
+        _refuse(f"{path}: expected {words}, found {found(value)}", hint, error)
+    for name, element in (value.items() if container is dict else enumerate(value)):
+        if not EXPECTED[item](element):
+            _refuse(f"{path}[{name!r}]: expected {item}, found {found(element)}", hint, error)
 
 
 def _refuse(message: str, hint: str, error):

@@ -1,7 +1,7 @@
 """The training run's trace log, ``trace.jsonl``: one JSON object a line for each recorded tensor.
 
 ``{"step", "leaf", "dtype", "shape", "digest"}`` (``algorithm`` names the digest; ``file`` the
-tensor's raw bytes, a path inside the run). :data:`ENTRY` describes a line; :func:`read` gives the
+tensor's raw bytes, a path inside the run). :data:`ENTRY` describes a line (:data:`ENTRY_WITH_FILE` one with its tensor's file); :func:`read` gives the
 lines, each checked, and a note where the last one is cut (the run was stopped while writing it).
 :mod:`cublas_det.rundiff.recorder` writes it, :mod:`cublas_det.rundiff.layouts` makes leaves of it.
 """
@@ -14,7 +14,7 @@ import re
 from ..bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
 from ..errors import InputFileError
 from .files import open_regular, parse_json
-from .schema import check_fields, is_int
+from .schema import Record, check, is_int
 
 LOG_NAME = "trace.jsonl"
 MAX_LOG_LINE = 1 << 20  # a log line is ~200 bytes
@@ -38,12 +38,14 @@ def inside_run(relative) -> bool:
 
 _DIGEST = (f"{DIGEST_HEX_DIGITS} lowercase hex digits",
            lambda v: isinstance(v, str) and len(v) == DIGEST_HEX_DIGITS and bool(_HEX.match(v)))
-ENTRY = {"step": ("an integer from 0 to 2**63 - 1", lambda v: is_int(v) and 0 <= v < 1 << 63),
+_FIELDS = {"step": ("an integer from 0 to 2**63 - 1", lambda v: is_int(v) and 0 <= v < 1 << 63),
          "leaf": "a non-empty string", "dtype": ("a dtype name such as 'float32'", lambda v: isinstance(v, str)), "shape": (f"a list of at most {MAX_DIMS} integers >= 0",
                                                                      is_shape),
          "algorithm": (f"{ALGORITHM!r}, the digest this version reads", lambda v: v == ALGORITHM),
          "digest": _DIGEST,
          "file": ("a path inside the run directory such as 'step_0/x.bin' (no '..', not absolute)", inside_run)}
+ENTRY = Record(_FIELDS, required=("step", "leaf", "dtype", "shape", "digest"))
+ENTRY_WITH_FILE = Record(_FIELDS, required=("step", "leaf", "dtype", "shape"))  # its bytes there, a digest optional
 
 
 def read(log_path: str, *, error=InputFileError) -> tuple[list, list]:
@@ -65,8 +67,7 @@ def read(log_path: str, *, error=InputFileError) -> tuple[list, list]:
                 reason = f"not UTF-8 text ({err.reason})" if isinstance(err, UnicodeDecodeError) else err.msg
                 raise error(f"{where}: malformed JSON line ({reason})") from None
             has_file = isinstance(entry, dict) and entry.get("file") is not None
-            required = ("step", "leaf", "dtype", "shape", *(() if has_file else ("digest",)))
-            check_fields(entry, f"{where}:", ENTRY, required=required, error=error)
+            check(entry, f"{where}:", ENTRY_WITH_FILE if has_file else ENTRY, error=error)
             entries.append((where, entry))
     return entries, notes
 
