@@ -107,11 +107,17 @@ def read_json(path: str, hint: str, *, max_bytes: int, what: str):
     """The parsed JSON of the regular file ``path`` (at most ``max_bytes``); one line (:class:`InputFileError`)
     for anything else, ending with ``hint``."""
     with open_regular(path, hint, max_bytes=max_bytes, what=what) as file:
-        raw = file.read()
+        try:
+            raw = file.read()
+        except OSError as err:
+            raise InputFileError(f"{path}: cannot be read ({err.strerror or err}); {hint}") from None
     try:
         return parse_json(raw.decode("utf-8"), path)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputFileError(f"{path}: not JSON ({err}); {hint}") from None
+    except UnicodeDecodeError:
+        raise InputFileError(f"{path}: not a text file; {hint}") from None
+    except json.JSONDecodeError as err:
+        raise InputFileError(f"{path}: not JSON ({err.msg} at line {err.lineno}, column {err.colno}); the file "
+                             f"may be truncated; {hint}") from None
 
 
 def check_format(data, path: str, format_name: str, version: int, what: str, hint: str, again: str) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import statistics
 from bisect import bisect_left, bisect_right
 
@@ -22,7 +21,7 @@ from ..device import describe_machine
 from ..errors import InputFileError
 from ..shapes import GemmShape, gemm_key
 from ..words import plural
-from .files import open_regular, parse_json
+from .files import read_json
 from .schema import Each, Record, check, kind_of
 
 # -- reading
@@ -87,7 +86,7 @@ def load_run(path: str, suite_advice: str | None = None) -> StoredRun:
     """Read and check a ``--json`` file; :class:`InputFileError` (one line) on any trouble. ``suite_advice``:
     what to tell a user who gave the pytest-benchmark suite's file instead (the line names that file)."""
     try:
-        return _load_run(path)
+        return run_from_dict(_read_json(path), path)
     except InputFileError:
         if suite_advice and is_suite_file(path):
             raise InputFileError(f"{path}: a file of python -m pytest bench/, not a --json run of python -m "
@@ -95,24 +94,9 @@ def load_run(path: str, suite_advice: str | None = None) -> StoredRun:
         raise
 
 
-def _load_run(path: str) -> StoredRun:
-    return run_from_dict(_read_json(path), path)
-
-
 def _read_json(path: str):
-    hint = "give the path of a file written by --json"
-    with open_regular(path, hint, max_bytes=MAX_RUN_FILE_BYTES, what="--json file") as file:
-        try:
-            text = file.read()
-        except OSError as err:
-            raise InputFileError(f"{path}: cannot be read ({err.strerror or err}); {hint}") from None
-    try:
-        return parse_json(text, path)
-    except UnicodeDecodeError:
-        raise InputFileError(f"{path}: not a text file; {hint}") from None
-    except json.JSONDecodeError as err:
-        raise InputFileError(f"{path}: not JSON ({err.msg} at line {err.lineno}, column {err.colno}); "
-                             "the file may be truncated") from None
+    return read_json(path, "give the path of a file written by --json", max_bytes=MAX_RUN_FILE_BYTES,
+                     what="--json file")
 
 
 def is_suite_file(path: str) -> bool:
