@@ -158,3 +158,15 @@ def test_the_report_names_what_fell_through_and_the_command_that_adds_it():
     assert text.startswith("locked 4 calls of 1 GEMM; 3 calls of 1 GEMM fell through to torch")
     assert "--shape 8192x100x768:tn --dtype bf16 --modes default" in text  # the largest M
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_each_process_report_is_written_as_one_line_and_read_back_checked(tmp_path):
+    report = LockReport({"Mx3352x768:tn bf16": 3}, {"Mx100x768:tn bf16": {"calls": 2, "reason": "not in the lock"}},
+                        "lock.json")
+    report.write(str(tmp_path))
+    (written,) = tmp_path.iterdir()
+    assert written.name.endswith(".json") and written.read_text() == json.dumps(report.to_dict())
+    assert LockReport.read(str(tmp_path)) == [report]
+    written.write_text(json.dumps({**report.to_dict(), "locked": {"x": -1}}))
+    with pytest.raises(InputFileError, match=r"json: locked\['x'\]: expected an integer >= 0, found -1; a process"):
+        LockReport.read(str(tmp_path))

@@ -130,11 +130,11 @@ def check_format(data, path: str, format_name: str, version: int, what: str, hin
                              f"version {version}: {again} with this version")
 
 
-def write_json(path: str, data, *, whole: bool = False) -> None:
-    """``data`` as our files hold JSON (one-space indents, a final newline); ``whole``: all of it or
-    nothing (written beside ``path``, then renamed over it), for a file a later run reads back in place.
-    An :class:`OSError` is the caller's to word."""
-    text = json.dumps(data, indent=1) + "\n"
+def write_json(path: str, data, *, whole: bool = False, compact: bool = False) -> None:
+    """``data`` as our files hold JSON: one-space indents and a final newline, or (``compact``, a file
+    only a program reads) one line. ``whole``: all of it or nothing (written beside ``path``, then
+    renamed over it), for a file that another process may read. An :class:`OSError` is the caller's."""
+    text = json.dumps(data) if compact else json.dumps(data, indent=1) + "\n"
     if not whole:
         with open(path, "w") as file:
             file.write(text)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 
 from .._cublas import ComputeType, MathMode
 from ..config import DTYPE_ALIASES, ELEMENT_TYPES, GemmConfig
@@ -180,6 +181,9 @@ _ENTRY = Record({"gemm": _GEMM, "config": "an object", "verified": "an object", 
 _WHERE = Record({"gpu": "a string", "sm_count": "an integer", "compute_capability": "a string",
                  "cublas_version": "a string"}, required=("gpu", "sm_count", "compute_capability", "cublas_version"))
 _LOCK = Record({"where": _WHERE, "entries": Each(_ENTRY)}, required=("where", "entries"))
+_REPORT = Record({"locked": "an object of integers >= 0", "fell_through": "an object of objects", "lock": "a string"},
+                 required=("locked", "fell_through"))
+REPORT_HINT = "a process under `cublas-det run` writes it at exit"
 
 
 def from_data(data, path: str) -> Lock:
@@ -245,6 +249,21 @@ class LockReport:
 
     def to_dict(self) -> dict:
         return {"locked": self.locked, "fell_through": self.fell_through, "lock": self.lock_path}
+
+    @classmethod
+    def read(cls, folder: str) -> list[LockReport]:
+        """The reports :meth:`write` left in ``folder``, one a process, in name order."""
+        found = []
+        for name in sorted(n for n in os.listdir(folder) if n.endswith(".json")):
+            path = os.path.join(folder, name)
+            data = check(read_json(path, REPORT_HINT, max_bytes=MAX_FILE_BYTES, what="lock report"), f"{path}:",
+                         _REPORT, hint=REPORT_HINT)
+            found.append(cls(data["locked"], data["fell_through"], data.get("lock") or ""))
+        return found
+
+    def write(self, folder: str) -> None:
+        """This process's report into ``folder``, whole or not at all: ``run`` reads every file it finds."""
+        write_json(os.path.join(folder, f"{os.getpid()}.json"), self.to_dict(), whole=True, compact=True)
 
     @classmethod
     def merge(cls, reports) -> LockReport:
