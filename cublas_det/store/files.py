@@ -23,7 +23,7 @@ import stat
 
 from ..errors import InputFileError
 
-MAX_INT_DIGITS = 40  # seeds, sizes and counts have at most 20
+MAX_INT_DIGITS = 40  # twice the digits of a 64-bit seed, size or count
 
 
 def file_kind(mode: int) -> str:

@@ -25,7 +25,7 @@ from .files import read_json
 from .schema import Each, Record, check, kind_of
 
 # -- reading
-MAX_RUN_FILE_BYTES = 256 << 20  # a default run is 0.5 MB; the largest preset with timing a few MB
+MAX_RUN_FILE_BYTES = 256 << 20  # far above any run, so only what is no run is refused unread
 
 
 @dataclasses.dataclass(frozen=True)

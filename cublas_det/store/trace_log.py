@@ -17,7 +17,7 @@ from .files import open_regular, parse_json
 from .schema import Record, check, is_int
 
 LOG_NAME = "trace.jsonl"
-MAX_LOG_LINE = 1 << 20  # a log line is ~200 bytes
+MAX_LOG_LINE = 1 << 20  # a line records one tensor: far shorter than this
 MAX_DIMS = 64  # numpy's
 HINT = "give the trace.jsonl of cublas_det.trace.Recorder"
 _HEX = re.compile(r"^[0-9a-f]+$")
