@@ -179,7 +179,7 @@ _GEMM = Record({
 _ENTRY = Record({"gemm": _GEMM, "config": "an object", "verified": "an object", "cost": "an object",
                  "source": "a string"}, required=("gemm", "config", "verified"))
 _WHERE = Record({"gpu": "a string", "sm_count": "an integer", "compute_capability": "a string",
-                 "cublas_version": "a string"}, required=("gpu", "sm_count", "compute_capability", "cublas_version"))
+                 "cublas_version": "a string"}, required=WHERE_FIELDS)
 _LOCK = Record({"where": _WHERE, "entries": Each(_ENTRY)}, required=("where", "entries"))
 _REPORT = Record({"locked": "an object of integers >= 0", "fell_through": "an object of objects", "lock": "a string"},
                  required=("locked", "fell_through"))
