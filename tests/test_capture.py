@@ -419,6 +419,18 @@ def test_a_daemon_left_writing_to_the_log_does_not_hold_the_capture(tmp_path, mo
     assert status == 0 and time.monotonic() - started < capture_run.AFTER_EXIT_S + 3
 
 
+def test_what_the_capture_report_reads_is_checked_before_it_renders():
+    data = capture_file.to_dict(parse(log("block", "cublas")), complete=True)
+    for change, says in ((lambda d: d.update(handles="x"), "bad.json: handles: expected a list of objects, found 'x'"),
+                         (lambda d: d["logs"].update(cublas=5), "bad.json: logs['cublas']: expected an object, found 5"),
+                         (lambda d: d["gemms"][0]["sites"][0].update(thread="t1"), "gemms[0].sites[0].thread: "),
+                         (lambda d: d.update(command="python x.py"), "command: expected a list of strings")):
+        bad = json.loads(json.dumps(data))
+        change(bad)
+        with pytest.raises(capture_file.InputFileError, match=re.escape(says)):
+            capture_file.from_data(bad, "bad.json")
+
+
 def test_captured_files_with_wrongly_typed_fields_are_refused_in_one_line(tmp_path):
     data = capture_file.to_dict(parse(log("block", "cublas")), complete=True)
     for field, value in (("math_mode", "0"), ("a_type", ["R_16BF"]), ("api", 5), ("transa", 1), ("m", 0)):

@@ -28,8 +28,23 @@ _GEMM = Record({
               "c_type", "compute_type"))
 _FINDING = Record({"id": "a string", "kind": "a string", "text": "a string", "handles": "a list",
                    "streams": "a list", "gemms": "a list"}, required=("id", "kind", "text"))
-_CAPTURE = Record({"complete": "true or false", "gemms": Each(_GEMM), "findings": Each(_FINDING)},
-                  required=("gemms",))
+_COUNT = "an integer >= 0"
+# What the capture's report reads of each log, of the handles and of the limits it ran under.
+_LOG = Record({**dict.fromkeys(("bytes", "calls", "gemm_calls", "malformed", "malformed_gemms", "unknown_lines",
+                                "interleaved", "interleaved_gemms", "invalid_gemms", "cut"), _COUNT),
+               "stopped_after_exit_s": "a finite number >= 0", "samples": "a list"})
+_HANDLE = Record({"process": "an integer", "handle": "a string", "calls": _COUNT,
+                  "streams": "an object of integers >= 0", "threads": "a list"},
+                 required=("handle", "calls", "streams", "threads"))
+_SITE = Record({"process": "an integer", "handle": "a string", "stream": "a string", "thread": "an integer",
+                "calls": _COUNT})
+_CAPTURE = Record({
+    "complete": "true or false", "command": "a list of strings", "exit_status": "an integer",
+    "notes": "a list of strings", "logs": Each(_LOG, dict), "unreplayed": "an object of integers >= 0",
+    "kept": Record({"gemms": _COUNT, "sites_per_gemm": _COUNT}), "calls": _COUNT, "dropped_calls": _COUNT,
+    "unattributed_calls": _COUNT, "lt_kernels_unmatched": _COUNT, "handles": Each(_HANDLE),
+    "gemms": Each(Record({**_GEMM.fields, "sites": Each(_SITE)}, required=_GEMM.required)),
+    "findings": Each(_FINDING)}, required=("gemms",))
 
 
 def read(path: str) -> dict:
