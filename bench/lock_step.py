@@ -191,7 +191,7 @@ def _one_model(name: str, args, peer) -> dict:
     import torch
 
     import cublas_det.torch as cdt
-    from cublas_det import lockfile
+    from cublas_det.store import lock as lockfile
 
     results = {}
     capture, lock_path = os.path.join(args.out, f"capture_{name}.json"), os.path.join(args.out, f"lock_{name}.json")
@@ -281,7 +281,7 @@ def main() -> int:
     import torch
 
     import cublas_det.torch as cdt
-    from cublas_det import lockfile
+    from cublas_det.store import lock as lockfile
 
     peer = None
     if args.peer:

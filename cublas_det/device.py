@@ -227,3 +227,21 @@ def fingerprint(device_id: int | None = None) -> dict:
         "python": sys.executable,
         "env": cublas_env_vars(),
     }
+
+
+# What the bits depend on, each as a :func:`fingerprint` record names it.
+MACHINE_PARTS = {
+    "gpu": lambda info, gpu: gpu.get("name", "?"),
+    "cc": lambda info, gpu: f"cc {gpu.get('compute_capability', '?')}",
+    "sm_count": lambda info, gpu: f"{gpu.get('sm_count', '?')} SMs",
+    "pci": lambda info, gpu: f"PCI {gpu['pci_bus_id']}" if gpu.get("pci_bus_id") else "",
+    "driver": lambda info, gpu: f"driver {info.get('driver_version', '?')}",
+    "cublas": lambda info, gpu: f"cuBLAS {info.get('cublas_version', '?')}",
+}
+
+
+def describe_machine(info: dict, parts=("gpu", "sm_count", "driver", "cublas")) -> str:
+    """``NVIDIA H200, 132 SMs, driver 13.0, cuBLAS 13.1.0``: the ``parts`` (:data:`MACHINE_PARTS`) of a
+    :func:`fingerprint` record, as stored runs and device sweeps name a machine."""
+    gpu = info.get("gpu") or {}
+    return ", ".join(text for text in (MACHINE_PARTS[part](info, gpu) for part in parts) if text)

@@ -24,7 +24,7 @@ from .config import GemmConfig
 from .dtypes import GEMM_TYPES
 from .device import device_properties
 from .handle import create_handle
-from .lockfile import GemmKey, LockEntry
+from .store.lock import GemmKey, LockEntry
 from .shapes import GemmShape, batch_ladder, sm_count_ladder
 from .timing import time_shapes
 
@@ -257,7 +257,7 @@ def time_cures(found: list[Prescription], seed, operands, step, timing: dict) ->
 
 def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, operands=None, on_step=None,
                  timing: dict | None = None) -> tuple[list[LockEntry], list[str]]:
-    """A verified :class:`~cublas_det.lockfile.LockEntry` for each GEMM of ``shapes`` x ``configs``, and
+    """A verified :class:`~cublas_det.store.lock.LockEntry` for each GEMM of ``shapes`` x ``configs``, and
     why the others could not be locked.
 
     Each GEMM's algorithm is the one cuBLASLt's heuristic picks at its M and the full SM count, pinned.

@@ -186,6 +186,12 @@ def catalogue_entry(matches, tokens=(DEFAULT_TOKENS,)) -> GemmShape | None:
 _SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?::\s*([nNtT]{2}))?\s*(?::\s*[bB](\d+))?\s*$")
 
 
+def gemm_key(spec: str, config_name: str) -> str:
+    """``128x56x4096:nt|PEDANTIC``: one GEMM (its spec) in one configuration (its name), whatever the
+    shape is called; how checks, workers, sweeps and stored runs find a result of the same GEMM."""
+    return f"{spec}|{config_name}"
+
+
 def parse_shape(text: str) -> GemmShape:
     """Parse ``MxNxK`` with an optional cuBLAS op suffix (``128x56x4096:nt``; default op ``nn``) and
     an optional batch count (``64x64x512:nt:b8``, a strided batched GEMM of 8 matrices).

@@ -12,6 +12,7 @@ from cublas_det.cli import capture as capture_cli
 from cublas_det.config import GemmConfig
 from cublas_det.report import markdown, text
 from cublas_det.report import runfile as json_file
+from cublas_det.store import run as run_file
 from cublas_det.report.results import BenchResult, ShapeReport
 
 
@@ -95,7 +96,7 @@ def test_stored_json_has_pytest_benchmark_layout():
 
 
 def test_report_stats_and_verdict_on_synthetic_samples():
-    stats = json_file.stats([10.0, 12.0, 11.0, 13.0, 9.0])
+    stats = run_file.stats([10.0, 12.0, 11.0, 13.0, 9.0])
     # pytest-benchmark's quartiles (odd count: q1 = 0.25*9 + 0.75*10, q3 = 0.75*12 + 0.25*13)
     assert stats["median"] == pytest.approx(11e-6) and stats["rounds"] == 5 and stats["iqr"] == pytest.approx(2.5e-6)
 
@@ -237,7 +238,7 @@ def test_a_scenario_that_compared_nothing_never_reads_identical():
 def test_comparison_is_printed_and_its_exit_code_returned(capsys):
     import argparse
 
-    from cublas_det.report.runfile import run_from_dict
+    from cublas_det.store.run import run_from_dict
 
     data = json.loads(STORED.read_text())
     args = argparse.Namespace(compare="base.json", fail_on=5.0)

@@ -14,6 +14,7 @@ import pytest
 
 from cublas_det.call import shape_args
 from cublas_det.capture import file as capture_file
+from cublas_det.store.files import write_json
 from cublas_det.capture.model import Capture
 from cublas_det.capture.parse import CublasLogParser, LtLogParser
 from cublas_det.capture.run import run_captured
@@ -177,7 +178,7 @@ def test_one_handle_on_four_streams_is_a_hazard_naming_the_handle_and_streams():
 def test_capture_file_round_trip_and_bad_files(tmp_path):
     path = tmp_path / "c.json"
     data = capture_file.to_dict(parse(log("block", "cublas"), log("block", "cublaslt")), complete=True)
-    capture_file.write(str(path), data)
+    write_json(str(path), data)
     loaded = capture_file.load(str(path))
     assert [(p.gemm_id, p.shape, p.config) for p in loaded.plans] == \
            [(p.gemm_id, p.shape, p.config) for p in capture_file.from_data(data, "x").plans]
@@ -261,7 +262,7 @@ class _nothing:
 
 def test_bench_capture_refuses_other_shape_options_and_bad_files_before_any_gpu_work(tmp_path, capsys):
     out = tmp_path / "c.json"
-    capture_file.write(str(out), capture_file.to_dict(parse(log("block", "cublas")), complete=True))
+    write_json(str(out), capture_file.to_dict(parse(log("block", "cublas")), complete=True))
     with pytest.raises(SystemExit):
         bench_cli.main(["--capture", str(out), "--preset", "trunk"])
     assert "drop --preset" in capsys.readouterr().err
@@ -271,7 +272,7 @@ def test_bench_capture_refuses_other_shape_options_and_bad_files_before_any_gpu_
     unreplayable = tmp_path / "batched.json"
     data = capture_file.to_dict(parse(log("misc", "cublas")), complete=True)
     data["gemms"] = [g for g in data["gemms"] if g["a_type"] == "R_64F"]
-    capture_file.write(str(unreplayable), data)
+    write_json(str(unreplayable), data)
     assert bench_cli.main(["--capture", str(unreplayable)]) == 2
     assert "no GEMM in it can be replayed" in capsys.readouterr().err
 
@@ -418,6 +419,18 @@ def test_a_daemon_left_writing_to_the_log_does_not_hold_the_capture(tmp_path, mo
     assert status == 0 and time.monotonic() - started < capture_run.AFTER_EXIT_S + 3
 
 
+def test_what_the_capture_report_reads_is_checked_before_it_renders():
+    data = capture_file.to_dict(parse(log("block", "cublas")), complete=True)
+    for change, says in ((lambda d: d.update(handles="x"), "bad.json: handles: expected a list of objects, found 'x'"),
+                         (lambda d: d["logs"].update(cublas=5), "bad.json: logs['cublas']: expected an object, found 5"),
+                         (lambda d: d["gemms"][0]["sites"][0].update(thread="t1"), "gemms[0].sites[0].thread: "),
+                         (lambda d: d.update(command="python x.py"), "command: expected a list of strings")):
+        bad = json.loads(json.dumps(data))
+        change(bad)
+        with pytest.raises(capture_file.InputFileError, match=re.escape(says)):
+            capture_file.from_data(bad, "bad.json")
+
+
 def test_captured_files_with_wrongly_typed_fields_are_refused_in_one_line(tmp_path):
     data = capture_file.to_dict(parse(log("block", "cublas")), complete=True)
     for field, value in (("math_mode", "0"), ("a_type", ["R_16BF"]), ("api", 5), ("transa", 1), ("m", 0)):
@@ -429,7 +442,7 @@ def test_captured_files_with_wrongly_typed_fields_are_refused_in_one_line(tmp_pa
 @pytest.mark.gpu
 def test_bench_capture_checks_and_times_the_captured_gemms_batched_ones_batched(tmp_path, capsys):
     out = tmp_path / "misc.json"
-    capture_file.write(str(out), capture_file.to_dict(parse(log("misc", "cublas"), log("misc", "cublaslt")),
+    write_json(str(out), capture_file.to_dict(parse(log("misc", "cublas"), log("misc", "cublaslt")),
                                                       complete=True))
     assert bench_cli.main(["--capture", str(out), "--quick"]) == 0
     written = capsys.readouterr()

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from cublas_det.capture import file as capture_file
+from cublas_det.store.files import write_json
 from cublas_det.cli import capture as capture_cli
 
 from .test_capture import DATA, log, parse, stored
@@ -132,7 +133,7 @@ def test_a_gemm_call_with_arguments_out_of_bounds_is_counted_not_replayable_and_
     name = {"m = 0": "m = 0 (a GEMM of no elements", "lda < k": "lda = 5 is below"}.get(case, "out of bounds")
     assert any(sample.startswith("invalid: cublasGemmEx: ") and name in sample for sample in stats.samples)
     path = tmp_path / "c.json"
-    capture_file.write(str(path), capture_file.to_dict(capture, complete=True))
+    write_json(str(path), capture_file.to_dict(capture, complete=True))
     assert [p.replayed for p in capture_file.load(str(path)).plans] == [True]  # the writer's file, read back
 
 
@@ -156,7 +157,7 @@ def test_everything_the_parser_accepts_the_file_reader_reads(tmp_path):
                 log("streams_per_stream", "cublas"), _log(good).replace(b"val=CUBLAS_OP_N(0)", b"val=CUBLAS_OP_X(7)")]
     for i, text in enumerate(hostile):
         path = tmp_path / f"{i}.json"
-        capture_file.write(str(path), capture_file.to_dict(parse(text), complete=True))
+        write_json(str(path), capture_file.to_dict(parse(text), complete=True))
         capture_file.load(str(path))
 
 
@@ -208,8 +209,8 @@ def test_bench_capture_checks_the_file_before_the_gpu_in_one_line(case, tmp_path
     change, named = {"huge m": ({**first, "m": 10 ** 30}, "m = 1000000000000000000000000000000"),
                      "m of 2**62": ({**first, "m": 1 << 62, "lda": 1 << 62, "ldc": 1 << 62},
                                     "more than any memory holds"),
-                     "strides abc": ({**strided, "strides": "abc"}, "strides must be a list"),
-                     "calls -3": ({**first, "calls": -3}, "calls must be a positive int"),
+                     "strides abc": ({**strided, "strides": "abc"}, "strides: expected a list of integers, found 'abc'"),
+                     "calls -3": ({**first, "calls": -3}, "calls: expected a positive integer, found -3"),
                      "one id twice": ({**data["gemms"][1], "id": first["id"]}, "two GEMMs with the id g1"),
                      "one GEMM twice": ({**first, "id": "g99"}, "are the same GEMM")}[case]
     target = strided if case == "strides abc" else first

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 from cublas_det.report.compare import compare_fleet, compare_runs
-from cublas_det.report.runfile import run_from_dict
+from cublas_det.store.run import run_from_dict
 from cublas_det.shapes import preset
 
 DATA = pathlib.Path(__file__).parent / "data"

@@ -370,11 +370,11 @@ def test_malformed_logs(typed, tmp_path):
     good = json.dumps({"step": 0, "leaf": "x", "dtype": "float32", "shape": [2], "digest": "0" * 32})
     cases = [
         ("{not json", "trace.jsonl:2: malformed JSON line"),
-        (json.dumps({"step": 0, "leaf": "y", "dtype": "float32", "shape": [2]}), "missing digest"),
-        (json.dumps({"step": -1, "leaf": "y", "dtype": "float32", "shape": [2], "digest": "0" * 32}), "step must be"),
+        (json.dumps({"step": 0, "leaf": "y", "dtype": "float32", "shape": [2]}), "digest: missing"),
+        (json.dumps({"step": -1, "leaf": "y", "dtype": "float32", "shape": [2], "digest": "0" * 32}), "step: expected an integer from 0"),
         (json.dumps({"step": 0, "leaf": "y", "dtype": "f8", "shape": [2], "digest": "0" * 32}), "unknown dtype"),
         (json.dumps({"step": 0, "leaf": "y", "dtype": "float32", "shape": [2], "digest": "0" * 32,
-                     "algorithm": "sha256"}), "digest algorithm 'sha256'"),
+                     "algorithm": "sha256"}), "algorithm: expected 'wsum128-v1'"),
         (json.dumps({"step": 0, "leaf": "y", "dtype": "float32", "shape": [2], "digest": "xyz"}), "hex digits"),
         (good, "recorded twice"),
         (json.dumps({"step": 0, "leaf": "y", "dtype": "float32", "shape": [2], "digest": "0" * 32,
@@ -641,7 +641,7 @@ def test_a_trace_log_file_stays_inside_its_run(tmp_path, capsys, file):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "trace.jsonl").write_text(_log_line(0, "x", file=file) + "\n")
     code, _, line = _error_line(capsys, tmp_path / "a", tmp_path / "a")
-    assert code == 2 and "trace.jsonl:1: file must be a path inside the run directory" in line and repr(file) in line
+    assert code == 2 and "trace.jsonl:1: file: expected a path inside the run directory" in line and repr(file) in line
 
 
 def test_plus_zero_against_a_tiny_nonzero_value_is_not_a_signed_zero(tmp_path, capsys):

@@ -10,7 +10,8 @@ from cublas_det.config import GemmConfig
 from cublas_det.report import text
 from cublas_det.report.markdown import to_markdown
 from cublas_det.report.results import BenchResult, ShapeReport
-from cublas_det.report.runfile import bench_result, run_from_dict, to_json
+from cublas_det.report.runfile import bench_result, to_json
+from cublas_det.store.run import run_from_dict
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
 
@@ -90,11 +91,13 @@ def test_kernels_survive_the_json_file_and_render_the_same():
     assert report.checks["PEDANTIC"].scenario("sm-count").extra["kernel_changes"]["66 SMs"] == "split-K 64 -> 32"
 
 
-def test_check_to_dict_and_back_keeps_the_signature():
+def test_a_stored_check_keeps_the_signature():
     check = _result(True).shapes[0].checks["TF32"]
-    assert GemmCheck.from_dict(json.loads(json.dumps(check.to_dict()))).kernels == check.kernels
-    plain = _result(False).shapes[0].checks["TF32"]
-    assert plain.to_dict()["kernels"] is None and GemmCheck.from_dict(plain.to_dict()).kernels is None
+    back = bench_result(run_from_dict(json.loads(json.dumps(to_json(_result(True)))), "run.json"))
+    assert back.shapes[0].checks["TF32"].kernels == check.kernels
+    plain = json.loads(json.dumps(to_json(_result(False))))
+    assert all("kernels" not in entry["extra_info"] for entry in plain["benchmarks"])
+    assert bench_result(run_from_dict(plain, "run.json")).shapes[0].checks["TF32"].kernels is None
 
 
 # -- without CUPTI -------------------------------------------------------------------------------

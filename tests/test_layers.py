@@ -11,9 +11,9 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
 # lower floors, and itself.
 FLOORS = {
     "errors": 0, "phases": 0, "enter": 0, "words": 0,
-    "_cublas": 1, "dtypes": 1, "shapes": 1, "files": 1,
+    "_cublas": 1, "dtypes": 1, "shapes": 1,
     "config": 2, "device": 2, "_cublaslt": 2, "bits": 2,
-    "lt": 3, "lockfile": 3,
+    "lt": 3, "store": 3,
     "handle": 4, "memory": 4,
     "call": 5, "operands": 5,
     "kernels": 6, "rundiff": 6, "capture": 6,

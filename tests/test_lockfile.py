@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
-from cublas_det import GemmConfig, MathMode, lockfile
+from cublas_det import GemmConfig, MathMode
+from cublas_det.store import lock as lockfile
 from cublas_det.enter import SITE, TASKS_ENV, python_env
 from cublas_det.errors import InputFileError
-from cublas_det.lockfile import LockReport
+from cublas_det.store.lock import LockReport
 from cublas_det.shapes import parse_shape
 
 ALGO = {"algo_id": 66, "tile": 24, "splitk": 1, "reduction_scheme": 0, "cta_swizzling": 0, "custom_option": 7,
@@ -59,15 +60,17 @@ def test_tf32_math_is_a_compute_type_in_the_key():
     (lambda d: d.update(format="something"), "not a lock file"),
     (lambda d: d.update(version=9), "lock file format version 9"),
     (lambda d: d["where"].pop("sm_count"), "sm_count"),
-    (lambda d: d["entries"][0]["gemm"].update(n=-1), "n is -1"),
-    (lambda d: d["entries"][0]["gemm"].update(k=10 ** 30), "k is"),
+    (lambda d: d["entries"][0]["gemm"].update(n=-1), "n: expected an integer from 1 to 2..31 - 1, found -1"),
+    (lambda d: d["entries"][0]["gemm"].update(k=10 ** 30), "k: expected an integer from 1"),
     (lambda d: d["entries"][0]["gemm"].update(trans_a="no"), "trans_a"),
     (lambda d: d["entries"][0]["gemm"].update(input_dtype="float64"), "input_dtype"),
+    (lambda d: d["entries"][0]["gemm"].update(compute_type=["COMPUTE_32F"]), "compute_type: expected a cuBLAS"),
+    (lambda d: d["entries"][0].update(verified=None), "entries.0..verified: missing"),
     (lambda d: d["entries"][0]["config"].pop("lt_algo"), "pins no cuBLASLt algorithm"),
     (lambda d: d["entries"][0]["config"].update(math_mode="NOPE"), "configuration is malformed"),
     (lambda d: d["entries"][0]["config"].update(input_dtype="float16", output_dtype="float16"), "not the GEMM's"),
     (lambda d: d["entries"].append(d["entries"][0]), "a second entry"),
-    (lambda d: d.update(entries={}), "not a list"),
+    (lambda d: d.update(entries={}), "entries: expected a list of objects"),
 ])
 def test_a_malformed_lock_is_one_line(lock_path, mutate, says):
     data = json.load(open(lock_path))
@@ -155,3 +158,15 @@ def test_the_report_names_what_fell_through_and_the_command_that_adds_it():
     assert text.startswith("locked 4 calls of 1 GEMM; 3 calls of 1 GEMM fell through to torch")
     assert "--shape 8192x100x768:tn --dtype bf16 --modes default" in text  # the largest M
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_each_process_report_is_written_as_one_line_and_read_back_checked(tmp_path):
+    report = LockReport({"Mx3352x768:tn bf16": 3}, {"Mx100x768:tn bf16": {"calls": 2, "reason": "not in the lock"}},
+                        "lock.json")
+    report.write(str(tmp_path))
+    (written,) = tmp_path.iterdir()
+    assert written.name.endswith(".json") and written.read_text() == json.dumps(report.to_dict())
+    assert LockReport.read(str(tmp_path)) == [report]
+    written.write_text(json.dumps({**report.to_dict(), "locked": {"x": -1}}))
+    with pytest.raises(InputFileError, match=r"json: locked\['x'\]: expected an integer >= 0, found -1; a process"):
+        LockReport.read(str(tmp_path))

@@ -8,7 +8,7 @@ import cublas_det.prescribe as prescribe
 from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
 from cublas_det.check.scenarios import HAZARDS, REGISTRY
 from cublas_det.config import GemmConfig
-from cublas_det.lockfile import GemmKey
+from cublas_det.store.lock import GemmKey
 from cublas_det.prescribe import (
     BASE_SCENARIOS,
     VERIFY_SCENARIOS,

@@ -1,6 +1,7 @@
 """The verdict vocabulary: reproducible is judged on guarantees only; hazards are findings; modes compare."""
 
 import dataclasses
+import json
 import math
 
 from cublas_det.bits.compare import Mismatch
@@ -12,13 +13,25 @@ from cublas_det.check.results import (
     ScenarioResult,
 )
 from cublas_det.config import GemmConfig
+from cublas_det.report.results import BenchResult, ShapeReport
+from cublas_det.report.runfile import bench_result, to_json
 from cublas_det.shapes import parse_shape
+from cublas_det.store.run import run_from_dict
 
 G, H, C = Kind.GUARANTEE, Kind.HAZARD, Kind.COMPARISON
 
 
 def _check(*results, digest="ab" * 32, error=None):
     return GemmCheck(parse_shape("64x64x65536:nn"), GemmConfig(), "env", 0, digest, 3e-7, tuple(results), error=error)
+
+
+def _stored(check):
+    """``check``'s run-file entry (``extra_info``) and the check read back from it."""
+    result = BenchResult((ShapeReport(check.shape, {check.mode_name: check}),), {}, "2026-12-01T00:00:00+00:00",
+                         1.0, "0.2.0", seed=check.seed)
+    data = json.loads(json.dumps(to_json(result)))
+    return data["benchmarks"][0]["extra_info"], bench_result(run_from_dict(data, "run.json")).shapes[0].checks[
+        check.mode_name]
 
 
 def test_hazards_and_modes_never_make_a_gemm_not_reproducible():
@@ -58,12 +71,13 @@ def test_json_round_trips_of_results_and_checks():
     assert data["index"] == [3, 4] and data["kind"] == "guarantee" and data["outcome"] == "bits differ"
     assert ScenarioResult.from_dict(data) == result
     check = _check(result, ScenarioResult("sm-count", H, 2, 1))
-    as_dict = check.to_dict()
-    assert as_dict["mode"] == "PEDANTIC" and as_dict["reproducible"] == "NO" and as_dict["findings"] == ["sm-count"]
+    as_dict, back = _stored(check)
+    assert as_dict["config"]["name"] == "PEDANTIC" and as_dict["reproducible"] == "NO"
+    assert as_dict["findings"] == ["sm-count"]
     assert as_dict["shape"]["spec"] == "64x64x65536:nn" and as_dict["config"]["math_mode"] == "PEDANTIC"
-    assert GemmCheck.from_dict(as_dict) == check
-    failed = _check(digest="", error="operands: OutOfMemoryError")
-    failed = GemmCheck.from_dict(failed.to_dict())
+    assert back == check
+    _, failed = _stored(_check(ScenarioResult("repeat", G, 0, 0, error="not run"), digest="",
+                               error="operands: OutOfMemoryError"))
     assert failed.error == "operands: OutOfMemoryError" and math.isclose(failed.rel_error, 3e-7)
 
 

@@ -11,9 +11,10 @@ import warnings
 import pytest
 
 from cublas_det.report import runfile as json_file
+from cublas_det.store import run as run_file
 from cublas_det.report.commit_info import commit_info
 from cublas_det.report.results import BenchResult, ShapeReport
-from cublas_det.report.runfile import run_from_dict
+from cublas_det.store.run import run_from_dict
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
 
@@ -33,7 +34,7 @@ def _pb_stats(data, iterations):
 def test_stats_are_pytest_benchmarks_own(n):
     rng = random.Random(n)
     samples_us = [5.0 + rng.expovariate(2.0) for _ in range(n)]  # skewed, with outliers
-    ours = json_file.stats(samples_us, iterations=237)
+    ours = run_file.stats(samples_us, iterations=237)
     theirs = _pb_stats([x * 1e-6 for x in samples_us], 237)
     assert set(ours) == set(theirs)
     for key, value in theirs.items():
@@ -63,7 +64,7 @@ def test_entries_carry_gemms_per_sample_the_interval_and_the_stop():
     data = json_file.to_json(_result())
     first = data["benchmarks"][0]
     assert first["name"] == "128x56x4096:nt[PEDANTIC]" and first["stats"]["iterations"] == 110
-    assert first["stats"]["rounds"] == 12 and first["options"]["timer"] == json_file.TIMER
+    assert first["stats"]["rounds"] == 12 and first["options"]["timer"] == run_file.TIMER
     info = first["extra_info"]
     low, high = info["median_ci_s"]
     assert low <= first["stats"]["median"] <= high and info["stop_reason"] == "interval"
@@ -124,9 +125,9 @@ def test_pytest_benchmark_compare_reads_the_file(tmp_path, monkeypatch, capsys):
 
 def test_untimed_entries_are_complete_and_read_back_as_untimed(tmp_path, monkeypatch, capsys):
     shape = parse_shape("64x64x64:nn")
-    entry = json_file.benchmark_entry(shape, "PEDANTIC", None, {"shape": shape.to_dict(), "digest": "ab" * 32})
+    entry = run_file.benchmark_entry(shape, "PEDANTIC", None, {"shape": shape.to_dict(), "digest": "ab" * 32})
     assert entry["stats"]["rounds"] == 0 and entry["stats"]["data"] == [] and set(entry["stats"]) == set(
-        json_file.STATS_FIELDS)
+        run_file.STATS_FIELDS)
     data = json_file.to_json(_result())
     data["benchmarks"].append(entry)
     path = tmp_path / "run.json"

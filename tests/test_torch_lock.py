@@ -8,7 +8,8 @@ import textwrap
 
 import pytest
 
-from cublas_det import GemmConfig, MathMode, lockfile
+from cublas_det import GemmConfig, MathMode
+from cublas_det.store import lock as lockfile
 from cublas_det.shapes import parse_shape
 
 torch = pytest.importorskip("torch")

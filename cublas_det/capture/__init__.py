@@ -3,8 +3,8 @@
 :mod:`.parse` reads the logs as they stream, :mod:`.model` aggregates the calls, :mod:`.findings`
 says what the calls show about how the program uses cuBLAS, :mod:`.replay` turns each GEMM into the
 shim's shape and configuration, :mod:`.run` runs a program with the logs piped to the parsers, and
-:mod:`.file` writes and reads the capture file. ``cublas-det capture`` is the command;
-``load_capture(path).plans`` gives each GEMM's ``shape`` and ``config`` for ``check_gemm``.
+:mod:`.file` turns a capture into its file and back (:mod:`cublas_det.store.capture`).
+``cublas-det capture`` is the command; ``load_capture(path).plans`` gives each GEMM's ``shape`` and ``config`` for ``check_gemm``.
 """
 
 from .file import load as load_capture

@@ -1,25 +1,18 @@
-"""The capture file: one versioned JSON schema, written and read here.
-
-``{"format": "cublas_det.capture", "version": 1, ...}`` with the command and its exit status, what
-each log gave, the distinct GEMMs (``g1`` ... by call count) with their sites and the cuBLASLt
-kernels under them, the handles, and the findings.
-"""
+"""A capture as its file's document (:mod:`cublas_det.store.capture`), and the document back as the
+GEMMs, findings and replay plans it holds."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from ..errors import InputFileError
-from ..files import check_format, read_json
 from ..config import math_mode_name
-from .findings import Finding, findings
+from ..store import capture as document
+from ..store.capture import FORMAT, HINT, VERSION
 from . import model
-from .model import FORMAT, VERSION, Capture, GemmDefinition
+from .findings import Finding, findings
+from .model import Capture, GemmDefinition
 from .replay import ReplayPlan, plans
-
-MAX_FILE_BYTES = 256 << 20
-HINT = "give a file that `cublas-det capture` wrote"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,27 +73,27 @@ def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None 
     }
 
 
-def write(path: str, data: dict) -> None:
-    with open(path, "w") as file:
-        json.dump(data, file, indent=1)
-        file.write("\n")
-
-
 def load(path: str) -> CaptureFile:
     """Read a capture file, refusing (one line, :class:`InputFileError`) what no capture is."""
-    data = read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="capture file")
-    return from_data(data, path)
+    return _capture_file(document.read(path), path)
 
 
 def from_data(data, path: str) -> CaptureFile:
     """A capture file's parsed JSON, checked, as a :class:`CaptureFile`."""
-    check_format(data, path, FORMAT, VERSION, "capture file", HINT, "capture again")
-    try:
-        gemms = tuple(_gemm(g) for g in data["gemms"])
-        found = tuple(Finding(f["id"], f["kind"], f["text"], tuple(f.get("handles", ())), tuple(f.get("streams", ())),
-                              tuple(f.get("gemms", ()))) for f in data.get("findings", ()))
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise InputFileError(f"{path}: a GEMM or finding is malformed ({type(err).__name__}: {err}); {HINT}") from None
+    return _capture_file(document.check(data, path), path)
+
+
+def _capture_file(data: dict, path: str) -> CaptureFile:
+    """The :class:`CaptureFile` of a checked document: each GEMM's definition within its bounds, each
+    GEMM once."""
+    gemms = []
+    for gemm in data["gemms"]:
+        try:
+            gemms.append((gemm["id"], GemmDefinition.from_dict(gemm), gemm["calls"]))
+        except (TypeError, ValueError) as err:
+            raise InputFileError(f"{path}: GEMM {gemm['id']} is malformed ({err}); {HINT}") from None
+    found = tuple(Finding(f["id"], f["kind"], f["text"], tuple(f.get("handles") or ()), tuple(f.get("streams") or ()),
+                          tuple(f.get("gemms") or ())) for f in data.get("findings") or ())
     ids, definitions = {}, {}
     for gemm_id, definition, _ in gemms:
         if gemm_id in ids:
@@ -109,17 +102,5 @@ def from_data(data, path: str) -> CaptureFile:
             raise InputFileError(f"{path}: GEMMs {definitions[definition]} and {gemm_id} are the same GEMM "
                                  f"(a capture lists each once); {HINT}")
         ids[gemm_id] = definitions[definition] = gemm_id
-    return CaptureFile(data, gemms, found, path)
+    return CaptureFile(data, tuple(gemms), found, path)
 
-
-def _gemm(entry: dict) -> tuple:
-    """``(id, GemmDefinition, calls)`` of a file's GEMM entry; ValueError (or KeyError ...) naming what is wrong."""
-    gemm_id, calls = entry["id"], entry["calls"]
-    if not isinstance(gemm_id, str) or not gemm_id:
-        raise ValueError(f"id must be a string such as g1, not {gemm_id!r}")
-    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
-        raise ValueError(f"{gemm_id}: calls must be a positive int, not {calls!r}")
-    try:
-        return gemm_id, GemmDefinition.from_dict(entry), calls
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{gemm_id}: {err}") from None

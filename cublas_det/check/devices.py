@@ -15,6 +15,7 @@ import time
 
 from ..bits.digest import digest_groups
 from ..config import GemmConfig
+from ..device import describe_machine
 from ..shapes import GemmShape
 from .results import Kind
 from .worker.parent import INTERRUPTED, WORKER_TIMEOUT_S, collect, kill_all, spawn
@@ -39,19 +40,11 @@ class DeviceRun:
         """``NVIDIA H200, cc 9.0, 132 SMs, PCI ..., cuBLAS 13.1.0, driver 13.0``, or the error."""
         if self.error:
             return f"error: {self.error}"
-        gpu = self.provenance.get("gpu", {})
-        parts = [gpu.get("name", "?"), f"cc {gpu.get('compute_capability', '?')}", f"{gpu.get('sm_count', '?')} SMs"]
-        if gpu.get("pci_bus_id"):
-            parts.append(f"PCI {gpu['pci_bus_id']}")
-        parts += [f"cuBLAS {self.provenance.get('cublas_version', '?')}",
-                  f"driver {self.provenance.get('driver_version', '?')}"]
-        return ", ".join(parts)
+        return describe_machine(self.provenance, ("gpu", "cc", "sm_count", "pci", "cublas", "driver"))
 
     def short(self) -> str:
         """``device 1 (NVIDIA H200, 132 SMs, cuBLAS 13.1.0)`` for naming a device that differs."""
-        gpu = self.provenance.get("gpu", {})
-        return (f"device {self.device_id} ({gpu.get('name', '?')}, {gpu.get('sm_count', '?')} SMs, "
-                f"cuBLAS {self.provenance.get('cublas_version', '?')})")
+        return f"device {self.device_id} ({describe_machine(self.provenance, ('gpu', 'sm_count', 'cublas'))})"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """What a check found, and the one vocabulary every report judges it in.
 
-Results are frozen facts with symmetric ``to_dict`` / ``from_dict``. The verdict words are
+Results are frozen facts; a check is stored as its run-file entry
+(:func:`cublas_det.report.runfile.check_record`). The verdict words are
 defined here once and used by the API, the CLI table, the JSON, the device sweep, Markdown and
 the pytest assertion:
 
@@ -231,22 +232,3 @@ class GemmCheck:
         if self.rel_error == self.rel_error:  # not NaN
             text += f" (rel. error {self.rel_error:.1e})"
         return text
-
-    def to_dict(self) -> dict:
-        return {
-            "shape": self.shape.to_dict(), "config": self.config.to_dict(), "mode": self.mode_name,
-            "mode_source": self.mode_source, "seed": self.seed, "digest": self.digest,
-            "rel_error": self.rel_error, "reproducible": self.verdict.value,
-            "findings": [r.scenario for r in self.findings],
-            "scenarios": [result.to_dict() for result in self.scenarios],
-            "provenance": self.provenance, "elapsed_s": self.elapsed_s, "error": self.error,
-            "input_digests": self.input_digests, "kernels": self.kernels.to_dict() if self.kernels else None,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> GemmCheck:
-        return cls(GemmShape.from_dict(data["shape"]), GemmConfig.from_dict(data["config"]), data["mode_source"],
-                   data["seed"], data["digest"], data["rel_error"],
-                   tuple(ScenarioResult.from_dict(r) for r in data["scenarios"]), data.get("provenance", {}),
-                   data.get("elapsed_s", 0.0), data.get("error"), data.get("input_digests", {}),
-                   CallKernels.from_dict(data["kernels"]) if data.get("kernels") else None)

@@ -19,7 +19,8 @@ import shutil
 import sys
 import time
 
-from .. import __version__, lockfile
+from .. import __version__
+from ..store import lock as lockfile
 from .._cublas import ComputeType
 from ..capture.file import load as load_capture
 from ..check import CheckInterrupted, check_many
@@ -53,7 +54,8 @@ from ..report.markdown import to_markdown
 from ..report.plot import write_plot
 from ..report.prescribe import render_lock, render_prescriptions
 from ..report.results import BenchResult, ShapeReport
-from ..report.runfile import load_run, now_iso, run_from_dict, to_json
+from ..report.runfile import to_json
+from ..store.run import load_run, now_iso, run_from_dict
 from ..report.sweep import render_sweep, sweep_to_json
 from ..report.text import render_text, run_failed
 from ..words import plural

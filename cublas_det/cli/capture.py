@@ -15,12 +15,12 @@ import re
 import sys
 import zlib
 
-from ..capture.file import from_data, to_dict, write
+from ..capture.file import from_data, to_dict
 from ..capture.model import Capture
 from ..capture.parse import CHUNK, CublasLogParser, LtLogParser, parse_stream
 from ..capture.run import run_captured, signal_name
 from ..errors import InputFileError, UsageError
-from ..files import open_regular
+from ..store.files import open_regular, write_json
 from ..report.capture import render_capture
 from .common import (
     EXIT_OK,
@@ -196,7 +196,7 @@ def _run(argv, prog: str) -> int:
             complete = False
     data = to_dict(capture, complete=complete, compute_capability=_compute_capability())
     try:
-        write(args.out, data)
+        write_json(args.out, data)
     except OSError as err:
         written = False
         error_line(prog, f"could not write {args.out}: {err.strerror or err}")

@@ -18,7 +18,7 @@ import sys
 
 from ..errors import UsageError
 from ..report.compare import compare_fleet, compare_runs
-from ..report.runfile import load_run
+from ..store.run import load_run
 from ..report.text import report_width
 from .common import ArgumentParser, prog_name, run_guarded, wrap_paragraphs
 

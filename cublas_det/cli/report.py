@@ -12,7 +12,8 @@ import sys
 from ..errors import UsageError
 from ..report.markdown import to_markdown
 from ..report.plot import write_plot
-from ..report.runfile import bench_result, load_run, old_file_note
+from ..report.runfile import bench_result
+from ..store.run import load_run, old_file_note
 from ..report.text import render_text, run_failed
 from .common import (
     EXIT_FINDING,

@@ -8,14 +8,13 @@ the end: how many calls were locked, which GEMMs fell through, and the command t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
 import tempfile
 
-from .. import lockfile
-from ..lockfile import LockReport
+from ..store import lock as lockfile
+from ..store.lock import LockReport
 from ..words import plural
 from ..device import fingerprint, require_gpu
 from ..enter import python_env, run_program
@@ -42,15 +41,6 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     return parser
 
 
-def _reports(folder: str) -> list:
-    found = []
-    for name in sorted(n for n in os.listdir(folder) if n.endswith(".json")):
-        with open(os.path.join(folder, name)) as file:
-            data = json.load(file)
-        found.append(LockReport(data["locked"], data["fell_through"], data.get("lock", "")))
-    return found
-
-
 def _run(argv, prog: str) -> int:
     args = build_parser(prog).parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -67,7 +57,7 @@ def _run(argv, prog: str) -> int:
             status, interrupted = run_program(command, env)
         except OSError as err:
             raise UsageError(f"cannot run {command[0]!r}: {err.strerror or err}") from None
-        reports = _reports(folder)
+        reports = LockReport.read(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if not reports:

@@ -15,7 +15,8 @@ import os
 
 from ..bits.digest import digest_groups
 from ..timing.results import is_control
-from .runfile import NO_IDENTITY, Entry, StoredRun, describe_machine
+from ..device import describe_machine
+from ..store.run import NO_IDENTITY, Entry, StoredRun
 from ..words import plural, wrapped
 from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..check.devices import Agreement, DeviceRun
-from .runfile import benchmark_entry, identity
+from ..store.run import benchmark_entry, identity
 from .text import layout
 
 

@@ -3,7 +3,7 @@ both runs' 95% intervals of the median (each widened by its run's A/A noise floo
 ``nvbench_compare_robust``; the thresholds and what each verdict means are in docs/method.md.
 
 ``--fail-on PCT`` fails a SLOWER entry whose median grew by more than PCT, never an UNSURE one. Works
-on pytest-benchmark entries as ``--json`` writes them, or on a :class:`cublas_det.report.runfile.Entry`.
+on pytest-benchmark entries as ``--json`` writes them, or on a :class:`cublas_det.store.run.Entry`.
 """
 
 from __future__ import annotations

@@ -24,14 +24,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
 from ..bits.streams import dtype_name_of, lookup_dtype
 from ..dtypes import ELEMENT_TYPES
 from ..errors import InputFileError
-from ..files import file_kind, open_regular, parse_json, regular_file_size
+from ..store import trace_log
+from ..store.files import file_kind, open_regular, parse_json, regular_file_size
+from ..store.trace_log import LOG_NAME, is_shape
 from ..words import plural
 
-LOG_NAME = "trace.jsonl"
 STEP_DIR = re.compile(r"^step_?(\d+)$")
 FLAT_FILE = re.compile(r"^step_?(\d+)_(.+)\.(bin|npy)$")
 STEP_CONTAINER = re.compile(r"^step_?(\d+)\.(npz|safetensors)$")
@@ -41,10 +41,7 @@ LAYOUTS = (f"{LOG_NAME}; step_<N>/<leaf>.bin or .npy; step_<N>/<file>.safetensor
            "<file>:<key>); step_<N>.npz or .safetensors; step<N>_<leaf>.bin or .npy")
 SAFETENSORS_DTYPES = {t.safetensors: name for name, t in ELEMENT_TYPES.items() if t.safetensors}  # F32 -> float32
 MAX_SAFETENSORS_HEADER = 100_000_000  # the safetensors package's own limit
-MAX_LOG_LINE = 1 << 20  # a log line is ~200 bytes
 MAX_ORDER_FILE = 64 << 20
-MAX_DIMS = 64  # numpy's
-_HEX = re.compile(r"^[0-9a-f]+$")
 
 
 class RunLayoutError(InputFileError):
@@ -293,12 +290,6 @@ def _leaf_with_source(name, dtype, shape, path, offset, fortran, member=None, to
     return Leaf(name, dtype, tuple(shape), source)
 
 
-def _is_shape(shape) -> bool:
-    """A list (or tuple) of at most MAX_DIMS integers in [0, 2**63)."""
-    return (isinstance(shape, (list, tuple)) and len(shape) <= MAX_DIMS
-            and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 63 for n in shape))
-
-
 def _brief(value, most: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= most else text[:most] + "..."
@@ -314,7 +305,7 @@ def _npy_header(stream, where: str, raw_dtype: str):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
     except (ValueError, OSError, SyntaxError, EOFError, TypeError) as err:
         raise RunLayoutError(f"{where}: not a readable .npy file ({err})") from None
-    if not _is_shape(shape):
+    if not is_shape(shape):
         raise RunLayoutError(f"{where}: not a readable .npy file (shape {_brief(shape)}: expected integers >= 0)")
     if dtype.kind == "V" and dtype.itemsize == 2 and dtype.names is None:
         # numpy writes ml_dtypes' bfloat16 as untyped 2-byte elements ('<V2')
@@ -389,9 +380,9 @@ def _safetensors_leaf(path: str, name: str, entry, base: int, data_bytes: int, p
     if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
         raise RunLayoutError(f"{where} has dtype {_brief(dtype)}, not supported; supported: "
                              f"{', '.join(SAFETENSORS_DTYPES)}")
-    if not _is_shape(shape):
+    if not is_shape(shape):
         raise RunLayoutError(f"{where}: shape must be a list of integers >= 0, not {_brief(shape)}")
-    if not (_is_shape(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1]):
+    if not (is_shape(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1]):
         raise RunLayoutError(f"{where}: data_offsets must be [begin, end], integers with 0 <= begin <= end, not "
                              f"{_brief(offsets)}")
     begin, end = offsets
@@ -484,27 +475,15 @@ class _TorchReader:
 def _read_log(log_path: str, run_path: str | None = None) -> TrainingRun:
     base = os.path.dirname(os.path.abspath(log_path))
     found: dict[int, dict[str, Leaf]] = {}
-    files, notes = 0, []
-    with open_regular(log_path, "give the trace.jsonl of cublas_det.trace.Recorder", error=RunLayoutError) as stream:
-        for number, line in enumerate(_log_lines(stream, log_path), 1):
-            where = f"{log_path}:{number}"
-            if not line.strip():
-                continue
-            try:
-                entry = parse_json(line.decode("utf-8"), where, error=RunLayoutError)
-            except (UnicodeDecodeError, json.JSONDecodeError) as err:
-                if not line.endswith(b"\n"):  # the last line, cut: the run was stopped while writing it
-                    notes.append(f"{where}: the last line is cut ({len(line)} bytes, no newline, not JSON); "
-                                 "dropped: was the run stopped while writing it?")
-                    break
-                reason = f"not UTF-8 text ({err.reason})" if isinstance(err, UnicodeDecodeError) else err.msg
-                raise RunLayoutError(f"{where}: malformed JSON line ({reason})") from None
-            step, leaf = _log_entry(entry, where, base)
-            leaves = found.setdefault(step, {})
-            if leaf.name in leaves:
-                raise RunLayoutError(f"{where}: leaf {leaf.name!r} of step {step} was recorded twice")
-            leaves[leaf.name] = leaf
-            files += leaf.source is not None
+    files = 0
+    entries, notes = trace_log.read(log_path, error=RunLayoutError)
+    for where, entry in entries:
+        step, leaf = _log_leaf(entry, where, base)
+        leaves = found.setdefault(step, {})
+        if leaf.name in leaves:
+            raise RunLayoutError(f"{where}: leaf {leaf.name!r} of step {step} was recorded twice")
+        leaves[leaf.name] = leaf
+        files += leaf.source is not None
     if not found:
         raise RunLayoutError(f"{log_path}: empty trace log: no steps recorded")
     layout = "trace log, digests" + (" and tensor files" if files else "")
@@ -512,65 +491,19 @@ def _read_log(log_path: str, run_path: str | None = None) -> TrainingRun:
     return TrainingRun(run_path or log_path, layout, steps, recorded_order=True, notes=tuple(notes), stopped=bool(notes))
 
 
-def _log_lines(stream, log_path: str):
-    """The log's lines as bytes, each at most MAX_LOG_LINE long (a longer one is not a log's)."""
-    while True:
-        try:
-            line = stream.readline(MAX_LOG_LINE + 1)
-        except OSError as err:
-            raise RunLayoutError(f"{log_path}: read failed: {err.strerror or err}") from None
-        if not line:
-            return
-        if len(line) > MAX_LOG_LINE:
-            raise RunLayoutError(f"{log_path}: a line longer than {MAX_LOG_LINE} bytes: not a trace log of "
-                                 "cublas_det.trace.Recorder")
-        yield line
-
-
-def _log_entry(entry, where: str, base: str) -> tuple[int, Leaf]:
-    if not isinstance(entry, dict):
-        raise RunLayoutError(f"{where}: expected a JSON object with step, leaf, dtype, shape, digest")
-    missing = [key for key in ("step", "leaf", "dtype", "shape") if key not in entry]
-    if missing or ("digest" not in entry and "file" not in entry):
-        missing += [] if missing or "digest" in entry else ["digest"]
-        raise RunLayoutError(f"{where}: missing {', '.join(missing)}")
-    step, name, shape, dtype = entry["step"], entry["leaf"], entry["shape"], entry["dtype"]
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 1 << 63:
-        raise RunLayoutError(f"{where}: step must be an integer >= 0, not {_brief(step)}")
-    if not isinstance(name, str) or not name:
-        raise RunLayoutError(f"{where}: leaf must be a non-empty string, not {_brief(name)}")
-    if not _is_shape(shape):
-        raise RunLayoutError(f"{where}: shape must be a list of at most {MAX_DIMS} integers >= 0, not {_brief(shape)}")
-    if not isinstance(dtype, str):
-        raise RunLayoutError(f"{where}: dtype must be a string such as 'float32', not {_brief(dtype)}")
+def _log_leaf(entry: dict, where: str, base: str) -> tuple[int, Leaf]:
+    """The step and leaf of a checked log line (:data:`~cublas_det.store.trace_log.ENTRY`)."""
     try:
-        dtype = lookup_dtype(dtype).name
+        dtype = lookup_dtype(entry["dtype"]).name
     except ValueError as err:
         raise RunLayoutError(f"{where}: {err}") from None
-    algorithm = entry.get("algorithm", ALGORITHM)
-    if algorithm != ALGORITHM:
-        raise RunLayoutError(f"{where}: digest algorithm {_brief(algorithm)} is not known here (this version "
-                             f"reads {ALGORITHM})")
-    digest = entry.get("digest")
-    if digest is not None and (not isinstance(digest, str) or len(digest) != DIGEST_HEX_DIGITS
-                               or not _HEX.match(digest)):
-        raise RunLayoutError(f"{where}: digest must be {DIGEST_HEX_DIGITS} lowercase hex digits, not {_brief(digest)}")
+    name, shape, digest = entry["leaf"], entry["shape"], entry.get("digest")
     leaf = Leaf(name, dtype, tuple(shape), None, digest)
     if entry.get("file") is not None:
-        file_path = os.path.join(base, *_inside_run(entry["file"], where))
+        file_path = os.path.join(base, *entry["file"].split("/"))
         leaf = dataclasses.replace(_leaf_with_source(name, dtype, shape, file_path, 0, False), digest=digest)
         _check_size(file_path, leaf.nbytes)
-    return step, leaf
-
-
-def _inside_run(relative, where: str) -> list[str]:
-    """The parts of a log's ``file``: a relative path that stays inside the run (no ``..``, not absolute)."""
-    parts = relative.split("/") if isinstance(relative, str) else []
-    if (not parts or relative.startswith("/") or "\\" in relative or "\0" in relative or ":" in parts[0]
-            or any(part in ("", ".", "..") for part in parts)):
-        raise RunLayoutError(f"{where}: file must be a path inside the run directory, such as 'step_0/x.bin' "
-                             f"(no '..', not absolute), not {_brief(relative)}")
-    return parts
+    return entry["step"], leaf
 
 
 # -- small helpers -------------------------------------------------------------------------

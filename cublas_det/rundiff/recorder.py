@@ -23,7 +23,7 @@ import numpy as np
 
 from ..bits.digest import ALGORITHM, finish, host_digest, queue_device_sums
 from ..bits.streams import dtype_name_of, lookup_dtype
-from .layouts import LOG_NAME
+from ..store.trace_log import LOG_NAME
 
 MODES = ("digest", "full")
 _SLOTS = 4096  # digests pending on the GPU before a flush is forced (16 bytes each)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from .. import lockfile
+from ..store import lock as lockfile
 from ..device import fingerprint, require_gpu
 from .audit import AuditReport
 from .audit import audit as _audit
-from ..lockfile import LockReport
+from ..store.lock import LockReport
 from .router import Router
 
 __all__ = ["AuditReport", "LockReport", "Router", "active", "audit", "disable", "enable", "lock"]
@@ -33,8 +33,8 @@ def enable(lock: str | lockfile.Lock, *, check: bool = True) -> Router:
     """Route the lock's GEMMs through their pinned configurations until :func:`disable`.
 
     Args:
-        lock: a lock file's path, or a :class:`~cublas_det.lockfile.Lock`.
-        check: refuse a lock written on another GPU, SM count or cuBLAS (:class:`~cublas_det.lockfile.LockMismatch`).
+        lock: a lock file's path, or a :class:`~cublas_det.store.lock.Lock`.
+        check: refuse a lock written on another GPU, SM count or cuBLAS (:class:`~cublas_det.store.lock.LockMismatch`).
     Raises:
         InputFileError: a lock file that cannot be read; LockMismatch: one from elsewhere; NoGpuError.
     """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import json
 import os
 
 from . import disable, enable
@@ -20,8 +19,5 @@ def start() -> None:
 
 def _finish(folder: str | None) -> None:
     report = disable()
-    if report is not None and folder:  # written whole or not at all: run reads every file it finds
-        path = os.path.join(folder, f"{os.getpid()}.json")
-        with open(path + ".tmp", "w") as file:
-            json.dump(report.to_dict(), file)
-        os.replace(path + ".tmp", path)
+    if report is not None and folder:
+        report.write(folder)

@@ -22,7 +22,7 @@ from .._cublas import STATUS_TEXT, CublasError
 from ..call import gemm_ex_args
 from ..config import LT_WORKSPACE_BYTES
 from ..dtypes import GEMM_TYPES
-from ..lockfile import GemmKey, Lock, LockReport
+from ..store.lock import GemmKey, Lock, LockReport
 from ..lt import LtPath
 
 DTYPES = {getattr(torch, name): name for name in GEMM_TYPES}  # torch.float32 -> float32 ...

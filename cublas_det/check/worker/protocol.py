@@ -9,13 +9,13 @@ from __future__ import annotations
 import dataclasses
 
 from ...config import GemmConfig
-from ...shapes import GemmShape, parse_shape
+from ...shapes import GemmShape, gemm_key, parse_shape
 from ..results import ScenarioResult
 
 
 def task_key(shape: GemmShape, config: GemmConfig) -> str:
-    """``128x56x4096:nt|PEDANTIC``: a shape's spec and a configuration's name."""
-    return f"{shape.spec}|{config.name}"
+    """The :func:`~cublas_det.shapes.gemm_key` of ``shape`` in ``config``."""
+    return gemm_key(shape.spec, config.name)
 
 
 @dataclasses.dataclass(frozen=True)

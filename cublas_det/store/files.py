@@ -1,4 +1,5 @@
-"""Reading the files a user names: regular files only, of a bounded size, their JSON checked strictly.
+"""Reading the files a user names (regular files only, of a bounded size, their JSON checked strictly),
+and writing ours.
 
 Every reader of a stored run, a trace log, a safetensors header or an ``--order`` file opens its
 file here, so that each refuses the same things the same way, in one line naming the file:
@@ -20,9 +21,9 @@ import math
 import os
 import stat
 
-from .errors import InputFileError
+from ..errors import InputFileError
 
-MAX_INT_DIGITS = 40  # seeds, sizes and counts have at most 20
+MAX_INT_DIGITS = 40  # twice the digits of a 64-bit seed, size or count
 
 
 def file_kind(mode: int) -> str:
@@ -106,11 +107,17 @@ def read_json(path: str, hint: str, *, max_bytes: int, what: str):
     """The parsed JSON of the regular file ``path`` (at most ``max_bytes``); one line (:class:`InputFileError`)
     for anything else, ending with ``hint``."""
     with open_regular(path, hint, max_bytes=max_bytes, what=what) as file:
-        raw = file.read()
+        try:
+            raw = file.read()
+        except OSError as err:
+            raise InputFileError(f"{path}: cannot be read ({err.strerror or err}); {hint}") from None
     try:
         return parse_json(raw.decode("utf-8"), path)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputFileError(f"{path}: not JSON ({err}); {hint}") from None
+    except UnicodeDecodeError:
+        raise InputFileError(f"{path}: not a text file; {hint}") from None
+    except json.JSONDecodeError as err:
+        raise InputFileError(f"{path}: not JSON ({err.msg} at line {err.lineno}, column {err.colno}); the file "
+                             f"may be truncated; {hint}") from None
 
 
 def check_format(data, path: str, format_name: str, version: int, what: str, hint: str, again: str) -> None:
@@ -121,3 +128,22 @@ def check_format(data, path: str, format_name: str, version: int, what: str, hin
     if data.get("version") != version:
         raise InputFileError(f"{path}: {what} format version {data.get('version')!r}; this cublas_det reads "
                              f"version {version}: {again} with this version")
+
+
+def write_json(path: str, data, *, whole: bool = False, compact: bool = False) -> None:
+    """``data`` as our files hold JSON: one-space indents and a final newline, or (``compact``, a file
+    only a program reads) one line. ``whole``: all of it or nothing (written beside ``path``, then
+    renamed over it), for a file that another process may read. An :class:`OSError` is the caller's."""
+    text = json.dumps(data) if compact else json.dumps(data, indent=1) + "\n"
+    if not whole:
+        with open(path, "w") as file:
+            file.write(text)
+        return
+    temporary = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(temporary, "w") as file:
+            file.write(text)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)

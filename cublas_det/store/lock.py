@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import os
 
-from ._cublas import ComputeType, MathMode
-from .config import GemmConfig
-from .dtypes import GEMM_TYPES
-from .errors import InputFileError, UsageError
-from .files import check_format, read_json
-from .shapes import cublas_op, parse_shape
-from .words import plural
+from .._cublas import ComputeType, MathMode
+from ..config import GemmConfig
+from ..dtypes import GEMM_TYPES
+from ..errors import InputFileError, UsageError
+from ..shapes import cublas_op, parse_shape
+from ..words import plural
+from .files import check_format, read_json, write_json
+from .schema import Each, Record, check, is_int
 
 FORMAT, VERSION = "cublas_det.lock", 1
 MAX_FILE_BYTES = 16 << 20
@@ -150,12 +150,8 @@ def where_here(fingerprint: dict) -> dict:
 
 def write(lock: Lock, path: str) -> None:
     """Write ``lock`` to ``path`` whole or not at all (a temporary file renamed over it)."""
-    temporary = f"{path}.tmp{os.getpid()}"
     try:
-        with open(temporary, "w") as file:
-            json.dump(lock.to_dict(), file, indent=1)
-            file.write("\n")
-        os.replace(temporary, path)
+        write_json(path, lock.to_dict(), whole=True)
     except OSError as err:
         raise UsageError(f"{path}: cannot write the lock ({err.strerror or err}); give a writable path") from None
 
@@ -166,60 +162,53 @@ def load(path: str) -> Lock:
     return from_data(data, path)
 
 
-def _field(data: dict, name: str, kind, where: str, path: str, check=None):
-    value = data.get(name) if isinstance(data, dict) else None
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool or (check and not check(value)):
-        raise InputFileError(f"{path}: {where}: {name} is {value!r}, not a valid {getattr(kind, '__name__', kind)}; "
-                             f"{HINT}")
-    return value
+def _dimension(low: int):
+    return lambda value: is_int(value) and low <= value < MAX_DIMENSION
 
 
-def _key(data, where: str, path: str) -> GemmKey:
-    dims = lambda v: 0 < v < MAX_DIMENSION  # noqa: E731
-    key = GemmKey(_field(data, "input_dtype", str, where, path, GEMM_TYPES.__contains__),
-                  _field(data, "output_dtype", str, where, path, GEMM_TYPES.__contains__),
-                  _field(data, "compute_type", str, where, path, ComputeType.__members__.__contains__),
-                  _field(data, "trans_a", bool, where, path), _field(data, "trans_b", bool, where, path),
-                  _field(data, "n", int, where, path, dims), _field(data, "k", int, where, path, dims),
-                  _field(data, "batch", int, where, path, dims),
-                  _field(data, "epilogue", str, where, path, ("", "BIAS").__contains__),
-                  _field({"m": 0, **data}, "m", int, where, path, lambda v: 0 <= v < MAX_DIMENSION))
-    return key
+_DIMENSION = ("an integer from 1 to 2**31 - 1", _dimension(1))
+_ELEMENT_TYPE = (f"one of {', '.join(GEMM_TYPES)}", lambda value: isinstance(value, str) and value in GEMM_TYPES)
+_GEMM = Record({
+    "input_dtype": _ELEMENT_TYPE, "output_dtype": _ELEMENT_TYPE,
+    "compute_type": ("a cuBLAS compute type such as COMPUTE_32F",
+                     lambda value: isinstance(value, str) and value in ComputeType.__members__),
+    "trans_a": "true or false", "trans_b": "true or false", "n": _DIMENSION, "k": _DIMENSION, "batch": _DIMENSION,
+    "epilogue": ('"" or "BIAS"', lambda value: value in ("", "BIAS")),
+    "m": ("0 (any M) or an integer up to 2**31 - 1", _dimension(0))},  # absent: any M
+    required=("input_dtype", "output_dtype", "compute_type", "trans_a", "trans_b", "n", "k", "batch", "epilogue"),
+    null=False)
+_ENTRY = Record({"gemm": _GEMM, "config": "an object", "verified": "an object", "cost": "an object",
+                 "source": "a string"}, required=("gemm", "config", "verified"))
+_WHERE = Record({"gpu": "a string", "sm_count": "an integer", "compute_capability": "a string",
+                 "cublas_version": "a string"}, required=WHERE_FIELDS)
+_LOCK = Record({"where": _WHERE, "entries": Each(_ENTRY)}, required=("where", "entries"))
+_REPORT = Record({"locked": "an object of integers >= 0", "fell_through": "an object of objects", "lock": "a string"},
+                 required=("locked", "fell_through"))
+REPORT_HINT = "a process under `cublas-det run` writes it at exit"
 
 
 def from_data(data, path: str) -> Lock:
     """A lock file's parsed JSON, checked field by field, as a :class:`Lock`."""
     check_format(data, path, FORMAT, VERSION, "lock file", HINT, "prescribe again")
-    where = data.get("where")
-    for name, kind in (("gpu", str), ("sm_count", int), ("compute_capability", str), ("cublas_version", str)):
-        _field(where, name, kind, "where", path)
-    entries = data.get("entries")
-    if not isinstance(entries, list):
-        raise InputFileError(f"{path}: entries is {type(entries).__name__}, not a list; {HINT}")
+    check(data, f"{path}:", _LOCK, hint=HINT)
     found = {}
-    for number, entry in enumerate(entries, 1):
-        at = f"entry {number}"
-        if not isinstance(entry, dict):
-            raise InputFileError(f"{path}: {at} is not an object; {HINT}")
-        key = _key(entry.get("gemm"), f"{at} gemm", path)
+    for index, entry in enumerate(data["entries"]):
+        at = f"{path}: entries[{index}]"
+        key = GemmKey(**{name: entry["gemm"].get(name, 0) for name in _GEMM.fields})
         try:
-            config = GemmConfig.from_dict(entry.get("config"))
+            config = GemmConfig.from_dict(entry["config"])
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise InputFileError(f"{path}: {at}: the configuration is malformed ({type(err).__name__}: {err}); "
+            raise InputFileError(f"{at}: the configuration is malformed ({type(err).__name__}: {err}); "
                                  f"{HINT}") from None
         if config.api != "lt" or not config.lt_algo:
-            raise InputFileError(f"{path}: {at}: the configuration pins no cuBLASLt algorithm; {HINT}")
-        if GemmKey(config.input_dtype, config.output_dtype, effective_compute(config).name, key.trans_a,
-                   key.trans_b, key.n, key.k, key.batch, config.lt_epilogue, key.m) != key:
-            raise InputFileError(f"{path}: {at}: the configuration's types or epilogue are not the GEMM's; {HINT}")
+            raise InputFileError(f"{at}: the configuration pins no cuBLASLt algorithm; {HINT}")
+        if dataclasses.replace(key, input_dtype=config.input_dtype, output_dtype=config.output_dtype,
+                               compute_type=effective_compute(config).name, epilogue=config.lt_epilogue) != key:
+            raise InputFileError(f"{at}: the configuration's types or epilogue are not the GEMM's; {HINT}")
         if key in found:
-            raise InputFileError(f"{path}: {at}: a second entry for {key}; {HINT}")
-        verified = entry.get("verified")
-        cost = entry.get("cost")
-        if not isinstance(verified, dict) or not (cost is None or isinstance(cost, dict)):
-            raise InputFileError(f"{path}: {at}: verified or cost is malformed; {HINT}")
-        found[key] = LockEntry(key, config, verified, cost, str(entry.get("source", "")))
-    return Lock(dict(where), found, path)
+            raise InputFileError(f"{at}: a second entry for {key}; {HINT}")
+        found[key] = LockEntry(key, config, entry["verified"], entry.get("cost"), entry.get("source") or "")
+    return Lock(dict(data["where"]), found, path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,6 +250,21 @@ class LockReport:
 
     def to_dict(self) -> dict:
         return {"locked": self.locked, "fell_through": self.fell_through, "lock": self.lock_path}
+
+    @classmethod
+    def read(cls, folder: str) -> list[LockReport]:
+        """The reports :meth:`write` left in ``folder``, one a process, in name order."""
+        found = []
+        for name in sorted(n for n in os.listdir(folder) if n.endswith(".json")):
+            path = os.path.join(folder, name)
+            data = check(read_json(path, REPORT_HINT, max_bytes=MAX_FILE_BYTES, what="lock report"), f"{path}:",
+                         _REPORT, hint=REPORT_HINT)
+            found.append(cls(data["locked"], data["fell_through"], data.get("lock") or ""))
+        return found
+
+    def write(self, folder: str) -> None:
+        """This process's report into ``folder``, whole or not at all: ``run`` reads every file it finds."""
+        write_json(os.path.join(folder, f"{os.getpid()}.json"), self.to_dict(), whole=True, compact=True)
 
     @classmethod
     def merge(cls, reports) -> LockReport:

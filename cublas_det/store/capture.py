@@ -1,0 +1,59 @@
+"""The capture file's document: ``{"format": "cublas_det.capture", "version": 1, ...}``, its fields
+described once and checked before anything is made of them (written by :func:`.files.write_json`).
+
+The command and its exit status, what each log gave, the distinct GEMMs (``g1`` ... by call count)
+with their sites and the cuBLASLt kernels under them, the handles, and the findings;
+:mod:`cublas_det.capture.file` makes it from a capture and a plan of each GEMM from it.
+"""
+
+from __future__ import annotations
+
+from . import schema
+from .files import check_format, read_json
+from .schema import Each, Record
+
+FORMAT, VERSION = "cublas_det.capture", 1
+MAX_FILE_BYTES = 256 << 20
+HINT = "give a file that `cublas-det capture` wrote"
+
+# A GEMM's arguments as the log gave them; their bounds are the definition's own (capture.model).
+_GEMM = Record({
+    "id": "a non-empty string", "calls": "a positive integer", "api": "a string", "transa": "a string",
+    "transb": "a string", **dict.fromkeys(("m", "n", "k", "lda", "ldb", "ldc"), "an integer"),
+    "a_type": "a string", "b_type": "a string", "c_type": "a string", "compute_type": "a string",
+    "algo": "an integer", "batch_count": "an integer", "strides": "a list of integers", "math_mode": "an integer",
+    "workspace_bytes": "an integer", "scale_type": "a string", "epilogue": "a string", "bias": "true or false",
+    "sm_count_target": "an integer", "preference": "an object", "lt_algo": "an object"},
+    required=("id", "calls", "api", "transa", "transb", "m", "n", "k", "lda", "ldb", "ldc", "a_type", "b_type",
+              "c_type", "compute_type"))
+_FINDING = Record({"id": "a string", "kind": "a string", "text": "a string", "handles": "a list",
+                   "streams": "a list", "gemms": "a list"}, required=("id", "kind", "text"))
+_COUNT = "an integer >= 0"
+# What the capture's report reads of each log, of the handles and of the limits it ran under.
+_LOG = Record({**dict.fromkeys(("bytes", "calls", "gemm_calls", "malformed", "malformed_gemms", "unknown_lines",
+                                "interleaved", "interleaved_gemms", "invalid_gemms", "cut"), _COUNT),
+               "stopped_after_exit_s": "a finite number >= 0", "samples": "a list"})
+_HANDLE = Record({"process": "an integer", "handle": "a string", "calls": _COUNT,
+                  "streams": "an object of integers >= 0", "threads": "a list"},
+                 required=("handle", "calls", "streams", "threads"))
+_SITE = Record({"process": "an integer", "handle": "a string", "stream": "a string", "thread": "an integer",
+                "calls": _COUNT})
+_CAPTURE = Record({
+    "complete": "true or false", "command": "a list of strings", "exit_status": "an integer",
+    "notes": "a list of strings", "logs": Each(_LOG, dict), "unreplayed": "an object of integers >= 0",
+    "kept": Record({"gemms": _COUNT, "sites_per_gemm": _COUNT}), "calls": _COUNT, "dropped_calls": _COUNT,
+    "unattributed_calls": _COUNT, "lt_kernels_unmatched": _COUNT, "handles": Each(_HANDLE),
+    "gemms": Each(Record({**_GEMM.fields, "sites": Each(_SITE)}, required=_GEMM.required)),
+    "findings": Each(_FINDING)}, required=("gemms",))
+
+
+def read(path: str) -> dict:
+    """A capture file's document, checked (:func:`check`)."""
+    return check(read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="capture file"), path)
+
+
+def check(data, path: str) -> dict:
+    """``data`` if it is a capture file's document, every GEMM and finding as described; else one line
+    (:class:`~cublas_det.errors.InputFileError`)."""
+    check_format(data, path, FORMAT, VERSION, "capture file", HINT, "capture again")
+    return schema.check(data, f"{path}:", _CAPTURE, hint=HINT)

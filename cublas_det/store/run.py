@@ -1,0 +1,358 @@
+"""The ``--json`` run file: its schema, read back and checked, and the pytest-benchmark entries written.
+
+Written in pytest-benchmark's layout (``pytest-benchmark compare`` reads it): every entry has the stats
+fields pytest-benchmark writes, computed its way, in seconds per GEMM with ``iterations`` = GEMMs per
+sample; an entry that was not timed has the same fields with ``rounds`` 0. Read back entry by entry,
+every field a reader uses checked by :func:`~cublas_det.store.schema.check`: a malformed file
+is one :class:`~cublas_det.errors.InputFileError` naming the file, the entry and the field, before
+any GPU work. Files of cublas_det 0.1 carry no identity (seed, T, input digests): they are read, and
+:attr:`StoredRun.legacy` says so. The results a run holds are made from it, and it from them, in
+:mod:`cublas_det.report.runfile`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import statistics
+from bisect import bisect_left, bisect_right
+
+from ..device import describe_machine
+from ..errors import InputFileError
+from ..shapes import GemmShape, gemm_key
+from ..words import plural
+from .files import read_json
+from .schema import Each, Record, check, kind_of
+
+# -- reading
+MAX_RUN_FILE_BYTES = 256 << 20  # far above any run, so only what is no run is refused unread
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One shape in one configuration of a stored run: what identifies it, its bits and its time."""
+
+    name: str  # "trunk/W_in/dW[PEDANTIC]"
+    shape_name: str
+    spec: str  # "128x56x4096:nt": M, N, K and the cuBLAS op
+    config: str  # "PEDANTIC"
+    digests: frozenset  # one digest, or one per device for a sweep; empty when none was computed
+    identity: dict | None  # seed, preset, tokens, input digests; None in files of cublas_det 0.1
+    stats: dict | None
+    extra_info: dict
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """How results are paired: the shape's role (``mamba2-130m/in_proj/dW``, or the spec of a custom
+        shape) and the configuration. A pair is compared only once its identity agrees too."""
+        return self.shape_name, self.config
+
+    @property
+    def gemm_key(self) -> str:
+        """The GEMM itself (M, N, K, op) in the configuration: pairs a custom shape with a preset's."""
+        return gemm_key(self.spec, self.config)
+
+    @property
+    def tokens(self) -> int | None:
+        return (self.identity or {}).get("tokens") or self.extra_info.get("shape", {}).get("tokens") or None
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredRun:
+    """A stored run: where it came from and its entries in file order."""
+
+    source: str
+    machine_info: dict
+    version: str
+    datetime: str
+    entries: tuple[Entry, ...]
+    data: dict  # the whole file, for re-rendering
+
+    @property
+    def legacy(self) -> bool:
+        """Written by a version that recorded no identity (seed, T, input digests)."""
+        return any(entry.identity is None for entry in self.entries)
+
+    @property
+    def sweep(self) -> bool:
+        return bool((self.data.get("cublas_det") or {}).get("sweep"))
+
+    def describe(self) -> str:
+        """``NVIDIA H200, 132 SMs, driver 13.0, cuBLAS 13.1.0``: what the bits depend on."""
+        return describe_machine(self.machine_info)
+
+
+def load_run(path: str, suite_advice: str | None = None) -> StoredRun:
+    """Read and check a ``--json`` file; :class:`InputFileError` (one line) on any trouble. ``suite_advice``:
+    what to tell a user who gave the pytest-benchmark suite's file instead (the line names that file)."""
+    try:
+        return run_from_dict(_read_json(path), path)
+    except InputFileError:
+        if suite_advice and is_suite_file(path):
+            raise InputFileError(f"{path}: a file of python -m pytest bench/, not a --json run of python -m "
+                                 f"cublas_det.bench; {suite_advice}") from None
+        raise
+
+
+def _read_json(path: str):
+    return read_json(path, "give the path of a file written by --json", max_bytes=MAX_RUN_FILE_BYTES,
+                     what="--json file")
+
+
+def is_suite_file(path: str) -> bool:
+    """Whether ``path`` is a file of the pytest-benchmark suite (``pytest bench/ --benchmark-json``), which
+    :func:`load_run` refuses: what to tell a user who gave it where a ``--json`` run was wanted."""
+    try:
+        return is_suite_data(_read_json(path))
+    except InputFileError:
+        return False
+
+
+def is_suite_data(data) -> bool:
+    """Whether parsed JSON is the pytest-benchmark suite's: its entries carry ``gemms_per_sample``."""
+    benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
+    return isinstance(benchmarks, list) and any(
+        isinstance(b, dict) and isinstance(b.get("extra_info"), dict) and "gemms_per_sample" in b["extra_info"]
+        for b in benchmarks)
+
+
+def run_from_dict(data, source: str) -> StoredRun:
+    """Check a run's layout and read its entries (``source`` names it in messages).
+
+    Every field a reader of the run uses is checked here, by type and range, so that a malformed
+    file is one :class:`InputFileError` naming the file, the entry, the field and what is expected;
+    and a file holds one entry per shape and configuration.
+    """
+    if not isinstance(data, dict):
+        raise InputFileError(f"{source}: expected a JSON object written by --json, found {kind_of(data)}")
+    benchmarks = data.get("benchmarks")
+    if not isinstance(benchmarks, list):
+        raise InputFileError(f"{source}: not a cublas_det --json file (no 'benchmarks' list)")
+    check(data, f"{source}:", _RUN)
+    machine_info = data.get("machine_info") or {}
+    entries = tuple(_entry(raw, i, source) for i, raw in enumerate(benchmarks))
+    first: dict = {}
+    for index, entry in enumerate(entries):
+        other = first.setdefault(entry.key, index)
+        if other != index:
+            raise InputFileError(f"{source}: benchmarks[{other}] {entries[other].name!r} and benchmarks[{index}] "
+                                 f"{entry.name!r} are both {entry.shape_name} in {entry.config}: a run holds one "
+                                 "entry per shape and configuration; keep one of them")
+    return StoredRun(source, machine_info, str(data.get("version", "?")), str(data.get("datetime", "?")), entries, data)
+
+
+def _entry(raw, index: int, source: str) -> Entry:
+    name = check(raw, f"{source}: benchmarks[{index}]", _NAMED)["name"]
+    where = f"{source}: benchmark {name!r}"
+    if isinstance(raw.get("extra_info"), dict) and not isinstance(raw["extra_info"].get("shape"), dict):
+        raise InputFileError(f"{where}: no extra_info.shape: not written by cublas_det (a pytest-benchmark file of "
+                             "another project?)")
+    check(raw, f"{where}:", _ENTRY)
+    info = raw["extra_info"]
+    shape = info["shape"]
+    batch = shape.get("batch", 1)  # files before batched shapes have none: one matrix
+    spec = f"{shape['m']}x{shape['n']}x{shape['k']}:{shape['cublas_op'].lower()}" + (f":b{batch}" if batch > 1 else "")
+    interval = info.get("median_ci_s")
+    if interval is not None and (len(interval) != 2 or interval[0] > interval[1]):
+        raise InputFileError(f"{where}: extra_info.median_ci_s: expected [low, high] seconds, low <= high, found "
+                             f"{interval[:3]}")
+    params = raw.get("params") or {}
+    config = (info.get("config") or {}).get("name") or params.get("mode")
+    if not isinstance(config, str) or not config:
+        raise InputFileError(f"{where}: no configuration (extra_info.config.name or params.mode)")
+    stats = raw.get("stats")
+    if isinstance(stats, dict) and stats.get("rounds") == 0 and not stats.get("data"):
+        stats = None  # not timed: pytest-benchmark needs every stats field, so --json writes them with 0 rounds
+    if stats is not None:
+        check(stats, f"{where}: stats", _TIMED_STATS)
+    identity = info.get("identity")
+    digests = frozenset((info.get("device_digests") or {}).values()) or frozenset({info.get("digest")} - {None, ""})
+    return Entry(name, raw.get("group") or shape.get("name") or spec, spec, config, digests, identity, stats, info)
+
+
+# -- what each field must be -----------------------------------------------------------------------
+_STATS = Record({"median": "a positive number of seconds", "data": "a list of positive numbers of seconds",
+                 "rounds": "an integer >= 0", "q1": "a positive number of seconds",
+                 "q3": "a positive number of seconds", "iterations": "an integer >= 0"})
+_TIMED_STATS = Record(_STATS.fields, required=("median",))
+_SHAPE = Record({"name": "a string", "m": "a positive integer", "n": "a positive integer", "k": "a positive integer",
+                 "cublas_op": "a string", "trans_a": "true or false", "trans_b": "true or false", "layer": "a string",
+                 "gemm_pass": "a string", "preset": "a string", "tokens": "an integer >= 0",
+                 "batch": "a positive integer"}, required=("m", "n", "k", "cublas_op"))
+_IDENTITY = Record({"seed": "an integer >= 0", "inputs": "an object of strings", "tokens": "an integer >= 0",
+                    "batch": "a positive integer", "numpy": "a string", "preset": "a string"})
+_SCENARIO = Record({"scenario": "a string", "kind": "a string", "runs": "an integer >= 0",
+                    "differing_runs": "an integer >= 0", "mismatched_elements": "an integer >= 0",
+                    "total_elements": "an integer >= 0", "max_abs_diff": "a number", "max_ulp": "an integer >= 0",
+                    "index": "a list of integers", "detail": "a string", "extra": "an object", "error": "a string",
+                    "not_applicable": "a string"}, required=("scenario",))
+_EXTRA_INFO = Record({
+    "shape": _SHAPE, "identity": _IDENTITY, "config": "an object", "digest": "a string",
+    "device_digests": "an object of strings", "device_errors": "an object of strings", "mode_source": "a string",
+    "error": "a string", "rel_error": "a number", "scenarios": Each(_SCENARIO), "eager_stats": _STATS,
+    "kernels": "an object", "calls_per_batch": "an integer >= 0", "buffer_sets": "a positive integer",
+    "timing_elapsed_s": "a finite number >= 0", "median_ci_s": "a list of positive numbers of seconds",
+    "sm_clock_mhz": "a positive number", "kernel_time_s": "a positive number", "timed_kernels": "a string",
+    "setups": "a list of integers >= 0", "stop_reason": "a string", "untrusted_reason": "a string",
+    "noise_floor": "a finite number >= 0", "timing_trusted": "true or false"})
+_NAMED = Record({"name": "a non-empty string"}, required=("name",))
+_ENTRY = Record({"group": "a string", "params": "an object", "extra_info": _EXTRA_INFO, "stats": "an object"},
+                required=("extra_info",))
+# What the reports say of a machine (its provenance): objects, never null, where they read fields.
+_MACHINE_FIELDS = {"gpu": Record({"name": "a string", "sm_count": "a positive integer"}, null=False),
+                   "env": "an object", "gpu_state": "an object"}
+_DEVICE = Record({"device_id": "an integer >= 0", "provenance": Record(_MACHINE_FIELDS, null=False),
+                  "error": "a string"}, required=("device_id",))
+_MACHINE = Record({**_MACHINE_FIELDS, "devices": Each(_DEVICE)}, null=False)
+_RATIO = Record({"numerator": "a string", "denominator": "a string", "median": "a positive number",
+                 "ci_low": "a positive number", "ci_high": "a positive number", "rounds": "an integer >= 0",
+                 "setup_half_width": "a finite number >= 0"},
+                required=("numerator", "denominator", "median", "ci_low", "ci_high"))
+_TIMING = Record({"stop_reason": "a string", "discards": "an object of integers >= 0",
+                  "clock_floor_mhz": "a positive number", "options": "an object"})
+# The file's ``cublas_det`` object: the run's facts beside pytest-benchmark's layout.
+_SECTION = Record({"sweep": "true or false", "interrupted": "true or false", "wall_s": "a finite number >= 0",
+                   "ratios": Each(Each(_RATIO), dict), "timing": Each(_TIMING, dict),
+                   "summary": "a list of strings", "warnings": "a list of strings"})
+_RUN = Record({"machine_info": _MACHINE, "cublas_det": _SECTION})
+
+
+# -- writing
+STATS_FIELDS = ("min", "max", "mean", "stddev", "rounds", "median", "iqr", "q1", "q3", "iqr_outliers",
+                "stddev_outliers", "outliers", "ld15iqr", "hd15iqr", "ops", "total", "data", "iterations")
+TIMER = "CUDA events around a CUDA-graph batch, queued behind a blocking kernel"
+
+
+def identity(shape, config_name: str, seed: int | None, input_digests: dict | None, numpy_version: str | None) -> dict:
+    """What makes two results comparable: the GEMM, its configuration, its preset and T, the seed, the
+    sha256 digests of the inputs, and the NumPy that made them (its seeded stream is promised per build)."""
+    return {"m": shape.m, "n": shape.n, "k": shape.k, "op": shape.cublas_op, **({"batch": shape.batch} if shape.batch > 1
+                                                                                else {}),
+            "config": config_name, "preset": shape.preset, "tokens": shape.tokens, "seed": seed,
+            "inputs": input_digests or None, "numpy": numpy_version}
+
+
+def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict, options: dict | None = None) -> dict:
+    """One shape in one configuration as a pytest-benchmark entry; --compare matches entries by ``name``.
+
+    ``stats`` None (not timed) becomes :func:`empty_stats`, which pytest-benchmark still loads.
+    """
+    return {"group": shape.name, "name": f"{shape.name}[{mode}]",
+            "fullname": f"cublas_det.bench::{shape.name}[{mode}]", "params": {"shape": shape.spec, "mode": mode},
+            "param": mode, "stats": stats if stats is not None else empty_stats(), "options": options or {},
+            "extra_info": extra_info}
+
+
+def _quartile(data: list, rounds: int, upper: bool) -> float:
+    """pytest-benchmark's q1/q3: Wikipedia's method 3 for an odd count, method 2 (medians of halves) for even."""
+    if rounds == 1:
+        return data[0]
+    if rounds % 2:
+        n, q = rounds // 4, rounds % 4
+        if not upper:
+            return 0.25 * data[n - 1] + 0.75 * data[n] if q == 1 else 0.75 * data[n] + 0.25 * data[n + 1]
+        return (0.75 * data[3 * n] + 0.25 * data[3 * n + 1] if q == 1
+                else 0.25 * data[3 * n + 1] + 0.75 * data[3 * n + 2])
+    return statistics.median(data[rounds // 2:] if upper else data[:rounds // 2])
+
+
+def stats(samples_us, iterations: int = 1) -> dict:
+    """pytest-benchmark's stats of per-call times in µs, in seconds; ``iterations``: calls per sample."""
+    data = [x * 1e-6 for x in samples_us]
+    if not data:
+        raise ValueError("no samples")
+    ordered = sorted(data)
+    rounds = len(data)
+    mean = statistics.mean(data)
+    stddev = statistics.stdev(data) if rounds > 1 else 0.0
+    q1, q3 = _quartile(ordered, rounds, False), _quartile(ordered, rounds, True)
+    iqr = q3 - q1
+    stddev_outliers = sum(not mean - stddev <= x <= mean + stddev for x in data)
+    iqr_outliers = sum(not q1 - 1.5 * iqr <= x <= q3 + 1.5 * iqr for x in data)
+    if rounds == 1:
+        ld15iqr = hd15iqr = data[0]
+    else:
+        ld15iqr = ordered[bisect_left(ordered, q1 - 1.5 * iqr)]
+        # The highest datum within the fence, as pytest-benchmark computes it (bisect_right is past it).
+        hd15iqr = ordered[bisect_right(ordered, q3 + 1.5 * iqr) - 1]
+    total = sum(data)
+    return {"min": ordered[0], "max": ordered[-1], "mean": mean, "stddev": stddev, "rounds": rounds,
+            "median": statistics.median(data), "iqr": iqr, "q1": q1, "q3": q3, "iqr_outliers": iqr_outliers,
+            "stddev_outliers": stddev_outliers, "outliers": f"{stddev_outliers};{iqr_outliers}",
+            "ld15iqr": ld15iqr, "hd15iqr": hd15iqr, "ops": rounds / total if total else 0.0, "total": total,
+            "data": data, "iterations": iterations}
+
+
+def empty_stats() -> dict:
+    """The stats of an entry that was not timed: every field, zero rounds, no data."""
+    return {**{field: 0.0 for field in STATS_FIELDS}, "rounds": 0, "iqr_outliers": 0, "stddev_outliers": 0,
+            "outliers": "0;0", "data": [], "iterations": 0}
+
+
+def timing_options(timing) -> dict:
+    """pytest-benchmark's ``options`` of a timed entry: how its samples were taken."""
+    return {"timer": TIMER, "disable_gc": False, "min_time": 1e-3, "warmup": True,
+            "min_rounds": timing.options.get("min_rounds"), "max_rounds": timing.options.get("max_rounds"),
+            "max_time": timing.options.get("budget_s")}
+
+
+def timing_extra(timing, mode: str) -> dict:
+    """The timing facts of one arm for ``extra_info``: its interval, clock, the shape's trust and stop."""
+    arm = timing.arm(mode)
+    low, high = arm.median_ci_us
+    kernels = {"kernel_time_s": arm.kernel_us * 1e-6, "timed_kernels": arm.kernels} if arm.kernel_us else {}
+    setups = {"setups": list(arm.setups)} if arm.setups else {}  # of each sample in stats.data, in order
+    return {**kernels, **setups, "median_ci_s": [low * 1e-6, high * 1e-6], "sm_clock_mhz": arm.median_clock_mhz,
+            "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,
+            "untrusted_reason": timing.untrusted_reason, "noise_floor": timing.noise_floor}
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# -- what a file of an earlier version cannot tell ------------------------------------------------
+NO_IDENTITY = "no seed, T or input digests"
+UNTOLD_WORKSPACE_CONFIG = ("not told: the checker compared the worker's streams with the worker's own first output, "
+                           "whose operands could still be in flight")
+
+
+def untold_workspace_config(raw: dict) -> bool:
+    """A workspace-config difference recorded before the worker's first output was checked against this
+    process's bits (``reference_digest``) and before operands were complete before use: that first
+    output could read operands still being copied, so the difference may be in it, not in the streams."""
+    return (raw["scenario"] == "workspace-config" and bool(raw.get("differing_runs")) and not raw.get("error")
+            and "reference_digest" not in (raw.get("extra") or {}))
+
+
+def untold_batch(raw: dict, shape: GemmShape) -> bool:
+    """batch-invariance run by an earlier version on a dW GEMM, where it does not apply."""
+    return (raw["scenario"] == "batch-invariance" and not raw.get("not_applicable") and not raw.get("error")
+            and shape.gemm_pass == "dW")
+
+
+
+def old_file_limits(run: StoredRun) -> list[str]:
+    """What a file of an earlier version cannot tell, a phrase each; empty for a file of this version."""
+    limits = [f"the inputs it ran on ({NO_IDENTITY} recorded)"] if run.legacy else []
+    untold, batch = [], 0
+    for entry in run.entries:
+        shape = GemmShape.from_dict(entry.extra_info["shape"]) if entry.extra_info.get("scenarios") else None
+        for raw in entry.extra_info.get("scenarios") or ():
+            untold += [entry.name] if untold_workspace_config(raw) else []
+            batch += untold_batch(raw, shape)
+    if untold:
+        named = ", ".join(untold[:3]) + (", ..." if len(untold) > 3 else "")
+        limits.append(f"workspace config in {named} (a difference from the worker's own first output, whose operands "
+                      "could still be in flight: not counted)")
+    if batch:
+        limits.append(f"batch size in {plural(batch, 'dW result')} (run there, though their batch is the reduction "
+                      "axis: not counted)")
+    return limits
+
+
+def old_file_note(run: StoredRun) -> str | None:
+    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...``, or None."""
+    limits = old_file_limits(run)
+    return (f"note: {run.source} was written by cublas_det {run.version}, which cannot tell: {'; '.join(limits)}"
+            if limits else None)

@@ -1,0 +1,151 @@
+"""The one validator of every file we read: a document described by its records, checked by :func:`check`.
+
+A :class:`Record` maps each field to an expectation: a phrase of :data:`EXPECTED` (``"a positive
+integer"``), one of :data:`ITEMS` (``"a list of strings"``, each item checked), an ``(phrase, test)``
+pair of a file's own, a nested :class:`Record`, or :class:`Each` (a list or object of records).
+:func:`check` raises one :class:`~cublas_det.errors.InputFileError` line naming the field by its
+path, what it must be, what it is, and (``hint``) how to get a good file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..errors import InputFileError
+
+
+def is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite_above(low: float, *, inclusive: bool):
+    return lambda v: is_number(v) and math.isfinite(v) and (v >= low if inclusive else v > low)
+
+
+# Each expectation, in the words an error says it in.
+EXPECTED = {
+    "an object": lambda v: isinstance(v, dict),
+    "a list": lambda v: isinstance(v, list),
+    "a string": lambda v: isinstance(v, str),
+    "a non-empty string": lambda v: isinstance(v, str) and bool(v),
+    "true or false": lambda v: isinstance(v, bool),
+    "an integer": is_int,
+    "an integer >= 0": lambda v: is_int(v) and v >= 0,
+    "a positive integer": lambda v: is_int(v) and v > 0,
+    "a number": is_number,  # NaN included: a check that failed has no error against float64
+    "a finite number >= 0": _finite_above(0, inclusive=True),
+    "a positive number": _finite_above(0, inclusive=False),
+    "a positive number of seconds": _finite_above(0, inclusive=False),
+}
+# Lists and objects of one kind: each item is checked, and an error names the item.
+ITEMS = {"a list of positive numbers of seconds": (list, "a positive number of seconds"),
+         "a list of integers >= 0": (list, "an integer >= 0"),
+         "a list of integers": (list, "an integer"),
+         "a list of strings": (list, "a string"),
+         "an object of strings": (dict, "a string"),
+         "an object of objects": (dict, "an object"),
+         "an object of integers >= 0": (dict, "an integer >= 0")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """An object's fields (name -> expectation) and those it must have. A field absent or null is not
+    checked unless required (files of earlier versions lack many); ``null``: a field may be null, as our
+    writers write what they do not know."""
+
+    fields: dict
+    required: tuple = ()
+    null: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Each:
+    """A list (``container`` dict: an object) whose every item is ``item``, a :class:`Record` or an Each."""
+
+    item: object
+    container: type = list
+
+    @property
+    def words(self) -> str:
+        return ("a list of " if self.container is list else "an object of ") + (
+            "objects" if isinstance(self.item, Record) else "lists")
+
+
+def check(value, where: str, record: Record, *, hint: str = "", error=InputFileError):
+    """``value`` if it is an object as ``record`` describes, else one ``error`` line (``error``: the
+    reader's own :class:`InputFileError`). ``where`` names it: ``"run.json:"`` (its fields follow a
+    space) or ``"run.json: gpu"`` (they follow a dot)."""
+    if not isinstance(value, dict):
+        _refuse(f"{where.rstrip(':')}: expected an object, found {kind_of(value)}", hint, error)
+    where += " " if where.endswith(":") else "."
+    for key, expected in record.fields.items():
+        field = value.get(key)
+        if field is None:
+            words = _words(expected)
+            if key in value and not record.null:
+                _refuse(f"{where}{key}: expected {words}, found null", hint, error)
+            if key in record.required:
+                _refuse(f"{where}{key}: missing; expected {words}", hint, error)
+            continue
+        _check_value(field, f"{where}{key}", expected, hint, error)
+    return value
+
+
+def _words(expected) -> str:
+    if isinstance(expected, Record):
+        return "an object"
+    if isinstance(expected, Each):
+        return expected.words
+    return expected[0] if isinstance(expected, tuple) else expected
+
+
+def _check_value(value, path: str, expected, hint: str, error) -> None:
+    if isinstance(expected, Record):
+        if not isinstance(value, dict):
+            _refuse(f"{path}: expected an object, found {found(value)}", hint, error)
+        check(value, path, expected, hint=hint, error=error)
+        return
+    if isinstance(expected, Each):
+        if not isinstance(value, expected.container):
+            _refuse(f"{path}: expected {expected.words}, found {found(value)}", hint, error)
+        for name, item in (value.items() if expected.container is dict else enumerate(value)):
+            _check_value(item, f"{path}[{name!r}]", expected.item, hint, error)
+        return
+    words, test = expected if isinstance(expected, tuple) else (expected, EXPECTED.get(expected))
+    container, item = ITEMS.get(words, (None, None))
+    if container is None:
+        if not test(value):
+            _refuse(f"{path}: expected {words}, found {found(value)}", hint, error)
+        return
+    if not isinstance(value, container):
+        _refuse(f"{path}: expected {words}, found {found(value)}", hint, error)
+    for name, element in (value.items() if container is dict else enumerate(value)):
+        if not EXPECTED[item](element):
+            _refuse(f"{path}[{name!r}]: expected {item}, found {found(element)}", hint, error)
+
+
+def _refuse(message: str, hint: str, error):
+    raise error(f"{message}; {hint}" if hint else message)
+
+
+def kind_of(value) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def found(value) -> str:
+    """A wrong value as an error shows it: a number or short string itself, else its JSON type."""
+    if isinstance(value, dict):
+        return "an object"
+    text = repr(value)
+    if isinstance(value, list):
+        if not value or any(isinstance(x, (dict, list)) for x in value):
+            return "a list"
+        return text if len(text) <= 40 else f"a list of {len(value)}"
+    if len(text) <= 40:
+        return text
+    return f"a string of {len(value):,} characters" if isinstance(value, str) else f"{text[:37]}..."
