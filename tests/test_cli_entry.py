@@ -238,16 +238,20 @@ def test_lists_as_one_flag_or_repeated_flags(typed):
 
 
 def test_every_list_option_takes_one_flag_or_repeated_flags():
-    from cublas_det.cli.bench import build_parser
+    from cublas_det.cli import bench, sweep
 
-    parser = build_parser("prog")
-    for flag, first, second in (("--modes", "tf32", "default"), ("--scenarios", "repeat", "fresh-handle"),
-                                ("--devices", "0", "1"), ("--preset", "trunk", "mamba2-2.7b")):
-        dest = flag.lstrip("-")
-        together = getattr(parser.parse_args([flag, first, second]), dest)
-        repeated = getattr(parser.parse_args([flag, first, flag, second]), dest)
-        assert together == repeated == [first, second], flag
-    assert parser.parse_args([]).modes is None  # its default depends on --dtype: bench._configurations
+    for parser in (bench.build_parser("prog"), sweep.build_parser("prog")):
+        for flag, first, second in (("--modes", "tf32", "default"), ("--scenarios", "repeat", "fresh-handle"),
+                                    ("--preset", "trunk", "mamba2-2.7b")):
+            dest = flag.lstrip("-")
+            together = getattr(parser.parse_args([flag, first, second]), dest)
+            repeated = getattr(parser.parse_args([flag, first, flag, second]), dest)
+            assert together == repeated == [first, second], flag
+        assert parser.parse_args([]).modes is None  # its default depends on --dtype: gemms._configurations
+    parser = sweep.build_parser("prog")
+    assert parser.parse_args([]).devices == ["all"]  # a given list replaces the default
+    assert parser.parse_args(["--devices", "0", "1"]).devices == parser.parse_args(["--devices", "0", "--devices",
+                                                                                    "1"]).devices == ["0", "1"]
 
 
 def test_libs_shows_where_each_library_was_found_without_a_gpu(typed):
