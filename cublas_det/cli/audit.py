@@ -15,7 +15,7 @@ import os
 import sys
 
 from ..errors import ExitCode, UsageError
-from .common import ArgumentParser, exit_codes, prog_name, run_guarded, wrap_paragraphs
+from .common import ArgumentParser, command_main, exit_codes, prog_name, wrap_paragraphs
 
 EPILOG = """examples:
   %(prog)s step.py:train_step --batch 4
@@ -52,7 +52,7 @@ def load_step(spec: str):
     return step, getattr(module, "model", None)
 
 
-def _run(argv, prog: str) -> int:
+def run(argv: list[str], prog: str) -> int:
     args = build_parser(prog).parse_args(argv)
     if args.batch < 2:
         raise UsageError(f"--batch {args.batch}: give 2 or more (batch 1 is what it is compared with)")
@@ -72,6 +72,4 @@ def _run(argv, prog: str) -> int:
     return ExitCode.OK if report.clean else ExitCode.FINDING
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else list(argv), prog))
+main = command_main(run)

@@ -31,10 +31,10 @@ from ..words import plural
 from . import explain, prescribe, sweep
 from .common import (
     ArgumentParser,
+    command_main,
     error_line,
     exit_codes,
     prog_name,
-    run_guarded,
     wrap_paragraphs,
     write_json,
     write_text,
@@ -111,7 +111,7 @@ def _as_command(argv: list[str]):
     return None
 
 
-def _run(argv: list[str], prog: str) -> int:
+def run(argv: list[str], prog: str) -> int:
     other = _as_command(argv)
     if other:
         command, rest, flag = other
@@ -284,10 +284,4 @@ def _write_outputs(args, result, data, prog: str) -> bool:
     return written
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else list(argv), prog))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(run)

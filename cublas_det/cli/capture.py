@@ -22,7 +22,7 @@ from ..capture.run import run_captured, signal_name
 from ..errors import ExitCode, InputFileError, UsageError
 from ..files import open_regular
 from ..report.capture import render_capture
-from .common import ArgumentParser, check_outputs, error_line, exit_codes, prog_name, run_guarded, wrap_paragraphs
+from .common import ArgumentParser, check_outputs, command_main, error_line, exit_codes, prog_name, wrap_paragraphs
 
 EPILOG = """examples:
   %(prog)s -- python train.py --steps 3   # writes capture.json and a report
@@ -151,7 +151,7 @@ def _compute_capability() -> int | None:
         return None
 
 
-def _run(argv, prog: str) -> int:
+def run(argv: list[str], prog: str) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -197,6 +197,4 @@ def _run(argv, prog: str) -> int:
     return status if written or status else ExitCode.USAGE  # the promised file is missing: a clean 0 becomes 2
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else list(argv), prog))
+main = command_main(run)

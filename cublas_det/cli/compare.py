@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import sys
 
 from ..errors import UsageError
 from ..report.compare import compare_fleet, compare_runs
 from ..report.runfile import load_run
 from ..report.text import report_width
-from .common import ArgumentParser, check_fail_on, exit_codes, prog_name, run_guarded, wrap_paragraphs
+from .common import ArgumentParser, check_fail_on, command_main, exit_codes, prog_name, wrap_paragraphs
 
 EPILOG = """examples:
   %(prog)s base.json new.json               # yesterday against today
@@ -47,7 +46,7 @@ def _unmatched_pattern(path: str) -> bool:
     return glob.has_magic(path) and not os.path.exists(path)
 
 
-def _run(argv, prog: str | None = None) -> int:
+def run(argv: list[str], prog: str) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     patterns = [path for path in args.files if _unmatched_pattern(path)]
@@ -64,7 +63,5 @@ def _run(argv, prog: str | None = None) -> int:
     return comparison.exit_code
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else argv, prog))
+main = command_main(run)
 

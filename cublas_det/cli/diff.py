@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 
 from ..bits.streams import DTYPES, lookup_dtype
 from ..report.text import report_width
@@ -25,10 +24,10 @@ from ..errors import ExitCode
 from .common import (
     ArgumentParser,
     check_outputs,
+    command_main,
     error_line,
     exit_codes,
     prog_name,
-    run_guarded,
     warning_line,
     wrap_paragraphs,
     write_json,
@@ -91,7 +90,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _run(argv: list[str], prog: str) -> int:
+def run(argv: list[str], prog: str) -> int:
     args = build_parser(prog).parse_args(argv)
     check_outputs(args, "json")
     order = read_order_file(args.order) if args.order else None
@@ -121,7 +120,5 @@ def _run(argv: list[str], prog: str) -> int:
     return ExitCode.OK if written else ExitCode.USAGE
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else argv, prog))
+main = command_main(run)
 

@@ -15,7 +15,7 @@ from ..config import math_mode_name, resolve_config
 from ..device import fingerprint, require_gpu, tf32_env_warnings
 from ..errors import ExitCode, UsageError
 from ..handle import create_handle
-from .common import ArgumentParser, error_line, exit_codes, prog_name, run_guarded, wrap_paragraphs
+from .common import ArgumentParser, command_main, error_line, exit_codes, prog_name, wrap_paragraphs
 
 DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version
 and library file, CuPy, the environment variables that change cuBLAS), where libcublas, cudart and
@@ -126,15 +126,12 @@ def _check_env() -> None:
         raise UsageError(str(err)) from None
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
+def run(argv: list[str], prog: str) -> int:
     args = build_parser(prog).parse_args(argv)
     if args.libs:
         return _libraries_only(prog)
+    _check_env()
+    return _report()
 
-    def body() -> int:
-        _check_env()
-        return _report()
 
-    return run_guarded(prog, body)
-
+main = command_main(run)

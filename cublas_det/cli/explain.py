@@ -7,7 +7,6 @@ SHAPE is MxNxK[:op] or a catalogue name such as mamba2-130m/in_proj/dW (see cubl
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..device import require_gpu
 from ..errors import ExitCode, UsageError
@@ -15,7 +14,7 @@ from ..kernels.explain import explain_shape, render_explanation
 from ..kernels.recorder import require_cupti
 from ..memory import check_fits
 from ..shapes import PRESETS, parse_shape, preset
-from .common import exit_codes, prog_name, run_guarded, wrap_paragraphs
+from .common import command_main, exit_codes, prog_name, wrap_paragraphs
 from .gemms import family_parser, read_options
 
 EPILOG = """examples:
@@ -65,6 +64,4 @@ def run(argv: list[str], prog: str) -> int:
     return ExitCode.OK
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: run(sys.argv[1:] if argv is None else list(argv), prog))
+main = command_main(run)

@@ -18,7 +18,7 @@ from ..errors import ExitCode
 from ..operands import HostOperands
 from ..prescribe import lock_entries, prescribe
 from ..report.prescribe import render_lock, render_prescriptions
-from .common import check_writable, exit_codes, given, prog_name, run_guarded, wrap_paragraphs, write_json
+from .common import check_writable, command_main, exit_codes, given, prog_name, wrap_paragraphs, write_json
 from .gemms import capture_groups, family_parser, kernels_available, listing, read_options, timing_budget
 
 EPILOG = """examples:
@@ -100,6 +100,4 @@ def _lock(args, groups, old_lock) -> int:
     return ExitCode.FINDING if refused else ExitCode.OK
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: run(sys.argv[1:] if argv is None else list(argv), prog))
+main = command_main(run)

@@ -13,7 +13,7 @@ from ..report.markdown import to_markdown
 from ..report.plot import write_plot
 from ..report.runfile import bench_result, load_run, old_file_note
 from ..report.text import render_text, run_failed
-from .common import ArgumentParser, check_outputs, exit_codes, prog_name, run_guarded, write_text
+from .common import ArgumentParser, check_outputs, command_main, exit_codes, prog_name, write_text
 
 EPILOG = """example:
   %(prog)s run.json --markdown run.md --plot run.png
@@ -31,7 +31,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _run(argv, prog: str | None = None) -> int:
+def run(argv: list[str], prog: str) -> int:
     args = build_parser(prog).parse_args(argv)
     check_outputs(args, "markdown", "plot")
     run = load_run(args.file)
@@ -49,7 +49,5 @@ def _run(argv, prog: str | None = None) -> int:
     return ExitCode.OK if written else ExitCode.USAGE
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else argv, prog))
+main = command_main(run)
 

@@ -20,7 +20,7 @@ from ..words import plural
 from ..device import fingerprint, require_gpu
 from ..enter import python_env, run_program
 from ..errors import ExitCode, UsageError
-from .common import ArgumentParser, exit_codes, prog_name, run_guarded, warning_line, wrap_paragraphs
+from .common import ArgumentParser, command_main, exit_codes, prog_name, warning_line, wrap_paragraphs
 
 EPILOG = """examples:
   cublas-det bench --prescribe --lock lock.json --capture capture.json   # make the lock
@@ -50,7 +50,7 @@ def _reports(folder: str) -> list:
     return found
 
 
-def _run(argv, prog: str) -> int:
+def run(argv: list[str], prog: str) -> int:
     args = build_parser(prog).parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -79,6 +79,4 @@ def _run(argv, prog: str) -> int:
     return ExitCode.INTERRUPTED if interrupted else status
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else list(argv), prog))
+main = command_main(run)

@@ -17,7 +17,7 @@ from ..errors import ExitCode, UsageError
 from ..report.runfile import now_iso
 from ..report.sweep import render_sweep, sweep_to_json
 from ..words import plural
-from .common import exit_codes, prog_name, run_guarded, wrap_paragraphs, write_json, write_text
+from .common import command_main, exit_codes, prog_name, wrap_paragraphs, write_json, write_text
 from .gemms import _print_comparison, baseline, exit_code, family_parser, listing, read_options
 
 EPILOG = """examples:
@@ -76,6 +76,4 @@ def run(argv: list[str], prog: str) -> int:
                      written)
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: run(sys.argv[1:] if argv is None else list(argv), prog))
+main = command_main(run)
