@@ -205,17 +205,8 @@ def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, p
     monitor = None
     operands = HostOperands(args.seed)  # drawn once for the checks and the timing
     try:
-        for runnable, configs in groups if scenarios else ():
-            try:
-                found = check_many(runnable, configs, repeats=repeats, scenarios=scenarios, seed=args.seed,
-                                   on_check=lambda c: progress.step(f"checked {c.shape.name} {c.mode_name}"),
-                                   kernels=kernels, operands=operands, phases=phases)
-            except CheckInterrupted as stop:
-                found, interrupted = stop.checks, True
-            for check in found:
-                checks.setdefault(check.shape.name, {})[check.mode_name] = check
-            if interrupted:
-                break
+        if scenarios:
+            interrupted = _check(groups, scenarios, repeats, args.seed, progress, kernels, operands, phases, checks)
         if timing and not interrupted and groups:
             try:
                 with phases("timing warm-up"):
@@ -226,23 +217,7 @@ def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, p
                     for shape in runnable:
                         errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
                 groups = []
-            for runnable, configs in groups:
-                def on_visit(visit: int, going: int) -> None:
-                    if going:
-                        progress.step(f"timing: visit {visit} done, {going} of {plural(len(runnable), 'shape')} "
-                                      "go on")
-                    else:  # every shape stopped: the visits it did not need are done
-                        progress.step(f"timed {plural(len(runnable), 'shape')} in {plural(visit, 'visit')}",
-                                      skip=budget["max_visits"] - visit)
-
-                with phases("timing"):
-                    run = time_shapes(runnable, configs, seed=args.seed, **budget, monitor=monitor, kernels=kernels,
-                                      on_visit=on_visit, operands=operands)
-                timings.update(run.timings)
-                errors.update(run.errors)
-                if run.interrupted:
-                    interrupted = True
-                    break
+            interrupted = _time(groups, args.seed, budget, progress, monitor, kernels, operands, phases, timings, errors)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -254,6 +229,47 @@ def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, p
     reports = tuple(ShapeReport(s, checks.get(s.name, {}), timings.get(s.name), errors.get(s.name)) for s in order)
     result = BenchResult(reports, provenance, started_iso, time.perf_counter() - started, __version__, interrupted,
                          args.seed, phases.seconds)
+    return _report(args, result, baseline, phases, prog)
+
+
+def _check(groups, scenarios, repeats, seed, progress, kernels, operands, phases, checks) -> bool:
+    """Each group's checks into ``checks`` (shape name -> mode -> check); whether Ctrl-C stopped them."""
+    for runnable, configs in groups:
+        try:
+            found, interrupted = check_many(runnable, configs, repeats=repeats, scenarios=scenarios, seed=seed,
+                                            on_check=lambda c: progress.step(f"checked {c.shape.name} {c.mode_name}"),
+                                            kernels=kernels, operands=operands, phases=phases), False
+        except CheckInterrupted as stop:
+            found, interrupted = stop.checks, True
+        for check in found:
+            checks.setdefault(check.shape.name, {})[check.mode_name] = check
+        if interrupted:
+            return True
+    return False
+
+
+def _time(groups, seed, budget, progress, monitor, kernels, operands, phases, timings, errors) -> bool:
+    """Each group's timing into ``timings`` and ``errors`` (by shape name); whether Ctrl-C stopped it."""
+    for runnable, configs in groups:
+        def on_visit(visit: int, going: int) -> None:
+            if going:
+                progress.step(f"timing: visit {visit} done, {going} of {plural(len(runnable), 'shape')} go on")
+            else:  # every shape stopped: the visits it did not need are done
+                progress.step(f"timed {plural(len(runnable), 'shape')} in {plural(visit, 'visit')}",
+                              skip=budget["max_visits"] - visit)
+
+        with phases("timing"):
+            timed = time_shapes(runnable, configs, seed=seed, **budget, monitor=monitor, kernels=kernels,
+                                on_visit=on_visit, operands=operands)
+        timings.update(timed.timings)
+        errors.update(timed.errors)
+        if timed.interrupted:
+            return True
+    return False
+
+
+def _report(args, result, baseline, phases, prog: str) -> int:
+    """Print the run and write its outputs, then the comparison with the baseline; the exit code."""
     with phases("report"):
         text = render_text(result, verbose=args.verbose)
     print(text)
@@ -263,7 +279,7 @@ def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, p
         print("phases (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.seconds.items()),
               file=sys.stderr)
     comparison = _print_comparison(args, baseline, data)
-    return exit_code(prog, run_failed(result), interrupted, comparison, written)
+    return exit_code(prog, run_failed(result), result.interrupted, comparison, written)
 
 
 def _write_outputs(args, result, data, prog: str) -> bool:
