@@ -1,7 +1,8 @@
-"""cublas-det explain SHAPE: the kernels one shape runs in each configuration, under SM-count targets
-and at each batch size, and how long they take (CUPTI: the kernels-cuda13 or kernels-cuda12 extra).
+"""cublas-det explain SHAPE: the kernels of one shape per configuration, SM-count target and batch size.
 
-SHAPE is MxNxK[:op] or a catalogue name such as mamba2-130m/in_proj/dW (see cublas-det bench --list).
+The kernels one shape runs in each configuration, under SM-count targets and at each batch size,
+and how long they take (CUPTI: the kernels-cuda13 or kernels-cuda12 extra). SHAPE is MxNxK[:op]
+or a catalogue name such as mamba2-130m/in_proj/dW (see cublas-det bench --list).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ EPILOG = """examples:
 
 def build_parser(prog: str | None = None):
     parser = family_parser(prog or prog_name(), ("configs",), "explain prints one table and exits; drop {}",
-                           usage="%(prog)s SHAPE [--modes MODE ...] [--dtype TYPE] [--tokens T] [--seed N]",
-                           description=wrap_paragraphs(__doc__.split("\n\n", 1)[1].replace("\n\n", " ")),
+                           usage="%(prog)s SHAPE [options]",
+                           description=wrap_paragraphs(__doc__.split("\n\n")[1]),
                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", metavar="SHAPE", help="MxNxK[:op], or a catalogue name")
     return parser

@@ -21,9 +21,9 @@ from ..report.prescribe import render_lock, render_prescriptions
 from .common import check_writable, command_main, exit_codes, given, prog_name, wrap_paragraphs, write_json
 from .gemms import capture_groups, family_parser, kernels_available, listing, read_options, timing_budget
 
-EPILOG = """examples:
-  %(prog)s --sm-counts 132,114         # cures that hold on H200s and H100s
-  %(prog)s --lock lock.json --capture capture.json   # for cublas-det run
+EPILOG = """examples (cures that hold on H200s and H100s alike; the lock that `cublas-det run` applies):
+  %(prog)s --sm-counts 132,114
+  %(prog)s --lock lock.json --capture capture.json
 
 """ + exit_codes("1 also when a hazard has no verified cure, or a GEMM could not be locked")
 WHY = "prescribe runs its own checks and timing; drop {}"
