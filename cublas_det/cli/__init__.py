@@ -38,7 +38,8 @@ def usage(prog: str) -> str:
     width = max(map(len, COMMANDS))
     lines = [f"usage: {prog} [--version] [COMMAND] [ARGS...]", "", "commands:"]
     lines += [f"  {name:<{width}}  {text}" for name, text in COMMANDS.items()]
-    lines += ["", f"'{prog} COMMAND --help' says more; with no command, '{prog}' runs 'env'.", "", exit_codes().rstrip()]
+    lines += ["", f"'{prog} COMMAND --help' says more; with no command, '{prog}' runs 'env'.", ""]
+    lines += [exit_codes().rstrip()]
     return "\n".join(lines)
 
 

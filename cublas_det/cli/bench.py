@@ -217,7 +217,8 @@ def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, p
                     for shape in runnable:
                         errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
                 groups = []
-            interrupted = _time(groups, args.seed, budget, progress, monitor, kernels, operands, phases, timings, errors)
+            interrupted = _time(groups, args.seed, budget, progress, monitor, kernels, operands, phases, timings,
+                                errors)
     except KeyboardInterrupt:
         interrupted = True
     finally:

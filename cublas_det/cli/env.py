@@ -1,4 +1,5 @@
-"""cublas-det env (and python -m cublas_det): the environment fingerprint, where the CUDA libraries were found, a handle in each mode.
+"""cublas-det env (python -m cublas_det): the environment fingerprint, where the CUDA libraries are, a
+handle in each mode.
 
 Without a GPU it prints one line saying why and exits 2; --libs needs no GPU.
 """

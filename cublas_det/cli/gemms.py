@@ -36,79 +36,6 @@ def timing_budget(quick: bool) -> dict:
     return {"min_visits": low, "max_visits": high, "budget_s": budget}
 
 
-def _parent(add) -> ArgumentParser:
-    """A parent parser: the options ``add`` puts on it, for the commands that take them."""
-    parent = ArgumentParser(add_help=False)
-    add(parent)
-    return parent
-
-
-def _shapes(parser) -> None:
-    what = parser.add_argument_group(WHAT)  # every list option takes `--flag a b` and repeated flags alike
-    what.add_argument("--preset", nargs="+", action=ExtendList, choices=PRESETS, metavar="NAME",
-                      help=f"one or more shape presets: {', '.join(PRESETS)} (default: {' '.join(DEFAULT_PRESETS)})")
-    what.add_argument("--shape", nargs="+", action=ExtendList, metavar="MxNxK[:op]",
-                      help="custom row-major shapes; op is the cuBLAS transa+transb (nn, nt, tn, tt); a :bB "
-                           "suffix makes a strided batch of B matrices (64x64x512:nt:b8)")
-    what.add_argument("--list", action="store_true", help="print the shapes that would run, and exit (no GPU needed)")
-
-
-def _capture(parser) -> None:
-    parser.add_argument_group(WHAT).add_argument(
-        "--capture", metavar="FILE", help="check and time exactly the GEMMs of a capture file (cublas-det capture), "
-                                          "each in its captured configuration")
-
-
-def _configs(parser) -> None:
-    what = parser.add_argument_group(WHAT)
-    what.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, metavar="T",
-                      help="tokens (batch x seqlen) for the Mamba2 presets (default: %(default)s)")
-    what.add_argument("--modes", nargs="+", action=ExtendList, type=str.lower, metavar="MODE",
-                      help=f"math modes: {', '.join(MODE_CHOICES)}, each optionally +disallow-rpr, or run through "
-                           "cuBLASLt with +lt, +lt-nosplitk (no split-K) or +lt-smN (planned for N SMs), "
-                           f"e.g. default+lt-nosplitk (default: {' '.join(DEFAULT_MODES)}; in half precision: "
-                           f"{' '.join(HALF_DEFAULT_MODES)})")
-    what.add_argument("--dtype", type=str.lower, metavar="TYPE",
-                      help="input element type: float32, bfloat16 or float16 (bf16, fp16) (default: float32)")
-    what.add_argument("--out-dtype", type=str.lower, metavar="TYPE",
-                      help="output element type: the input type or float32 (default: the input type)")
-    what.add_argument("--compute-type", nargs="+", action=ExtendList, metavar="TYPE",
-                      help="cuBLAS compute types, each run in every mode, with or without COMPUTE_ and in any "
-                           "case: 32f 16f, or COMPUTE_32F_PEDANTIC (default: 32f)")
-    what.add_argument("--precision", choices=tuple(PRECISIONS), metavar="NAME",
-                      help="a named precision: " + "; ".join(f"{name}: {text}" for name, (text, _) in
-                                                            PRECISIONS.items()))
-    what.add_argument("--seed", type=int, default=0, help="input seed (default: %(default)s)")
-
-
-def _scenarios(parser) -> None:
-    parser.add_argument_group(WHAT).add_argument(
-        "--scenarios", nargs="+", action=ExtendList, metavar="NAME",
-        help=f"reproducibility scenarios, or 'all' or 'none' (default: all; in a sweep: repeat): {', '.join(REGISTRY)}")
-
-
-def _checks(parser) -> None:
-    what = parser.add_argument_group(WHAT)
-    what.add_argument("--repeats", type=int, default=20, metavar="N", help="runs per scenario (default: %(default)s)")
-    what.add_argument("--quick", action="store_true",
-                      help=f"5 repeats, {QUICK_VISITS[0]}-{QUICK_VISITS[1]} timing visits a shape, no scenario that "
-                           f"needs worker processes ({', '.join(name for name, s in REGISTRY.items() if s.in_worker)})")
-
-
-def _devices(parser) -> None:
-    parser.add_argument_group(WHAT).add_argument(
-        "--devices", nargs="+", action=ExtendList, default=["all"], metavar="all|ID",
-        help="the GPUs: 'all' or ids (0,1 or 0 1) (default: all)")
-
-
-def _kernels(parser) -> None:
-    parser.add_argument_group("kernels (CUPTI: the kernels-cuda13 extra, or kernels-cuda12 for CUDA 12)").add_argument(
-        "--kernels", action="store_true",
-        help="record the kernels each GEMM ran: a kernels column, kernel time per GEMM beside graph time, and the "
-             "kernel change behind each bit change (sm-count, batch-invariance, streams-shared-handle), and in "
-             "prescribe behind each failed cure. Timing is unchanged: kernels are recorded after the timed rounds")
-
-
 def _sm_counts(text: str) -> tuple:
     try:
         counts = tuple(int(part) for part in text.replace(" ", ",").split(",") if part)
@@ -119,53 +46,104 @@ def _sm_counts(text: str) -> tuple:
     return counts
 
 
-def _prescriptions(parser) -> None:
-    cure = parser.add_argument_group("prescriptions")
-    cure.add_argument("--lock", metavar="FILE",
-                      help="pin cuBLASLt's algorithm for every GEMM (of the shapes, presets or --capture), verify it "
-                           "bitwise (rows m = 1 ... M, SM counts, 4 streams, repeats), time it, and write the lock "
-                           "that `cublas-det run --lock FILE` applies to a PyTorch program; an existing FILE of this "
-                           "machine gets the new GEMMs added")
-    cure.add_argument("--sm-counts", metavar="N,N", type=_sm_counts,
-                      help="the SM counts of your fleet (e.g. 132,114): verify the cures under them too, and try "
-                           "cuBLASLt planning for the smallest")
+KERNELS, OUTPUTS = "kernels (CUPTI: the kernels-cuda13 extra, or kernels-cuda12 for CUDA 12)", "outputs"
+# The options of each parent parser: (group, flags, argparse's keywords); a command is made of the
+# parents it takes. Every list option takes `--flag a b` and repeated flags alike (ExtendList).
+OPTIONS = {
+    "shapes": [
+        (WHAT, "--preset", dict(nargs="+", action=ExtendList, choices=PRESETS, metavar="NAME",
+                                help=f"one or more shape presets: {', '.join(PRESETS)} (default: "
+                                     f"{' '.join(DEFAULT_PRESETS)})")),
+        (WHAT, "--shape", dict(nargs="+", action=ExtendList, metavar="MxNxK[:op]",
+                               help="custom row-major shapes; op is the cuBLAS transa+transb (nn, nt, tn, tt); a "
+                                    ":bB suffix makes a strided batch of B matrices (64x64x512:nt:b8)")),
+        (WHAT, "--list", dict(action="store_true", help="print the shapes that would run, and exit (no GPU needed)"))],
+    "capture": [
+        (WHAT, "--capture", dict(metavar="FILE", help="check and time exactly the GEMMs of a capture file "
+                                                      "(cublas-det capture), each in its captured configuration"))],
+    "configs": [
+        (WHAT, "--tokens", dict(type=int, default=DEFAULT_TOKENS, metavar="T",
+                                help="tokens (batch x seqlen) for the Mamba2 presets (default: %(default)s)")),
+        (WHAT, "--modes", dict(nargs="+", action=ExtendList, type=str.lower, metavar="MODE",
+                               help=f"math modes: {', '.join(MODE_CHOICES)}, each optionally +disallow-rpr, or run "
+                                    "through cuBLASLt with +lt, +lt-nosplitk (no split-K) or +lt-smN (planned for N "
+                                    f"SMs), e.g. default+lt-nosplitk (default: {' '.join(DEFAULT_MODES)}; in half "
+                                    f"precision: {' '.join(HALF_DEFAULT_MODES)})")),
+        (WHAT, "--dtype", dict(type=str.lower, metavar="TYPE", help="input element type: float32, bfloat16 or "
+                                                                    "float16 (bf16, fp16) (default: float32)")),
+        (WHAT, "--out-dtype", dict(type=str.lower, metavar="TYPE",
+                                   help="output element type: the input type or float32 (default: the input type)")),
+        (WHAT, "--compute-type", dict(nargs="+", action=ExtendList, metavar="TYPE",
+                                      help="cuBLAS compute types, each run in every mode, with or without COMPUTE_ and "
+                                           "in any case: 32f 16f, or COMPUTE_32F_PEDANTIC (default: 32f)")),
+        (WHAT, "--precision", dict(choices=tuple(PRECISIONS), metavar="NAME", help="a named precision: " + "; ".join(
+            f"{name}: {text}" for name, (text, _) in PRECISIONS.items()))),
+        (WHAT, "--seed", dict(type=int, default=0, help="input seed (default: %(default)s)"))],
+    "scenarios": [
+        (WHAT, "--scenarios", dict(nargs="+", action=ExtendList, metavar="NAME",
+                                   help="reproducibility scenarios, or 'all' or 'none' (default: all; in a sweep: "
+                                        f"repeat): {', '.join(REGISTRY)}"))],
+    "checks": [
+        (WHAT, "--repeats", dict(type=int, default=20, metavar="N", help="runs per scenario (default: %(default)s)")),
+        (WHAT, "--quick", dict(action="store_true",
+                               help=f"5 repeats, {QUICK_VISITS[0]}-{QUICK_VISITS[1]} timing visits a shape, no "
+                                    "scenario that needs worker processes ("
+                                    f"{', '.join(name for name, s in REGISTRY.items() if s.in_worker)})"))],
+    "devices": [
+        (WHAT, "--devices", dict(nargs="+", action=ExtendList, default=["all"], metavar="all|ID",
+                                 help="the GPUs: 'all' or ids (0,1 or 0 1) (default: all)"))],
+    "kernels": [
+        (KERNELS, "--kernels", dict(action="store_true",
+                                    help="record the kernels each GEMM ran: a kernels column, kernel time per GEMM "
+                                         "beside graph time, and the kernel change behind each bit change (sm-count, "
+                                         "batch-invariance, streams-shared-handle), and in prescribe behind each "
+                                         "failed cure. Timing is unchanged: kernels are recorded after the timed "
+                                         "rounds"))],
+    "prescriptions": [
+        ("prescriptions", "--lock", dict(metavar="FILE",
+                                         help="pin cuBLASLt's algorithm for every GEMM (of the shapes, presets or "
+                                              "--capture), verify it bitwise (rows m = 1 ... M, SM counts, 4 streams, "
+                                              "repeats), time it, and write the lock that `cublas-det run --lock FILE` "
+                                              "applies to a PyTorch program; an existing FILE of this machine gets "
+                                              "the new GEMMs added")),
+        ("prescriptions", "--sm-counts", dict(metavar="N,N", type=_sm_counts,
+                                              help="the SM counts of your fleet (e.g. 132,114): verify the cures "
+                                                   "under them too, and try cuBLASLt planning for the smallest"))],
+    "json": [
+        (OUTPUTS, "--json", dict(metavar="PATH",
+                                 help="write results in pytest-benchmark's JSON layout, with digests"))],
+    "reports": [
+        (OUTPUTS, "--markdown", dict(metavar="PATH", help="write the tables and summary as Markdown")),
+        (OUTPUTS, "--compare", dict(metavar="BASE.json", help="compare bits and times with an earlier --json")),
+        (OUTPUTS, "--fail-on", dict(type=float, metavar="PCT",
+                                    help="with --compare: exit 1 if a median time grew by more than PCT percent"))],
+    "timed": [
+        (OUTPUTS, "--plot", dict(metavar="PATH", help="write a PNG of time per mode per shape (needs matplotlib: "
+                                                      "the plot extra)")),
+        (OUTPUTS, "-v --verbose", dict(action="store_true",
+                                       help="also how each shape was timed (GEMMs per batch, buffer sets, visits, SM "
+                                            "clock) and the seconds of each phase of the run")),
+        (OUTPUTS, "--no-timing", dict(action="store_true", help="only the reproducibility checks"))],
+}
 
 
-def _json(parser) -> None:
-    parser.add_argument_group("outputs").add_argument(
-        "--json", metavar="PATH", help="write results in pytest-benchmark's JSON layout, with digests")
-
-
-def _reports(parser) -> None:
-    out = parser.add_argument_group("outputs")
-    out.add_argument("--markdown", metavar="PATH", help="write the tables and summary as Markdown")
-    out.add_argument("--compare", metavar="BASE.json", help="compare bits and times with an earlier --json")
-    out.add_argument("--fail-on", type=float, metavar="PCT",
-                     help="with --compare: exit 1 if a median time grew by more than PCT percent")
-
-
-def _timed(parser) -> None:
-    out = parser.add_argument_group("outputs")
-    out.add_argument("--plot", metavar="PATH", help="write a PNG of time per mode per shape (needs matplotlib: the "
-                                                    "plot extra)")
-    out.add_argument("-v", "--verbose", action="store_true",
-                     help="also how each shape was timed (GEMMs per batch, buffer sets, visits, SM clock) and the "
-                          "seconds of each phase of the run")
-    out.add_argument("--no-timing", action="store_true", help="only the reproducibility checks")
-
-
-# The parent parsers, by what they hold; a command is made of those it takes.
-PARENTS = {name: functools.cache(functools.partial(_parent, add)) for name, add in {
-    "shapes": _shapes, "capture": _capture, "configs": _configs, "scenarios": _scenarios, "checks": _checks, "devices": _devices,
-    "kernels": _kernels, "prescriptions": _prescriptions, "json": _json, "reports": _reports, "timed": _timed}.items()}
+@functools.cache
+def parent(name: str) -> ArgumentParser:
+    """The parent parser ``name``, with its OPTIONS, for the commands that take them."""
+    parser, groups = ArgumentParser(add_help=False), {}
+    for group, flags, keywords in OPTIONS[name]:
+        if group not in groups:
+            groups[group] = parser.add_argument_group(group)
+        groups[group].add_argument(*flags.split(), **keywords)
+    return parser
 
 
 def family_parser(prog: str, parents: tuple[str, ...], why: str, special: dict | None = None, **kwargs):
     """A command of the benchmark, made of ``parents``: an option of the others that it does not take is
     refused with ``why`` (``{}`` stands for the options), or with its own reason in ``special``."""
-    parser = ArgumentParser(prog=prog, parents=[PARENTS[name]() for name in parents], **kwargs)
-    every = {option for name in PARENTS for option in PARENTS[name]()._option_string_actions} | {"--explain",
-                                                                                               "--prescribe"}
+    parser = ArgumentParser(prog=prog, parents=[parent(name) for name in parents], **kwargs)
+    every = {option for name in OPTIONS for option in parent(name)._option_string_actions} | {"--explain",
+                                                                                            "--prescribe"}
     parser.refusals = {option: (special or {}).get(option, why) for option in every
                        if option not in parser._option_string_actions}
     return parser

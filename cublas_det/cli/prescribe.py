@@ -60,7 +60,8 @@ def run(argv: list[str], prog: str) -> int:
 def _steps(args) -> dict:
     """What prescribe and lock_entries take alike: the run's seed, repeats, timing and progress lines."""
     return {"fleet": args.sm_counts or (), "seed": args.seed, "repeats": min(args.repeats, 5 if args.quick else 10),
-            "timing": timing_budget(args.quick), "on_step": lambda text: print(f"  {text}", file=sys.stderr, flush=True)}
+            "timing": timing_budget(args.quick),
+            "on_step": lambda text: print(f"  {text}", file=sys.stderr, flush=True)}
 
 
 def _prescribe(args, shapes, configs, kernels: bool) -> int:
