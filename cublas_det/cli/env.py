@@ -1,8 +1,5 @@
 """cublas-det env (python -m cublas_det): the environment fingerprint, where the CUDA libraries are, a
-handle in each mode.
-
-Without a GPU it prints one line saying why and exits 2; --libs needs no GPU.
-"""
+handle in each mode."""
 
 from __future__ import annotations
 

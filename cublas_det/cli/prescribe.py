@@ -18,7 +18,7 @@ from ..errors import ExitCode
 from ..operands import HostOperands
 from ..prescribe import lock_entries, prescribe
 from ..report.prescribe import render_lock, render_prescriptions
-from .common import check_writable, command_main, exit_codes, given, prog_name, wrap_paragraphs, write_json
+from .common import check_outputs, command_main, exit_codes, given, prog_name, wrap_paragraphs, write_json
 from .gemms import capture_groups, family_parser, kernels_available, listing, read_options, timing_budget
 
 EPILOG = """examples (cures that hold on H200s and H100s alike; the lock that `cublas-det run` applies):
@@ -45,13 +45,12 @@ def run(argv: list[str], prog: str) -> int:
     groups = capture_groups(args, parser) if args.capture else [(shapes, configs)]
     old_lock = None
     if args.lock:
-        check_writable(args.lock, "--lock")
+        check_outputs(args, "lock")
         old_lock = lockfile.load(args.lock) if os.path.exists(args.lock) else None
     if args.list:
         print(listing(args, groups))
         return ExitCode.OK
-    if args.json is not None:
-        check_writable(args.json, "--json")
+    check_outputs(args, "json")
     require_gpu()
     kernels = args.kernels and kernels_available(prog)
     return _lock(args, groups, old_lock) if args.lock else _prescribe(args, shapes, configs, kernels)
