@@ -54,7 +54,7 @@ def stand_in(monkeypatch):
 def _bench(*argv):
     parser = bench.build_parser()
     args = parser.parse_args(["--scenarios", "none", *argv])
-    shapes, scenarios, repeats, configs = gemms.read_options(args, parser)
+    shapes, scenarios, repeats, configs = gemms.read_options(args)
     return bench._bench(args, [(shapes[:2], configs)], scenarios, repeats, None, {})
 
 

@@ -118,7 +118,7 @@ def run(argv: list[str], prog: str) -> int:
         return command.main(rest, prog + flag)
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    shapes, scenarios, repeats, configs = read_options(args, parser)
+    shapes, scenarios, repeats, configs = read_options(args)
     groups = capture_groups(args, parser) if args.capture else [(shapes, configs)]
     if args.list:
         print(listing(args, groups))

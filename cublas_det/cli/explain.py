@@ -55,7 +55,7 @@ def run(argv: list[str], prog: str) -> int:
         raise UsageError(f"a shape comes first, e.g. {prog} 128x56x4096:nt --modes pedantic tf32 (see {prog} --help)")
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    _, _, _, configs = read_options(args, parser)
+    _, _, _, configs = read_options(args)
     shape = explain_target(args.target, args.tokens)
     require_gpu()
     require_cupti()  # the feature itself: without CUPTI, one line and exit 2

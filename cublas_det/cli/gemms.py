@@ -142,25 +142,26 @@ def family_parser(prog: str, parents: tuple[str, ...], why: str, special: dict |
     """A command of the benchmark, made of ``parents``: an option of the others that it does not take is
     refused with ``why`` (``{}`` stands for the options), or with its own reason in ``special``."""
     parser = ArgumentParser(prog=prog, parents=[parent(name) for name in parents], **kwargs)
-    every = {option for name in OPTIONS for option in parent(name)._option_string_actions} | {"--explain",
-                                                                                            "--prescribe"}
+    every = {option for name in OPTIONS for option in parent(name)._option_string_actions}
+    every |= {"--explain", "--prescribe"}  # bench's flags for explain and prescribe
     parser.refusals = {option: (special or {}).get(option, why) for option in every
                        if option not in parser._option_string_actions}
     return parser
 
 
-def read_options(args, parser):
+def read_options(args):
     """The shapes, scenarios, repeats and configurations the command line asks for, checked and parsed
     before any GPU work; a value that does not parse is a :class:`UsageError` (one line, exit 2)."""
     try:
-        return _read_options(args, parser)
+        return _read_options(args)
     except UsageError:
         raise
     except ValueError as err:  # the parsers of user input (shapes, presets, modes ...) say what is wrong
         raise UsageError(str(err)) from None
 
 
-def _read_options(args, parser):
+def _read_options(args):
+    # a command without --repeats or --scenarios (explain, prescribe) runs no scenario itself
     repeats, scenarios = getattr(args, "repeats", 2), getattr(args, "scenarios", ["none"])
     if repeats < 2:
         raise UsageError(f"--repeats {repeats}: expected an integer >= 2")

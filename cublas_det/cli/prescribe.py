@@ -39,7 +39,7 @@ def build_parser(prog: str | None = None):
 def run(argv: list[str], prog: str) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    shapes, _, _, configs = read_options(args, parser)
+    shapes, _, _, configs = read_options(args)
     if not args.lock:
         parser.refuse(given(args, "capture"), WHY)
     groups = capture_groups(args, parser) if args.capture else [(shapes, configs)]

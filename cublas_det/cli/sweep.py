@@ -43,7 +43,7 @@ def build_parser(prog: str | None = None):
 def run(argv: list[str], prog: str) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    shapes, scenarios, repeats, configs = read_options(args, parser)
+    shapes, scenarios, repeats, configs = read_options(args)
     if args.list:
         print(listing(args, [(shapes, configs)]))
         return ExitCode.OK
