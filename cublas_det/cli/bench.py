@@ -288,9 +288,9 @@ def _write_outputs(args, result, data, prog: str) -> bool:
 
     written = True
     if args.json:
-        written &= write_json(args.json, data)
+        written &= write_json(args.json, data, prog)
     if args.markdown:
-        written &= write_text(args.markdown, to_markdown(result))
+        written &= write_text(args.markdown, to_markdown(result), prog)
     if args.plot and any(r.timing for r in result.shapes):
         try:
             write_plot(result, args.plot)

@@ -65,9 +65,9 @@ class ArgumentParser(argparse.ArgumentParser):
     (``{}`` stands for the options given): such an option is refused in those words, not as unknown.
     """
 
-    def __init__(self, *args, formatter_class=argparse.HelpFormatter, refusals=None, **kwargs):
+    def __init__(self, *args, formatter_class=argparse.HelpFormatter, **kwargs):
         super().__init__(*args, formatter_class=_FORMATTERS.get(formatter_class, formatter_class), **kwargs)
-        self.refusals = refusals or {}
+        self.refusals: dict[str, str] = {}
 
     def parse_args(self, args=None, namespace=None):
         parsed, extras = self.parse_known_args(args, namespace)
@@ -221,17 +221,17 @@ def check_fail_on(percent: float | None) -> None:
         raise UsageError(f"--fail-on {percent}: expected a percentage >= 0, e.g. --fail-on 5")
 
 
-def write_text(path: str, text: str) -> bool:
+def write_text(path: str, text: str, prog: str) -> bool:
     """Write ``text`` to ``path``; on failure print one line and return False (the caller goes on)."""
     try:
         with open(path, "w") as file:
             file.write(text)
     except OSError as err:
-        print(f"error: could not write {path}: {err.strerror or err}", file=sys.stderr)
+        error_line(prog, f"could not write {path}: {err.strerror or err}")
         return False
     print(f"wrote {path}", file=sys.stderr)
     return True
 
 
-def write_json(path: str, data: dict) -> bool:
-    return write_text(path, json.dumps(data, indent=1, default=str))
+def write_json(path: str, data: dict, prog: str) -> bool:
+    return write_text(path, json.dumps(data, indent=1, default=str), prog)

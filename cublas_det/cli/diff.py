@@ -108,7 +108,7 @@ def run(argv: list[str], prog: str) -> int:
     if nan_patterns and any(run.layout.startswith("raw ") for run in runs):
         warning_line(prog, f"--dtype {args.dtype}: {plural(nan_patterns, 'mismatched element')} read as NaN: "
                      "is it the files' dtype?")
-    written = not args.json or write_json(args.json, diff.to_dict())
+    written = not args.json or write_json(args.json, diff.to_dict(), prog)
     if diff.first_divergence is not None:  # a finding stands, whatever failed after it
         if error is not None:
             error_line(prog, str(error))

@@ -53,7 +53,7 @@ def run(argv: list[str], prog: str) -> int:
     check_outputs(args, "json")
     require_gpu()
     kernels = args.kernels and kernels_available(prog)
-    return _lock(args, groups, old_lock) if args.lock else _prescribe(args, shapes, configs, kernels)
+    return _lock(args, groups, old_lock) if args.lock else _prescribe(args, shapes, configs, kernels, prog)
 
 
 def _steps(args) -> dict:
@@ -63,7 +63,7 @@ def _steps(args) -> dict:
             "on_step": lambda text: print(f"  {text}", file=sys.stderr, flush=True)}
 
 
-def _prescribe(args, shapes, configs, kernels: bool) -> int:
+def _prescribe(args, shapes, configs, kernels: bool, prog: str) -> int:
     """The cures of every hazard found, verified and timed; exit 1 if a hazard has none, or if a
     configuration's own check failed."""
     operands = HostOperands(args.seed)
@@ -75,7 +75,7 @@ def _prescribe(args, shapes, configs, kernels: bool) -> int:
     print(render_prescriptions(found, device_properties()["sm_count"], args.sm_counts or (), problems, kernels))
     if args.json and not write_json(args.json, {"cublas_det": __version__, "provenance": fingerprint(),
                                                  "prescriptions": [p.to_dict() for p in found],
-                                                 "problems": problems}):
+                                                 "problems": problems}, prog):
         return ExitCode.USAGE
     return ExitCode.FINDING if problems or any(p.best is None for p in found) else ExitCode.OK
 

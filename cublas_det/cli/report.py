@@ -40,7 +40,7 @@ def run(argv: list[str], prog: str) -> int:
     print(render_text(result, notes=notes))
     written = True
     if args.markdown:
-        written &= write_text(args.markdown, to_markdown(result, notes))
+        written &= write_text(args.markdown, to_markdown(result, notes), prog)
     if args.plot:
         write_plot(result, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)

@@ -68,9 +68,9 @@ def run(argv: list[str], prog: str) -> int:
     data = sweep_to_json(runs, found, provenance, started_iso, time.perf_counter() - started, __version__, args.seed)
     written = True
     if args.json:
-        written &= write_json(args.json, data)
+        written &= write_json(args.json, data, prog)
     if args.markdown:
-        written &= write_text(args.markdown, f"# cublas_det device sweep\n\n{started_iso}\n\n```\n{text}\n```\n")
+        written &= write_text(args.markdown, f"# cublas_det device sweep\n\n{started_iso}\n\n```\n{text}\n```\n", prog)
     comparison = _print_comparison(args, base, data)
     return exit_code(prog, sweep_failed(runs, found), any(run.error == INTERRUPTED for run in runs), comparison,
                      written)
