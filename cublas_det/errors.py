@@ -7,6 +7,23 @@ Python caller would expect (``ValueError`` for a bad value, ``MemoryError`` ...)
 
 from __future__ import annotations
 
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """Every command's exit status, and what it means (each command's --help and the README say it)."""
+
+    OK = 0, "as expected: every guarantee held, the bits agree, nothing to report as failed"
+    FINDING = 1, ("a finding that fails the check: a guarantee failed or could not be checked, bits differ, "
+                  "a time regressed past --fail-on, two runs diverge")
+    USAGE = 2, "usage or environment error (bad argument or file, no GPU), or nothing was compared"
+    INTERRUPTED = 130, "interrupted (Ctrl-C); what completed was reported"
+
+    def __new__(cls, code: int, meaning: str):
+        member = int.__new__(cls, code)
+        member._value_, member.meaning = code, meaning
+        return member
+
 
 class CublasDetError(Exception):
     """An expected failure: bad input, or an environment that cannot run the request."""

@@ -1,5 +1,6 @@
 """The benchmark CLI and its reports, on the CPU: arguments, outputs, --compare on stored JSON."""
 
+import functools
 import gzip
 import json
 import pathlib
@@ -7,7 +8,7 @@ import pathlib
 import pytest
 
 from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
-from cublas_det.cli import bench
+from cublas_det.cli import bench, gemms
 from cublas_det.cli import capture as capture_cli
 from cublas_det.config import GemmConfig
 from cublas_det.report import markdown, text
@@ -243,17 +244,19 @@ def test_comparison_is_printed_and_its_exit_code_returned(capsys):
     data = json.loads(STORED.read_text())
     args = argparse.Namespace(compare="base.json", fail_on=5.0)
     baseline = run_from_dict(data, "base.json")
-    assert bench._print_comparison(args, None, data) == 0 and capsys.readouterr().out == ""
-    assert bench._print_comparison(args, baseline, data) == 0
+    assert gemms._print_comparison(args, None, data) == 0 and capsys.readouterr().out == ""
+    assert gemms._print_comparison(args, baseline, data) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("Compared with base.json\n  compared 45: 45 identical") and "identical bits" in printed
     assert "\n  base.json: NVIDIA H200" in printed  # the answer first, then the files
     drifted = json.loads(json.dumps(data))
     drifted["benchmarks"][0]["extra_info"]["digest"] = "0" * 64
-    assert bench._print_comparison(args, baseline, drifted) == 1 and "bits DIFFER" in capsys.readouterr().out
-    assert bench._exit_code(False, False, 2) == 2 and bench._exit_code(True, False, 0) == 1
-    assert bench._exit_code(False, False, 0, written=False) == 2 and bench._exit_code(True, True, 2) == 130
-    assert bench._exit_code(True, False, 0, written=False) == 1  # a late output failure keeps the finding
+    assert gemms._print_comparison(args, baseline, drifted) == 1 and "bits DIFFER" in capsys.readouterr().out
+    exit_code = functools.partial(gemms.exit_code, "cublas-det bench")
+    assert exit_code(False, False, 2) == 2 and exit_code(True, False, 0) == 1
+    assert exit_code(False, False, 0, written=False) == 2 and exit_code(True, True, 2) == 130
+    assert capsys.readouterr().err == "cublas-det bench: error: interrupted: the results above are those that completed\n"
+    assert exit_code(True, False, 0, written=False) == 1  # a late output failure keeps the finding
 
 
 def test_a_hazard_that_could_not_run_is_reported_but_fails_nothing():

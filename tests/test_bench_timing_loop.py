@@ -3,7 +3,7 @@ progress lines, a shape whose timing failed reported in its line, and Ctrl-C dur
 
 import pytest
 
-from cublas_det.cli import bench
+from cublas_det.cli import bench, gemms
 from cublas_det.timing import ArmTiming, Ratio, RunTiming, ShapeTiming
 
 from .conftest import load_bench_script
@@ -54,7 +54,7 @@ def stand_in(monkeypatch):
 def _bench(*argv):
     parser = bench.build_parser()
     args = parser.parse_args(["--scenarios", "none", *argv])
-    shapes, scenarios, repeats, configs = bench._options(args, parser)
+    shapes, scenarios, repeats, configs = gemms.read_options(args)
     return bench._bench(args, [(shapes[:2], configs)], scenarios, repeats, None, {})
 
 
@@ -62,9 +62,9 @@ def test_the_timing_asks_for_visits_shows_them_and_reports_a_failed_shape_in_its
     fake = stand_in()
     code = _bench("--preset", "trunk")
     out, err = capsys.readouterr()
-    assert fake.asked == (["trunk/W_in/forward", "trunk/W_in/dX"], *bench.VISITS, bench.BUDGET_S)
+    assert fake.asked == (["trunk/W_in/forward", "trunk/W_in/dX"], *gemms.VISITS, gemms.BUDGET_S)
     assert "timing: visit 1 done, 2 of 2 shapes go on" in err
-    most = bench.VISITS[1]  # the visits a shape may take
+    most = gemms.VISITS[1]  # the visits a shape may take
     assert f"[{'#' * 30}] {most}/{most}" in err and "timed 2 shapes in 2 visits" in err
     assert len(err.splitlines()) <= 12  # stderr is no terminal here: a line a tenth of the run at most
     assert "trunk/W_in/dX" in out and "timing failed: OutOfMemoryError: out of memory" in out
@@ -78,7 +78,7 @@ def test_quick_takes_fewer_visits_and_ctrl_c_in_the_visits_keeps_what_was_timed(
     fake = stand_in(interrupted=True)
     code = _bench("--preset", "trunk", "--quick")
     out, _ = capsys.readouterr()
-    assert fake.asked[1:] == (*bench.QUICK_VISITS, bench.QUICK_BUDGET_S)
+    assert fake.asked[1:] == (*gemms.QUICK_VISITS, gemms.QUICK_BUDGET_S)
     assert code == 130 and "trunk/W_in/forward" in out and "0.778" in out
 
 

@@ -162,6 +162,26 @@ def test_explain_errors_name_explain_and_a_missing_shape_is_one_line(entry, prog
     assert helped.returncode == 0 and helped.stdout.startswith(f"usage: {prog} SHAPE")
 
 
+def test_bench_flags_run_the_commands_and_their_messages_name_the_flag(typed):
+    """bench --prescribe, --explain SHAPE and --devices are the prescribe, explain and sweep commands."""
+    prog = "cublas-det bench"
+    assert _one_error_line(typed(prog, "--prescribe", "--plot", "x.png"), f"{prog} --prescribe") == (
+        f"{prog} --prescribe: error: prescribe runs its own checks and timing; drop --plot "
+        f"(see {prog} --prescribe --help)")
+    assert typed(prog, "--prescribe", "--help").stdout.startswith(f"usage: {prog} --prescribe [-h] ")
+    assert _one_error_line(typed(prog, "--explain=12"), f"{prog} --explain").startswith(
+        f"{prog} --explain: error: the shape to explain: bad shape '12'")
+    assert "--plot draws times, and --devices does not time; drop --plot" in _one_error_line(
+        typed(prog, "--devices", "all", "--plot", "x.png"), prog)
+    assert _one_error_line(typed(prog, "--presc"), prog) == (
+        f"{prog}: error: --prescribe: write --prescribe in full (see {prog} --help)")
+    listed = typed(prog, "--list", "--shape", "8x8x8").stdout
+    assert "8x8x8:nn" in listed
+    for command in ("cublas-det prescribe", "cublas-det sweep"):
+        assert typed(command, "--list", "--shape", "8x8x8").stdout == listed, command
+    assert typed(prog, "--devices", "0", "--list", "--shape", "8x8x8").stdout == listed
+
+
 def test_a_compute_type_the_element_types_refuse_is_a_compute_type_error(typed):
     line = _one_error_line(typed("cublas-det bench", "--compute-type", "64f", "--list"), "cublas-det bench")
     assert line.startswith("cublas-det bench: error: --compute-type 64f: compute type COMPUTE_64F does not take "
@@ -238,16 +258,20 @@ def test_lists_as_one_flag_or_repeated_flags(typed):
 
 
 def test_every_list_option_takes_one_flag_or_repeated_flags():
-    from cublas_det.cli.bench import build_parser
+    from cublas_det.cli import bench, sweep
 
-    parser = build_parser("prog")
-    for flag, first, second in (("--modes", "tf32", "default"), ("--scenarios", "repeat", "fresh-handle"),
-                                ("--devices", "0", "1"), ("--preset", "trunk", "mamba2-2.7b")):
-        dest = flag.lstrip("-")
-        together = getattr(parser.parse_args([flag, first, second]), dest)
-        repeated = getattr(parser.parse_args([flag, first, flag, second]), dest)
-        assert together == repeated == [first, second], flag
-    assert parser.parse_args([]).modes is None  # its default depends on --dtype: bench._configurations
+    for parser in (bench.build_parser("prog"), sweep.build_parser("prog")):
+        for flag, first, second in (("--modes", "tf32", "default"), ("--scenarios", "repeat", "fresh-handle"),
+                                    ("--preset", "trunk", "mamba2-2.7b")):
+            dest = flag.lstrip("-")
+            together = getattr(parser.parse_args([flag, first, second]), dest)
+            repeated = getattr(parser.parse_args([flag, first, flag, second]), dest)
+            assert together == repeated == [first, second], flag
+        assert parser.parse_args([]).modes is None  # its default depends on --dtype: gemms._configurations
+    parser = sweep.build_parser("prog")
+    assert parser.parse_args([]).devices == ["all"]  # a given list replaces the default
+    assert parser.parse_args(["--devices", "0", "1"]).devices == parser.parse_args(["--devices", "0", "--devices",
+                                                                                    "1"]).devices == ["0", "1"]
 
 
 def test_libs_shows_where_each_library_was_found_without_a_gpu(typed):

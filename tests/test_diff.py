@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from cublas_det import diff as diff_cli
+from cublas_det.cli.common import prog_name
 from cublas_det.rundiff.diff import LeafStatus, diff_runs
 from cublas_det.rundiff.layouts import open_run
 from cublas_det.trace import Recorder
@@ -630,7 +631,7 @@ def test_a_late_json_failure_keeps_the_exit_code_of_a_divergence(seed_runs, tmp_
     """--json on a full disk: the divergence still exits 1, and the message says what was not written."""
     code, out, err = _main(capsys, *seed_runs, "--json", "/dev/full")
     assert code == 1 and out.splitlines()[-1].startswith("first divergence at step 2")
-    assert err.strip() == "error: could not write /dev/full: No space left on device"
+    assert err.strip() == f"{prog_name()}: error: could not write /dev/full: No space left on device"
     a = seed_runs[0]
     code, out, err = _main(capsys, a, a, "--json", "/dev/full")
     assert code == 2 and out.splitlines()[-1].startswith("identical: ")  # identical, but the file is not there

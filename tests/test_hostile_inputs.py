@@ -348,7 +348,7 @@ def test_hostile_input_is_one_line_naming_the_file_and_what_is_expected(tmp_path
     lines = err.strip().splitlines()
     assert returned == code, err
     assert "Traceback" not in err and len(lines) == 1, err
-    assert re.match(r"^(\S[^:]*: )?error: ", lines[0]), lines[0]
+    assert re.match(r"^\S[^:]*: error: ", lines[0]), lines[0]  # PROG: error: message
     for fragment in fragments:
         assert fragment.replace("{tmp}", str(tmp_path)) in lines[0], lines[0]
 

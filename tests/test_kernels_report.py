@@ -112,44 +112,46 @@ def test_cupti_unavailable_names_what_to_install():
 
 
 def test_kernels_flag_without_cupti_says_so_in_one_line_and_runs_on(monkeypatch, capsys):
-    from cublas_det.cli import bench
+    from cublas_det.cli import gemms
 
-    monkeypatch.setattr(bench, "cupti_unavailable", lambda: "kernel traces need NVIDIA's cupti-python: pip install x")
-    assert bench._kernels_available() is False
+    monkeypatch.setattr(gemms, "cupti_unavailable", lambda: "kernel traces need NVIDIA's cupti-python: pip install x")
+    assert gemms.kernels_available("cublas-det bench") is False
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and ": warning: --kernels: kernel traces need" in err
+    assert err.count("\n") == 1 and err.startswith("cublas-det bench: warning: --kernels: kernel traces need")
     assert "running without kernel traces" in err and "error" not in err
 
 
 def test_explain_without_cupti_is_one_line_and_exit_2(monkeypatch, capsys):
-    from cublas_det.cli import bench
+    from cublas_det.cli import bench, explain
     from cublas_det.kernels import recorder
 
-    monkeypatch.setattr(bench, "require_gpu", lambda: None)
+    monkeypatch.setattr(explain, "require_gpu", lambda: None)
     monkeypatch.setattr(recorder, "cupti_unavailable", lambda: "kernel traces need NVIDIA's cupti-python: pip install x")
-    monkeypatch.setattr(bench, "explain_shape", lambda *a, **k: pytest.fail("ran without CUPTI"))
-    assert bench.main(["--explain", SHAPE]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "kernel traces need NVIDIA's cupti-python" in err
+    monkeypatch.setattr(explain, "explain_shape", lambda *a, **k: pytest.fail("ran without CUPTI"))
+    for run in (lambda: explain.main([SHAPE], "cublas-det explain"), lambda: bench.main(["--explain", SHAPE], "b")):
+        assert run() == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "kernel traces need NVIDIA's cupti-python" in err
 
 
 def test_explain_names_a_catalogue_entry_or_a_shape_and_refuses_what_it_cannot_do(capsys):
-    from cublas_det.cli import bench
+    from cublas_det.cli import bench, explain
     from cublas_det.errors import UsageError
 
-    assert bench.explain_target("mamba2-130m/in_proj/dW", 16384).spec == "3352x768x16384:nt"
-    assert bench.explain_target(SHAPE, 16384).spec == SHAPE
+    assert explain.explain_target("mamba2-130m/in_proj/dW", 16384).spec == "3352x768x16384:nt"
+    assert explain.explain_target(SHAPE, 16384).spec == SHAPE
     with pytest.raises(UsageError, match="neither a shape"):
-        bench.explain_target("in_proj", 16384)
+        explain.explain_target("in_proj", 16384)
     with pytest.raises(SystemExit):
-        bench.main(["--explain", SHAPE, "--json", "x.json"])
-    assert "explain prints one table and exits; drop --json" in capsys.readouterr().err
+        bench.main(["--explain", SHAPE, "--json", "x.json"], "cublas-det bench")
+    assert capsys.readouterr().err == ("cublas-det bench --explain: error: explain prints one table and exits; drop "
+                                       "--json (see cublas-det bench --explain --help)\n")
     with pytest.raises(SystemExit):
-        bench.main(["--explain", SHAPE, "--preset", "trunk", "--no-timing"])
-    assert "drop --preset, --no-timing" in capsys.readouterr().err
+        bench.main([f"--explain={SHAPE}", "--preset", "trunk", "--no-timing"])
+    assert "explain prints one table and exits; drop --preset, --no-timing (see" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        bench.main(["--kernels", "--devices", "all"])
-    assert "--kernels records kernels in this process" in capsys.readouterr().err
+        bench.main(["--kernels", "--devices", "all"], "cublas-det bench")
+    assert capsys.readouterr().err.startswith("cublas-det bench: error: --kernels records kernels in this process")
 
 
 def test_scenario_context_records_kernels_only_when_asked(monkeypatch):

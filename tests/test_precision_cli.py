@@ -6,7 +6,7 @@ import pytest
 
 from cublas_det._cublas import ComputeType, MathMode
 from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
-from cublas_det.cli import bench
+from cublas_det.cli import bench, gemms
 from cublas_det.config import GemmConfig
 from cublas_det.errors import UsageError
 from cublas_det.report.results import BenchResult, ShapeReport
@@ -21,25 +21,25 @@ def _args(**given):
 
 
 def test_default_configurations_are_the_three_fp32_modes():
-    assert [c.name for c in bench._configurations(_args())] == ["PEDANTIC", "DEFAULT", "TF32"]
+    assert [c.name for c in gemms._configurations(_args())] == ["PEDANTIC", "DEFAULT", "TF32"]
 
 
 def test_half_precision_defaults_and_products():
-    configs = bench._configurations(_args(dtype="bf16"))
+    configs = gemms._configurations(_args(dtype="bf16"))
     assert [c.name for c in configs] == ["PEDANTIC/bfloat16->bfloat16", "DEFAULT/bfloat16->bfloat16",
                                          "PEDANTIC+DISALLOW_RPR/bfloat16->bfloat16"]
-    configs = bench._configurations(_args(dtype="fp16", out_dtype="float32", modes=["pedantic"],
+    configs = gemms._configurations(_args(dtype="fp16", out_dtype="float32", modes=["pedantic"],
                                           compute_type=["32f", "COMPUTE_32F_PEDANTIC"]))
     assert [c.name for c in configs] == ["PEDANTIC/float16->float32",
                                          "PEDANTIC/COMPUTE_32F_PEDANTIC/float16->float32"]
 
 
 def test_the_mamba2_amp_precision():
-    configs = bench._configurations(_args(precision="mamba2-amp"))
+    configs = gemms._configurations(_args(precision="mamba2-amp"))
     assert configs[0] == GemmConfig(MathMode.PEDANTIC, input_dtype="bfloat16", output_dtype="bfloat16")
     assert configs[3].compute_type is ComputeType.COMPUTE_32F_PEDANTIC and configs[2].disallow_reduced_precision_reduction
     with pytest.raises(UsageError, match="--precision mamba2-amp sets the types and modes"):
-        bench._configurations(_args(precision="mamba2-amp", dtype="bf16"))
+        gemms._configurations(_args(precision="mamba2-amp", dtype="bf16"))
 
 
 @pytest.mark.parametrize("given, message", [
@@ -68,7 +68,7 @@ def _bf16_result():
     modes = ScenarioResult("modes", Kind.COMPARISON, 3, 0, extra={
         "matrix": cells, "groups": [[c.rsplit("/", 1)[0] for c in same]],
         "all_groups": [same, [c for c in cells if c not in same]]})
-    configs = bench._configurations(_args(precision="mamba2-amp"))
+    configs = gemms._configurations(_args(precision="mamba2-amp"))
     checks = {c.name: GemmCheck(shape, c, "argument", 0, "ab" * 32, 3e-3, (ScenarioResult("repeat", Kind.GUARANTEE,
               20, 0), modes)) for c in configs}
     names = [c.name for c in configs]

@@ -16,6 +16,7 @@ from cublas_det.bits import gpu, streams
 from cublas_det.capture import findings, parse, replay
 from cublas_det.cli import bench as bench_cli
 from cublas_det.cli import diff as diff_cli
+from cublas_det.cli import gemms as gemms_cli
 from cublas_det.config import (
     DEFAULT_MODES,
     HALF_DEFAULT_MODES,
@@ -138,7 +139,7 @@ def test_bench_and_diff_take_the_same_dtype_names(name, capsys):
         assert refusal in capsys.readouterr().err
     bench_args = bench_cli.build_parser().parse_args(["--dtype", name])
     try:
-        in_bench = {c.input_dtype for c in bench_cli._configurations(bench_args)}
+        in_bench = {c.input_dtype for c in gemms_cli._configurations(bench_args)}
     except ValueError as err:
         in_bench = None
         assert refusal in str(err) and "--dtype" in str(err)

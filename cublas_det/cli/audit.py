@@ -14,15 +14,14 @@ import importlib.util
 import os
 import sys
 
-from ..errors import UsageError
-from .common import EXIT_FINDING, EXIT_OK, ArgumentParser, prog_name, run_guarded, wrap_paragraphs
+from ..errors import ExitCode, UsageError
+from .common import ArgumentParser, command_main, exit_codes, prog_name, wrap_paragraphs
 
 EPILOG = """examples:
   %(prog)s step.py:train_step --batch 4
   %(prog)s step.py:forward --batch 8 --lock lock.json --no-repeat
 
-exit codes: 0 every op batch-invariant and repeating; 1 an op differs (named); 2 a usage error
-"""
+""" + exit_codes("1 when an op is not batch-invariant or does not repeat (named)")
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
@@ -53,7 +52,7 @@ def load_step(spec: str):
     return step, getattr(module, "model", None)
 
 
-def _run(argv, prog: str) -> int:
+def run(argv: list[str], prog: str) -> int:
     args = build_parser(prog).parse_args(argv)
     if args.batch < 2:
         raise UsageError(f"--batch {args.batch}: give 2 or more (batch 1 is what it is compared with)")
@@ -70,9 +69,7 @@ def _run(argv, prog: str) -> int:
     print(report)
     if lock_report is not None:
         print(f"Lock: {lock_report}")
-    return EXIT_OK if report.clean else EXIT_FINDING
+    return ExitCode.OK if report.clean else ExitCode.FINDING
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else list(argv), prog))
+main = command_main(run)

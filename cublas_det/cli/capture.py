@@ -19,19 +19,10 @@ from ..capture.file import from_data, to_dict
 from ..capture.model import Capture
 from ..capture.parse import CHUNK, CublasLogParser, LtLogParser, parse_stream
 from ..capture.run import run_captured, signal_name
-from ..errors import InputFileError, UsageError
+from ..errors import ExitCode, InputFileError, UsageError
 from ..store.files import open_regular, write_json
 from ..report.capture import render_capture
-from .common import (
-    EXIT_OK,
-    EXIT_USAGE,
-    ArgumentParser,
-    check_writable,
-    error_line,
-    prog_name,
-    run_guarded,
-    wrap_paragraphs,
-)
+from .common import ArgumentParser, check_outputs, command_main, error_line, exit_codes, prog_name, wrap_paragraphs
 
 EPILOG = """examples:
   %(prog)s -- python train.py --steps 3   # writes capture.json and a report
@@ -39,9 +30,7 @@ EPILOG = """examples:
   %(prog)s --from cublas.log cublaslt.log.gz   # logs a job wrote
   cublas-det bench --capture capture.json   # check and time exactly those GEMMs
 
-exit codes: the command's own (128 + N when signal N ended it, 130 on Ctrl-C); with --from: 0;
-  2 for a usage error (no command, a log that is not one, an unwritable --out)
-"""
+""" + exit_codes("the command's own exit code is passed on (128 + N when signal N ended it); with --from, 0")
 _LT_LINE = re.compile(rb"^\[[^\]]*\]\[cublasLt\]")
 
 
@@ -162,18 +151,18 @@ def _compute_capability() -> int | None:
         return None
 
 
-def _run(argv, prog: str) -> int:
+def run(argv: list[str], prog: str) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if bool(command) == bool(args.logs):
         parser.error("give a command after -- or logs with --from, one of the two")
-    check_writable(args.out, "--out")
+    check_outputs(args, "out")
     if args.logs and os.path.exists(args.out) and any(
             os.path.exists(log) and os.path.samefile(log, args.out) for log in args.logs):
         raise UsageError(f"--out {args.out}: is one of the logs read; give another file name")
     capture = Capture()
-    status, complete = EXIT_OK, True
+    status, complete = ExitCode.OK, True
     if args.logs:
         _read_logs(args.logs, capture)
     else:
@@ -187,7 +176,7 @@ def _run(argv, prog: str) -> int:
         capture.exit_status = status
         if interrupted:
             capture.notes.append("interrupted (Ctrl-C)")
-            complete, status = False, 130
+            complete, status = False, ExitCode.INTERRUPTED
         elif signal_name(status):
             capture.notes.append(f"the command was ended by {signal_name(status)}")
             complete = False
@@ -205,9 +194,7 @@ def _run(argv, prog: str) -> int:
         print(f"wrote {args.out}", file=sys.stderr)
     if not args.quiet:
         print(render_capture(from_data(data, args.out), args.out if written else ""))
-    return status if written or status else EXIT_USAGE  # the promised file is missing: a clean 0 becomes 2
+    return status if written or status else ExitCode.USAGE  # the promised file is missing: a clean 0 becomes 2
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else list(argv), prog))
+main = command_main(run)

@@ -1,5 +1,5 @@
-"""What every command-line entry point shares: its name, one-line errors, exit codes, and output files
-checked before any work and written each on its own.
+"""What every command-line entry point shares: its name, one-line errors and refusals, exit codes, and
+output files checked before any work and written each on its own.
 
 A path is checked by opening it for writing (and removing it again if it did not exist), not by
 ``os.access``, which says yes to root for paths that cannot be written (``/proc/x.json``). When a
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import stat
@@ -17,10 +18,9 @@ import sys
 import textwrap
 
 from ..device import INSTALL_HINT, NoGpuError
-from ..errors import CublasDetError, UsageError
+from ..errors import CublasDetError, ExitCode, UsageError
 from ..words import wrapped
 
-EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
 # Where a first run on a machine without a GPU learns what still runs there.
 WITHOUT_GPU = 'without one: cublas-det env --libs, and the README\'s "Try it without a GPU"'
 
@@ -59,13 +59,49 @@ _FORMATTERS = {argparse.HelpFormatter: HelpFormatter, argparse.RawDescriptionHel
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser with a one-line usage error, ``PROG: error: message``, like every other error here,
-    and help that never splits a hyphenated name (:class:`HelpFormatter`)."""
+    and help that never splits a hyphenated name (:class:`HelpFormatter`).
+
+    ``refusals`` maps an option of a sibling command that this one does not take to why, with the fix
+    (``{}`` stands for the options given): such an option is refused in those words, not as unknown.
+    """
 
     def __init__(self, *args, formatter_class=argparse.HelpFormatter, **kwargs):
         super().__init__(*args, formatter_class=_FORMATTERS.get(formatter_class, formatter_class), **kwargs)
+        self.refusals: dict[str, str] = {}
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        self.refuse([word.partition("=")[0] for word in extras], self.refusals)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def refuse(self, options, why) -> None:
+        """Exit with one line if one of ``options`` has a reason in ``why`` (an option -> reason mapping,
+        or one reason for all); the options with the first one's reason are named together."""
+        reasons = {option: why.get(option) if isinstance(why, dict) else why for option in options}
+        named = [option for option, reason in reasons.items() if reason]
+        if named:
+            reason = reasons[named[0]]
+            self.error(reason.format(", ".join(option for option in named if reasons[option] == reason)))
 
     def error(self, message: str):
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def given(args, *dests: str) -> list[str]:
+    """The options among ``dests`` that were given, as typed (``no_timing`` -> ``--no-timing``)."""
+    return [f"--{dest.replace('_', '-')}" for dest in dests if getattr(args, dest, None)]
+
+
+def exit_codes(*notes: str) -> str:
+    """The exit codes as every ``--help`` ends with them, then what is particular to this command."""
+    lines = ["exit codes:"]
+    for code in ExitCode:
+        lines += textwrap.wrap(code.meaning, 99, initial_indent=f"  {int(code):<4} ", subsequent_indent=" " * 7)
+    for note in notes:
+        lines += textwrap.wrap(note, 99, initial_indent="  ", subsequent_indent="    ")
+    return "\n".join(lines) + "\n"
 
 
 class ExtendList(argparse.Action):
@@ -113,10 +149,10 @@ def run_guarded(prog: str, body) -> int:
         return body()
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return EXIT_OK
+        return ExitCode.OK
     except KeyboardInterrupt:
         error_line(prog, "interrupted")
-        return 130
+        return ExitCode.INTERRUPTED
     except ModuleNotFoundError as err:
         top = (err.name or "cublas_det").partition(".")[0]
         if top == "cublas_det":  # a module of ours missing is a bug
@@ -125,13 +161,24 @@ def run_guarded(prog: str, body) -> int:
             error_line(prog, f"CuPy is not installed ({err}); install it: {INSTALL_HINT}")
         else:
             error_line(prog, f"{err}; install it with pip")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except NoGpuError as err:
         error_line(prog, f"{err}; {WITHOUT_GPU}")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except CublasDetError as err:
         error_line(prog, str(err))
-        return EXIT_USAGE
+        return ExitCode.USAGE
+
+
+def command_main(run):
+    """The ``main(argv=None, prog=None)`` of a command whose body is ``run(argv, prog)``: named as typed, its
+    arguments those of the command line, its expected errors one line (:func:`run_guarded`)."""
+
+    def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+        prog = prog or prog_name()
+        return run_guarded(prog, lambda: run(sys.argv[1:] if argv is None else list(argv), prog))
+
+    return main
 
 
 def check_writable(path: str, flag: str) -> None:
@@ -155,17 +202,36 @@ def check_writable(path: str, flag: str) -> None:
         os.remove(path)
 
 
-def write_text(path: str, text: str) -> bool:
+def check_outputs(args, *flags: str) -> None:
+    """Refuse, before any work, an output of ``flags`` that cannot be written, and --plot without matplotlib."""
+    for flag in flags:
+        path = getattr(args, flag.replace("-", "_"))
+        if path is not None:
+            check_writable(path, f"--{flag}")
+    if "plot" in flags and args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: install the plot extra (pip install matplotlib)") from None
+
+
+def check_fail_on(percent: float | None) -> None:
+    """Refuse a --fail-on that is no percentage >= 0 (NaN included)."""
+    if percent is not None and not (math.isfinite(percent) and percent >= 0):
+        raise UsageError(f"--fail-on {percent}: expected a percentage >= 0, e.g. --fail-on 5")
+
+
+def write_text(path: str, text: str, prog: str) -> bool:
     """Write ``text`` to ``path``; on failure print one line and return False (the caller goes on)."""
     try:
         with open(path, "w") as file:
             file.write(text)
     except OSError as err:
-        print(f"error: could not write {path}: {err.strerror or err}", file=sys.stderr)
+        error_line(prog, f"could not write {path}: {err.strerror or err}")
         return False
     print(f"wrote {path}", file=sys.stderr)
     return True
 
 
-def write_json(path: str, data: dict) -> bool:
-    return write_text(path, json.dumps(data, indent=1, default=str))
+def write_json(path: str, data: dict, prog: str) -> bool:
+    return write_text(path, json.dumps(data, indent=1, default=str), prog)

@@ -1,7 +1,7 @@
-"""python -m cublas_det.compare: do stored runs give the same bits? No GPU needed.
+"""cublas-det compare: do stored runs give the same bits? No GPU needed.
 
 Two files: a baseline and a new run, result by result. Three or more: a fleet, per GEMM and
-configuration, the files (and devices of a --devices sweep) grouped by digest.
+configuration, the files (and devices of a sweep) grouped by digest.
 
 Results are paired by shape and configuration, and compared only when their inputs are the same
 (M, N, K, op, T, seed and the sha256 of A and B); otherwise they are reported as "inputs differ".
@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 import glob
-import math
 import os
-import sys
 
 from ..errors import UsageError
 from ..report.compare import compare_fleet, compare_runs
 from ..store.run import load_run
 from ..report.text import report_width
-from .common import ArgumentParser, prog_name, run_guarded, wrap_paragraphs
+from .common import ArgumentParser, check_fail_on, command_main, exit_codes, prog_name, wrap_paragraphs
 
 EPILOG = """examples:
   %(prog)s base.json new.json               # yesterday against today
@@ -28,14 +26,10 @@ EPILOG = """examples:
   %(prog)s node-*.json                      # a fleet: one file per node
 
 a cluster: let its launcher start one run per node, each writing its file, e.g. with Slurm:
-  srun --ntasks-per-node=1 sh -c 'cublas-det bench --devices all --json node-$(hostname).json'
+  srun --ntasks-per-node=1 sh -c 'cublas-det sweep --json node-$(hostname).json'
 then compare the files on any machine.
 
-exit codes:
-  0  the bits agree (in a fleet: every file was compared with another)
-  1  bits differ under identical inputs, or a time regressed past --fail-on (said first, and which)
-  2  usage or file error, or nothing comparable: in two files, or for one file of a fleet (named)
-"""
+""" + exit_codes("2 also when, in a fleet, a file was compared with no other (named)")
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -52,7 +46,7 @@ def _unmatched_pattern(path: str) -> bool:
     return glob.has_magic(path) and not os.path.exists(path)
 
 
-def _run(argv, prog: str | None = None) -> int:
+def run(argv: list[str], prog: str) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     patterns = [path for path in args.files if _unmatched_pattern(path)]
@@ -60,18 +54,14 @@ def _run(argv, prog: str | None = None) -> int:
         raise UsageError(f"{', '.join(patterns)}: no file matches the pattern; check the path")
     if len(args.files) < 2:
         raise UsageError(f"give two files (a baseline and a new run) or more (a fleet), not {len(args.files)}")
-    if args.fail_on is not None and (len(args.files) != 2 or not (math.isfinite(args.fail_on) and args.fail_on >= 0)):
-        raise UsageError(f"--fail-on {args.fail_on}: expected a percentage >= 0, with exactly two files")
+    check_fail_on(args.fail_on)
+    if args.fail_on is not None and len(args.files) != 2:
+        raise UsageError(f"--fail-on {args.fail_on}: compares a baseline and a new run; give exactly two files")
     runs = [load_run(path) for path in args.files]
     comparison = compare_runs(runs[0], runs[1], args.fail_on) if len(runs) == 2 else compare_fleet(runs)
     print(comparison.text(report_width()))
     return comparison.exit_code
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else argv, prog))
+main = command_main(run)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,10 +6,7 @@ and leaf by leaf, and prints per step a table of leaves (equal, or DIVERGE with 
 elements, the greatest ULP distance and |difference|, and the first mismatched index), then a
 verdict. Streams: at most four chunks of one leaf (two per side) are in memory at a time.
 
-Exit codes: 0 identical in every step both runs have (a run that ends before the other is said on
-the first line of the answer and in the verdict: the other's later steps were not compared), 1
-diverged, 2 nothing compared (no leaf in both runs), a usage or I/O error (one line on stderr). A
-read error during the comparison comes after the report of the steps compared before it; a --json
+A read error during the comparison comes after the report of the steps compared before it; a --json
 file that cannot be written leaves a divergence's exit code 1 as it is.
 """
 
@@ -17,22 +14,20 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 
 from ..bits.streams import DTYPES, lookup_dtype
 from ..report.text import report_width
 from ..rundiff.diff import IncompleteDiff, diff_runs, report_lines
 from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
 from ..words import plural
+from ..errors import ExitCode
 from .common import (
-    EXIT_FINDING,
-    EXIT_OK,
-    EXIT_USAGE,
     ArgumentParser,
-    check_writable,
+    check_outputs,
+    command_main,
     error_line,
+    exit_codes,
     prog_name,
-    run_guarded,
     warning_line,
     wrap_paragraphs,
     write_json,
@@ -52,12 +47,7 @@ examples:
   %(prog)s dump1 dump2 --dtype bfloat16 --order leaves.txt
   %(prog)s runs/a/trace.jsonl runs/b --json diff.json
 
-exit codes:
-  0  identical in every step both runs have; a run that ends before the other is said first
-     (the other's later steps were not compared)
-  1  diverged
-  2  nothing compared (no leaf in both runs), or a usage or I/O error
-"""
+""" + exit_codes("0  identical in every step both runs have; a run that ends before the other is said first")
 
 
 def _dtype(value: str) -> str:
@@ -100,15 +90,14 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _run(argv: list[str], prog: str | None = None) -> int:
+def run(argv: list[str], prog: str) -> int:
     args = build_parser(prog).parse_args(argv)
-    if args.json is not None:
-        check_writable(args.json, "--json")
+    check_outputs(args, "json")
     order = read_order_file(args.order) if args.order else None
     runs = [open_run(path, raw_dtype=args.dtype) for path in (args.run_a, args.run_b)]
     for side, run in zip("AB", runs):
         for note in run.notes:
-            warning_line(prog_name(), f"run {side}: {note}")
+            warning_line(prog, f"run {side}: {note}")
     try:
         diff, error = diff_runs(*runs, order=order, all_steps=args.all_steps, chunk_bytes=args.chunk_bytes), None
     except IncompleteDiff as err:  # the steps compared before the read error are reported, then the error
@@ -117,24 +106,19 @@ def _run(argv: list[str], prog: str | None = None) -> int:
         print("\n".join(report_lines(diff, verbose=args.verbose, width=report_width())))
     nan_patterns = sum(leaf.stats.nan_mismatches for step in diff.steps for leaf in step.leaves if leaf.stats)
     if nan_patterns and any(run.layout.startswith("raw ") for run in runs):
-        warning_line(prog_name(), f"--dtype {args.dtype}: {plural(nan_patterns, 'mismatched element')} read as NaN: "
+        warning_line(prog, f"--dtype {args.dtype}: {plural(nan_patterns, 'mismatched element')} read as NaN: "
                      "is it the files' dtype?")
-    written = not args.json or write_json(args.json, diff.to_dict())
+    written = not args.json or write_json(args.json, diff.to_dict(), prog)
     if diff.first_divergence is not None:  # a finding stands, whatever failed after it
         if error is not None:
-            error_line(prog_name(), str(error))
-        return EXIT_FINDING
+            error_line(prog, str(error))
+        return ExitCode.FINDING
     if error is not None:
         raise error
     if diff.nothing_compared:
         raise RunLayoutError(diff.verdict())
-    return EXIT_OK if written else EXIT_USAGE
+    return ExitCode.OK if written else ExitCode.USAGE
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else argv, prog))
+main = command_main(run)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,5 @@
-"""python -m cublas_det: the environment fingerprint, where the CUDA libraries were found, a handle in each mode.
-
-Without a GPU it prints one line saying why and exits 2; --libs needs no GPU.
-"""
+"""cublas-det env (python -m cublas_det): the environment fingerprint, where the CUDA libraries are, a
+handle in each mode."""
 
 from __future__ import annotations
 
@@ -13,17 +11,9 @@ from importlib import metadata
 from .._cublas import MathMode
 from ..config import math_mode_name, resolve_config
 from ..device import fingerprint, require_gpu, tf32_env_warnings
-from ..errors import UsageError
+from ..errors import ExitCode, UsageError
 from ..handle import create_handle
-from .common import (
-    EXIT_OK,
-    EXIT_USAGE,
-    ArgumentParser,
-    error_line,
-    prog_name,
-    run_guarded,
-    wrap_paragraphs,
-)
+from .common import ArgumentParser, command_main, error_line, exit_codes, prog_name, wrap_paragraphs
 
 DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version
 and library file, CuPy, the environment variables that change cuBLAS), where libcublas, cudart and
@@ -35,10 +25,7 @@ Without a usable GPU it prints one line saying why and exits 2; --libs needs no 
 # their cuda.pathfinder names.
 LIBRARIES = {"cublas": "libcublas", "cudart": "cudart", "nvrtc": "NVRTC"}
 
-EPILOG = """exit codes:
-  0  the report was printed (with --libs: every library was found)
-  2  no usable GPU, no CuPy, or (with --libs) a library not found; one line on stderr says why
-"""
+EPILOG = exit_codes("2 also for no CuPy, or with --libs a library not found")
 
 
 def library_locations() -> dict[str, str]:
@@ -90,8 +77,8 @@ def _libraries_only(prog: str) -> int:
     if missing:
         error_line(prog, f"{', '.join(missing)} not found; install the CUDA libraries: "
                          "pip install 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' (or ==13.* with cupy-cuda13x)")
-        return EXIT_USAGE
-    return EXIT_OK
+        return ExitCode.USAGE
+    return ExitCode.OK
 
 
 def _report() -> int:
@@ -117,7 +104,7 @@ def _report() -> int:
               f"(from {handle.mode_source.value})")
         for message in tf32_env_warnings(handle.math_mode == MathMode.TF32):
             print(f"  warning: {message}", file=sys.stderr)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
@@ -137,18 +124,12 @@ def _check_env() -> None:
         raise UsageError(str(err)) from None
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
+def run(argv: list[str], prog: str) -> int:
     args = build_parser(prog).parse_args(argv)
     if args.libs:
         return _libraries_only(prog)
-
-    def body() -> int:
-        _check_env()
-        return _report()
-
-    return run_guarded(prog, body)
+    _check_env()
+    return _report()
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+main = command_main(run)

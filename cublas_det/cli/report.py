@@ -1,7 +1,6 @@
-"""python -m cublas_det.report RUN.json: render a stored run again (table, summary, Markdown, plot). No GPU needed.
+"""cublas-det report RUN.json: render a stored run again (table, summary, Markdown, plot). No GPU needed.
 
-Exit codes: the stored verdict's, so that CI can gate on a stored run: 0 it passed, 1 it failed (a
-guarantee failed or could not be checked); 2 usage or file error.
+The exit code is the stored verdict's, so that CI can gate on a stored run.
 """
 
 from __future__ import annotations
@@ -9,29 +8,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import UsageError
+from ..errors import ExitCode
 from ..report.markdown import to_markdown
 from ..report.plot import write_plot
 from ..report.runfile import bench_result
 from ..store.run import load_run, old_file_note
 from ..report.text import render_text, run_failed
-from .common import (
-    EXIT_FINDING,
-    EXIT_OK,
-    EXIT_USAGE,
-    ArgumentParser,
-    check_writable,
-    prog_name,
-    run_guarded,
-    write_text,
-)
+from .common import ArgumentParser, check_outputs, command_main, exit_codes, prog_name, write_text
 
 EPILOG = """example:
   %(prog)s run.json --markdown run.md --plot run.png
 
-exit codes: the stored verdict's: 0 the run passed, 1 it failed (a guarantee failed or could not
-be checked); 2 usage or file error
-"""
+""" + exit_codes("the stored verdict's: 0 the run passed, 1 it failed (a guarantee failed or could not be "
+                                 "checked)")
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -43,35 +32,23 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _run(argv, prog: str | None = None) -> int:
+def run(argv: list[str], prog: str) -> int:
     args = build_parser(prog).parse_args(argv)
-    for flag in ("markdown", "plot"):
-        if getattr(args, flag) is not None:
-            check_writable(getattr(args, flag), f"--{flag}")
-    if args.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
+    check_outputs(args, "markdown", "plot")
     run = load_run(args.file)
     result = bench_result(run)
     notes = [note for note in [old_file_note(run)] if note]
     print(render_text(result, notes=notes))
     written = True
     if args.markdown:
-        written &= write_text(args.markdown, to_markdown(result, notes))
+        written &= write_text(args.markdown, to_markdown(result, notes), prog)
     if args.plot:
         write_plot(result, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     if run_failed(result):  # the stored verdict stands, whatever output could not be written
-        return EXIT_FINDING
-    return EXIT_OK if written else EXIT_USAGE
+        return ExitCode.FINDING
+    return ExitCode.OK if written else ExitCode.USAGE
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else argv, prog))
+main = command_main(run)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

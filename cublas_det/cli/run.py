@@ -18,17 +18,16 @@ from ..store.lock import LockReport
 from ..words import plural
 from ..device import fingerprint, require_gpu
 from ..enter import python_env, run_program
-from ..errors import UsageError
-from .common import ArgumentParser, prog_name, run_guarded, wrap_paragraphs, warning_line
+from ..errors import ExitCode, UsageError
+from .common import ArgumentParser, command_main, exit_codes, prog_name, warning_line, wrap_paragraphs
 
 EPILOG = """examples:
   cublas-det bench --prescribe --lock lock.json --capture capture.json   # make the lock
   %(prog)s --lock lock.json -- python train.py --steps 100
   %(prog)s --lock lock.json -- torchrun --nproc-per-node 8 train.py
 
-exit codes: the command's own (128 + N when signal N ended it, 130 on Ctrl-C); 2 for a usage
-  error (no command, a lock that cannot be read or was written on another GPU or cuBLAS)
-"""
+""" + exit_codes("the command's own exit code is passed on (128 + N when signal N ended it); 2 also for a "
+                 "lock that cannot be read or was written on another GPU or cuBLAS")
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
@@ -41,7 +40,7 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     return parser
 
 
-def _run(argv, prog: str) -> int:
+def run(argv: list[str], prog: str) -> int:
     args = build_parser(prog).parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -67,9 +66,7 @@ def _run(argv, prog: str) -> int:
         report = LockReport.merge(reports)
         if not args.quiet or report.fell_through:
             print(f"{prog}: {plural(len(reports), 'process')}, {report}", file=sys.stderr)
-    return 130 if interrupted else status
+    return ExitCode.INTERRUPTED if interrupted else status
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    prog = prog or prog_name()
-    return run_guarded(prog, lambda: _run(sys.argv[1:] if argv is None else list(argv), prog))
+main = command_main(run)

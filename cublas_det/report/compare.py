@@ -14,13 +14,13 @@ import dataclasses
 import os
 
 from ..bits.digest import digest_groups
+from ..errors import ExitCode
 from ..timing.results import is_control
 from ..device import describe_machine
 from ..store.run import NO_IDENTITY, Entry, StoredRun
 from ..words import plural, wrapped
 from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 
-EXIT_OK, EXIT_FINDING, EXIT_NOTHING = 0, 1, 2
 IDENTICAL, DIFFER, INPUTS_DIFFER = "identical bits", "bits DIFFER", "inputs differ"
 
 
@@ -151,7 +151,7 @@ def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = No
         answer.append(f"time REGRESSION: {plural(len(regressed), 'result')} slower by more than {fail_on_pct:g}% "
                       f"(--fail-on): {shown}{more}")
     legend = time_legend(fail_on_pct) if timed else []
-    exit_code = EXIT_FINDING if counts[DIFFER] or regressed else EXIT_OK if compared else EXIT_NOTHING
+    exit_code = ExitCode.FINDING if counts[DIFFER] or regressed else ExitCode.OK if compared else ExitCode.USAGE
     return Comparison(answer, head + lines + legend, exit_code)
 
 
@@ -296,5 +296,5 @@ def compare_fleet(runs: list[StoredRun]) -> Comparison:
     if compared and unmatched:
         answer.append(f"compared with nothing: {', '.join(unmatched)} (no result with the same GEMM, configuration "
                       "and inputs in another file): not counted as agreeing")
-    exit_code = EXIT_FINDING if differing else EXIT_NOTHING if not compared or unmatched else EXIT_OK
+    exit_code = ExitCode.FINDING if differing else ExitCode.USAGE if not compared or unmatched else ExitCode.OK
     return Comparison(answer, head + lines, exit_code)

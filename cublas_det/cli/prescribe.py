@@ -1,0 +1,104 @@
+"""cublas-det prescribe: the cures of every hazard found, verified and timed; with --lock, the lock.
+
+For every shape and mode whose bits a hazard changed (SM count, shared handle, batch size), tries
+the cures (cuBLASLt with the algorithm pinned, without split-K, planning for the fleet's smallest
+SM count; BF16X9; a handle per stream), verifies each bitwise against that hazard, times it
+against the mode it replaces, and reports the cheapest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .. import __version__
+from ..store import lock as lockfile
+from ..device import device_properties, fingerprint, require_gpu
+from ..errors import ExitCode
+from ..operands import HostOperands
+from ..prescribe import lock_entries, prescribe
+from ..report.prescribe import render_lock, render_prescriptions
+from .common import check_outputs, command_main, exit_codes, given, prog_name, wrap_paragraphs, write_json
+from .gemms import capture_groups, family_parser, kernels_available, listing, read_options, timing_budget
+
+EPILOG = """examples (cures that hold on H200s and H100s alike; the lock that `cublas-det run` applies):
+  %(prog)s --sm-counts 132,114
+  %(prog)s --lock lock.json --capture capture.json
+
+""" + exit_codes("1 also when a hazard has no verified cure, or a GEMM could not be locked")
+WHY = "prescribe runs its own checks and timing; drop {}"
+
+
+def build_parser(prog: str | None = None):
+    return family_parser(prog or prog_name(), ("shapes", "capture", "configs", "checks", "kernels", "prescriptions",
+                                               "json"), WHY,
+                         description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def run(argv: list[str], prog: str) -> int:
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    shapes, _, _, configs = read_options(args)
+    if not args.lock:
+        parser.refuse(given(args, "capture"), WHY)
+    groups = capture_groups(args, parser) if args.capture else [(shapes, configs)]
+    old_lock = None
+    if args.lock:
+        check_outputs(args, "lock")
+        old_lock = lockfile.load(args.lock) if os.path.exists(args.lock) else None
+    if args.list:
+        print(listing(args, groups))
+        return ExitCode.OK
+    check_outputs(args, "json")
+    require_gpu()
+    kernels = args.kernels and kernels_available(prog)
+    return _lock(args, groups, old_lock) if args.lock else _prescribe(args, shapes, configs, kernels, prog)
+
+
+def _steps(args) -> dict:
+    """What prescribe and lock_entries take alike: the run's seed, repeats, timing and progress lines."""
+    return {"fleet": args.sm_counts or (), "seed": args.seed, "repeats": min(args.repeats, 5 if args.quick else 10),
+            "timing": timing_budget(args.quick),
+            "on_step": lambda text: print(f"  {text}", file=sys.stderr, flush=True)}
+
+
+def _prescribe(args, shapes, configs, kernels: bool, prog: str) -> int:
+    """The cures of every hazard found, verified and timed; exit 1 if a hazard has none, or if a
+    configuration's own check failed."""
+    operands = HostOperands(args.seed)
+    try:
+        found, problems = prescribe(shapes, configs, quick=args.quick, operands=operands, kernels=kernels,
+                                    **_steps(args))
+    finally:
+        operands.close()
+    print(render_prescriptions(found, device_properties()["sm_count"], args.sm_counts or (), problems, kernels))
+    if args.json and not write_json(args.json, {"cublas_det": __version__, "provenance": fingerprint(),
+                                                 "prescriptions": [p.to_dict() for p in found],
+                                                 "problems": problems}, prog):
+        return ExitCode.USAGE
+    return ExitCode.FINDING if problems or any(p.best is None for p in found) else ExitCode.OK
+
+
+def _lock(args, groups, old_lock) -> int:
+    """Every GEMM pinned, verified and timed, written to the lock; exit 1 if one could not be."""
+    here = lockfile.where_here(fingerprint())
+    if old_lock is not None:
+        old_lock.check_here(here)
+    operands = HostOperands(args.seed)
+    entries, refused = [], []
+    try:
+        for shapes, configs in groups:
+            found, why = lock_entries(shapes, configs, operands=operands, **_steps(args))
+            entries += found
+            refused += why
+    finally:
+        operands.close()
+    lock = (old_lock or lockfile.Lock(here, {}, args.lock)).merged(entries)
+    lockfile.write(lock, args.lock)
+    print(render_lock(lock, entries, refused))
+    return ExitCode.FINDING if refused else ExitCode.OK
+
+
+main = command_main(run)

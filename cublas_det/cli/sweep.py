@@ -1,0 +1,79 @@
+"""cublas-det sweep: do all the GPUs here give the same bits?
+
+Runs each shape and mode on every chosen GPU, one worker process per GPU (and --scenarios inside
+it), and reports whether all devices give the same bits. No timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from .. import __version__
+from ..check.devices import INTERRUPTED, agreements, parse_devices, run_sweep, sweep_failed
+from ..device import fingerprint, require_gpu
+from ..errors import ExitCode, UsageError
+from ..store.run import now_iso
+from ..report.sweep import render_sweep, sweep_to_json
+from ..words import plural
+from .common import command_main, exit_codes, prog_name, wrap_paragraphs, write_json, write_text
+from .gemms import _print_comparison, baseline, exit_code, family_parser, listing, read_options
+
+EPILOG = """examples:
+  %(prog)s --devices all --json a.json     # same bits on every GPU here?
+  %(prog)s --devices 0,3 --compare a.json  # ... and the same as a.json?
+
+a cluster: let its launcher start one run per node, each writing its file, then compare the files:
+  srun --ntasks-per-node=1 sh -c 'cublas-det sweep --json node-$(hostname).json'
+
+""" + exit_codes("1 also when the devices disagree")
+
+
+def build_parser(prog: str | None = None):
+    return family_parser(
+        prog or prog_name(), ("devices", "shapes", "configs", "scenarios", "checks", "json", "reports"),
+        "a sweep computes every shape and mode in worker processes, and times nothing; drop {}",
+        {"--plot": "--plot draws times, and --devices does not time; drop {}",
+         "--kernels": "--kernels records kernels in this process, and --devices runs worker processes; drop {}"},
+        description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def run(argv: list[str], prog: str) -> int:
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    shapes, scenarios, repeats, configs = read_options(args)
+    if args.list:
+        print(listing(args, [(shapes, configs)]))
+        return ExitCode.OK
+    base = baseline(args, parser, "json", "markdown")
+    require_gpu()
+    import cupy
+
+    try:
+        devices = parse_devices(args.devices, cupy.cuda.runtime.getDeviceCount())
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    started_iso, started, provenance = now_iso(), time.perf_counter(), fingerprint()
+    print(f"sweeping {plural(len(shapes), 'shape')} x {plural(len(configs), 'mode')} on "
+          f"{'device' if len(devices) == 1 else 'devices'} {', '.join(map(str, devices))}, "
+          "one worker process each", file=sys.stderr)
+    runs = run_sweep(shapes, configs, devices, scenarios=scenarios, repeats=repeats, seed=args.seed,
+                     on_device=lambda run: print(f"device {run.device_id}: "
+                                                 f"{run.error or f'done in {run.elapsed_s:.1f} s'}", file=sys.stderr))
+    found = agreements(shapes, configs, runs)
+    text = render_sweep(runs, found)
+    print(text)
+    data = sweep_to_json(runs, found, provenance, started_iso, time.perf_counter() - started, __version__, args.seed)
+    written = True
+    if args.json:
+        written &= write_json(args.json, data, prog)
+    if args.markdown:
+        written &= write_text(args.markdown, f"# cublas_det device sweep\n\n{started_iso}\n\n```\n{text}\n```\n", prog)
+    comparison = _print_comparison(args, base, data)
+    return exit_code(prog, sweep_failed(runs, found), any(run.error == INTERRUPTED for run in runs), comparison,
+                     written)
+
+
+main = command_main(run)
