@@ -109,6 +109,35 @@ def test_no_import_inside_a_function_but_of_optional_or_gpu_packages():
     assert imports_in_functions(PACKAGE) == []
 
 
+MAX_FUNCTION_LINES = 60
+# call.gemm is the hot path: its checks and arguments are written out, as a helper's call costs host time.
+LONG_ALLOWED = {"call.py:gemm"}
+
+
+def long_functions(package) -> list[str]:
+    """Every function over MAX_FUNCTION_LINES lines, as ``path:name (lines)``, outside LONG_ALLOWED."""
+    found = []
+    for path, _ in _modules(package):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                where = f"{path.relative_to(package).as_posix()}:{node.name}"
+                if lines > MAX_FUNCTION_LINES and where not in LONG_ALLOWED:
+                    found.append(f"{where} ({lines})")
+    return found
+
+
+def test_no_function_is_over_60_lines_but_the_hot_path():
+    assert long_functions(PACKAGE) == []
+
+
+def test_the_length_check_catches_a_long_function(tmp_path):
+    fake = tmp_path / "cublas_det"
+    fake.mkdir()
+    (fake / "config.py").write_text("def f():\n" + "    x = 1\n" * 61)
+    assert long_functions(fake) == ["config.py:f (62)"]
+
+
 # Results and their rendering hold what kernels/ recorded as plain data, so they do not depend on it.
 PLAIN_DATA = ("check/results.py", "timing/results.py", "report")
 

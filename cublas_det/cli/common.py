@@ -9,7 +9,6 @@ write fails after a run, the other outputs are still written and the failure is 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shutil
@@ -19,6 +18,7 @@ import textwrap
 
 from ..device import INSTALL_HINT, NoGpuError
 from ..errors import CublasDetError, ExitCode, UsageError
+from ..store import files
 from ..words import wrapped
 
 # Where a first run on a machine without a GPU learns what still runs there.
@@ -223,15 +223,22 @@ def check_fail_on(percent: float | None) -> None:
 
 def write_text(path: str, text: str, prog: str) -> bool:
     """Write ``text`` to ``path``; on failure print one line and return False (the caller goes on)."""
-    try:
+    def write():
         with open(path, "w") as file:
             file.write(text)
+    return _written(path, prog, write)
+
+
+def write_json(path: str, data: dict, prog: str) -> bool:
+    """:func:`write_text` for a JSON file, as the store writes them."""
+    return _written(path, prog, lambda: files.write_json(path, data))
+
+
+def _written(path: str, prog: str, write) -> bool:
+    try:
+        write()
     except OSError as err:
         error_line(prog, f"could not write {path}: {err.strerror or err}")
         return False
     print(f"wrote {path}", file=sys.stderr)
     return True
-
-
-def write_json(path: str, data: dict, prog: str) -> bool:
-    return write_text(path, json.dumps(data, indent=1, default=str), prog)

@@ -134,7 +134,7 @@ def write_json(path: str, data, *, whole: bool = False, compact: bool = False) -
     """``data`` as our files hold JSON: one-space indents and a final newline, or (``compact``, a file
     only a program reads) one line. ``whole``: all of it or nothing (written beside ``path``, then
     renamed over it), for a file that another process may read. An :class:`OSError` is the caller's."""
-    text = json.dumps(data) if compact else json.dumps(data, indent=1) + "\n"
+    text = json.dumps(data, default=str) if compact else json.dumps(data, indent=1, default=str) + "\n"
     if not whole:
         with open(path, "w") as file:
             file.write(text)
