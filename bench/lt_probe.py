@@ -16,7 +16,7 @@ from cublas_det import create_handle, gemm
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
 from cublas_det.config import GemmConfig
 from cublas_det.device import require_gpu
-from cublas_det.lt import split_k
+from cublas_det.handle import split_k
 from cublas_det.prescribe import pinned_algorithm
 from cublas_det.shapes import parse_shape
 

@@ -10,7 +10,7 @@ from cublas_det import _cublaslt
 from cublas_det._cublas import MathMode
 from cublas_det.call import gemm_ex_args, shape_args
 from cublas_det.config import GemmConfig
-from cublas_det.lt import split_k
+from cublas_det.handle import split_k
 from cublas_det.shapes import parse_shape
 
 
@@ -228,7 +228,7 @@ def test_prescribe_options_are_refused_before_any_gpu_work(capsys):
 
 
 def test_lt_layouts_and_descriptor_follow_cublasgemmex_arguments(monkeypatch):
-    from cublas_det import lt as lt_path
+    from cublas_det import handle as lt_path  # where LtPath lives
 
     made = []
 
@@ -244,7 +244,7 @@ def test_lt_layouts_and_descriptor_follow_cublasgemmex_arguments(monkeypatch):
                 return len(made)
             return record
 
-    monkeypatch.setattr(lt_path, "lt", Fake())
+    monkeypatch.setattr(lt_path, "_cublaslt", Fake())
     path = lt_path.LtPath(GemmConfig(api="lt"), 0, 1 << 20)
     # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3): cublasGemmEx(N, T, 3, 7, 5, ..., ldb=3, lda=7, ldc=3)
     args = gemm_ex_args(True, False, 7, 3, 5, 7, 3, 0, 0, 0, 0, 0, 68)

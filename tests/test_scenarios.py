@@ -19,7 +19,7 @@ from cublas_det.check.scenarios.processes import (
 )
 from cublas_det.check.worker.protocol import Answer, Task, TaskAnswer, task_key
 from cublas_det.config import GemmConfig
-from cublas_det.kernels.explain import sm_targets
+from cublas_det.explain import sm_targets
 from cublas_det.prescribe import verification_targets
 from cublas_det.shapes import batch_ladder, parse_shape, preset, sm_count_ladder
 
@@ -59,7 +59,7 @@ def test_one_sm_count_ladder_gives_each_old_ladder_exactly():
     def prescribe_ladder(n, fleet):  # prescribe.verification_targets'
         return tuple(sorted({t for t in (16, 33, n // 2, n - n // 8, *fleet) if 0 < t < n}))
 
-    def explain_ladder(n):  # kernels/explain.sm_targets'
+    def explain_ladder(n):  # explain.sm_targets'
         return sorted({max(1, t) for t in (n - n // 8, n // 2, n // 4, n // 8)} - {n}, reverse=True)
 
     for n in range(1, 400):

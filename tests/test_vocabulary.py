@@ -9,7 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cublas_det import call, lt, memory, prescribe, pytest_plugin
+from cublas_det import call, memory, prescribe, pytest_plugin
+from cublas_det import handle as lt
 from cublas_det.store import lock as lockfile
 from cublas_det._cublas import MATH_MODE_FLAGS
 from cublas_det.bits import gpu, streams

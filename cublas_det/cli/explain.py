@@ -11,7 +11,7 @@ import argparse
 
 from ..device import require_gpu
 from ..errors import ExitCode, UsageError
-from ..kernels.explain import explain_shape, render_explanation
+from ..explain import explain_shape, render_explanation
 from ..kernels.recorder import require_cupti
 from ..memory import check_fits
 from ..shapes import catalogue_entry, parse_shape

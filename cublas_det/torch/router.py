@@ -23,7 +23,7 @@ from ..call import gemm_ex_args
 from ..config import LT_WORKSPACE_BYTES
 from ..dtypes import GEMM_TYPES
 from ..store.lock import GemmKey, Lock, LockReport
-from ..lt import LtPath
+from ..handle import LtPath
 
 DTYPES = {getattr(torch, name): name for name in GEMM_TYPES}  # torch.float32 -> float32 ...
 ALIGNMENT_BYTES = 16  # what cuBLASLt's heuristic assumed of the pointers when it chose the algorithm

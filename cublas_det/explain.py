@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..call import shape_gemm
-from ..config import resolve_config
-from ..device import device_properties, gpu_failures
-from ..handle import create_handle
-from ..operands import device_operands, output
-from ..shapes import batch_ladder, sm_count_ladder
-from .signature import (
+from .call import shape_gemm
+from .config import resolve_config
+from .device import device_properties, gpu_failures
+from .handle import create_handle
+from .operands import device_operands, output
+from .shapes import batch_ladder, sm_count_ladder
+from .kernels.signature import (
     KernelSignature,
     is_split_k_reduce,
     math_of,
