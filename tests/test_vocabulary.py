@@ -155,3 +155,11 @@ def test_a_timing_role_leaves_out_what_a_run_s_configurations_share():
              "DEFAULT/lt-nosplitk": "DEFAULT/lt-nosplitk",
              "PEDANTIC/lt-pin20k66.3fa2c1-bias/bfloat16->float32": "PEDANTIC/lt-pin20k66.3fa2c1-bias"}
     assert {name: role(name) for name in cases} == cases
+
+
+def test_the_modes_matrix_runs_the_default_modes_of_the_benchmark():
+    from cublas_det._cublas import MathMode
+    from cublas_det.check.scenarios import modes
+
+    assert modes.MODES == (MathMode.PEDANTIC, MathMode.DEFAULT, MathMode.TF32)
+    assert modes.HALF_MODES == (MathMode.PEDANTIC, MathMode.DEFAULT)
