@@ -29,7 +29,7 @@ COMMANDS = {
 }
 
 
-def command_main(name: str):
+def main_of(name: str):
     """The ``main(argv, prog)`` of command ``name``."""
     return importlib.import_module(f".{name}", __name__).main
 
@@ -53,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cublas-det {__version__}")
         return ExitCode.OK
     if not argv or argv[0].startswith("-"):  # no command: env, as `python -m cublas_det` always was
-        return command_main("env")(argv, prog=prog)
+        return main_of("env")(argv, prog=prog)
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         error_line(prog, f"no command {command!r}; choose one of {', '.join(COMMANDS)} (see {prog} --help)")
         return ExitCode.USAGE
-    return command_main(command)(rest, prog=f"{prog} {command}")
+    return main_of(command)(rest, prog=f"{prog} {command}")
