@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from cublas_det import shapes
@@ -112,3 +114,9 @@ def test_catalogue_lists_every_preset_without_a_gpu():
     text = shapes.format_catalogue(resolve_shapes(list(shapes.PRESETS)))
     assert "trunk/W_in/dW" in text and "mamba2-2.7b/in_proj/dW" in text
     assert len(text.splitlines()) == 1 + 9 + 5 * 6
+
+
+def test_catalogue_columns_stay_aligned_past_a_long_name():
+    long = dataclasses.replace(parse_shape("128x56x4096:nt"), name="a/name/longer/than/thirty-two/columns/dW")
+    lines = shapes.format_catalogue([long, parse_shape("4096x56x128:tn")]).splitlines()
+    assert len({len(line) for line in lines}) == 1 and lines[1].startswith(long.name + "  ")
