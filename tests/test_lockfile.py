@@ -1,6 +1,7 @@
 """The lock file (schema, validation, where it holds), entering a Python program, and the lock's report:
 everything of the lock that runs without a GPU."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ from cublas_det import GemmConfig, MathMode, lockfile
 from cublas_det.enter import SITE, TASKS_ENV, python_env
 from cublas_det.errors import InputFileError
 from cublas_det.lockfile import LockReport
+from cublas_det.report.prescribe import render_lock
 from cublas_det.shapes import parse_shape
 
 ALGO = {"algo_id": 66, "tile": 24, "splitk": 1, "reduction_scheme": 0, "cta_swizzling": 0, "custom_option": 7,
@@ -155,3 +157,16 @@ def test_the_report_names_what_fell_through_and_the_command_that_adds_it():
     assert text.startswith("locked 4 calls of 1 GEMM; 3 calls of 1 GEMM fell through to torch")
     assert "--shape 8192x100x768:tn --dtype bf16 --modes default" in text  # the largest M
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_the_lock_report_aligns_its_columns_and_names_each_source_whole():
+    source = "g123 mamba2-2.7b/out_proj/forward"  # past 32 columns, and kept whole
+    entries = [_entry(), dataclasses.replace(_entry(epilogue="BIAS"), source=source)]
+    text = render_lock(lockfile.Lock(WHERE, {}, "lock.json").merged(entries), entries, [])
+    header = next(line for line in text.splitlines() if line.startswith("  GEMM "))
+    rows = [line for line in text.splitlines() if line.endswith("1.000 [0.990, 1.010]")]
+    assert len(rows) == 2 and source in rows[1]
+    assert {row.index("1.000 [") for row in rows} == {header.index("time vs heuristic")}
+    assert max(map(len, text.splitlines())) <= 100 and text.startswith("Lock lock.json: 2 GEMMs locked now")
+    assert render_lock(lockfile.Lock(WHERE, {}, "lock.json").merged(entries), entries[:1], []).startswith(
+        "Lock lock.json: 1 GEMM locked now, 2 in the file, 0 could not be locked")
