@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .. import words
 from .model import Capture
 
 HOPPER_WORKSPACE = 32 << 20  # cuBLAS's recommended workspace (cublasSetWorkspace): 32 MiB on Hopper and later
@@ -44,7 +45,7 @@ def mode_name(value: int | None) -> str:
 
 
 def _mib(n: int | None) -> str:
-    return "cuBLAS's own" if n is None else f"{n / 2**20:g} MiB"
+    return "cuBLAS's own" if n is None else words.size(n, "MiB")
 
 
 def findings(capture: Capture, ids: dict, compute_capability: int | None = None) -> list[Finding]:
