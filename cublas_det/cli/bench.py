@@ -55,7 +55,7 @@ from ..report.results import BenchResult, ShapeReport
 from ..report.runfile import load_run, now_iso, run_from_dict, to_json
 from ..report.sweep import render_sweep, sweep_to_json
 from ..report.text import render_text, run_failed
-from ..words import plural
+from ..words import plural, report_width
 from ..shapes import (
     DEFAULT_TOKENS,
     PRESETS,
@@ -640,7 +640,7 @@ def _print_comparison(args, baseline, data: dict) -> int:
 
     comparison = compare_runs(baseline, run_from_dict(data, "this run"), args.fail_on)
     print("Compared with " + args.compare)
-    print("\n".join("  " + line for line in comparison.lines))
+    print("\n".join(f"  {line}" if line else "" for line in comparison.text(report_width() - 2).splitlines()))
     return comparison.exit_code
 
 
