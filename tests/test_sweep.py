@@ -67,6 +67,8 @@ def test_parse_devices():
     assert _sweep.parse_devices(["3", "1", "3"], 4) == [3, 1]
     with pytest.raises(ValueError, match=r"--devices: there is no device 2: this machine shows 1 GPU \(ids 0-0"):
         _sweep.parse_devices(["2"], 1)
+    with pytest.raises(ValueError, match=r"this machine shows 2 GPUs \(ids 0-1"):
+        _sweep.parse_devices(["5"], 2)
     with pytest.raises(ValueError, match="'gpu0' is not a device id"):
         _sweep.parse_devices(["gpu0"], 1)
     with pytest.raises(ValueError, match="no CUDA device visible"):
