@@ -101,6 +101,8 @@ def test_an_odd_device_a_crash_and_a_failed_task_are_each_named(fake_workers):
     assert "4096x56x128:nn TF32: device 1 differs from the other devices" in text
     assert "device 2 gave no results" in text
     assert "device 3 could not run 2 shape/mode pairs, e.g. " in text
+    summary = text[text.index("\nSummary\n"):].splitlines()
+    assert max(map(len, summary)) <= 100 and "    memory allocating 1024 bytes" in summary
     one = _sweep.agreements(SHAPES[:1], MODES, runs)
     assert any(line.startswith("device 3 could not run 1 shape/mode pair, e.g. ") for line in sweep_summary(runs, one))
 

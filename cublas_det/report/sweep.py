@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..check.devices import Agreement, DeviceRun
 from .runfile import benchmark_entry, identity
-from ..words import plural, table
+from ..words import plural, table, wrapped
 
 
 def _verdict(agreement: Agreement, devices: int) -> str:
@@ -20,8 +20,8 @@ def _verdict(agreement: Agreement, devices: int) -> str:
 def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
     """The devices, then a row per shape and mode: do the devices agree, on which digest, who differs."""
     lines = ["Devices"]
-    lines += [f"  {run.device_id}: {run.describe()}" + (f" ({run.elapsed_s:.1f} s)" if not run.error else "")
-              for run in runs]
+    lines += [part for run in runs for part in wrapped(
+        f"  {run.device_id}: {run.describe()}" + (f" ({run.elapsed_s:.1f} s)" if not run.error else ""), indent="    ")]
     by_id = {run.device_id: run for run in runs}
     header = ["shape", "mode", "devices agree", "digest", "differs / missing"]
     rows = []
@@ -35,7 +35,8 @@ def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
                      (agreement.majority or "-")[:12], "; ".join(notes)])
     lines.append("")
     lines += table([header, *rows])
-    lines += ["", "Summary"] + ["  " + line for line in sweep_summary(runs, found)]
+    lines += ["", "Summary"]
+    lines += [part for line in sweep_summary(runs, found) for part in wrapped("  " + line, indent="    ")]
     return "\n".join(lines)
 
 
