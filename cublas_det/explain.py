@@ -19,6 +19,7 @@ from .device import device_properties, gpu_failures
 from .handle import create_handle
 from .operands import device_operands, output
 from .shapes import batch_ladder, sm_count_ladder
+from .words import table
 from .kernels.signature import (
     KernelSignature,
     is_split_k_reduce,
@@ -104,16 +105,15 @@ def render_explanation(explanation: Explanation) -> str:
                     reduces.add(cell.reduce.name)
     baseline = explanation.rows[0][1]
     header = ["condition"] + [f"{name}: kernel grid µs" for name in explanation.configs]
-    table = [header]
+    rows = [header]
     for condition, row in explanation.rows:
-        table.append([condition] + [_cell_text(row.get(name), baseline.get(name), keys, condition.startswith("M = "))
+        rows.append([condition] + [_cell_text(row.get(name), baseline.get(name), keys, condition.startswith("M = "))
                                     for name in explanation.configs])
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     shape = explanation.shape
     title = shape.name if shape.name == shape.spec else f"{shape.name} ({shape.spec})"
     lines = [f"kernels of {title}, {CALLS} calls per cell after an untimed one; * = other kernels or another split "
              "of the work than on the whole device"]
-    lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]
+    lines += table(rows, indent="  ")
     lines.append("legend")
     lines += [f"  {key} = {name}" + _kind(name) for name, key in keys.items()]
     lines += [f"  +R = {name} after the main kernel: " + ("it sums the split-K slices (grid z of the main kernel)"

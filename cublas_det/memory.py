@@ -14,8 +14,8 @@ from .bits.digest import HASHERS
 from .config import HOPPER_WORKSPACE_BYTES, GemmConfig
 from .errors import DoesNotFit
 from .shapes import GemmShape
+from .words import size
 
-GIB = 2**30
 # The timing rotates copies of the operands through about 3x the L2 cache (timing.stats.buffer_sets):
 # 128 MiB bounds the L2 of current GPUs.
 L2_BOUND_BYTES = 128 * 2**20
@@ -73,20 +73,17 @@ def device_available_bytes() -> int:
     return free + cupy.get_default_memory_pool().free_bytes()
 
 
-def _gib(value: int) -> str:
-    return f"{value / GIB:,.1f} GiB"
-
-
 def check_fits(shape: GemmShape, config: GemmConfig | None = None, *, timing: bool = True,
                host_available: int | None = None, device_available: int | None = None) -> Footprint:
     """Raise :class:`DoesNotFit` (one line, naming the bytes) unless ``shape`` fits; return its footprint."""
     need = footprint(shape, config, timing=timing)
     host = host_available_bytes() if host_available is None else host_available
     device = device_available_bytes() if device_available is None else device_available
+    gib = lambda n: size(n, "GiB", places=1)  # noqa: E731
     if host is not None and need.host_bytes > host:
-        raise DoesNotFit(f"{shape}: needs {_gib(need.host_bytes)} of host memory for its operands, "
-                         f"{_gib(host)} available; choose a smaller --tokens or shape")
+        raise DoesNotFit(f"{shape}: needs {gib(need.host_bytes)} of host memory for its operands, "
+                         f"{gib(host)} available; choose a smaller --tokens or shape")
     if need.device_bytes > device:
-        raise DoesNotFit(f"{shape}: needs up to {_gib(need.device_bytes)} of GPU memory, {_gib(device)} free; "
+        raise DoesNotFit(f"{shape}: needs up to {gib(need.device_bytes)} of GPU memory, {gib(device)} free; "
                          "choose a smaller --tokens or shape")
     return need

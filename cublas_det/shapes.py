@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from .words import table
+
 DEFAULT_TOKENS = 16384  # batch 8 x seqlen 2048
 
 # Released state-spaces Mamba2 checkpoints: d_model (mamba2_shapes.md Table A). The Mamba2 class
@@ -240,11 +242,8 @@ def _check_tokens(tokens: int) -> None:
 
 def format_catalogue(shapes: list[GemmShape]) -> str:
     """A plain table of shapes: name, M, N, K, cuBLAS op, GFLOP."""
-    lines = [f"{'name':<32} {'M':>7} {'N':>7} {'K':>7}  op  {'GFLOP':>8}"]
-    for shape in shapes:
-        lines.append(f"{shape.name:<32} {shape.m:>7} {shape.n:>7} {shape.k:>7}  {shape.cublas_op}  "
-                     f"{shape.flop / 1e9:>8.3f}")
-    return "\n".join(lines)
+    rows = [(s.name, str(s.m), str(s.n), str(s.k), s.cublas_op, f"{s.flop / 1e9:.3f}") for s in shapes]
+    return "\n".join(table([("name", "M", "N", "K", "op", "GFLOP"), *rows], right=(1, 2, 3, 5)))
 
 
 def batch_ladder(m: int) -> list[int]:

@@ -1,11 +1,23 @@
 """Text every report shares: counts in words (``1 leaf``, ``2 leaves``), a share never rounded to
-nothing, lines wrapped to a width."""
+nothing, sizes in binary units, lines wrapped to the report's width, and tables of aligned columns."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import textwrap
 
+WIDTH = 100  # a report's lines, unless a wider terminal asks for more
 IRREGULAR = {"leaf": "leaves", "process": "processes", "kernel launch": "kernel launches"}
+UNITS = (("G", 30), ("M", 20), ("K", 10))
+
+
+def report_width() -> int:
+    """100 columns, or more where ``COLUMNS`` asks for more or standard output is a wider terminal."""
+    if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
+        return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
+    return WIDTH
 
 
 def plural(count: int, noun: str) -> str:
@@ -24,9 +36,35 @@ def percent(part: int, whole: int) -> str:
     return f"{share:.1f}%"
 
 
-def wrapped(text: str, width: int, indent: str = "  ", first: str = "") -> list[str]:
+def size(n: float, unit: str = "", places: int | None = None) -> str:
+    """``n`` bytes. Without ``unit``: briefly, in the largest binary unit it reaches, to 3 digits
+    (``1.5G``, ``32M``, ``100``). In ``unit`` (``"MiB"``, ``"GiB"``): as it is (``0.5 MiB``), or to
+    ``places`` decimals (``79.6 GiB``)."""
+    if unit:
+        value = n / 2 ** dict(UNITS)[unit[0]]
+        return f"{value:g} {unit}" if places is None else f"{value:,.{places}f} {unit}"
+    for letter, shift in UNITS:
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g}{letter}"
+    return str(n)
+
+
+def wrapped(text: str, width: int = WIDTH, indent: str = "  ", first: str = "") -> list[str]:
     """``text`` in lines of at most ``width`` columns, the first led by ``first``, the rest by ``indent``.
     Neither a hyphenated name (``fresh-handle``) nor a word longer than a line (a path) is split, so
     either can be copied."""
     return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent, break_on_hyphens=False,
                          break_long_words=False) or [first.rstrip()]
+
+
+def column_widths(rows) -> list[int]:
+    """Each column's width: its widest cell."""
+    return [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+
+
+def table(rows, indent: str = "", gap: str = "  ", right=(), widths=None) -> list[str]:
+    """``rows`` (the header first) as lines of columns ``gap`` apart, each as wide as its widest cell
+    (or as ``widths`` says), left-aligned but the ``right`` ones; a line's trailing blanks trimmed."""
+    widths = widths or column_widths(rows)
+    return [(indent + gap.join(cell.rjust(width) if i in right else cell.ljust(width)
+                               for i, (cell, width) in enumerate(zip(row, widths)))).rstrip() for row in rows]

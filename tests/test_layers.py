@@ -10,8 +10,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
 # Each part of the package (a top-level module or folder) and its floor: a part imports only parts on
 # lower floors, and itself.
 FLOORS = {
-    "errors": 0, "phases": 0, "enter": 0, "words": 0, "shapes": 0,
-    "_cublas": 1, "dtypes": 1, "kernels": 1,
+    "errors": 0, "phases": 0, "enter": 0, "words": 0,
+    "_cublas": 1, "dtypes": 1, "kernels": 1, "shapes": 1,
     "config": 2, "device": 2, "_cublaslt": 2, "bits": 2,
     "handle": 3, "memory": 3, "store": 3,
     "call": 4, "operands": 4, "rundiff": 4, "capture": 4, "pytest_plugin": 4,

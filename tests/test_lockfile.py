@@ -1,6 +1,7 @@
 """The lock file (schema, validation, where it holds), entering a Python program, and the lock's report:
 everything of the lock that runs without a GPU."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ from cublas_det.store import lock as lockfile
 from cublas_det.enter import SITE, TASKS_ENV, python_env
 from cublas_det.errors import InputFileError
 from cublas_det.store.lock import LockReport
+from cublas_det.report.prescribe import render_lock
 from cublas_det.shapes import parse_shape
 
 ALGO = {"algo_id": 66, "tile": 24, "splitk": 1, "reduction_scheme": 0, "cta_swizzling": 0, "custom_option": 7,
@@ -170,3 +172,16 @@ def test_each_process_report_is_written_as_one_line_and_read_back_checked(tmp_pa
     written.write_text(json.dumps({**report.to_dict(), "locked": {"x": -1}}))
     with pytest.raises(InputFileError, match=r"json: locked\['x'\]: expected an integer >= 0, found -1; a process"):
         LockReport.read(str(tmp_path))
+
+
+def test_the_lock_report_aligns_its_columns_and_names_each_source_whole():
+    source = "g123 mamba2-2.7b/out_proj/forward"  # past 32 columns, and kept whole
+    entries = [_entry(), dataclasses.replace(_entry(epilogue="BIAS"), source=source)]
+    text = render_lock(lockfile.Lock(WHERE, {}, "lock.json").merged(entries), entries, [])
+    header = next(line for line in text.splitlines() if line.startswith("  GEMM "))
+    rows = [line for line in text.splitlines() if line.endswith("1.000 [0.990, 1.010]")]
+    assert len(rows) == 2 and source in rows[1]
+    assert {row.index("1.000 [") for row in rows} == {header.index("time vs heuristic")}
+    assert max(map(len, text.splitlines())) <= 100 and text.startswith("Lock lock.json: 2 GEMMs locked now")
+    assert render_lock(lockfile.Lock(WHERE, {}, "lock.json").merged(entries), entries[:1], []).startswith(
+        "Lock lock.json: 1 GEMM locked now, 2 in the file, 0 could not be locked")

@@ -1,3 +1,4 @@
+import dataclasses
 import itertools
 import types
 
@@ -164,3 +165,9 @@ def test_one_catalogue_lookup_finds_what_the_old_role_search_found():
         assert like(*query) == old_like(*query), query
     assert shapes.catalogue_entry(lambda s: s.name == "trunk/W_in/dW").spec.endswith(":nt")
     assert shapes.catalogue_entry(lambda s: False) is None
+
+
+def test_catalogue_columns_stay_aligned_past_a_long_name():
+    long = dataclasses.replace(parse_shape("128x56x4096:nt"), name="a/name/longer/than/thirty-two/columns/dW")
+    lines = shapes.format_catalogue([long, parse_shape("4096x56x128:tn")]).splitlines()
+    assert len({len(line) for line in lines}) == 1 and lines[1].startswith(long.name + "  ")

@@ -67,6 +67,8 @@ def test_parse_devices():
     assert _sweep.parse_devices(["3", "1", "3"], 4) == [3, 1]
     with pytest.raises(ValueError, match=r"--devices: there is no device 2: this machine shows 1 GPU \(ids 0-0"):
         _sweep.parse_devices(["2"], 1)
+    with pytest.raises(ValueError, match=r"this machine shows 2 GPUs \(ids 0-1"):
+        _sweep.parse_devices(["5"], 2)
     with pytest.raises(ValueError, match="'gpu0' is not a device id"):
         _sweep.parse_devices(["gpu0"], 1)
     with pytest.raises(ValueError, match="no CUDA device visible"):
@@ -96,8 +98,13 @@ def test_an_odd_device_a_crash_and_a_failed_task_are_each_named(fake_workers):
     text = render_sweep(runs, list(found.values()))
     assert "2: error: worker exited with code 1: RuntimeError" in text  # the crash, with the others' results
     assert "device 1 (Fake GPU, 132 SMs, cuBLAS 13.1.0): odd4096x56x" in text
-    assert "4096x56x128:nn TF32: device 1 differ(s) from the other devices" in text
+    assert "4096x56x128:nn TF32: device 1 differs from the other devices" in text
     assert "device 2 gave no results" in text
+    assert "device 3 could not run 2 shape/mode pairs, e.g. " in text
+    summary = text[text.index("\nSummary\n"):].splitlines()
+    assert max(map(len, summary)) <= 100 and "    memory allocating 1024 bytes" in summary
+    one = _sweep.agreements(SHAPES[:1], MODES, runs)
+    assert any(line.startswith("device 3 could not run 1 shape/mode pair, e.g. ") for line in sweep_summary(runs, one))
 
 
 def test_sweep_json_carries_every_device_digest_and_compares_across_hosts(fake_workers):
@@ -133,7 +140,7 @@ def test_hazards_and_modes_are_not_failures_but_a_broken_guarantee_is(fake_worke
     assert not _sweep.sweep_failed(runs, found)  # --devices all --scenarios repeat modes no longer exits 1
     assert all(a.ok and a.findings == {0: ["sm-count"]} for a in found)
     summary = sweep_summary(runs, found)
-    assert ("finding on device 0: bits changed under the hazard(s) sm-count in 2 shape/mode pair(s), as cuBLAS warns"
+    assert ("finding on device 0: bits changed under 1 hazard (sm-count) in 2 shape/mode pairs, as cuBLAS warns"
             in summary)
     assert not any("broke a guarantee" in line or "repeated runs" in line for line in summary)
     runs = _sweep.run_sweep(SHAPES, [PEDANTIC], [0, 4], scenarios=["repeat"])

@@ -50,6 +50,14 @@ def test_a_quiet_run_shows_how_it_was_timed_and_warns_of_nothing():
     assert "not trusted" not in rendered
 
 
+def test_how_timed_counts_one_of_a_kind_in_the_singular():
+    timing = _timing(discards=Discards(throttled=1))
+    one = ShapeTiming(SHAPE, timing.flop, 110, 1, 12, timing.arms, timing.ratios, 0.4, "interval", timing.discards,
+                      1485.0, None, {"visits": 1})
+    assert how_timed(one).startswith("110 GEMMs/batch, 1 buffer set, 12 rounds in 1 visit, ")
+    assert any("(75% of the default) in 1 round: 1 redone" in note for note in text.warnings_for(_result(one)))
+
+
 def test_a_failed_aa_control_marks_the_ratios_not_trusted_and_says_why():
     result = _result(_timing(aa=(1.012, 1.008, 1.015)))
     rendered = text.render_text(result, width=1000)  # unwrapped, to read whole sentences
@@ -72,7 +80,7 @@ def test_another_process_on_the_gpu_is_named_in_one_line():
     state = {"nvml": {}, "before": GpuActivity(1).to_dict(), "during": busy.to_dict()}
     notes = text.warnings_for(_result(_timing(activity=busy), state))
     assert (f"another process used the GPU while timing ran: pid 4242 (python3) 3.0 GiB up to 88% SM; present while "
-            f"1 shape(s) were timed (e.g. {SHAPE}): their times are suspect") in notes
+            f"timing 1 shape (e.g. {SHAPE}): their times are suspect") in notes
     assert "NVML reported clock slowdowns while timing ran: HwThermalSlowdown" in notes
     assert busy_warning(None, []) is None and busy_warning({"nvml": None, "before": None, "during": None}, []) is None
     unsure = GpuActivity(3, (ProcessSeen(1), ProcessSeen(2)), ambiguous=True).to_dict()

@@ -1,6 +1,6 @@
-"""The shared words: counts, shares, wrapping."""
+"""The shared words: counts, shares, sizes, wrapping, tables."""
 
-from cublas_det.words import percent, plural, wrapped
+from cublas_det.words import percent, plural, size, table, wrapped
 
 
 def test_plural_counts_in_words():
@@ -14,6 +14,26 @@ def test_a_share_is_never_rounded_to_none_or_to_all():
     assert percent(0, 0) == "0.0%"
 
 
+def test_sizes_briefly_or_in_a_unit():
+    assert [size(n) for n in (100, 1536, 32 << 20, 3 << 30)] == ["100", "1.5K", "32M", "3G"]
+    assert [size(n, "MiB") for n in (512 << 10, 32 << 20)] == ["0.5 MiB", "32 MiB"]
+    assert [size(n, "GiB", places=1) for n in (2**30, int(79.64 * 2**30))] == ["1.0 GiB", "79.6 GiB"]
+
+
 def test_wrapped_keeps_every_line_within_the_width():
     lines = wrapped("word " * 50, 40)
     assert len(lines) > 1 and max(map(len, lines)) <= 40 and lines[1].startswith("  ")
+
+
+def test_wrapped_never_splits_a_path_or_a_hyphenated_name():
+    path = "/a/" + "long-directory/" * 8 + "file.json"
+    lines = wrapped(f"could not read {path}: fresh-handle", 40)
+    assert f"  {path}:" in lines and "  fresh-handle" in lines
+
+
+def test_a_table_aligns_its_columns_to_the_widest_cell():
+    rows = [("name", "calls"), ("a-long-name", "3"), ("b", "1,024")]
+    assert table(rows, indent="  ", right=(1,)) == ["  name         calls", "  a-long-name      3",
+                                                     "  b            1,024"]
+    assert table([("a", ""), ("bb", "x")], gap=" ") == ["a", "bb x"]
+    assert table([("a", "b")], widths=[3, 1]) == ["a    b"]

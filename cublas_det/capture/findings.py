@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .. import words
 from .._cublas import MATH_MODE_FLAGS as DISALLOW_RPR, MathMode
 from ..config import HOPPER_WORKSPACE_BYTES, math_mode_name
 from .model import Capture
@@ -36,7 +37,7 @@ class Finding:
 
 
 def _mib(n: int | None) -> str:
-    return "cuBLAS's own" if n is None else f"{n / 2**20:g} MiB"
+    return "cuBLAS's own" if n is None else words.size(n, "MiB")
 
 
 def findings(capture: Capture, ids: dict, compute_capability: int | None = None) -> list[Finding]:

@@ -17,6 +17,7 @@ from ..bits.digest import digest_groups
 from ..config import GemmConfig
 from ..device import describe_machine
 from ..shapes import GemmShape
+from ..words import plural
 from .results import Kind
 from .worker.parent import INTERRUPTED, WORKER_TIMEOUT_S, collect, kill_all, spawn
 from .worker.protocol import Request, Task, task_key
@@ -114,8 +115,8 @@ def parse_devices(values: list[str] | str, count: int | None) -> list[int]:
         device = int(item)
         if count is not None and device >= count:
             have = f"ids 0-{count - 1}" if count else "none"
-            raise ValueError(f"--devices: there is no device {device}: this machine shows {count} GPU"
-                             f"{'s' if count != 1 else ''} ({have}, as CUDA_VISIBLE_DEVICES numbers them); "
+            raise ValueError(f"--devices: there is no device {device}: this machine shows {plural(count, 'GPU')} "
+                             f"({have}, as CUDA_VISIBLE_DEVICES numbers them); "
                              "use --devices all")
         if device not in devices:
             devices.append(device)

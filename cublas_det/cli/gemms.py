@@ -19,7 +19,7 @@ from ..kernels.recorder import cupti_unavailable
 from ..report.compare import compare_runs
 from ..store.run import load_run, run_from_dict
 from ..shapes import DEFAULT_TOKENS, PRESETS, format_catalogue, resolve_shapes
-from ..words import plural
+from ..words import plural, report_width
 from .common import ArgumentParser, ExtendList, check_fail_on, check_outputs, error_line, given, warning_line
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
@@ -285,5 +285,5 @@ def _print_comparison(args, baseline, data: dict) -> int:
 
     comparison = compare_runs(baseline, run_from_dict(data, "this run"), args.fail_on)
     print("Compared with " + args.compare)
-    print("\n".join("  " + line for line in comparison.lines))
+    print("\n".join(f"  {line}" if line else "" for line in comparison.text(report_width() - 2).splitlines()))
     return comparison.exit_code

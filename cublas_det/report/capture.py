@@ -6,24 +6,9 @@ import shlex
 
 from ..config import FLAG_NAME, math_mode_name
 from ..dtypes import BY_CUDA_NAME
-from ..words import plural, wrapped
-
-WIDTH = 100
+from ..words import WIDTH, plural, size, table, wrapped
 _HEADER = ("id", "calls", "M x N x K:op", "types", "compute", "math", "wkspace")
 _LAST_COLUMN = 30  # the least room for "like / replay"; less, and it goes on a line of its own
-
-
-def _size(n) -> str:
-    if n is None:
-        return "cuBLAS"
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if n >= 1 << shift:
-            return f"{n / (1 << shift):.3g}{unit}"
-    return str(n)
-
-
-def _wrap(text: str, indent: str) -> list[str]:
-    return wrapped(text, WIDTH, indent + "  ", first=indent)
 
 
 def render_capture(capture, path: str) -> str:
@@ -31,31 +16,32 @@ def render_capture(capture, path: str) -> str:
     data = capture.data
     command = shlex.join(data.get("command") or []) or "(logs read with --from)"
     status = data.get("exit_status")
-    lines = _wrap(f"Captured: {command}" + ("" if status is None else f" (exit {status})"), "")
+    lines = wrapped(f"Captured: {command}" + ("" if status is None else f" (exit {status})"))
     logs = data.get("logs", {})
-    sizes = ", ".join(f"{kind} log {_size(log.get('bytes', 0))}B" for kind, log in logs.items()) or "no log"
+    sizes = ", ".join(f"{kind} log {size(log.get('bytes', 0))}B" for kind, log in logs.items()) or "no log"
     unread = _unread(logs, path)
-    lines += _wrap(f"{plural(data.get('calls', 0), 'GEMM call')}, {len(capture.gemms)} distinct; {sizes}; "
-                   + ("every line read" if not unread else "some unread (below)"), "  ")
+    lines += wrapped(f"{plural(data.get('calls', 0), 'GEMM call')}, {len(capture.gemms)} distinct; {sizes}; "
+                     + ("every line read" if not unread else "some unread (below)"), indent="    ", first="  ")
     for line in unread + _not_listed(data):
-        lines += _wrap(line, "  ")
+        lines += wrapped(line, indent="    ", first="  ")
     for note in data.get("notes", []):
-        lines += _wrap(f"note: {note}", "  ")
+        lines += wrapped(f"note: {note}", indent="    ", first="  ")
     if not data.get("complete"):
-        lines += _wrap("incomplete: the program did not end normally; " + (
-            "the GEMMs it ran up to then are below" if capture.gemms else "it logged no GEMM before it ended"), "  ")
+        lines += wrapped("incomplete: the program did not end normally; " + (
+            "the GEMMs it ran up to then are below" if capture.gemms else "it logged no GEMM before it ended"),
+            indent="    ", first="  ")
     lines.append("")
     if capture.findings:
         lines.append("Findings")
     elif capture.gemms:
         lines.append("Findings: none of those looked for (docs/capture.md lists them)")
     for finding in capture.findings:
-        lines += _wrap(f"{finding.kind:<9}  {finding.text}", "  ")
+        lines += wrapped(f"{finding.kind:<9}  {finding.text}", indent="    ", first="  ")
     if capture.findings or capture.gemms:
         lines.append("")
     plans = capture.plans
     if not plans:
-        lines += _wrap(_no_gemms(data), "")
+        lines += wrapped(_no_gemms(data))
         return "\n".join(lines)
     lines.append("GEMMs, row-major as the shim runs them (cuBLAS's own arguments are in the file)")
     lines += _table(plans)
@@ -157,26 +143,21 @@ def _table(plans) -> list[str]:
         rows.append(((plan.gemm_id, f"{plan.calls:,}", f"{d.n}x{d.m}x{d.k}:{op}{batch}",
                       f"{_label(d.a_type)}->{_label(d.c_type)}",
                       d.compute_type.removeprefix("COMPUTE_"), "(Lt)" if d.is_lt else data_mode(d.math_mode),
-                      _size(d.workspace_bytes)), status, plan.note))
-    widths = [max(len(cells[i]) for cells in [_HEADER, *(row[0] for row in rows)]) for i in range(len(_HEADER))]
-
-    def cells(values) -> str:
-        return "  " + " ".join(value.rjust(width) if i == 1 else value.ljust(width)
-                               for i, (value, width) in enumerate(zip(values, widths))) + " "
-
-    lead = len(cells(_HEADER))
+                      "cuBLAS" if d.workspace_bytes is None else size(d.workspace_bytes)), status, plan.note))
+    heads = table([_HEADER, *(row[0] for row in rows)], indent="  ", gap=" ", right=(1,))
+    lead = max(map(len, heads)) + 1  # the widest line has every column at its full width
+    heads = [line.ljust(lead) for line in heads]
     own_line = WIDTH - lead < _LAST_COLUMN
-    lines = wrapped("like / replay", WIDTH, first=cells(_HEADER)) if not own_line else \
-        [cells(_HEADER).rstrip(), "      like / replay"]
-    for values, status, note in rows:
-        row = cells(values)
+    lines = wrapped("like / replay", WIDTH, first=heads[0]) if not own_line else \
+        [heads[0].rstrip(), "      like / replay"]
+    for (values, status, note), row in zip(rows, heads[1:]):
         if own_line:
             lines.append(row.rstrip())
             lines += wrapped(status, WIDTH, " " * 8, first=" " * 6)
         else:
             lines += wrapped(status, WIDTH, " " * lead, first=row)
         if note:
-            lines += _wrap(note, " " * 8)
+            lines += wrapped(note, indent=" " * 10, first=" " * 8)
     return lines
 
 
@@ -195,12 +176,12 @@ def _handle_lines(data: dict, plans) -> list[str]:
     for key, ids in by_handle.items():
         handle = handles.get(key)
         if handle is None:
-            lines += _wrap(f"{key[1]}: {', '.join(ids)}", "  ")
+            lines += wrapped(f"{key[1]}: {', '.join(ids)}", indent="    ", first="  ")
             continue
         streams = ", ".join(f"{stream} ({calls})" for stream, calls in handle["streams"].items())
-        lines += _wrap(f"handle {key[1]} (process {handle['process']}, {plural(len(handle['threads']), 'thread')}, "
-                       f"{plural(handle['calls'], 'call')} on stream{'s' * (len(handle['streams']) != 1)} "
-                       f"{streams}): {', '.join(ids)}", "  ")
+        lines += wrapped(f"handle {key[1]} (process {handle['process']}, {plural(len(handle['threads']), 'thread')}, "
+                         f"{plural(handle['calls'], 'call')} on stream{'s' * (len(handle['streams']) != 1)} "
+                         f"{streams}): {', '.join(ids)}", indent="    ", first="  ")
     return lines
 
 

@@ -3,11 +3,8 @@ verified cures, and the cures that failed with what the verification saw."""
 
 from __future__ import annotations
 
-
 from ..check.scenarios import REGISTRY
-from ..words import plural, wrapped
-
-WIDTH = 100
+from ..words import plural, table, wrapped
 
 
 def _label(scenario: str) -> str:
@@ -24,16 +21,12 @@ def _cost(cure) -> str:
     return f"{pct(ratio.median)} [{pct(ratio.ci_low)}, {pct(ratio.ci_high)}]"
 
 
-def _wrap(text: str, indent: str) -> list[str]:
-    return wrapped(text, WIDTH, indent + "    ", first=indent)
-
-
 def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), kernels: bool = False) -> str:
-    lines = _wrap("Prescriptions: for each GEMM and hazard that changed its bits, the cures verified bitwise "
-                  "against that hazard, and what each costs (graph time against the configuration it "
-                  "replaces: median and 95% interval; + is slower)", "")
+    lines = wrapped("Prescriptions: for each GEMM and hazard that changed its bits, the cures verified bitwise "
+                    "against that hazard, and what each costs (graph time against the configuration it "
+                    "replaces: median and 95% interval; + is slower)", indent="    ")
     for problem in problems:
-        lines += _wrap(f"not judged: {problem}", "  ")
+        lines += wrapped(f"not judged: {problem}", indent="      ", first="  ")
     if not prescriptions:
         return "\n".join(lines + ["", "No hazard changed the bits of these GEMMs: nothing to cure."
                                    + (" (but see 'not judged' above)" if problems else "")])
@@ -44,30 +37,34 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), ke
         best = p.best
         if best is None:
             uncured += 1
-            lines += _wrap("no verified cure among those tried" + (" (below)" if p.cures else ""), "  ")
+            lines += wrapped("no verified cure among those tried" + (" (below)" if p.cures else ""), indent="      ",
+                             first="  ")
         else:
             keeps = "; keeps today's bits" if best.keeps_bits else "; other bits than today's"
-            lines += _wrap(f"cure: {best.label}: {best.evidence}; {_cost(best)}{keeps}", "  ")
+            lines += wrapped(f"cure: {best.label}: {best.evidence}; {_cost(best)}{keeps}", indent="      ",
+                             first="  ")
         for cure in p.cures:
             if cure is best:
                 continue
             if cure.verified:
-                lines += _wrap(f"also: {cure.label}: {_cost(cure)}"
-                               + (f"; brings in: {', '.join(map(_label, cure.introduces))}"
-                                  if cure.introduces else ""), "  ")
+                lines += wrapped(f"also: {cure.label}: {_cost(cure)}"
+                                 + (f"; brings in: {', '.join(map(_label, cure.introduces))}"
+                                    if cure.introduces else ""), indent="      ", first="  ")
             elif cure.untested:
-                lines += _wrap(f"untested: {cure.label}: {_cost(cure)}; {cure.evidence}", "  ")
+                lines += wrapped(f"untested: {cure.label}: {_cost(cure)}; {cure.evidence}", indent="      ",
+                                 first="  ")
             else:
-                lines += _wrap(f"failed: {cure.label}: {cure.evidence}", "  ")
+                lines += wrapped(f"failed: {cure.label}: {cure.evidence}", indent="      ", first="  ")
     cured = len(prescriptions) - uncured
     checked = [count for count in fleet if count <= sm_count]
-    lines += ["", *_wrap(f"{cured} of {plural(len(prescriptions), 'hazard')} cured by a verified configuration"
-                         + (f"; {uncured} with none among those tried" if uncured else "")
-                         + f" (verified on this {sm_count}-SM GPU, smaller GPUs emulated by SM-count targets"
-                         + (f", the fleet's {', '.join(map(str, checked))} among them" if checked else "") + ")", "")]
+    tally = (f"{cured} of {plural(len(prescriptions), 'hazard')} cured by a verified configuration"
+             + (f"; {uncured} with none among those tried" if uncured else "")
+             + f" (verified on this {sm_count}-SM GPU, smaller GPUs emulated by SM-count targets"
+             + (f", the fleet's {', '.join(map(str, checked))} among them" if checked else "") + ")")
+    lines += ["", *wrapped(tally, indent="    ")]
     if not kernels and any(not c.verified and not c.untested and c.config is not None
                            for p in prescriptions for c in p.cures):
-        lines += _wrap("--kernels adds to each failed cure the kernel change behind it", "")
+        lines += wrapped("--kernels adds to each failed cure the kernel change behind it", indent="    ")
     return "\n".join(lines)
 
 
@@ -82,18 +79,20 @@ def render_lock(lock, written, refused) -> str:
     """What ``--prescribe --lock`` wrote: the answer first, then a line per GEMM it locked now and why
     the others could not be locked."""
     where = lock.where
-    lines = [f"Lock {lock.path}: {len(written)} GEMMs locked now, {len(lock.entries)} in the file, "
-             f"{len(refused)} could not be locked",
-             f"  holds on {where['gpu']} ({where['sm_count']} SMs, compute {where['compute_capability']}), cuBLAS "
-             f"{where['cublas_version']}; each GEMM pinned to one cuBLASLt algorithm (M: any M)",
-             "", f"  {'GEMM':<30}  {'from':<32}  {'rows checked':<14}  time vs heuristic"]
+    lines = wrapped(f"Lock {lock.path}: {plural(len(written), 'GEMM')} locked now, {len(lock.entries)} in the file, "
+                    f"{len(refused)} could not be locked")
+    lines += wrapped(f"holds on {where['gpu']} ({where['sm_count']} SMs, compute {where['compute_capability']}), "
+                     f"cuBLAS {where['cublas_version']}; each GEMM pinned to one cuBLASLt algorithm (M: any M)",
+                     indent="    ", first="  ") + [""]
+    rows = [("GEMM", "from", "rows checked", "time vs heuristic")]
     for entry in written:
-        rows = entry.verified.get("rows") or []
-        checked = f"1 ... {entry.verified['m']}" if rows else f"M = {entry.verified['m']} only"
-        lines.append(f"  {str(entry.key):<30}  {entry.source[:32]:<32}  {checked:<14}  {_lock_cost(entry)}")
+        checked = f"1 ... {entry.verified['m']}" if entry.verified.get("rows") else f"M = {entry.verified['m']} only"
+        rows.append((str(entry.key), entry.source, checked, _lock_cost(entry)))
+    lines += table(rows, indent="  ")
     if refused:
         lines += ["", "Not locked (their bits still change, pinned; they run as before):"]
         for why in refused:
-            lines += _wrap(why, "  ")
-    lines += ["", f"Apply it: cublas-det run --lock {lock.path} -- python train.py  (or cublas_det.torch.lock)"]
+            lines += wrapped(why, indent="      ", first="  ")
+    lines += ["", *wrapped(f"Apply it: cublas-det run --lock {lock.path} -- python train.py  "
+                           "(or cublas_det.torch.lock)")]
     return "\n".join(lines)

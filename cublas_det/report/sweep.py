@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..check.devices import Agreement, DeviceRun
 from ..store.run import benchmark_entry, identity
-from .text import layout
+from ..words import plural, table, wrapped
 
 
 def _verdict(agreement: Agreement, devices: int) -> str:
@@ -20,8 +20,8 @@ def _verdict(agreement: Agreement, devices: int) -> str:
 def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
     """The devices, then a row per shape and mode: do the devices agree, on which digest, who differs."""
     lines = ["Devices"]
-    lines += [f"  {run.device_id}: {run.describe()}" + (f" ({run.elapsed_s:.1f} s)" if not run.error else "")
-              for run in runs]
+    lines += [part for run in runs for part in wrapped(
+        f"  {run.device_id}: {run.describe()}" + (f" ({run.elapsed_s:.1f} s)" if not run.error else ""), indent="    ")]
     by_id = {run.device_id: run for run in runs}
     header = ["shape", "mode", "devices agree", "digest", "differs / missing"]
     rows = []
@@ -34,8 +34,9 @@ def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
         rows.append([agreement.shape.name, agreement.mode_name, _verdict(agreement, len(runs)),
                      (agreement.majority or "-")[:12], "; ".join(notes)])
     lines.append("")
-    lines += layout(header, rows)
-    lines += ["", "Summary"] + ["  " + line for line in sweep_summary(runs, found)]
+    lines += table([header, *rows])
+    lines += ["", "Summary"]
+    lines += [part for line in sweep_summary(runs, found) for part in wrapped("  " + line, indent="    ")]
     return "\n".join(lines)
 
 
@@ -44,7 +45,7 @@ def sweep_summary(runs: list[DeviceRun], found: list[Agreement]) -> list[str]:
     for run in runs:
         missing = [a for a in found if run.device_id in a.errors] if not run.error else []
         if missing:
-            lines.append(f"device {run.device_id} could not run {len(missing)} shape/mode pair(s), e.g. "
+            lines.append(f"device {run.device_id} could not run {plural(len(missing), 'shape/mode pair')}, e.g. "
                          f"{missing[0].shape.name} {missing[0].mode_name}: {missing[0].errors[run.device_id]}")
     if len(runs) == 1:
         lines.append("one device: nothing to compare across devices; its digests go into --json for "
@@ -54,7 +55,8 @@ def sweep_summary(runs: list[DeviceRun], found: list[Agreement]) -> list[str]:
         lines.append(f"all {len(runs)} devices gave identical bits for all {len(found)} shape/mode pairs")
     for agreement in differing:
         who = ", ".join(f"device {d}" for d in agreement.outliers)
-        lines.append(f"{agreement.shape.name} {agreement.mode_name}: {who} differ(s) from the other devices")
+        differ = "differs" if len(agreement.outliers) == 1 else "differ"
+        lines.append(f"{agreement.shape.name} {agreement.mode_name}: {who} {differ} from the other devices")
     names = {(run.name, run.provenance.get("gpu", {}).get("sm_count"), run.provenance.get("cublas_version"))
              for run in runs if not run.error}
     if differing and len(names) > 1:
@@ -67,8 +69,8 @@ def sweep_summary(runs: list[DeviceRun], found: list[Agreement]) -> list[str]:
     for device in sorted({d for a in found for d in a.findings}):
         changed = sorted({s for a in found for s in a.findings.get(device, [])})
         count = sum(device in a.findings for a in found)
-        lines.append(f"finding on device {device}: bits changed under the hazard(s) {', '.join(changed)} in {count} "
-                     "shape/mode pair(s), as cuBLAS warns")
+        lines.append(f"finding on device {device}: bits changed under {plural(len(changed), 'hazard')} "
+                     f"({', '.join(changed)}) in {plural(count, 'shape/mode pair')}, as cuBLAS warns")
     return lines
 
 

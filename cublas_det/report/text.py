@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import shutil
-import sys
 
 from .._cublas import ComputeType, MathMode
 from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
 from ..timing.results import is_control, role
-from ..words import plural, wrapped
+from ..words import column_widths, plural, report_width, table, wrapped
 from .results import BenchResult, ShapeReport
 from .timing_text import (
     KERNEL_NOTE,
@@ -35,7 +32,6 @@ from .verdicts import (
     reproducible_cell,
 )
 
-WIDTH = 100
 NOISY_REL_IQR = 0.10
 HEADER = ["mode", "repro", "changed by", "same bits as", "rel. err", "graph µs", "eager µs", "TFLOP/s",
           "vs PEDANTIC"]
@@ -45,13 +41,6 @@ OPTIONAL = ("kernels", "TFLOP/s", "eager µs", "rel. err")
 LEGEND = ("repro: the guarantees gave the same bits (which did not: above); changed by: the hazards that changed them; same bits "
           "as: the modes with this one's bits. graph µs: per GEMM in a CUDA-graph replay; eager µs: "
           "launched from Python; vs PEDANTIC: time ratio ± its 95% interval.")
-
-
-def report_width() -> int:
-    """100 columns, or more where ``COLUMNS`` asks for more or standard output is a wider terminal."""
-    if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
-        return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
-    return WIDTH
 
 
 def _fmt_us(value: float | None) -> str:
@@ -115,12 +104,6 @@ def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
     return rows
 
 
-def layout(header: list[str], rows: list[list[str]], widths: list[int] | None = None) -> list[str]:
-    """The header and rows as lines of left-aligned columns, two spaces apart (``widths``: each column's)."""
-    widths = widths or [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header] + rows]
-
-
 def fitted(header: list[str], tables: list[list[list[str]]], width: int) -> tuple[list[list[str]], list[str]]:
     """Each table of rows laid out with the same columns and widths, within ``width``: OPTIONAL columns
     are left out until every line fits. Returns the tables' lines and the columns left out."""
@@ -131,11 +114,10 @@ def fitted(header: list[str], tables: list[list[list[str]]], width: int) -> tupl
             header = [header[i] for i in keep]
             tables = [[[row[i] for i in keep] for row in rows] for rows in tables]
             dropped.append(name)
-        widths = [max(len(row[i]) for row in [header, *(row for rows in tables for row in rows)])
-                  for i in range(len(header))]
+        widths = column_widths([header, *(row for rows in tables for row in rows)])
         if sum(widths) + 2 * (len(widths) - 1) <= width:
             break
-    return [layout(header, rows, widths) if rows else [] for rows in tables], dropped
+    return [table([header, *rows], widths=widths) if rows else [] for rows in tables], dropped
 
 
 def title(result: BenchResult) -> str:
@@ -168,7 +150,7 @@ def render_text(result: BenchResult, *, verbose: bool = False, width: int | None
         lines += [""] + wrapped(TIME_NOTE + (" " + KERNEL_NOTE if kernels else ""), width)
     lines += wrapped(LEGEND, width) + [""]
     tables, left_out = fitted(header(kernels), [table_rows(report, kernels) for report in result.shapes], width - 2)
-    for report, table in zip(result.shapes, tables):
+    for report, table_lines in zip(result.shapes, tables):
         shape = report.shape
         batch = f", a batch of {shape.batch}" if shape.batch > 1 else ""
         heading = (f"{shape.name}  {shape.m}x{shape.n}x{shape.k} op {shape.cublas_op}{batch}, "
@@ -180,7 +162,7 @@ def render_text(result: BenchResult, *, verbose: bool = False, width: int | None
             lines += wrapped(f"  ratios not trusted: {report.timing.untrusted_reason}", width, "    ")
         if report.error:
             lines += wrapped(f"  error: {report.error}", width, "    ")
-        lines += ["  " + line for line in table]
+        lines += ["  " + line for line in table_lines]
         if kernels:
             lines += [part for line in kernel_lines(report) for part in wrapped("  " + line, width, "    ")]
         lines.append("")
@@ -440,5 +422,5 @@ def run_failed(result: BenchResult) -> bool:
     return any(check_failures(check) for _, check in _checks(result)) or any(r.error for r in result.shapes)
 
 
-__all__ = ["HEADER", "fitted", "header", "kernel_lines", "layout", "render_text", "run_failed", "summary_lines",
+__all__ = ["HEADER", "fitted", "header", "kernel_lines", "render_text", "run_failed", "summary_lines",
            "table_rows", "warnings_for"]

@@ -13,8 +13,8 @@ import enum
 
 from ..timing.stats import median_ci
 
-# nvbench_compare_robust's defaults, but SAME_CENTER: the 1% resolution the user's question needs, beyond
-# the drift between runs (0.14-0.19% on one H200, 0.52% across three: docs/h200.md).
+# nvbench_compare_robust's defaults, but SAME_CENTER: the 1% resolution the user's question needs, wider
+# than the drift between runs (docs/h200.md gives it).
 CLEAR_GAP = 0.005
 SAME_CENTER = 0.01
 SAME_OVERLAP = 0.5

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..timing.monitor import SLOWDOWN_REASONS
 from ..timing.rounds import MAX_REDOS, THROTTLE_FRACTION
+from ..words import plural, size
 
 TIME_NOTE = "95% intervals hold within this run; --compare allows for drift between runs (docs/method.md)."
 KERNEL_NOTE = "kernel µs: the summed durations of a GEMM's kernels in graph replays (CUPTI)."
@@ -16,8 +17,8 @@ def how_timed(timing) -> str:
     """How a shape was timed (--verbose): batch, buffers, rounds and visits, why it stopped, redone rounds,
     SM clock, the A/A control."""
     visits = timing.options.get("visits")
-    parts = [f"{timing.calls_per_batch} GEMMs/batch", f"{timing.buffer_sets} buffer sets",
-             f"{timing.rounds} rounds" + (f" in {visits} visits" if visits else "")]
+    parts = [f"{timing.calls_per_batch} GEMMs/batch", plural(timing.buffer_sets, "buffer set"),
+             plural(timing.rounds, "round") + (f" in {plural(visits, 'visit')}" if visits else "")]
     if timing.stop_reason:
         parts.append(f"stop: {timing.stop_reason}")
     if timing.discards.redone:
@@ -43,13 +44,14 @@ def shape_warnings(name: str, timing) -> list[str]:
     floor = f"{timing.clock_floor_mhz:.0f} MHz" if timing.clock_floor_mhz else "the floor"
     if discards.throttled or discards.kept_throttled:
         text = (f"{name}: SM clock below {floor} ({THROTTLE_FRACTION:.0%} of the default) in "
-                f"{discards.throttled + discards.kept_throttled} rounds: {discards.throttled} redone")
+                f"{plural(discards.throttled + discards.kept_throttled, 'round')}: {discards.throttled} redone")
         if discards.kept_throttled:
             text += f", {discards.kept_throttled} kept after {MAX_REDOS} redos (their times are at a low clock)"
         notes.append(text)
     if discards.unheld or discards.kept_unheld:
         notes.append(f"{name}: the blocking kernel let go before the batch was queued in "
-                     f"{discards.unheld + discards.kept_unheld} rounds (a stalled host): {discards.unheld} redone"
+                     f"{plural(discards.unheld + discards.kept_unheld, 'round')} (a stalled host): "
+                     f"{discards.unheld} redone"
                      + (f", {discards.kept_unheld} kept with launch latency inside" if discards.kept_unheld else ""))
     return notes
 
@@ -70,7 +72,7 @@ def busy_warning(gpu_state: dict | None, shapes) -> str | None:
     for process in seen.values():
         text = f"pid {process['pid']}" + (f" ({process['name']})" if process.get("name") else "")
         if process.get("used_mib") is not None:
-            text += f" {process['used_mib'] / 1024:.1f} GiB"
+            text += " " + size(process["used_mib"] * 2**20, "GiB", places=1)
         if process.get("sm_util") is not None:
             text += f" up to {process['sm_util']}% SM"
         described.append(text)
@@ -81,7 +83,8 @@ def busy_warning(gpu_state: dict | None, shapes) -> str | None:
     if ambiguous:
         line += " (PIDs of another namespace: one of them is this process)"
     if timed:
-        line += f"; present while {len(timed)} shape(s) were timed (e.g. {', '.join(timed[:3])}): their times are suspect"
+        line += (f"; present while timing {plural(len(timed), 'shape')} (e.g. {', '.join(timed[:3])}): their times "
+                 "are suspect")
     return line
 
 

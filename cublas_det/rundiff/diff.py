@@ -28,7 +28,7 @@ import numpy as np
 
 from ..bits.digest import DigestAccumulator
 from ..bits.streams import BitComparison, BitStats, lookup_dtype
-from ..words import percent, plural, wrapped
+from ..words import percent, plural, table, wrapped
 from .layouts import (
     LAYOUTS,
     DataSource,
@@ -452,13 +452,6 @@ def _presence_note(leaf: LeafDiff) -> str:
     return f"A {describe(leaf.dtype_a, leaf.shape_a)}, B {describe(leaf.dtype_b, leaf.shape_b)}"
 
 
-def format_table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
-    """Left-aligned columns; trailing blanks trimmed."""
-    rows = [TABLE_HEADER] + rows
-    widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_HEADER))]
-    return [(indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths))).rstrip() for row in rows]
-
-
 def report_lines(diff: RunDiff, *, verbose: bool = False, width: int | None = None) -> list[str]:
     """The report: both runs, the first divergence, a table per step, the verdict (the last paragraph).
 
@@ -480,7 +473,7 @@ def report_lines(diff: RunDiff, *, verbose: bool = False, width: int | None = No
             continue
         heading = f"{all_equal(step.compared)}{ended}" if step.equal else diverging(len(step.diverged), len(step.leaves))
         lines.append(f"step {step.step}: {heading}")
-        lines += format_table([leaf_row(leaf) for leaf in step.leaves])
+        lines += table([TABLE_HEADER, *(leaf_row(leaf) for leaf in step.leaves)], indent="  ")
     if diff.error is not None:
         count = len(diff.not_compared)
         lines += prose(f"stopped by a read error in step {diff.not_compared[0]}; {plural(count, 'step')} from it on "

@@ -119,7 +119,6 @@ class TrainingRun:
     path: str
     layout: str
     steps: Mapping[int, tuple[Leaf, ...]]
-    recorded_order: bool = False  # leaf order comes from a log
     skipped: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     stopped: bool = False
@@ -488,7 +487,7 @@ def _read_log(log_path: str, run_path: str | None = None) -> TrainingRun:
         raise RunLayoutError(f"{log_path}: empty trace log: no steps recorded")
     layout = "trace log, digests" + (" and tensor files" if files else "")
     steps = {step: tuple(found[step].values()) for step in sorted(found)}
-    return TrainingRun(run_path or log_path, layout, steps, recorded_order=True, notes=tuple(notes), stopped=bool(notes))
+    return TrainingRun(run_path or log_path, layout, steps, notes=tuple(notes), stopped=bool(notes))
 
 
 def _log_leaf(entry: dict, where: str, base: str) -> tuple[int, Leaf]:

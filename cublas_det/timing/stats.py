@@ -182,7 +182,7 @@ def probe_calls(single_call_s: float, target_s: float = TARGET_BATCH_S, cap: int
 
     0 when one call already lasts a batch (the batch is one call, nothing more to learn). A GEMM
     of 0.2 ms or more is estimated from at most 5 calls, as triton's do_bench estimates from 5:
-    a 50 ms GEMM no longer spends its budget calibrating. Shorter ones take up to ``cap`` calls,
+    a 50 ms GEMM does not spend its budget calibrating. Shorter ones take up to ``cap`` calls,
     so the 0.5 µs event resolution stays small against the probe.
     """
     if single_call_s >= target_s:

@@ -11,6 +11,7 @@ import dataclasses
 import os
 from typing import Callable
 
+from ...words import plural
 from ..results import GemmCheck, Kind, ScenarioResult
 from ..worker.protocol import Request, Task, task_key
 from .base import Scenario
@@ -57,7 +58,7 @@ def _fresh_process_merge(check: GemmCheck, answers: dict) -> ScenarioResult:
     differing = sum(d != check.digest for d in digests)
     detail = f"{len(digests)} other processes; digests {'differ' if differing else 'all match'}"
     if errors and differing:
-        detail += f" ({len(errors)} worker(s) failed: {'; '.join(errors)})"
+        detail += f" ({plural(len(errors), 'worker')} failed: {'; '.join(errors)})"
     return ScenarioResult("fresh-process", Kind.GUARANTEE, len(digests) + 1, differing, detail=detail,
                           extra={"digests": digests}, error="; ".join(errors) if errors and not differing else None)
 
