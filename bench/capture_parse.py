@@ -14,8 +14,8 @@ import gzip
 import resource
 import time
 
-from cublas_det.capture.model import Capture
-from cublas_det.capture.parse import CHUNK, CublasLogParser, LtLogParser
+from cublas_det.apilog.model import Capture
+from cublas_det.apilog.parse import CHUNK, CublasLogParser, LtLogParser
 from cublas_det.words import plural
 
 

@@ -14,7 +14,7 @@ import pytest
 from cublas_det import compare
 from cublas_det.cli import bench
 from cublas_det.cli import env as about
-from cublas_det.report import __main__ as report
+from cublas_det import report
 
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"
 ENTRY = {"name": "x[PEDANTIC]", "group": "x", "params": {"mode": "PEDANTIC"},

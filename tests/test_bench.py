@@ -11,10 +11,10 @@ from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
 from cublas_det.cli import bench, gemms
 from cublas_det.cli import capture as capture_cli
 from cublas_det.config import GemmConfig
-from cublas_det.report import markdown, text
-from cublas_det.report import runfile as json_file
+from cublas_det.render import markdown, text
+from cublas_det.render import runfile as json_file
 from cublas_det.store import run as run_file
-from cublas_det.report.results import BenchResult, ShapeReport
+from cublas_det.render.results import BenchResult, ShapeReport
 
 
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"  # a default run on an H200

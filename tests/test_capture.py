@@ -13,11 +13,11 @@ import textwrap
 import pytest
 
 from cublas_det.call import shape_args
-from cublas_det.capture import file as capture_file
+from cublas_det.apilog import file as capture_file
 from cublas_det.store.files import write_json
-from cublas_det.capture.model import Capture
-from cublas_det.capture.parse import CublasLogParser, LtLogParser
-from cublas_det.capture.run import run_captured
+from cublas_det.apilog.model import Capture
+from cublas_det.apilog.parse import CublasLogParser, LtLogParser
+from cublas_det.apilog.run import run_captured
 from cublas_det.cli import bench as bench_cli
 from cublas_det.cli import capture as capture_cli
 from cublas_det.config import GemmConfig
@@ -123,7 +123,7 @@ def test_batched_calls_replay_batched_and_fp64_calls_are_listed_with_what_they_n
     assert plans["cublasGemmEx/R_64F"].reason.startswith("needs R_64F")
     assert plans["cublasGemmEx/R_16F"].replayed
     # Pointer arrays and strides other than the packed ones are replayed packed, and say so.
-    from cublas_det.capture.replay import plan
+    from cublas_det.apilog.replay import plan
 
     pointers = dataclasses.replace(strided.definition, api="cublasGemmBatchedEx", strides=None)
     assert "arrays of pointers: replayed as one strided batch" in plan("g9", pointers, 1).note
@@ -385,7 +385,7 @@ def test_endless_garbage_is_counted_and_the_log_after_it_still_read():
 
 
 def test_catalogue_roles_need_the_same_transposes():
-    from cublas_det.capture.replay import like
+    from cublas_det.apilog.replay import like
 
     assert like(3352, 768, 16384, True, False) == "mamba2-130m/in_proj/dW"
     assert like(3352, 768, 16384, False, False) == ""
@@ -409,7 +409,7 @@ def test_cli_capture_refusals_of_programs_and_outputs(tmp_path, capsys):
 def test_a_daemon_left_writing_to_the_log_does_not_hold_the_capture(tmp_path, monkeypatch):
     import time
 
-    from cublas_det.capture import run as capture_run
+    from cublas_det.apilog import run as capture_run
 
     monkeypatch.setattr(capture_run, "AFTER_EXIT_S", 0.3)
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from cublas_det.capture import file as capture_file
+from cublas_det.apilog import file as capture_file
 from cublas_det.store.files import write_json
 from cublas_det.cli import capture as capture_cli
 
@@ -225,7 +225,7 @@ LATE_WRITER = """(sleep {sleep}; exec gzip -dc {log} > "$CUBLAS_LOGDEST_DBG") >/
 
 
 def test_logs_a_process_left_by_the_program_writes_soon_after_it_ends_are_read(tmp_path, capsys, monkeypatch):
-    from cublas_det.capture import run as capture_run
+    from cublas_det.apilog import run as capture_run
 
     monkeypatch.setattr(capture_run, "AFTER_EXIT_S", 3.0)
     program = LATE_WRITER.format(sleep=0.3, log=DATA / "block.cublas.log.gz")
@@ -235,7 +235,7 @@ def test_logs_a_process_left_by_the_program_writes_soon_after_it_ends_are_read(t
 
 
 def test_logs_written_after_capture_stopped_reading_are_named_with_how_to_get_them(tmp_path, capsys, monkeypatch):
-    from cublas_det.capture import run as capture_run
+    from cublas_det.apilog import run as capture_run
 
     monkeypatch.setattr(capture_run, "AFTER_EXIT_S", 0.2)
     program = LATE_WRITER.format(sleep=1.5, log=DATA / "block.cublas.log.gz")
@@ -286,7 +286,7 @@ def test_no_gemms_is_explained_by_what_the_logs_did_show(tmp_path, capsys):
 
 
 def test_calls_past_the_limits_and_gemms_not_read_are_named_in_the_report(tmp_path, capsys, monkeypatch):
-    from cublas_det.capture import model
+    from cublas_det.apilog import model
 
     monkeypatch.setattr(model, "MAX_GEMMS", 2)
     monkeypatch.setattr(model, "MAX_SITES", 1)

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from cublas_det.report.compare import compare_fleet, compare_runs
+from cublas_det.render.compare import compare_fleet, compare_runs
 from cublas_det.store.run import run_from_dict
 from cublas_det.shapes import preset
 
@@ -342,8 +342,8 @@ def test_nan_timing_samples_are_refused_even_where_fail_on_would_pass_them(cli, 
 # -- what --json writes for a failed check, read back -------------------------------------------------
 def _stored_check(check):
     """``check`` written by the --json writer and read back by the report's reader."""
-    from cublas_det.report.results import BenchResult, ShapeReport
-    from cublas_det.report.runfile import bench_result, to_json
+    from cublas_det.render.results import BenchResult, ShapeReport
+    from cublas_det.render.runfile import bench_result, to_json
 
     result = BenchResult((ShapeReport(check.shape, {check.mode_name: check}),), {"numpy_version": "2.5.2"},
                          "2026-12-01T00:00:00+00:00", 1.0, "0.1.0", seed=check.seed)
@@ -375,7 +375,7 @@ def test_a_reference_gemm_that_failed_with_only_hazards_asked_reads_error_when_r
     from cublas_det.check.results import GemmCheck, Reproducible
     from cublas_det.check.scenarios import REGISTRY
     from cublas_det.config import GemmConfig
-    from cublas_det.report.verdicts import check_failures, reproducible_cell
+    from cublas_det.render.verdicts import check_failures, reproducible_cell
     from cublas_det.shapes import GemmShape
 
     error = "out of memory allocating 12.0 GiB"

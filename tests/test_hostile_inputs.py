@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from cublas_det import compare, diff
-from cublas_det.report import __main__ as report
+from cublas_det import report
 
 REPO = pathlib.Path(__file__).parent.parent
 FIFO, DIR = object(), object()

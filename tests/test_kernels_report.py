@@ -7,10 +7,10 @@ import pytest
 
 from cublas_det.check.results import CallKernels, GemmCheck, Kind, ScenarioResult
 from cublas_det.config import GemmConfig
-from cublas_det.report import text
-from cublas_det.report.markdown import to_markdown
-from cublas_det.report.results import BenchResult, ShapeReport
-from cublas_det.report.runfile import bench_result, to_json
+from cublas_det.render import text
+from cublas_det.render.markdown import to_markdown
+from cublas_det.render.results import BenchResult, ShapeReport
+from cublas_det.render.runfile import bench_result, to_json
 from cublas_det.store.run import run_from_dict
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming

@@ -14,7 +14,7 @@ from cublas_det.store import lock as lockfile
 from cublas_det.enter import SITE, TASKS_ENV, python_env
 from cublas_det.errors import InputFileError
 from cublas_det.store.lock import LockReport
-from cublas_det.report.prescribe import render_lock
+from cublas_det.render.prescribe import render_lock
 from cublas_det.shapes import parse_shape
 
 ALGO = {"algo_id": 66, "tile": 24, "splitk": 1, "reduction_scheme": 0, "cta_swizzling": 0, "custom_option": 7,

@@ -108,7 +108,7 @@ def _ratio(median, low, high):
 
 def test_the_prescriptions_report_names_the_cheapest_verified_cure_and_the_failures():
     from cublas_det.prescribe import Cure, Prescription
-    from cublas_det.report.prescribe import render_prescriptions
+    from cublas_det.render.prescribe import render_prescriptions
     from cublas_det.shapes import parse_shape
 
     shape = parse_shape("128x56x4096:nt")
@@ -171,7 +171,7 @@ def test_a_failed_cure_names_the_kernel_change_behind_it():
 @pytest.mark.gpu
 def test_an_lt_configuration_is_compared_with_cublasgemmex_in_the_modes_matrix():
     from cublas_det.check import check_many
-    from cublas_det.report.verdicts import modes_group
+    from cublas_det.render.verdicts import modes_group
 
     for shape in ("128x56x4096:nt", "256x512x1024:nn"):
         gemm_ex, lt, nosplit = check_many([shape], ["pedantic", "pedantic+lt", "pedantic+lt-nosplitk"], repeats=2,

@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from cublas_det.errors import InputFileError
-from cublas_det.report.runfile import bench_result, to_json
+from cublas_det.render.runfile import bench_result, to_json
 from cublas_det.store.run import run_from_dict
 from cublas_det.store.schema import Each, Record, check
 

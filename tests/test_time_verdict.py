@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 from cublas_det.store.run import run_from_dict, stats
-from cublas_det.report.time_verdict import (
+from cublas_det.render.time_verdict import (
     CLEAR_GAP,
     TimeLabel,
     entry_interval,

@@ -10,10 +10,10 @@ import warnings
 
 import pytest
 
-from cublas_det.report import runfile as json_file
+from cublas_det.render import runfile as json_file
 from cublas_det.store import run as run_file
-from cublas_det.report.commit_info import commit_info
-from cublas_det.report.results import BenchResult, ShapeReport
+from cublas_det.render.commit_info import commit_info
+from cublas_det.render.results import BenchResult, ShapeReport
 from cublas_det.store.run import run_from_dict
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
@@ -140,7 +140,7 @@ def test_untimed_entries_are_complete_and_read_back_as_untimed(tmp_path, monkeyp
 
 
 def test_a_timing_in_visits_reads_back_with_each_samples_visit_the_same_intervals_and_the_phases():
-    from cublas_det.report.runfile import bench_result
+    from cublas_det.render.runfile import bench_result
 
     shape = parse_shape("128x56x4096:nt")
     setups = tuple(i // 2 for i in range(12))  # 6 visits

@@ -1,9 +1,9 @@
 """How the report shows a timing: what the times include, how each shape was timed, and the
 warnings for throttled clocks, a busy GPU and an A/A control that failed (none on a quiet run)."""
 
-from cublas_det.report import text
-from cublas_det.report.results import BenchResult, ShapeReport
-from cublas_det.report.timing_text import TIME_NOTE, busy_warning, how_timed
+from cublas_det.render import text
+from cublas_det.render.results import BenchResult, ShapeReport
+from cublas_det.render.timing_text import TIME_NOTE, busy_warning, how_timed
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Discards, Ratio, ShapeTiming
 from cublas_det.timing.monitor import GpuActivity, ProcessSeen

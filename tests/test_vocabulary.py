@@ -14,7 +14,7 @@ from cublas_det import handle as lt
 from cublas_det.store import lock as lockfile
 from cublas_det._cublas import MATH_MODE_FLAGS
 from cublas_det.bits import gpu, streams
-from cublas_det.capture import findings, parse, replay
+from cublas_det.apilog import findings, parse, replay
 from cublas_det.cli import bench as bench_cli
 from cublas_det.cli import diff as diff_cli
 from cublas_det.cli import gemms as gemms_cli
@@ -30,7 +30,7 @@ from cublas_det.config import (
 )
 from cublas_det.check.scenarios.modes import matrix
 from cublas_det.dtypes import ALIASES, BY_CUDA, ELEMENT_TYPES, GEMM_TYPES
-from cublas_det.report import capture as capture_report
+from cublas_det.render import capture as capture_report
 from cublas_det.rundiff import layouts
 from cublas_det.shapes import parse_shape
 from cublas_det.timing.results import role

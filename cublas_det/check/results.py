@@ -1,7 +1,7 @@
 """What a check found, and the one vocabulary every report judges it in.
 
 Results are frozen facts; a check is stored as its run-file entry
-(:func:`cublas_det.report.runfile.check_record`). The verdict words are
+(:func:`cublas_det.render.runfile.check_record`). The verdict words are
 defined here once and used by the API, the CLI table, the JSON, the device sweep, Markdown and
 the pytest assertion:
 

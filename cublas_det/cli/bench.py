@@ -20,12 +20,12 @@ from ..errors import DoesNotFit, ExitCode
 from ..memory import check_fits
 from ..operands import HostOperands
 from ..phases import Phases
-from ..report.markdown import to_markdown
-from ..report.plot import write_plot
-from ..report.results import BenchResult, ShapeReport
-from ..report.runfile import to_json
+from ..render.markdown import to_markdown
+from ..render.plot import write_plot
+from ..render.results import BenchResult, ShapeReport
+from ..render.runfile import to_json
 from ..store.run import now_iso
-from ..report.text import render_text, run_failed
+from ..render.text import render_text, run_failed
 from ..timing import time_shapes, warm_up
 from ..timing.monitor import GpuMonitor
 from ..words import plural

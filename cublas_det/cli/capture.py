@@ -15,13 +15,13 @@ import re
 import sys
 import zlib
 
-from ..capture.file import from_data, to_dict
-from ..capture.model import Capture
-from ..capture.parse import CHUNK, CublasLogParser, LtLogParser, parse_stream
-from ..capture.run import run_captured, signal_name
+from ..apilog.file import from_data, to_dict
+from ..apilog.model import Capture
+from ..apilog.parse import CHUNK, CublasLogParser, LtLogParser, parse_stream
+from ..apilog.run import run_captured, signal_name
 from ..errors import ExitCode, InputFileError, UsageError
 from ..store.files import open_regular, write_json
-from ..report.capture import render_capture
+from ..render.capture import render_capture
 from .common import ArgumentParser, check_outputs, command_main, error_line, exit_codes, prog_name, wrap_paragraphs
 
 EPILOG = """examples:

@@ -15,9 +15,9 @@ import glob
 import os
 
 from ..errors import UsageError
-from ..report.compare import compare_fleet, compare_runs
+from ..render.compare import compare_fleet, compare_runs
 from ..store.run import load_run
-from ..report.text import report_width
+from ..render.text import report_width
 from .common import ArgumentParser, check_fail_on, command_main, exit_codes, prog_name, wrap_paragraphs
 
 EPILOG = """examples:

@@ -16,7 +16,7 @@ import argparse
 import math
 
 from ..bits.streams import DTYPES, lookup_dtype
-from ..report.text import report_width
+from ..render.text import report_width
 from ..rundiff.diff import IncompleteDiff, diff_runs, report_lines
 from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
 from ..words import plural

@@ -9,14 +9,14 @@ import dataclasses
 import functools
 
 from .._cublas import ComputeType
-from ..capture.file import load as load_capture
+from ..apilog.file import load as load_capture
 from ..check.devices import parse_devices
 from ..check.scenarios import REGISTRY, validate_scenarios, without_workers
 from ..config import DEFAULT_MODES, HALF_DEFAULT_MODES, MODE_CHOICES, PRECISIONS, GemmConfig, canonical_dtype
 from ..dtypes import ALIASES, GEMM_TYPES
 from ..errors import ExitCode, UsageError
 from ..kernels.recorder import cupti_unavailable
-from ..report.compare import compare_runs
+from ..render.compare import compare_runs
 from ..store.run import load_run, run_from_dict
 from ..shapes import DEFAULT_TOKENS, PRESETS, format_catalogue, resolve_shapes
 from ..words import plural, report_width

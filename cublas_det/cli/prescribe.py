@@ -18,7 +18,7 @@ from ..device import device_properties, fingerprint, require_gpu
 from ..errors import ExitCode
 from ..operands import HostOperands
 from ..prescribe import lock_entries, prescribe
-from ..report.prescribe import render_lock, render_prescriptions
+from ..render.prescribe import render_lock, render_prescriptions
 from .common import check_outputs, command_main, exit_codes, given, prog_name, wrap_paragraphs, write_json
 from .gemms import capture_groups, family_parser, kernels_available, listing, read_options, timing_budget
 

@@ -9,11 +9,11 @@ import argparse
 import sys
 
 from ..errors import ExitCode
-from ..report.markdown import to_markdown
-from ..report.plot import write_plot
-from ..report.runfile import bench_result
+from ..render.markdown import to_markdown
+from ..render.plot import write_plot
+from ..render.runfile import bench_result
 from ..store.run import load_run, old_file_note
-from ..report.text import render_text, run_failed
+from ..render.text import render_text, run_failed
 from .common import ArgumentParser, check_outputs, command_main, exit_codes, prog_name, write_text
 
 EPILOG = """example:

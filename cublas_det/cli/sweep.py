@@ -15,7 +15,7 @@ from ..check.devices import INTERRUPTED, agreements, parse_devices, run_sweep, s
 from ..device import fingerprint, require_gpu
 from ..errors import ExitCode, UsageError
 from ..store.run import now_iso
-from ..report.sweep import render_sweep, sweep_to_json
+from ..render.sweep import render_sweep, sweep_to_json
 from ..words import plural
 from .common import command_main, exit_codes, prog_name, wrap_paragraphs, write_json, write_text
 from .gemms import _print_comparison, baseline, exit_code, family_parser, listing, read_options

@@ -3,7 +3,7 @@ described once and checked before anything is made of them (written by :func:`.f
 
 The command and its exit status, what each log gave, the distinct GEMMs (``g1`` ... by call count)
 with their sites and the cuBLASLt kernels under them, the handles, and the findings;
-:mod:`cublas_det.capture.file` makes it from a capture and a plan of each GEMM from it.
+:mod:`cublas_det.apilog.file` makes it from a capture and a plan of each GEMM from it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ every field a reader uses checked by :func:`~cublas_det.store.schema.check`: a m
 is one :class:`~cublas_det.errors.InputFileError` naming the file, the entry and the field, before
 any GPU work. Files of cublas_det 0.1 carry no identity (seed, T, input digests): they are read, and
 :attr:`StoredRun.legacy` says so. The results a run holds are made from it, and it from them, in
-:mod:`cublas_det.report.runfile`.
+:mod:`cublas_det.render.runfile`.
 """
 
 from __future__ import annotations

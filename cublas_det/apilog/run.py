@@ -113,7 +113,7 @@ def run_captured(command: list[str], capture: Capture) -> tuple[int, bool]:
         env.update(CUBLAS_LOGINFO_DBG="1", CUBLAS_LOGDEST_DBG=paths["cublas"], CUBLASLT_LOG_LEVEL="5",
                    CUBLASLT_LOG_FILE=paths["cublaslt"])
         # A Python process writes each thread's cuBLAS calls whole (its logger callback), others line by line.
-        env = python_env(["cublas_det.capture.inprocess:start"], {WHOLE_CALLS_ENV: paths["cublas"]}, base=env)
+        env = python_env(["cublas_det.apilog.inprocess:start"], {WHOLE_CALLS_ENV: paths["cublas"]}, base=env)
         for reader in readers:
             reader.start()
         return run_program(command, env)

@@ -3,7 +3,7 @@ what the logs could not tell; written to and read from one versioned JSON file.
 
 A GEMM is kept as cuBLAS saw it (column-major ``m x n x k``, ``transa``/``transb``, leading
 dimensions, type names as the logs spell them without ``CUDA_``/``CUBLAS_``); the translation to the
-shim's row-major shapes is :mod:`cublas_det.capture.replay`'s. Memory stays bounded whatever the log's
+shim's row-major shapes is :mod:`cublas_det.apilog.replay`'s. Memory stays bounded whatever the log's
 length: calls are counted per distinct GEMM, and past the caps below they are counted, not kept.
 """
 

@@ -12,7 +12,7 @@ _LAST_COLUMN = 30  # the least room for "like / replay"; less, and it goes on a 
 
 
 def render_capture(capture, path: str) -> str:
-    """``capture``: a :class:`~cublas_det.capture.file.CaptureFile`; ``path``: where it was written."""
+    """``capture``: a :class:`~cublas_det.apilog.file.CaptureFile`; ``path``: where it was written."""
     data = capture.data
     command = shlex.join(data.get("command") or []) or "(logs read with --from)"
     status = data.get("exit_status")

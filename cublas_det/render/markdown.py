@@ -18,7 +18,7 @@ from .timing_text import KERNEL_NOTE, TIME_NOTE
 
 
 def to_markdown(result: BenchResult, notes=()) -> str:
-    """``notes``: as :func:`~cublas_det.report.text.render_text`'s, under the title."""
+    """``notes``: as :func:`~cublas_det.render.text.render_text`'s, under the title."""
     lines = [f"# {title(result)}", "", result.started, ""] + [f"{note}  " for note in notes] + ([""] if notes else [])
     lines += [f"- {line}" for line in summary_lines(result)] + [""]
     details = detail_lines(result)
