@@ -89,7 +89,7 @@ def _replay(directory: str) -> int:
     import cupy
 
     from cublas_det import create_handle, gemm
-    from cublas_det.capture import load_capture
+    from cublas_det.apilog import load_capture
     from cublas_det.dtypes import GEMM_TYPES
 
     tensors = numpy.load(os.path.join(directory, "tensors.npz"))
