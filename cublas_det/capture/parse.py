@@ -307,9 +307,7 @@ class CublasLogParser(_LogParser):
             mode = self._set_mode(block, site)
         fields = block[:time_at]
         key = (function, _POINTER_VALUE.sub(b"", fields), mode, workspace)
-        definition = self._parsed.get(key)
-        if definition is None:
-            definition = self._parsed.parsed(key, self._definition, gemm, fields, mode, workspace)
+        definition = self._parsed.get(key) or self._parsed.parsed(key, self._definition, gemm, fields, mode, workspace)
         if definition.__class__ is InvalidGemm:
             raise definition
         self.capture.add_gemm(definition, site, address)
@@ -424,9 +422,7 @@ class LtLogParser(_LogParser):
         at = rest.rfind(b" stream=")
         stream = rest[at + 8:].split(b" ", 1)[0] if at >= 0 else b"0x0"
         key = (function, _LT_POINTERS.sub(b"=", rest))
-        parsed = self._parsed.get(key)
-        if parsed is None:
-            parsed = self._parsed.parsed(key, self._parse_matmul, function, key[1])
+        parsed = self._parsed.get(key) or self._parsed.parsed(key, self._parse_matmul, function, key[1])
         if parsed.__class__ is InvalidGemm:
             raise parsed
         self.stats.gemm_calls += 1
@@ -437,13 +433,10 @@ class LtLogParser(_LogParser):
         query, preference = self._preference.get(thread, (None, ()))
         if query == descriptors and preference:
             key = (definition, preference)
-            preferred = self._parsed.get(key)
-            if preferred is None:
-                preferred = self._parsed.put(key, dataclasses.replace(definition, preference=preference))
-            definition = preferred
-        site = self._sites.get((thread, stream))
-        if site is None:
-            site = self._sites.put((thread, stream), Site(None, "", _hex(stream.lower().removeprefix(b"0x")), thread))
+            definition = (self._parsed.get(key)
+                          or self._parsed.put(key, dataclasses.replace(definition, preference=preference)))
+        site = self._sites.get((thread, stream)) or self._sites.put(
+            (thread, stream), Site(None, "", _hex(stream.lower().removeprefix(b"0x")), thread))
         self.capture.add_gemm(definition, site)
 
     @staticmethod
