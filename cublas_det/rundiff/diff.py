@@ -470,12 +470,10 @@ def report_lines(diff: RunDiff, *, verbose: bool = False, width: int | None = No
     lines = [f"A: {diff.run_a}", f"B: {diff.run_b}", *prose(answer), ""]
     for step in diff.steps:
         ended = f"; {diff.ended} ended before the other {step.not_reached}" if step.not_reached else ""
-        if step.equal and not verbose:
-            lines.append(f"step {step.step}: {all_equal(step.compared)}{ended}")
-            continue
         heading = f"{all_equal(step.compared)}{ended}" if step.equal else diverging(len(step.diverged), len(step.leaves))
         lines.append(f"step {step.step}: {heading}")
-        lines += format_table([leaf_row(leaf) for leaf in step.leaves])
+        if verbose or not step.equal:
+            lines += format_table([leaf_row(leaf) for leaf in step.leaves])
     count = len(diff.not_compared)
     if diff.error is not None:
         lines += prose(f"stopped by a read error in step {diff.not_compared[0]}; {plural(count, 'step')} from it on "
