@@ -231,16 +231,12 @@ class CublasLogParser(_LogParser):
         """A call of bad shape: interleaved where another thread logs too; else malformed (told at the end)."""
         for found in _THREAD.finditer(block):
             self._thread((int(found.group(1)), int(found.group(2))))
+        calls, gemms, samples = self._unsure or (0, 0, [])
+        if len(samples) < MAX_SAMPLES:
+            samples.append(f"{err}: {_quoted(header)}")
+        self._unsure = [calls + 1, gemms + gemm, samples]
         if len(self._threads) > 1:
-            self.stats.interleaved += 1
-            self.stats.interleaved_gemms += gemm
-            return
-        if not self._unsure:
-            self._unsure = [0, 0, []]
-        self._unsure[0] += 1
-        self._unsure[1] += gemm
-        if len(self._unsure[2]) < MAX_SAMPLES:
-            self._unsure[2].append(f"{err}: {_quoted(header)}")
+            self._resolve("interleaved")
 
     def _thread(self, thread: tuple) -> None:
         if thread not in self._threads:
