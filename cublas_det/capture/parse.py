@@ -101,7 +101,7 @@ class _Cache(dict):
         self[key] = value
         return value
 
-    def parsed(self, key, parse, *args):
+    def put_parsed(self, key, parse, *args):
         """``parse(*args)`` kept under ``key``, or the InvalidGemm it raised: its repeats cost a lookup too."""
         try:
             return self.put(key, parse(*args))
@@ -303,7 +303,8 @@ class CublasLogParser(_LogParser):
             mode = self._set_mode(block, site)
         fields = block[:time_at]
         key = (function, _POINTER_VALUE.sub(b"", fields), mode, workspace)
-        definition = self._parsed.get(key) or self._parsed.parsed(key, self._definition, gemm, fields, mode, workspace)
+        definition = (self._parsed.get(key)
+                      or self._parsed.put_parsed(key, self._definition, gemm, fields, mode, workspace))
         if definition.__class__ is InvalidGemm:
             raise definition
         self.capture.add_gemm(definition, site, address)
@@ -418,7 +419,7 @@ class LtLogParser(_LogParser):
         at = rest.rfind(b" stream=")
         stream = rest[at + 8:].split(b" ", 1)[0] if at >= 0 else b"0x0"
         key = (function, _LT_POINTERS.sub(b"=", rest))
-        parsed = self._parsed.get(key) or self._parsed.parsed(key, self._parse_matmul, function, key[1])
+        parsed = self._parsed.get(key) or self._parsed.put_parsed(key, self._parse_matmul, function, key[1])
         if parsed.__class__ is InvalidGemm:
             raise parsed
         self.stats.gemm_calls += 1
