@@ -112,9 +112,7 @@ def short_name(name: str) -> str:
     full = full.replace("(anonymous namespace)::", "")  # a namespace in brackets is no call
     callee, _ = _split_top(full, "(")
     tokens = _cut(callee, " ")  # ``std::enable_if<...>::type ns::kernel<...>``: 2 tokens
-    if not tokens:
-        return full
-    function = tokens[-1]  # the return type, if any, comes first
+    function = tokens[-1] if tokens else ""  # the return type, if any, comes first
     components = _components(function)
     if not components:
         return full
