@@ -123,7 +123,7 @@ class _LogParser:
         self.stats.path = path
         self._pending = b""
         self._parsed = _Cache()  # a call's text without pointers (and what else defines it) -> what it says
-        self._sites = _Cache()  # a context line's start (cuBLAS) or (thread, stream) (cuBLASLt) -> Site
+        self._sites = _Cache()  # where calls came from: context line -> (Site, first line); (thread, stream) -> Site
 
     def feed(self, data: bytes) -> None:
         self.stats.bytes += len(data)
