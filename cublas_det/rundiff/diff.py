@@ -339,10 +339,8 @@ def compare_sources(source_a: DataSource, source_b: DataSource, dtype: str,
     size = min(chunk, nbytes)
     buffers = [(bytearray(size), bytearray(size)), (bytearray(size), bytearray(size))]
     with contextlib.ExitStack() as stack:
-        reader_a = source_a.open(chunk)
-        stack.callback(reader_a.close)
-        reader_b = source_b.open(chunk)
-        stack.callback(reader_b.close)
+        reader_a, reader_b = (stack.enter_context(contextlib.closing(source.open(chunk)))
+                              for source in (source_a, source_b))
         pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(max_workers=2))
 
         def read(pair: int, count: int):
@@ -371,16 +369,13 @@ def leaf_digest(leaf: Leaf, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> str:
     source = leaf.source
     accumulator = DigestAccumulator()
     buffer = bytearray(min(chunk_bytes, source.nbytes))
-    reader = source.open(chunk_bytes)
-    try:
+    with contextlib.closing(source.open(chunk_bytes)) as reader:
         remaining = source.nbytes
         while remaining:
             count = min(chunk_bytes, remaining)
             _read_exactly(reader, buffer, count, source)
             accumulator.update(memoryview(buffer)[:count])
             remaining -= count
-    finally:
-        reader.close()
     return accumulator.hexdigest()
 
 
