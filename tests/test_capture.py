@@ -14,10 +14,11 @@ import pytest
 
 from cublas_det.call import shape_args
 from cublas_det.apilog import file as capture_file
-from cublas_det.store.files import write_json
-from cublas_det.apilog.model import Capture
+from cublas_det.apilog.findings import Finding, findings
+from cublas_det.apilog.model import Capture, GemmDefinition, Site
 from cublas_det.apilog.parse import CublasLogParser, LtLogParser
 from cublas_det.apilog.run import run_captured
+from cublas_det.store.files import write_json
 from cublas_det.cli import bench as bench_cli
 from cublas_det.cli import capture as capture_cli
 from cublas_det.config import GemmConfig
@@ -449,3 +450,56 @@ def test_bench_capture_checks_and_times_the_captured_gemms_batched_ones_batched(
     text = written.out
     assert "256x128x512 op NN, a batch of 8" in text and "64x32x96 op NN, a batch of 8" in text  # strided batched
     assert "not replayed: needs R_64F" in written.err  # the fp64 one, listed on stderr
+
+
+def test_findings_of_every_kind_on_a_made_capture():
+    """Every finding, from a capture made by hand: handles shared by streams (with a workspace per stream,
+    and under CUBLAS_WORKSPACE_CONFIG) and by threads, handles of other math modes and workspaces, and
+    fp32 GEMMs under TF32 and BF16X9, a reduced compute type, half precision with RPR allowed, split-K,
+    a small workspace."""
+    capture = Capture()
+    capture.environment["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    fp32 = dict(transa="N", transb="N", m=64, n=64, k=64, lda=64, ldb=64, ldc=64, a_type="R_32F", b_type="R_32F",
+                c_type="R_32F", compute_type="COMPUTE_32F", algo=-1)
+    gemms = {
+        "tf32": (GemmDefinition("cublasGemmEx", **fp32, math_mode=3 | 16), Site(1, "0xa", "0x1", 7)),
+        "bf16x9": (GemmDefinition("cublasGemmEx", **fp32, math_mode=4, workspace_bytes=1 << 20), Site(1, "0xa", "0x2", 7)),
+        "reduced": (GemmDefinition("cublasGemmEx", **{**fp32, "compute_type": "COMPUTE_32F_FAST_TF32"}, math_mode=16),
+                    Site(1, "0xb", "0x1", 7)),
+        "rpr": (GemmDefinition("cublasGemmEx", **{**fp32, "a_type": "R_16F", "b_type": "R_16F", "c_type": "R_16F"},
+                               math_mode=0), Site(1, "0xb", "0x2", 8)),
+        "split": (GemmDefinition("cublasLtMatmul", **{**fp32, "algo": None},
+                                 lt_algo=(("numSplitsK", "4"), ("reductionScheme", "REDUCTION_SCHEME_INPLACE"))),
+                  Site(None, "", "0x3", 7)),
+    }
+    for definition, site in gemms.values():
+        capture.add_gemm(definition, site)
+    capture.workspace_addresses |= {(Site(1, "0xa", "0x1", 7), "0x100"), (Site(1, "0xa", "0x2", 7), "0x200")}
+    ids = {definition: f"g{n}" for n, (definition, _) in enumerate(gemms.values(), 1)}
+    shared = "cuBLAS documents identical bits only with one stream per handle; "
+    assert findings(capture, ids, 90) == [
+        Finding("shared-handle-streams", "setup", "handle 0xa of process 1 ran GEMMs on 2 streams (0x1, 0x2): " + shared
+                + "each stream had a workspace of its own (cuBLAS's documented remedy)", ("0xa",), ("0x1", "0x2")),
+        Finding("shared-handle-streams", "hazard", "handle 0xb of process 1 ran GEMMs on 2 streams (0x1, 0x2): " + shared
+                + "CUBLAS_WORKSPACE_CONFIG=:4096:8 was set (it sizes cuBLAS's own pool, not a user workspace); else "
+                "give each stream its own handle or workspace", ("0xb",), ("0x1", "0x2")),
+        Finding("shared-handle-threads", "setup", "handle 0xb of process 1 was used from 2 threads (one after another, "
+                "as PyTorch's handle pool does, or at once); cuBLAS recommends a handle per thread", ("0xb",),
+                ("0x1", "0x2")),
+        Finding("mixed-math-modes", "setup", "handles ran GEMMs in different math modes: DEFAULT on 0xb; "
+                "FP32_EMULATED_BF16X9 on 0xa; DEFAULT+DISALLOW_RPR on 0xb; TF32+DISALLOW_RPR on 0xa", ("0xa", "0xb")),
+        Finding("mixed-workspaces", "setup", "handles ran GEMMs with different workspaces: cuBLAS's own on 0xa, 0xb; "
+                "1 MiB on 0xa", ("0xa", "0xb")),
+        Finding("tf32-math", "precision", "fp32 GEMMs ran under TF32 math: 10-bit mantissa products, not fp32's: g1",
+                ("0xa",), (), ("g1",)),
+        Finding("bf16x9-math", "precision", "fp32 GEMMs ran under BF16X9 math: fp32 emulated with bf16 products on "
+                "tensor cores, other bits than fp32's: g2", ("0xa",), (), ("g2",)),
+        Finding("reduced-compute", "precision", "GEMMs asked for a compute type below fp32's: g3 "
+                "(COMPUTE_32F_FAST_TF32)", ("0xb",), (), ("g3",)),
+        Finding("rpr-allowed", "precision", "half-precision GEMMs on handles that allow reduced-precision reductions "
+                "(no CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION): g4", ("0xb",), (), ("g4",)),
+        Finding("split-k", "hazard", "cuBLASLt chose split-K or a reduction scheme, whose split depends on the SM "
+                "count and the workspace: g5 (numSplitsK=4 REDUCTION_SCHEME_INPLACE)", (), (), ("g5",)),
+        Finding("small-workspace", "setup", "workspaces below cuBLAS's recommended 32 MiB: g2 (1 MiB)", ("0xa",), (),
+                ("g2",))]
+    assert findings(capture, ids)[-1].text.endswith("(the GPU is unknown: the pre-Hopper figure): g2 (1 MiB)")

@@ -238,3 +238,8 @@ def test_a_batch_row_is_marked_for_other_kernels_or_another_split_of_k_not_for_a
 def test_an_anonymous_namespace_is_not_taken_for_a_call():
     assert names.short_name("void (anonymous namespace)::k<float>(float*)") == "k"
     assert names.short_name("void at::native::(anonymous namespace)::matmul_kernel<float>(int)") == "matmul_kernel"
+
+
+def test_a_name_without_a_function_in_it_is_kept_whole():
+    for name in ("(x)", " ", "a ::", "::"):  # nothing before the call's brackets; no name between the colons
+        assert names.short_name(name) == name

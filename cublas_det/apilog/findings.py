@@ -9,6 +9,7 @@ that differ, a small workspace). Findings describe the calls; none is a check of
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 from .. import words
@@ -68,74 +69,60 @@ def findings(capture: Capture, ids: dict, compute_capability: int | None = None)
                                  f"{where} was used from {len(handle.threads)} threads (one after another, as "
                                  "PyTorch's handle pool does, or at once); cuBLAS recommends a handle per thread",
                                  (handle.handle,), tuple(sorted(handle.streams))))
-    modes = {}
-    spaces = {}
-    for handle in handles.values():
-        for mode in handle.math_modes:
-            modes.setdefault(mode, []).append(handle.handle)
-        for size in handle.workspaces:
-            spaces.setdefault(size, []).append(handle.handle)
-    if len(modes) > 1:
-        found.append(Finding("mixed-math-modes", "setup", "handles ran GEMMs in different math modes: " + "; ".join(
-            f"{math_mode_name(mode)} on {', '.join(sorted(set(hs)))}" for mode, hs in sorted(
-                modes.items(), key=lambda item: -1 if item[0] is None else item[0])),
-            tuple(sorted({h for hs in modes.values() for h in hs}))))
-    if len(spaces) > 1:
-        found.append(Finding("mixed-workspaces", "setup", "handles ran GEMMs with different workspaces: " + "; ".join(
-            f"{_mib(size)} on {', '.join(sorted(set(hs)))}" for size, hs in sorted(
-                spaces.items(), key=lambda item: -1 if item[0] is None else item[0])),
-            tuple(sorted({h for hs in spaces.values() for h in hs}))))
+    for finding, what, values, name in (("mixed-math-modes", "in different math modes", "math_modes", math_mode_name),
+                                        ("mixed-workspaces", "with different workspaces", "workspaces", _mib)):
+        by_value = {}  # a math mode or workspace size -> the handles that ran GEMMs with it
+        for handle in handles.values():
+            for value in getattr(handle, values):
+                by_value.setdefault(value, set()).add(handle.handle)
+        if len(by_value) > 1:
+            found.append(Finding(finding, "setup", f"handles ran GEMMs {what}: " + "; ".join(
+                f"{name(value)} on {', '.join(sorted(hs))}" for value, hs in sorted(
+                    by_value.items(), key=lambda item: -1 if item[0] is None else item[0])),
+                tuple(sorted(set().union(*by_value.values())))))
     found += _per_gemm(capture, ids, compute_capability)
     return found
 
 
 def _per_gemm(capture: Capture, ids: dict, compute_capability: int | None) -> list[Finding]:
-    tf32, bf16x9, reduced, rpr, split, small = [], [], [], [], [], []
-    handles = {key: set() for key in ("tf32", "bf16x9", "reduced", "rpr", "split", "small")}
+    items, involved = collections.defaultdict(list), collections.defaultdict(set)  # finding -> GEMMs, handles
     recommended = HOPPER_WORKSPACE_BYTES if (compute_capability or 0) >= 90 else OTHER_WORKSPACE
     for definition, stats in capture.gemms.items():
         gid = ids[definition]
-        site_handles = {site.handle for site in stats.sites if site.handle}
+        noted = []  # (finding, the GEMM as it lists it)
         mode = definition.math_mode
         if definition.a_type == "R_32F" and mode is not None and definition.compute_type == "COMPUTE_32F":
             if mode & ~DISALLOW_RPR == MathMode.TF32:
-                tf32.append(gid)
-                handles["tf32"] |= site_handles
+                noted.append(("tf32-math", gid))
             elif mode & ~DISALLOW_RPR == MathMode.FP32_EMULATED_BF16X9:
-                bf16x9.append(gid)
-                handles["bf16x9"] |= site_handles
+                noted.append(("bf16x9-math", gid))
         if definition.compute_type in _REDUCED_COMPUTE:
-            reduced.append(f"{gid} ({definition.compute_type})")
-            handles["reduced"] |= site_handles
+            noted.append(("reduced-compute", f"{gid} ({definition.compute_type})"))
         if definition.a_type in _HALF and not definition.is_lt and mode is not None and not mode & DISALLOW_RPR:
-            rpr.append(gid)
-            handles["rpr"] |= site_handles
+            noted.append(("rpr-allowed", gid))
         algos = [dict(algo) for algo in ([definition.lt_algo] if definition.is_lt else stats.internal)]
         splits = sorted({f"numSplitsK={a.get('numSplitsK')} {a.get('reductionScheme', '')}".strip() for a in algos
-                         if a.get("numSplitsK") not in (None, "0", "1") or a.get("reductionScheme", "REDUCTION_SCHEME_NONE")
-                         not in ("REDUCTION_SCHEME_NONE",)})
+                         if a.get("numSplitsK") not in (None, "0", "1")
+                         or a.get("reductionScheme", "REDUCTION_SCHEME_NONE") != "REDUCTION_SCHEME_NONE"})
         if splits:
-            split.append(f"{gid} ({', '.join(splits)})")
-            handles["split"] |= site_handles
+            noted.append(("split-k", f"{gid} ({', '.join(splits)})"))
         if not definition.is_lt and definition.workspace_bytes is not None and definition.workspace_bytes < recommended:
-            small.append(f"{gid} ({_mib(definition.workspace_bytes)})")
-            handles["small"] |= site_handles
-    found = []
-
-    def add(key, kind, items, involved, text):
-        if items:
-            found.append(Finding(key, kind, f"{text}: {', '.join(items)}", tuple(sorted(involved)), (),
-                                 tuple(item.split(" ")[0] for item in items)))
-
-    add("tf32-math", "precision", tf32, handles["tf32"], "fp32 GEMMs ran under TF32 math: 10-bit mantissa products, "
-        "not fp32's")
-    add("bf16x9-math", "precision", bf16x9, handles["bf16x9"], "fp32 GEMMs ran under BF16X9 math: fp32 emulated with "
-        "bf16 products on tensor cores, other bits than fp32's")
-    add("reduced-compute", "precision", reduced, handles["reduced"], "GEMMs asked for a compute type below fp32's")
-    add("rpr-allowed", "precision", rpr, handles["rpr"], "half-precision GEMMs on handles that allow reduced-precision reductions "
-        "(no CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)")
-    add("split-k", "hazard", split, handles["split"], "cuBLASLt chose split-K or a reduction scheme, whose split depends on the SM "
-        "count and the workspace")
-    add("small-workspace", "setup", small, handles["small"], f"workspaces below cuBLAS's recommended {_mib(recommended)}"
-        + ("" if compute_capability else " (the GPU is unknown: the pre-Hopper figure)"))
-    return found
+            noted.append(("small-workspace", f"{gid} ({_mib(definition.workspace_bytes)})"))
+        handles = {site.handle for site in stats.sites if site.handle}
+        for finding, item in noted:
+            items[finding].append(item)
+            involved[finding] |= handles
+    texts = (
+        ("tf32-math", "precision", "fp32 GEMMs ran under TF32 math: 10-bit mantissa products, not fp32's"),
+        ("bf16x9-math", "precision", "fp32 GEMMs ran under BF16X9 math: fp32 emulated with bf16 products on tensor "
+         "cores, other bits than fp32's"),
+        ("reduced-compute", "precision", "GEMMs asked for a compute type below fp32's"),
+        ("rpr-allowed", "precision", "half-precision GEMMs on handles that allow reduced-precision reductions "
+         "(no CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)"),
+        ("split-k", "hazard", "cuBLASLt chose split-K or a reduction scheme, whose split depends on the SM count and "
+         "the workspace"),
+        ("small-workspace", "setup", f"workspaces below cuBLAS's recommended {_mib(recommended)}"
+         + ("" if compute_capability else " (the GPU is unknown: the pre-Hopper figure)")))
+    return [Finding(finding, kind, f"{text}: {', '.join(items[finding])}", tuple(sorted(involved[finding])), (),
+                    tuple(item.split(" ")[0] for item in items[finding]))
+            for finding, kind, text in texts if items[finding]]

@@ -227,9 +227,8 @@ class Capture:
             if definition.is_lt:
                 continue
             for site, calls in stats.sites.items():
-                handle = handles.get((site.process, site.handle))
-                if handle is None:
-                    handle = handles[(site.process, site.handle)] = HandleStats(site.process, site.handle)
+                key = (site.process, site.handle)
+                handle = handles.get(key) or handles.setdefault(key, HandleStats(*key))
                 handle.calls += calls
                 handle.streams[site.stream] += calls
                 handle.threads.add(site.thread)

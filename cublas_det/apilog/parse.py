@@ -64,11 +64,6 @@ def _hex(text: bytes) -> str:
     return "0x" + text.decode().lower() if text and text != b"(nil)" else "0x0"
 
 
-def _pointer(value: bytes) -> str:
-    found = _HEX.search(value)
-    return _hex(found.group(1)) if found else "0x0"
-
-
 def _enum_name(value: bytes, prefix: str = "") -> str:
     """``T`` for ``CUBLAS_OP_T(1)``, ``R_16BF`` for ``CUDA_R_16BF(14)`` (``prefix`` stripped)."""
     text = value.split(b"(", 1)[0].decode()
@@ -106,12 +101,29 @@ class _Cache(dict):
         self[key] = value
         return value
 
+    def put_parsed(self, key, parse, *args):
+        """``parse(*args)`` kept under ``key``, or the InvalidGemm it raised: its repeats cost a lookup too."""
+        try:
+            return self.put(key, parse(*args))
+        except InvalidGemm as err:
+            return self.put(key, err)
+
 
 class _LogParser:
-    """Chunks in, whole units out: the text up to the last ``SEPARATOR`` goes to ``_text``, the rest
-    waits for the next chunk (a call or a line may be cut anywhere)."""
+    """Chunks in, whole units out: the text up to the last ``SEPARATOR`` goes to ``_text(text, complete)``,
+    the rest waits for the next chunk (a call or a line may be cut anywhere). ``complete`` is False
+    only for the text left at the log's end, whose last call (or line) may be cut."""
 
     SEPARATOR = b"\n"
+    LOG = ""  # the log's name in Capture.logs
+
+    def __init__(self, capture: Capture, path: str = ""):
+        self.capture = capture
+        self.stats = capture.log(self.LOG)
+        self.stats.path = path
+        self._pending = b""
+        self._parsed = _Cache()  # a call's text without pointers (and what else defines it) -> what it says
+        self._sites = _Cache()  # where calls came from: context line -> (Site, first line); (thread, stream) -> Site
 
     def feed(self, data: bytes) -> None:
         self.stats.bytes += len(data)
@@ -134,28 +146,19 @@ class _LogParser:
         if text.strip():
             self._text(text, complete=False)
 
-    def _text(self, text: bytes, complete: bool) -> None:
-        """Whole calls (or lines), unless ``complete`` is False: the log ends in ``text``, which may end
-        inside its last call."""
-        raise NotImplementedError
-
 
 class CublasLogParser(_LogParser):
     """cuBLAS's API log, fed in chunks (or whole call records: each begins with its ``I! cuBLAS`` line)."""
 
     SEPARATOR = b"\nI! cuBLAS "  # the last call may go on in the next chunk
+    LOG = "cublas"
 
     def __init__(self, capture: Capture, path: str = ""):
-        self.capture = capture
-        self.stats = capture.log("cublas")
-        self.stats.path = path
-        self._pending = b""
+        super().__init__(capture, path)
         self._workspace: dict = {}  # (process, handle) -> (bytes, address) of its user workspace
         self._math: dict = {}  # handle field line -> the text of its last cublasSetMathMode, unread
         self._modes: dict = {}  # a context line's math-mode text -> its value
         self._kinds: dict = {}  # function name -> (_kind(), the parameters of its prototype)
-        self._parsed = _Cache()  # (call text without pointers, math mode) -> a GemmDefinition, or why none
-        self._sites = _Cache()  # context match groups -> Site
         self._threads: set = set()  # (process, thread) of the context lines: one alone, and nothing interleaves
         self._unsure = []  # calls of bad shape while one thread was seen: [calls, GEMM calls, samples]
 
@@ -228,16 +231,12 @@ class CublasLogParser(_LogParser):
         """A call of bad shape: interleaved where another thread logs too; else malformed (told at the end)."""
         for found in _THREAD.finditer(block):
             self._thread((int(found.group(1)), int(found.group(2))))
+        calls, gemms, samples = self._unsure or (0, 0, [])
+        if len(samples) < MAX_SAMPLES:
+            samples.append(f"{err}: {_quoted(header)}")
+        self._unsure = [calls + 1, gemms + gemm, samples]
         if len(self._threads) > 1:
-            self.stats.interleaved += 1
-            self.stats.interleaved_gemms += gemm
-            return
-        if not self._unsure:
-            self._unsure = [0, 0, []]
-        self._unsure[0] += 1
-        self._unsure[1] += gemm
-        if len(self._unsure[2]) < MAX_SAMPLES:
-            self._unsure[2].append(f"{err}: {_quoted(header)}")
+            self._resolve("interleaved")
 
     def _thread(self, thread: tuple) -> None:
         if thread not in self._threads:
@@ -289,7 +288,8 @@ class CublasLogParser(_LogParser):
         key = (site.process, site.handle)
         if kind == "workspace":
             found = _WORKSPACE.search(block)
-            self._workspace[key] = (int(found.group(2)), _pointer(found.group(1)))
+            pointer = _HEX.search(found.group(1))
+            self._workspace[key] = (int(found.group(2)), _hex(pointer.group(1)) if pointer else "0x0")
         else:  # cublasSetStream resets a user workspace to cuBLAS's own; cublasDestroy ends the handle
             self._workspace.pop(key, None)
 
@@ -303,23 +303,18 @@ class CublasLogParser(_LogParser):
             mode = self._set_mode(block, site)
         fields = block[:time_at]
         key = (function, _POINTER_VALUE.sub(b"", fields), mode, workspace)
-        definition = self._parsed.get(key)
-        if definition is None:
-            try:
-                definition = self._parsed.put(key, self._definition(gemm, fields, mode, workspace))
-            except InvalidGemm as err:  # kept, so that its repeats cost a lookup too
-                definition = self._parsed.put(key, err)
-        if isinstance(definition, InvalidGemm):
+        definition = (self._parsed.get(key)
+                      or self._parsed.put_parsed(key, self._definition, gemm, fields, mode, workspace))
+        if definition.__class__ is InvalidGemm:
             raise definition
         self.capture.add_gemm(definition, site, address)
         self.stats.gemm_calls += 1  # calls read
 
     def _set_mode(self, block: bytes, site: Site) -> int | None:
         """The mode the last cublasSetMathMode of this call's handle set, or None (none read)."""
-        found = self._math.get(block[:block.find(b"\n")])
-        if found is None:
+        math = self._math.get(block[:block.find(b"\n")])
+        if math is None:
             return None
-        math = found
         try:
             setter, _, time_at = self._context(math, 2)  # cublasSetMathMode(handle, mode)
             if (setter.process, setter.handle) != (site.process, site.handle):  # another process's handle
@@ -335,18 +330,15 @@ class CublasLogParser(_LogParser):
         fields = dict(pairs)
         if len(fields) != len(pairs):
             raise ValueError("a field twice: another call's lines")
-        if typed:
-            a_type, compute = _TYPED[typed]
-            algo = None
-            types = tuple(_enum_name(fields[name], "CUDA_") if name in fields else a_type  # cublasSgemmEx's
-                          for name in (b"Atype", b"Btype", b"Ctype"))
-        else:
-            types = tuple(_enum_name(fields[name], "CUDA_") for name in (b"Atype", b"Btype", b"Ctype"))
+        a_type, compute = _TYPED.get(typed, (None, None))
+        types = tuple(_enum_name(fields[name], "CUDA_") if name in fields or not typed else a_type  # cublasSgemmEx's
+                      for name in (b"Atype", b"Btype", b"Ctype"))
+        algo = None
+        if not typed:
             compute = _enum_name(fields[b"computeType"], "CUBLAS_")
             algo = int(_ENUM_VALUE.search(fields[b"algo"]).group(1))
-        strides = None
-        if batched == "StridedBatched":
-            strides = tuple(int(fields[name]) for name in (b"strideA", b"strideB", b"strideC"))
+        strides = (tuple(int(fields[name]) for name in (b"strideA", b"strideB", b"strideC"))
+                   if batched == "StridedBatched" else None)
         return GemmDefinition(
             gemm.group(0), _enum_name(fields[b"transa"], "CUBLAS_OP_"), _enum_name(fields[b"transb"], "CUBLAS_OP_"),
             int(fields[b"m"]), int(fields[b"n"]), int(fields[b"k"]), int(fields[b"lda"]), int(fields[b"ldb"]),
@@ -382,14 +374,11 @@ class LtLogParser(_LogParser):
     """cuBLASLt's log, fed in chunks: the Trace line of every matmul, and the preference of the
     heuristic query before it."""
 
+    LOG = "cublaslt"
+
     def __init__(self, capture: Capture, path: str = ""):
-        self.capture = capture
-        self.stats = capture.log("cublaslt")
-        self.stats.path = path
-        self._pending = b""
+        super().__init__(capture, path)
         self._preference: dict = {}  # thread -> (descriptors, preference) of its last heuristic query
-        self._parsed = _Cache()  # (function, line without pointers) -> what the line says
-        self._sites = _Cache()
 
     def _text(self, text: bytes, complete: bool) -> None:
         if not complete and not text.endswith(b"\n"):  # the log ends inside this line (close() gives one line)
@@ -430,12 +419,7 @@ class LtLogParser(_LogParser):
         at = rest.rfind(b" stream=")
         stream = rest[at + 8:].split(b" ", 1)[0] if at >= 0 else b"0x0"
         key = (function, _LT_POINTERS.sub(b"=", rest))
-        parsed = self._parsed.get(key)
-        if parsed is None:
-            try:
-                parsed = self._parsed.put(key, self._parse_matmul(function, key[1]))
-            except InvalidGemm as err:  # kept, so that its repeats cost a lookup too
-                parsed = self._parsed.put(key, err)
+        parsed = self._parsed.get(key) or self._parsed.put_parsed(key, self._parse_matmul, function, key[1])
         if parsed.__class__ is InvalidGemm:
             raise parsed
         self.stats.gemm_calls += 1
@@ -446,13 +430,10 @@ class LtLogParser(_LogParser):
         query, preference = self._preference.get(thread, (None, ()))
         if query == descriptors and preference:
             key = (definition, preference)
-            preferred = self._parsed.get(key)
-            if preferred is None:
-                preferred = self._parsed.put(key, dataclasses.replace(definition, preference=preference))
-            definition = preferred
-        site = self._sites.get((thread, stream))
-        if site is None:
-            site = self._sites.put((thread, stream), Site(None, "", _hex(stream.lower().removeprefix(b"0x")), thread))
+            definition = (self._parsed.get(key)
+                          or self._parsed.put(key, dataclasses.replace(definition, preference=preference)))
+        site = self._sites.get((thread, stream)) or self._sites.put(
+            (thread, stream), Site(None, "", _hex(stream.lower().removeprefix(b"0x")), thread))
         self.capture.add_gemm(definition, site)
 
     @staticmethod

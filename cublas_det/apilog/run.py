@@ -42,7 +42,9 @@ class _PipeReader(threading.Thread):
 
     def run(self) -> None:
         try:
-            self._read()
+            for data in self._chunks():
+                self.parser.feed(data)
+            self.parser.close()
         except BaseException as err:  # a parser bug: reported by the caller, with its traceback
             self.error = err
             self._drain()  # closing the pipe now would kill the program at its next log line (SIGPIPE)
@@ -75,11 +77,6 @@ class _PipeReader(threading.Thread):
                 continue
             yield data
         self.parser.stats.stopped_after_exit_s = AFTER_EXIT_S
-
-    def _read(self) -> None:
-        for data in self._chunks():
-            self.parser.feed(data)
-        self.parser.close()
 
     def _drain(self) -> None:
         for _ in self._chunks():

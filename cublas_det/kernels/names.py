@@ -80,11 +80,6 @@ def _split_top(text: str, opening: str) -> tuple[str, str]:
     return text[:start], text[start + 1:start + close]
 
 
-def _first_argument(arguments: str) -> str:
-    comma = next((i for i, char in _top_level(arguments) if char == ","), len(arguments))
-    return arguments[:comma].strip()
-
-
 # Template arguments that are types, not kernel names: a launcher over one of them keeps its own name.
 BUILTIN_TYPES = {"int", "long", "float", "double", "bool", "char", "short", "unsigned", "void", "signed", "half",
                  "__half", "__nv_bfloat16", "__nv_fp8_e4m3", "__nv_fp8_e5m2"}
@@ -99,11 +94,6 @@ def _cut(text: str, separator: str) -> list[str]:
             start = i + len(separator)
     pieces.append(text[start:])
     return [piece for piece in pieces if piece]
-
-
-def _top_level_tokens(text: str) -> list[str]:
-    """``text`` split at spaces outside brackets: ``std::enable_if<...>::type ns::kernel<...>`` -> 2 tokens."""
-    return _cut(text, " ")
 
 
 def _components(qualified: str) -> list[str]:
@@ -121,17 +111,16 @@ def short_name(name: str) -> str:
         return LIBRARY_SUFFIX.sub("", name) or name
     full = full.replace("(anonymous namespace)::", "")  # a namespace in brackets is no call
     callee, _ = _split_top(full, "(")
-    tokens = _top_level_tokens(callee)
-    if not tokens:
-        return full
-    function = tokens[-1]  # the return type, if any, comes first
+    tokens = _cut(callee, " ")  # ``std::enable_if<...>::type ns::kernel<...>``: 2 tokens
+    function = tokens[-1] if tokens else ""  # the return type, if any, comes first
     components = _components(function)
     if not components:
         return full
     short = components[-1]
     _, templates = _split_top(function[function.rfind(short):], "<") if short in LAUNCHERS else ("", "")
     if templates:
-        argument = _components(_first_argument(templates))
+        comma = next((i for i, char in _top_level(templates) if char == ","), len(templates))
+        argument = _components(templates[:comma].strip())  # the first template argument
         if argument and argument[-1] not in BUILTIN_TYPES and argument[-1].replace("_", "").isalnum() \
                 and not argument[-1].isdigit():
             return argument[-1]

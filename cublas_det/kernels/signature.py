@@ -18,8 +18,9 @@ from .names import short_name
 from .recorder import record_kernels
 from .records import KernelRecord
 
-# cublas_det's and CuPy's own kernels (the checker's mismatch tracker, copies, fills): never a GEMM's.
-OWN_PREFIXES = ("cublas_det_", "cupy_")  # the checker's and the timing engine's kernels, CuPy's copies
+# cublas_det's and CuPy's own kernels (the checker's mismatch tracker, the timing engine's, copies, fills):
+# never a GEMM's.
+OWN_PREFIXES = ("cublas_det_", "cupy_")
 OWN_NAMES = ("hold_stream", "stamp_clock")  # the timing engine's, as traces recorded before the prefix name them
 TILE = re.compile(r"tilesize(\d+x\d+(?:x\d+)?)|_(\d+x\d+)_")
 TENSOR_OP_MARKS = ("tensorop", "s1688", "s16816", "h1688", "h16816", "gmma", "hmma", "tf32", "bf16", "f16", "nvjet",
@@ -100,10 +101,15 @@ class KernelSignature:
         return next((k for k in self.launches if is_reduce(k.name)), None)
 
     @property
+    def split_reduce(self) -> bool:
+        """Whether a split-K reduce sums the main kernel's slices of K."""
+        return bool(self.reduce and is_split_k_reduce(self.reduce.name))
+
+    @property
     def split_k(self) -> int | None:
         """How many slices of K the main kernel computes for a split-K reduce to sum: the grid's z
         extent; 1 without a split-K reduce; None when one runs but the grid does not say (z = 1)."""
-        if not (self.main and self.reduce and is_split_k_reduce(self.reduce.name)):
+        if not (self.main and self.split_reduce):
             return 1
         return self.main.grid[2] if self.main.grid[2] > 1 else None
 
@@ -120,7 +126,7 @@ class KernelSignature:
         if not self.main:
             return "no kernel"
         words = " ".join(w for w in (self.math, self.tile) if w) or self.main.name
-        if self.reduce and is_split_k_reduce(self.reduce.name):
+        if self.split_reduce:
             words += f", split-K {self.split_k} + reduce" if self.split_k else ", split-K + reduce"
         elif self.reduce:
             words += " + reduce"
@@ -155,17 +161,12 @@ def is_own(name: str) -> bool:
     return short.startswith(OWN_PREFIXES) or short in OWN_NAMES
 
 
-def gemm_records(records) -> list[KernelRecord]:
-    """The records of cuBLAS's kernels: without cublas_det's and CuPy's own."""
-    return [r for r in records if not is_own(r.name)]
-
-
 def calls_of(records, calls: int | None = None) -> list[list[KernelRecord]]:
     """The records grouped into GEMM calls, per stream in start order: with ``calls`` known and the
     records of one stream a multiple of it, ``calls`` equal runs (a GEMM of two main kernels stays
     one call); else a call per non-reduce kernel, each reduce joining the call before it."""
     by_stream = collections.defaultdict(list)
-    for record in sorted(gemm_records(records), key=lambda r: r.start_ns):
+    for record in sorted((r for r in records if not is_own(r.name)), key=lambda r: r.start_ns):
         by_stream[record.stream_id].append(record)
     if calls and len(by_stream) == 1:
         (stream_records,) = by_stream.values()
@@ -182,10 +183,6 @@ def calls_of(records, calls: int | None = None) -> list[list[KernelRecord]]:
     return calls
 
 
-def _launches(call) -> tuple[KernelLaunch, ...]:
-    return tuple(KernelLaunch(short_name(r.name), tuple(r.grid), tuple(r.block)) for r in call)
-
-
 def signature_of(records, calls: int | None = None) -> KernelSignature | None:
     """The signature of the GEMM calls in ``records`` (None when they hold no GEMM kernel).
 
@@ -194,7 +191,8 @@ def signature_of(records, calls: int | None = None) -> KernelSignature | None:
     grouped = calls_of(records, calls)
     if not grouped:
         return None
-    sequences = collections.Counter(_launches(call) for call in grouped).most_common()
+    sequences = collections.Counter(tuple(KernelLaunch(short_name(r.name), tuple(r.grid), tuple(r.block)) for r in call)
+                                    for call in grouped).most_common()
     busy_ns = sum(r.duration_ns for call in grouped for r in call)
     count = calls or len(grouped)
     return KernelSignature(sequences[0][0], count, busy_ns / 1e3 / count, len(sequences),
@@ -204,7 +202,6 @@ def signature_of(records, calls: int | None = None) -> KernelSignature | None:
 def recorded_signature(run, calls: int | None = None) -> KernelSignature | None:
     """Run ``run()`` under CUPTI and return the signature of the ``calls`` GEMM calls it made
     (None: as many as the records show)."""
-
     return signature_of(record_kernels(run), calls)
 
 
@@ -227,8 +224,7 @@ def kernel_change(reference: KernelSignature | None, other: KernelSignature | No
     if reference.launches == other.launches:
         return same
     ref_main, other_main = reference.main, other.main
-    ref_split = bool(reference.reduce and is_split_k_reduce(reference.reduce.name))
-    other_split = bool(other.reduce and is_split_k_reduce(other.reduce.name))
+    ref_split, other_split = reference.split_reduce, other.split_reduce
     parts = []
     if ref_main.name != other_main.name:
         parts.append(f"the kernel changed from {ref_main.name} to {other_main.name}")

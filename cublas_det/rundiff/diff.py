@@ -89,10 +89,10 @@ class LeafDiff:
                 "shape_a": list(self.shape_a) if self.shape_a is not None else None,
                 "shape_b": list(self.shape_b) if self.shape_b is not None else None,
                 "compared_by": self.compared_by}
-        data.update(self.stats.to_dict() if self.stats is not None else {})
         if self.stats is not None:
-            data["first_index"] = list(self.first_index) if self.first_index is not None else None
-            data["first_flat_index"] = self.stats.first_index
+            index = self.first_index
+            data.update(self.stats.to_dict(), first_index=list(index) if index is not None else None,
+                        first_flat_index=self.stats.first_index)
         return data
 
 
@@ -339,10 +339,8 @@ def compare_sources(source_a: DataSource, source_b: DataSource, dtype: str,
     size = min(chunk, nbytes)
     buffers = [(bytearray(size), bytearray(size)), (bytearray(size), bytearray(size))]
     with contextlib.ExitStack() as stack:
-        reader_a = source_a.open(chunk)
-        stack.callback(reader_a.close)
-        reader_b = source_b.open(chunk)
-        stack.callback(reader_b.close)
+        reader_a, reader_b = (stack.enter_context(contextlib.closing(source.open(chunk)))
+                              for source in (source_a, source_b))
         pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(max_workers=2))
 
         def read(pair: int, count: int):
@@ -371,16 +369,13 @@ def leaf_digest(leaf: Leaf, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> str:
     source = leaf.source
     accumulator = DigestAccumulator()
     buffer = bytearray(min(chunk_bytes, source.nbytes))
-    reader = source.open(chunk_bytes)
-    try:
+    with contextlib.closing(source.open(chunk_bytes)) as reader:
         remaining = source.nbytes
         while remaining:
             count = min(chunk_bytes, remaining)
             _read_exactly(reader, buffer, count, source)
             accumulator.update(memoryview(buffer)[:count])
             remaining -= count
-    finally:
-        reader.close()
     return accumulator.hexdigest()
 
 
@@ -414,12 +409,7 @@ def leaf_row(leaf: LeafDiff) -> tuple[str, ...]:
     stats = leaf.stats
     mismatched = f"{stats.mismatched}/{stats.elements} ({percent(stats.mismatched, stats.elements)})"
     dtype = lookup_dtype(leaf.dtype_a)
-    if not dtype.is_float:
-        max_ulp = "-"
-    elif stats.nan_mismatches:
-        max_ulp = "nan"
-    else:
-        max_ulp = str(stats.max_ulp)
+    max_ulp = "-" if not dtype.is_float else "nan" if stats.nan_mismatches else str(stats.max_ulp)
     delta = "-" if stats.max_abs_delta is None else f"{stats.max_abs_delta:.3g}"
     index = "[" + ", ".join(map(str, leaf.first_index)) + "]"
     return (leaf.leaf, leaf.status.value, mismatched, max_ulp, delta, index, _value_note(leaf, dtype))
@@ -468,18 +458,15 @@ def report_lines(diff: RunDiff, *, verbose: bool = False, width: int | None = No
     lines = [f"A: {diff.run_a}", f"B: {diff.run_b}", *prose(answer), ""]
     for step in diff.steps:
         ended = f"; {diff.ended} ended before the other {step.not_reached}" if step.not_reached else ""
-        if step.equal and not verbose:
-            lines.append(f"step {step.step}: {all_equal(step.compared)}{ended}")
-            continue
         heading = f"{all_equal(step.compared)}{ended}" if step.equal else diverging(len(step.diverged), len(step.leaves))
         lines.append(f"step {step.step}: {heading}")
-        lines += table([TABLE_HEADER, *(leaf_row(leaf) for leaf in step.leaves)], indent="  ")
+        if verbose or not step.equal:
+            lines += table([TABLE_HEADER, *(leaf_row(leaf) for leaf in step.leaves)], indent="  ")
+    count = len(diff.not_compared)
     if diff.error is not None:
-        count = len(diff.not_compared)
         lines += prose(f"stopped by a read error in step {diff.not_compared[0]}; {plural(count, 'step')} from it on "
                        "not compared")
-    elif diff.not_compared:
-        count = len(diff.not_compared)
+    elif count:
         lines += prose(f"stopped after step {diff.steps[-1].step}, the first divergent step; "
                        f"{plural(count, 'later step')} not compared (--all compares them)")
     if len(diff.divergent_steps) > 1:

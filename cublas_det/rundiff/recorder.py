@@ -114,29 +114,17 @@ class Recorder:
     """
 
     def __init__(self, directory: str | os.PathLike, mode: str = "digest", *, overwrite: bool = False):
-        self._mode = _check_mode(mode)
-        self._directory = os.fspath(directory)
-        os.makedirs(self._directory, exist_ok=True)
-        self._log_path = os.path.join(self._directory, LOG_NAME)
-        if os.path.exists(self._log_path) and not overwrite:
-            raise FileExistsError(f"{self._log_path} exists: record into a new directory, or pass overwrite=True")
-        self._log = open(self._log_path, "w", encoding="utf-8")
+        self.mode = _check_mode(mode)
+        self.directory = os.fspath(directory)
+        os.makedirs(self.directory, exist_ok=True)
+        self.log_path = os.path.join(self.directory, LOG_NAME)
+        if os.path.exists(self.log_path) and not overwrite:
+            raise FileExistsError(f"{self.log_path} exists: record into a new directory, or pass overwrite=True")
+        self._log = open(self.log_path, "w", encoding="utf-8")
         self._pending: list[_Pending] = []
         self._recorded: set[tuple[int, str]] = set()
         self._devices: dict[int, _DeviceSums] = {}
         self._step: int | None = None
-
-    @property
-    def directory(self) -> str:
-        return self._directory
-
-    @property
-    def log_path(self) -> str:
-        return self._log_path
-
-    @property
-    def mode(self) -> str:
-        return self._mode
 
     @property
     def closed(self) -> bool:
@@ -154,7 +142,7 @@ class Recorder:
             raise ValueError("this Recorder is closed")
         step = _check_step(step)
         name = _check_name(name)
-        mode = self._mode if mode is None else _check_mode(mode)
+        mode = self.mode if mode is None else _check_mode(mode)
         if (step, name) in self._recorded:
             raise ValueError(f"leaf {name!r} was already recorded in step {step}; give each tensor of a step "
                              "its own name")
@@ -213,7 +201,7 @@ class Recorder:
 
     def _write(self, step: int, name: str, tensor: _Tensor) -> str:
         relative = f"step_{step}/{name}.bin"
-        path = os.path.join(self._directory, *relative.split("/"))
+        path = os.path.join(self.directory, *relative.split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if tensor.on_gpu:
             import cupy
