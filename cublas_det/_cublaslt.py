@@ -1,9 +1,5 @@
 """The ctypes layer of cuBLASLt: the libcublasLt beside CuPy's libcublas, its prototypes and enums.
-
-Like :mod:`cublas_det._cublas`, no policy: every wrapper is named after the C call it makes, takes
-plain ints (handles, descriptors and pointers are ``int``) and raises :class:`CublasError` on a
-non-zero status.
-"""
+Like :mod:`cublas_det._cublas`, no policy: wrappers named after their C calls, plain ints, CublasError."""
 
 from __future__ import annotations
 
@@ -113,7 +109,6 @@ def library() -> ctypes.CDLL:
     """Load libcublasLt through ``cuda.pathfinder``, as CuPy does (one copy in the process)."""
     try:
         from cuda import pathfinder
-
         loaded = pathfinder.load_nvidia_dynamic_lib("cublasLt")
     except (ImportError, AttributeError) as err:
         raise CublasNotFoundError("cuda.pathfinder is not installed; install CuPy") from err

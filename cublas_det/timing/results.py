@@ -17,10 +17,8 @@ AA_TOLERANCE = 0.005
 
 def role(name: str) -> str:
     """A configuration's name without what a run's configurations share: its element types, and a
-    replayed call's algo and workspace (``DEFAULT/algo99/ws32M/bfloat16->bfloat16`` -> ``DEFAULT``).
-
-    Arms are found by role, so a bf16 run compares its modes as an fp32 run does.
-    """
+    replayed call's algo and workspace (``DEFAULT/algo99/ws32M/bfloat16->bfloat16`` -> ``DEFAULT``),
+    so that a bf16 run finds its arms as an fp32 run does."""
     return "/".join(part for part in name.split("/")
                     if (name_part(part) or ("",))[0] not in ("types", "algo", "workspace_bytes"))
 
