@@ -60,10 +60,9 @@ def _interfaces(config: GemmConfig, run_configs) -> list[GemmConfig]:
 def matrix(config: GemmConfig, run_configs=()) -> list[tuple[GemmConfig, ComputeType]]:
     """The cells of the matrix: a handle's configuration (COMPUTE_32F) and the compute type passed to the call.
 
-    The configuration's own math mode, and every math mode of the run's configurations of its
-    element types (``run_configs``), are rows (BF16X9, say), and so is each cuBLASLt variant of the
-    run, in DEFAULT and TF32 math and the modes asked of it: each configuration's bits are compared
-    with every other's, and all configurations of the run of one element type share one matrix.
+    Rows: the default modes, every math mode of the run's configurations of these element types
+    (``run_configs``), and each cuBLASLt variant of the run, so that all configurations of one
+    element type share one matrix and each one's bits are compared with every other's.
     """
     types = (config.input_dtype, config.output_dtype)
     same_types = [c for c in (*run_configs, config) if (c.input_dtype, c.output_dtype) == types]
@@ -98,10 +97,8 @@ def _run_configs(context: ScenarioContext) -> tuple:
 
 
 def _matrix(context: ScenarioContext) -> dict:
-    """Digest and error of every math mode x compute type, and each mode's COMPUTE_32F output.
-
-    Computed once per shape (the first configuration to ask stores it in ``context.shared``).
-    """
+    """Digest and error of every math mode x compute type, and each mode's COMPUTE_32F output
+    (computed once per shape: the first configuration to ask stores it in ``context.shared``)."""
     reference64 = fp64_reference(context.shape, context.a, context.b, context.shared)
     cells, outputs = {}, {}
     for config, compute in matrix(context.config, _run_configs(context)):
@@ -143,8 +140,7 @@ def _modes(context: ScenarioContext):
     others = {name: out for name, out in table["outputs"].items() if name != context.config.name}
     mismatches = [compare(context.reference, out) for out in others.values()]
     differing = sum(not m.identical for m in mismatches)
-    # Compared with this configuration's own output: right also for a compute type other than
-    # COMPUTE_32F, whose name is in no group of modes.
+    # Compared with this configuration's own output: right also for a compute type in no group of modes.
     same = [name for name, mismatch in zip(others, mismatches) if mismatch.identical]
     return MODES_SCENARIO.from_worst(len(others), differing, worst_of(mismatches),
                                      " | ".join(" = ".join(group) for group in table["groups"]),
