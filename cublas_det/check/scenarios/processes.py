@@ -1,8 +1,7 @@
 """Scenarios that run in other processes: ``fresh-process`` and ``workspace-config``.
 
-Their workers start once for all the GEMMs of a check and run while the parent works
-(:func:`cublas_det.check.check_many`); each scenario says which workers it needs (``plan``) and
-turns their answers into its result for one GEMM (``merge``).
+Their workers start once for all the GEMMs of a check and run while the parent works; each
+scenario says which workers it needs (``plan``) and makes its result of their answers (``merge``).
 """
 
 from __future__ import annotations
@@ -22,12 +21,9 @@ WORKSPACE_CONFIG = ":4096:8"
 
 @dataclasses.dataclass(frozen=True)
 class ProcessScenario(Scenario):
-    """A scenario computed by worker processes.
-
-    ``plan(device, tasks, repeats)`` returns ``{worker name: (Request, environment)}``;
-    ``merge(check, answers)`` returns the scenario's result for ``check`` from ``{worker name:
-    (Answer or None, error or None)}``.
-    """
+    """A scenario computed by worker processes: ``plan(device, tasks, repeats)`` returns
+    ``{worker name: (Request, environment)}``, ``merge(check, answers)`` the result for ``check``
+    from ``{worker name: (Answer or None, error or None)}``."""
 
     plan: Callable | None = None
     merge: Callable | None = None

@@ -18,12 +18,9 @@ SAME_KERNELS = ("same kernels and grids on every stream as alone: what differs i
 
 
 def concurrent_streams(context: ScenarioContext, shared: bool):
-    """Issue the GEMM on STREAMS streams at once, round after round, comparing every output.
-
-    Returns ``(RunsSummary, rounds)``.
-    """
+    """Issue the GEMM on STREAMS streams at once, round after round, comparing every output;
+    return ``(RunsSummary, rounds)``."""
     import cupy
-
     rounds = max(4, -(-max(context.repeats, 16) // STREAMS))
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
     outs = [context.new_output() for _ in range(STREAMS)]
