@@ -1,7 +1,5 @@
-"""``python -m cublas_det.check.worker``: check the GEMMs of one :class:`~.protocol.Request` read on stdin.
-
-Writes one :class:`~.protocol.Answer` on stdout. A task that fails records its error and the rest
-go on, so one bad task never hides the others.
+"""``python -m cublas_det.check.worker``: check the GEMMs of one :class:`~.protocol.Request` read on stdin,
+write one :class:`~.protocol.Answer` on stdout. A task that fails records its error; the rest go on.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from .protocol import Answer, Request, TaskAnswer, task_key
 def main() -> int:
     request = Request.from_dict(json.load(sys.stdin))
     import cupy
-
     started = time.perf_counter()
     cupy.cuda.Device(request.device).use()
     results = {}
