@@ -44,7 +44,7 @@ def _upload(a_host, b_host):
     import cupy
     operands = cupy.asarray(a_host), cupy.asarray(b_host)
     # The checks' non-blocking streams do not wait for the current stream's copies, and a copy from
-    # pageable memory may return before its DMA has landed: without this wait a GEMM reads half a copy.
+    # pageable memory may return before its DMA has landed: without this wait a GEMM may read a partial copy.
     cupy.cuda.get_current_stream().synchronize()
     return operands
 

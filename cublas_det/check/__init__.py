@@ -80,7 +80,7 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     record through CUPTI the kernels of the reference call and of the runs that may change bits.
     ``operands``: the :class:`~cublas_det.operands.HostOperands` to upload (default: made here).
     ``phases``: a :class:`~cublas_det.phases.Phases` that gets the seconds of each step.
-    ``sm_count_targets``: the SM counts ``sm-count`` emulates (default: its own).
+    ``sm_count_targets``: the SM counts ``sm-count`` emulates (default: its ladder of the device's).
 
     Raises:
         CheckInterrupted: on Ctrl-C, carrying the checks completed so far.
