@@ -59,8 +59,7 @@ class Epilogue(enum.IntEnum):
     BIAS = 4
 
 
-# cublasLtMatmulAlgoConfigAttributes_t: (attribute, its C type). Each is read from the heuristic's
-# choice and written back by algo_init(), so that an algorithm can be stored and used again.
+# cublasLtMatmulAlgoConfigAttributes_t: (attribute, C type), read by algo_config, written by algo_init.
 ALGO_CONFIG = {"algo_id": (0, ctypes.c_int32), "tile": (1, c_uint32), "splitk": (2, c_uint32),
                "reduction_scheme": (3, c_uint32), "cta_swizzling": (4, c_uint32), "custom_option": (5, c_uint32),
                "stages": (6, c_uint32), "inner_shape": (7, c_uint16), "cluster_shape": (8, c_uint16)}

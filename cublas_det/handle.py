@@ -186,8 +186,7 @@ class Handle:
         self._workspace_bytes = workspace_bytes
         self._workspace = workspace  # cupy MemoryPointer kept alive while the handle lives
         self._bound_stream_ptr = -1
-        # CuPy's gemmEx binding binds the handle to CuPy's current stream on every call, which also
-        # resets a user workspace: it fits a handle that follows the current stream with no workspace.
+        # CuPy's binding re-binds the current stream on every call, resetting a workspace: fit only without one.
         self._cupy_binding_fits = workspace_bytes is None and lt_path is None
         self._lt = lt_path  # api="lt": every GEMM of the handle goes through cuBLASLt
         self._sm_count_target = 0  # read by the cuBLASLt path, which plans for it in its own descriptor
@@ -324,8 +323,7 @@ class Handle:
             self._require_open()
         if self._stream is None:
             if self._cupy_binding_fits:
-                # gemm() may have issued on this handle through CuPy's binding, which binds it to the
-                # current stream itself: the remembered stream cannot be trusted, so bind again.
+                # CuPy's binding may have re-bound the handle itself: the remembered stream is not to be trusted.
                 self._bound_stream_ptr = -1
             self.bind_stream(_current_stream_ptr())
         return self._ptr_c
@@ -413,8 +411,7 @@ def math_mode(mode: GemmConfig | MathMode | int | str | None = None):
         _cublas.cublas_set_math_mode(shared, previous)
 
 
-# Default handles, one per (device, configuration) in each thread, as CuPy keeps its own: two
-# threads issuing on one handle is the very hazard this tool reports (streams-shared-handle).
+# Default handles, one per (device, configuration) in each thread: threads sharing one is a hazard.
 _thread_handles = threading.local()
 
 

@@ -211,8 +211,7 @@ def host_digest(array) -> str:
 
 # -- CUDA: the same sums in one pass over the array
 THREADS_PER_BLOCK = 256
-BLOCKS_PER_SM = 4  # one wave of 1024 threads per SM, each with four 16-byte loads in flight: enough to
-# keep HBM busy within 64 registers per thread
+BLOCKS_PER_SM = 4  # one wave of 1024 threads per SM, four 16-byte loads in flight each: HBM kept busy
 
 
 # The kernel: a str.format template, filled with this module's constants by cuda_source().

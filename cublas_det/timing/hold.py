@@ -54,8 +54,7 @@ class StreamHold:
         self._hold = module.get_function(KERNEL_NAMES[0])
         self._stamp = module.get_function(KERNEL_NAMES[1])
         self._sms = runtime.deviceGetAttribute(runtime.cudaDevAttrMultiProcessorCount, runtime.getDevice())
-        # Mapped pinned memory: with unified addressing the device reads it at the host address;
-        # the attributes give the device address where they differ. Kept for the process's life.
+        # Mapped pinned memory, kept for the process's life; the device may see it at another address.
         self._host_ptr = runtime.hostAlloc(4, runtime.hostAllocMapped)
         self._flag = ctypes.c_uint32.from_address(self._host_ptr)
         self._flag.value = 0

@@ -10,8 +10,7 @@ from ..config import name_part
 from .stats import Ratio, quartiles, widened_ci
 
 AA_SUFFIX = "-AA"
-# The A/A control fails when its whole interval lies outside 1 ± this. Not "excludes 1": with 95%
-# intervals on 15 shapes, one shape in two runs would then fail by chance alone.
+# The A/A control fails when its whole interval lies outside 1 ± this (not "excludes 1": chance alone).
 AA_TOLERANCE = 0.005
 
 
@@ -65,8 +64,7 @@ class ArmTiming:
     graph_us: tuple[float, ...]
     eager_us: tuple[float, ...]
     clock_mhz: tuple[float | None, ...] = ()
-    # With kernels recorded (--kernels): the summed kernel durations per GEMM of held graph replays
-    # (the GPU's busy time, without the gaps between kernels), and the kernels that ran.
+    # With --kernels: the summed kernel durations per GEMM of held graph replays, and the kernels that ran.
     kernel_us: float | None = None
     kernels: str = ""
     setups: tuple[int, ...] = ()  # the setup of each sample (empty: one setup)

@@ -23,8 +23,7 @@ def _math_modes(choices) -> tuple:
 
 MODES = _math_modes(DEFAULT_MODES)
 MATRIX_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_32F_FAST_TF32)
-# In half precision TF32 does not apply, and what users choose between is the DISALLOW flag and the
-# compute types (PyTorch allows reduced-precision reduction in bf16 GEMMs by default).
+# In half precision TF32 does not apply: the choices are the DISALLOW flag and the compute types.
 HALF_MODES = _math_modes(HALF_DEFAULT_MODES)
 HALF_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_16F,
                       ComputeType.COMPUTE_16F_PEDANTIC)
@@ -131,8 +130,7 @@ def matrix_key(config: GemmConfig, run_configs=()) -> tuple:
 
 
 def _modes(context: ScenarioContext):
-    # Configurations of one shape share a matrix only when it is the same matrix (same element types,
-    # and in fp32 the same flag): a bf16 and an fp32 configuration never compare each other's outputs.
+    # Configurations share a matrix only when it is the same one (element types; in fp32, the flag).
     key = matrix_key(context.config, _run_configs(context))
     if key not in context.shared:
         context.shared[key] = _matrix(context)

@@ -30,8 +30,7 @@ class ProcessScenario(Scenario):
 
 
 def _fresh_process_plan(device: int, tasks: tuple[Task, ...], repeats: int) -> dict:
-    # The workers inherit this process's environment unchanged (CUBLAS_WORKSPACE_CONFIG included):
-    # only the process differs, so a difference in bits is a difference between processes.
+    # The environment unchanged (CUBLAS_WORKSPACE_CONFIG included): only the process differs.
     env = dict(os.environ)
     return {f"fresh-process#{i}": (Request(device, tasks, (), repeats), env) for i in range(FRESH_PROCESSES)}
 
@@ -60,9 +59,8 @@ def _fresh_process_merge(check: GemmCheck, answers: dict) -> ScenarioResult:
 
 
 def _workspace_config_plan(device: int, tasks: tuple[Task, ...], repeats: int) -> dict:
-    # The only change from this process's environment is the variable the scenario is about.
+    # The shared-handle case again, the only change of environment the variable the scenario is about.
     env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": WORKSPACE_CONFIG}
-    # The worker runs the shared-handle case (scenarios.streams) under that variable.
     return {"workspace-config": (Request(device, tasks, ("streams-shared-handle",), repeats), env)}
 
 
@@ -79,8 +77,7 @@ def _workspace_config_merge(check: GemmCheck, answers: dict) -> ScenarioResult:
     (shared,) = task.scenarios
     if shared.error:
         return WORKSPACE_CONFIG_SCENARIO.failed(shared.error)
-    # The worker compares its stream outputs with its own first output. Say whether that first output
-    # matched this process's bits, so that a difference can be placed: in the reference or in the streams.
+    # Whether the worker's own first output matched this process's places a difference: reference or streams.
     same_reference = bool(check.digest) and task.digest == check.digest
     where = ("this process computed no output to compare" if not check.digest else
              f"the worker's first output {'matches' if same_reference else 'differs from'} this process's bits")

@@ -22,8 +22,7 @@ def main() -> int:
     cupy.cuda.Device(request.device).use()
     results = {}
     seeds = {task.seed for task in request.tasks}
-    # One call per seed over its shapes and configurations: each pair of operands is drawn once, ahead
-    # of use, and the float64 reference of a shape is shared by its configurations.
+    # One call per seed: each pair of operands drawn once, each float64 reference shared.
     for seed in sorted(seeds):
         tasks = [task for task in request.tasks if task.seed == seed]
         shapes = list({task.shape.spec: task.shape for task in tasks}.values())
