@@ -340,8 +340,7 @@ def device_bytes(array):
 def queue_device_sums(array, sums, *, blocks: int | None = None, threads: int = THREADS_PER_BLOCK) -> int:
     """Queue S1 and S2 of a CuPy array's bytes into ``sums`` (a CuPy uint64 array of 2, zeroed first)
     on the current stream, waiting for nothing; return the byte length :func:`finish` needs.
-    ``blocks``/``threads`` override the launch configuration (the tests vary it: it must not matter).
-    """
+    ``blocks``/``threads`` override the launch configuration (the tests vary it: it must not matter)."""
     import cupy
     if threads <= 0 or threads % 32 or threads > 1024:
         raise ValueError(f"threads must be a multiple of 32 in 32..1024, not {threads}")

@@ -199,8 +199,7 @@ class ShapeBench:
 
     def measure_round(self, order: list[str], setup: int = 0, eager: bool = True) -> dict:
         """One sample per arm in ``order``: the held graph batch, then (``eager``) the same batch eagerly
-        from an idle GPU, as a step after a sync would run it. ``setup``: this setup's index, kept in
-        each sample."""
+        from an idle GPU, as a step after a sync runs it; ``setup``, this setup's index, in each sample."""
         import cupy
         with self.stream:
             self._stamps.fill(0)
@@ -370,9 +369,8 @@ def time_shape(shape, configs, **options) -> ShapeTiming:
 def time_rounds(bench: ShapeBench, *, started: float, min_rounds: int = 12, max_rounds: int = 100,
                 budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
                 clock_floor_mhz: float | None = None) -> ShapeTiming:
-    """Rounds of one prepared :class:`ShapeBench` until the stopping rule (its interval holds only
-    that setup at that moment: what a cross-check of one setup needs). ``started``: when the
-    shape's timing began (its elapsed time and budget count from there)."""
+    """Rounds of one prepared :class:`ShapeBench` until the stopping rule (an interval of that setup
+    alone, for a cross-check of one setup); elapsed time and budget count from ``started``."""
     outcome = run_rounds(bench.names, bench.measure_round, min_rounds=min_rounds, max_rounds=max_rounds,
                          budget_s=budget_s, target_half_width=target_half_width, clock_floor_mhz=clock_floor_mhz,
                          started=started)

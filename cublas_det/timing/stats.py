@@ -59,8 +59,7 @@ def median_ci(values, confidence: float = 0.95) -> tuple[float, float]:
 def between_term(values, setups) -> tuple[float, int]:
     """The between-setup term of a 95% interval for the median of ``values`` (t x the standard error
     of the setups' medians, in the values' units) and its degrees of freedom; (0, 0) with one setup.
-    ``setups[i]``: the setup (a visit) that took ``values[i]``: a bias more visits shrink, not rounds.
-    """
+    ``setups[i]``: the setup (a visit) that took ``values[i]``: a bias more visits shrink, not rounds."""
     groups: dict = {}
     for value, setup in zip(values, setups):
         groups.setdefault(setup, []).append(value)
@@ -91,8 +90,7 @@ def _widened(values, between: float) -> tuple[float, float]:
 class Ratio:
     """Median of per-round ratios numerator/denominator, with its 95% interval; from several setups
     it holds the between-setup term too (:func:`between_term`), whose size relative to the median and
-    degrees of freedom are ``setup_half_width`` and ``setup_dof`` (0 with one setup).
-    """
+    degrees of freedom are ``setup_half_width`` and ``setup_dof`` (0 with one setup)."""
 
     numerator: str
     denominator: str

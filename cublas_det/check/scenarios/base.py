@@ -71,8 +71,7 @@ class ScenarioContext:
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     """A condition under which a GEMM's bits are compared, and what a difference means.
-    ``body(context)`` runs it in this process; one ``in_worker`` runs in other processes, body ``None``.
-    """
+    ``body(context)`` runs it in this process; one ``in_worker`` runs in other processes, body ``None``."""
 
     name: str
     description: str  # one sentence, for --help and reports
@@ -113,9 +112,8 @@ class Scenario:
 
 
 def worst_of(mismatches: list[Mismatch]) -> Mismatch:
-    """Many comparisons summed up as :class:`RunsSummary` sums up runs: the element counts of the one
-    with the most mismatched elements (its own total), the greatest ULP distance and its location and
-    values (the first on a tie), the greatest absolute difference of all; NO_MISMATCH when none differs."""
+    """Many comparisons summed up as :class:`RunsSummary` sums up runs (the most mismatched elements,
+    the greatest ULP distance and where, the greatest difference); NO_MISMATCH when none differs."""
     differing = [m for m in mismatches if not m.identical]
     if not differing:
         return NO_MISMATCH
