@@ -1,10 +1,8 @@
 """The ctypes layer: the libcublas that CuPy uses, the prototypes CuPy does not bind, and status codes.
 
-This module holds no policy. Every wrapper is named after the C call it makes, takes and returns
-plain integers (handles and pointers are ``int``), and raises :class:`CublasError` on a non-zero
-status. Every cuBLAS enum the package uses is here, beside the calls that take it (as
-nvmath-python's bindings keep them; CUDA's ``cudaDataType_t`` is in the element-type table,
-:mod:`.dtypes`); choosing what to call lives in the callers.
+No policy: each wrapper is named after its C call, takes and returns plain ints (handles and
+pointers too) and raises :class:`CublasError` on a non-zero status. The cuBLAS enums the package
+uses are here too (``cudaDataType_t`` is in :mod:`.dtypes`).
 """
 
 from __future__ import annotations
@@ -16,8 +14,7 @@ from ctypes import POINTER, byref, c_int, c_longlong, c_size_t, c_void_p
 
 from .errors import CublasDetError
 
-# cublasStatus_t (cublas_api.h). Kept here, not read from the library, so that errors can be
-# formatted and unpickled on a machine without libcublas.
+# cublasStatus_t (cublas_api.h), here so that errors format and unpickle without libcublas.
 STATUS_TEXT: dict[int, tuple[str, str]] = {
     0: ("CUBLAS_STATUS_SUCCESS", "the operation completed successfully"),
     1: ("CUBLAS_STATUS_NOT_INITIALIZED", "the cuBLAS library was not initialized"),
@@ -87,12 +84,8 @@ class GemmAlgo(enum.IntEnum):
 
 
 class CublasError(CublasDetError, RuntimeError):
-    """A cuBLAS call returned a status other than ``CUBLAS_STATUS_SUCCESS``.
-
-    Attributes:
-        status: the ``cublasStatus_t`` value.
-        function: the C function that returned it.
-    """
+    """A cuBLAS call returned a status other than success: ``status`` (the ``cublasStatus_t``)
+    from ``function`` (the C function)."""
 
     def __init__(self, status: int, function: str = ""):
         self.status = int(status)
@@ -145,12 +138,8 @@ _PROTOTYPES: dict[str, list] = {
 def library() -> tuple[ctypes.CDLL, str, str]:
     """Load the libcublas that CuPy uses; return ``(cdll, abs_path, found_via)``.
 
-    Search order: ``cuda.pathfinder.load_nvidia_dynamic_lib("cublas")``, the same call CuPy 14
-    makes before importing its own binding, so both hold one copy of the library (a handle made
-    by one copy must never be passed to another).
-
-    Raises:
-        CublasNotFoundError: pathfinder is missing or cannot find libcublas.
+    Through ``cuda.pathfinder``, as CuPy does, so both hold one copy of the library (a handle made by
+    one copy must never reach another). Raises CublasNotFoundError: no pathfinder, or no libcublas.
     """
     try:
         from cuda import pathfinder
@@ -263,12 +252,8 @@ def cublas_get_sm_count_target(handle: int) -> int:
 
 @functools.cache
 def gemm_ex_untyped():
-    """``cublasGemmEx`` with no ``argtypes``, for the hot path; the caller checks the status.
-
-    Why untyped: with 19 declared argtypes ctypes converts every argument on every call, host time
-    a small GEMM would show. Untyped, Python ints pass as C ``int`` (right for every int parameter
-    here) and pointers must be passed as ``c_void_p`` objects or ``byref``.
-    """
+    """``cublasGemmEx`` with no ``argtypes`` (declared ones cost host time per call), for the hot path;
+    ints pass as C ``int``, pointers must be ``c_void_p`` objects. The caller checks the status."""
     fn = library()[0]["cublasGemmEx"]  # indexing makes a new function object: typed one untouched
     fn.restype = c_int
     return fn

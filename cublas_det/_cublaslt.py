@@ -1,9 +1,5 @@
 """The ctypes layer of cuBLASLt: the libcublasLt beside CuPy's libcublas, its prototypes and enums.
-
-Like :mod:`cublas_det._cublas`, no policy: every wrapper is named after the C call it makes, takes
-plain ints (handles, descriptors and pointers are ``int``) and raises :class:`CublasError` on a
-non-zero status.
-"""
+Like :mod:`cublas_det._cublas`, no policy: wrappers named after their C calls, plain ints, CublasError."""
 
 from __future__ import annotations
 
@@ -63,8 +59,7 @@ class Epilogue(enum.IntEnum):
     BIAS = 4
 
 
-# cublasLtMatmulAlgoConfigAttributes_t: (attribute, its C type). Each is read from the heuristic's
-# choice and written back by algo_init(), so that an algorithm can be stored and used again.
+# cublasLtMatmulAlgoConfigAttributes_t: (attribute, C type), read by algo_config, written by algo_init.
 ALGO_CONFIG = {"algo_id": (0, ctypes.c_int32), "tile": (1, c_uint32), "splitk": (2, c_uint32),
                "reduction_scheme": (3, c_uint32), "cta_swizzling": (4, c_uint32), "custom_option": (5, c_uint32),
                "stages": (6, c_uint32), "inner_shape": (7, c_uint16), "cluster_shape": (8, c_uint16)}
@@ -113,7 +108,6 @@ def library() -> ctypes.CDLL:
     """Load libcublasLt through ``cuda.pathfinder``, as CuPy does (one copy in the process)."""
     try:
         from cuda import pathfinder
-
         loaded = pathfinder.load_nvidia_dynamic_lib("cublasLt")
     except (ImportError, AttributeError) as err:
         raise CublasNotFoundError("cuda.pathfinder is not installed; install CuPy") from err

@@ -1,15 +1,9 @@
 """``gemm()``: row-major GEMM (float32, bfloat16, float16) on CuPy arrays or DLPack tensors through
 ``cublasGemmEx`` (``cublasGemmStridedBatchedEx`` for a batch of matrices), capturable in CUDA graphs.
 
-Two ways into the same ``cublasGemmEx`` of the same libcublas, with the same handle and arguments:
-
-* ctypes, on the handle's own stream. CuPy's binding cannot do this: it re-binds the handle to
-  CuPy's current stream on every call (which also resets a user workspace) and refuses to run
-  while a stream is being captured. Used for handles pinned to a stream or given a workspace,
-  and for calls under stream capture.
-* CuPy's Cython binding (``cupy_backends.cuda.libs.cublas.gemmEx``), for eager calls on a handle
-  that follows CuPy's current stream -- exactly what that binding does, with less host time per
-  call than a 19-argument ctypes call (``bench/host_overhead.py`` measures it).
+Two ways into the same ``cublasGemmEx``: ctypes, on the handle's own stream (for a pinned stream,
+a user workspace or stream capture, all of which CuPy's binding breaks or refuses), and CuPy's
+Cython binding for eager calls on a handle that follows CuPy's current stream (less host time).
 """
 
 from __future__ import annotations
@@ -30,14 +24,12 @@ CUDA_R_32F = GEMM_TYPES["float32"].cuda
 CUBLAS_OP_N, CUBLAS_OP_T = int(Operation.N), int(Operation.T)
 CUBLAS_GEMM_DEFAULT = int(GemmAlgo.DEFAULT)
 
-# Host scalars for the usual alpha/beta, made once: building ctypes objects per call costs host
-# time that a small GEMM would show.
+# Host scalars for the usual alpha/beta, made once: ctypes objects per call cost host time.
 _ONE = c_float(1.0)
 _ZERO = c_float(0.0)
 _ONE_ADDRESS = addressof(_ONE)
 _ZERO_ADDRESS = addressof(_ZERO)
-# The compute types cublasGemmEx takes with float32 in and out: any other (a half-precision
-# handle's COMPUTE_16F ...) goes through the checked path, which names the combination.
+# The compute types cublasGemmEx takes with float32 in and out; any other takes the checked path.
 _F32_COMPUTES = frozenset(int(c) for c in COMPUTE_TYPES[("float32", "float32")])
 
 # Bound by _bind() on the first call: this module must import without CuPy or libcublas.
@@ -54,8 +46,7 @@ class _NeverRaised(Exception):
 
 _CupyCublasError = _NeverRaised
 
-# Device pointers wrapped as c_void_p, by address. An untyped ctypes call takes a pointer only as a
-# ctypes object, and making one costs host time; the same buffers recur in a training loop.
+# Device pointers wrapped as c_void_p, by address: making one per call costs host time.
 _pointers: dict[int, c_void_p] = {}
 _POINTER_CACHE_SIZE = 4096
 
@@ -68,11 +59,9 @@ def _bind():
     global _cupy, _F32, _gemm_ex, _cupy_gemm_ex, _CupyCublasError, _several_devices
     if _cupy is None:
         import cupy
-
         _gemm_ex = _cublas.gemm_ex_untyped()  # raises NoGpu/CublasNotFound errors before anything binds
         try:
             from cupy_backends.cuda.libs import cublas as cupy_cublas
-
             _cupy_gemm_ex, _CupyCublasError = cupy_cublas.gemmEx, cupy_cublas.CUBLASError
         except (ImportError, AttributeError):  # another CuPy layout: every call goes through ctypes
             _cupy_gemm_ex = _no_cupy_binding
@@ -115,11 +104,8 @@ def _check_operand(name: str, array, ndarray) -> None:
 
 
 def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
-    """Validate a GEMM in full, naming the first problem; return ``(handle, out, args, scalars)``.
-
-    ``args`` are cublasGemmEx's arguments after the handle, as ints (host scalar addresses
-    included); ``scalars`` holds the host scalars alive while the call may run.
-    """
+    """Validate a GEMM in full, naming the first problem; return ``(handle, out, args, scalars)``:
+    cublasGemmEx's arguments after the handle as ints, and the host scalars they point to."""
     cupy = _bind()
     ndarray = cupy.ndarray
     a, b = _as_cupy("a", a), _as_cupy("b", b)
@@ -215,11 +201,8 @@ def _scalars(alpha: float, beta: float, compute: int) -> tuple:
 def gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, alpha_address, beta_address,
                   compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUDA_R_32F,
                   algo: int = CUBLAS_GEMM_DEFAULT) -> tuple:
-    """cublasGemmEx's arguments after the handle, for a row-major ``out = op(a) @ op(b)``.
-
-    Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the operands swap places and
-    each leading dimension is a row length.
-    """
+    """cublasGemmEx's arguments after the handle, for a row-major ``out = op(a) @ op(b)``
+    (column-major C^T = op(B)^T op(A)^T: the operands swap places)."""
     rows, cols, k, trans_first, trans_second = other_layout(m, n, k, trans_a, trans_b)
     return (CUBLAS_OP_T if trans_first else CUBLAS_OP_N, CUBLAS_OP_T if trans_second else CUBLAS_OP_N, rows, cols,
             k, alpha_address, b_ptr, ab_type, ldb, a_ptr, ab_type, lda, beta_address, out_ptr, c_type, n,
@@ -242,9 +225,8 @@ def shape_args(shape, compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUD
 
 
 def _as_ctypes(args: tuple) -> tuple | None:
-    """The arguments for an untyped ctypes call: the five pointers (alpha, B, A, beta, C) as cached
-    ``c_void_p``, the ints as they are (None for a batched call, which goes through a typed one).
-    Written out, not looped: it runs on every ctypes-path GEMM."""
+    """The arguments for an untyped ctypes call: the five pointers as cached ``c_void_p``, the ints
+    as they are (None for a batched call, which goes through a typed one)."""
     if len(args) > GEMM_EX_ARGS:
         return None
     op_b, op_a, n, m, k, alpha, b, b_type, ldb, a, a_type, lda, beta, c, c_type, ldc, compute, algo = args
@@ -303,14 +285,13 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
             input type, or float32 for half-precision inputs); a new CuPy array of the input type when ``None``.
         handle: a :class:`Handle`; ``None`` uses this thread's handle for the current device in
             the configuration that ``CUBLAS_DET_MATH_MODE`` names (PEDANTIC by default).
-        compute_type: a :class:`ComputeType`; ``None`` uses the handle's configuration, by default
-            ``CUBLAS_COMPUTE_32F``, so that the math mode decides the arithmetic (TF32 math engages
-            TF32 with it; a FAST_TF32 compute type would engage TF32 even under PEDANTIC math).
-        bias: a vector of N added to each row, on a cuBLASLt handle with the BIAS epilogue (as
-            PyTorch's biased Linear); such a handle adds a fixed vector when none is given.
+        compute_type: a :class:`ComputeType`; ``None`` uses the handle's configuration (by default
+            ``CUBLAS_COMPUTE_32F``, so that the math mode decides the arithmetic).
+        bias: a vector of N added to each row, on a cuBLASLt handle with the BIAS epilogue; such a
+            handle adds a fixed vector when none is given.
 
-    Returns:
-        ``out``.
+    Returns ``out``.
+
     Raises:
         TypeError: an operand that is neither a CuPy array nor a GPU tensor, or of another type.
         ValueError: shapes that do not multiply, a wrong ``out``, a non-contiguous operand, an
@@ -318,11 +299,9 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
             not combine (the message names the combination).
         CublasError: cuBLAS rejected the call.
     """
-    # This function's host time is part of every eager GEMM, so the common valid call (CuPy arrays,
-    # an out buffer, an open Handle) is checked with the fewest attribute reads; anything else goes
-    # through _checked_gemm, which names the condition that fails. `_c_contiguous` and `_shape` are
-    # the fields behind CuPy's `.flags.c_contiguous` and `.shape`, read without building objects;
-    # were a CuPy release to drop them, every call would take the checked path: slower, never wrong.
+    # The common valid call is checked with the fewest attribute reads (host time per GEMM); anything
+    # else goes through _checked_gemm, which names the problem. Were CuPy to drop `_c_contiguous` or
+    # `_shape`, every call would take the checked path: slower, never wrong.
     f32 = _F32  # None until bound: the first call takes the checked path, which binds
     if bias is not None:
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type, bias)
@@ -372,11 +351,8 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
 
 
 class GemmCall:
-    """One validated GEMM that can be issued again and again: ``call()`` (no argument checks).
-
-    For loops over fixed buffers, where even the checks of :func:`gemm` cost host time. The
-    arrays are referenced until the call is dropped. Make one with :func:`prepare_gemm`.
-    """
+    """One validated GEMM, issued again and again by ``call()`` with no argument checks; it keeps
+    the arrays referenced. Make one with :func:`prepare_gemm`."""
 
     def __init__(self, a, b, out, handle, args, scalars, bias=None):
         self._keep = (a, b, scalars, bias)  # the addresses in args stay valid while these live
@@ -400,8 +376,6 @@ def prepare_gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool 
 
 
 def shape_gemm(a, b, out, handle: Handle, shape) -> None:
-    """The GEMM a check or a timing runs: :func:`gemm` into ``out`` with ``shape``'s transposes.
-
-    Its signature is the one a check's ``gemm_fn`` takes (to plant a fault in its place).
-    """
+    """The GEMM a check or a timing runs: :func:`gemm` into ``out`` with ``shape``'s transposes
+    (the signature of a check's ``gemm_fn``, which a test may replace to plant a fault)."""
     gemm(a, b, out=out, handle=handle, trans_a=shape.trans_a, trans_b=shape.trans_b)

@@ -1,12 +1,9 @@
 """``--explain SHAPE``: the kernels one GEMM shape runs per configuration, per SM-count target and per
 batch rung, as one compact table: why its bits change under each hazard.
 
-Each cell is what one call ran, recorded by CUPTI after an untimed first call: the main kernel (a
-key into the legend below the table), ``+R`` when a reduce kernel follows it, the main kernel's
-grid, and the summed kernel time per call in µs (the mean of a few calls). A ``*`` marks a cell
-that ran other kernels than the configuration's full-device run, or split K otherwise (another
-grid z; in an SM-target row, any other grid: the work is divided among other SMs): the reason its
-bits may differ. In a batch row the grid's x and y follow M and are not marked.
+Each cell is what one call ran (CUPTI, after an untimed call): the main kernel's legend key, ``+R``
+for a reduce kernel after it, its grid and the kernel time per call. A ``*`` marks a cell whose
+kernels or split of the work differ from the full-device run's (:func:`differs`): why its bits may.
 """
 
 from __future__ import annotations
@@ -49,7 +46,6 @@ def sm_targets(sm_count: int) -> list[int]:
 def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None) -> Explanation:
     """Record the kernels of ``shape`` in each configuration: on the whole device, under each SM-count
     target, and with M cut to each batch rung (1, 2, 4, ..., M - 1)."""
-
     sm_count = sm_count or device_properties()["sm_count"]
     configs = [resolve_config(config)[0] for config in configs]
     conditions = [(f"device ({sm_count} SMs)", None, None)]
@@ -73,7 +69,6 @@ def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None)
 def _cell(shape, config, a, b, target, rows):
     """The signature of the GEMM under one condition, or the error that stopped it (one line)."""
     import cupy
-
     if rows is not None:
         shape = dataclasses.replace(shape, m=rows)
         a = cupy.ascontiguousarray(a[..., :rows] if shape.trans_a else a[..., :rows, :])  # each matrix's rows

@@ -1,16 +1,8 @@
 """The Handle that owns one cuBLAS handle, ``create_handle()``, per-thread default handles, ``math_mode()``.
 
-The configuration (math mode and flag, compute type) comes from, in order: the ``mode`` argument,
-the ``CUBLAS_DET_MATH_MODE`` environment variable (read at call time), then the default, PEDANTIC.
-
-The cuBLASLt path: a handle's GEMMs issued as ``cublasLtMatmul`` from cublasGemmEx's own arguments.
-
-A configuration with ``api="lt"`` gives its handle an :class:`LtPath`; ``gemm()``, ``prepare_gemm()``
-and every check and timing then run through it, unchanged: the arguments cuBLAS would take are
-turned into cuBLASLt's layouts and descriptor once per GEMM and SM-count target, and reused. What
-cuBLASLt is told comes from the configuration: a reduction-scheme mask, a fixed SM-count target, a
-pinned algorithm, the BIAS epilogue. ``cublasLtMatmul`` takes no math mode; TF32 math stands for
-the ``COMPUTE_32F_FAST_TF32`` compute type here, as it engages TF32 in cublasGemmEx.
+The configuration comes from the ``mode`` argument, else ``CUBLAS_DET_MATH_MODE`` (read at call
+time), else PEDANTIC. With ``api="lt"`` a handle's GEMMs run as ``cublasLtMatmul`` (:class:`LtPath`)
+from cublasGemmEx's own arguments; TF32 math there is the ``COMPUTE_32F_FAST_TF32`` compute type.
 """
 
 from __future__ import annotations
@@ -40,7 +32,6 @@ _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds 
 def _bias(length: int, data_type: int) -> int:
     """A bias vector drawn once per device, length and type (seed 0): the same bits in every process."""
     import cupy
-
     key = (cupy.cuda.runtime.getDevice(), length, data_type)
     vector = _bias_vectors.get(key)
     if vector is None:
@@ -120,9 +111,8 @@ class LtPath:
 
     def issue(self, args: tuple, stream_ptr: int, sm_count_target: int = 0, bias_ptr: int = 0,
               workspace: tuple | None = None) -> None:
-        """Run the GEMM of cublasGemmEx's arguments ``args`` (after the handle; a batched call's count
-        and strides after them) on ``stream_ptr``; ``workspace``: (pointer, bytes) in place of the path's
-        own, for a caller with one workspace per stream."""
+        """Run the GEMM of cublasGemmEx's arguments ``args`` (after the handle; a batch's count and
+        strides after them) on ``stream_ptr``; ``workspace``: (pointer, bytes) in place of the path's."""
         key = self._key(args, sm_count_target)
         _, _, m, _, _, alpha, a, _, _, b, _, _, beta, c, c_type, _, _, _ = args[:GEMM_EX_ARGS]
         with self._lock:
@@ -140,8 +130,7 @@ class LtPath:
             return tuple(sorted(_cublaslt.algo_config((self._prepared.get(key) or self._prepare(key))[2]).items()))
 
     def close(self) -> None:
-        """Destroy every descriptor and the cuBLASLt handle, all of them even if one fails (the first
-        failure is raised after)."""
+        """Destroy every descriptor and the cuBLASLt handle, all even if one fails; raise the first failure."""
         failures = []
         owned = [item for _, _, _, made in self._prepared.values() for item in reversed(made)]
         self._prepared.clear()
@@ -168,15 +157,10 @@ _stream_ptr_getter = None  # set on first use: this module must import without C
 
 
 def _current_stream_ptr() -> int:
-    """CuPy's current stream as an int, read the cheapest way this CuPy offers.
-
-    CuPy 14 keeps ``get_current_stream_ptr`` private (cdef), so the fallback reads the ``Stream``
-    object. Looked up once: the GEMM hot path calls this on every ctypes-path call.
-    """
+    """CuPy's current stream as an int, the cheapest way this CuPy offers (the GEMM hot path calls it)."""
     global _stream_ptr_getter
     if _stream_ptr_getter is None:
         from cupy.cuda import stream
-
         get_stream = stream.get_current_stream
         _stream_ptr_getter = getattr(stream, "get_current_stream_ptr", None) or (lambda: get_stream().ptr)
     return _stream_ptr_getter()
@@ -185,9 +169,8 @@ def _current_stream_ptr() -> int:
 class Handle:
     """Owns one cuBLAS handle with a fixed math mode; a context manager. Make it with :func:`create_handle`.
 
-    A handle made with ``stream=None`` follows CuPy's current stream: ``gemm()`` re-binds it when
-    the current stream changes (like CuPy's own binding does). A handle made with a stream stays
-    on it. A workspace, if any, is re-applied after every re-binding (``cublasSetStream`` resets it).
+    With ``stream=None`` it follows CuPy's current stream, re-bound by ``gemm()`` when that changes;
+    a workspace is re-applied after every re-binding (``cublasSetStream`` resets it).
     """
 
     def __init__(self, ptr: int, config: GemmConfig, mode_source: ModeSource, device_id: int,
@@ -203,8 +186,7 @@ class Handle:
         self._workspace_bytes = workspace_bytes
         self._workspace = workspace  # cupy MemoryPointer kept alive while the handle lives
         self._bound_stream_ptr = -1
-        # CuPy's gemmEx binding binds the handle to CuPy's current stream on every call, which also
-        # resets a user workspace: it fits a handle that follows the current stream with no workspace.
+        # CuPy's binding re-binds the current stream on every call, resetting a workspace: fit only without one.
         self._cupy_binding_fits = workspace_bytes is None and lt_path is None
         self._lt = lt_path  # api="lt": every GEMM of the handle goes through cuBLASLt
         self._sm_count_target = 0  # read by the cuBLASLt path, which plans for it in its own descriptor
@@ -341,8 +323,7 @@ class Handle:
             self._require_open()
         if self._stream is None:
             if self._cupy_binding_fits:
-                # gemm() may have issued on this handle through CuPy's binding, which binds it to the
-                # current stream itself: the remembered stream cannot be trusted, so bind again.
+                # CuPy's binding may have re-bound the handle itself: the remembered stream is not to be trusted.
                 self._bound_stream_ptr = -1
             self.bind_stream(_current_stream_ptr())
         return self._ptr_c
@@ -359,16 +340,14 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
     Args:
         mode: a :class:`GemmConfig`, a ``MathMode``, its int value (flags allowed) or a name
             (``"pedantic"``, ``"tf32+disallow-rpr"`` ...). ``None``: ``CUBLAS_DET_MATH_MODE`` if
-            set and non-empty, else PEDANTIC. ``gemm()`` on the handle uses the configuration's
-            compute type unless given another.
+            set and non-empty, else PEDANTIC.
         stream: a ``cupy.cuda.Stream`` to pin the handle to; ``None`` follows CuPy's current stream.
-        workspace_bytes: give the handle its own workspace of this size (cuBLAS recommends 32 MiB
-            on Hopper); ``None``: the configuration's ``workspace_bytes``, and where that is ``None``
-            too, cuBLAS's default pool (shared by streams of the handle).
+        workspace_bytes: the handle's own workspace size; ``None``: the configuration's, and where
+            that is ``None`` too, cuBLAS's default pool.
         atomics: allow cuBLAS routines with atomic variants to use them (not reproducible).
 
-    Returns:
-        A :class:`Handle`; close it, or use it as a context manager.
+    Returns a :class:`Handle`; close it, or use it as a context manager.
+
     Raises:
         ValueError / TypeError: a bad mode, env value or workspace size.
         NoGpuError: no GPU or no libcublas.
@@ -384,7 +363,6 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
         raise ValueError(f"workspace_bytes must be an int >= 0 or None, not {workspace_bytes!r}")
     require_gpu()
     import cupy
-
     device_id = cupy.cuda.runtime.getDevice()
     workspace = cupy.cuda.alloc(workspace_bytes) if workspace_bytes else None  # 512-byte aligned
     ptr = _cublas.cublas_create()
@@ -413,20 +391,15 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
 
 @contextlib.contextmanager
 def math_mode(mode: GemmConfig | MathMode | int | str | None = None):
-    """Set the math mode of CuPy's own cuBLAS handle (the one ``cupy.matmul`` uses) for a block.
+    """Set the math mode of CuPy's own cuBLAS handle (``cupy.matmul``'s) for a block; yield the value set.
 
-    The previous mode is restored on exit, also on an exception. Warns when ``CUPY_TF32=1`` (CuPy
-    then asks for FAST_TF32 compute, which a PEDANTIC mode does not override) or when
-    ``NVIDIA_TF32_OVERRIDE=0`` defeats a TF32 request.
-
-    Yields:
-        The ``cublasMath_t`` value set.
+    The previous mode is restored on exit. Warns when ``CUPY_TF32=1`` (FAST_TF32 compute, which
+    PEDANTIC does not override) or ``NVIDIA_TF32_OVERRIDE=0`` defeats a TF32 request.
     """
     config, _ = resolve_config(mode)
     value = config.math_mode_value
     require_gpu()
     import cupy
-
     for message in tf32_env_warnings(config.math_mode is MathMode.TF32):
         warnings.warn(message, RuntimeWarning, stacklevel=3)
     shared = cupy.cuda.device.get_cublas_handle()
@@ -438,14 +411,12 @@ def math_mode(mode: GemmConfig | MathMode | int | str | None = None):
         _cublas.cublas_set_math_mode(shared, previous)
 
 
-# Default handles, one per (device, configuration) in each thread, as CuPy keeps its own: two
-# threads issuing on one handle is the very hazard this tool reports (streams-shared-handle).
+# Default handles, one per (device, configuration) in each thread: threads sharing one is a hazard.
 _thread_handles = threading.local()
 
 
 def _current_device() -> int:
     import cupy
-
     return cupy.cuda.runtime.getDevice()
 
 

@@ -1,8 +1,7 @@
 """Will a GEMM fit? The host and device bytes a check and a timing of one shape need, before any is made.
 
-Refusing a shape within seconds, naming the bytes, beats generating 200 GB of operands on the host
-and then running out of memory: the estimate is an upper bound of the peak, taken from what the
-check and the timing allocate (comments give each term).
+A shape is refused within seconds, naming the bytes, not after its operands filled the host: the
+estimate is an upper bound of the peak, from what the check and the timing allocate.
 """
 
 from __future__ import annotations
@@ -16,8 +15,7 @@ from .errors import DoesNotFit
 from .shapes import GemmShape
 from .words import size
 
-# The timing rotates copies of the operands through about 3x the L2 cache (timing.stats.buffer_sets):
-# 128 MiB bounds the L2 of current GPUs.
+# The timing rotates operand copies through about 3x the L2 (timing.stats.buffer_sets); 128 MiB bounds L2.
 L2_BOUND_BYTES = 128 * 2**20
 WORKSPACE_BYTES = HOPPER_WORKSPACE_BYTES  # each timed handle's own workspace (timing.engine)
 
@@ -39,13 +37,11 @@ def footprint(shape: GemmShape, config: GemmConfig | None = None, *, timing: boo
     c_elements = shape.batch * shape.m * shape.n
     # Host: A and B made with numpy before the upload, and the outputs copied back for their digests.
     host = a + b + HASHERS * c
-    # Device, check: A, B, the reference output and the float64 reference kept for the shape, plus the
-    # largest of the float64 copies of A and B while that is computed; the streams scenarios' 4 outputs;
-    # the modes matrix's outputs, one a mode (up to 4) kept with one being computed; a batch slice of A.
+    # Device, check: A, B, the reference and float64 reference, plus the largest of: the float64 copies
+    # of A and B, the streams' and modes' outputs (5 at most at once), a batch slice of A.
     fp64_inputs = 8 * (a + b) // config.a_type.itemsize
     device = a + b + c + 8 * c_elements + max(fp64_inputs, 5 * c, a + c)
-    if timing:  # operands made again after the checks, copies to rotate, a workspace per arm: one setup
-        # (a run's timing visits make one setup at a time, each gone before the next)
+    if timing:  # one setup at a time: operands made again, copies to rotate, a workspace per arm
         device = max(device, a + b + c + 3 * L2_BOUND_BYTES + arms * WORKSPACE_BYTES)
     return Footprint(host, device)
 
@@ -68,7 +64,6 @@ def host_available_bytes() -> int | None:
 def device_available_bytes() -> int:
     """Free device memory now, counting what CuPy's pool holds but does not use."""
     import cupy
-
     free, _total = cupy.cuda.runtime.memGetInfo()
     return free + cupy.get_default_memory_pool().free_bytes()
 

@@ -1,8 +1,7 @@
 """The inputs of a checked or timed GEMM, and its float64 reference.
 
-Inputs are seeded random normal values made on the host with numpy, so the same shape and seed
-give the same bits on every machine, and digests compare across processes and hosts. Never zeros:
-they hide rounding.
+Inputs are seeded random normals drawn on the host with numpy, so a shape and seed give the same
+bits (and digests) on every machine. Never zeros: they hide rounding.
 """
 
 from __future__ import annotations
@@ -19,12 +18,8 @@ from .shapes import GemmShape
 
 
 def host_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None):
-    """Seeded random normal A and B in their stored layouts, as numpy arrays of the input type.
-
-    Drawn in float32 and rounded on the host (bfloat16 by ml_dtypes, round to nearest even), so the
-    rounded inputs, and their digests, are the same on every machine.
-    """
-
+    """Seeded random normal A and B in their stored layouts, as numpy arrays of the input type
+    (drawn in float32, rounded on the host: the same bits on every machine)."""
     dtype = (config or GemmConfig()).a_type.numpy_dtype
     rng = numpy.random.default_rng(seed)
     return (rng.standard_normal(shape.a_shape, dtype=numpy.float32).astype(dtype, copy=False),
@@ -47,11 +42,9 @@ def device_operands(shape: GemmShape, seed: int, config: GemmConfig | None = Non
 
 def _upload(a_host, b_host):
     import cupy
-
     operands = cupy.asarray(a_host), cupy.asarray(b_host)
-    # The copies run on the current stream (usually the legacy default stream), which the checks'
-    # non-blocking streams do not wait for, and CUDA lets a copy from pageable memory return before
-    # its DMA has landed: without this wait a check's first GEMM read a partly copied operand.
+    # The checks' non-blocking streams do not wait for the current stream's copies, and a copy from
+    # pageable memory may return before its DMA has landed: without this wait a GEMM may read a partial copy.
     cupy.cuda.get_current_stream().synchronize()
     return operands
 
@@ -63,11 +56,9 @@ def _made(shape: GemmShape, seed: int, config: GemmConfig | None):
 
 class HostOperands:
     """A and B of each shape made once on the host, with their digests, for every check and timing
-    setup that uploads them.
-
-    numpy's generator takes up to a second for a large shape's pair, and releases the GIL:
-    :meth:`prefetch` draws the pairs in ``workers`` threads while the GPU checks the shapes before them. At most ``budget_bytes`` are held (a quarter of the host's free
-    memory by default); a shape beyond it is drawn anew, from the same seed, each time it is asked for.
+    setup that uploads them. :meth:`prefetch` draws them in ``workers`` threads while the GPU works.
+    At most ``budget_bytes`` are held (default: a quarter of the host's free memory); a shape beyond
+    it is drawn anew, from the same seed, each time it is asked for.
     """
 
     def __init__(self, seed: int, budget_bytes: int | None = None, workers: int = 4):
@@ -143,15 +134,12 @@ def output(shape: GemmShape, config: GemmConfig | None = None, rows: int | None 
     """An uninitialised (M, N) output of the configuration's output type (``rows`` replaces M), one per
     matrix of a batched GEMM."""
     import cupy
-
     return cupy.empty(shape.c_shape(rows), (config or GemmConfig()).c_type.numpy_dtype)
 
 
 def fp64_reference(shape: GemmShape, a, b, cache: dict | None = None):
     """``op(a) @ op(b)`` in float64 from the same (rounded) inputs: the yardstick of accuracy.
-
-    ``cache``: a dict that keeps it for the next configuration of this shape with inputs of a's type.
-    """
+    ``cache``: a dict that keeps it for the next configuration of this shape with inputs of a's type."""
     key = ("fp64 reference", a.dtype.name)
     if cache is not None and key in cache:
         return cache[key]

@@ -1,14 +1,9 @@
 """Prescriptions: for every GEMM whose bits a hazard changed, the configurations that remove it,
 each verified bitwise against that hazard and timed against the configuration it replaces.
 
-Candidates: cuBLASLt with the algorithm the heuristic picks at the full SM count pinned; cuBLASLt
-with the reduction-scheme mask NONE (no split-K); cuBLASLt planning for the smallest SM count of a
-fleet; BF16X9 math (fp32, where cuBLAS has it); and, for a shared handle, a handle per stream or
-``CUBLAS_WORKSPACE_CONFIG`` (the base check's own guarantee scenarios). A cure is verified when,
-in its configuration, the hazard's scenario gives identical bits (SM-count targets 16, 33, a half
-and seven eighths of the device's and the fleet's, emulating smaller GPUs; four streams on one
-handle; rows m = 1 ... M) and its own bits repeat. A cure that plans for a fixed SM count cannot be
-tested by that emulation: it is timed and listed as untested.
+Candidates (:func:`candidates`) are cuBLASLt variants and BF16X9 math, plus each hazard's setup
+cures. A cure is verified when, in its configuration, the hazard's scenario gives identical bits and
+its own bits repeat; one that SM-count emulation cannot test is timed and listed as untested.
 """
 
 from __future__ import annotations
@@ -71,7 +66,6 @@ class Prescription:
         def cost(cure):
             ratio = 1.0 if cure.config is None else (cure.ratio.median if cure.ratio else float("inf"))
             return (bool(cure.introduces), ratio)
-
         return min((cure for cure in self.cures if cure.verified), key=cost, default=None)
 
     def to_dict(self) -> dict:
@@ -260,12 +254,10 @@ def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, 
     """A verified :class:`~cublas_det.store.lock.LockEntry` for each GEMM of ``shapes`` x ``configs``, and
     why the others could not be locked.
 
-    Each GEMM's algorithm is the one cuBLASLt's heuristic picks at its M and the full SM count, pinned.
-    It is locked when, pinned, its bits repeat and do not change with the SM count
-    (``verification_targets``): for any M where its rows m = 1 ... M are the full product's too, else
-    for its own M. Four streams on one handle are checked and recorded, not required: the lock gives
-    each stream a workspace of its own. Locked entries are graph-timed against ``config`` and the
-    heuristic's own pick. Of the shapes that share a key for any M, the largest M is verified first.
+    Each GEMM pins the algorithm cuBLASLt's heuristic picks at its M and the full SM count, and is
+    locked when its bits then repeat and hold across ``verification_targets``: for any M where rows
+    m = 1 ... M match the full product too, else for its own M. Streams sharing a handle are
+    recorded, not required (the lock gives each stream its own workspace). Entries are graph-timed.
     """
     step = on_step or (lambda text: None)
     targets = verification_targets(device_properties()["sm_count"], fleet)

@@ -1,20 +1,10 @@
 """Bitwise comparison of GEMM outputs (float32, bfloat16, float16): mismatches, greatest difference, ULP distance, digests.
 
-Works on numpy and CuPy arrays alike (the array module is taken from the inputs), so the
-arithmetic is tested on the CPU and runs on the GPU without a host copy.
-
-Definitions:
-- Two elements *mismatch* when their bits differ. +0.0 and -0.0 mismatch (their bits differ) but
-  are 0 ULP apart. A NaN's distance is that of its bit pattern in the same order, so a NaN is the
-  farthest value and the location a check reports (the training-run diff counts NaN pairs apart:
-  :mod:`.streams`).
-- The *ULP distance* is the number of representable floats between two values: the bit patterns
-  are mapped to integers in the order of the values (:func:`.streams.ordered`), +0 and -0 both to 0.
-- The *location* of a mismatch is the element with the greatest ULP distance among the elements
-  that mismatch (the first such element in row-major order on a tie), so a mismatch of 0 ULP,
-  such as a signed zero, is located where it is.
-- The *greatest absolute difference* is taken over every mismatching element of every run
-  compared (NaN when only NaNs differ), not only at the located element.
+Works on numpy and CuPy arrays alike, so the arithmetic is tested on the CPU and runs on the GPU
+without a host copy. Elements *mismatch* when their bits differ (+0.0 and -0.0 do, 0 ULP apart); the
+ULP distance is :func:`.streams.ordered`'s, a NaN's that of its bit pattern. A mismatch is *located*
+at the first element of greatest ULP distance; the greatest absolute difference is over every
+mismatching element of every run (NaN when only NaNs differ).
 """
 
 from __future__ import annotations
@@ -111,9 +101,6 @@ class MismatchTracker:
     element count, the greatest ULP distance, the greatest absolute difference (+1, as the bits of a
     non-negative double; 0 when no mismatch had a finite one) and the location key (index << 32 |
     the output's bits there) of the first element at that distance. ``summary()`` syncs once.
-    On the GPU each record is two passes of one compiled module (:mod:`.gpu`): a checking
-    loop must cost little more than the GEMMs it checks; on numpy the same arithmetic runs with
-    array operations.
     """
 
     def __init__(self, reference, max_runs: int):

@@ -2,15 +2,8 @@
 across processes, machines and files), and the 128-bit ``wsum128`` hash computed where the array is,
 the same on the GPU and on the CPU (:func:`device_digest`, :class:`DigestAccumulator`).
 
-The wsum128 digest:
-
-A digest stands in for a tensor too big to dump: two runs whose tensors have equal digests had
-equal bits (up to a 2**-128-ish chance for accidental changes; this is not a cryptographic hash and
-does not resist someone crafting collisions). The recorder (:mod:`cublas_det.trace`) computes it with
-a CUDA kernel from a CuPy array without copying the array to the host; :class:`DigestAccumulator`
-computes the same value with numpy from the same bytes read from disk, in chunks of any size.
-
-Algorithm ``wsum128-v1``, on the array's bytes in C order, ``L`` bytes long::
+A wsum128 digest stands in for a tensor too big to dump: equal digests mean equal bits, up to
+accidents (it is not a cryptographic hash). ``wsum128-v1`` on an array's C-order bytes, ``L`` long::
 
     w[i]  = the i-th little-endian 64-bit word, i = 0 .. ceil(L/8) - 1 (the last one zero-padded)
     x[i]  = w[i] XOR ((i + 1) * 0x9E3779B97F4A7C15 mod 2**64)      # position matters
@@ -19,11 +12,9 @@ Algorithm ``wsum128-v1``, on the array's bytes in C order, ``L`` bytes long::
     d1    = fmix64(S1 XOR fmix64(L + 1)),  d2 = smix64(S2 XOR smix64(L + 1))
     digest = 16 hex digits of d1, then 16 of d2
 
-Why sums of independently mixed words: addition mod 2**64 is associative and commutative, so any
-split of the words among GPU threads, blocks or CPU chunks gives the same S1 and S2; the result
-does not depend on the launch configuration, and the kernel is one bandwidth-bound pass with one
-integer atomic per block (integer atomics are exact, so their order does not matter either). Both
-finalisers are bijections, so a single changed word always changes both sums.
+Sums of independently mixed words, because addition mod 2**64 is associative and commutative: any
+split of the words among GPU threads or CPU chunks gives the same sums. Both finalisers are
+bijections, so a single changed word always changes both sums.
 """
 
 from __future__ import annotations
@@ -62,7 +53,6 @@ def digest_later(array, stream=None) -> concurrent.futures.Future:
     way: the host holds that many outputs at most."""
     if array_module(array).__name__ == "cupy":
         import cupy
-
         stream = stream or cupy.cuda.get_current_stream()
 
     def hashed() -> str:
@@ -221,8 +211,7 @@ def host_digest(array) -> str:
 
 # -- CUDA: the same sums in one pass over the array
 THREADS_PER_BLOCK = 256
-BLOCKS_PER_SM = 4  # one wave of 1024 threads per SM, each with four 16-byte loads in flight: enough to
-# keep HBM busy within 64 registers per thread
+BLOCKS_PER_SM = 4  # one wave of 1024 threads per SM, four 16-byte loads in flight each: HBM kept busy
 
 
 # The kernel: a str.format template, filled with this module's constants by cuda_source().
@@ -317,10 +306,8 @@ extern "C" __global__ void cublas_det_digest(const unsigned char* data, cbd_u64 
 def cuda_source() -> str:
     """The kernel's source, with the constants of this module (so the two cannot drift apart).
 
-    ``cbd_thread_sums`` is the one place that decides which words a thread hashes: pairs of words
-    (16-byte loads) ``tid, tid + nthreads, ...``, four loads in flight per thread; thread 0 also
-    takes an odd last word and the zero-padded partial word. It is plain C apart from ``__ldg``,
-    so the CPU tests compile it with a C compiler and check it for many thread counts.
+    ``cbd_thread_sums`` alone decides which words a thread hashes; it is plain C apart from
+    ``__ldg``, so the CPU tests compile it and check it for many thread counts.
     """
     return _CUDA_TEMPLATE.format(f=FMIX_SHIFTS, s=SMIX_SHIFTS, fm=FMIX_MULTIPLIERS, sm=SMIX_MULTIPLIERS,
                                  WEYL=WEYL)
@@ -329,14 +316,12 @@ def cuda_source() -> str:
 @functools.cache
 def _kernel():
     import cupy
-
     return cupy.RawKernel(cuda_source(), "cublas_det_digest")
 
 
 @functools.cache
 def _sm_count(device_id: int) -> int:
     import cupy
-
     return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
 
 
@@ -344,7 +329,6 @@ def device_bytes(array):
     """A CuPy array's C-order bytes as a 16-byte-aligned 1-D uint8 CuPy array, copied on the device only
     when the array is not C-contiguous or not aligned (the kernel loads 16 bytes at a time)."""
     import cupy
-
     flat = cupy.ascontiguousarray(array).reshape(-1)
     if flat.data.ptr % 16:
         aligned = cupy.empty(flat.shape, flat.dtype)
@@ -354,14 +338,10 @@ def device_bytes(array):
 
 
 def queue_device_sums(array, sums, *, blocks: int | None = None, threads: int = THREADS_PER_BLOCK) -> int:
-    """Queue S1 and S2 of a CuPy array's bytes into ``sums`` (a CuPy uint64 array of 2) on the current stream.
-
-    ``sums`` is zeroed first on the same stream; nothing is copied to the host and nothing waits.
-    ``blocks``/``threads`` override the launch configuration (the tests vary it: it must not matter).
-    Returns the byte length, which :func:`finish` needs.
-    """
+    """Queue S1 and S2 of a CuPy array's bytes into ``sums`` (a CuPy uint64 array of 2, zeroed first)
+    on the current stream, waiting for nothing; return the byte length :func:`finish` needs.
+    ``blocks``/``threads`` override the launch configuration (the tests vary it: it must not matter)."""
     import cupy
-
     if threads <= 0 or threads % 32 or threads > 1024:
         raise ValueError(f"threads must be a multiple of 32 in 32..1024, not {threads}")
     data = device_bytes(array)
@@ -378,7 +358,6 @@ def queue_device_sums(array, sums, *, blocks: int | None = None, threads: int = 
 def device_digest(array) -> str:
     """The digest of a CuPy array, computed on the GPU; waits for it and copies 16 bytes back."""
     import cupy
-
     sums = cupy.empty(2, dtype=cupy.uint64)
     nbytes = queue_device_sums(array, sums)
     s1, s2 = (int(v) for v in sums.get())

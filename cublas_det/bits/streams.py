@@ -1,21 +1,10 @@
 """Bit-for-bit comparison of two streams of elements of one dtype, chunk by chunk, with ULP distances.
 
-Dtypes are the comparable ones of :data:`cublas_det.dtypes.ELEMENT_TYPES` (float16, bfloat16,
-float32, float64, signed and unsigned integers, bool). Elements are compared as bit patterns: equal bits are equal, including NaNs with
-the same payload. For mismatched elements of a float dtype:
-
-* ULP distance: bit patterns are mapped to integers that order like the floats they encode (the
-  sign-magnitude pattern becomes ``-magnitude`` for negative floats), so adjacent floats are 1
-  apart and +0 and -0 are 0 apart. +0 against -0 is therefore a mismatch of 0 ULP, counted as a
-  *signed zero* mismatch.
-* NaN: a mismatched pair where either side is NaN (NaN against a number, or two NaNs with other
-  bits) has no ULP distance and no difference; it is counted apart, and the greatest ULP distance
-  of an array with such a pair is reported as ``nan``.
-* The greatest |a - b| is taken over the mismatched pairs without NaN (it is ``inf`` when one side
-  is infinite).
-
-Integer and bool dtypes have no ULP distance; their
-greatest difference is ``|a - b|`` of the values.
+Elements (of the comparable :data:`cublas_det.dtypes.ELEMENT_TYPES`) are compared as bit patterns:
+equal bits are equal, NaNs included. For mismatched floats the ULP distance orders bit patterns like
+the floats (+0 against -0 is a *signed zero* mismatch of 0 ULP); a pair with a NaN has no distance
+and is counted apart; the greatest |a - b| is over pairs without NaN. Integers and bools have no
+ULP distance, only ``|a - b|``.
 """
 
 from __future__ import annotations
@@ -47,11 +36,8 @@ def dtype_name_of(numpy_dtype) -> str:
 
 
 def ordered(bits: np.ndarray, dtype: ElementType) -> np.ndarray:
-    """Float bit patterns -> int64 ordered like the floats: adjacent floats 1 apart, +0 == -0 == 0.
-
-    A negative float's pattern, read as a signed integer s, has the sign bit set: its ordered
-    value is ``INT_MIN - s`` (= -magnitude), which cannot overflow.
-    """
+    """Float bit patterns -> int64 ordered like the floats: adjacent floats 1 apart, +0 == -0 == 0
+    (a negative pattern s, read signed, becomes ``INT_MIN - s`` = -magnitude, which cannot overflow)."""
     width = dtype.itemsize * 8
     signed = bits.view(np.dtype(f"<i{dtype.itemsize}")).astype(np.int64)
     return np.where(signed < 0, np.int64(-(1 << (width - 1))) - signed, signed)
@@ -92,10 +78,8 @@ class BitStats:
 
 
 class BitComparison:
-    """Running counts over chunks of two element streams: ``update`` each pair of chunks, then ``stats``.
-
-    Keeps O(1) state between chunks; a chunk pair that is bytewise equal costs one memcmp.
-    """
+    """Running counts over chunks of two element streams: ``update`` each pair of chunks, then ``stats``
+    (O(1) state between chunks; a bytewise equal pair costs one memcmp)."""
 
     def __init__(self, dtype: ElementType):
         self.dtype = dtype
@@ -122,15 +106,13 @@ class BitComparison:
         self._add_mismatches(bits_a, bits_b, offset)
 
     def _add_mismatches(self, bits_a: np.ndarray, bits_b: np.ndarray, offset: int) -> None:
-        # In blocks that stay in the CPU cache: every element may differ (after a divergence,
-        # most do), and a dozen passes over cached blocks cost less than over a 16 MiB chunk.
+        # In blocks that stay in the CPU cache: after a divergence most elements differ.
         for start in range(0, bits_a.size, _BLOCK_ELEMENTS):
             self._add_block(bits_a[start:start + _BLOCK_ELEMENTS], bits_b[start:start + _BLOCK_ELEMENTS],
                             offset + start)
 
     def _add_block(self, a: np.ndarray, b: np.ndarray, offset: int) -> None:
-        # Every temporary is a slice of a scratch array made once: fresh 256 KiB temporaries would be
-        # mmap'ed and faulted in by malloc on every block.
+        # Every temporary is a slice of a scratch array made once: fresh ones would be faulted in each block.
         n = a.size
         scratch = self._scratch
         differ = np.not_equal(a, b, out=scratch.differ[:n])
@@ -186,9 +168,8 @@ class _Scratch:
 
 
 def _ordered_into(bits: np.ndarray, dtype: ElementType, out: np.ndarray, sign: np.ndarray) -> np.ndarray:
-    """:func:`ordered` into ``out`` (int64), with ``sign`` (int64) as scratch; branch-free: the
-    magnitude, negated where the sign bit is set ((x ^ -1) - -1 == -x). Masked ufuncs (``where=``)
-    are several times slower."""
+    """:func:`ordered` into ``out`` (int64), with ``sign`` (int64) as scratch; branch-free, as masked
+    ufuncs are slower: the magnitude, negated where the sign bit is set ((x ^ -1) - -1 == -x)."""
     out[...] = bits.view(np.dtype(f"<i{dtype.itemsize}"))  # sign-extended
     np.right_shift(out, 63, out=sign)  # 0, or -1 where negative
     out &= np.int64((1 << (dtype.itemsize * 8 - 1)) - 1)

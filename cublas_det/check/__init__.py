@@ -54,8 +54,7 @@ def check_gemm(shape: GemmShape | str, mode: GemmConfig | MathMode | int | str |
         gemm_fn: ``gemm_fn(a, b, out, handle, shape)`` replacing the cuBLAS call (to plant faults).
         kernels: record the kernels through CUPTI (see :func:`check_many`; needs cupti-python).
 
-    Returns:
-        A :class:`GemmCheck`; it never raises because bits differ.
+    Returns a :class:`GemmCheck`; it never raises because bits differ.
     """
     return check_many([shape], [mode], repeats=repeats, scenarios=scenarios, seed=seed, gemm_fn=gemm_fn,
                       kernels=kernels)[0]
@@ -75,24 +74,19 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
                phases: Phases | None = None, sm_count_targets=()) -> list[GemmCheck]:
     """:func:`check_gemm` over shapes x configurations, sharing inputs and the worker processes.
 
-    Worker processes (``fresh-process``, ``workspace-config``) start once for all pairs and run
-    while this process works. ``on_check(check)`` is called as each in-process check completes
-    (worker scenarios still pending). A shape that fails (out of memory, say) is returned with
-    the error recorded, and the others go on. ``kernels``: record, through CUPTI, the kernels of the
-    reference call (``GemmCheck.kernels``) and of the runs that may change bits (sm-count,
-    batch-invariance, streams-shared-handle), so a bit change comes with the kernel change behind it.
-    ``operands``: the host operands to upload (a :class:`~cublas_det.operands.HostOperands` the caller
-    keeps, for timing; default: made here, drawn ahead of use). ``phases``: a
-    :class:`~cublas_det.phases.Phases` that gets the seconds spent in operands, references, each
-    scenario and waiting for the workers. ``sm_count_targets``: the SM counts ``sm-count`` emulates
-    (default: half the device's, and one SM in eight fewer).
+    Worker processes start once for all pairs and run while this process works. ``on_check(check)``
+    is called as each in-process check completes (worker scenarios still pending). A shape that fails
+    (out of memory, say) is returned with the error recorded, and the others go on. ``kernels``:
+    record through CUPTI the kernels of the reference call and of the runs that may change bits.
+    ``operands``: the :class:`~cublas_det.operands.HostOperands` to upload (default: made here).
+    ``phases``: a :class:`~cublas_det.phases.Phases` that gets the seconds of each step.
+    ``sm_count_targets``: the SM counts ``sm-count`` emulates (default: its ladder of the device's).
 
     Raises:
         CheckInterrupted: on Ctrl-C, carrying the checks completed so far.
         KernelsUnavailable: ``kernels`` without cupti-python or libcupti (before any GPU work).
     """
     import cupy
-
     names = validate_scenarios(scenarios)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 2:
         raise ValueError(f"repeats must be an int >= 2, not {repeats!r}")
@@ -118,7 +112,6 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
                phases, sm_count_targets=()) -> list[GemmCheck]:
     """:func:`check_many` on the current device, its arguments checked."""
     import cupy
-
     provenance = fingerprint()
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config, _ in configs)
     for shape in shapes:  # drawn in threads, in the order the checks take them, while the GPU works
@@ -130,8 +123,7 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
         _start_workers(workers, names, tasks, repeats, gemm_fn)  # inside the try: none is left running
         for shape in shapes:
             uploaded: dict = {}  # input dtype -> Operands, or the error that stopped making them
-            # What the configurations of this shape share: the modes matrix over every configuration of the
-            # run, and the float64 reference of each input type.
+            # What this shape's configurations share: the modes matrix's configurations, the fp64 references.
             shared: dict = {RUN_CONFIGS: tuple(config for config, _ in configs),
                             SM_TARGETS: sm_count_targets}
             for config, source in configs:
@@ -170,7 +162,6 @@ def _guarded(make):
         return make()
     except gpu_failures() as err:
         import cupy
-
         cupy.get_default_memory_pool().free_all_blocks()
         return err
 
@@ -178,7 +169,6 @@ def _guarded(make):
 def _check_one(shape, config, source, seed, names, repeats, operands, run, shared, provenance,
                kernels, phases) -> GemmCheck:
     import cupy
-
     if isinstance(operands, BaseException):
         return _failed_check(shape, config, source, seed, names, f"operands: {type(operands).__name__}: {operands}",
                              provenance)
@@ -240,17 +230,13 @@ def _failed_check(shape, config, source, seed, names, error, provenance, input_d
 
 # -- scenarios in other processes ---------------------------------------------------------------
 def _start_workers(workers: dict, names, tasks, repeats, gemm_fn) -> None:
-    """Start the worker processes the scenarios need; they run while this process checks.
-
-    Fills ``workers`` with ``{worker name: Popen, or the reason it was not started}`` one by one, so
-    that the caller can kill those already started if starting another fails.
-    """
+    """Start the worker processes the scenarios need, filling ``workers`` ({name: Popen, or why not})
+    one by one, so that the caller can kill those started if starting another fails."""
     planned = {}
     for name in names:
         scenario = REGISTRY[name]
         if scenario.in_worker:
             import cupy
-
             planned.update(scenario.plan(cupy.cuda.runtime.getDevice(), tasks, repeats))
     for worker, (request, env) in planned.items():
         workers[worker] = "a custom gemm_fn cannot run in another process" if gemm_fn else spawn(request, env)

@@ -1,10 +1,8 @@
 """Per-device sweep: the same GEMMs on every GPU of a host, and whether their bits agree.
 
-cuBLAS promises identical bits only on GPUs of the same architecture and SM count, so on a node
-of identical GPUs every device must give the same digest for a shape and mode. A device that
-disagrees with its peers points at a fault or a different SKU. One worker process per device
-(:mod:`cublas_det.check.worker`) computes the digests, so the devices run at once and a crash on one device
-never hides the others' results.
+On a node of identical GPUs (same architecture and SM count) every device must give the same
+digest; one that disagrees points at a fault or another SKU. One worker process per device computes
+the digests, so the devices run at once and a crash on one never hides the others' results.
 """
 
 from __future__ import annotations
@@ -92,13 +90,8 @@ class Agreement:
 
 
 def parse_devices(values: list[str] | str, count: int | None) -> list[int]:
-    """``all`` or device ids (``0,1`` / ``0 1``) -> ids, checked against the ``count`` visible devices.
-
-    With ``count=None`` only the syntax is checked (before the GPU is probed); ``all`` gives [].
-
-    Raises:
-        ValueError: one line naming the bad id and the ids that exist.
-    """
+    """``all`` or device ids (``0,1`` / ``0 1``) -> ids, checked against the ``count`` visible devices
+    (``None``: the syntax only, and ``all`` gives []). ValueError names the bad id and those that exist."""
     text = " ".join([values] if isinstance(values, str) else values).replace(",", " ").split()
     if not text:
         raise ValueError("--devices: give 'all' or device ids such as 0,1")
@@ -127,10 +120,9 @@ def run_sweep(shapes: list[GemmShape], configs: list[GemmConfig], devices: list[
               repeats: int = 20, seed: int = 0, on_device=None, timeout_s: float = WORKER_TIMEOUT_S) -> list[DeviceRun]:
     """Run every shape in every configuration on each device, one worker process per device, all at once.
 
-    ``scenarios`` (in-process ones, such as ``repeat``) also run inside each worker, so a device
-    that does not even repeat its own bits is caught. ``on_device(run)`` is called as each worker
-    is collected. Returns one :class:`DeviceRun` per device, in the order given; on Ctrl-C the
-    devices not yet collected carry the error :data:`INTERRUPTED`.
+    ``scenarios`` (in-process ones, such as ``repeat``) also run inside each worker. ``on_device(run)``
+    is called as each worker is collected. Returns one :class:`DeviceRun` per device, in the order
+    given; on Ctrl-C the devices not yet collected carry the error :data:`INTERRUPTED`.
     """
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config in configs)
     env = dict(os.environ)
@@ -158,11 +150,8 @@ def run_sweep(shapes: list[GemmShape], configs: list[GemmConfig], devices: list[
 
 
 def agreements(shapes: list[GemmShape], configs: list[GemmConfig], runs: list[DeviceRun]) -> list[Agreement]:
-    """Per shape and configuration, what each device gave.
-
-    Only a guarantee scenario that gave other bits on a device counts against it; a hazard that
-    changed bits there is a finding, and a comparison (``modes``) is neither.
-    """
+    """Per shape and configuration, what each device gave: only a guarantee scenario that gave other
+    bits counts against a device; a hazard that changed bits is a finding, a comparison neither."""
     found = []
     for shape in shapes:
         for config in configs:

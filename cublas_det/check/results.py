@@ -1,9 +1,6 @@
 """What a check found, and the one vocabulary every report judges it in.
 
-Results are frozen facts; a check is stored as its run-file entry
-(:func:`cublas_det.render.runfile.check_record`). The verdict words are
-defined here once and used by the API, the CLI table, the JSON, the device sweep, Markdown and
-the pytest assertion:
+Results are frozen facts. The verdict words, defined here once for every report:
 
 - *reproducible* is judged on **guarantee** scenarios only (what cuBLAS documents as giving
   identical bits): :class:`Reproducible` ``yes`` / ``NO`` / ``not checked`` / ``error``;

@@ -6,11 +6,8 @@ import functools
 
 
 def clock_mhz(start_ns: int, start_cycles: int, end_ns: int, end_cycles: int) -> float | None:
-    """SM cycles per microsecond between two stamps taken on SM 0; None when a stamp is missing.
-
-    A stamp is (0, 0) when no block of the stamping kernel landed on SM 0 (the kernel writes only
-    there, so both stamps come from one SM's cycle counter).
-    """
+    """SM cycles per microsecond between two stamps taken on SM 0; None when a stamp is missing
+    ((0, 0): no block of the stamping kernel landed on SM 0)."""
     start_ns, start_cycles, end_ns, end_cycles = map(int, (start_ns, start_cycles, end_ns, end_cycles))
     if not (start_ns and end_ns) or end_ns <= start_ns or end_cycles <= start_cycles:
         return None
@@ -19,13 +16,9 @@ def clock_mhz(start_ns: int, start_cycles: int, end_ns: int, end_cycles: int) ->
 
 @functools.cache
 def default_sm_clock_mhz(device_id: int | None = None) -> float | None:
-    """The device's default (maximum boost) SM clock from CUDA, as nvbench judges throttling by; None if unknown.
-
-    ``cudaDevAttrClockRate`` (kHz): the attribute stays in CUDA 13, which dropped ``clockRate``
-    from ``cudaDeviceProp``.
-    """
+    """The device's default (maximum boost) SM clock from CUDA, as nvbench judges throttling by; None if
+    unknown (``cudaDevAttrClockRate``: CUDA 13 dropped ``cudaDeviceProp.clockRate``)."""
     import cupy
-
     runtime = cupy.cuda.runtime
     if device_id is None:
         device_id = runtime.getDevice()

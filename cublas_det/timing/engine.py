@@ -1,13 +1,8 @@
 """GPU timing of GEMM shapes in several configurations, side by side (docs/method.md says why each step).
 
-- A sample is CUDA events around a batch of GEMMs lasting >= 1 ms, captured in a CUDA graph and
-  replayed behind a blocking kernel (``hold``), so launch latency stays out of the interval.
-- Shapes whose operands fit in L2 rotate through several buffer sets.
-- Arms are interleaved in a Williams order (``order``) and ratios are paired per round; an A/A arm
-  (the reference configuration on a second handle) measures the noise floor.
-- A batch below 75% of the default SM clock is redone (``rounds``).
-- A run's shapes are timed in visits (``visits``), each on a setup made anew, until every ratio's
-  interval is within ±1%, or the visit or time budget runs out.
+A sample is CUDA events around a graph-captured batch of GEMMs replayed behind a blocking kernel
+(``hold``); arms interleave in a Williams order (``order``) with an A/A arm for the noise floor,
+throttled batches are redone (``rounds``), and shapes are timed in visits on fresh setups (``visits``).
 """
 
 from __future__ import annotations
@@ -40,7 +35,6 @@ from .visits import BUDGET_FLOOR_VISITS, MIN_VISITS_FOR_INTERVAL, run_visits
 def warm_up(seconds: float = 1.0) -> None:
     """Sustained large GEMMs so the clocks are up before the first sample."""
     import cupy
-
     a = cupy.ones((4096, 4096), cupy.float32)
     out = cupy.empty_like(a)
     with create_handle("pedantic") as handle:
@@ -54,7 +48,6 @@ def warm_up(seconds: float = 1.0) -> None:
 def arms_of(configs, aa_control: bool = True) -> dict:
     """{arm name: configuration}: the configurations (resolved) by name, and with ``aa_control`` the
     A/A arm, a second handle of the reference configuration (DEFAULT, else PEDANTIC, else the first)."""
-
     arm_configs = {config.name: config for config in configs}
     if aa_control:
         reference = aa_reference(arm_configs)
@@ -63,17 +56,12 @@ def arms_of(configs, aa_control: bool = True) -> dict:
 
 
 class ShapeBench:
-    """One shape set up for timing: rotated operand sets, a handle per arm on one stream, a CUDA
-    graph of one batch per arm, and the held launch that times a graph. A context manager.
-
-    Arms are named by the configurations' names; with ``aa_control`` a second handle of the
-    reference configuration (DEFAULT, else PEDANTIC, else the first) is the A/A arm
-    ``<reference>-AA``.
-    """
+    """One shape set up for timing: rotated operand sets, a handle per arm (named as
+    :func:`arms_of` names them) on one stream, a CUDA graph of one batch per arm, and the held
+    launch that times a graph. A context manager."""
 
     def __init__(self, shape, configs, *, seed: int = 0, aa_control: bool = True, operands=None):
         import cupy
-
         self.shape = shape
         self.stream = cupy.cuda.Stream(non_blocking=True)
         if len({config.a_type for config in configs}) > 1 or len({config.c_type for config in configs}) > 1:
@@ -114,7 +102,6 @@ class ShapeBench:
     def close(self) -> None:
         """Give back the handles, graphs and device buffers (even while something still refers to this)."""
         import cupy
-
         try:  # the buffers go back to the pool only once no queued work reads them
             self.stream.synchronize()
         except cupy.cuda.runtime.CUDARuntimeError:  # a failed GPU: nothing more runs on this stream
@@ -128,7 +115,6 @@ class ShapeBench:
     # -- batches -------------------------------------------------------------------------
     def eager(self, name: str, calls: int) -> None:
         """``calls`` GEMMs of arm ``name`` on the stream, rotating through the operand sets."""
-
         handle = self.handles[name]
         for i in range(calls):
             x, y, out = self.buffers[i % self.sets]
@@ -144,12 +130,9 @@ class ShapeBench:
         return graph
 
     def held_launch(self, graph, slot: int = 0, stamps: bool = False):
-        """Queue ``graph`` between two events behind the blocking kernel, then release it.
-
-        Returns (start event, end event). ``stamps``: clock stamps of SM 0 before the start and
-        after the end event into slot ``slot`` (outside the timed interval). Whether the kernel
-        held the stream until the release lands in the slot's outcome word.
-        """
+        """Queue ``graph`` between two events behind the blocking kernel, release it, and return the
+        (start, end) events. ``stamps``: SM 0 clock stamps outside the interval into slot ``slot``,
+        whose outcome word says whether the kernel held the stream until the release."""
         with self.stream:
             self.hold.hold(self._outcomes[slot:slot + 1])
             try:
@@ -178,14 +161,12 @@ class ShapeBench:
     def kernel_signatures(self, replays: int = 2) -> dict:
         """{arm: KernelSignature} of ``replays`` held replays of each arm's batch graph, recorded by
         CUPTI (``prepare`` first; untimed, so the recording cannot touch the timed samples)."""
-
         return {name: recorded_signature(lambda name=name: self.held_replays(name, replays), replays * self.calls)
                 for name in self.names}
 
     def held_seconds(self, graph) -> tuple[float, bool]:
         """Seconds one held replay of ``graph`` took, and whether the stream was held throughout."""
         import cupy
-
         with self.stream:
             self._outcomes[:1].fill(0)
         start, end = self.held_launch(graph)
@@ -194,13 +175,8 @@ class ShapeBench:
 
     # -- calibration and rounds ----------------------------------------------------------
     def calibrate(self) -> int:
-        """Calls per batch, so that the fastest arm's batch lasts >= 1 ms.
-
-        From graph replays, not eager loops (eager small GEMMs are host-bound and would make the
-        graph batches too short). First one call per arm, which is all a long GEMM needs; then,
-        unless one call already fills a batch, a probe of up to 5 calls (GEMMs of 0.2 ms or
-        more) or 16 (shorter ones).
-        """
+        """Calls per batch, so that the fastest arm's batch lasts >= 1 ms, from graph replays (eager
+        small GEMMs are host-bound): one call per arm, then unless that fills a batch, a short probe."""
         for name in self.names:  # untimed: module loading, heuristics cache
             self.eager(name, 1)
         single = min(self.held_seconds(self.capture(name, 1))[0] for name in self.names)
@@ -223,10 +199,8 @@ class ShapeBench:
 
     def measure_round(self, order: list[str], setup: int = 0, eager: bool = True) -> dict:
         """One sample per arm in ``order``: the held graph batch, then (``eager``) the same batch eagerly
-        from an idle GPU, as a step after a sync would run it. ``setup``: this setup's index, kept in
-        each sample."""
+        from an idle GPU, as a step after a sync runs it; ``setup``, this setup's index, in each sample."""
         import cupy
-
         with self.stream:
             self._stamps.fill(0)
             self._outcomes.fill(0)
@@ -299,21 +273,16 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visi
                 aa_control: bool = True, monitor=None, kernels: bool = False, failures: tuple | None = None,
                 on_visit=None, operands=None) -> RunTiming:
     """Time every shape in each configuration (:class:`GemmConfig`, or a mode name), side by side, in
-    visits spread over the run (``visits``): round-robin over ``shapes``, each visit a fresh
-    :class:`ShapeBench` (one setup) taking one Williams cycle of rounds.
+    visits round-robin over ``shapes``, each a fresh :class:`ShapeBench` taking one Williams cycle.
 
-    A shape takes at least ``min_visits`` (two at least) and at most ``max_visits``, or stops when
-    every ratio's interval is within ±1%, or when its rounds have spent ``budget_s`` (after
-    ``visits.BUDGET_FLOOR_VISITS``, or ``min_visits`` if fewer). Its batch size is calibrated on its
-    first visit and kept. ``operands``: the host operands to upload (a
-    :class:`~cublas_det.operands.HostOperands`; default: made here). ``monitor``: a running
-    :class:`~.monitor.GpuMonitor`; every shape gets its readings over the whole timing (its visits
-    are spread over it). ``kernels``: after the visits, record each arm's kernels through CUPTI on
-    one more setup. ``failures``: exceptions that end one shape's timing with a one-line reason
-    (default: the GPU's failures, :func:`~cublas_det.device.gpu_failures`); others propagate.
+    A shape takes ``min_visits`` (two at least) to ``max_visits``, stopping early when every
+    ratio's interval is narrow enough or its rounds have spent ``budget_s``. ``operands``: the
+    :class:`~cublas_det.operands.HostOperands` to upload (default: made here). ``monitor``: a
+    running :class:`~.monitor.GpuMonitor`, read over the whole timing. ``kernels``: record each
+    arm's kernels through CUPTI on one more setup. ``failures``: exceptions that end one shape's
+    timing with a one-line reason (default: :func:`~cublas_det.device.gpu_failures`).
     """
     import cupy
-
     if len({shape.name for shape in shapes}) < len(shapes):
         raise ValueError("time_shapes: give each shape once (two shapes share a name)")
     configs = [resolve_config(config)[0] for config in configs]  # resolved once, here
@@ -400,9 +369,8 @@ def time_shape(shape, configs, **options) -> ShapeTiming:
 def time_rounds(bench: ShapeBench, *, started: float, min_rounds: int = 12, max_rounds: int = 100,
                 budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
                 clock_floor_mhz: float | None = None) -> ShapeTiming:
-    """Rounds of one prepared :class:`ShapeBench` until the stopping rule (its interval holds only
-    that setup at that moment: what a cross-check of one setup needs). ``started``: when the
-    shape's timing began (its elapsed time and budget count from there)."""
+    """Rounds of one prepared :class:`ShapeBench` until the stopping rule (an interval of that setup
+    alone, for a cross-check of one setup); elapsed time and budget count from ``started``."""
     outcome = run_rounds(bench.names, bench.measure_round, min_rounds=min_rounds, max_rounds=max_rounds,
                          budget_s=budget_s, target_half_width=target_half_width, clock_floor_mhz=clock_floor_mhz,
                          started=started)

@@ -1,9 +1,8 @@
 """Start every timed batch from a queue: a kernel holds the stream while the batch is queued behind it,
 so launch latency stays out of the interval (nvbench's ``blocking_kernel``; docs/method.md).
 
-The kernel gives up after TIMEOUT_NS (a bug never hangs the GPU) and says so, and the round is
-redone; each hold waits for its own ticket. The clock stamps are taken on SM 0 only, so both read
-one SM's cycle counter.
+The kernel gives up after TIMEOUT_NS (a bug never hangs the GPU) and says so; each hold waits for
+its own ticket. Clock stamps are taken on SM 0 only, so both read one SM's cycle counter.
 """
 
 from __future__ import annotations
@@ -50,14 +49,12 @@ class StreamHold:
 
     def __init__(self):
         import cupy
-
         runtime = cupy.cuda.runtime
         module = cupy.RawModule(code=_SOURCE)
         self._hold = module.get_function(KERNEL_NAMES[0])
         self._stamp = module.get_function(KERNEL_NAMES[1])
         self._sms = runtime.deviceGetAttribute(runtime.cudaDevAttrMultiProcessorCount, runtime.getDevice())
-        # Mapped pinned memory: with unified addressing the device reads it at the host address;
-        # the attributes give the device address where they differ. Kept for the process's life.
+        # Mapped pinned memory, kept for the process's life; the device may see it at another address.
         self._host_ptr = runtime.hostAlloc(4, runtime.hostAllocMapped)
         self._flag = ctypes.c_uint32.from_address(self._host_ptr)
         self._flag.value = 0
@@ -71,7 +68,6 @@ class StreamHold:
     def hold(self, outcome) -> None:
         """Queue the blocking kernel on the current stream; ``outcome`` (a 1-element uint32 array)
         receives RELEASED or TIMED_OUT."""
-
         self._ticket = (self._ticket + 1) % 2**32
         self._hold((1,), (1,), (numpy.uint64(self._device_ptr), numpy.uint32(self._ticket),
                                 numpy.uint64(TIMEOUT_NS), outcome))

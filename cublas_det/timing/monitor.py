@@ -1,9 +1,8 @@
 """Who else uses the GPU while timing runs, and its clocks, power and temperature (NVML, optional).
 
-Another process on the GPU inflates times and blurs ratios, and nothing in the samples says why: a
-background thread reads NVML every POLL_S seconds, and each shape gets what was seen while it ran.
-Without ``nvidia-ml-py`` this says so once and records null. Inside a container NVML reports host
-PIDs: where this process's is not listed, the report says one of those listed is this one.
+Another process on the GPU blurs ratios and nothing in the samples says why: a background thread
+reads NVML, and each shape gets what was seen while it ran (null without ``nvidia-ml-py``). In a
+container NVML lists host PIDs: where this one's is missing, one of those listed is this process.
 """
 
 from __future__ import annotations

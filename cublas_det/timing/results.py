@@ -10,17 +10,14 @@ from ..config import name_part
 from .stats import Ratio, quartiles, widened_ci
 
 AA_SUFFIX = "-AA"
-# The A/A control fails when its whole interval lies outside 1 ± this. Not "excludes 1": with 95%
-# intervals on 15 shapes, one shape in two runs would then fail by chance alone.
+# The A/A control fails when its whole interval lies outside 1 ± this (not "excludes 1": chance alone).
 AA_TOLERANCE = 0.005
 
 
 def role(name: str) -> str:
     """A configuration's name without what a run's configurations share: its element types, and a
-    replayed call's algo and workspace (``DEFAULT/algo99/ws32M/bfloat16->bfloat16`` -> ``DEFAULT``).
-
-    Arms are found by role, so a bf16 run compares its modes as an fp32 run does.
-    """
+    replayed call's algo and workspace (``DEFAULT/algo99/ws32M/bfloat16->bfloat16`` -> ``DEFAULT``),
+    so that a bf16 run finds its arms as an fp32 run does."""
     return "/".join(part for part in name.split("/")
                     if (name_part(part) or ("",))[0] not in ("types", "algo", "workspace_bytes"))
 
@@ -67,8 +64,7 @@ class ArmTiming:
     graph_us: tuple[float, ...]
     eager_us: tuple[float, ...]
     clock_mhz: tuple[float | None, ...] = ()
-    # With kernels recorded (--kernels): the summed kernel durations per GEMM of held graph replays
-    # (the GPU's busy time, without the gaps between kernels), and the kernels that ran.
+    # With --kernels: the summed kernel durations per GEMM of held graph replays, and the kernels that ran.
     kernel_us: float | None = None
     kernels: str = ""
     setups: tuple[int, ...] = ()  # the setup of each sample (empty: one setup)

@@ -1,9 +1,7 @@
 """The round loop of side-by-side timing, apart from the GPU: order, redo, pair, stop.
 
-A round below the clock floor (nvbench's 75% of the default SM clock), or started with the stream
-not held, is redone (after a pause when throttled), up to ``MAX_REDOS`` a shape; then kept and
-counted, so a GPU that stays throttled still ends. The GPU loop supplies ``measure_round``; tests
-supply synthetic rounds.
+A round below the clock floor, or with the stream not held, is redone up to ``MAX_REDOS`` a shape,
+then kept and counted, so a GPU that stays throttled still ends. Tests supply synthetic rounds.
 """
 
 from __future__ import annotations
@@ -53,10 +51,9 @@ def round_problem(samples: dict, clock_floor_mhz: float | None) -> str | None:
 def take_round(measure_round, order: list[str], setup: int, discards: Discards, *,
                clock_floor_mhz: float | None = None, max_redos: int = MAX_REDOS, eager: bool = True,
                sleep=time.sleep) -> tuple[dict, Discards]:
-    """One round, ``measure_round(order, setup, eager)``, taken again in the same order while it cannot be used
-    as it is (:func:`round_problem`), after a pause when throttled, until ``discards`` holds
-    ``max_redos`` redos (a shape's allowance); then kept as it is. Returns the round's samples and
-    ``discards`` with this round's redos and keeps counted."""
+    """One round, ``measure_round(order, setup, eager)``, retaken in the same order while
+    :func:`round_problem` finds one, until ``discards`` holds ``max_redos`` redos; return its samples
+    and ``discards`` with this round's redos and keeps counted."""
     while True:
         measured = measure_round(order, setup, eager)
         problem = round_problem(measured, clock_floor_mhz)
@@ -72,11 +69,7 @@ def take_round(measure_round, order: list[str], setup: int, discards: Discards, 
 
 class KeptRounds:
     """One shape's kept rounds so far, one :class:`Sample` per arm and round, and what was redone.
-
-    Rounds go on from where they stopped, on whatever setup measures them: the Williams order
-    follows the kept rounds, so a redone round is retaken in the same order and a shape timed in
-    several visits stays balanced as long as each visit takes whole order cycles.
-    """
+    The Williams order follows the kept rounds, so visits of whole cycles keep a shape balanced."""
 
     def __init__(self, names: list[str]):
         self.names = list(names)

@@ -1,7 +1,5 @@
 """The statistics of side-by-side timing: intervals, paired ratios, batch sizes, when to stop.
-
-Pure Python on lists of floats, so every rule here is tested on synthetic samples without a GPU.
-"""
+Pure Python on lists of floats, so every rule is tested on synthetic samples without a GPU."""
 
 from __future__ import annotations
 
@@ -44,11 +42,8 @@ def quartiles(values) -> tuple[float, float, float]:
 
 
 def median_ci(values, confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free interval for the median from order statistics (normal approximation).
-
-    With z = 1.96, ranks j = floor(n/2 - z*sqrt(n)/2) and k = ceil(n/2 + 1 + z*sqrt(n)/2)
-    (1-based, clamped to 1..n); needs no assumption about the shape of the distribution.
-    """
+    """Distribution-free interval for the median from order statistics (normal approximation): ranks
+    j = floor(n/2 - z*sqrt(n)/2) and k = ceil(n/2 + 1 + z*sqrt(n)/2), 1-based, clamped to 1..n."""
     if confidence != 0.95:
         raise ValueError("only the 95% interval is implemented")
     values = sorted(values)
@@ -64,10 +59,7 @@ def median_ci(values, confidence: float = 0.95) -> tuple[float, float]:
 def between_term(values, setups) -> tuple[float, int]:
     """The between-setup term of a 95% interval for the median of ``values`` (t x the standard error
     of the setups' medians, in the values' units) and its degrees of freedom; (0, 0) with one setup.
-
-    ``setups[i]``: the setup (a visit) that took ``values[i]``; a setup keeps a bias more rounds of it
-    cannot shrink, and more visits do: t(P-1) x sd(P medians) / sqrt(P).
-    """
+    ``setups[i]``: the setup (a visit) that took ``values[i]``: a bias more visits shrink, not rounds."""
     groups: dict = {}
     for value, setup in zip(values, setups):
         groups.setdefault(setup, []).append(value)
@@ -96,13 +88,9 @@ def _widened(values, between: float) -> tuple[float, float]:
 
 @dataclasses.dataclass(frozen=True)
 class Ratio:
-    """Median of per-round ratios numerator/denominator, with its 95% interval.
-
-    With several setups (a run's visits) the interval holds the between-setup term too;
-    ``setup_half_width`` is that term relative to the median (0 with one setup), which more rounds
-    of the same setups cannot shrink, and more visits do; ``setup_dof``: the degrees of freedom of
-    its t (:func:`between_term`; 0 with one setup).
-    """
+    """Median of per-round ratios numerator/denominator, with its 95% interval; from several setups
+    it holds the between-setup term too (:func:`between_term`), whose size relative to the median and
+    degrees of freedom are ``setup_half_width`` and ``setup_dof`` (0 with one setup)."""
 
     numerator: str
     denominator: str
@@ -155,11 +143,9 @@ def stop_reason(ratios: list[Ratio], rounds: int, elapsed_s: float, *, min_round
                 cycle: int = 1, budget_floor: int = BUDGET_FLOOR_ROUNDS) -> StopReason | None:
     """Whether to stop after ``rounds`` kept rounds, and why; None to go on.
 
-    The interval rule watches each ratio's whole interval (timed in visits, its between-visit term
-    too, which more visits shrink) and waits for a whole number of order cycles (``cycle`` rounds),
-    so every arm has followed every other equally often. The budget stops a shape only after
-    ``budget_floor`` rounds (or min_rounds, if fewer): a 50 ms GEMM still gets an interval, just a
-    wider one.
+    The interval rule waits for a whole number of order cycles (``cycle`` rounds), so every arm has
+    followed every other equally often. The budget stops a shape only after ``budget_floor`` rounds
+    (or min_rounds, if fewer), so a long GEMM still gets an interval, just a wider one.
     """
     if rounds >= min_rounds and rounds % cycle == 0 and all(r.half_width <= target_half_width for r in ratios):
         return StopReason.INTERVAL
@@ -178,13 +164,9 @@ def batch_size(per_call_s: float, target_s: float = TARGET_BATCH_S, cap: int = M
 
 
 def probe_calls(single_call_s: float, target_s: float = TARGET_BATCH_S, cap: int = PROBE_MAX_CALLS) -> int:
-    """Calls of the second calibration probe, after a first probe of one call took ``single_call_s``.
-
-    0 when one call already lasts a batch (the batch is one call, nothing more to learn). A GEMM
-    of 0.2 ms or more is estimated from at most 5 calls, as triton's do_bench estimates from 5:
-    a 50 ms GEMM does not spend its budget calibrating. Shorter ones take up to ``cap`` calls,
-    so the 0.5 µs event resolution stays small against the probe.
-    """
+    """Calls of the second calibration probe, after a first probe of one call took ``single_call_s``:
+    0 when one call already lasts a batch, else enough for ``target_s``, at most ``cap`` (so a long
+    GEMM does not spend its budget calibrating, and a short one outlasts the event resolution)."""
     if single_call_s >= target_s:
         return 0
     return batch_size(single_call_s, target_s, cap)

@@ -1,11 +1,8 @@
 """A run's timing in visits: each shape is timed in short visits, round-robin over the run's shapes,
-each visit on a setup made anew. Apart from the GPU: the setups come from an ``open_visit`` callback.
+each visit on a setup made anew (by an ``open_visit`` callback: no GPU here).
 
-Why visits: a setup (operand buffers, handles, graphs), and the moment it is timed at, keeps a bias
-of its own that its rounds do not show. Each visit takes one Williams cycle of rounds on a setup of
-its own, and a sample's setup is its visit, so the interval's between-setup term
-(``stats.between_term``) holds the spread between moments of the run. It holds within its run: a
-run minutes later also differs by the GPU's drift (docs/method.md), which ``--compare`` allows for.
+Why: a setup, and the moment it is timed at, keeps a bias its own rounds do not show; with a
+sample's setup its visit, the interval's between-setup term (``stats.between_term``) holds it.
 """
 
 from __future__ import annotations
@@ -45,8 +42,7 @@ class VisitsRun:
 
 def _visit(open_visit, key, visit: int, rounds: KeptRounds, cycle: int, now, **take) -> float:
     """One visit: a Williams cycle of rounds on the setup ``open_visit`` makes; the seconds its rounds
-    took. A function of its own so that nothing here refers to the setup once it returns: the next
-    visit's setup is made after this one is gone, not beside it."""
+    took. A function of its own so that the setup is gone before the next visit's is made."""
     with open_visit(key, visit) as measure_round:
         start = now()
         rounds.take(measure_round, cycle, visit, **take)
@@ -60,13 +56,10 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
     """Visit every shape of ``keys`` in turn, again and again, until each stops.
 
     ``open_visit(key, visit)`` is a context manager that makes a setup of shape ``key`` and gives
-    its ``measure_round(order, setup, eager)``; a visit takes one Williams cycle of rounds on it, with
-    ``setup`` = the visit's number. After each visit the shape's ratios are formed over all its
-    visits, and it stops when every interval is within ``target_half_width`` after ``min_visits``
-    (two at least), at ``max_visits``, or when its rounds have spent ``budget_s`` (after
-    ``budget_floor_visits``, or ``min_visits`` if fewer). An exception
-    of ``failures`` ends that shape's timing with the reason in one line; the others go on.
-    ``on_visit(visit, going)``: called after each turn with the number of shapes still going.
+    its ``measure_round(order, setup, eager)``; a visit takes one Williams cycle of rounds on it.
+    A shape stops by :func:`~.stats.stop_reason` over all its visits (``min_visits`` two at least).
+    An exception of ``failures`` ends that shape's timing with the reason in one line; the others
+    go on. ``on_visit(visit, going)``: called after each turn with the number of shapes still going.
     Ctrl-C ends the run as interrupted: each shape keeps its whole visits.
     """
     cycle = cycle_length(len(names))

@@ -32,11 +32,9 @@ _active: Router | None = None
 def enable(lock: str | lockfile.Lock, *, check: bool = True) -> Router:
     """Route the lock's GEMMs through their pinned configurations until :func:`disable`.
 
-    Args:
-        lock: a lock file's path, or a :class:`~cublas_det.store.lock.Lock`.
-        check: refuse a lock written on another GPU, SM count or cuBLAS (:class:`~cublas_det.store.lock.LockMismatch`).
-    Raises:
-        InputFileError: a lock file that cannot be read; LockMismatch: one from elsewhere; NoGpuError.
+    ``lock``: a lock file's path, or a :class:`~cublas_det.store.lock.Lock`; ``check``: refuse one
+    written on another GPU, SM count or cuBLAS (LockMismatch). Raises InputFileError, LockMismatch,
+    NoGpuError.
     """
     global _active
     if _active is not None:

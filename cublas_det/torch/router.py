@@ -1,11 +1,10 @@
 """The lock applied to PyTorch: CUDA ``aten::mm``, ``addmm``, ``bmm`` and ``baddbmm`` through the
 pinned cuBLASLt call of the lock.
 
-Each op is registered anew on its CUDA key (``torch.library``), below autograd: the backward's own
-GEMMs come here too, and autograd stays torch's. A call whose GEMM the lock has runs
-``cublasLtMatmul`` with the pinned algorithm on torch's current stream, into a new tensor. Any other
-call goes to the op's ``out=`` overload, which is the kernel torch's own op runs (a functional GEMM
-op is that kernel with an output made for it): the same bits, counted as fallen through.
+Each op is registered anew on its CUDA key (``torch.library``), below autograd, so the backward's
+GEMMs come here too. A call the lock has runs ``cublasLtMatmul`` with the pinned algorithm on torch's
+current stream; any other goes to the op's ``out=`` overload, the kernel torch's own op runs (the
+same bits), and is counted as fallen through.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The reproducibility scenarios: one registry of frozen :class:`Scenario` objects.
 
-The registry is the only source of the scenarios' names, descriptions and kinds: the CLI's
-choices and help, ``--quick``, the JSON and the reports all read it. Adding a scenario is one
-module (or a function in a family's module) and one line below.
+The registry is the only source of the scenarios' names, descriptions and kinds, read by the CLI,
+the JSON and the reports. Adding a scenario is one module (or function) and one line below.
 """
 
 from __future__ import annotations

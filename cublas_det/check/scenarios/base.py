@@ -22,11 +22,9 @@ GemmFunction = Callable[[Any, Any, Any, Any, GemmShape], None]
 class ScenarioContext:
     """Everything a scenario needs for one GEMM shape in one configuration.
 
-    ``reference`` is the first output, computed by ``gemm`` on ``handle``, which is pinned to
-    ``stream``; scenarios issue their work on ``stream`` unless they make streams of their own.
-    ``shared`` holds what is computed once per shape and shared by its configurations (the
-    ``modes`` matrix). ``kernels``: record the kernels of the runs that may change bits
-    (:meth:`traced`), so a report can say which kernel change came with a bit change.
+    ``reference`` is the first output, computed by ``gemm`` on ``handle``, pinned to ``stream``, on
+    which scenarios issue their work unless they make streams of their own. ``shared``: what a
+    shape's configurations share (the ``modes`` matrix). ``kernels``: record kernels (:meth:`traced`).
     """
 
     shape: GemmShape
@@ -49,7 +47,6 @@ class ScenarioContext:
         if not self.kernels:
             run()
             return None
-
         return recorded_signature(run, calls)
 
     def kernel_extra(self, signatures: dict, differing, **change) -> dict:
@@ -58,7 +55,6 @@ class ScenarioContext:
         (``change``: :func:`kernel_change`'s options). {} without ``kernels``."""
         if not self.kernels:
             return {}
-
         return {"kernels": {label: sig.to_dict() if sig else None for label, sig in signatures.items()},
                 "reference_kernels": self.reference_kernels.to_dict() if self.reference_kernels else None,
                 "kernel_changes": {label: kernel_change(self.reference_kernels, signatures[label], **change)
@@ -66,7 +62,6 @@ class ScenarioContext:
 
     def new_handle(self, **options):
         """A new handle in this configuration (``create_handle`` options: stream, workspace_bytes ...)."""
-
         return create_handle(self.config, **options)
 
     def new_output(self, rows: int | None = None):
@@ -76,10 +71,7 @@ class ScenarioContext:
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     """A condition under which a GEMM's bits are compared, and what a difference means.
-
-    ``body(context)`` runs it in this process. A scenario with ``in_worker`` runs in other
-    processes instead (see :mod:`cublas_det.check.scenarios.processes`): its body is ``None``.
-    """
+    ``body(context)`` runs it in this process; one ``in_worker`` runs in other processes, body ``None``."""
 
     name: str
     description: str  # one sentence, for --help and reports
@@ -95,16 +87,12 @@ class Scenario:
     untestable: Callable[[GemmConfig], str] | None = None
 
     def run(self, context: ScenarioContext) -> ScenarioResult:
-        """Run the scenario; a GPU failure (out of memory, a CUDA or cuBLAS error) becomes a recorded error.
-
-        Any other exception is a bug and propagates with its traceback.
-        """
-
+        """Run the scenario; a GPU failure (out of memory, a CUDA or cuBLAS error) becomes a recorded
+        error, and any other exception, a bug, propagates."""
         try:
             return self.body(context)
         except gpu_failures() as err:
             import cupy
-
             cupy.get_default_memory_pool().free_all_blocks()
             return self.failed(f"{type(err).__name__}: {err}")
 
@@ -124,9 +112,8 @@ class Scenario:
 
 
 def worst_of(mismatches: list[Mismatch]) -> Mismatch:
-    """Many comparisons summed up as :class:`RunsSummary` sums up runs: the element counts of the one
-    with the most mismatched elements (its own total), the greatest ULP distance and its location and
-    values (the first on a tie), the greatest absolute difference of all; NO_MISMATCH when none differs."""
+    """Many comparisons summed up as :class:`RunsSummary` sums up runs (the most mismatched elements,
+    the greatest ULP distance and where, the greatest difference); NO_MISMATCH when none differs."""
     differing = [m for m in mismatches if not m.identical]
     if not differing:
         return NO_MISMATCH

@@ -11,12 +11,8 @@ from .base import Scenario, ScenarioContext, worst_of
 
 
 def not_applicable_reason(shape: GemmShape) -> str | None:
-    """Why the batch cannot be shrunk for this GEMM, or None.
-
-    The batch is the token axis T. In forward and dX GEMMs T is M, the output rows, and rows can
-    be sliced. In a dW GEMM T is K, the reduction axis: fewer tokens make another sum, so there are
-    no bits to compare. A custom shape takes M as its batch.
-    """
+    """Why the batch (the token axis T: M, or in a dW GEMM K, the reduction axis, where fewer tokens
+    make another sum) cannot be shrunk for this GEMM, or None."""
     if shape.gemm_pass == "dW":
         return "the batch (T) is K, the reduction axis of a dW GEMM: fewer tokens give another sum"
     if shape.m < 2:
@@ -26,7 +22,6 @@ def not_applicable_reason(shape: GemmShape) -> str | None:
 
 def _batch_invariance(context: ScenarioContext):
     import cupy
-
     reason = not_applicable_reason(context.shape)
     if reason:
         return BATCH_INVARIANCE.does_not_apply(reason)

@@ -23,8 +23,7 @@ def _math_modes(choices) -> tuple:
 
 MODES = _math_modes(DEFAULT_MODES)
 MATRIX_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_32F_FAST_TF32)
-# In half precision TF32 does not apply, and what users choose between is the DISALLOW flag and the
-# compute types (PyTorch allows reduced-precision reduction in bf16 GEMMs by default).
+# In half precision TF32 does not apply: the choices are the DISALLOW flag and the compute types.
 HALF_MODES = _math_modes(HALF_DEFAULT_MODES)
 HALF_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_16F,
                       ComputeType.COMPUTE_16F_PEDANTIC)
@@ -60,10 +59,9 @@ def _interfaces(config: GemmConfig, run_configs) -> list[GemmConfig]:
 def matrix(config: GemmConfig, run_configs=()) -> list[tuple[GemmConfig, ComputeType]]:
     """The cells of the matrix: a handle's configuration (COMPUTE_32F) and the compute type passed to the call.
 
-    The configuration's own math mode, and every math mode of the run's configurations of its
-    element types (``run_configs``), are rows (BF16X9, say), and so is each cuBLASLt variant of the
-    run, in DEFAULT and TF32 math and the modes asked of it: each configuration's bits are compared
-    with every other's, and all configurations of the run of one element type share one matrix.
+    Rows: the default modes, every math mode of the run's configurations of these element types
+    (``run_configs``), and each cuBLASLt variant of the run, so that all configurations of one
+    element type share one matrix and each one's bits are compared with every other's.
     """
     types = (config.input_dtype, config.output_dtype)
     same_types = [c for c in (*run_configs, config) if (c.input_dtype, c.output_dtype) == types]
@@ -98,10 +96,8 @@ def _run_configs(context: ScenarioContext) -> tuple:
 
 
 def _matrix(context: ScenarioContext) -> dict:
-    """Digest and error of every math mode x compute type, and each mode's COMPUTE_32F output.
-
-    Computed once per shape (the first configuration to ask stores it in ``context.shared``).
-    """
+    """Digest and error of every math mode x compute type, and each mode's COMPUTE_32F output
+    (computed once per shape: the first configuration to ask stores it in ``context.shared``)."""
     reference64 = fp64_reference(context.shape, context.a, context.b, context.shared)
     cells, outputs = {}, {}
     for config, compute in matrix(context.config, _run_configs(context)):
@@ -134,8 +130,7 @@ def matrix_key(config: GemmConfig, run_configs=()) -> tuple:
 
 
 def _modes(context: ScenarioContext):
-    # Configurations of one shape share a matrix only when it is the same matrix (same element types,
-    # and in fp32 the same flag): a bf16 and an fp32 configuration never compare each other's outputs.
+    # Configurations share a matrix only when it is the same one (element types; in fp32, the flag).
     key = matrix_key(context.config, _run_configs(context))
     if key not in context.shared:
         context.shared[key] = _matrix(context)
@@ -143,8 +138,7 @@ def _modes(context: ScenarioContext):
     others = {name: out for name, out in table["outputs"].items() if name != context.config.name}
     mismatches = [compare(context.reference, out) for out in others.values()]
     differing = sum(not m.identical for m in mismatches)
-    # Compared with this configuration's own output: right also for a compute type other than
-    # COMPUTE_32F, whose name is in no group of modes.
+    # Compared with this configuration's own output: right also for a compute type in no group of modes.
     same = [name for name, mismatch in zip(others, mismatches) if mismatch.identical]
     return MODES_SCENARIO.from_worst(len(others), differing, worst_of(mismatches),
                                      " | ".join(" = ".join(group) for group in table["groups"]),

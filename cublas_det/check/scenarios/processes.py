@@ -1,8 +1,7 @@
 """Scenarios that run in other processes: ``fresh-process`` and ``workspace-config``.
 
-Their workers start once for all the GEMMs of a check and run while the parent works
-(:func:`cublas_det.check.check_many`); each scenario says which workers it needs (``plan``) and
-turns their answers into its result for one GEMM (``merge``).
+Their workers start once for all the GEMMs of a check and run while the parent works; each
+scenario says which workers it needs (``plan``) and makes its result of their answers (``merge``).
 """
 
 from __future__ import annotations
@@ -22,20 +21,16 @@ WORKSPACE_CONFIG = ":4096:8"
 
 @dataclasses.dataclass(frozen=True)
 class ProcessScenario(Scenario):
-    """A scenario computed by worker processes.
-
-    ``plan(device, tasks, repeats)`` returns ``{worker name: (Request, environment)}``;
-    ``merge(check, answers)`` returns the scenario's result for ``check`` from ``{worker name:
-    (Answer or None, error or None)}``.
-    """
+    """A scenario computed by worker processes: ``plan(device, tasks, repeats)`` returns
+    ``{worker name: (Request, environment)}``, ``merge(check, answers)`` the result for ``check``
+    from ``{worker name: (Answer or None, error or None)}``."""
 
     plan: Callable | None = None
     merge: Callable | None = None
 
 
 def _fresh_process_plan(device: int, tasks: tuple[Task, ...], repeats: int) -> dict:
-    # The workers inherit this process's environment unchanged (CUBLAS_WORKSPACE_CONFIG included):
-    # only the process differs, so a difference in bits is a difference between processes.
+    # The environment unchanged (CUBLAS_WORKSPACE_CONFIG included): only the process differs.
     env = dict(os.environ)
     return {f"fresh-process#{i}": (Request(device, tasks, (), repeats), env) for i in range(FRESH_PROCESSES)}
 
@@ -64,9 +59,8 @@ def _fresh_process_merge(check: GemmCheck, answers: dict) -> ScenarioResult:
 
 
 def _workspace_config_plan(device: int, tasks: tuple[Task, ...], repeats: int) -> dict:
-    # The only change from this process's environment is the variable the scenario is about.
+    # The shared-handle case again, the only change of environment the variable the scenario is about.
     env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": WORKSPACE_CONFIG}
-    # The worker runs the shared-handle case (scenarios.streams) under that variable.
     return {"workspace-config": (Request(device, tasks, ("streams-shared-handle",), repeats), env)}
 
 
@@ -83,8 +77,7 @@ def _workspace_config_merge(check: GemmCheck, answers: dict) -> ScenarioResult:
     (shared,) = task.scenarios
     if shared.error:
         return WORKSPACE_CONFIG_SCENARIO.failed(shared.error)
-    # The worker compares its stream outputs with its own first output. Say whether that first output
-    # matched this process's bits, so that a difference can be placed: in the reference or in the streams.
+    # Whether the worker's own first output matched this process's places a difference: reference or streams.
     same_reference = bool(check.digest) and task.digest == check.digest
     where = ("this process computed no output to compare" if not check.digest else
              f"the worker's first output {'matches' if same_reference else 'differs from'} this process's bits")

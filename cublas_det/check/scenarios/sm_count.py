@@ -40,8 +40,7 @@ def _sm_count(context: ScenarioContext):
 
 
 def _untestable(cure) -> str:
-    # It plans for that SM count on every GPU: an SM-count target emulates a smaller GPU by the
-    # very setting it overrides, so here it would compare a plan with itself.
+    # It overrides the very setting that emulates a smaller GPU: here it would compare a plan with itself.
     if not cure.lt_sm_count_target:
         return ""
     return (f"same plan on every GPU with at least {cure.lt_sm_count_target} SMs by construction; "

@@ -11,26 +11,21 @@ from .base import Scenario, ScenarioContext
 from .processes import WORKSPACE_CONFIG
 
 STREAMS = 4
-# The kernel change on a shared handle when every stream ran the reference's kernels: what differs is
-# inside them, where concurrent GEMMs share the handle's one workspace.
+# The kernel change on a shared handle when every stream ran the reference's kernels.
 SAME_KERNELS = ("same kernels and grids on every stream as alone: what differs is inside them (the streams share "
                 "the handle's workspace)")
 
 
 def concurrent_streams(context: ScenarioContext, shared: bool):
-    """Issue the GEMM on STREAMS streams at once, round after round, comparing every output.
-
-    Returns ``(RunsSummary, rounds)``.
-    """
+    """Issue the GEMM on STREAMS streams at once, round after round, comparing every output;
+    return ``(RunsSummary, rounds)``."""
     import cupy
-
     rounds = max(4, -(-max(context.repeats, 16) // STREAMS))
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
     outs = [context.new_output() for _ in range(STREAMS)]
     tracker = MismatchTracker(context.reference, rounds * STREAMS)
     if shared:
-        # cuBLAS's own workspace pool, shared by the streams: the hazard cuBLAS documents, and what
-        # CUBLAS_WORKSPACE_CONFIG sizes (a captured call's user workspace would be raced on instead).
+        # cuBLAS's own workspace pool, shared by the streams: the hazard, sized by CUBLAS_WORKSPACE_CONFIG.
         one = create_handle(dataclasses.replace(context.config, workspace_bytes=None)
                             if context.config.api == "gemm_ex" else context.config)  # cuBLASLt: its own workspace
         handles = [one] * STREAMS

@@ -1,7 +1,3 @@
-"""Worker processes that check GEMMs on one device: for the scenarios that need a fresh process and
-for per-device sweeps.
-
-- :mod:`.protocol`: the typed request and answer, and the one key of a task;
-- :mod:`.parent`: the parent's side (start, collect, kill);
-- ``python -m cublas_det.check.worker`` (:mod:`.__main__`): the child.
-"""
+"""Worker processes that check GEMMs on one device, for the scenarios that need a fresh process and
+for per-device sweeps: :mod:`.protocol` (request, answer, task key), :mod:`.parent` (start, collect,
+kill), and the child, ``python -m cublas_det.check.worker``."""

@@ -1,7 +1,5 @@
-"""``python -m cublas_det.check.worker``: check the GEMMs of one :class:`~.protocol.Request` read on stdin.
-
-Writes one :class:`~.protocol.Answer` on stdout. A task that fails records its error and the rest
-go on, so one bad task never hides the others.
+"""``python -m cublas_det.check.worker``: check the GEMMs of one :class:`~.protocol.Request` read on stdin,
+write one :class:`~.protocol.Answer` on stdout. A task that fails records its error; the rest go on.
 """
 
 from __future__ import annotations
@@ -20,13 +18,11 @@ from .protocol import Answer, Request, TaskAnswer, task_key
 def main() -> int:
     request = Request.from_dict(json.load(sys.stdin))
     import cupy
-
     started = time.perf_counter()
     cupy.cuda.Device(request.device).use()
     results = {}
     seeds = {task.seed for task in request.tasks}
-    # One call per seed over its shapes and configurations: each pair of operands is drawn once, ahead
-    # of use, and the float64 reference of a shape is shared by its configurations.
+    # One call per seed: each pair of operands drawn once, each float64 reference shared.
     for seed in sorted(seeds):
         tasks = [task for task in request.tasks if task.seed == seed]
         shapes = list({task.shape.spec: task.shape for task in tasks}.values())

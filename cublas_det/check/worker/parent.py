@@ -28,10 +28,8 @@ def spawn(request: Request, env: dict) -> subprocess.Popen:
 
 
 def collect(process, timeout_s: float = WORKER_TIMEOUT_S) -> tuple[Answer | None, str | None]:
-    """A worker's :class:`Answer`, or ``(None, one line saying what went wrong)``.
-
-    ``process`` may be a string: the reason no worker was started, passed through as the error.
-    """
+    """A worker's :class:`Answer`, or ``(None, one line saying what went wrong)``; ``process`` may be
+    a string, the reason no worker was started, passed through as the error."""
     if isinstance(process, str):
         return None, process
     try:

@@ -1,8 +1,5 @@
-"""What the parent sends a worker and what it answers, as types with one JSON form each.
-
-The child reads one :class:`Request` as JSON on stdin and writes one :class:`Answer` as JSON on
-stdout. A task is keyed by :func:`task_key` everywhere: the parent, the child and the sweep.
-"""
+"""What the parent sends a worker (a :class:`Request`, JSON on stdin) and what it answers (an
+:class:`Answer`, JSON on stdout). A task is keyed by :func:`task_key` everywhere."""
 
 from __future__ import annotations
 
