@@ -1,0 +1,54 @@
+"""The documentation's prose: README.md and docs/*.md keep every line within 100 characters.
+
+Fenced code blocks (a command stays one line) and table rows are left as they are; a line that is one
+word alone (a long link or path) may pass the width.
+"""
+
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+WIDTH = 100
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def long_prose_lines(text: str, width: int = WIDTH) -> list[tuple[int, int]]:
+    """(line number, length in characters) of each prose line longer than ``width``."""
+    found, fenced = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        if fenced or stripped.startswith("|") or len(line) <= width:
+            continue
+        if len(stripped.lstrip("-*> ").split()) <= 1:  # a link or a path alone on its line
+            continue
+        found.append((number, len(line)))
+    return found
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_prose_lines_fit_the_width(path):
+    long = long_prose_lines(path.read_text(encoding="utf-8"))
+    assert not long, f"{path.relative_to(ROOT)}: lines over {WIDTH} characters (line, length): {long}"
+
+
+def test_the_docs_are_found():
+    assert (ROOT / "README.md") in DOCS and len(DOCS) > 1
+
+
+def test_the_checker_finds_a_planted_long_line(tmp_path):
+    fine = "word " * 19 + "µµµµ"  # 99 characters, 103 bytes: counted in characters
+    planted = ("a prose line " * 8).strip()  # 103 characters
+    table = "| " + "cell | " * 20
+    code = "```bash\n" + "x" * 150 + "\n```"
+    alone = "  https://example.com/" + "p" * 100  # a link alone on its line
+    page = tmp_path / "page.md"
+    page.write_text("\n".join(["# Title", fine, table, code, alone, planted, "end"]) + "\n", encoding="utf-8")
+    assert len(fine) == 99 and len(fine.encode()) > WIDTH
+    # line 8: after the title, the fine line, the table row, the three lines of the fence and the link
+    assert long_prose_lines(page.read_text(encoding="utf-8")) == [(8, len(planted))]
+    assert long_prose_lines("- " + planted) == [(1, len(planted) + 2)]  # a list item is prose
+    assert long_prose_lines("```\n```\n" + planted) == [(3, len(planted))]  # after a closed fence
