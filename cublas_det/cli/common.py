@@ -81,9 +81,9 @@ class ArgumentParser(argparse.ArgumentParser):
         or one reason for all); the options with the first one's reason are named together."""
         reasons = {option: why.get(option) if isinstance(why, dict) else why for option in options}
         named = [option for option, reason in reasons.items() if reason]
-        if named:
-            reason = reasons[named[0]]
-            self.error(reason.format(", ".join(option for option in named if reasons[option] == reason)))
+        if named:  # a refusal names its fix, and so needs no pointer to --help
+            reason = reasons[named[0]].format(", ".join(o for o in named if reasons[o] == reasons[named[0]]))
+            self.exit(ExitCode.USAGE, f"{self.prog}: error: {reason}\n")
 
     def error(self, message: str):
         self.exit(ExitCode.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -191,13 +191,13 @@ def check_writable(path: str, flag: str) -> None:
         raise UsageError(f"{flag} {path}: is a FIFO (named pipe); give a file name")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise UsageError(f"{flag} {path}: directory {directory} does not exist; create it first")
+        raise UsageError(f"{flag} {path}: directory {directory} does not exist")
     existed = os.path.exists(path)
     try:
         with open(path, "a"):  # "a": an existing file is not truncated by the check
             pass
-    except OSError as err:
-        raise UsageError(f"{flag} {path}: cannot be written ({err.strerror or err}); choose another path") from None
+    except OSError:
+        raise UsageError(f"{flag} {path}: cannot be written; choose another path") from None
     if not existed:
         os.remove(path)
 
