@@ -33,10 +33,9 @@ from . import explain, prescribe, sweep
 from .common import (
     ArgumentParser,
     command_main,
-    error_line,
     exit_codes,
-    prog_name,
-    wrap_paragraphs,
+    help_texts,
+    write_file,
     write_json,
     write_text,
 )
@@ -80,12 +79,11 @@ class _AsCommand(argparse.Action):
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
     parser = family_parser(
-        prog or prog_name(), ("shapes", "capture", "configs", "scenarios", "checks", "kernels", "json", "reports",
+        prog, ("shapes", "capture", "configs", "scenarios", "checks", "kernels", "json", "reports",
                               "timed"),
         None, {"--lock": "--lock writes what prescribe verifies; add --prescribe",
              "--sm-counts": "--sm-counts is the fleet of prescribe; add --prescribe"},
-        description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        **help_texts(__doc__, EPILOG))
     others = parser.add_argument_group("other commands, as bench flags")
     others.add_argument("--prescribe", nargs=0, action=_AsCommand,
                         help="the cures of each hazard found, verified and timed: `cublas-det prescribe --help`")
@@ -293,12 +291,7 @@ def _write_outputs(args, result, data, prog: str) -> bool:
     if args.markdown:
         written &= write_text(args.markdown, to_markdown(result), prog)
     if args.plot and any(r.timing for r in result.shapes):
-        try:
-            write_plot(result, args.plot)
-            print(f"wrote {args.plot}", file=sys.stderr)
-        except OSError as err:
-            error_line(prog, f"could not write {args.plot}: {err.strerror or err}")
-            written = False
+        written &= write_file(args.plot, prog, lambda: write_plot(result, args.plot))
     return written
 
 

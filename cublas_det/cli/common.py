@@ -65,8 +65,9 @@ class ArgumentParser(argparse.ArgumentParser):
     (``{}`` stands for the options given): such an option is refused in those words, not as unknown.
     """
 
-    def __init__(self, *args, formatter_class=argparse.HelpFormatter, **kwargs):
-        super().__init__(*args, formatter_class=_FORMATTERS.get(formatter_class, formatter_class), **kwargs)
+    def __init__(self, prog=None, *args, formatter_class=argparse.HelpFormatter, **kwargs):
+        super().__init__(prog or prog_name(), *args, formatter_class=_FORMATTERS.get(formatter_class, formatter_class),
+                         **kwargs)
         self.refusals: dict[str, str] = {}
 
     def parse_args(self, args=None, namespace=None):
@@ -114,6 +115,13 @@ class ExtendList(argparse.Action):
         current = getattr(namespace, self.dest)
         items = [] if current is None or current is self.default else list(current)
         setattr(namespace, self.dest, items + list(values))
+
+
+def help_texts(doc: str, epilog: str, paragraphs: slice = slice(1, 2)) -> dict:
+    """A command parser's description (those ``paragraphs`` of its module's ``doc``, filled) and its
+    epilog of examples and exit codes, kept as written."""
+    return {"description": wrap_paragraphs("\n\n".join(doc.split("\n\n")[paragraphs])), "epilog": epilog,
+            "formatter_class": RawDescriptionHelpFormatter}
 
 
 def wrap_paragraphs(text: str) -> str:
@@ -226,15 +234,16 @@ def write_text(path: str, text: str, prog: str) -> bool:
     def write():
         with open(path, "w") as file:
             file.write(text)
-    return _written(path, prog, write)
+    return write_file(path, prog, write)
 
 
 def write_json(path: str, data: dict, prog: str) -> bool:
     """:func:`write_text` for a JSON file, as the store writes them."""
-    return _written(path, prog, lambda: files.write_json(path, data))
+    return write_file(path, prog, lambda: files.write_json(path, data))
 
 
-def _written(path: str, prog: str, write) -> bool:
+def write_file(path: str, prog: str, write) -> bool:
+    """Whether ``write()`` wrote ``path``, said on stderr either way (a failure in one line)."""
     try:
         write()
     except OSError as err:

@@ -27,9 +27,8 @@ from .common import (
     command_main,
     error_line,
     exit_codes,
-    prog_name,
+    help_texts,
     warning_line,
-    wrap_paragraphs,
     write_json,
 )
 
@@ -71,8 +70,7 @@ def _chunk_mib(value: str) -> int:
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG))
     parser.add_argument("run_a", metavar="RUN_A", help="the first run: a directory of dumps, or a trace log")
     parser.add_argument("run_b", metavar="RUN_B", help="the second run, in any layout")
     parser.add_argument("--dtype", type=_dtype, default="float32", metavar="DTYPE",
