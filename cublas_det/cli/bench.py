@@ -30,26 +30,9 @@ from ..timing import time_shapes, warm_up
 from ..timing.monitor import GpuMonitor
 from ..words import plural
 from . import explain, prescribe, sweep
-from .common import (
-    ArgumentParser,
-    command_main,
-    exit_codes,
-    help_texts,
-    write_file,
-    write_json,
-    write_text,
-)
-from .gemms import (
-    _print_comparison,
-    baseline,
-    capture_groups,
-    exit_code,
-    family_parser,
-    kernels_available,
-    listing,
-    read_options,
-    timing_budget,
-)
+from .common import ArgumentParser, command_main, exit_codes, help_texts, write_file, write_json, write_text
+from .gemms import (_print_comparison, baseline, capture_groups, exit_code, family_parser, kernels_available, listing,
+                    read_options, timing_budget)
 
 EXIT_CODES = exit_codes("1 also when a scenario, the GEMM or its timing could not run; a hazard that changed bits "
                         "is reported, and never fails a run")
@@ -138,7 +121,6 @@ def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
 
     When none fits, that is a usage error: one line naming the bytes, within seconds, no operand made.
     """
-
     refused = {}
     for shape in shapes:
         try:
@@ -284,7 +266,6 @@ def _report(args, result, baseline, phases, prog: str) -> int:
 
 def _write_outputs(args, result, data, prog: str) -> bool:
     """Write each requested output on its own; False when one could not be written (said in one line)."""
-
     written = True
     if args.json:
         written &= write_json(args.json, data, prog)

@@ -181,7 +181,6 @@ def run_guarded(prog: str, body) -> int:
 def command_main(run):
     """The ``main(argv=None, prog=None)`` of a command whose body is ``run(argv, prog)``: named as typed, its
     arguments those of the command line, its expected errors one line (:func:`run_guarded`)."""
-
     def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         prog = prog or prog_name()
         return run_guarded(prog, lambda: run(sys.argv[1:] if argv is None else list(argv), prog))

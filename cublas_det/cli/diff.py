@@ -21,16 +21,8 @@ from ..rundiff.diff import IncompleteDiff, diff_runs, report_lines
 from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
 from ..words import plural
 from ..errors import ExitCode
-from .common import (
-    ArgumentParser,
-    check_outputs,
-    command_main,
-    error_line,
-    exit_codes,
-    help_texts,
-    warning_line,
-    write_json,
-)
+from .common import (ArgumentParser, check_outputs, command_main, error_line, exit_codes, help_texts, warning_line,
+                     write_json)
 
 EPILOG = """layouts (RUN is a directory unless said otherwise):
   RUN/trace.jsonl (or the .jsonl itself)   digests logged by cublas_det.trace.Recorder, in order

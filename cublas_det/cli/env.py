@@ -54,7 +54,6 @@ def library_locations() -> dict[str, str]:
 
 def _owning_distribution(path: str) -> str | None:
     """``"name version"`` of the installed distribution that holds ``path`` (a pip wheel), if any."""
-
     real, base = os.path.realpath(path), os.path.basename(path)
     for dist in metadata.distributions():
         for file in dist.files or ():
@@ -115,7 +114,6 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
 
 def _check_env() -> None:
     """A bad CUBLAS_DET_MATH_MODE is a usage error before the GPU is probed (one line, exit 2)."""
-
     try:
         resolve_config(None)
     except ValueError as err:

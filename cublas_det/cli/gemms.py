@@ -193,7 +193,6 @@ def _read_options(args):
 
 def _configurations(args) -> list:
     """The configurations to run: --precision's, or --modes x --compute-type in --dtype / --out-dtype."""
-
     if args.precision:
         if args.dtype or args.out_dtype or args.compute_type or args.modes:
             raise UsageError(f"--precision {args.precision} sets the types and modes; drop --dtype, --out-dtype, "
@@ -264,7 +263,6 @@ def baseline(args, parser, *outputs: str):
 
 def kernels_available(prog: str) -> bool:
     """Whether CUPTI can record kernels; if not, one line saying what to install (the run goes on without)."""
-
     reason = cupti_unavailable()
     if reason:
         warning_line(prog, f"--kernels: {reason}; running without kernel traces")

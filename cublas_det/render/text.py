@@ -16,21 +16,8 @@ from ..check.scenarios import REGISTRY
 from ..timing.results import is_control, role
 from ..words import column_widths, plural, report_width, table, wrapped
 from .results import BenchResult, ShapeReport
-from .timing_text import (
-    KERNEL_NOTE,
-    TIME_NOTE,
-    how_timed,
-    timing_warnings,
-    trust_suffix,
-)
-from .verdicts import (
-    check_failures,
-    hazards_cell,
-    label,
-    modes_cell,
-    modes_group,
-    reproducible_cell,
-)
+from .timing_text import KERNEL_NOTE, TIME_NOTE, how_timed, timing_warnings, trust_suffix
+from .verdicts import check_failures, hazards_cell, label, modes_cell, modes_group, reproducible_cell
 
 NOISY_REL_IQR = 0.10
 HEADER = ["mode", "repro", "changed by", "same bits as", "rel. err", "graph µs", "eager µs", "TFLOP/s",
