@@ -127,8 +127,7 @@ def render_text(result: BenchResult, *, verbose: bool = False, width: int | None
     """``notes``: lines said under the title (what a stored file of an earlier version cannot tell)."""
     width = width or report_width()
     lines = wrapped(title(result), width) + [part for note in notes for part in wrapped(note, width)] + [""]
-    for line in summary_lines(result):
-        lines += wrapped(line, width)
+    lines += [part for line in summary_lines(result) for part in wrapped(line, width)]
     details = detail_lines(result)
     if details:
         lines += [""] + [part for line in details for part in wrapped(line, width, "    ")]
