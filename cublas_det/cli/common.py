@@ -136,7 +136,6 @@ def wrap_paragraphs(text: str) -> str:
 
 
 def error_line(prog: str, message: str) -> None:
-    """Print ``prog: error: message`` on stderr, on one line."""
     print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
 
 

@@ -17,7 +17,7 @@ import os
 from ..errors import UsageError
 from ..render.compare import compare_fleet, compare_runs
 from ..store.run import load_run
-from ..render.text import report_width
+from ..words import report_width
 from .common import ArgumentParser, check_fail_on, command_main, exit_codes, help_texts
 
 EPILOG = """examples:

@@ -16,10 +16,9 @@ import argparse
 import math
 
 from ..bits.streams import DTYPES, lookup_dtype
-from ..render.text import report_width
 from ..rundiff.diff import IncompleteDiff, diff_runs, report_lines
 from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
-from ..words import plural
+from ..words import plural, report_width
 from ..errors import ExitCode
 from .common import (ArgumentParser, check_outputs, command_main, error_line, exit_codes, help_texts, warning_line,
                      write_json)

@@ -131,7 +131,6 @@ OPTIONS = {
 
 @functools.cache
 def parent(name: str) -> ArgumentParser:
-    """The parent parser ``name``, with its OPTIONS, for the commands that take them."""
     parser, groups = ArgumentParser(add_help=False), {}
     for group, flags, keywords in OPTIONS[name]:
         if group not in groups:

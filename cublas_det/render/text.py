@@ -43,7 +43,6 @@ def has_kernels(result: BenchResult) -> bool:
 
 
 def header(kernels: bool) -> list[str]:
-    """The table's columns: with the kernel columns when the run recorded kernels (:func:`has_kernels`)."""
     return HEADER + KERNEL_HEADER if kernels else HEADER
 
 

@@ -77,7 +77,6 @@ def overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
 
 
 def half_width(interval: tuple[float, float, float]) -> float:
-    """Half an entry interval's width relative to its median."""
     median, low, high = interval
     return (high - low) / 2 / median
 
