@@ -92,7 +92,7 @@ CASES = [
 # The errors whose line is over 100 columns even with a short path, each still to be shortened (#35):
 # a new error fits, and one of these fails the test once it fits, to leave this list.
 OVER_100 = {
-    ("bench", "--modes fast"), ("about", ""),  # the modes and +disallow-rpr in full (test_config)
+    ("bench", "--modes fast"), ("about", ""),  # test_config wants the mode list and +disallow-rpr in them
     ("bench", "--scenarios again"),  # check/scenarios' message; the rest, store/'s
     ("bench", "--compare {tmp}/bad.json"), ("bench", "--compare {tmp}/cut.json"),
     ("bench", "--compare {tmp}/noinfo.json"), ("bench", "--compare {tmp}/zero.json"),

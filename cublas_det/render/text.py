@@ -289,10 +289,6 @@ def precision_lines(result: BenchResult) -> list[str]:
     return [line]
 
 
-def _preset(report: ShapeReport) -> str:
-    return report.shape.preset or "custom shapes"
-
-
 def _change(low: float, high: float) -> str:
     """A range of time ratios in words: ``1.20-1.66x faster``, ``20-60x the time``, ``+0.3% to +0.8%``."""
     def span(a: str, b: str) -> str:
@@ -327,7 +323,7 @@ def cost_lines(result: BenchResult) -> list[str]:
         by_preset: dict = {}
         for report, r in found:
             if not r.ci_low <= 1 <= r.ci_high:
-                by_preset.setdefault(_preset(report), []).append(r.median)
+                by_preset.setdefault(report.shape.preset or "custom shapes", []).append(r.median)
         parts = []
         if flat:
             widest = max(max(1 - r.ci_low, r.ci_high - 1) for r in flat)
