@@ -145,10 +145,10 @@ def test_explain_names_a_catalogue_entry_or_a_shape_and_refuses_what_it_cannot_d
     with pytest.raises(SystemExit):
         bench.main(["--explain", SHAPE, "--json", "x.json"], "cublas-det bench")
     assert capsys.readouterr().err == ("cublas-det bench --explain: error: explain prints one table and exits; drop "
-                                       "--json (see cublas-det bench --explain --help)\n")
+                                       "--json\n")
     with pytest.raises(SystemExit):
         bench.main([f"--explain={SHAPE}", "--preset", "trunk", "--no-timing"])
-    assert "explain prints one table and exits; drop --preset, --no-timing (see" in capsys.readouterr().err
+    assert capsys.readouterr().err.endswith(": error: explain prints one table and exits; drop --preset, --no-timing\n")
     with pytest.raises(SystemExit):
         bench.main(["--kernels", "--devices", "all"], "cublas-det bench")
     assert capsys.readouterr().err.startswith("cublas-det bench: error: --kernels records kernels in this process")

@@ -30,7 +30,6 @@ COMMANDS = {
 
 
 def main_of(name: str):
-    """The ``main(argv, prog)`` of command ``name``."""
     return importlib.import_module(f".{name}", __name__).main
 
 

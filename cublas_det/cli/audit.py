@@ -9,13 +9,12 @@ whole outputs; with --lock, its GEMMs run locked and each is said to be locked o
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import sys
 
 from ..errors import ExitCode, UsageError
-from .common import ArgumentParser, command_main, exit_codes, prog_name, wrap_paragraphs
+from .common import ArgumentParser, command_main, exit_codes, help_texts
 
 EPILOG = """examples:
   %(prog)s step.py:train_step --batch 4
@@ -25,8 +24,7 @@ EPILOG = """examples:
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]),
-                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG))
     parser.add_argument("step", metavar="FILE.py:FUNCTION", help="the step to audit")
     parser.add_argument("--batch", type=int, default=4, help="the batch to compare with batch 1 (default: %(default)s)")
     parser.add_argument("--lock", metavar="FILE", help="run the step's GEMMs under this lock")

@@ -30,27 +30,9 @@ from ..timing import time_shapes, warm_up
 from ..timing.monitor import GpuMonitor
 from ..words import plural
 from . import explain, prescribe, sweep
-from .common import (
-    ArgumentParser,
-    command_main,
-    error_line,
-    exit_codes,
-    prog_name,
-    wrap_paragraphs,
-    write_json,
-    write_text,
-)
-from .gemms import (
-    _print_comparison,
-    baseline,
-    capture_groups,
-    exit_code,
-    family_parser,
-    kernels_available,
-    listing,
-    read_options,
-    timing_budget,
-)
+from .common import ArgumentParser, command_main, exit_codes, help_texts, write_file, write_json, write_text
+from .gemms import (_print_comparison, baseline, capture_groups, exit_code, family_parser, kernels_available, listing,
+                    read_options, timing_budget)
 
 EXIT_CODES = exit_codes("1 also when a scenario, the GEMM or its timing could not run; a hazard that changed bits "
                         "is reported, and never fails a run")
@@ -80,12 +62,11 @@ class _AsCommand(argparse.Action):
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
     parser = family_parser(
-        prog or prog_name(), ("shapes", "capture", "configs", "scenarios", "checks", "kernels", "json", "reports",
+        prog, ("shapes", "capture", "configs", "scenarios", "checks", "kernels", "json", "reports",
                               "timed"),
         None, {"--lock": "--lock writes what prescribe verifies; add --prescribe",
              "--sm-counts": "--sm-counts is the fleet of prescribe; add --prescribe"},
-        description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        **help_texts(__doc__, EPILOG))
     others = parser.add_argument_group("other commands, as bench flags")
     others.add_argument("--prescribe", nargs=0, action=_AsCommand,
                         help="the cures of each hazard found, verified and timed: `cublas-det prescribe --help`")
@@ -140,7 +121,6 @@ def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
 
     When none fits, that is a usage error: one line naming the bytes, within seconds, no operand made.
     """
-
     refused = {}
     for shape in shapes:
         try:
@@ -286,19 +266,13 @@ def _report(args, result, baseline, phases, prog: str) -> int:
 
 def _write_outputs(args, result, data, prog: str) -> bool:
     """Write each requested output on its own; False when one could not be written (said in one line)."""
-
     written = True
     if args.json:
         written &= write_json(args.json, data, prog)
     if args.markdown:
         written &= write_text(args.markdown, to_markdown(result), prog)
     if args.plot and any(r.timing for r in result.shapes):
-        try:
-            write_plot(result, args.plot)
-            print(f"wrote {args.plot}", file=sys.stderr)
-        except OSError as err:
-            error_line(prog, f"could not write {args.plot}: {err.strerror or err}")
-            written = False
+        written &= write_file(args.plot, prog, lambda: write_plot(result, args.plot))
     return written
 
 

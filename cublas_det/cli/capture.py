@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import sys
 import zlib
 
 from ..apilog.file import from_data, to_dict
@@ -20,9 +19,9 @@ from ..apilog.model import Capture
 from ..apilog.parse import CHUNK, CublasLogParser, LtLogParser, parse_stream
 from ..apilog.run import run_captured, signal_name
 from ..errors import ExitCode, InputFileError, UsageError
-from ..store.files import open_regular, write_json
+from ..store.files import open_regular
 from ..render.capture import render_capture
-from .common import ArgumentParser, check_outputs, command_main, error_line, exit_codes, prog_name, wrap_paragraphs
+from .common import ArgumentParser, check_outputs, command_main, exit_codes, help_texts, write_json
 
 EPILOG = """examples:
   %(prog)s -- python train.py --steps 3   # writes capture.json and a report
@@ -35,8 +34,7 @@ _LT_LINE = re.compile(rb"^\[[^\]]*\]\[cublasLt\]")
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]),
-                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG),
                             usage="%(prog)s [--out FILE] [--quiet] -- CMD [ARGS...]\n"
                                   "       %(prog)s [--out FILE] [--quiet] --from LOG [LOG ...]")
     parser.add_argument("--out", default="capture.json", metavar="FILE",
@@ -184,14 +182,7 @@ def run(argv: list[str], prog: str) -> int:
             capture.notes.append(f"the command failed (exit {status})")
             complete = False
     data = to_dict(capture, complete=complete, compute_capability=_compute_capability())
-    try:
-        write_json(args.out, data)
-    except OSError as err:
-        written = False
-        error_line(prog, f"could not write {args.out}: {err.strerror or err}")
-    else:
-        written = True
-        print(f"wrote {args.out}", file=sys.stderr)
+    written = write_json(args.out, data, prog)
     if not args.quiet:
         print(render_capture(from_data(data, args.out), args.out if written else ""))
     return status if written or status else ExitCode.USAGE  # the promised file is missing: a clean 0 becomes 2

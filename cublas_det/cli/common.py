@@ -65,8 +65,9 @@ class ArgumentParser(argparse.ArgumentParser):
     (``{}`` stands for the options given): such an option is refused in those words, not as unknown.
     """
 
-    def __init__(self, *args, formatter_class=argparse.HelpFormatter, **kwargs):
-        super().__init__(*args, formatter_class=_FORMATTERS.get(formatter_class, formatter_class), **kwargs)
+    def __init__(self, prog=None, *args, formatter_class=argparse.HelpFormatter, **kwargs):
+        super().__init__(prog or prog_name(), *args, formatter_class=_FORMATTERS.get(formatter_class, formatter_class),
+                         **kwargs)
         self.refusals: dict[str, str] = {}
 
     def parse_args(self, args=None, namespace=None):
@@ -81,9 +82,9 @@ class ArgumentParser(argparse.ArgumentParser):
         or one reason for all); the options with the first one's reason are named together."""
         reasons = {option: why.get(option) if isinstance(why, dict) else why for option in options}
         named = [option for option, reason in reasons.items() if reason]
-        if named:
-            reason = reasons[named[0]]
-            self.error(reason.format(", ".join(option for option in named if reasons[option] == reason)))
+        if named:  # a refusal names its fix, and so needs no pointer to --help
+            reason = reasons[named[0]].format(", ".join(o for o in named if reasons[o] == reasons[named[0]]))
+            self.exit(ExitCode.USAGE, f"{self.prog}: error: {reason}\n")
 
     def error(self, message: str):
         self.exit(ExitCode.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -116,6 +117,13 @@ class ExtendList(argparse.Action):
         setattr(namespace, self.dest, items + list(values))
 
 
+def help_texts(doc: str, epilog: str, paragraphs: slice = slice(1, 2)) -> dict:
+    """A command parser's description (those ``paragraphs`` of its module's ``doc``, filled) and its
+    epilog of examples and exit codes, kept as written."""
+    return {"description": wrap_paragraphs("\n\n".join(doc.split("\n\n")[paragraphs])), "epilog": epilog,
+            "formatter_class": RawDescriptionHelpFormatter}
+
+
 def wrap_paragraphs(text: str) -> str:
     """``text``'s paragraphs filled to the width argparse fills its own help to.
 
@@ -128,7 +136,6 @@ def wrap_paragraphs(text: str) -> str:
 
 
 def error_line(prog: str, message: str) -> None:
-    """Print ``prog: error: message`` on stderr, on one line."""
     print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
 
 
@@ -173,7 +180,6 @@ def run_guarded(prog: str, body) -> int:
 def command_main(run):
     """The ``main(argv=None, prog=None)`` of a command whose body is ``run(argv, prog)``: named as typed, its
     arguments those of the command line, its expected errors one line (:func:`run_guarded`)."""
-
     def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         prog = prog or prog_name()
         return run_guarded(prog, lambda: run(sys.argv[1:] if argv is None else list(argv), prog))
@@ -191,13 +197,13 @@ def check_writable(path: str, flag: str) -> None:
         raise UsageError(f"{flag} {path}: is a FIFO (named pipe); give a file name")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise UsageError(f"{flag} {path}: directory {directory} does not exist; create it first")
+        raise UsageError(f"{flag} {path}: directory {directory} does not exist")
     existed = os.path.exists(path)
     try:
         with open(path, "a"):  # "a": an existing file is not truncated by the check
             pass
-    except OSError as err:
-        raise UsageError(f"{flag} {path}: cannot be written ({err.strerror or err}); choose another path") from None
+    except OSError:
+        raise UsageError(f"{flag} {path}: cannot be written; choose another path") from None
     if not existed:
         os.remove(path)
 
@@ -226,15 +232,16 @@ def write_text(path: str, text: str, prog: str) -> bool:
     def write():
         with open(path, "w") as file:
             file.write(text)
-    return _written(path, prog, write)
+    return write_file(path, prog, write)
 
 
 def write_json(path: str, data: dict, prog: str) -> bool:
     """:func:`write_text` for a JSON file, as the store writes them."""
-    return _written(path, prog, lambda: files.write_json(path, data))
+    return write_file(path, prog, lambda: files.write_json(path, data))
 
 
-def _written(path: str, prog: str, write) -> bool:
+def write_file(path: str, prog: str, write) -> bool:
+    """Whether ``write()`` wrote ``path``, said on stderr either way (a failure in one line)."""
     try:
         write()
     except OSError as err:

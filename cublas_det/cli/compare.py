@@ -17,8 +17,8 @@ import os
 from ..errors import UsageError
 from ..render.compare import compare_fleet, compare_runs
 from ..store.run import load_run
-from ..render.text import report_width
-from .common import ArgumentParser, check_fail_on, command_main, exit_codes, prog_name, wrap_paragraphs
+from ..words import report_width
+from .common import ArgumentParser, check_fail_on, command_main, exit_codes, help_texts
 
 EPILOG = """examples:
   %(prog)s base.json new.json               # yesterday against today
@@ -33,8 +33,7 @@ then compare the files on any machine.
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs("\n\n".join(__doc__.split("\n\n")[1:3])),
-                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG, slice(1, 3)))
     parser.add_argument("files", nargs="+", metavar="RUN.json", help="files written by --json (two, or a fleet)")
     parser.add_argument("--fail-on", type=float, metavar="PCT",
                         help="with two files: exit 1 if a median time grew by more than PCT percent")

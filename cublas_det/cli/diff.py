@@ -16,22 +16,12 @@ import argparse
 import math
 
 from ..bits.streams import DTYPES, lookup_dtype
-from ..render.text import report_width
 from ..rundiff.diff import IncompleteDiff, diff_runs, report_lines
 from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
-from ..words import plural
+from ..words import plural, report_width
 from ..errors import ExitCode
-from .common import (
-    ArgumentParser,
-    check_outputs,
-    command_main,
-    error_line,
-    exit_codes,
-    prog_name,
-    warning_line,
-    wrap_paragraphs,
-    write_json,
-)
+from .common import (ArgumentParser, check_outputs, command_main, error_line, exit_codes, help_texts, warning_line,
+                     write_json)
 
 EPILOG = """layouts (RUN is a directory unless said otherwise):
   RUN/trace.jsonl (or the .jsonl itself)   digests logged by cublas_det.trace.Recorder, in order
@@ -71,8 +61,7 @@ def _chunk_mib(value: str) -> int:
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG))
     parser.add_argument("run_a", metavar="RUN_A", help="the first run: a directory of dumps, or a trace log")
     parser.add_argument("run_b", metavar="RUN_B", help="the second run, in any layout")
     parser.add_argument("--dtype", type=_dtype, default="float32", metavar="DTYPE",

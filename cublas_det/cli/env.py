@@ -3,7 +3,6 @@ handle in each mode."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from importlib import metadata
@@ -13,7 +12,7 @@ from ..config import math_mode_name, resolve_config
 from ..device import fingerprint, require_gpu, tf32_env_warnings
 from ..errors import ExitCode, UsageError
 from ..handle import create_handle
-from .common import ArgumentParser, command_main, error_line, exit_codes, prog_name, wrap_paragraphs
+from .common import ArgumentParser, command_main, error_line, exit_codes, help_texts
 
 DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version
 and library file, CuPy, the environment variables that change cuBLAS), where libcublas, cudart and
@@ -55,7 +54,6 @@ def library_locations() -> dict[str, str]:
 
 def _owning_distribution(path: str) -> str | None:
     """``"name version"`` of the installed distribution that holds ``path`` (a pip wheel), if any."""
-
     real, base = os.path.realpath(path), os.path.basename(path)
     for dist in metadata.distributions():
         for file in dist.files or ():
@@ -108,8 +106,7 @@ def _report() -> int:
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(DESCRIPTION), epilog=EPILOG,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog, **help_texts(DESCRIPTION, EPILOG, slice(None)))
     parser.add_argument("--libs", action="store_true",
                         help="only print where libcublas, cudart and NVRTC were found (no GPU needed)")
     return parser
@@ -117,7 +114,6 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
 
 def _check_env() -> None:
     """A bad CUBLAS_DET_MATH_MODE is a usage error before the GPU is probed (one line, exit 2)."""
-
     try:
         resolve_config(None)
     except ValueError as err:

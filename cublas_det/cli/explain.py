@@ -7,7 +7,6 @@ or a catalogue name such as mamba2-130m/in_proj/dW (see cublas-det bench --list)
 
 from __future__ import annotations
 
-import argparse
 
 from ..device import require_gpu
 from ..errors import ExitCode, UsageError
@@ -15,7 +14,7 @@ from ..explain import explain_shape, render_explanation
 from ..kernels.recorder import require_cupti
 from ..memory import check_fits
 from ..shapes import catalogue_entry, parse_shape
-from .common import command_main, exit_codes, prog_name, wrap_paragraphs
+from .common import command_main, exit_codes, help_texts
 from .gemms import family_parser, read_options
 
 EPILOG = """examples:
@@ -26,10 +25,8 @@ EPILOG = """examples:
 
 
 def build_parser(prog: str | None = None):
-    parser = family_parser(prog or prog_name(), ("configs",), "explain prints one table and exits; drop {}",
-                           usage="%(prog)s SHAPE [options]",
-                           description=wrap_paragraphs(__doc__.split("\n\n")[1]),
-                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = family_parser(prog, ("configs",), "explain prints one table and exits; drop {}",
+                           usage="%(prog)s SHAPE [options]", **help_texts(__doc__, EPILOG))
     parser.add_argument("target", metavar="SHAPE", help="MxNxK[:op], or a catalogue name")
     return parser
 

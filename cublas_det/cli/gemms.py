@@ -52,7 +52,7 @@ KERNELS, OUTPUTS = "kernels (CUPTI: the kernels-cuda13 extra, or kernels-cuda12 
 # parents it takes. Every list option takes `--flag a b` and repeated flags alike (ExtendList).
 OPTIONS = {
     "shapes": [
-        (WHAT, "--preset", dict(nargs="+", action=ExtendList, choices=PRESETS, metavar="NAME",
+        (WHAT, "--preset", dict(nargs="+", action=ExtendList, metavar="NAME",
                                 help=f"one or more shape presets: {', '.join(PRESETS)} (default: "
                                      f"{' '.join(DEFAULT_PRESETS)})")),
         (WHAT, "--shape", dict(nargs="+", action=ExtendList, metavar="MxNxK[:op]",
@@ -131,7 +131,6 @@ OPTIONS = {
 
 @functools.cache
 def parent(name: str) -> ArgumentParser:
-    """The parent parser ``name``, with its OPTIONS, for the commands that take them."""
     parser, groups = ArgumentParser(add_help=False), {}
     for group, flags, keywords in OPTIONS[name]:
         if group not in groups:
@@ -171,7 +170,11 @@ def _read_options(args):
         raise UsageError(f"--seed {args.seed}: expected an integer >= 0")
     if getattr(args, "devices", None):
         parse_devices(args.devices, None)  # the syntax now; the ids once the GPUs are counted
-    specs = (getattr(args, "preset", None) or []) + (getattr(args, "shape", None) or [])
+    presets = getattr(args, "preset", None) or []
+    unknown = [name for name in presets if name not in PRESETS]
+    if unknown:  # not argparse's choices: the presets are too many for its one line
+        raise UsageError(f"--preset: invalid choice: {unknown[0]!r}; choose from the presets --help lists")
+    specs = presets + (getattr(args, "shape", None) or [])
     shapes = resolve_shapes(specs or DEFAULT_PRESETS, tokens=args.tokens)
     if scenarios is None:
         scenarios = ["repeat"] if getattr(args, "devices", None) else list(REGISTRY)
@@ -189,7 +192,6 @@ def _read_options(args):
 
 def _configurations(args) -> list:
     """The configurations to run: --precision's, or --modes x --compute-type in --dtype / --out-dtype."""
-
     if args.precision:
         if args.dtype or args.out_dtype or args.compute_type or args.modes:
             raise UsageError(f"--precision {args.precision} sets the types and modes; drop --dtype, --out-dtype, "
@@ -260,7 +262,6 @@ def baseline(args, parser, *outputs: str):
 
 def kernels_available(prog: str) -> bool:
     """Whether CUPTI can record kernels; if not, one line saying what to install (the run goes on without)."""
-
     reason = cupti_unavailable()
     if reason:
         warning_line(prog, f"--kernels: {reason}; running without kernel traces")

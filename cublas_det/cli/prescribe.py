@@ -8,7 +8,6 @@ against the mode it replaces, and reports the cheapest.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -19,7 +18,7 @@ from ..errors import ExitCode
 from ..operands import HostOperands
 from ..prescribe import lock_entries, prescribe
 from ..render.prescribe import render_lock, render_prescriptions
-from .common import check_outputs, command_main, exit_codes, given, prog_name, wrap_paragraphs, write_json
+from .common import check_outputs, command_main, exit_codes, given, help_texts, write_json
 from .gemms import capture_groups, family_parser, kernels_available, listing, read_options, timing_budget
 
 EPILOG = """examples (cures that hold on H200s and H100s alike; the lock that `cublas-det run` applies):
@@ -31,10 +30,8 @@ WHY = "prescribe runs its own checks and timing; drop {}"
 
 
 def build_parser(prog: str | None = None):
-    return family_parser(prog or prog_name(), ("shapes", "capture", "configs", "checks", "kernels", "prescriptions",
-                                               "json"), WHY,
-                         description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    return family_parser(prog, ("shapes", "capture", "configs", "checks", "kernels", "prescriptions", "json"), WHY,
+                         **help_texts(__doc__, EPILOG))
 
 
 def run(argv: list[str], prog: str) -> int:

@@ -6,7 +6,6 @@ The exit code is the stored verdict's, so that CI can gate on a stored run.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..errors import ExitCode
 from ..render.markdown import to_markdown
@@ -14,7 +13,7 @@ from ..render.plot import write_plot
 from ..render.runfile import bench_result
 from ..store.run import load_run, old_file_note
 from ..render.text import render_text, run_failed
-from .common import ArgumentParser, check_outputs, command_main, exit_codes, prog_name, write_text
+from .common import ArgumentParser, check_outputs, command_main, exit_codes, write_file, write_text
 
 EPILOG = """example:
   %(prog)s run.json --markdown run.md --plot run.png
@@ -24,7 +23,7 @@ EPILOG = """example:
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog=prog or prog_name(), description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+    parser = ArgumentParser(prog, description=__doc__.split("\n\n")[0].split(": ", 1)[1],
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", metavar="RUN.json", help="a file written by bench --json")
     parser.add_argument("--markdown", metavar="PATH", help="also write the tables and summary as Markdown")
@@ -43,8 +42,7 @@ def run(argv: list[str], prog: str) -> int:
     if args.markdown:
         written &= write_text(args.markdown, to_markdown(result, notes), prog)
     if args.plot:
-        write_plot(result, args.plot)
-        print(f"wrote {args.plot}", file=sys.stderr)
+        written &= write_file(args.plot, prog, lambda: write_plot(result, args.plot))
     if run_failed(result):  # the stored verdict stands, whatever output could not be written
         return ExitCode.FINDING
     return ExitCode.OK if written else ExitCode.USAGE

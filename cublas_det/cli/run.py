@@ -19,7 +19,7 @@ from ..words import plural
 from ..device import fingerprint, require_gpu
 from ..enter import python_env, run_program
 from ..errors import ExitCode, UsageError
-from .common import ArgumentParser, command_main, exit_codes, prog_name, warning_line, wrap_paragraphs
+from .common import ArgumentParser, command_main, exit_codes, help_texts, warning_line
 
 EPILOG = """examples:
   cublas-det bench --prescribe --lock lock.json --capture capture.json   # make the lock
@@ -31,8 +31,7 @@ EPILOG = """examples:
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    parser = ArgumentParser(prog=prog or prog_name(), description=wrap_paragraphs(__doc__.split("\n\n")[1]),
-                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG),
                             usage="%(prog)s --lock FILE [--quiet] -- CMD [ARGS...]")
     parser.add_argument("--lock", required=True, metavar="FILE", help="the lock that bench --prescribe --lock wrote")
     parser.add_argument("--quiet", action="store_true", help="print no report (a GEMM that fell through still warns)")

@@ -6,7 +6,6 @@ it), and reports whether all devices give the same bits. No timing.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
@@ -17,7 +16,7 @@ from ..errors import ExitCode, UsageError
 from ..store.run import now_iso
 from ..render.sweep import render_sweep, sweep_to_json
 from ..words import plural
-from .common import command_main, exit_codes, prog_name, wrap_paragraphs, write_json, write_text
+from .common import command_main, exit_codes, help_texts, write_json, write_text
 from .gemms import _print_comparison, baseline, exit_code, family_parser, listing, read_options
 
 EPILOG = """examples:
@@ -32,12 +31,11 @@ a cluster: let its launcher start one run per node, each writing its file, then 
 
 def build_parser(prog: str | None = None):
     return family_parser(
-        prog or prog_name(), ("devices", "shapes", "configs", "scenarios", "checks", "json", "reports"),
+        prog, ("devices", "shapes", "configs", "scenarios", "checks", "json", "reports"),
         "a sweep computes every shape and mode in worker processes, and times nothing; drop {}",
         {"--plot": "--plot draws times, and --devices does not time; drop {}",
          "--kernels": "--kernels records kernels in this process, and --devices runs worker processes; drop {}"},
-        description=wrap_paragraphs(__doc__.split("\n\n")[1]), epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        **help_texts(__doc__, EPILOG))
 
 
 def run(argv: list[str], prog: str) -> int:

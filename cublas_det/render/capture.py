@@ -11,6 +11,11 @@ _HEADER = ("id", "calls", "M x N x K:op", "types", "compute", "math", "wkspace")
 _LAST_COLUMN = 30  # the least room for "like / replay"; less, and it goes on a line of its own
 
 
+def _item(text: str) -> list[str]:
+    """A line under a heading, its rest indented under its first words."""
+    return wrapped(text, indent="    ", first="  ")
+
+
 def render_capture(capture, path: str) -> str:
     """``capture``: a :class:`~cublas_det.apilog.file.CaptureFile`; ``path``: where it was written."""
     data = capture.data
@@ -20,23 +25,20 @@ def render_capture(capture, path: str) -> str:
     logs = data.get("logs", {})
     sizes = ", ".join(f"{kind} log {size(log.get('bytes', 0))}B" for kind, log in logs.items()) or "no log"
     unread = _unread(logs, path)
-    lines += wrapped(f"{plural(data.get('calls', 0), 'GEMM call')}, {len(capture.gemms)} distinct; {sizes}; "
-                     + ("every line read" if not unread else "some unread (below)"), indent="    ", first="  ")
-    for line in unread + _not_listed(data):
-        lines += wrapped(line, indent="    ", first="  ")
-    for note in data.get("notes", []):
-        lines += wrapped(f"note: {note}", indent="    ", first="  ")
+    lines += _item(f"{plural(data.get('calls', 0), 'GEMM call')}, {len(capture.gemms)} distinct; {sizes}; "
+                   + ("every line read" if not unread else "some unread (below)"))
+    for line in unread + _not_listed(data) + [f"note: {note}" for note in data.get("notes", [])]:
+        lines += _item(line)
     if not data.get("complete"):
-        lines += wrapped("incomplete: the program did not end normally; " + (
-            "the GEMMs it ran up to then are below" if capture.gemms else "it logged no GEMM before it ended"),
-            indent="    ", first="  ")
+        lines += _item("incomplete: the program did not end normally; " + (
+            "the GEMMs it ran up to then are below" if capture.gemms else "it logged no GEMM before it ended"))
     lines.append("")
     if capture.findings:
         lines.append("Findings")
     elif capture.gemms:
         lines.append("Findings: none of those looked for (docs/capture.md lists them)")
     for finding in capture.findings:
-        lines += wrapped(f"{finding.kind:<9}  {finding.text}", indent="    ", first="  ")
+        lines += _item(f"{finding.kind:<9}  {finding.text}")
     if capture.findings or capture.gemms:
         lines.append("")
     plans = capture.plans
@@ -176,12 +178,12 @@ def _handle_lines(data: dict, plans) -> list[str]:
     for key, ids in by_handle.items():
         handle = handles.get(key)
         if handle is None:
-            lines += wrapped(f"{key[1]}: {', '.join(ids)}", indent="    ", first="  ")
+            lines += _item(f"{key[1]}: {', '.join(ids)}")
             continue
         streams = ", ".join(f"{stream} ({calls})" for stream, calls in handle["streams"].items())
-        lines += wrapped(f"handle {key[1]} (process {handle['process']}, {plural(len(handle['threads']), 'thread')}, "
-                         f"{plural(handle['calls'], 'call')} on stream{'s' * (len(handle['streams']) != 1)} "
-                         f"{streams}): {', '.join(ids)}", indent="    ", first="  ")
+        lines += _item(f"handle {key[1]} (process {handle['process']}, {plural(len(handle['threads']), 'thread')}, "
+                       f"{plural(handle['calls'], 'call')} on stream{'s' * (len(handle['streams']) != 1)} "
+                       f"{streams}): {', '.join(ids)}")
     return lines
 
 

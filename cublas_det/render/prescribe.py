@@ -21,12 +21,17 @@ def _cost(cure) -> str:
     return f"{pct(ratio.median)} [{pct(ratio.ci_low)}, {pct(ratio.ci_high)}]"
 
 
+def _item(text: str) -> list[str]:
+    """A line under a GEMM, its rest indented under its first words."""
+    return wrapped(text, indent="      ", first="  ")
+
+
 def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), kernels: bool = False) -> str:
     lines = wrapped("Prescriptions: for each GEMM and hazard that changed its bits, the cures verified bitwise "
                     "against that hazard, and what each costs (graph time against the configuration it "
                     "replaces: median and 95% interval; + is slower)", indent="    ")
     for problem in problems:
-        lines += wrapped(f"not judged: {problem}", indent="      ", first="  ")
+        lines += _item(f"not judged: {problem}")
     if not prescriptions:
         return "\n".join(lines + ["", "No hazard changed the bits of these GEMMs: nothing to cure."
                                    + (" (but see 'not judged' above)" if problems else "")])
@@ -37,24 +42,20 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), ke
         best = p.best
         if best is None:
             uncured += 1
-            lines += wrapped("no verified cure among those tried" + (" (below)" if p.cures else ""), indent="      ",
-                             first="  ")
+            lines += _item("no verified cure among those tried" + (" (below)" if p.cures else ""))
         else:
             keeps = "; keeps today's bits" if best.keeps_bits else "; other bits than today's"
-            lines += wrapped(f"cure: {best.label}: {best.evidence}; {_cost(best)}{keeps}", indent="      ",
-                             first="  ")
+            lines += _item(f"cure: {best.label}: {best.evidence}; {_cost(best)}{keeps}")
         for cure in p.cures:
             if cure is best:
                 continue
             if cure.verified:
-                lines += wrapped(f"also: {cure.label}: {_cost(cure)}"
-                                 + (f"; brings in: {', '.join(map(_label, cure.introduces))}"
-                                    if cure.introduces else ""), indent="      ", first="  ")
+                lines += _item(f"also: {cure.label}: {_cost(cure)}"
+                               + (f"; brings in: {', '.join(map(_label, cure.introduces))}" if cure.introduces else ""))
             elif cure.untested:
-                lines += wrapped(f"untested: {cure.label}: {_cost(cure)}; {cure.evidence}", indent="      ",
-                                 first="  ")
+                lines += _item(f"untested: {cure.label}: {_cost(cure)}; {cure.evidence}")
             else:
-                lines += wrapped(f"failed: {cure.label}: {cure.evidence}", indent="      ", first="  ")
+                lines += _item(f"failed: {cure.label}: {cure.evidence}")
     cured = len(prescriptions) - uncured
     checked = [count for count in fleet if count <= sm_count]
     tally = (f"{cured} of {plural(len(prescriptions), 'hazard')} cured by a verified configuration"
@@ -92,7 +93,7 @@ def render_lock(lock, written, refused) -> str:
     if refused:
         lines += ["", "Not locked (their bits still change, pinned; they run as before):"]
         for why in refused:
-            lines += wrapped(why, indent="      ", first="  ")
+            lines += _item(why)
     lines += ["", *wrapped(f"Apply it: cublas-det run --lock {lock.path} -- python train.py  "
                            "(or cublas_det.torch.lock)")]
     return "\n".join(lines)

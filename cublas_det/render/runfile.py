@@ -91,8 +91,7 @@ def bench_result(run: StoredRun) -> BenchResult:
     can tell (a math mode or scenario this version does not know) is one line naming the field here.
     """
     if run.sweep:
-        raise InputFileError(f"{run.source}: a --devices sweep has no per-mode tables to render; compare it with "
-                             "cublas-det compare")
+        raise InputFileError(f"{run.source}: a --devices sweep has no per-mode tables; give it to compare")
     groups: dict[str, list[Entry]] = {}
     for entry in run.entries:
         groups.setdefault(entry.shape_name, []).append(entry)

@@ -16,21 +16,8 @@ from ..check.scenarios import REGISTRY
 from ..timing.results import is_control, role
 from ..words import column_widths, plural, report_width, table, wrapped
 from .results import BenchResult, ShapeReport
-from .timing_text import (
-    KERNEL_NOTE,
-    TIME_NOTE,
-    how_timed,
-    timing_warnings,
-    trust_suffix,
-)
-from .verdicts import (
-    check_failures,
-    hazards_cell,
-    label,
-    modes_cell,
-    modes_group,
-    reproducible_cell,
-)
+from .timing_text import KERNEL_NOTE, TIME_NOTE, how_timed, timing_warnings, trust_suffix
+from .verdicts import check_failures, hazards_cell, label, modes_cell, modes_group, reproducible_cell
 
 NOISY_REL_IQR = 0.10
 HEADER = ["mode", "repro", "changed by", "same bits as", "rel. err", "graph µs", "eager µs", "TFLOP/s",
@@ -56,7 +43,6 @@ def has_kernels(result: BenchResult) -> bool:
 
 
 def header(kernels: bool) -> list[str]:
-    """The table's columns: with the kernel columns when the run recorded kernels (:func:`has_kernels`)."""
     return HEADER + KERNEL_HEADER if kernels else HEADER
 
 
@@ -140,8 +126,7 @@ def render_text(result: BenchResult, *, verbose: bool = False, width: int | None
     """``notes``: lines said under the title (what a stored file of an earlier version cannot tell)."""
     width = width or report_width()
     lines = wrapped(title(result), width) + [part for note in notes for part in wrapped(note, width)] + [""]
-    for line in summary_lines(result):
-        lines += wrapped(line, width)
+    lines += [part for line in summary_lines(result) for part in wrapped(line, width)]
     details = detail_lines(result)
     if details:
         lines += [""] + [part for line in details for part in wrapped(line, width, "    ")]
@@ -304,10 +289,6 @@ def precision_lines(result: BenchResult) -> list[str]:
     return [line]
 
 
-def _preset(report: ShapeReport) -> str:
-    return report.shape.preset or "custom shapes"
-
-
 def _change(low: float, high: float) -> str:
     """A range of time ratios in words: ``1.20-1.66x faster``, ``20-60x the time``, ``+0.3% to +0.8%``."""
     def span(a: str, b: str) -> str:
@@ -342,7 +323,7 @@ def cost_lines(result: BenchResult) -> list[str]:
         by_preset: dict = {}
         for report, r in found:
             if not r.ci_low <= 1 <= r.ci_high:
-                by_preset.setdefault(_preset(report), []).append(r.median)
+                by_preset.setdefault(report.shape.preset or "custom shapes", []).append(r.median)
         parts = []
         if flat:
             widest = max(max(1 - r.ci_low, r.ci_high - 1) for r in flat)

@@ -42,11 +42,6 @@ class TimeVerdict:
     def __str__(self) -> str:
         return f"time {self.label.value} {self.change_pct:+.1f}% [{self.low_pct:+.1f}%, {self.high_pct:+.1f}%]"
 
-    def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["label"] = self.label.value
-        return data
-
 
 def _parts(entry) -> tuple[dict, dict]:
     """(stats, extra_info) of a dict entry or an object with those attributes; {} for what is missing."""
@@ -82,7 +77,6 @@ def overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
 
 
 def half_width(interval: tuple[float, float, float]) -> float:
-    """Half an entry interval's width relative to its median."""
     median, low, high = interval
     return (high - low) / 2 / median
 

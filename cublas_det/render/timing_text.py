@@ -95,11 +95,8 @@ def slowdown_warning(gpu_state: dict | None) -> str | None:
 
 
 def timing_warnings(result) -> list[str]:
-    notes = []
     gpu_state = result.provenance.get("gpu_state")
-    for line in (busy_warning(gpu_state, result.shapes), slowdown_warning(gpu_state)):
-        if line:
-            notes.append(line)
+    notes = [line for line in (busy_warning(gpu_state, result.shapes), slowdown_warning(gpu_state)) if line]
     for report in result.shapes:
         if report.timing is not None:
             notes += shape_warnings(report.shape.name, report.timing)

@@ -57,9 +57,7 @@ def modes_group(check: GemmCheck | None) -> list[str] | None:
 
 def modes_cell(check: GemmCheck | None) -> str:
     group = modes_group(check)
-    if group is None:
-        return "-"
-    return ", ".join(group) or "none"
+    return "-" if group is None else ", ".join(group) or "none"
 
 
 def check_failures(check: GemmCheck) -> list[str]:
