@@ -47,6 +47,11 @@ def cublas_op(trans_a: bool, trans_b: bool) -> str:
     return "".join("T" if trans else "N" for trans in other_layout(0, 0, 0, trans_a, trans_b)[3:])
 
 
+def shape_spec(m, n, k, op: str, batch: int = 1) -> str:
+    """``MxNxK:op``, and ``:bB`` for a batch of B: how a GEMM is named everywhere, as :func:`parse_shape` reads it."""
+    return f"{m}x{n}x{k}:{op.lower()}" + (f":b{batch}" if batch > 1 else "")
+
+
 def packed_strides(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The strides of a batch of packed matrices, in elements, in cuBLAS's operand order: B, A, C."""
     return k * n, m * k, m * n
@@ -110,7 +115,7 @@ class GemmShape:
     @property
     def spec(self) -> str:
         """``MxNxK:op`` (``MxNxK:op:bB`` for a batch of B), which :func:`parse_shape` reads back."""
-        return f"{self.m}x{self.n}x{self.k}:{self.cublas_op.lower()}" + (f":b{self.batch}" if self.batch > 1 else "")
+        return shape_spec(self.m, self.n, self.k, self.cublas_op, self.batch)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.spec})" if self.name != self.spec else self.spec

@@ -21,7 +21,7 @@ from .._cublas import ComputeType, MathMode
 from ..config import GemmConfig
 from ..dtypes import GEMM_TYPES
 from ..errors import InputFileError, UsageError
-from ..shapes import cublas_op, parse_shape
+from ..shapes import cublas_op, parse_shape, shape_spec
 from ..words import plural
 from .files import check_format, read_json, write_json
 from .schema import Each, Record, check, is_int
@@ -66,8 +66,7 @@ class GemmKey:
     @property
     def spec(self) -> str:
         """``MxNxK:op``, M left open (``M``) in a key for any M, as ``--shape`` takes it once M is filled in."""
-        op = cublas_op(self.trans_a, self.trans_b)
-        return f"{self.m or 'M'}x{self.n}x{self.k}:{op.lower()}" + (f":b{self.batch}" if self.batch > 1 else "")
+        return shape_spec(self.m or "M", self.n, self.k, cublas_op(self.trans_a, self.trans_b), self.batch)
 
     def __str__(self) -> str:
         types = _SHORT[self.input_dtype]

@@ -19,7 +19,7 @@ from bisect import bisect_left, bisect_right
 
 from ..device import describe_machine
 from ..errors import InputFileError
-from ..shapes import GemmShape, gemm_key
+from ..shapes import GemmShape, gemm_key, shape_spec
 from ..words import plural
 from .files import read_json
 from .schema import Each, Record, check, kind_of
@@ -85,31 +85,20 @@ class StoredRun:
 def load_run(path: str, suite_advice: str | None = None) -> StoredRun:
     """Read and check a ``--json`` file; :class:`InputFileError` (one line) on any trouble. ``suite_advice``:
     what to tell a user who gave the pytest-benchmark suite's file instead (the line names that file)."""
+    data = read_json(path, "give the path of a file written by --json", max_bytes=MAX_RUN_FILE_BYTES,
+                     what="--json file")
     try:
-        return run_from_dict(_read_json(path), path)
+        return run_from_dict(data, path)
     except InputFileError:
-        if suite_advice and is_suite_file(path):
+        if suite_advice and is_suite_data(data):
             raise InputFileError(f"{path}: a file of python -m pytest bench/, not a --json run of python -m "
                                  f"cublas_det.bench; {suite_advice}") from None
         raise
 
 
-def _read_json(path: str):
-    return read_json(path, "give the path of a file written by --json", max_bytes=MAX_RUN_FILE_BYTES,
-                     what="--json file")
-
-
-def is_suite_file(path: str) -> bool:
-    """Whether ``path`` is a file of the pytest-benchmark suite (``pytest bench/ --benchmark-json``), which
-    :func:`load_run` refuses: what to tell a user who gave it where a ``--json`` run was wanted."""
-    try:
-        return is_suite_data(_read_json(path))
-    except InputFileError:
-        return False
-
-
 def is_suite_data(data) -> bool:
-    """Whether parsed JSON is the pytest-benchmark suite's: its entries carry ``gemms_per_sample``."""
+    """Whether parsed JSON is the pytest-benchmark suite's (``pytest bench/ --benchmark-json``), which
+    :func:`load_run` refuses: its entries carry ``gemms_per_sample``."""
     benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
     return isinstance(benchmarks, list) and any(
         isinstance(b, dict) and isinstance(b.get("extra_info"), dict) and "gemms_per_sample" in b["extra_info"]
@@ -150,8 +139,8 @@ def _entry(raw, index: int, source: str) -> Entry:
     check(raw, f"{where}:", _ENTRY)
     info = raw["extra_info"]
     shape = info["shape"]
-    batch = shape.get("batch", 1)  # files before batched shapes have none: one matrix
-    spec = f"{shape['m']}x{shape['n']}x{shape['k']}:{shape['cublas_op'].lower()}" + (f":b{batch}" if batch > 1 else "")
+    # files before batched shapes have no batch: one matrix
+    spec = shape_spec(shape["m"], shape["n"], shape["k"], shape["cublas_op"], shape.get("batch", 1))
     interval = info.get("median_ci_s")
     if interval is not None and (len(interval) != 2 or interval[0] > interval[1]):
         raise InputFileError(f"{where}: extra_info.median_ci_s: expected [low, high] seconds, low <= high, found "
@@ -226,10 +215,10 @@ TIMER = "CUDA events around a CUDA-graph batch, queued behind a blocking kernel"
 def identity(shape, config_name: str, seed: int | None, input_digests: dict | None, numpy_version: str | None) -> dict:
     """What makes two results comparable: the GEMM, its configuration, its preset and T, the seed, the
     sha256 digests of the inputs, and the NumPy that made them (its seeded stream is promised per build)."""
-    return {"m": shape.m, "n": shape.n, "k": shape.k, "op": shape.cublas_op, **({"batch": shape.batch} if shape.batch > 1
-                                                                                else {}),
-            "config": config_name, "preset": shape.preset, "tokens": shape.tokens, "seed": seed,
-            "inputs": input_digests or None, "numpy": numpy_version}
+    batch = {"batch": shape.batch} if shape.batch > 1 else {}
+    return {"m": shape.m, "n": shape.n, "k": shape.k, "op": shape.cublas_op, **batch, "config": config_name,
+            "preset": shape.preset, "tokens": shape.tokens, "seed": seed, "inputs": input_digests or None,
+            "numpy": numpy_version}
 
 
 def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict, options: dict | None = None) -> dict:
@@ -331,9 +320,9 @@ def untold_batch(raw: dict, shape: GemmShape) -> bool:
             and shape.gemm_pass == "dW")
 
 
-
-def old_file_limits(run: StoredRun) -> list[str]:
-    """What a file of an earlier version cannot tell, a phrase each; empty for a file of this version."""
+def old_file_note(run: StoredRun) -> str | None:
+    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...`` (what a file of an earlier
+    version cannot tell, a phrase each), or None for a file of this version."""
     limits = [f"the inputs it ran on ({NO_IDENTITY} recorded)"] if run.legacy else []
     untold, batch = [], 0
     for entry in run.entries:
@@ -348,11 +337,5 @@ def old_file_limits(run: StoredRun) -> list[str]:
     if batch:
         limits.append(f"batch size in {plural(batch, 'dW result')} (run there, though their batch is the reduction "
                       "axis: not counted)")
-    return limits
-
-
-def old_file_note(run: StoredRun) -> str | None:
-    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...``, or None."""
-    limits = old_file_limits(run)
     return (f"note: {run.source} was written by cublas_det {run.version}, which cannot tell: {'; '.join(limits)}"
             if limits else None)
