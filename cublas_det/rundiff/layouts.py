@@ -70,9 +70,9 @@ class DataSource:
         """A reader with ``readinto(buffer) -> int`` and ``close()``, positioned at the first byte."""
         try:
             if self.torch_key is not None:
-                return _TorchReader(self)
+                return _torch_reader(self)
             if self.fortran_order:
-                return _CorderReader(self, chunk_bytes)
+                return _c_order_reader(self, chunk_bytes)
             if self.member is not None:
                 return _ZipMemberReader(self.path, self.member)
             stream = open_regular(self.path, "give a readable regular file", error=RunLayoutError, buffering=0)
@@ -447,27 +447,15 @@ def _torch_state(path: str, stamp) -> object:
                              f"{' '.join(str(err).split())[:200]})") from None
 
 
-class _TorchReader:
+def _torch_reader(source: DataSource) -> _BlockReader:
     """The bytes of one tensor of a PyTorch file (memory-mapped where the file allows it)."""
+    import torch
 
-    def __init__(self, source: DataSource):
-        import torch
-
-        tensor = dict(_flattened(_torch_state(source.path, _stamp(source.path)), ""))[source.torch_key]
-        tensor = tensor.detach().contiguous()
-        if tensor.dtype == torch.bfloat16:  # NumPy has no bfloat16: the same bits as int16
-            tensor = tensor.view(torch.int16)
-        self._bytes = memoryview(np.ascontiguousarray(tensor.numpy()).reshape(-1).view(np.uint8))
-
-    def readinto(self, buffer) -> int:
-        view = memoryview(buffer).cast("B")
-        count = min(len(view), len(self._bytes))
-        view[:count] = self._bytes[:count]
-        self._bytes = self._bytes[count:]
-        return count
-
-    def close(self) -> None:
-        self._bytes = memoryview(b"")
+    tensor = dict(_flattened(_torch_state(source.path, _stamp(source.path)), ""))[source.torch_key]
+    tensor = tensor.detach().contiguous()
+    if tensor.dtype == torch.bfloat16:  # NumPy has no bfloat16: the same bits as int16
+        tensor = tensor.view(torch.int16)
+    return _BlockReader([_bytes_of(tensor.numpy())])
 
 
 # -- trace logs ----------------------------------------------------------------------------
@@ -558,22 +546,30 @@ class _ZipMemberReader:
         self._file.close()
 
 
-class _CorderReader:
+def _c_order_reader(source: DataSource, chunk_bytes: int) -> _BlockReader:
     """The C-order bytes of a Fortran-order .npy/.npz array, a block of leading-axis slices at a time.
 
     A .npy is memory-mapped; a .npz member is loaded whole (one leaf in memory, never a run).
     """
+    if source.member is None:
+        array = np.load(source.path, mmap_mode="r", allow_pickle=False)
+    else:
+        with np.load(source.path, allow_pickle=False) as archive:
+            array = archive[source.member[:-4]]
+    array = array.view(lookup_dtype(source.dtype).bits_dtype)
+    rows = max(1, chunk_bytes // max(1, source.nbytes // max(1, source.shape[0])))
+    return _BlockReader(_bytes_of(array[row:row + rows]) for row in range(0, array.shape[0], rows))
 
-    def __init__(self, source: DataSource, chunk_bytes: int):
-        if source.member is None:
-            self._array = np.load(source.path, mmap_mode="r", allow_pickle=False)
-        else:
-            with np.load(source.path, allow_pickle=False) as archive:
-                self._array = archive[source.member[:-4]]
-        self._array = self._array.view(lookup_dtype(source.dtype).bits_dtype)
-        row_bytes = max(1, source.nbytes // max(1, source.shape[0]))
-        self._rows_per_block = max(1, chunk_bytes // row_bytes)
-        self._row = 0
+
+def _bytes_of(array) -> memoryview:
+    return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+
+
+class _BlockReader:
+    """``readinto`` over blocks of bytes (memoryviews), each taken when the one before is used up."""
+
+    def __init__(self, blocks):
+        self._blocks = iter(blocks)
         self._pending = memoryview(b"")
 
     def readinto(self, buffer) -> int:
@@ -581,11 +577,10 @@ class _CorderReader:
         filled = 0
         while filled < len(view):
             if not self._pending:
-                if self._row >= self._array.shape[0]:
+                self._pending = next(self._blocks, None)
+                if self._pending is None:
+                    self._pending = memoryview(b"")
                     break
-                block = self._array[self._row:self._row + self._rows_per_block]
-                self._row += block.shape[0]
-                self._pending = memoryview(np.ascontiguousarray(block).reshape(-1).view(np.uint8))
             take = min(len(self._pending), len(view) - filled)
             view[filled:filled + take] = self._pending[:take]
             self._pending = self._pending[take:]
@@ -593,7 +588,7 @@ class _CorderReader:
         return filled
 
     def close(self) -> None:
-        self._array = None
+        self._blocks, self._pending = iter(()), memoryview(b"")
 
 
 def read_into(reader, buffer, nbytes: int) -> int:
