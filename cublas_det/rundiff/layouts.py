@@ -37,6 +37,7 @@ FLAT_FILE = re.compile(r"^step_?(\d+)_(.+)\.(bin|npy)$")
 STEP_CONTAINER = re.compile(r"^step_?(\d+)\.(npz|safetensors)$")
 LEAF_EXTENSIONS = (".bin", ".npy")
 CHECKPOINT_EXTENSIONS = (".npz", ".safetensors", ".pt")
+_KIND_NAMES = {".npy": "numpy .npy", ".npz": "numpy .npz", ".safetensors": "safetensors", ".pt": "PyTorch .pt"}
 LAYOUTS = (f"{LOG_NAME}; step_<N>/<leaf>.bin or .npy; step_<N>/<file>.safetensors, .npz or .pt (leaves "
            "<file>:<key>); step_<N>.npz or .safetensors; step<N>_<leaf>.bin or .npy")
 SAFETENSORS_DTYPES = {t.safetensors: name for name, t in ELEMENT_TYPES.items() if t.safetensors}  # F32 -> float32
@@ -153,16 +154,13 @@ def open_run(path: str, *, raw_dtype: str = "float32") -> TrainingRun:
     if stat.S_ISREG(mode):
         if path.endswith(".jsonl"):
             return _read_log(path)
-        if path.endswith(".npz"):
-            return TrainingRun(path, "numpy .npz", {0: _npz_leaves(path, raw.name)})
-        if path.endswith(".safetensors"):
-            return TrainingRun(path, "safetensors", {0: _safetensors_leaves(path)})
-        if path.endswith(".pt"):
-            leaves, skipped = _torch_leaves(path, "")
+        extension = next((kind for kind in CHECKPOINT_EXTENSIONS if path.endswith(kind)), None)
+        if extension:
+            leaves, skipped = _checkpoint_leaves(path, extension, raw.name, "")
             if leaves is None:
                 raise RunLayoutError(f"{path}: a .pt file is read through PyTorch, which is not installed: "
                                      "pip install torch")
-            return TrainingRun(path, "PyTorch .pt", {0: leaves}, skipped=skipped)
+            return TrainingRun(path, _KIND_NAMES[extension], {0: leaves}, skipped=tuple(skipped))
         raise RunLayoutError(f"{path}: not a run: {what}")
     if not stat.S_ISDIR(mode):
         raise RunLayoutError(f"{path}: is {file_kind(mode)}, not a run: {what}")
@@ -173,9 +171,6 @@ def open_run(path: str, *, raw_dtype: str = "float32") -> TrainingRun:
 
 
 # -- directories of dumps -------------------------------------------------------------------
-_KIND_NAMES = {".npy": "numpy .npy", ".npz": "numpy .npz", ".safetensors": "safetensors", ".pt": "PyTorch .pt"}
-
-
 def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     found: dict[int, dict[str, Leaf]] = {}
     kinds: set[str] = set()
