@@ -73,7 +73,6 @@ def driver_reason(driver_version: int, runtime_version: int, module_version: str
         runtime_version: ``cudaRuntimeGetVersion`` of CuPy's CUDA runtime.
         module_version: the NVIDIA kernel module's version (``535.104.05``), if known.
     """
-
     if driver_version == 0:
         return ("no GPU available: no NVIDIA driver found (libcuda.so.1 is not loadable); "
                 "run on a machine with an NVIDIA GPU and its driver")
@@ -103,9 +102,7 @@ def kernel_module_version(path: str = "/proc/driver/nvidia/version") -> str | No
     return match.group(1) if match else None
 
 
-@functools.cache
-def _cached_reason() -> str | None:
-    return gpu_unavailable_reason()
+_cached_reason = functools.cache(gpu_unavailable_reason)
 
 
 def require_gpu() -> None:
@@ -178,12 +175,8 @@ _VAR_PREFIXES = ("CUBLAS_", "CUBLASLT_")
 
 def cublas_env_vars() -> dict[str, str]:
     """Every set variable that changes cuBLAS behaviour, name -> value, sorted by name."""
-    found = {
-        name: value
-        for name, value in os.environ.items()
-        if name in _NAMED_VARS or name.startswith(_VAR_PREFIXES)
-    }
-    return dict(sorted(found.items()))
+    return dict(sorted((name, value) for name, value in os.environ.items()
+                       if name in _NAMED_VARS or name.startswith(_VAR_PREFIXES)))
 
 
 def tf32_env_warnings(mode_is_tf32: bool) -> list[str]:

@@ -76,9 +76,6 @@ class GemmKey:
         tf32 = " tf32" if self.compute_type == "COMPUTE_32F_FAST_TF32" else ""
         return f"{self.spec} {types}{tf32}{extra}"
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 def effective_compute(config: GemmConfig) -> ComputeType:
     """The compute type cuBLASLt is given for ``config`` (it has no math mode: TF32 math is a compute type)."""
@@ -96,7 +93,7 @@ class LockEntry:
     source: str = ""  # the shape it was made from (``mamba2-130m/in_proj/forward``, a capture's id ...)
 
     def to_dict(self) -> dict:
-        return {"gemm": self.key.to_dict(), "config": self.config.to_dict(), "verified": self.verified,
+        return {"gemm": dataclasses.asdict(self.key), "config": self.config.to_dict(), "verified": self.verified,
                 "cost": self.cost, "source": self.source}
 
 
@@ -157,8 +154,7 @@ def write(lock: Lock, path: str) -> None:
 
 def load(path: str) -> Lock:
     """Read and check a lock file; anything else is one line (:class:`InputFileError`)."""
-    data = read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="lock file")
-    return from_data(data, path)
+    return from_data(read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="lock file"), path)
 
 
 def _dimension(low: int):
