@@ -144,43 +144,25 @@ def linear_layer_gemms(prefix: str, layer: str, out_features: int, in_features: 
     ]
 
 
-def mamba2_dims(d_model: int) -> dict[str, int]:
-    """``d_inner``, ``nheads`` and ``d_in_proj`` of a Mamba2 mixer with the class defaults."""
-    d_inner = EXPAND * d_model
-    nheads = d_inner // HEADDIM
-    return {"d_model": d_model, "d_inner": d_inner, "nheads": nheads,
-            "d_in_proj": 2 * d_inner + 2 * NGROUPS * D_STATE + nheads}
-
-
-def trunk() -> list[GemmShape]:
-    """The user's trunk: forward, dX and dW of W_in, W_a and W_b at T = 4096."""
-    shapes = []
-    for layer, (out_features, in_features) in TRUNK_LAYERS.items():
-        shapes += linear_layer_gemms("trunk", layer, out_features, in_features, TRUNK_TOKENS)
-    return shapes
-
-
-def mamba2(size: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
-    """in_proj and out_proj forward, dX and dW of a released Mamba2 size at ``tokens`` = batch x seqlen."""
-    if size not in MAMBA2_D_MODEL:
-        raise ValueError(f"unknown Mamba2 size {size!r}; choose one of {', '.join(MAMBA2_D_MODEL)}")
-    dims = mamba2_dims(MAMBA2_D_MODEL[size])
-    prefix = f"mamba2-{size}"
-    return (linear_layer_gemms(prefix, "in_proj", dims["d_in_proj"], dims["d_model"], tokens)
-            + linear_layer_gemms(prefix, "out_proj", dims["d_model"], dims["d_inner"], tokens))
-
-
 PRESETS = ("trunk",) + tuple(f"mamba2-{size}" for size in MAMBA2_D_MODEL)
 
 
 def preset(name: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
-    """The shapes of a preset (``trunk`` has a fixed T = 4096; ``tokens`` sets T for Mamba2 sizes)."""
-    _check_tokens(tokens)
+    """The shapes of a preset: the user's trunk (W_in, W_a and W_b at its fixed T = 4096), or a released
+    Mamba2 size's in_proj and out_proj at ``tokens`` = batch x seqlen; forward, dX and dW of each."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+        raise ValueError(f"tokens (T = batch x seqlen) must be a positive int, not {tokens!r}")
     if name == "trunk":
-        return trunk()
-    if name.startswith("mamba2-") and name[len("mamba2-"):] in MAMBA2_D_MODEL:
-        return mamba2(name[len("mamba2-"):], tokens)
-    raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        return [shape for layer, (out_features, in_features) in TRUNK_LAYERS.items()
+                for shape in linear_layer_gemms("trunk", layer, out_features, in_features, TRUNK_TOKENS)]
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    # A Mamba2 mixer with the class defaults: d_inner, nheads and d_in_proj from d_model.
+    d_model = MAMBA2_D_MODEL[name.removeprefix("mamba2-")]
+    d_inner = EXPAND * d_model
+    d_in_proj = 2 * d_inner + 2 * NGROUPS * D_STATE + d_inner // HEADDIM
+    return (linear_layer_gemms(name, "in_proj", d_in_proj, d_model, tokens)
+            + linear_layer_gemms(name, "out_proj", d_model, d_inner, tokens))
 
 
 def catalogue_entry(matches, tokens=(DEFAULT_TOKENS,)) -> GemmShape | None:
@@ -238,11 +220,6 @@ def resolve_shapes(specs: list[str], tokens: int = DEFAULT_TOKENS) -> list[GemmS
         for shape in found:
             shapes.setdefault(shape.name, shape)
     return list(shapes.values())
-
-
-def _check_tokens(tokens: int) -> None:
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
-        raise ValueError(f"tokens (T = batch x seqlen) must be a positive int, not {tokens!r}")
 
 
 def format_catalogue(shapes: list[GemmShape]) -> str:
