@@ -124,10 +124,6 @@ class TrainingRun:
     notes: tuple[str, ...] = ()
     stopped: bool = False
 
-    @property
-    def leaves(self) -> int:
-        return sum(len(leaves) for leaves in self.steps.values())
-
     def describe(self) -> str:
         leaves = sorted({len(leaves) for leaves in self.steps.values()})
         per_step = f"{leaves[0]}" if len(leaves) == 1 else f"{leaves[0]}-{leaves[-1]}"
