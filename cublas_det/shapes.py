@@ -230,14 +230,8 @@ def format_catalogue(shapes: list[GemmShape]) -> str:
 
 def batch_ladder(m: int) -> list[int]:
     """Row counts to slice: 1, 2, 4, ... below M, and M - 1 (at most 14 values)."""
-    ladder = []
-    rows = 1
-    while rows < m and len(ladder) < 13:
-        ladder.append(rows)
-        rows *= 2
-    if m - 1 > 0 and m - 1 not in ladder:
-        ladder.append(m - 1)
-    return ladder
+    ladder = [1 << power for power in range(13) if 1 << power < m]
+    return ladder + [m - 1] if m > 1 and m - 1 not in ladder else ladder
 
 
 def sm_count_ladder(sm_count: int, divisors=(2,), also=()) -> list[int]:
