@@ -258,12 +258,9 @@ def stats(samples_us, iterations: int = 1) -> dict:
     iqr = q3 - q1
     stddev_outliers = sum(not mean - stddev <= x <= mean + stddev for x in data)
     iqr_outliers = sum(not q1 - 1.5 * iqr <= x <= q3 + 1.5 * iqr for x in data)
-    if rounds == 1:
-        ld15iqr = hd15iqr = data[0]
-    else:
-        ld15iqr = ordered[bisect_left(ordered, q1 - 1.5 * iqr)]
-        # The highest datum within the fence, as pytest-benchmark computes it (bisect_right is past it).
-        hd15iqr = ordered[bisect_right(ordered, q3 + 1.5 * iqr) - 1]
+    ld15iqr = ordered[bisect_left(ordered, q1 - 1.5 * iqr)]
+    # The highest datum within the fence, as pytest-benchmark computes it (bisect_right is past it).
+    hd15iqr = ordered[bisect_right(ordered, q3 + 1.5 * iqr) - 1]
     total = sum(data)
     return {"min": ordered[0], "max": ordered[-1], "mean": mean, "stddev": stddev, "rounds": rounds,
             "median": statistics.median(data), "iqr": iqr, "q1": q1, "q3": q3, "iqr_outliers": iqr_outliers,
