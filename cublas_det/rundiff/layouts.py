@@ -212,12 +212,10 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
         elif flat:
             kinds.add("." + flat.group(3))
             add(int(flat.group(1)), [_file_leaf(entry.path, flat.group(2), raw_dtype)], entry.path)
-        elif container:
-            step, kind = int(container.group(1)), container.group(2)
-            kinds.add("." + kind)
-            found.setdefault(step, {})
-            add(step, _npz_leaves(entry.path, raw_dtype) if kind == "npz" else _safetensors_leaves(entry.path),
-                entry.path)
+        elif container:  # step_<N>.npz or .safetensors: never a .pt, which needs PyTorch
+            kind = "." + container.group(2)
+            kinds.add(kind)
+            add(int(container.group(1)), _checkpoint_leaves(entry.path, kind, raw_dtype, "")[0], entry.path)
         else:
             skipped.append(entry.name + ("/" if entry.is_dir() else ""))
     if not found:
