@@ -83,7 +83,7 @@ class ElementType:
         value = float(self.values(bits)[0])
         if self.kind == "bool":
             return bool(value)
-        return value if self.is_float else int(bits.view(np.dtype(f"<{self.kind[0]}{self.itemsize}"))[0])
+        return value if self.is_float else int(bits.view(np.dtype(f"<{_NUMPY_KIND[self.kind]}{self.itemsize}"))[0])
 
     def format_value(self, value) -> str:
         """A value as short as it can be while still naming the element (float32: 1.2500305)."""

@@ -164,15 +164,15 @@ _STATS = Record({"median": "a positive number of seconds", "data": "a list of po
                  "rounds": "an integer >= 0", "q1": "a positive number of seconds",
                  "q3": "a positive number of seconds", "iterations": "an integer >= 0"})
 _TIMED_STATS = Record(_STATS.fields, required=("median",))
-_SHAPE = Record({"name": "a string", "m": "a positive integer", "n": "a positive integer", "k": "a positive integer",
-                 "cublas_op": "a string", "trans_a": "true or false", "trans_b": "true or false", "layer": "a string",
-                 "gemm_pass": "a string", "preset": "a string", "tokens": "an integer >= 0",
-                 "batch": "a positive integer"}, required=("m", "n", "k", "cublas_op"))
+_SHAPE = Record({"name": "a string", **dict.fromkeys("mnk", "a positive integer"), "cublas_op": "a string",
+                 "trans_a": "true or false", "trans_b": "true or false", "layer": "a string", "gemm_pass": "a string",
+                 "preset": "a string", "tokens": "an integer >= 0", "batch": "a positive integer"},
+                required=("m", "n", "k", "cublas_op"))
 _IDENTITY = Record({"seed": "an integer >= 0", "inputs": "an object of strings", "tokens": "an integer >= 0",
                     "batch": "a positive integer", "numpy": "a string", "preset": "a string"})
-_SCENARIO = Record({"scenario": "a string", "kind": "a string", "runs": "an integer >= 0",
-                    "differing_runs": "an integer >= 0", "mismatched_elements": "an integer >= 0",
-                    "total_elements": "an integer >= 0", "max_abs_diff": "a number", "max_ulp": "an integer >= 0",
+_SCENARIO = Record({"scenario": "a string", "kind": "a string",
+                    **dict.fromkeys(("runs", "differing_runs", "mismatched_elements", "total_elements"),
+                                    "an integer >= 0"), "max_abs_diff": "a number", "max_ulp": "an integer >= 0",
                     "index": "a list of integers", "detail": "a string", "extra": "an object", "error": "a string",
                     "not_applicable": "a string"}, required=("scenario",))
 _EXTRA_INFO = Record({
@@ -193,8 +193,8 @@ _MACHINE_FIELDS = {"gpu": Record({"name": "a string", "sm_count": "a positive in
 _DEVICE = Record({"device_id": "an integer >= 0", "provenance": Record(_MACHINE_FIELDS, null=False),
                   "error": "a string"}, required=("device_id",))
 _MACHINE = Record({**_MACHINE_FIELDS, "devices": Each(_DEVICE)}, null=False)
-_RATIO = Record({"numerator": "a string", "denominator": "a string", "median": "a positive number",
-                 "ci_low": "a positive number", "ci_high": "a positive number", "rounds": "an integer >= 0",
+_RATIO = Record({"numerator": "a string", "denominator": "a string",
+                 **dict.fromkeys(("median", "ci_low", "ci_high"), "a positive number"), "rounds": "an integer >= 0",
                  "setup_half_width": "a finite number >= 0"},
                 required=("numerator", "denominator", "median", "ci_low", "ci_high"))
 _TIMING = Record({"stop_reason": "a string", "discards": "an object of integers >= 0",
