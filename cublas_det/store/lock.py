@@ -60,7 +60,6 @@ class GemmKey:
                    shape.trans_b, shape.n, shape.k, shape.batch, config.lt_epilogue, 0 if any_m else shape.m)
 
     def at(self, m: int) -> GemmKey:
-        """This key for M = ``m`` alone."""
         return dataclasses.replace(self, m=m)
 
     @property
