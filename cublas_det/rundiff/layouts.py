@@ -100,12 +100,8 @@ class Leaf:
     digest: str | None = None
 
     @property
-    def elements(self) -> int:
-        return math.prod(self.shape)
-
-    @property
     def nbytes(self) -> int:
-        return self.elements * lookup_dtype(self.dtype).itemsize
+        return _nbytes(self.dtype, self.shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,9 +269,12 @@ def _file_leaf(path: str, name: str, raw_dtype: str) -> Leaf:
 
 
 def _leaf_with_source(name, dtype, shape, path, offset, fortran, member=None, torch_key=None) -> Leaf:
-    nbytes = math.prod(shape) * lookup_dtype(dtype).itemsize
-    source = DataSource(path, offset, nbytes, member, fortran and len(shape) > 1, tuple(shape), dtype, torch_key)
+    source = DataSource(path, offset, _nbytes(dtype, shape), member, fortran and len(shape) > 1, tuple(shape), dtype, torch_key)
     return Leaf(name, dtype, tuple(shape), source)
+
+
+def _nbytes(dtype: str, shape) -> int:
+    return math.prod(shape) * lookup_dtype(dtype).itemsize
 
 
 def _brief(value, most: int = 60) -> str:
@@ -318,7 +317,7 @@ def _npz_leaves(path: str, raw_dtype: str, prefix: str = "") -> tuple[Leaf, ...]
                 with archive.open(member) as stream:
                     dtype, shape, fortran = _npy_header(stream, where, raw_dtype)
                     header = stream.tell()
-                expected, size = header + math.prod(shape) * lookup_dtype(dtype).itemsize, archive.getinfo(member).file_size
+                expected, size = header + _nbytes(dtype, shape), archive.getinfo(member).file_size
                 if size != expected:
                     raise RunLayoutError(f"{where}: {size} bytes, but its header, dtype and shape say {expected}: "
                                          f"{'truncated' if size < expected else 'longer than its header says'}")
