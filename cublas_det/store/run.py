@@ -106,12 +106,8 @@ def is_suite_data(data) -> bool:
 
 
 def run_from_dict(data, source: str) -> StoredRun:
-    """Check a run's layout and read its entries (``source`` names it in messages).
-
-    Every field a reader of the run uses is checked here, by type and range, so that a malformed
-    file is one :class:`InputFileError` naming the file, the entry, the field and what is expected;
-    and a file holds one entry per shape and configuration.
-    """
+    """Check a run's layout and every field a reader uses (the module docstring), and read its entries,
+    one per shape and configuration (``source`` names it in messages)."""
     if not isinstance(data, dict):
         raise InputFileError(f"{source}: expected a JSON object written by --json, found {kind_of(data)}")
     benchmarks = data.get("benchmarks")
