@@ -183,15 +183,11 @@ def tf32_env_warnings(mode_is_tf32: bool) -> list[str]:
     """Warnings for env vars that defeat the requested math mode (empty when none applies)."""
     warnings = []
     if os.environ.get("CUPY_TF32", "0").strip() == "1" and not mode_is_tf32:
-        warnings.append(
-            "CUPY_TF32=1: cupy.matmul asks for CUBLAS_COMPUTE_32F_FAST_TF32, which a PEDANTIC or "
-            "DEFAULT math mode does not override, so CuPy's GEMMs still use TF32; unset CUPY_TF32"
-        )
+        warnings.append("CUPY_TF32=1: cupy.matmul asks for CUBLAS_COMPUTE_32F_FAST_TF32, which a PEDANTIC or "
+                        "DEFAULT math mode does not override, so CuPy's GEMMs still use TF32; unset CUPY_TF32")
     if os.environ.get("NVIDIA_TF32_OVERRIDE", "").strip() == "0" and mode_is_tf32:
-        warnings.append(
-            "NVIDIA_TF32_OVERRIDE=0 disables TF32 in every NVIDIA library: TF32 was requested "
-            "but fp32 arithmetic will run; unset NVIDIA_TF32_OVERRIDE"
-        )
+        warnings.append("NVIDIA_TF32_OVERRIDE=0 disables TF32 in every NVIDIA library: TF32 was requested "
+                        "but fp32 arithmetic will run; unset NVIDIA_TF32_OVERRIDE")
     return warnings
 
 
