@@ -22,12 +22,10 @@ ALL_MODES = tuple(GemmConfig.parse(mode).name for mode in DEFAULT_MODES)
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("cublas_det")
-    group.addoption(
+    parser.getgroup("cublas_det").addoption(
         "--cublas-math-mode", default=None, metavar="MODE",
         help=f"math mode for the cublas_handle fixture: {', '.join(MODE_CHOICES)}, optionally +disallow-rpr "
-             "(default: $CUBLAS_DET_MATH_MODE, else pedantic)",
-    )
+             "(default: $CUBLAS_DET_MATH_MODE, else pedantic)")
 
 
 def pytest_configure(config):

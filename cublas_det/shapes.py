@@ -132,16 +132,12 @@ class GemmShape:
 
 def linear_layer_gemms(prefix: str, layer: str, out_features: int, in_features: int,
                        tokens: int) -> list[GemmShape]:
-    """The forward, dX and dW GEMMs of ``Y[T, out] = X[T, in] @ W.T`` with ``W`` ``[out, in]``."""
-    common = {"layer": layer, "preset": prefix, "tokens": tokens}
-    return [
-        GemmShape(f"{prefix}/{layer}/forward", tokens, out_features, in_features,
-                  trans_a=False, trans_b=True, gemm_pass="forward", **common),
-        GemmShape(f"{prefix}/{layer}/dX", tokens, in_features, out_features,
-                  trans_a=False, trans_b=False, gemm_pass="dX", **common),
-        GemmShape(f"{prefix}/{layer}/dW", out_features, in_features, tokens,
-                  trans_a=True, trans_b=False, gemm_pass="dW", **common),
-    ]
+    """The forward, dX and dW GEMMs of ``Y[T, out] = X[T, in] @ W.T`` with ``W`` ``[out, in]`` (the module's table)."""
+    passes = (("forward", tokens, out_features, in_features, False, True),
+              ("dX", tokens, in_features, out_features, False, False),
+              ("dW", out_features, in_features, tokens, True, False))
+    return [GemmShape(f"{prefix}/{layer}/{gemm_pass}", m, n, k, trans_a, trans_b, layer, gemm_pass, prefix, tokens)
+            for gemm_pass, m, n, k, trans_a, trans_b in passes]
 
 
 PRESETS = ("trunk",) + tuple(f"mamba2-{size}" for size in MAMBA2_D_MODEL)
@@ -193,10 +189,8 @@ def parse_shape(text: str) -> GemmShape:
     match = _SHAPE_RE.match(text)
     if not match:
         hint = " (dimensions must be positive integers)" if "-" in text else ""
-        raise ValueError(
-            f"bad shape {text!r}{hint}: expected MxNxK with an optional cuBLAS op suffix :nn, :nt, "
-            f":tn or :tt and an optional batch count :bB, e.g. 128x56x4096:nt or 64x64x512:nt:b8"
-        )
+        raise ValueError(f"bad shape {text!r}{hint}: expected MxNxK with an optional cuBLAS op suffix :nn, :nt, "
+                         ":tn or :tt and an optional batch count :bB, e.g. 128x56x4096:nt or 64x64x512:nt:b8")
     m, n, k = (int(group) for group in match.groups()[:3])
     batch = int(match.group(5) or 1)
     if 0 in (m, n, k, batch):
