@@ -23,8 +23,12 @@ class NoGpuError(CublasDetError, RuntimeError):
 
 # What to install for CuPy and the CUDA libraries, named as the index has them (cublas-det itself
 # is not on the index): the cuda12 extra of pyproject.toml, and its CUDA 13 twin.
-INSTALL_HINT = ("pip install 'cupy-cuda12x>=14,<15' 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' 'ml-dtypes>=0.4' "
-                "(the cuda12 extra; for CUDA 13: cupy-cuda13x and ==13.*)")
+def install_command(cuda_major: int) -> str:
+    return (f"pip install 'cupy-cuda{cuda_major}x>=14,<15' 'cuda-toolkit[cublas,cudart,nvrtc]=={cuda_major}.*' "
+            "'ml-dtypes>=0.4'")
+
+
+INSTALL_HINT = install_command(12) + " (the cuda12 extra; for CUDA 13: cupy-cuda13x and ==13.*)"
 
 # The oldest Linux driver branch that runs each CUDA major version (CUDA release notes, minor
 # version compatibility: one driver serves every minor release of its major version).
@@ -84,8 +88,7 @@ def driver_reason(driver_version: int, runtime_version: int, module_version: str
         needed = f"a driver for CUDA {runtime_text} or newer"
     fix = "upgrade the driver"
     if driver_major < runtime_major and driver_major in MIN_DRIVER_BRANCH:
-        fix += (f", or use CuPy for CUDA {driver_major}: pip install 'cupy-cuda{driver_major}x>=14,<15' "
-                f"'cuda-toolkit[cublas,cudart,nvrtc]=={driver_major}.*' 'ml-dtypes>=0.4' (the cuda{driver_major} extra)")
+        fix += f", or use CuPy for CUDA {driver_major}: {install_command(driver_major)} (the cuda{driver_major} extra)"
     installed = f"NVIDIA driver {module_version}" if module_version else "the NVIDIA driver"
     return (f"driver too old: {installed} supports CUDA up to {driver_text}, but CuPy's CUDA runtime is "
             f"{runtime_text}, which needs {needed}; {fix}")
