@@ -189,8 +189,10 @@ def parse_shape(text: str) -> GemmShape:
     match = _SHAPE_RE.match(text)
     if not match:
         hint = " (dimensions must be positive integers)" if "-" in text else ""
-        raise ValueError(f"bad shape {text!r}{hint}: expected MxNxK with an optional cuBLAS op suffix :nn, :nt, "
-                         ":tn or :tt and an optional batch count :bB, e.g. 128x56x4096:nt or 64x64x512:nt:b8")
+        raise ValueError(
+            f"bad shape {text!r}{hint}: expected MxNxK with an optional cuBLAS op suffix :nn, :nt, "
+            f":tn or :tt and an optional batch count :bB, e.g. 128x56x4096:nt or 64x64x512:nt:b8"
+        )
     m, n, k = (int(group) for group in match.groups()[:3])
     batch = int(match.group(5) or 1)
     if 0 in (m, n, k, batch):

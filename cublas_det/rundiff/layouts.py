@@ -269,7 +269,8 @@ def _file_leaf(path: str, name: str, raw_dtype: str) -> Leaf:
 
 
 def _leaf_with_source(name, dtype, shape, path, offset, fortran, member=None, torch_key=None) -> Leaf:
-    source = DataSource(path, offset, _nbytes(dtype, shape), member, fortran and len(shape) > 1, tuple(shape), dtype, torch_key)
+    source = DataSource(path, offset, _nbytes(dtype, shape), member, fortran and len(shape) > 1, tuple(shape), dtype,
+                        torch_key)
     return Leaf(name, dtype, tuple(shape), source)
 
 
