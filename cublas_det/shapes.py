@@ -82,7 +82,6 @@ class GemmShape:
 
     @property
     def cublas_op(self) -> str:
-        """``transa`` + ``transb`` of the cuBLAS call, e.g. ``"NT"`` for a dW GEMM."""
         return cublas_op(self.trans_a, self.trans_b)
 
     @property
@@ -114,7 +113,6 @@ class GemmShape:
 
     @property
     def spec(self) -> str:
-        """``MxNxK:op`` (``MxNxK:op:bB`` for a batch of B), which :func:`parse_shape` reads back."""
         return shape_spec(self.m, self.n, self.k, self.cublas_op, self.batch)
 
     def __str__(self) -> str:
