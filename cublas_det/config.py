@@ -132,24 +132,19 @@ class GemmConfig:
         object.__setattr__(self, "input_dtype", canonical_dtype(self.input_dtype, "input dtype"))
         object.__setattr__(self, "output_dtype", canonical_dtype(self.output_dtype, "output dtype"))
         check_types(self.input_dtype, self.output_dtype, self.compute_type, "GemmConfig: ")
-        if isinstance(self.algo, bool) or not isinstance(self.algo, int):
+        if not _is_int(self.algo):
             raise ValueError(f"GemmConfig: algo must be a cublasGemmAlgo_t int, not {self.algo!r}")
-        if self.workspace_bytes is not None and (isinstance(self.workspace_bytes, bool) or not isinstance(
-                self.workspace_bytes, int) or self.workspace_bytes < 0):
+        if self.workspace_bytes is not None and not _is_int(self.workspace_bytes, 0):
             raise ValueError(f"GemmConfig: workspace_bytes must be an int >= 0 or None, not {self.workspace_bytes!r}")
         try:
             object.__setattr__(self, "lt_algo", tuple(sorted(dict(self.lt_algo).items())))
         except (TypeError, ValueError):
             raise ValueError(f"GemmConfig: lt_algo must map names to ints, not {self.lt_algo!r}") from None
-        if self.lt_algo and (not all(isinstance(v, int) and not isinstance(v, bool) for _, v in self.lt_algo)
-                             or "algo_id" not in dict(self.lt_algo)):
+        if self.lt_algo and (not all(_is_int(v) for _, v in self.lt_algo) or "algo_id" not in dict(self.lt_algo)):
             raise ValueError(f"GemmConfig: lt_algo needs int values and an algo_id, not {dict(self.lt_algo)!r}")
-        if isinstance(self.lt_sm_count_target, bool) or not isinstance(self.lt_sm_count_target, int) \
-                or self.lt_sm_count_target < 0:
+        if not _is_int(self.lt_sm_count_target, 0):
             raise ValueError(f"GemmConfig: lt_sm_count_target must be an int >= 0, not {self.lt_sm_count_target!r}")
-        if self.lt_reduction_scheme_mask is not None and (
-                isinstance(self.lt_reduction_scheme_mask, bool) or not isinstance(self.lt_reduction_scheme_mask, int)
-                or not 0 <= self.lt_reduction_scheme_mask <= 7):
+        if self.lt_reduction_scheme_mask is not None and not _is_int(self.lt_reduction_scheme_mask, 0, 7):
             raise ValueError("GemmConfig: lt_reduction_scheme_mask must be an int 0-7 (cublasLtReductionScheme_t) or "
                              f"None, not {self.lt_reduction_scheme_mask!r}")
         if self.api not in APIS:
@@ -173,11 +168,6 @@ class GemmConfig:
     def math_mode_value(self) -> int:
         """The ``cublasMath_t`` passed to ``cublasSetMathMode``: the mode, with the flag OR-ed in."""
         return int(self.math_mode) | (MATH_MODE_FLAGS if self.disallow_reduced_precision_reduction else 0)
-
-    @property
-    def half_scalars(self) -> bool:
-        """alpha and beta are passed as half (the half-precision compute types), else as float."""
-        return self.compute_type in HALF_SCALAR_COMPUTE
 
     @property
     def a_type(self) -> ElementType:
@@ -293,7 +283,7 @@ class GemmConfig:
     @classmethod
     def from_math_mode_value(cls, value: int) -> GemmConfig:
         """The default configuration of a ``cublasMath_t`` value (the flag allowed)."""
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not _is_int(value):
             raise TypeError(f"mode must be a GemmConfig, MathMode, int or str, not {type(value).__name__}")
         base = int(value) & ~MATH_MODE_FLAGS
         if base not in _MODE_NAMES.values() or int(value) & ~0xFF:
@@ -352,6 +342,12 @@ def math_mode_name(value: int | None) -> str:
         "+" + FLAG_NAME.name if value & FLAG_NAME.value else "")
 
 
+def _is_int(value, low: int | None = None, high: int | None = None) -> bool:
+    """An int, not a bool, within ``[low, high]`` where given."""
+    return (isinstance(value, int) and not isinstance(value, bool) and (low is None or value >= low)
+            and (high is None or value <= high))
+
+
 def _pairs(value) -> tuple:
     """A stored ``lt_algo`` (an object of names to ints) as pairs; ValueError for anything else."""
     if value is None:
@@ -386,15 +382,12 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def _amp_configs() -> tuple[GemmConfig, ...]:
-    bf16 = {"input_dtype": "bfloat16", "output_dtype": "bfloat16"}
-    return (GemmConfig(MathMode.PEDANTIC, **bf16), GemmConfig(MathMode.DEFAULT, **bf16),
-            GemmConfig(MathMode.PEDANTIC, True, **bf16),
-            GemmConfig(MathMode.PEDANTIC, compute_type=ComputeType.COMPUTE_32F_PEDANTIC, **bf16))
-
-
 # Named precisions: what a training setup runs, as the configurations the benchmark compares.
+_BF16 = {"input_dtype": "bfloat16", "output_dtype": "bfloat16"}
 PRECISIONS = {
     "mamba2-amp": ("bf16 in and out with fp32 accumulation, as Mamba2 trains under PyTorch autocast; PEDANTIC, "
-                   "DEFAULT, PEDANTIC+DISALLOW_RPR and COMPUTE_32F_PEDANTIC", _amp_configs()),
+                   "DEFAULT, PEDANTIC+DISALLOW_RPR and COMPUTE_32F_PEDANTIC",
+                   (GemmConfig(MathMode.PEDANTIC, **_BF16), GemmConfig(MathMode.DEFAULT, **_BF16),
+                    GemmConfig(MathMode.PEDANTIC, True, **_BF16),
+                    GemmConfig(MathMode.PEDANTIC, compute_type=ComputeType.COMPUTE_32F_PEDANTIC, **_BF16))),
 }

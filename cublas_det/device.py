@@ -23,8 +23,12 @@ class NoGpuError(CublasDetError, RuntimeError):
 
 # What to install for CuPy and the CUDA libraries, named as the index has them (cublas-det itself
 # is not on the index): the cuda12 extra of pyproject.toml, and its CUDA 13 twin.
-INSTALL_HINT = ("pip install 'cupy-cuda12x>=14,<15' 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' 'ml-dtypes>=0.4' "
-                "(the cuda12 extra; for CUDA 13: cupy-cuda13x and ==13.*)")
+def install_command(cuda_major: int) -> str:
+    return (f"pip install 'cupy-cuda{cuda_major}x>=14,<15' 'cuda-toolkit[cublas,cudart,nvrtc]=={cuda_major}.*' "
+            "'ml-dtypes>=0.4'")
+
+
+INSTALL_HINT = install_command(12) + " (the cuda12 extra; for CUDA 13: cupy-cuda13x and ==13.*)"
 
 # The oldest Linux driver branch that runs each CUDA major version (CUDA release notes, minor
 # version compatibility: one driver serves every minor release of its major version).
@@ -73,7 +77,6 @@ def driver_reason(driver_version: int, runtime_version: int, module_version: str
         runtime_version: ``cudaRuntimeGetVersion`` of CuPy's CUDA runtime.
         module_version: the NVIDIA kernel module's version (``535.104.05``), if known.
     """
-
     if driver_version == 0:
         return ("no GPU available: no NVIDIA driver found (libcuda.so.1 is not loadable); "
                 "run on a machine with an NVIDIA GPU and its driver")
@@ -85,8 +88,7 @@ def driver_reason(driver_version: int, runtime_version: int, module_version: str
         needed = f"a driver for CUDA {runtime_text} or newer"
     fix = "upgrade the driver"
     if driver_major < runtime_major and driver_major in MIN_DRIVER_BRANCH:
-        fix += (f", or use CuPy for CUDA {driver_major}: pip install 'cupy-cuda{driver_major}x>=14,<15' "
-                f"'cuda-toolkit[cublas,cudart,nvrtc]=={driver_major}.*' 'ml-dtypes>=0.4' (the cuda{driver_major} extra)")
+        fix += f", or use CuPy for CUDA {driver_major}: {install_command(driver_major)} (the cuda{driver_major} extra)"
     installed = f"NVIDIA driver {module_version}" if module_version else "the NVIDIA driver"
     return (f"driver too old: {installed} supports CUDA up to {driver_text}, but CuPy's CUDA runtime is "
             f"{runtime_text}, which needs {needed}; {fix}")
@@ -103,9 +105,7 @@ def kernel_module_version(path: str = "/proc/driver/nvidia/version") -> str | No
     return match.group(1) if match else None
 
 
-@functools.cache
-def _cached_reason() -> str | None:
-    return gpu_unavailable_reason()
+_cached_reason = functools.cache(gpu_unavailable_reason)
 
 
 def require_gpu() -> None:
@@ -178,27 +178,19 @@ _VAR_PREFIXES = ("CUBLAS_", "CUBLASLT_")
 
 def cublas_env_vars() -> dict[str, str]:
     """Every set variable that changes cuBLAS behaviour, name -> value, sorted by name."""
-    found = {
-        name: value
-        for name, value in os.environ.items()
-        if name in _NAMED_VARS or name.startswith(_VAR_PREFIXES)
-    }
-    return dict(sorted(found.items()))
+    return dict(sorted((name, value) for name, value in os.environ.items()
+                       if name in _NAMED_VARS or name.startswith(_VAR_PREFIXES)))
 
 
 def tf32_env_warnings(mode_is_tf32: bool) -> list[str]:
     """Warnings for env vars that defeat the requested math mode (empty when none applies)."""
     warnings = []
     if os.environ.get("CUPY_TF32", "0").strip() == "1" and not mode_is_tf32:
-        warnings.append(
-            "CUPY_TF32=1: cupy.matmul asks for CUBLAS_COMPUTE_32F_FAST_TF32, which a PEDANTIC or "
-            "DEFAULT math mode does not override, so CuPy's GEMMs still use TF32; unset CUPY_TF32"
-        )
+        warnings.append("CUPY_TF32=1: cupy.matmul asks for CUBLAS_COMPUTE_32F_FAST_TF32, which a PEDANTIC or "
+                        "DEFAULT math mode does not override, so CuPy's GEMMs still use TF32; unset CUPY_TF32")
     if os.environ.get("NVIDIA_TF32_OVERRIDE", "").strip() == "0" and mode_is_tf32:
-        warnings.append(
-            "NVIDIA_TF32_OVERRIDE=0 disables TF32 in every NVIDIA library: TF32 was requested "
-            "but fp32 arithmetic will run; unset NVIDIA_TF32_OVERRIDE"
-        )
+        warnings.append("NVIDIA_TF32_OVERRIDE=0 disables TF32 in every NVIDIA library: TF32 was requested "
+                        "but fp32 arithmetic will run; unset NVIDIA_TF32_OVERRIDE")
     return warnings
 
 

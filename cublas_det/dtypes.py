@@ -14,12 +14,6 @@ import numpy as np
 
 from .errors import UsageError
 
-# A signalling-NaN pattern widened to float64 sets numpy's "invalid" flag (a RuntimeWarning); it stays
-# a NaN, which the comparison counts apart, so the warning says nothing the report does not.
-def _quiet_nans():
-    return np.errstate(invalid="ignore")
-
-
 _NUMPY_KIND = {"float": "f", "int": "i", "uint": "u", "bool": "u"}
 
 
@@ -72,7 +66,9 @@ class ElementType:
         """The elements of ``bits`` (an array of :attr:`bits_dtype`) as float64 (exact for floats), into
         ``out`` with ``widened`` (uint32, the same shape) as scratch where given."""
         out = np.empty(bits.shape, np.float64) if out is None else out
-        with _quiet_nans():
+        # A signalling-NaN pattern widened to float64 sets numpy's "invalid" flag (a RuntimeWarning); it
+        # stays a NaN, which the comparison counts apart, so the warning says nothing the report does not.
+        with np.errstate(invalid="ignore"):
             if self.name == "bfloat16":
                 widened = np.empty(bits.shape, np.uint32) if widened is None else widened
                 widened[...] = bits
@@ -87,7 +83,7 @@ class ElementType:
         value = float(self.values(bits)[0])
         if self.kind == "bool":
             return bool(value)
-        return value if self.is_float else int(bits.view(np.dtype(f"<{self.kind[0]}{self.itemsize}"))[0])
+        return value if self.is_float else int(bits.view(np.dtype(f"<{_NUMPY_KIND[self.kind]}{self.itemsize}"))[0])
 
     def format_value(self, value) -> str:
         """A value as short as it can be while still naming the element (float32: 1.2500305)."""

@@ -22,12 +22,10 @@ ALL_MODES = tuple(GemmConfig.parse(mode).name for mode in DEFAULT_MODES)
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("cublas_det")
-    group.addoption(
+    parser.getgroup("cublas_det").addoption(
         "--cublas-math-mode", default=None, metavar="MODE",
         help=f"math mode for the cublas_handle fixture: {', '.join(MODE_CHOICES)}, optionally +disallow-rpr "
-             "(default: $CUBLAS_DET_MATH_MODE, else pedantic)",
-    )
+             "(default: $CUBLAS_DET_MATH_MODE, else pedantic)")
 
 
 def pytest_configure(config):
@@ -55,7 +53,6 @@ def pytest_generate_tests(metafunc):
 def pytest_runtest_setup(item):
     if item.get_closest_marker("gpu") is None:
         return
-
     try:
         require_gpu()  # probes once per process
     except NoGpuError as err:
@@ -66,15 +63,12 @@ def pytest_runtest_setup(item):
 
 @pytest.fixture
 def cublas_math_mode(request):
-    """The math mode under test: the all_math_modes parameter, --cublas-math-mode, the env var, or PEDANTIC."""
-
+    """The math mode under test: the all_math_modes parameter, --cublas-math-mode (checked by
+    pytest_configure), the env var, or PEDANTIC."""
     param = getattr(request, "param", None)
     if param is not None:
         return MathMode[param]
-    option = request.config.getoption("--cublas-math-mode")
-    if option is not None:
-        return GemmConfig.parse(option, source="--cublas-math-mode").math_mode
-    return resolve_config(None)[0].math_mode
+    return resolve_config(request.config.getoption("--cublas-math-mode"))[0].math_mode
 
 
 @pytest.fixture
@@ -84,7 +78,6 @@ def cublas_handle(request, cublas_math_mode):
     Its ``mode_source`` says where the mode came from: ``env`` or ``default`` unless the test is
     parametrized or ``--cublas-math-mode`` is given (then ``argument``).
     """
-
     explicit = (request.node.get_closest_marker("all_math_modes") is not None
                 or request.config.getoption("--cublas-math-mode") is not None)
     handle = create_handle(cublas_math_mode if explicit else None)

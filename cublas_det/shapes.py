@@ -47,6 +47,11 @@ def cublas_op(trans_a: bool, trans_b: bool) -> str:
     return "".join("T" if trans else "N" for trans in other_layout(0, 0, 0, trans_a, trans_b)[3:])
 
 
+def shape_spec(m, n, k, op: str, batch: int = 1) -> str:
+    """``MxNxK:op``, and ``:bB`` for a batch of B: how a GEMM is named everywhere, as :func:`parse_shape` reads it."""
+    return f"{m}x{n}x{k}:{op.lower()}" + (f":b{batch}" if batch > 1 else "")
+
+
 def packed_strides(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The strides of a batch of packed matrices, in elements, in cuBLAS's operand order: B, A, C."""
     return k * n, m * k, m * n
@@ -77,7 +82,6 @@ class GemmShape:
 
     @property
     def cublas_op(self) -> str:
-        """``transa`` + ``transb`` of the cuBLAS call, e.g. ``"NT"`` for a dW GEMM."""
         return cublas_op(self.trans_a, self.trans_b)
 
     @property
@@ -109,8 +113,7 @@ class GemmShape:
 
     @property
     def spec(self) -> str:
-        """``MxNxK:op`` (``MxNxK:op:bB`` for a batch of B), which :func:`parse_shape` reads back."""
-        return f"{self.m}x{self.n}x{self.k}:{self.cublas_op.lower()}" + (f":b{self.batch}" if self.batch > 1 else "")
+        return shape_spec(self.m, self.n, self.k, self.cublas_op, self.batch)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.spec})" if self.name != self.spec else self.spec
@@ -127,55 +130,33 @@ class GemmShape:
 
 def linear_layer_gemms(prefix: str, layer: str, out_features: int, in_features: int,
                        tokens: int) -> list[GemmShape]:
-    """The forward, dX and dW GEMMs of ``Y[T, out] = X[T, in] @ W.T`` with ``W`` ``[out, in]``."""
-    common = {"layer": layer, "preset": prefix, "tokens": tokens}
-    return [
-        GemmShape(f"{prefix}/{layer}/forward", tokens, out_features, in_features,
-                  trans_a=False, trans_b=True, gemm_pass="forward", **common),
-        GemmShape(f"{prefix}/{layer}/dX", tokens, in_features, out_features,
-                  trans_a=False, trans_b=False, gemm_pass="dX", **common),
-        GemmShape(f"{prefix}/{layer}/dW", out_features, in_features, tokens,
-                  trans_a=True, trans_b=False, gemm_pass="dW", **common),
-    ]
-
-
-def mamba2_dims(d_model: int) -> dict[str, int]:
-    """``d_inner``, ``nheads`` and ``d_in_proj`` of a Mamba2 mixer with the class defaults."""
-    d_inner = EXPAND * d_model
-    nheads = d_inner // HEADDIM
-    return {"d_model": d_model, "d_inner": d_inner, "nheads": nheads,
-            "d_in_proj": 2 * d_inner + 2 * NGROUPS * D_STATE + nheads}
-
-
-def trunk() -> list[GemmShape]:
-    """The user's trunk: forward, dX and dW of W_in, W_a and W_b at T = 4096."""
-    shapes = []
-    for layer, (out_features, in_features) in TRUNK_LAYERS.items():
-        shapes += linear_layer_gemms("trunk", layer, out_features, in_features, TRUNK_TOKENS)
-    return shapes
-
-
-def mamba2(size: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
-    """in_proj and out_proj forward, dX and dW of a released Mamba2 size at ``tokens`` = batch x seqlen."""
-    if size not in MAMBA2_D_MODEL:
-        raise ValueError(f"unknown Mamba2 size {size!r}; choose one of {', '.join(MAMBA2_D_MODEL)}")
-    dims = mamba2_dims(MAMBA2_D_MODEL[size])
-    prefix = f"mamba2-{size}"
-    return (linear_layer_gemms(prefix, "in_proj", dims["d_in_proj"], dims["d_model"], tokens)
-            + linear_layer_gemms(prefix, "out_proj", dims["d_model"], dims["d_inner"], tokens))
+    """The forward, dX and dW GEMMs of ``Y[T, out] = X[T, in] @ W.T`` with ``W`` ``[out, in]`` (the module's table)."""
+    passes = (("forward", tokens, out_features, in_features, False, True),
+              ("dX", tokens, in_features, out_features, False, False),
+              ("dW", out_features, in_features, tokens, True, False))
+    return [GemmShape(f"{prefix}/{layer}/{gemm_pass}", m, n, k, trans_a, trans_b, layer, gemm_pass, prefix, tokens)
+            for gemm_pass, m, n, k, trans_a, trans_b in passes]
 
 
 PRESETS = ("trunk",) + tuple(f"mamba2-{size}" for size in MAMBA2_D_MODEL)
 
 
 def preset(name: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
-    """The shapes of a preset (``trunk`` has a fixed T = 4096; ``tokens`` sets T for Mamba2 sizes)."""
-    _check_tokens(tokens)
+    """The shapes of a preset: the user's trunk (W_in, W_a and W_b at its fixed T = 4096), or a released
+    Mamba2 size's in_proj and out_proj at ``tokens`` = batch x seqlen; forward, dX and dW of each."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+        raise ValueError(f"tokens (T = batch x seqlen) must be a positive int, not {tokens!r}")
     if name == "trunk":
-        return trunk()
-    if name.startswith("mamba2-") and name[len("mamba2-"):] in MAMBA2_D_MODEL:
-        return mamba2(name[len("mamba2-"):], tokens)
-    raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        return [shape for layer, (out_features, in_features) in TRUNK_LAYERS.items()
+                for shape in linear_layer_gemms("trunk", layer, out_features, in_features, TRUNK_TOKENS)]
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    # A Mamba2 mixer with the class defaults: d_inner, nheads and d_in_proj from d_model.
+    d_model = MAMBA2_D_MODEL[name.removeprefix("mamba2-")]
+    d_inner = EXPAND * d_model
+    d_in_proj = 2 * d_inner + 2 * NGROUPS * D_STATE + d_inner // HEADDIM
+    return (linear_layer_gemms(name, "in_proj", d_in_proj, d_model, tokens)
+            + linear_layer_gemms(name, "out_proj", d_model, d_inner, tokens))
 
 
 def catalogue_entry(matches, tokens=(DEFAULT_TOKENS,)) -> GemmShape | None:
@@ -233,11 +214,6 @@ def resolve_shapes(specs: list[str], tokens: int = DEFAULT_TOKENS) -> list[GemmS
     return list(shapes.values())
 
 
-def _check_tokens(tokens: int) -> None:
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
-        raise ValueError(f"tokens (T = batch x seqlen) must be a positive int, not {tokens!r}")
-
-
 def format_catalogue(shapes: list[GemmShape]) -> str:
     """A plain table of shapes: name, M, N, K, cuBLAS op, GFLOP."""
     rows = [(s.name, str(s.m), str(s.n), str(s.k), s.cublas_op, f"{s.flop / 1e9:.3f}") for s in shapes]
@@ -246,14 +222,8 @@ def format_catalogue(shapes: list[GemmShape]) -> str:
 
 def batch_ladder(m: int) -> list[int]:
     """Row counts to slice: 1, 2, 4, ... below M, and M - 1 (at most 14 values)."""
-    ladder = []
-    rows = 1
-    while rows < m and len(ladder) < 13:
-        ladder.append(rows)
-        rows *= 2
-    if m - 1 > 0 and m - 1 not in ladder:
-        ladder.append(m - 1)
-    return ladder
+    ladder = [1 << power for power in range(13) if 1 << power < m]
+    return ladder + [m - 1] if m > 1 and m - 1 not in ladder else ladder
 
 
 def sm_count_ladder(sm_count: int, divisors=(2,), also=()) -> list[int]:

@@ -62,22 +62,21 @@ def format_failure(check: GemmCheck, fail_on_hazards: bool = False) -> str:
     """The assertion message for a check that fails :func:`assert_gemm_reproducible`."""
     where = f"GEMM {check.shape}"
     math = f"in {check.mode_name} math"
-    failing = _failing(check, fail_on_hazards)
+    def names(results) -> str:
+        return ", ".join(r.scenario for r in results)
+
     if check.guarantee_failures:
-        names = ", ".join(r.scenario for r in check.guarantee_failures)
-        header = f"{where} is not bit-for-bit reproducible {math} ({names})."
+        header = f"{where} is not bit-for-bit reproducible {math} ({names(check.guarantee_failures)})."
     elif fail_on_hazards and check.findings:
-        names = ", ".join(r.scenario for r in check.findings)
-        header = f"{where} changed bits under hazard scenarios {math} ({names}), and fail_on_hazards=True."
+        header = (f"{where} changed bits under hazard scenarios {math} ({names(check.findings)}), and "
+                  "fail_on_hazards=True.")
     elif check.errors:
-        names = ", ".join(r.scenario for r in check.errors)
-        header = f"{where} could not be fully checked {math} ({names} could not run)."
+        header = f"{where} could not be fully checked {math} ({names(check.errors)} could not run)."
     else:
-        ran = ", ".join(r.scenario for r in check.scenarios) or "none"
-        header = (f"{where}: no guarantee scenario was checked {math} (scenarios: {ran}), so nothing can be "
-                  "asserted; add 'repeat' or 'fresh-handle', or pass fail_on_hazards=True.")
+        header = (f"{where}: no guarantee scenario was checked {math} (scenarios: {names(check.scenarios) or 'none'}), "
+                  "so nothing can be asserted; add 'repeat' or 'fresh-handle', or pass fail_on_hazards=True.")
     lines = [header, ""]
-    for result in failing:
+    for result in _failing(check, fail_on_hazards):
         lines += _scenario_lines(result)
     lines.append(f"Math mode: {check.mode_name} (from {check.mode_source}); seed {check.seed}; "
                  f"reference digest {check.digest[:16] or 'none'}")
@@ -125,14 +124,13 @@ def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, a
     run_a = open_run(os.fspath(dir_a), raw_dtype=dtype)
     run_b = open_run(os.fspath(dir_b), raw_dtype=dtype)
     comparison = diff_runs(run_a, run_b, order=list(order) if order else None, all_steps=all_steps)
+    runs = f"\n\nRun A: {comparison.run_a}\nRun B: {comparison.run_b}"
     if comparison.nothing_compared:
-        raise AssertionError(f"Runs were not compared: {comparison.verdict()}.\n\nRun A: {comparison.run_a}\n"
-                             f"Run B: {comparison.run_b}")
+        raise AssertionError(f"Runs were not compared: {comparison.verdict()}.{runs}")
     if not comparison.identical:
         raise AssertionError(format_run_divergence(comparison))
     if comparison.ended:
-        raise AssertionError(f"Runs are identical only as far as {comparison.ended} goes: {comparison.ending()}."
-                             f"\n\nRun A: {comparison.run_a}\nRun B: {comparison.run_b}")
+        raise AssertionError(f"Runs are identical only as far as {comparison.ended} goes: {comparison.ending()}.{runs}")
     return comparison
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from cublas_det import ComputeType, GemmConfig, MathMode
-from cublas_det.config import ModeSource, math_mode_name, resolve_config
+from cublas_det.config import HALF_SCALAR_COMPUTE, ModeSource, math_mode_name, resolve_config
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -104,5 +104,6 @@ def test_half_precision_configurations_are_rows_of_the_tables():
     assert (amp.input_dtype, amp.output_dtype, amp.a_type.itemsize) == ("bfloat16", "bfloat16", 2)
     assert amp.name == "PEDANTIC/bfloat16->bfloat16" and GemmConfig.from_dict(amp.to_dict()) == amp
     half = GemmConfig(compute_type=ComputeType.COMPUTE_16F, input_dtype="float16", output_dtype="float16")
-    assert half.half_scalars and not amp.half_scalars and half.c_type.cuda == 2 and amp.a_type.cuda == 14
+    assert half.compute_type in HALF_SCALAR_COMPUTE and amp.compute_type not in HALF_SCALAR_COMPUTE
+    assert half.c_type.cuda == 2 and amp.a_type.cuda == 14
     assert GemmConfig.parse("bf16x9").math_mode is MathMode.FP32_EMULATED_BF16X9

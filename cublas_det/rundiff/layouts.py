@@ -37,6 +37,7 @@ FLAT_FILE = re.compile(r"^step_?(\d+)_(.+)\.(bin|npy)$")
 STEP_CONTAINER = re.compile(r"^step_?(\d+)\.(npz|safetensors)$")
 LEAF_EXTENSIONS = (".bin", ".npy")
 CHECKPOINT_EXTENSIONS = (".npz", ".safetensors", ".pt")
+_KIND_NAMES = {".npy": "numpy .npy", ".npz": "numpy .npz", ".safetensors": "safetensors", ".pt": "PyTorch .pt"}
 LAYOUTS = (f"{LOG_NAME}; step_<N>/<leaf>.bin or .npy; step_<N>/<file>.safetensors, .npz or .pt (leaves "
            "<file>:<key>); step_<N>.npz or .safetensors; step<N>_<leaf>.bin or .npy")
 SAFETENSORS_DTYPES = {t.safetensors: name for name, t in ELEMENT_TYPES.items() if t.safetensors}  # F32 -> float32
@@ -70,9 +71,9 @@ class DataSource:
         """A reader with ``readinto(buffer) -> int`` and ``close()``, positioned at the first byte."""
         try:
             if self.torch_key is not None:
-                return _TorchReader(self)
+                return _torch_reader(self)
             if self.fortran_order:
-                return _CorderReader(self, chunk_bytes)
+                return _c_order_reader(self, chunk_bytes)
             if self.member is not None:
                 return _ZipMemberReader(self.path, self.member)
             stream = open_regular(self.path, "give a readable regular file", error=RunLayoutError, buffering=0)
@@ -99,12 +100,8 @@ class Leaf:
     digest: str | None = None
 
     @property
-    def elements(self) -> int:
-        return math.prod(self.shape)
-
-    @property
     def nbytes(self) -> int:
-        return self.elements * lookup_dtype(self.dtype).itemsize
+        return _nbytes(self.dtype, self.shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,10 +119,6 @@ class TrainingRun:
     skipped: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     stopped: bool = False
-
-    @property
-    def leaves(self) -> int:
-        return sum(len(leaves) for leaves in self.steps.values())
 
     def describe(self) -> str:
         leaves = sorted({len(leaves) for leaves in self.steps.values()})
@@ -153,16 +146,13 @@ def open_run(path: str, *, raw_dtype: str = "float32") -> TrainingRun:
     if stat.S_ISREG(mode):
         if path.endswith(".jsonl"):
             return _read_log(path)
-        if path.endswith(".npz"):
-            return TrainingRun(path, "numpy .npz", {0: _npz_leaves(path, raw.name)})
-        if path.endswith(".safetensors"):
-            return TrainingRun(path, "safetensors", {0: _safetensors_leaves(path)})
-        if path.endswith(".pt"):
-            leaves, skipped = _torch_leaves(path, "")
+        extension = next((kind for kind in CHECKPOINT_EXTENSIONS if path.endswith(kind)), None)
+        if extension:
+            leaves, skipped = _checkpoint_leaves(path, extension, raw.name, "")
             if leaves is None:
                 raise RunLayoutError(f"{path}: a .pt file is read through PyTorch, which is not installed: "
                                      "pip install torch")
-            return TrainingRun(path, "PyTorch .pt", {0: leaves}, skipped=skipped)
+            return TrainingRun(path, _KIND_NAMES[extension], {0: leaves}, skipped=tuple(skipped))
         raise RunLayoutError(f"{path}: not a run: {what}")
     if not stat.S_ISDIR(mode):
         raise RunLayoutError(f"{path}: is {file_kind(mode)}, not a run: {what}")
@@ -173,9 +163,6 @@ def open_run(path: str, *, raw_dtype: str = "float32") -> TrainingRun:
 
 
 # -- directories of dumps -------------------------------------------------------------------
-_KIND_NAMES = {".npy": "numpy .npy", ".npz": "numpy .npz", ".safetensors": "safetensors", ".pt": "PyTorch .pt"}
-
-
 def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     found: dict[int, dict[str, Leaf]] = {}
     kinds: set[str] = set()
@@ -221,12 +208,10 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
         elif flat:
             kinds.add("." + flat.group(3))
             add(int(flat.group(1)), [_file_leaf(entry.path, flat.group(2), raw_dtype)], entry.path)
-        elif container:
-            step, kind = int(container.group(1)), container.group(2)
-            kinds.add("." + kind)
-            found.setdefault(step, {})
-            add(step, _npz_leaves(entry.path, raw_dtype) if kind == "npz" else _safetensors_leaves(entry.path),
-                entry.path)
+        elif container:  # step_<N>.npz or .safetensors: never a .pt, which needs PyTorch
+            kind = "." + container.group(2)
+            kinds.add(kind)
+            add(int(container.group(1)), _checkpoint_leaves(entry.path, kind, raw_dtype, "")[0], entry.path)
         else:
             skipped.append(entry.name + ("/" if entry.is_dir() else ""))
     if not found:
@@ -284,9 +269,13 @@ def _file_leaf(path: str, name: str, raw_dtype: str) -> Leaf:
 
 
 def _leaf_with_source(name, dtype, shape, path, offset, fortran, member=None, torch_key=None) -> Leaf:
-    nbytes = math.prod(shape) * lookup_dtype(dtype).itemsize
-    source = DataSource(path, offset, nbytes, member, fortran and len(shape) > 1, tuple(shape), dtype, torch_key)
+    source = DataSource(path, offset, _nbytes(dtype, shape), member, fortran and len(shape) > 1, tuple(shape), dtype,
+                        torch_key)
     return Leaf(name, dtype, tuple(shape), source)
+
+
+def _nbytes(dtype: str, shape) -> int:
+    return math.prod(shape) * lookup_dtype(dtype).itemsize
 
 
 def _brief(value, most: int = 60) -> str:
@@ -329,7 +318,7 @@ def _npz_leaves(path: str, raw_dtype: str, prefix: str = "") -> tuple[Leaf, ...]
                 with archive.open(member) as stream:
                     dtype, shape, fortran = _npy_header(stream, where, raw_dtype)
                     header = stream.tell()
-                expected, size = header + math.prod(shape) * lookup_dtype(dtype).itemsize, archive.getinfo(member).file_size
+                expected, size = header + _nbytes(dtype, shape), archive.getinfo(member).file_size
                 if size != expected:
                     raise RunLayoutError(f"{where}: {size} bytes, but its header, dtype and shape say {expected}: "
                                          f"{'truncated' if size < expected else 'longer than its header says'}")
@@ -447,27 +436,15 @@ def _torch_state(path: str, stamp) -> object:
                              f"{' '.join(str(err).split())[:200]})") from None
 
 
-class _TorchReader:
+def _torch_reader(source: DataSource) -> _BlockReader:
     """The bytes of one tensor of a PyTorch file (memory-mapped where the file allows it)."""
+    import torch
 
-    def __init__(self, source: DataSource):
-        import torch
-
-        tensor = dict(_flattened(_torch_state(source.path, _stamp(source.path)), ""))[source.torch_key]
-        tensor = tensor.detach().contiguous()
-        if tensor.dtype == torch.bfloat16:  # NumPy has no bfloat16: the same bits as int16
-            tensor = tensor.view(torch.int16)
-        self._bytes = memoryview(np.ascontiguousarray(tensor.numpy()).reshape(-1).view(np.uint8))
-
-    def readinto(self, buffer) -> int:
-        view = memoryview(buffer).cast("B")
-        count = min(len(view), len(self._bytes))
-        view[:count] = self._bytes[:count]
-        self._bytes = self._bytes[count:]
-        return count
-
-    def close(self) -> None:
-        self._bytes = memoryview(b"")
+    tensor = dict(_flattened(_torch_state(source.path, _stamp(source.path)), ""))[source.torch_key]
+    tensor = tensor.detach().contiguous()
+    if tensor.dtype == torch.bfloat16:  # NumPy has no bfloat16: the same bits as int16
+        tensor = tensor.view(torch.int16)
+    return _BlockReader([_bytes_of(tensor.numpy())])
 
 
 # -- trace logs ----------------------------------------------------------------------------
@@ -558,22 +535,30 @@ class _ZipMemberReader:
         self._file.close()
 
 
-class _CorderReader:
+def _c_order_reader(source: DataSource, chunk_bytes: int) -> _BlockReader:
     """The C-order bytes of a Fortran-order .npy/.npz array, a block of leading-axis slices at a time.
 
     A .npy is memory-mapped; a .npz member is loaded whole (one leaf in memory, never a run).
     """
+    if source.member is None:
+        array = np.load(source.path, mmap_mode="r", allow_pickle=False)
+    else:
+        with np.load(source.path, allow_pickle=False) as archive:
+            array = archive[source.member[:-4]]
+    array = array.view(lookup_dtype(source.dtype).bits_dtype)
+    rows = max(1, chunk_bytes // max(1, source.nbytes // max(1, source.shape[0])))
+    return _BlockReader(_bytes_of(array[row:row + rows]) for row in range(0, array.shape[0], rows))
 
-    def __init__(self, source: DataSource, chunk_bytes: int):
-        if source.member is None:
-            self._array = np.load(source.path, mmap_mode="r", allow_pickle=False)
-        else:
-            with np.load(source.path, allow_pickle=False) as archive:
-                self._array = archive[source.member[:-4]]
-        self._array = self._array.view(lookup_dtype(source.dtype).bits_dtype)
-        row_bytes = max(1, source.nbytes // max(1, source.shape[0]))
-        self._rows_per_block = max(1, chunk_bytes // row_bytes)
-        self._row = 0
+
+def _bytes_of(array) -> memoryview:
+    return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+
+
+class _BlockReader:
+    """``readinto`` over blocks of bytes (memoryviews), each taken when the one before is used up."""
+
+    def __init__(self, blocks):
+        self._blocks = iter(blocks)
         self._pending = memoryview(b"")
 
     def readinto(self, buffer) -> int:
@@ -581,11 +566,10 @@ class _CorderReader:
         filled = 0
         while filled < len(view):
             if not self._pending:
-                if self._row >= self._array.shape[0]:
+                self._pending = next(self._blocks, None)
+                if self._pending is None:
+                    self._pending = memoryview(b"")
                     break
-                block = self._array[self._row:self._row + self._rows_per_block]
-                self._row += block.shape[0]
-                self._pending = memoryview(np.ascontiguousarray(block).reshape(-1).view(np.uint8))
             take = min(len(self._pending), len(view) - filled)
             view[filled:filled + take] = self._pending[:take]
             self._pending = self._pending[take:]
@@ -593,7 +577,7 @@ class _CorderReader:
         return filled
 
     def close(self) -> None:
-        self._array = None
+        self._blocks, self._pending = iter(()), memoryview(b"")
 
 
 def read_into(reader, buffer, nbytes: int) -> int:

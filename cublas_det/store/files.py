@@ -135,15 +135,12 @@ def write_json(path: str, data, *, whole: bool = False, compact: bool = False) -
     only a program reads) one line. ``whole``: all of it or nothing (written beside ``path``, then
     renamed over it), for a file that another process may read. An :class:`OSError` is the caller's."""
     text = json.dumps(data, default=str) if compact else json.dumps(data, indent=1, default=str) + "\n"
-    if not whole:
-        with open(path, "w") as file:
-            file.write(text)
-        return
-    temporary = f"{path}.tmp{os.getpid()}"
+    target = f"{path}.tmp{os.getpid()}" if whole else path
     try:
-        with open(temporary, "w") as file:
+        with open(target, "w") as file:
             file.write(text)
-        os.replace(temporary, path)
+        if whole:
+            os.replace(target, path)
     finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+        if whole and os.path.exists(target):
+            os.unlink(target)

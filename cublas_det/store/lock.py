@@ -21,7 +21,7 @@ from .._cublas import ComputeType, MathMode
 from ..config import GemmConfig
 from ..dtypes import GEMM_TYPES
 from ..errors import InputFileError, UsageError
-from ..shapes import cublas_op, parse_shape
+from ..shapes import cublas_op, parse_shape, shape_spec
 from ..words import plural
 from .files import check_format, read_json, write_json
 from .schema import Each, Record, check, is_int
@@ -60,14 +60,12 @@ class GemmKey:
                    shape.trans_b, shape.n, shape.k, shape.batch, config.lt_epilogue, 0 if any_m else shape.m)
 
     def at(self, m: int) -> GemmKey:
-        """This key for M = ``m`` alone."""
         return dataclasses.replace(self, m=m)
 
     @property
     def spec(self) -> str:
         """``MxNxK:op``, M left open (``M``) in a key for any M, as ``--shape`` takes it once M is filled in."""
-        op = cublas_op(self.trans_a, self.trans_b)
-        return f"{self.m or 'M'}x{self.n}x{self.k}:{op.lower()}" + (f":b{self.batch}" if self.batch > 1 else "")
+        return shape_spec(self.m or "M", self.n, self.k, cublas_op(self.trans_a, self.trans_b), self.batch)
 
     def __str__(self) -> str:
         types = _SHORT[self.input_dtype]
@@ -76,9 +74,6 @@ class GemmKey:
         extra = f" +{self.epilogue.lower()}" if self.epilogue else ""
         tf32 = " tf32" if self.compute_type == "COMPUTE_32F_FAST_TF32" else ""
         return f"{self.spec} {types}{tf32}{extra}"
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def effective_compute(config: GemmConfig) -> ComputeType:
@@ -97,7 +92,7 @@ class LockEntry:
     source: str = ""  # the shape it was made from (``mamba2-130m/in_proj/forward``, a capture's id ...)
 
     def to_dict(self) -> dict:
-        return {"gemm": self.key.to_dict(), "config": self.config.to_dict(), "verified": self.verified,
+        return {"gemm": dataclasses.asdict(self.key), "config": self.config.to_dict(), "verified": self.verified,
                 "cost": self.cost, "source": self.source}
 
 
@@ -158,8 +153,7 @@ def write(lock: Lock, path: str) -> None:
 
 def load(path: str) -> Lock:
     """Read and check a lock file; anything else is one line (:class:`InputFileError`)."""
-    data = read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="lock file")
-    return from_data(data, path)
+    return from_data(read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="lock file"), path)
 
 
 def _dimension(low: int):

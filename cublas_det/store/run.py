@@ -19,7 +19,7 @@ from bisect import bisect_left, bisect_right
 
 from ..device import describe_machine
 from ..errors import InputFileError
-from ..shapes import GemmShape, gemm_key
+from ..shapes import GemmShape, gemm_key, shape_spec
 from ..words import plural
 from .files import read_json
 from .schema import Each, Record, check, kind_of
@@ -85,31 +85,20 @@ class StoredRun:
 def load_run(path: str, suite_advice: str | None = None) -> StoredRun:
     """Read and check a ``--json`` file; :class:`InputFileError` (one line) on any trouble. ``suite_advice``:
     what to tell a user who gave the pytest-benchmark suite's file instead (the line names that file)."""
+    data = read_json(path, "give the path of a file written by --json", max_bytes=MAX_RUN_FILE_BYTES,
+                     what="--json file")
     try:
-        return run_from_dict(_read_json(path), path)
+        return run_from_dict(data, path)
     except InputFileError:
-        if suite_advice and is_suite_file(path):
+        if suite_advice and is_suite_data(data):
             raise InputFileError(f"{path}: a file of python -m pytest bench/, not a --json run of python -m "
                                  f"cublas_det.bench; {suite_advice}") from None
         raise
 
 
-def _read_json(path: str):
-    return read_json(path, "give the path of a file written by --json", max_bytes=MAX_RUN_FILE_BYTES,
-                     what="--json file")
-
-
-def is_suite_file(path: str) -> bool:
-    """Whether ``path`` is a file of the pytest-benchmark suite (``pytest bench/ --benchmark-json``), which
-    :func:`load_run` refuses: what to tell a user who gave it where a ``--json`` run was wanted."""
-    try:
-        return is_suite_data(_read_json(path))
-    except InputFileError:
-        return False
-
-
 def is_suite_data(data) -> bool:
-    """Whether parsed JSON is the pytest-benchmark suite's: its entries carry ``gemms_per_sample``."""
+    """Whether parsed JSON is the pytest-benchmark suite's (``pytest bench/ --benchmark-json``), which
+    :func:`load_run` refuses: its entries carry ``gemms_per_sample``."""
     benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
     return isinstance(benchmarks, list) and any(
         isinstance(b, dict) and isinstance(b.get("extra_info"), dict) and "gemms_per_sample" in b["extra_info"]
@@ -117,12 +106,8 @@ def is_suite_data(data) -> bool:
 
 
 def run_from_dict(data, source: str) -> StoredRun:
-    """Check a run's layout and read its entries (``source`` names it in messages).
-
-    Every field a reader of the run uses is checked here, by type and range, so that a malformed
-    file is one :class:`InputFileError` naming the file, the entry, the field and what is expected;
-    and a file holds one entry per shape and configuration.
-    """
+    """Check a run's layout and every field a reader uses (the module docstring), and read its entries,
+    one per shape and configuration (``source`` names it in messages)."""
     if not isinstance(data, dict):
         raise InputFileError(f"{source}: expected a JSON object written by --json, found {kind_of(data)}")
     benchmarks = data.get("benchmarks")
@@ -150,8 +135,8 @@ def _entry(raw, index: int, source: str) -> Entry:
     check(raw, f"{where}:", _ENTRY)
     info = raw["extra_info"]
     shape = info["shape"]
-    batch = shape.get("batch", 1)  # files before batched shapes have none: one matrix
-    spec = f"{shape['m']}x{shape['n']}x{shape['k']}:{shape['cublas_op'].lower()}" + (f":b{batch}" if batch > 1 else "")
+    # files before batched shapes have no batch: one matrix
+    spec = shape_spec(shape["m"], shape["n"], shape["k"], shape["cublas_op"], shape.get("batch", 1))
     interval = info.get("median_ci_s")
     if interval is not None and (len(interval) != 2 or interval[0] > interval[1]):
         raise InputFileError(f"{where}: extra_info.median_ci_s: expected [low, high] seconds, low <= high, found "
@@ -175,15 +160,15 @@ _STATS = Record({"median": "a positive number of seconds", "data": "a list of po
                  "rounds": "an integer >= 0", "q1": "a positive number of seconds",
                  "q3": "a positive number of seconds", "iterations": "an integer >= 0"})
 _TIMED_STATS = Record(_STATS.fields, required=("median",))
-_SHAPE = Record({"name": "a string", "m": "a positive integer", "n": "a positive integer", "k": "a positive integer",
-                 "cublas_op": "a string", "trans_a": "true or false", "trans_b": "true or false", "layer": "a string",
-                 "gemm_pass": "a string", "preset": "a string", "tokens": "an integer >= 0",
-                 "batch": "a positive integer"}, required=("m", "n", "k", "cublas_op"))
+_SHAPE = Record({"name": "a string", **dict.fromkeys("mnk", "a positive integer"), "cublas_op": "a string",
+                 "trans_a": "true or false", "trans_b": "true or false", "layer": "a string", "gemm_pass": "a string",
+                 "preset": "a string", "tokens": "an integer >= 0", "batch": "a positive integer"},
+                required=("m", "n", "k", "cublas_op"))
 _IDENTITY = Record({"seed": "an integer >= 0", "inputs": "an object of strings", "tokens": "an integer >= 0",
                     "batch": "a positive integer", "numpy": "a string", "preset": "a string"})
-_SCENARIO = Record({"scenario": "a string", "kind": "a string", "runs": "an integer >= 0",
-                    "differing_runs": "an integer >= 0", "mismatched_elements": "an integer >= 0",
-                    "total_elements": "an integer >= 0", "max_abs_diff": "a number", "max_ulp": "an integer >= 0",
+_SCENARIO = Record({"scenario": "a string", "kind": "a string",
+                    **dict.fromkeys(("runs", "differing_runs", "mismatched_elements", "total_elements"),
+                                    "an integer >= 0"), "max_abs_diff": "a number", "max_ulp": "an integer >= 0",
                     "index": "a list of integers", "detail": "a string", "extra": "an object", "error": "a string",
                     "not_applicable": "a string"}, required=("scenario",))
 _EXTRA_INFO = Record({
@@ -204,8 +189,8 @@ _MACHINE_FIELDS = {"gpu": Record({"name": "a string", "sm_count": "a positive in
 _DEVICE = Record({"device_id": "an integer >= 0", "provenance": Record(_MACHINE_FIELDS, null=False),
                   "error": "a string"}, required=("device_id",))
 _MACHINE = Record({**_MACHINE_FIELDS, "devices": Each(_DEVICE)}, null=False)
-_RATIO = Record({"numerator": "a string", "denominator": "a string", "median": "a positive number",
-                 "ci_low": "a positive number", "ci_high": "a positive number", "rounds": "an integer >= 0",
+_RATIO = Record({"numerator": "a string", "denominator": "a string",
+                 **dict.fromkeys(("median", "ci_low", "ci_high"), "a positive number"), "rounds": "an integer >= 0",
                  "setup_half_width": "a finite number >= 0"},
                 required=("numerator", "denominator", "median", "ci_low", "ci_high"))
 _TIMING = Record({"stop_reason": "a string", "discards": "an object of integers >= 0",
@@ -226,10 +211,10 @@ TIMER = "CUDA events around a CUDA-graph batch, queued behind a blocking kernel"
 def identity(shape, config_name: str, seed: int | None, input_digests: dict | None, numpy_version: str | None) -> dict:
     """What makes two results comparable: the GEMM, its configuration, its preset and T, the seed, the
     sha256 digests of the inputs, and the NumPy that made them (its seeded stream is promised per build)."""
-    return {"m": shape.m, "n": shape.n, "k": shape.k, "op": shape.cublas_op, **({"batch": shape.batch} if shape.batch > 1
-                                                                                else {}),
-            "config": config_name, "preset": shape.preset, "tokens": shape.tokens, "seed": seed,
-            "inputs": input_digests or None, "numpy": numpy_version}
+    batch = {"batch": shape.batch} if shape.batch > 1 else {}
+    return {"m": shape.m, "n": shape.n, "k": shape.k, "op": shape.cublas_op, **batch, "config": config_name,
+            "preset": shape.preset, "tokens": shape.tokens, "seed": seed, "inputs": input_digests or None,
+            "numpy": numpy_version}
 
 
 def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict, options: dict | None = None) -> dict:
@@ -269,12 +254,9 @@ def stats(samples_us, iterations: int = 1) -> dict:
     iqr = q3 - q1
     stddev_outliers = sum(not mean - stddev <= x <= mean + stddev for x in data)
     iqr_outliers = sum(not q1 - 1.5 * iqr <= x <= q3 + 1.5 * iqr for x in data)
-    if rounds == 1:
-        ld15iqr = hd15iqr = data[0]
-    else:
-        ld15iqr = ordered[bisect_left(ordered, q1 - 1.5 * iqr)]
-        # The highest datum within the fence, as pytest-benchmark computes it (bisect_right is past it).
-        hd15iqr = ordered[bisect_right(ordered, q3 + 1.5 * iqr) - 1]
+    ld15iqr = ordered[bisect_left(ordered, q1 - 1.5 * iqr)]
+    # The highest datum within the fence, as pytest-benchmark computes it (bisect_right is past it).
+    hd15iqr = ordered[bisect_right(ordered, q3 + 1.5 * iqr) - 1]
     total = sum(data)
     return {"min": ordered[0], "max": ordered[-1], "mean": mean, "stddev": stddev, "rounds": rounds,
             "median": statistics.median(data), "iqr": iqr, "q1": q1, "q3": q3, "iqr_outliers": iqr_outliers,
@@ -331,9 +313,9 @@ def untold_batch(raw: dict, shape: GemmShape) -> bool:
             and shape.gemm_pass == "dW")
 
 
-
-def old_file_limits(run: StoredRun) -> list[str]:
-    """What a file of an earlier version cannot tell, a phrase each; empty for a file of this version."""
+def old_file_note(run: StoredRun) -> str | None:
+    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...`` (what a file of an earlier
+    version cannot tell, a phrase each), or None for a file of this version."""
     limits = [f"the inputs it ran on ({NO_IDENTITY} recorded)"] if run.legacy else []
     untold, batch = [], 0
     for entry in run.entries:
@@ -348,11 +330,5 @@ def old_file_limits(run: StoredRun) -> list[str]:
     if batch:
         limits.append(f"batch size in {plural(batch, 'dW result')} (run there, though their batch is the reduction "
                       "axis: not counted)")
-    return limits
-
-
-def old_file_note(run: StoredRun) -> str | None:
-    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...``, or None."""
-    limits = old_file_limits(run)
     return (f"note: {run.source} was written by cublas_det {run.version}, which cannot tell: {'; '.join(limits)}"
             if limits else None)

@@ -69,10 +69,11 @@ class Each:
 
     item: object
     container: type = list
+    phrase: str = ""  # what an error calls it (an :data:`ITEMS` phrase), where not "a list of objects"
 
     @property
     def words(self) -> str:
-        return ("a list of " if self.container is list else "an object of ") + (
+        return self.phrase or ("a list of " if self.container is list else "an object of ") + (
             "objects" if isinstance(self.item, Record) else "lists")
 
 
@@ -105,6 +106,9 @@ def _words(expected) -> str:
 
 
 def _check_value(value, path: str, expected, hint: str, error) -> None:
+    if isinstance(expected, str) and expected in ITEMS:
+        container, item = ITEMS[expected]
+        expected = Each(item, container, expected)
     if isinstance(expected, Record):
         if not isinstance(value, dict):
             _refuse(f"{path}: expected an object, found {found(value)}", hint, error)
@@ -116,17 +120,9 @@ def _check_value(value, path: str, expected, hint: str, error) -> None:
         for name, item in (value.items() if expected.container is dict else enumerate(value)):
             _check_value(item, f"{path}[{name!r}]", expected.item, hint, error)
         return
-    words, test = expected if isinstance(expected, tuple) else (expected, EXPECTED.get(expected))
-    container, item = ITEMS.get(words, (None, None))
-    if container is None:
-        if not test(value):
-            _refuse(f"{path}: expected {words}, found {found(value)}", hint, error)
-        return
-    if not isinstance(value, container):
+    words, test = expected if isinstance(expected, tuple) else (expected, EXPECTED[expected])
+    if not test(value):
         _refuse(f"{path}: expected {words}, found {found(value)}", hint, error)
-    for name, element in (value.items() if container is dict else enumerate(value)):
-        if not EXPECTED[item](element):
-            _refuse(f"{path}[{name!r}]: expected {item}, found {found(element)}", hint, error)
 
 
 def _refuse(message: str, hint: str, error):

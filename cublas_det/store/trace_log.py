@@ -1,8 +1,9 @@
 """The training run's trace log, ``trace.jsonl``: one JSON object a line for each recorded tensor.
 
 ``{"step", "leaf", "dtype", "shape", "digest"}`` (``algorithm`` names the digest; ``file`` the
-tensor's raw bytes, a path inside the run). :data:`ENTRY` describes a line (:data:`ENTRY_WITH_FILE` one with its tensor's file); :func:`read` gives the
-lines, each checked, and a note where the last one is cut (the run was stopped while writing it).
+tensor's raw bytes, a path inside the run). :data:`ENTRY` describes a line (:data:`ENTRY_WITH_FILE` one
+with its tensor's file); :func:`read` gives the lines, each checked, and a note where the last one is
+cut (the run was stopped while writing it).
 :mod:`cublas_det.rundiff.recorder` writes it, :mod:`cublas_det.rundiff.layouts` makes leaves of it.
 """
 
@@ -36,14 +37,14 @@ def inside_run(relative) -> bool:
                                 or ":" in parts[0] or any(part in ("", ".", "..") for part in parts))
 
 
-_DIGEST = (f"{DIGEST_HEX_DIGITS} lowercase hex digits",
-           lambda v: isinstance(v, str) and len(v) == DIGEST_HEX_DIGITS and bool(_HEX.match(v)))
-_FIELDS = {"step": ("an integer from 0 to 2**63 - 1", lambda v: is_int(v) and 0 <= v < 1 << 63),
-         "leaf": "a non-empty string", "dtype": ("a dtype name such as 'float32'", lambda v: isinstance(v, str)), "shape": (f"a list of at most {MAX_DIMS} integers >= 0",
-                                                                     is_shape),
-         "algorithm": (f"{ALGORITHM!r}, the digest this version reads", lambda v: v == ALGORITHM),
-         "digest": _DIGEST,
-         "file": ("a path inside the run directory such as 'step_0/x.bin' (no '..', not absolute)", inside_run)}
+_FIELDS = {
+    "step": ("an integer from 0 to 2**63 - 1", lambda v: is_int(v) and 0 <= v < 1 << 63),
+    "leaf": "a non-empty string", "dtype": ("a dtype name such as 'float32'", lambda v: isinstance(v, str)),
+    "shape": (f"a list of at most {MAX_DIMS} integers >= 0", is_shape),
+    "algorithm": (f"{ALGORITHM!r}, the digest this version reads", lambda v: v == ALGORITHM),
+    "digest": (f"{DIGEST_HEX_DIGITS} lowercase hex digits",
+               lambda v: isinstance(v, str) and len(v) == DIGEST_HEX_DIGITS and bool(_HEX.match(v))),
+    "file": ("a path inside the run directory such as 'step_0/x.bin' (no '..', not absolute)", inside_run)}
 ENTRY = Record(_FIELDS, required=("step", "leaf", "dtype", "shape", "digest"))
 ENTRY_WITH_FILE = Record(_FIELDS, required=("step", "leaf", "dtype", "shape"))  # its bytes there, a digest optional
 
