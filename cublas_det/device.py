@@ -60,7 +60,6 @@ def gpu_unavailable_reason() -> str | None:
         return f"no GPU available: CUDA could not be initialised ({text})"
     if count == 0:
         return "no GPU available: no CUDA device visible; check CUDA_VISIBLE_DEVICES"
-
     try:
         library()
     except CublasNotFoundError as err:
@@ -123,7 +122,6 @@ def gpu_available() -> bool:
 def device_properties(device_id: int | None = None) -> dict:
     """Name, compute capability, SM count and L2 size of a device (the current one by default)."""
     import cupy
-
     if device_id is None:
         device_id = cupy.cuda.runtime.getDevice()
     props = cupy.cuda.runtime.getDeviceProperties(device_id)
@@ -164,7 +162,6 @@ def gpu_failures() -> tuple[type[BaseException], ...]:
     out of memory, a CUDA or cuBLAS error, a shape that does not fit. A phase that raises one is
     recorded as an error in the report; anything else propagates with its traceback."""
     import cupy
-
     return (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
             CublasError, DoesNotFit, MemoryError)
 
@@ -200,7 +197,6 @@ def fingerprint(device_id: int | None = None) -> dict:
     Needs a GPU (call :func:`cublas_det.device.require_gpu` first).
     """
     import cupy
-
     runtime = cupy.cuda.runtime
     _, library_path, found_via = _cublas.library()
     version = _cublas.cublas_get_version()

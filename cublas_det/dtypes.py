@@ -98,11 +98,9 @@ def _shortest_bfloat16(value: float) -> str:
     """The fewest significant digits that read back as the same bfloat16 (as numpy prints float32)."""
     if not np.isfinite(value):
         return str(value)
-
     def to_bfloat16_bits(x: float) -> int:  # round to nearest even, as a float32 -> bfloat16 cast does
         bits = int(np.array([x], np.float32).view(np.uint32)[0])
         return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-
     target = to_bfloat16_bits(value)
     for digits in range(1, 10):
         text = f"{value:.{digits}g}"

@@ -64,7 +64,6 @@ def format_failure(check: GemmCheck, fail_on_hazards: bool = False) -> str:
     math = f"in {check.mode_name} math"
     def names(results) -> str:
         return ", ".join(r.scenario for r in results)
-
     if check.guarantee_failures:
         header = f"{where} is not bit-for-bit reproducible {math} ({names(check.guarantee_failures)})."
     elif fail_on_hazards and check.findings:

@@ -55,7 +55,6 @@ def run(argv: list[str], prog: str) -> int:
     if args.batch < 2:
         raise UsageError(f"--batch {args.batch}: give 2 or more (batch 1 is what it is compared with)")
     import cublas_det.torch as locked  # PyTorch: imported only for this command
-
     if args.lock:
         locked.enable(args.lock)
     step, model = load_step(args.step)

@@ -239,7 +239,6 @@ def _time(groups, seed, budget, progress, monitor, kernels, operands, phases, ti
             else:  # every shape stopped: the visits it did not need are done
                 progress.step(f"timed {plural(len(runnable), 'shape')} in {plural(visit, 'visit')}",
                               skip=budget["max_visits"] - visit)
-
         with phases("timing"):
             timed = time_shapes(runnable, configs, seed=seed, **budget, monitor=monitor, kernels=kernels,
                                 on_visit=on_visit, operands=operands)

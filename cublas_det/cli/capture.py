@@ -143,7 +143,6 @@ def _compute_capability() -> int | None:
     """The local GPU's compute capability (90 for Hopper), or None without one."""
     try:
         import cupy
-
         return int(cupy.cuda.Device().compute_capability)
     except Exception:  # no CuPy, no driver, no GPU: the finding says the GPU is unknown
         return None

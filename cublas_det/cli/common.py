@@ -183,7 +183,6 @@ def command_main(run):
     def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         prog = prog or prog_name()
         return run_guarded(prog, lambda: run(sys.argv[1:] if argv is None else list(argv), prog))
-
     return main
 
 

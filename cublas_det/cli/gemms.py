@@ -283,7 +283,6 @@ def _print_comparison(args, baseline, data: dict) -> int:
     """Print how ``data`` compares with the --compare baseline; return the comparison's exit code."""
     if baseline is None:
         return ExitCode.OK
-
     comparison = compare_runs(baseline, run_from_dict(data, "this run"), args.fail_on)
     print("Compared with " + args.compare)
     print("\n".join(f"  {line}" if line else "" for line in comparison.text(report_width() - 2).splitlines()))

@@ -48,7 +48,6 @@ def run(argv: list[str], prog: str) -> int:
     base = baseline(args, parser, "json", "markdown")
     require_gpu()
     import cupy
-
     try:
         devices = parse_devices(args.devices, cupy.cuda.runtime.getDeviceCount())
     except ValueError as err:

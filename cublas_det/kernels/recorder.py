@@ -59,7 +59,6 @@ class KernelRecorder:
 
     def __enter__(self) -> KernelRecorder:
         from cupti import cupti
-
         global _sink
         if _sink is not None:
             raise RuntimeError("a kernel recording is already running in this process")
@@ -79,7 +78,6 @@ class KernelRecorder:
     def __exit__(self, *exc) -> None:
         import cupy
         from cupti import cupti
-
         global _sink
         try:
             cupy.cuda.runtime.deviceSynchronize()
@@ -99,7 +97,6 @@ def _buffer_requested():
 
 def _buffer_completed(activities) -> None:
     from cupti import cupti
-
     if _sink is None:
         return
     kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.KERNEL)
@@ -109,7 +106,6 @@ def _buffer_completed(activities) -> None:
 def record_kernels(run) -> list[KernelRecord]:
     """The kernels ``run()`` launched (the device is synchronised before and after)."""
     import cupy
-
     cupy.cuda.runtime.deviceSynchronize()
     with KernelRecorder() as recorder:
         run()

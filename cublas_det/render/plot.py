@@ -10,7 +10,6 @@ def write_plot(result: BenchResult, path: str) -> None:
     """Graph-replay time per mode per shape (log scale), TF32 speed-up over PEDANTIC annotated."""
     try:
         import matplotlib
-
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as err:

@@ -1,18 +1,10 @@
 """Comparing two runs step by step, leaf by leaf: where do their bits first differ?
 
-:func:`diff_runs` walks the steps of two :class:`~cublas_det.rundiff.layouts.Run` in ascending
-order and, in each, the leaves in recording order (else name order, or a given order). Leaves with
-bytes on both sides are compared element by element (:mod:`cublas_det.bits.streams`), streamed in
-chunks so that memory stays bounded whatever the size of the runs; leaves with only a digest on
-either side are compared by digest (computed from the bytes on the other side if need be). By
-default the walk stops after the first step with a divergent leaf.
-
-What was not compared is never called identical: a comparison in which no leaf is in both runs
-says so (:attr:`RunDiff.nothing_compared`); a run that ends before the other (a run stopped
-early) ends the walk at its last step, where the leaves it did not reach are not a divergence;
-a read error raises :class:`IncompleteDiff`, which carries the steps compared before it.
-
-The results are frozen dataclasses with ``to_dict()``; :func:`report_lines` renders them as text.
+:func:`diff_runs` walks the steps in ascending order and each step's leaves in recording (else name,
+or a given) order. Leaves with bytes on both sides are compared element by element, streamed in
+chunks so memory stays bounded; a leaf with only a digest on one side is compared by digest. What
+was not compared is never called identical (:attr:`RunDiff.nothing_compared`); a run that ends early
+ends the walk; a read error raises :class:`IncompleteDiff`.
 """
 
 from __future__ import annotations
@@ -242,13 +234,9 @@ def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> RunDiff:
     """Compare two runs step by step; stop after the first divergent step unless ``all_steps``.
 
-    ``order``: leaf names to compare first, in this order (the others follow in run A's order,
-    then those only in run B in B's order). A run whose last step comes before the other's ends
-    the walk there (:attr:`RunDiff.ended`), and so does one stopped while recording its last step.
-
-    Raises:
-        IncompleteDiff: a leaf could not be read; its ``diff`` holds the steps compared before.
-    """
+    ``order``: leaf names to compare first (then the rest in run A's order, then B's). A run whose
+    last step comes first ends the walk there (:attr:`RunDiff.ended`).
+    Raises :class:`IncompleteDiff` when a leaf cannot be read."""
     if chunk_bytes <= 0 or chunk_bytes % 8:
         raise ValueError(f"chunk size must be a positive multiple of 8 bytes, not {chunk_bytes}")
     steps = sorted(set(run_a.steps) | set(run_b.steps))
@@ -260,10 +248,8 @@ def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None
     elif run_a.stopped != run_b.stopped:  # one was stopped while it recorded its last step, which both have
         ended = "A" if run_a.stopped else "B"
     skipped = tuple(f"{side}: {name}" for side, run in (("A", run_a), ("B", run_b)) for name in run.skipped)
-
     def result(compared, rest=(), error=None):
         return RunDiff(run_a.describe(), run_b.describe(), tuple(compared), tuple(rest), ended, beyond, skipped, error)
-
     compared = []
     for position, step in enumerate(steps):
         leaves_a = {leaf.name: leaf for leaf in run_a.steps.get(step, ())}
@@ -282,9 +268,8 @@ def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None
 
 
 def _not_reached(leaves: list[LeafDiff], ended: str) -> list[LeafDiff]:
-    """The last step of the run that ends first: the leaves it lacks were not reached, when what it has
-    is a part of the other run's step (a run stopped while writing it); one leaf the other run lacks
-    makes the step differ, and then they are missing."""
+    """The last step of the run that ends first: its missing leaves were not reached, when what it has
+    is part of the other's step (a run stopped mid-write); else the step differs."""
     missing, extra, status = ((LeafStatus.MISSING_IN_A, LeafStatus.MISSING_IN_B, LeafStatus.ENDED_IN_A)
                               if ended == "A" else (LeafStatus.MISSING_IN_B, LeafStatus.MISSING_IN_A,
                                                     LeafStatus.ENDED_IN_B))
@@ -325,11 +310,8 @@ def compare_leaf(step: int, name: str, a: Leaf | None, b: Leaf | None,
 
 def compare_sources(source_a: DataSource, source_b: DataSource, dtype: str,
                     chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> BitStats:
-    """Stream two equally long sources through one :class:`BitComparison`.
-
-    Both sides are read at once by two threads (file reads release the GIL), one chunk pair
-    ahead of the comparison: four chunks in memory at most, whatever the size of the leaf.
-    """
+    """Stream two equally long sources through one :class:`BitComparison`, read by two threads one
+    chunk pair ahead: four chunks in memory at most."""
     bit_dtype = lookup_dtype(dtype)
     chunk = max(bit_dtype.itemsize, chunk_bytes - chunk_bytes % bit_dtype.itemsize)
     comparison = BitComparison(bit_dtype)
@@ -342,12 +324,10 @@ def compare_sources(source_a: DataSource, source_b: DataSource, dtype: str,
         reader_a, reader_b = (stack.enter_context(contextlib.closing(source.open(chunk)))
                               for source in (source_a, source_b))
         pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(max_workers=2))
-
         def read(pair: int, count: int):
             buffer_a, buffer_b = buffers[pair]
             return (pool.submit(_read_exactly, reader_a, buffer_a, count, source_a),
                     pool.submit(_read_exactly, reader_b, buffer_b, count, source_b))
-
         position, pair = 0, 0
         pending = read(pair, min(chunk, nbytes))
         while position < nbytes:
@@ -444,14 +424,9 @@ def _presence_note(leaf: LeafDiff) -> str:
 
 def report_lines(diff: RunDiff, *, verbose: bool = False, width: int | None = None) -> list[str]:
     """The report: both runs, the first divergence, a table per step, the verdict (the last paragraph).
-
-    A step whose leaves are all equal is one line unless ``verbose``. ``width``: the sentences (the
-    answer, the verdict, where the walk stopped) are wrapped to it; the runs' paths and the tables
-    keep their lines.
-    """
+    An all-equal step is one line unless ``verbose``; sentences wrap to ``width``, tables do not."""
     def prose(text: str) -> list[str]:
         return wrapped(text, width, "    ") if width else [text]
-
     first = diff.first_divergence
     answer = (f"first divergence: step {first.step}, leaf {first.leaf}" if first else
               f"no divergence as far as {diff.ended} goes: {diff.ending()}" if diff.ended else "no divergence")

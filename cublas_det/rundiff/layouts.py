@@ -1,11 +1,8 @@
-"""Reading a run: which steps it has, which leaves (named tensors) each step has, and where their bytes are.
+"""Reading a run: its steps, each step's leaves (named tensors), and where their bytes are.
 
-The layouts (a trace log, raw binaries, numpy, safetensors, checkpoints inside a step directory)
-are those :data:`LAYOUTS` names; docs/diff.md has the table. Without a log, leaves are in name
-order. Nothing is loaded beyond headers: each leaf has a :class:`DataSource` that streams its bytes
-(C order) when the comparison asks. Files no layout names are listed in :attr:`TrainingRun.skipped`,
-so that a comparison of nothing can say why. A FIFO or device is refused, and sizes and header
-fields are checked against the file before anything is allocated for them.
+The layouts are those :data:`LAYOUTS` names (docs/diff.md). Nothing is loaded beyond headers: each
+leaf's :class:`DataSource` streams its bytes (C order) on demand. Unread files are listed in
+:attr:`TrainingRun.skipped`; a FIFO or device is refused, and sizes are checked before allocating.
 """
 
 from __future__ import annotations
@@ -51,12 +48,8 @@ class RunLayoutError(InputFileError):
 
 @dataclasses.dataclass(frozen=True)
 class DataSource:
-    """Where a leaf's bytes are: ``nbytes`` from ``offset`` in ``path`` (in zip ``member`` if set, or the
-    tensor ``torch_key`` of a PyTorch file).
-
-    ``fortran_order``: the bytes in the file are in Fortran order (a ``.npy``/``.npz`` of an
-    F-contiguous array); :meth:`open` then yields them in C order, read through numpy.
-    """
+    """Where a leaf's bytes are: ``nbytes`` from ``offset`` in ``path`` (zip ``member``, or PyTorch
+    ``torch_key``); ``fortran_order``: :meth:`open` yields them in C order through numpy."""
 
     path: str
     offset: int
@@ -107,11 +100,8 @@ class Leaf:
 @dataclasses.dataclass(frozen=True)
 class TrainingRun:
     """A run: its steps in ascending order, each a tuple of leaves in recording (or name) order.
-
-    ``skipped``: the files no layout reads (paths relative to the run), and why where it is not
-    plain; ``notes``: what was left out while reading (a cut last line of a log), for a warning;
-    ``stopped``: the run was stopped while it recorded (its log's last line is cut).
-    """
+    ``skipped``: files no layout reads (and why); ``notes``: what was left out while reading;
+    ``stopped``: the log's last line is cut."""
 
     path: str
     layout: str
@@ -130,11 +120,8 @@ class TrainingRun:
 def open_run(path: str, *, raw_dtype: str = "float32") -> TrainingRun:
     """Discover the run at ``path``; ``raw_dtype`` is the dtype of ``.bin`` files without a log.
 
-    Raises:
-        RunLayoutError: no such path, no steps found, a malformed file or log line, a raw file
-            whose size is not a whole number of elements, a duplicate leaf, an unsupported dtype,
-            a special file (FIFO, device) where a file is read.
-    """
+    Raises :class:`RunLayoutError`: no such path or steps, a malformed file or log line, a bad raw
+    size, a duplicate leaf, an unsupported dtype, a special file."""
     raw = lookup_dtype(raw_dtype)
     try:
         mode = os.stat(path).st_mode
@@ -167,7 +154,6 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     found: dict[int, dict[str, Leaf]] = {}
     kinds: set[str] = set()
     skipped: list[str] = []
-
     def add(step: int, leaves, where: str) -> None:
         step_leaves = found.setdefault(step, {})
         for leaf in leaves:
@@ -175,7 +161,6 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
                 raise RunLayoutError(f"{where}: leaf {leaf.name!r} of step {step} is also in "
                                      f"{step_leaves[leaf.name].source.describe()}; keep one of them")
             step_leaves[leaf.name] = leaf
-
     try:
         entries = sorted(os.scandir(path), key=lambda entry: entry.name)
     except OSError as err:
@@ -424,7 +409,6 @@ def _stamp(path: str) -> tuple[int, int]:
 @functools.lru_cache(maxsize=2)  # the two files one leaf is compared from: each loaded once per run of leaves
 def _torch_state(path: str, stamp) -> object:
     import torch
-
     regular_file_size(path, "give a regular file", error=RunLayoutError)
     try:
         try:
@@ -439,7 +423,6 @@ def _torch_state(path: str, stamp) -> object:
 def _torch_reader(source: DataSource) -> _BlockReader:
     """The bytes of one tensor of a PyTorch file (memory-mapped where the file allows it)."""
     import torch
-
     tensor = dict(_flattened(_torch_state(source.path, _stamp(source.path)), ""))[source.torch_key]
     tensor = tensor.detach().contiguous()
     if tensor.dtype == torch.bfloat16:  # NumPy has no bfloat16: the same bits as int16
@@ -536,10 +519,8 @@ class _ZipMemberReader:
 
 
 def _c_order_reader(source: DataSource, chunk_bytes: int) -> _BlockReader:
-    """The C-order bytes of a Fortran-order .npy/.npz array, a block of leading-axis slices at a time.
-
-    A .npy is memory-mapped; a .npz member is loaded whole (one leaf in memory, never a run).
-    """
+    """The C-order bytes of a Fortran-order .npy/.npz array, a block of leading-axis slices at a time
+    (a .npy memory-mapped; a .npz member loaded whole)."""
     if source.member is None:
         array = np.load(source.path, mmap_mode="r", allow_pickle=False)
     else:

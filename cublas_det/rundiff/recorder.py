@@ -1,15 +1,10 @@
-"""Recording the named tensors of a run, step by step, for ``python -m cublas_det.diff`` (docs/diff.md).
+"""Recording a run's named tensors, step by step, for ``python -m cublas_det.diff`` (docs/diff.md).
 
-Writes ``DIR/trace.jsonl``: one JSON object per recorded tensor, in recording order (``step``,
-``leaf``, ``dtype``, ``shape``, ``digest``, ``algorithm``). ``mode="digest"`` records the digest
-only, computed where the tensor is (a CUDA kernel on the current CuPy stream: no host copy, no
-wait; the sums are copied back when the step changes, or on ``flush``/``close``); ``mode="full"``
-also writes its bytes to ``DIR/step_<N>/<leaf>.bin`` and names the file (``"file"``).
-
-A digest from a GPU tensor equals the digest of the same bytes read from disk, so digests and full
-dumps compare. Tensors are read in stream order on the current CuPy stream (DLPack orders
-PyTorch's current stream before it): do not overwrite one from another stream before the step's
-digests are flushed. A Recorder is not thread-safe.
+Writes ``DIR/trace.jsonl``, one JSON object per tensor. ``mode="digest"`` records the digest only,
+computed on the GPU on the current CuPy stream (no host copy; sums copied back when the step
+changes or on ``flush``/``close``); ``mode="full"`` also writes ``DIR/step_<N>/<leaf>.bin``.
+A GPU digest equals the digest of the same bytes on disk. Do not overwrite a tensor from another
+stream before its step is flushed. Not thread-safe.
 """
 
 from __future__ import annotations
@@ -70,7 +65,6 @@ class _DeviceSums:
 
     def __init__(self, device_id: int):
         import cupy
-
         self.device_id = device_id
         with cupy.cuda.Device(device_id):
             self.sums = cupy.zeros((_SLOTS, 2), dtype=cupy.uint64)
@@ -81,7 +75,6 @@ class _DeviceSums:
     def queue(self, array) -> int:
         """Queue the digest kernel of ``array`` on the current stream; return its slot."""
         import cupy
-
         slot = self.used
         with cupy.cuda.Device(self.device_id):
             queue_device_sums(array, self.sums[slot])
@@ -93,7 +86,6 @@ class _DeviceSums:
     def collect(self) -> np.ndarray:
         """The filled sums on the host, once their kernels have run (copied on a stream of our own)."""
         import cupy
-
         with cupy.cuda.Device(self.device_id), self.copy_stream:  # the copy stream belongs to that device
             for event in self.last_event_per_stream.values():
                 self.copy_stream.wait_event(event)
@@ -104,14 +96,8 @@ class _DeviceSums:
 
 
 class Recorder:
-    """Record named tensors per step into ``directory`` (see the module docstring).
-
-    Args:
-        directory: created if needed; must not hold a ``trace.jsonl`` unless ``overwrite``.
-        mode: ``"digest"`` (default) or ``"full"``.
-        overwrite: truncate an existing log (files of the old run that the new log does not name
-            are left in place and ignored by the diff).
-    """
+    """Record named tensors per step into ``directory`` (created if needed; an existing
+    ``trace.jsonl`` only with ``overwrite``). ``mode``: ``"digest"`` (default) or ``"full"``."""
 
     def __init__(self, directory: str | os.PathLike, mode: str = "digest", *, overwrite: bool = False):
         self.mode = _check_mode(mode)
@@ -131,13 +117,8 @@ class Recorder:
         return self._log is None
 
     def record(self, step: int, name: str, array, *, mode: str | None = None) -> None:
-        """Record tensor ``name`` of step ``step``: a CuPy, NumPy or PyTorch array (or any DLPack producer).
-
-        Raises:
-            ValueError: a step < 0, a name that is empty or not a relative path, a name recorded
-                twice in one step, an unsupported dtype or mode.
-            TypeError: an object that is not an array.
-        """
+        """Record tensor ``name`` of ``step``: a CuPy, NumPy or PyTorch array (or any DLPack producer).
+        Raises ValueError (bad step, name, dtype or mode; a name twice in a step), TypeError (no array)."""
         if self._log is None:
             raise ValueError("this Recorder is closed")
         step = _check_step(step)
@@ -205,7 +186,6 @@ class Recorder:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if tensor.on_gpu:
             import cupy
-
             host = cupy.asnumpy(tensor.array)  # full mode: the bytes must reach the disk
         else:
             host = tensor.array
@@ -214,11 +194,8 @@ class Recorder:
 
 
 def as_tensor(array) -> _Tensor:
-    """A NumPy/CuPy view of ``array``'s bytes with its dtype name (PyTorch and other DLPack producers too).
-
-    No copy to the host is made for GPU tensors; bfloat16 PyTorch tensors are passed through DLPack
-    as int16 (the same bits), since DLPack consumers need not know bfloat16.
-    """
+    """A NumPy/CuPy view of ``array``'s bytes with its dtype name (DLPack producers too); no host
+    copy for GPU tensors; bfloat16 PyTorch tensors pass through DLPack as int16."""
     module = type(array).__module__.split(".")[0]
     if isinstance(array, (np.ndarray, np.generic)):
         host = np.asarray(array)
@@ -235,7 +212,6 @@ def as_tensor(array) -> _Tensor:
 
 def _from_torch(tensor) -> _Tensor:
     import torch
-
     name = str(tensor.dtype).removeprefix("torch.")
     lookup_dtype(name)  # ValueError for an unsupported dtype, before anything is copied
     shape = tuple(tensor.shape)
@@ -244,7 +220,6 @@ def _from_torch(tensor) -> _Tensor:
         tensor = tensor.view(torch.int16)
     if tensor.is_cuda:
         import cupy
-
         return _Tensor(cupy.from_dlpack(tensor), name, shape, True)
     return _Tensor(np.from_dlpack(tensor), name, shape, False)
 
@@ -253,7 +228,6 @@ def _from_dlpack(array) -> _Tensor:
     device_type = int(array.__dlpack_device__()[0])
     if device_type in (2, 13):  # kDLCUDA, kDLCUDAManaged
         import cupy
-
         converted = cupy.from_dlpack(array)
         return _Tensor(converted, _dtype_name(converted.dtype), tuple(converted.shape), True)
     if device_type in (1, 3):  # kDLCPU, kDLCUDAHost
