@@ -1,11 +1,9 @@
-"""Comparing stored runs: two (a baseline and a new run) or a fleet (three or more, e.g. one per node).
+"""Comparing stored runs: a baseline and a new run, or a fleet (three or more, e.g. one per node).
 
-Results are matched on what makes them comparable -- the GEMM (M, N, K, op) and its configuration
--- never on display names, and their inputs are checked before their bits: a pair is *identical
-bits*, *bits DIFFER* (same inputs), *inputs differ* (not comparable, and why), or *only in* one
-file. The answer comes first, then the files, then each result, named alike in both forms. Exit
-codes: 1 when bits differ under identical inputs (or a time regressed past ``--fail-on``); else 2
-when nothing comparable was found (in a fleet: for one of its files); else 0.
+Results are matched on the GEMM (M, N, K, op) and its configuration, never on display names, and
+their inputs are checked before their bits: *identical bits*, *bits DIFFER*, *inputs differ* (and
+why), or *only in* one file. Exit codes: 1 when bits differ under identical inputs (or a time
+regressed past ``--fail-on``); else 2 when nothing comparable was found; else 0.
 """
 
 from __future__ import annotations
@@ -191,11 +189,9 @@ def _members(run: StoredRun, entry: Entry, file: int) -> list[Member]:
 
 def _fleet_groups(runs: list[StoredRun]) -> dict:
     """``{(shape role, configuration): [Member]}``, paired as :func:`compare_runs` pairs: by role and
-    configuration, then across roles of one GEMM and configuration (a custom shape, named by its spec,
-    and the preset role that runs it): the role in the most files takes in every other whose files it
-    does not share (two roles in one file, W_a and W_b of the same shape, stay apart); moved members
-    say what their file called the GEMM. A file holding both a preset's role and a custom spec of one
-    GEMM keeps them apart too, each compared with the files that named it alike."""
+    configuration, then across roles of one GEMM (a custom spec and the preset role that runs it): the
+    role in the most files takes in every other whose files it does not share; two roles in one file
+    stay apart. Moved members say what their file called the GEMM."""
     keys: dict = {}
     files: dict = {}  # role key -> indices of the files that have it
     for index, run in enumerate(runs):
@@ -247,13 +243,9 @@ def _agreement(members: list[Member]) -> tuple[str, bool]:
 
 
 def compare_fleet(runs: list[StoredRun]) -> Comparison:
-    """Per GEMM and configuration, which files (and devices) agree: members grouped by digest,
-    each group named by its GPUs, SM counts, drivers and cuBLAS versions.
-
-    Only results of the same inputs in two or more files are compared (the devices of one sweep
-    file alone were compared by the run that wrote it); the rest are named, and counted apart. A
-    file none of whose results was compared is named in the answer, and never counted as agreeing.
-    """
+    """Per GEMM and configuration, which files (and devices) agree: members grouped by digest, each
+    group named by its GPUs, SM counts, drivers and cuBLAS versions. Only results of the same inputs in
+    two or more files are compared; a file none of whose results was compared is never counted as agreeing."""
     head = [f"fleet of {len(runs)} files:"] + [f"  {os.path.basename(r.source)}: {r.describe()}" for r in runs]
     head += _legacy_notes(runs)
     lines = []

@@ -1,8 +1,5 @@
-"""A benchmark's results as a run file, and a run file's back as the results it was written from.
-
-The schema, reading and checking are :mod:`cublas_det.store.run`'s; here the results become its
-document (:func:`to_json`, the run's summary and warnings beside its entries) and a stored run
-becomes a :class:`BenchResult` again (:func:`bench_result`, for ``cublas-det report``).
+"""A benchmark's results as a run file (:func:`to_json`), and a run file back as the
+:class:`BenchResult` it was written from (:func:`bench_result`); the schema is :mod:`cublas_det.store.run`'s.
 """
 
 from __future__ import annotations
@@ -56,9 +53,8 @@ def to_json(result: BenchResult) -> dict:
 
 
 def check_record(check: GemmCheck | None) -> dict:
-    """A check as its run-file entry holds it (``extra_info``'s fields of the check; their values for a
-    configuration only timed when ``check`` is None): the one serialisation of a
-    :class:`~cublas_det.check.results.GemmCheck`, read back by :func:`stored_check`."""
+    """A check as its run-file entry's ``extra_info`` holds it (the values of a configuration only timed
+    when ``check`` is None); read back by :func:`stored_check`."""
     if check is None:
         return {"mode_source": None, "config": None, "digest": None, "rel_error": None, "reproducible": None,
                 "failures": [], "findings": [], "same_bits_as": None, "scenarios": []}
@@ -85,11 +81,8 @@ def timing_record(timing, mode: str) -> dict:
 
 # -- back to results
 def bench_result(run: StoredRun) -> BenchResult:
-    """The :class:`BenchResult` a stored benchmark run was written from.
-
-    :func:`~cublas_det.store.run.run_from_dict` checked each field's type; what only the result types
-    can tell (a math mode or scenario this version does not know) is one line naming the field here.
-    """
+    """The :class:`BenchResult` a stored benchmark run was written from; a value only the result types
+    can refuse (a math mode or scenario this version does not know) is one line naming the field."""
     if run.sweep:
         raise InputFileError(f"{run.source}: a --devices sweep has no per-mode tables; give it to compare")
     groups: dict[str, list[Entry]] = {}
@@ -204,9 +197,8 @@ def _catalogue_shape(shape: GemmShape) -> GemmShape:
 
 
 def stored_ratios(run: StoredRun, numerator: str, denominator: str) -> dict:
-    """{shape name: (Ratio, setups)} of a stored bench run's ``numerator``/``denominator`` ratios, with the
-    number of setups (visits) its interval was taken over; :class:`InputFileError` (one line) when the
-    run has none, or one that cannot be a time ratio."""
+    """{shape name: (Ratio, setups)} of a stored run's ``numerator``/``denominator`` ratios;
+    :class:`InputFileError` (one line) when there is none, or one that cannot be a time ratio."""
     found = {}
     for report in bench_result(run).shapes:
         timing = report.timing

@@ -1,8 +1,5 @@
-"""The terminal report of a benchmark run: the answer first, then a table per shape, then the warnings.
-
-The first lines answer the user's three questions for the whole run: are the bits reproducible (the
-guarantees), which hazards changed them and which configurations gave the same bits, and what
-determinism costs. Every line fits the report's width (100 columns, or a wider terminal's).
+"""The terminal report of a benchmark run: the answer to the user's three questions (reproducible?
+which hazards? what cost?) first, then a table per shape, then the warnings, within the report's width.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Is a configuration faster or slower than in a baseline run? FASTER / SLOWER / SAME / UNSURE, from
-both runs' 95% intervals of the median (each widened by its run's A/A noise floor), in the manner of
-``nvbench_compare_robust``; the thresholds and what each verdict means are in docs/method.md.
-
-``--fail-on PCT`` fails a SLOWER entry whose median grew by more than PCT, never an UNSURE one. Works
-on pytest-benchmark entries as ``--json`` writes them, or on a :class:`cublas_det.store.run.Entry`.
+"""Is a configuration faster or slower than in a baseline? FASTER / SLOWER / SAME / UNSURE, from both
+runs' 95% intervals of the median, each widened by its A/A noise floor (docs/method.md). ``--fail-on
+PCT`` fails a SLOWER entry whose median grew by more than PCT, never an UNSURE one.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The timing parts of the terminal report: what the times include, how each shape was timed, and
-the warnings that say when a timing cannot be taken at its word (throttled clocks, a busy GPU, an
-A/A control that failed)."""
+the warnings that say when a timing cannot be taken at its word."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The cells and counts every report shows for a check, in the vocabulary of :mod:`cublas_det.check.results`.
-
-A failed guarantee and a hazard that changed bits never share a word or a column: the first is
-"reproducible: NO", the second a finding under "hazards".
+"""The cells and counts every report shows for a check. A failed guarantee ("reproducible: NO") and
+a hazard that changed bits (under "hazards") never share a word or a column.
 """
 
 from __future__ import annotations
