@@ -98,7 +98,6 @@ def _scenario_lines(result: ScenarioResult) -> list[str]:
     return lines + [""]
 
 
-# -- assert_runs_identical: two recorded or dumped runs, judged by cublas_det.diff's comparison --------
 
 
 def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, all_steps: bool = False):

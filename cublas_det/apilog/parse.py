@@ -24,7 +24,6 @@ _CACHE_SIZE = 4096  # parsed call texts kept; cleared when full
 
 MATH_MODES = {mode.log: int(mode.value) for mode in (*MATH_MODE_NAMES, FLAG_NAME)}
 
-# -- the cuBLAS API log: a block of lines per call ---------------------------------------------------
 # Patterns begin with a literal, which re finds at C speed; "^" with re.M would be tried at every byte.
 _HEADER = re.compile(rb"I! cuBLAS \(v([\w.]+)\) function (?:\S+ )?(\w+)\([^\n]*\n")
 _FIELD = re.compile(rb"^i!  (\w+): type=[^;\n]*; val=([^\n]*)$", re.M)
@@ -357,7 +356,6 @@ def _whole(block: bytes) -> bool:
     return last.startswith(_RECORD_END) or (last.startswith(b"i!Process=") and last.endswith(b"\n"))
 
 
-# -- the cuBLASLt log: a line per event ----------------------------------------------------------------
 _LT_WANTED = re.compile(rb"\]\[cublasLt\]\[(\d+)\]\[(?:(Trace)\]\[(cublasLt\w*Matmul)"
                         rb"|Api\]\[cublasLt\w*MatmulAlgoGetHeuristic)\] ?([^\n]*)")
 _LT_PAIR = re.compile(rb"(\w+)=(\[[^\]]*\]|\S+)")

@@ -165,7 +165,6 @@ def _pair(base: tuple[Entry, ...], new: tuple[Entry, ...]) -> dict:
     return pairs
 
 
-# -- fleets ---------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Member:
     """One device's result in a fleet: which file (and device), its machine, its digest and inputs."""

@@ -79,7 +79,6 @@ def timing_record(timing, mode: str) -> dict:
             **(timing_extra(timing, mode) if arm else {})}
 
 
-# -- back to results
 def bench_result(run: StoredRun) -> BenchResult:
     """The :class:`BenchResult` a stored benchmark run was written from; a value only the result types
     can refuse (a math mode or scenario this version does not know) is one line naming the field."""

@@ -229,7 +229,6 @@ def _earlier_steps(steps: list[int]) -> str:
     return f"all of the {len(steps)} steps before it equal ({steps[0]}-{steps[-1]})"
 
 
-# -- comparing ------------------------------------------------------------------------------
 def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None = None, all_steps: bool = False,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> RunDiff:
     """Compare two runs step by step; stop after the first divergent step unless ``all_steps``.
@@ -371,7 +370,6 @@ def _read_exactly(reader, buffer, count: int, source: DataSource) -> None:
                              "its dtype and shape need")
 
 
-# -- rendering ------------------------------------------------------------------------------
 TABLE_HEADER = ("leaf", "status", "mismatched", "max ULP", "max |delta|", "first index", "note")
 
 

@@ -149,7 +149,6 @@ def open_run(path: str, *, raw_dtype: str = "float32") -> TrainingRun:
     return _read_directory(path, raw.name)
 
 
-# -- directories of dumps -------------------------------------------------------------------
 def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     found: dict[int, dict[str, Leaf]] = {}
     kinds: set[str] = set()
@@ -366,7 +365,6 @@ def _safetensors_leaf(path: str, name: str, entry, base: int, data_bytes: int, p
     return leaf
 
 
-# -- PyTorch state dicts ---------------------------------------------------------------------
 def _torch_leaves(path: str, prefix: str):
     """(leaves, values that are not tensors) of a ``torch.save``'d dict of tensors (nested dicts and lists
     flattened, keys joined with ``.``); (None, ()) when PyTorch is not installed."""
@@ -430,7 +428,6 @@ def _torch_reader(source: DataSource) -> _BlockReader:
     return _BlockReader([_bytes_of(tensor.numpy())])
 
 
-# -- trace logs ----------------------------------------------------------------------------
 def _read_log(log_path: str, run_path: str | None = None) -> TrainingRun:
     base = os.path.dirname(os.path.abspath(log_path))
     found: dict[int, dict[str, Leaf]] = {}
@@ -465,7 +462,6 @@ def _log_leaf(entry: dict, where: str, base: str) -> tuple[int, Leaf]:
     return entry["step"], leaf
 
 
-# -- small helpers -------------------------------------------------------------------------
 def _opened(path: str):
     """``path`` opened for reading once it is known to be a regular file (a FIFO or device never is)."""
     return open_regular(path, "give a regular file", error=RunLayoutError)

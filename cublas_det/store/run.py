@@ -24,7 +24,6 @@ from ..words import plural
 from .files import read_json
 from .schema import Each, Record, check, kind_of
 
-# -- reading
 MAX_RUN_FILE_BYTES = 256 << 20  # far above any run, so only what is no run is refused unread
 
 
@@ -155,7 +154,6 @@ def _entry(raw, index: int, source: str) -> Entry:
     return Entry(name, raw.get("group") or shape.get("name") or spec, spec, config, digests, identity, stats, info)
 
 
-# -- what each field must be -----------------------------------------------------------------------
 _STATS = Record({"median": "a positive number of seconds", "data": "a list of positive numbers of seconds",
                  "rounds": "an integer >= 0", "q1": "a positive number of seconds",
                  "q3": "a positive number of seconds", "iterations": "an integer >= 0"})
@@ -202,7 +200,6 @@ _SECTION = Record({"sweep": "true or false", "interrupted": "true or false", "wa
 _RUN = Record({"machine_info": _MACHINE, "cublas_det": _SECTION})
 
 
-# -- writing
 STATS_FIELDS = ("min", "max", "mean", "stddev", "rounds", "median", "iqr", "q1", "q3", "iqr_outliers",
                 "stddev_outliers", "outliers", "ld15iqr", "hd15iqr", "ops", "total", "data", "iterations")
 TIMER = "CUDA events around a CUDA-graph batch, queued behind a blocking kernel"
@@ -293,7 +290,6 @@ def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-# -- what a file of an earlier version cannot tell ------------------------------------------------
 NO_IDENTITY = "no seed, T or input digests"
 UNTOLD_WORKSPACE_CONFIG = ("not told: the checker compared the worker's streams with the worker's own first output, "
                            "whose operands could still be in flight")
