@@ -1,10 +1,9 @@
 """Capture: the GEMMs a program runs, read from cuBLAS's and cuBLASLt's own API logs.
 
 :mod:`.parse` reads the logs as they stream, :mod:`.model` aggregates the calls, :mod:`.findings`
-says what the calls show about how the program uses cuBLAS, :mod:`.replay` turns each GEMM into the
-shim's shape and configuration, :mod:`.run` runs a program with the logs piped to the parsers, and
-:mod:`.file` turns a capture into its file and back (:mod:`cublas_det.store.capture`).
-``cublas-det capture`` is the command; ``load_capture(path).plans`` gives each GEMM's ``shape`` and ``config`` for ``check_gemm``.
+says what they show, :mod:`.replay` turns each GEMM into the shim's shape and configuration,
+:mod:`.run` runs a program with its logs piped to the parsers, :mod:`.file` reads and writes captures.
+``load_capture(path).plans`` gives each GEMM's ``shape`` and ``config`` for ``check_gemm``.
 """
 
 from .file import load as load_capture

@@ -1,10 +1,8 @@
-"""What a capture says about how the program calls cuBLAS: findings, each naming the handles and
-streams involved.
+"""What a capture says about how the program calls cuBLAS: findings naming the handles and streams.
 
-A finding's kind is ``hazard`` (a condition under which cuBLAS's documented reproducibility does
-not apply: a handle shared by streams or threads, split-K that depends on the SM count),
-``precision`` (arithmetic below fp32's: TF32, reduced-precision reductions), or ``setup`` (handles
-that differ, a small workspace). Findings describe the calls; none is a check of the bits.
+Kinds: ``hazard`` (cuBLAS's documented reproducibility does not apply: a handle shared by streams or
+threads, SM-count-dependent split-K), ``precision`` (below fp32: TF32, reduced-precision reductions)
+or ``setup`` (differing handles, a small workspace). Findings describe calls, never check bits.
 """
 
 from __future__ import annotations

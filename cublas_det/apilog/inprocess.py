@@ -1,10 +1,8 @@
 """cuBLAS's API log read inside a Python process, each thread's calls kept whole.
 
-cuBLAS writes a call's log line by line, and threads that call at once mix their lines in the
-file. Its logger callback hands each line over on the thread that wrote it: lines are gathered per
-thread and each whole call (up to its closing ``i! COMPILED WITH`` line, or the thread's next call)
-goes to the capture's pipe in one write, under one lock. ``cublasLoggerConfigure`` then turns
-cuBLAS's own file output off, so no call is read twice.
+Threads that call at once mix their log lines; the logger callback gets each line on its thread, so
+lines are gathered per thread and each whole call goes to the capture's pipe in one locked write.
+cuBLAS's own file output is turned off, so no call is read twice.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""What a capture holds: the distinct GEMMs a program ran, the handles, streams and threads, and
-what the logs could not tell; written to and read from one versioned JSON file.
+"""What a capture holds: the distinct GEMMs a program ran, its handles, streams and threads, and
+what the logs could not tell.
 
-A GEMM is kept as cuBLAS saw it (column-major ``m x n x k``, ``transa``/``transb``, leading
-dimensions, type names as the logs spell them without ``CUDA_``/``CUBLAS_``); the translation to the
-shim's row-major shapes is :mod:`cublas_det.apilog.replay`'s. Memory stays bounded whatever the log's
-length: calls are counted per distinct GEMM, and past the caps below they are counted, not kept.
+A GEMM is kept as cuBLAS saw it (column-major, type names without ``CUDA_``/``CUBLAS_``); the
+shim's row-major shapes are :mod:`cublas_det.apilog.replay`'s. Memory stays bounded: calls are
+counted per distinct GEMM, and past the caps below counted, not kept.
 """
 
 from __future__ import annotations

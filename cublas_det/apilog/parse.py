@@ -1,12 +1,8 @@
 """Streaming parsers of cuBLAS's API log (``CUBLAS_LOGINFO_DBG``) and cuBLASLt's (``CUBLASLT_LOG_LEVEL``).
 
-Each takes the log in chunks of any size (``feed``), as it arrives through a pipe or from a file,
-and keeps only the text of the call it is in the middle of. A line it cannot read is counted and
-quoted in the capture, never fatal.
-
-Speed: a chunk is scanned by one regular expression for the calls that matter, in C; the rest is
-skipped unread. A training loop repeats the same calls with other pointers, so a call's text with
-its pointers and times taken out is a key to its already parsed definition.
+Each is fed chunks of any size and keeps only the call it is in the middle of; an unreadable line is
+counted and quoted, never fatal. One C-speed regular expression finds the calls that matter, and a
+call's text with pointers and times taken out keys its already parsed definition.
 """
 
 from __future__ import annotations
@@ -109,9 +105,8 @@ class _Cache(dict):
 
 
 class _LogParser:
-    """Chunks in, whole units out: the text up to the last ``SEPARATOR`` goes to ``_text(text, complete)``,
-    the rest waits for the next chunk (a call or a line may be cut anywhere). ``complete`` is False
-    only for the text left at the log's end, whose last call (or line) may be cut."""
+    """Chunks in, whole units out: text up to the last ``SEPARATOR`` goes to ``_text(text, complete)``,
+    the rest waits for the next chunk; ``complete`` is False only for the text left at the log's end."""
 
     SEPARATOR = b"\n"
     LOG = ""  # the log's name in Capture.logs
@@ -251,11 +246,8 @@ class CublasLogParser(_LogParser):
                 self.stats.bad("malformed", line)
 
     def _context(self, block: bytes, parameters: int) -> tuple:
-        """``(Site, math mode text, where the time line starts)`` from the lines cuBLAS ends a call with.
-
-        Raises _Mixed unless the block is one call's lines alone: a field line per parameter of the
-        prototype, then one time line, one context line naming the handle of the call's own field.
-        """
+        """``(Site, math mode text, where the time line starts)`` from the lines that end a call; raises
+        _Mixed unless they are one call's alone (a field line per parameter, one time and one context line)."""
         time_at = block.find(b"i! Time:")
         start = block.find(b"i!Process=", time_at)
         if time_at < 0 or start < 0 or block.find(b"i!Process=", start + 10) >= 0 \

@@ -1,9 +1,8 @@
 """From a captured cuBLAS call to the shim's own: a row-major shape and a configuration, or why not.
 
-cuBLAS computes column-major ``C[m, n] = op(A) op(B)``; the shim computes row-major
-``out[M, N] = op(a) @ op(b)`` by passing cuBLAS ``op(b)`` first. So a captured call is the shim's
-``M, N, K = n, m, k`` with ``trans_a = (transb != N)`` and ``trans_b = (transa != N)``: the same
-cuBLAS call, argument for argument, when the leading dimensions are the packed ones.
+cuBLAS computes column-major ``C[m, n] = op(A) op(B)``; the shim computes row-major ``op(a) @ op(b)``
+by passing ``op(b)`` first, so a captured call is ``M, N, K = n, m, k``, ``trans_a = (transb != N)``,
+``trans_b = (transa != N)``: the same cuBLAS call when the leading dimensions are packed.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Run a program with cuBLAS's and cuBLASLt's logs streamed through named pipes into the parsers.
 
-Each log goes to a FIFO that a thread here reads and parses as it comes, so a long run writes
-nothing to disk. The read end is opened first and a write end is held open here too: the
-program's writers (a process each, opening and closing as they like) never block on ``open`` and
-never end the stream early; it ends once the program is done and every writer has closed.
+Nothing is written to disk. A write end is held open here too, so the program's writers never block
+on ``open`` nor end the stream early; it ends once the program is done and every writer has closed.
 """
 
 from __future__ import annotations
@@ -52,9 +50,8 @@ class _PipeReader(threading.Thread):
             os.close(self.read_fd)
 
     def _chunks(self):
-        """The pipe's data as it comes, until the program ended and every writer closed with no process of
-        the program's left to open the log again, or ``AFTER_EXIT_S`` after the program ended (then the
-        log's ``stopped_after_exit_s`` says so: what came later is not read)."""
+        """The pipe's data as it comes, until the program ended and every writer closed, or ``AFTER_EXIT_S``
+        after it ended (then ``stopped_after_exit_s`` says so)."""
         deadline = None
         while deadline is None or time.monotonic() < deadline:
             if deadline is None and self.program_done.is_set():
@@ -92,12 +89,8 @@ class _PipeReader(threading.Thread):
 
 
 def run_captured(command: list[str], capture: Capture) -> tuple[int, bool]:
-    """Run ``command`` (inheriting stdin, stdout and stderr) with both logs parsed into ``capture``.
-
-    Returns ``(exit status, interrupted)``: the status as a shell gives it (128 + N for signal N);
-    ``interrupted`` when Ctrl-C reached this process (the program, in the same process group, got it
-    too). Raises ``FileNotFoundError``/``PermissionError`` when the command cannot be started.
-    """
+    """Run ``command`` with both logs parsed into ``capture``; ``(exit status as a shell gives it,
+    interrupted by Ctrl-C)``. Raises ``FileNotFoundError``/``PermissionError`` if it cannot start."""
     folder = tempfile.mkdtemp(prefix="cublas-det-capture-")
     readers = []
     try:

@@ -1,9 +1,5 @@
-"""The capture file's document: ``{"format": "cublas_det.capture", "version": 1, ...}``, its fields
-described once and checked before anything is made of them (written by :func:`.files.write_json`).
-
-The command and its exit status, what each log gave, the distinct GEMMs (``g1`` ... by call count)
-with their sites and the cuBLASLt kernels under them, the handles, and the findings;
-:mod:`cublas_det.apilog.file` makes it from a capture and a plan of each GEMM from it.
+"""The capture file's document (``"format": "cublas_det.capture"``): command and exit status, what
+each log gave, the distinct GEMMs with their sites and kernels, the handles, and the findings.
 """
 
 from __future__ import annotations

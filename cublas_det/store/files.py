@@ -1,17 +1,7 @@
-"""Reading the files a user names (regular files only, of a bounded size, their JSON checked strictly),
-and writing ours.
-
-Every reader of a stored run, a trace log, a safetensors header or an ``--order`` file opens its
-file here, so that each refuses the same things the same way, in one line naming the file:
-
-* a FIFO, a device, a socket or a directory, before a byte is read (reading a FIFO blocks until a
-  writer comes, a device may never end);
-* a file larger than files of its kind ever are, before it is read into memory;
-* JSON numbers that no writer makes (``1e400`` overflows a float, a 5000-digit integer) and
-  nesting deeper than Python parses.
-
-``NaN`` and ``Infinity`` are read (Python's own json writes them, e.g. a failed check's error
-against float64): a field that must be finite says so where it is checked.
+"""Reading the files a user names and writing ours. Every reader opens its file here, so each
+refuses in one line naming the file: a FIFO, device, socket or directory before a byte is read; a
+file larger than its kind ever is; JSON numbers no writer makes (``1e400``, 5000 digits) and too
+deep nesting. ``NaN`` and ``Infinity`` are read: a field that must be finite says so where checked.
 """
 
 from __future__ import annotations
@@ -51,11 +41,8 @@ def regular_file_size(path: str, hint: str = "give a regular file", *, error=Inp
 
 def open_regular(path: str, hint: str = "give a regular file", *, max_bytes: int | None = None,
                  what: str = "file", error=InputFileError, buffering: int = -1):
-    """``path`` opened for binary reading, once it is known to be a regular file of at most ``max_bytes``.
-
-    Checked before opening (a FIFO's open alone blocks) and again on the open file (the path may
-    have changed in between): opened without blocking, then set to blocking reads.
-    """
+    """``path`` opened for binary reading once known to be a regular file of at most ``max_bytes``:
+    checked before opening (a FIFO's open blocks) and again on the open file."""
     size = regular_file_size(path, hint, error=error)
     if max_bytes is not None and size > max_bytes:
         raise error(f"{path}: {size:,} bytes, more than a {what} ever is ({max_bytes:,} at most); {hint}")
@@ -90,11 +77,8 @@ def _parse_float(text: str) -> float:
 
 
 def parse_json(text, where: str, *, error=InputFileError):
-    """``json.loads(text)`` with the refusals of the module docstring as ``error(where: ...)``.
-
-    A :class:`json.JSONDecodeError` (and a :class:`UnicodeDecodeError` of bytes) is left to the
-    caller, who knows what the text was meant to be.
-    """
+    """``json.loads(text)`` with the module's refusals as ``error(where: ...)``; a JSONDecodeError or
+    UnicodeDecodeError is left to the caller."""
     try:
         return json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
     except _Refused as err:

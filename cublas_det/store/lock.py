@@ -1,14 +1,10 @@
 """The lock file: for each GEMM, the verified configuration that keeps its bits, and where it holds.
 
-``{"format": "cublas_det.lock", "version": 1, "where": {...}, "entries": [...]}``. An entry's key
-is what a caller knows before it multiplies: element types, compute type, the ops, N, K, the batch
-count and the epilogue, and M only where M is not the batch. Its configuration is a cuBLASLt one
-with the algorithm pinned: a fixed tile, split and reduction order for every output row, whatever
-M is. An entry for any M was verified on the row ladder m = 1 ... M of one M (the rows of a smaller
-batch are the full product's); one whose rows could not be verified (a dW GEMM, whose M is a weight
-dimension; an algorithm that does not run every smaller M) holds for its M alone. SM-count targets,
-repeats and the cost are kept beside it. A lock holds on the GPU, SM count and cuBLAS
-it was written on: :meth:`Lock.check_here` refuses any other, naming the difference.
+An entry's key is what a caller knows before it multiplies (types, ops, N, K, batch, epilogue; M
+only where M is not the batch); its configuration is cuBLASLt's with the algorithm pinned. An entry
+for any M was verified on the row ladder m = 1 ... M; one that could not be (a dW GEMM, an algorithm
+not running every smaller M) holds for its M alone. :meth:`Lock.check_here` refuses another GPU,
+SM count or cuBLAS.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The ``--json`` run file: its schema, read back and checked, and the pytest-benchmark entries written.
 
-Written in pytest-benchmark's layout (``pytest-benchmark compare`` reads it): every entry has the stats
-fields pytest-benchmark writes, computed its way, in seconds per GEMM with ``iterations`` = GEMMs per
-sample; an entry that was not timed has the same fields with ``rounds`` 0. Read back entry by entry,
-every field a reader uses checked by :func:`~cublas_det.store.schema.check`: a malformed file
-is one :class:`~cublas_det.errors.InputFileError` naming the file, the entry and the field, before
-any GPU work. Files of cublas_det 0.1 carry no identity (seed, T, input digests): they are read, and
-:attr:`StoredRun.legacy` says so. The results a run holds are made from it, and it from them, in
-:mod:`cublas_det.render.runfile`.
+In pytest-benchmark's layout (``pytest-benchmark compare`` reads it): seconds per GEMM, ``iterations``
+= GEMMs per sample, ``rounds`` 0 when not timed. Read back with every field checked: a malformed file
+is one :class:`~cublas_det.errors.InputFileError` before any GPU work. Files of cublas_det 0.1 carry
+no identity: :attr:`StoredRun.legacy`.
 """
 
 from __future__ import annotations
@@ -215,10 +211,8 @@ def identity(shape, config_name: str, seed: int | None, input_digests: dict | No
 
 
 def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict, options: dict | None = None) -> dict:
-    """One shape in one configuration as a pytest-benchmark entry; --compare matches entries by ``name``.
-
-    ``stats`` None (not timed) becomes :func:`empty_stats`, which pytest-benchmark still loads.
-    """
+    """One shape in one configuration as a pytest-benchmark entry (--compare matches ``name``);
+    ``stats`` None becomes :func:`empty_stats`."""
     return {"group": shape.name, "name": f"{shape.name}[{mode}]",
             "fullname": f"cublas_det.bench::{shape.name}[{mode}]", "params": {"shape": shape.spec, "mode": mode},
             "param": mode, "stats": stats if stats is not None else empty_stats(), "options": options or {},
@@ -296,9 +290,8 @@ UNTOLD_WORKSPACE_CONFIG = ("not told: the checker compared the worker's streams 
 
 
 def untold_workspace_config(raw: dict) -> bool:
-    """A workspace-config difference recorded before the worker's first output was checked against this
-    process's bits (``reference_digest``) and before operands were complete before use: that first
-    output could read operands still being copied, so the difference may be in it, not in the streams."""
+    """A workspace-config difference recorded before the first output was checked against this process's
+    bits and operands were complete before use: it may be in that output, not in the streams."""
     return (raw["scenario"] == "workspace-config" and bool(raw.get("differing_runs")) and not raw.get("error")
             and "reference_digest" not in (raw.get("extra") or {}))
 

@@ -1,10 +1,8 @@
 """The one validator of every file we read: a document described by its records, checked by :func:`check`.
 
-A :class:`Record` maps each field to an expectation: a phrase of :data:`EXPECTED` (``"a positive
-integer"``), one of :data:`ITEMS` (``"a list of strings"``, each item checked), an ``(phrase, test)``
-pair of a file's own, a nested :class:`Record`, or :class:`Each` (a list or object of records).
-:func:`check` raises one :class:`~cublas_det.errors.InputFileError` line naming the field by its
-path, what it must be, what it is, and (``hint``) how to get a good file.
+A field's expectation is a phrase of :data:`EXPECTED`, one of :data:`ITEMS`, a ``(phrase, test)``
+pair, a nested :class:`Record` or :class:`Each`. An error is one :class:`InputFileError` line naming
+the field's path, what it must be, what it is, and (``hint``) how to get a good file.
 """
 
 from __future__ import annotations

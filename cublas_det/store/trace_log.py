@@ -1,10 +1,7 @@
-"""The training run's trace log, ``trace.jsonl``: one JSON object a line for each recorded tensor.
+"""The training run's trace log, ``trace.jsonl``: one JSON object a line per recorded tensor.
 
-``{"step", "leaf", "dtype", "shape", "digest"}`` (``algorithm`` names the digest; ``file`` the
-tensor's raw bytes, a path inside the run). :data:`ENTRY` describes a line (:data:`ENTRY_WITH_FILE` one
-with its tensor's file); :func:`read` gives the lines, each checked, and a note where the last one is
-cut (the run was stopped while writing it).
-:mod:`cublas_det.rundiff.recorder` writes it, :mod:`cublas_det.rundiff.layouts` makes leaves of it.
+:data:`ENTRY` describes a line (:data:`ENTRY_WITH_FILE` one naming its raw file); :func:`read` gives
+the checked lines and a note where the last is cut. Written by :mod:`cublas_det.rundiff.recorder`.
 """
 
 from __future__ import annotations
