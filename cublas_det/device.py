@@ -36,11 +36,8 @@ MIN_DRIVER_BRANCH = {12: "R525 (525.60.13)", 13: "R580 (580.65.06)"}
 
 
 def gpu_unavailable_reason() -> str | None:
-    """Return why no GPU can be used (one line), or ``None`` when one can.
-
-    Checks, in order: CuPy importable, a CUDA driver, one new enough for CuPy's CUDA runtime, at
-    least one device, libcublas loadable.
-    """
+    """Why no GPU can be used (one line), or ``None``: CuPy importable, a driver new enough for CuPy's
+    CUDA runtime, a device, libcublas loadable, checked in that order."""
     try:
         import cupy
     except ImportError as err:
@@ -69,13 +66,8 @@ def gpu_unavailable_reason() -> str | None:
 
 def driver_reason(driver_version: int, runtime_version: int, module_version: str | None) -> str:
     """Why the CUDA runtime refused the driver: none loaded, or one too old (one line).
-
-    Args:
-        driver_version: ``cudaDriverGetVersion``, the newest CUDA the driver supports (12020 =
-            12.2); 0 when no driver is loaded.
-        runtime_version: ``cudaRuntimeGetVersion`` of CuPy's CUDA runtime.
-        module_version: the NVIDIA kernel module's version (``535.104.05``), if known.
-    """
+    ``driver_version`` (``cudaDriverGetVersion``, 12020 = 12.2; 0: none), ``runtime_version`` (CuPy's),
+    ``module_version``: the kernel module's (``535.104.05``), if known."""
     if driver_version == 0:
         return ("no GPU available: no NVIDIA driver found (libcuda.so.1 is not loadable); "
                 "run on a machine with an NVIDIA GPU and its driver")
@@ -143,9 +135,8 @@ def device_properties(device_id: int | None = None) -> dict:
 
 
 def gpu_uuid(raw) -> str | None:
-    """The device's UUID as nvidia-smi writes it (``GPU-bd284568-87af-c5ff-665f-3718c892de74``), from the
-    16 bytes of cudaDeviceProp.uuid; None where CuPy gives none. It tells one physical GPU from
-    another of the same name across runs, hosts and machine loans."""
+    """The device's UUID as nvidia-smi writes it (``GPU-bd284568-...``), or None where CuPy gives none:
+    it tells one physical GPU from another of the same name."""
     if not isinstance(raw, (bytes, bytearray)) or len(raw) != 16:
         return None
     text = bytes(raw).hex()
@@ -192,10 +183,7 @@ def tf32_env_warnings(mode_is_tf32: bool) -> list[str]:
 
 
 def fingerprint(device_id: int | None = None) -> dict:
-    """Where a result came from: GPU, driver, CUDA runtime, cuBLAS, CuPy, env vars, host.
-
-    Needs a GPU (call :func:`cublas_det.device.require_gpu` first).
-    """
+    """Where a result came from: GPU, driver, CUDA runtime, cuBLAS, CuPy, env vars, host (needs a GPU)."""
     import cupy
     runtime = cupy.cuda.runtime
     _, library_path, found_via = _cublas.library()

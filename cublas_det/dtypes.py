@@ -1,9 +1,6 @@
-"""The element types, one table: each type's names, size, ``cudaDataType_t``, labels and bits.
-
-Every reader takes its view of a type from :data:`ELEMENT_TYPES`: the GEMM's types (``--dtype`` of
-``bench``), the stored tensors ``diff`` compares, cuBLAS's log, the capture's table, the GPU
-kernels' formats. Elements are read as bit patterns: bfloat16 is decoded by bit manipulation (its
-bits are the top half of a float32), so neither ml_dtypes nor any other package is needed to compare.
+"""The element types, one table (:data:`ELEMENT_TYPES`): each type's names, size, ``cudaDataType_t``,
+labels and bits, read by every part that names a type. Elements are read as bit patterns (bfloat16 is
+the top half of a float32), so no ml_dtypes is needed to compare.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Entering a Python program that never imports ``cublas_det``: ``cublas-det run`` and ``capture``.
 
-The program's environment puts ``cublas_det/_site`` first on ``PYTHONPATH``; its
-``sitecustomize`` runs, in every Python process the program starts, the tasks that
-``CUBLAS_DET_ENTER`` names (``module:function``, comma-separated), then the ``sitecustomize`` it
-shadows. Each task reads its own settings from the environment.
+``cublas_det/_site`` goes first on the program's ``PYTHONPATH``; its ``sitecustomize`` runs, in
+every Python process, the ``module:function`` tasks ``CUBLAS_DET_ENTER`` names, then the one it shadows.
 """
 
 from __future__ import annotations
@@ -39,12 +37,8 @@ def run_tasks() -> None:
 
 
 def run_program(command: list[str], env: dict) -> tuple[int, bool]:
-    """Run ``command`` with ``env`` (stdin, stdout, stderr inherited); ``(status, interrupted)``.
-
-    The status as a shell gives it (128 + N for signal N). SIGTERM and SIGHUP are passed on and end
-    the run as Ctrl-C does (which the program, in our process group, gets itself). Raises
-    ``FileNotFoundError``/``PermissionError`` when the command cannot be started.
-    """
+    """Run ``command`` with ``env``; ``(status as a shell gives it, interrupted)``. SIGTERM and SIGHUP
+    end it as Ctrl-C does. Raises ``FileNotFoundError``/``PermissionError`` if it cannot start."""
     process = subprocess.Popen(command, env=env)
     interrupted = False
     previous = {sig: signal.signal(sig, _as_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}

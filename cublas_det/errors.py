@@ -1,8 +1,7 @@
-"""The project's own expected errors: each is one line saying what was wrong and how to fix it.
+"""The project's own expected errors, each one line saying what was wrong and how to fix it.
 
-The command-line entry points turn these (and only these) into one line on stderr and exit code 2;
-anything else is a bug and keeps its traceback. Each also derives from the built-in exception a
-Python caller would expect (``ValueError`` for a bad value, ``MemoryError`` ...).
+The entry points turn these (and only these) into one line on stderr and exit code 2. Each derives
+from the built-in a caller would expect (``ValueError``, ``MemoryError`` ...).
 """
 
 from __future__ import annotations

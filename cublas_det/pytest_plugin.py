@@ -1,12 +1,8 @@
 """pytest plugin (entry point ``pytest11``): the ``gpu`` marker, ``cublas_handle`` and math-mode parametrization.
 
-- ``@pytest.mark.gpu``: the test needs a GPU; without one it is skipped with the reason.
-- ``--cublas-math-mode MODE``: the math mode of the ``cublas_handle`` fixture (else
-  ``CUBLAS_DET_MATH_MODE``, else PEDANTIC).
-- ``cublas_math_mode`` fixture: that mode as a ``MathMode``.
-- ``cublas_handle`` fixture: a :class:`cublas_det.Handle` in that mode, closed after the test.
-- ``@pytest.mark.all_math_modes``: run the test once per mode (PEDANTIC, DEFAULT, TF32); the
-  ``cublas_math_mode`` and ``cublas_handle`` fixtures follow the parameter.
+``@pytest.mark.gpu`` skips without a GPU; ``cublas_handle`` is a :class:`cublas_det.Handle` in the
+mode of ``cublas_math_mode`` (``--cublas-math-mode``, else ``CUBLAS_DET_MATH_MODE``, else PEDANTIC);
+``@pytest.mark.all_math_modes`` runs a test once per mode (PEDANTIC, DEFAULT, TF32).
 """
 
 from __future__ import annotations
@@ -73,11 +69,8 @@ def cublas_math_mode(request):
 
 @pytest.fixture
 def cublas_handle(request, cublas_math_mode):
-    """A cuBLAS handle in ``cublas_math_mode``, closed after the test.
-
-    Its ``mode_source`` says where the mode came from: ``env`` or ``default`` unless the test is
-    parametrized or ``--cublas-math-mode`` is given (then ``argument``).
-    """
+    """A cuBLAS handle in ``cublas_math_mode``, closed after the test; its ``mode_source`` is ``env`` or
+    ``default``, or ``argument`` when parametrized or ``--cublas-math-mode`` is given."""
     explicit = (request.node.get_closest_marker("all_math_modes") is not None
                 or request.config.getoption("--cublas-math-mode") is not None)
     handle = create_handle(cublas_math_mode if explicit else None)

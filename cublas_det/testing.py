@@ -1,7 +1,5 @@
-"""``assert_gemm_reproducible``: judge a :class:`GemmCheck` and fail with the facts.
-
-The pytest plugin (the ``gpu`` marker, the ``cublas_handle`` fixture, ``all_math_modes``) lives
-in :mod:`cublas_det.pytest_plugin` and is loaded automatically once the package is installed.
+"""``assert_gemm_reproducible`` and ``assert_runs_identical``: judge a GEMM or two runs and fail with
+the facts. The pytest plugin is :mod:`cublas_det.pytest_plugin`, loaded once the package is installed.
 """
 
 from __future__ import annotations
@@ -23,22 +21,11 @@ def assert_gemm_reproducible(shape_or_check, mode=None, *, scenarios=DEFAULT_SCE
                              seed: int = 0, gemm_fn=None, fail_on_hazards: bool = False) -> GemmCheck:
     """Assert that a GEMM's bits repeat in every guarantee scenario; return the check when they do.
 
-    Guarantee scenarios are those under which cuBLAS documents identical bits (``repeat``,
-    ``fresh-handle`` ...). Hazard scenarios (``batch-invariance``, ``sm-count``,
-    ``streams-shared-handle``) change bits as cuBLAS warns: they fail the assertion only with
-    ``fail_on_hazards=True``. ``modes`` compares configurations and is never judged.
-
-    Args:
-        shape_or_check: a ``GemmShape``, a shape string (``"128x56x4096:nt"``) or a finished
-            :class:`GemmCheck` to judge.
-        mode, scenarios, repeats, seed, gemm_fn: as for :func:`cublas_det.check_gemm`.
-        fail_on_hazards: also fail when a hazard scenario changed the bits.
-    Raises:
-        AssertionError: a header line, a blank line, then for each failing scenario the
-            mismatched elements, the greatest difference and where, and the mode and its source.
-            Also when a scenario could not run, or when no guarantee scenario ran (nothing to
-            assert) and hazards are not being judged.
-    """
+    ``shape_or_check``: a ``GemmShape``, a spec (``"128x56x4096:nt"``) or a finished :class:`GemmCheck`;
+    the rest as for :func:`cublas_det.check_gemm`. Hazard scenarios (``batch-invariance``, ``sm-count``,
+    ``streams-shared-handle``) fail it only with ``fail_on_hazards``; ``modes`` is never judged.
+    Raises AssertionError with a header line, a blank line, then per failing scenario the mismatches,
+    the greatest difference and where; also when a scenario could not run, or nothing was asserted."""
     if isinstance(shape_or_check, GemmCheck):
         check = shape_or_check
     else:
@@ -101,24 +88,13 @@ def _scenario_lines(result: ScenarioResult) -> list[str]:
 
 
 def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, all_steps: bool = False):
-    """Assert that two runs have equal bits in every leaf of every step; return the comparison when they do.
+    """Assert that two runs have equal bits in every leaf of every step; return the :class:`RunDiff`.
 
-    Args:
-        dir_a, dir_b: runs in any layout ``python -m cublas_det.diff`` reads (a directory of
-            dumps, a ``trace.jsonl`` of :class:`cublas_det.trace.Recorder`, a .npz, ...).
-        dtype: the dtype of raw ``.bin`` files without a log.
-        order: leaf names to compare first, in this order.
-        all_steps: compare every step (by default the comparison stops after the first divergent one).
-    Returns:
-        The :class:`cublas_det.rundiff.diff.RunDiff`.
-    Raises:
-        AssertionError: a header line with the first divergence, a blank line, then the facts: both
-            runs, and per divergent step each divergent leaf (mismatched elements, greatest ULP
-            distance and difference, first index with both values). Also when no leaf is in both
-            runs (nothing compared: the files skipped and the layouts read), and when one run ends
-            before the other (identical only as far as it goes).
-        ValueError, OSError: a run that cannot be read.
-    """
+    ``dir_a``, ``dir_b``: runs in any layout ``python -m cublas_det.diff`` reads; ``dtype``: of raw ``.bin``
+    files without a log; ``order``, ``all_steps``: as for :func:`cublas_det.rundiff.diff.diff_runs`.
+    Raises AssertionError with the first divergence, a blank line, then the facts (per divergent leaf:
+    mismatches, greatest ULP distance, first index); also when nothing was compared or one run ends
+    first. ValueError, OSError: a run that cannot be read."""
     run_a = open_run(os.fspath(dir_a), raw_dtype=dtype)
     run_b = open_run(os.fspath(dir_b), raw_dtype=dtype)
     comparison = diff_runs(run_a, run_b, order=list(order) if order else None, all_steps=all_steps)

@@ -1,13 +1,7 @@
-"""Kernel names as people read them: demangled (the C++ ABI's ``__cxa_demangle``), then shortened.
-
-cuBLAS's kernels come in a few forms, all shortened to the name that identifies the kernel:
-
-- ``cutlass_80_simt_sgemm_64x64_8x5_nt_align1``: a plain name, kept (an xmma kernel's
-  ``_execute_kernel__5x_cublas`` trailer dropped);
-- ``void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_nt_align4>(...::Params)``: a
-  generic launcher whose one template argument names the kernel -> that argument;
-- ``void cublasLt::splitKreduce_kernel<32, 16, int, float, ...>(...)``: return type, namespace,
-  template arguments and parameters dropped -> ``splitKreduce_kernel``.
+"""Kernel names as people read them: demangled (``__cxa_demangle``), then shortened to the name that
+identifies the kernel: a plain name kept (an xmma ``_execute_kernel__5x_cublas`` trailer dropped), a
+generic launcher (``cutlass::Kernel2<...>``) replaced by its one template argument, and return type,
+namespaces, template arguments and parameters dropped (``splitKreduce_kernel``).
 """
 
 from __future__ import annotations
@@ -103,9 +97,8 @@ def _components(qualified: str) -> list[str]:
 
 @functools.lru_cache(maxsize=4096)
 def short_name(name: str) -> str:
-    """The kernel's identifying name: demangled, without return type, namespaces, template
-    arguments and parameters; a generic launcher is replaced by the kernel it launches, and a
-    function called just ``kernel`` keeps its namespace (``gemvx::kernel``)."""
+    """The kernel's identifying name (see the module docstring); a function called just ``kernel``
+    keeps its namespace (``gemvx::kernel``)."""
     full = demangle(name)
     if full == name and name.isidentifier():  # a plain (extern "C") name: only the library suffix goes
         return LIBRARY_SUFFIX.sub("", name) or name

@@ -1,12 +1,9 @@
 """Record the kernels that run on the GPU, through CUPTI's activity API (NVIDIA's ``cupti-python``).
 
-Optional: the ``kernels-cuda12`` / ``kernels-cuda13`` extras (``cupti-python==12.*`` / ``==13.*``). The package loads libcupti itself (through
-``cuda.pathfinder``); without it, :func:`cupti_unavailable` says so in one line and everything
-else in cublas_det works. Nothing here is imported unless kernels are asked for, so timings
-without ``--kernels`` run exactly as before.
-
-CUPTI is process-wide: one recording at a time, and a profiler that registers its own activity
-callbacks (the torch profiler) takes them over until the next recording registers these again.
+Optional (the ``kernels-cuda12`` / ``kernels-cuda13`` extras); without it :func:`cupti_unavailable`
+says so in one line and the rest of cublas_det works. Imported only when kernels are asked for.
+CUPTI is process-wide: one recording at a time, and a profiler registering its own callbacks (the
+torch profiler) takes them over until the next recording.
 """
 
 from __future__ import annotations
@@ -48,11 +45,8 @@ def require_cupti() -> None:
 
 
 class KernelRecorder:
-    """A context manager: the kernels that ran on the GPU inside it, as :class:`KernelRecord` s.
-
-    On exit it waits for the device, flushes CUPTI's buffers and stops recording, so ``records``
-    holds every kernel launched inside the block (in start order).
-    """
+    """A context manager: the kernels that ran on the GPU inside it, as :class:`KernelRecord` s; on exit
+    it syncs and flushes CUPTI, so ``records`` holds every kernel launched inside (in start order)."""
 
     def __init__(self):
         self.records: list[KernelRecord] = []

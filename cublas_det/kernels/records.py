@@ -1,7 +1,5 @@
-"""One kernel execution as CUPTI records it: a plain frozen record, from a CUPTI activity or a stored dict.
-
-Stored dicts are what the tests' fixtures hold: activity records recorded on an H200, so that
-parsing, call grouping and signatures are tested on the CPU against what CUPTI really reports.
+"""One kernel execution as CUPTI records it: a plain frozen record, from a CUPTI activity or a stored
+dict (the tests' fixtures, recorded on an H200, so parsing is tested on the CPU).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """What one GEMM call ran, as a comparable signature: its kernels, their grids, and the time they took.
 
-Records are grouped into calls: where the number of calls is known and every call launched as
-many kernels, into that many equal runs of kernels per stream; else per stream, a call starting
-at each kernel that is not a reduction (cuBLASLt's ``splitKreduce_kernel`` sums the partial
-products of a split-K kernel, after it). The signature names the main kernel and reads what its
-name and grid say: tensor op or SIMT, the tile, and the split of K (the grid's z extent, when a
-split-K reduce sums the slices).
+Records are grouped into calls (:func:`calls_of`); the signature names the main kernel and reads its
+name and grid: tensor op or SIMT, the tile, and the split of K (the grid's z extent, when a split-K
+reduce sums the slices).
 """
 
 from __future__ import annotations
@@ -79,12 +76,8 @@ def tile_of(name: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class KernelSignature:
     """The kernels of one GEMM call (the most common sequence among the calls seen), and their time.
-
-    ``variants`` counts the distinct sequences seen: above 1, not every call ran the same kernels,
-    and ``sequences`` holds every sequence with how many calls ran it, most frequent first (empty
-    when every call ran the same).
-    ``kernel_us`` is the mean of the summed kernel durations per call (no launch gaps).
-    """
+    ``variants``: distinct sequences seen (``sequences`` holds each with its count, most first, when
+    above 1); ``kernel_us``: mean summed kernel duration per call (no launch gaps)."""
 
     launches: tuple[KernelLaunch, ...]
     calls: int
@@ -184,10 +177,8 @@ def calls_of(records, calls: int | None = None) -> list[list[KernelRecord]]:
 
 
 def signature_of(records, calls: int | None = None) -> KernelSignature | None:
-    """The signature of the GEMM calls in ``records`` (None when they hold no GEMM kernel).
-
-    ``calls``: how many GEMM calls ran, for the time per call (default: the calls found).
-    """
+    """The signature of the GEMM calls in ``records`` (None without a GEMM kernel); ``calls``: how many
+    ran, for the time per call (default: the calls found)."""
     grouped = calls_of(records, calls)
     if not grouped:
         return None
