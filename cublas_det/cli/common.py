@@ -1,9 +1,6 @@
 """What every command-line entry point shares: its name, one-line errors and refusals, exit codes, and
-output files checked before any work and written each on its own.
-
-A path is checked by opening it for writing (and removing it again if it did not exist), not by
-``os.access``, which says yes to root for paths that cannot be written (``/proc/x.json``). When a
-write fails after a run, the other outputs are still written and the failure is one line.
+output files checked before any work (by opening them for writing: ``os.access`` says yes to root for
+``/proc/x.json``) and written each on its own (one that fails is one line; the others are still written).
 """
 
 from __future__ import annotations
@@ -26,11 +23,8 @@ WITHOUT_GPU = 'without one: cublas-det env --libs, and the README\'s "Try it wit
 
 
 def prog_name() -> str:
-    """The name the user typed: ``python3 -m cublas_det.bench``, ``cublas-det-bench``, ``host_overhead.py``.
-
-    What argparse itself shows from Python 3.14 on: a module run with ``-m`` is named with the
-    interpreter and ``-m``; a console script or a script file by its file name.
-    """
+    """The name the user typed, as argparse shows it from Python 3.14 on: ``python3 -m cublas_det.bench``
+    for a module run with ``-m``, else the file name (``cublas-det-bench``, ``host_overhead.py``)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if spec is None or spec.name == "__main__":
         return os.path.basename(sys.argv[0])
@@ -58,12 +52,9 @@ _FORMATTERS = {argparse.HelpFormatter: HelpFormatter, argparse.RawDescriptionHel
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser with a one-line usage error, ``PROG: error: message``, like every other error here,
-    and help that never splits a hyphenated name (:class:`HelpFormatter`).
-
-    ``refusals`` maps an option of a sibling command that this one does not take to why, with the fix
-    (``{}`` stands for the options given): such an option is refused in those words, not as unknown.
-    """
+    """argparse's parser with a one-line usage error (``PROG: error: message``) and :class:`HelpFormatter`.
+    ``refusals`` maps a sibling command's option this one does not take to why, with the fix (``{}``: the
+    options given): it is refused in those words, not as unknown."""
 
     def __init__(self, prog=None, *args, formatter_class=argparse.HelpFormatter, **kwargs):
         super().__init__(prog or prog_name(), *args, formatter_class=_FORMATTERS.get(formatter_class, formatter_class),
@@ -106,10 +97,8 @@ def exit_codes(*notes: str) -> str:
 
 
 class ExtendList(argparse.Action):
-    """A list option given as ``--flag a b`` or as ``--flag a --flag b`` (both give ``[a, b]``).
-
-    Unlike argparse's own ``extend``, the first use replaces a default list instead of adding to it.
-    """
+    """A list option given as ``--flag a b`` or ``--flag a --flag b`` (both ``[a, b]``); unlike argparse's
+    ``extend``, the first use replaces a default list."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         current = getattr(namespace, self.dest)
@@ -125,11 +114,8 @@ def help_texts(doc: str, epilog: str, paragraphs: slice = slice(1, 2)) -> dict:
 
 
 def wrap_paragraphs(text: str) -> str:
-    """``text``'s paragraphs filled to the width argparse fills its own help to.
-
-    For a description beside an epilog of examples: RawDescriptionHelpFormatter keeps the
-    example lines as written, and so does not wrap the description itself.
-    """
+    """``text``'s paragraphs filled to argparse's help width (RawDescriptionHelpFormatter, which keeps an
+    epilog's examples as written, does not wrap the description itself)."""
     width = max(shutil.get_terminal_size().columns - 2, 40)  # argparse.HelpFormatter's width
     return "\n\n".join(textwrap.fill(" ".join(part.split()), width, break_on_hyphens=False)
                        for part in text.strip().split("\n\n"))
@@ -145,13 +131,9 @@ def warning_line(prog: str, message: str) -> None:
 
 
 def run_guarded(prog: str, body) -> int:
-    """Run ``body()`` and turn expected failures into one line on stderr and exit code 2.
-
-    Expected: the project's own errors (:mod:`cublas_det.errors`: a bad argument, env value, path or
-    file, no GPU, a cuBLAS status, a shape that does not fit), a missing third-party module (CuPy,
-    PyTorch) and Ctrl-C (130). Anything else, a ``ValueError`` from deep inside included, is a bug
-    and keeps its traceback.
-    """
+    """Run ``body()`` and turn expected failures into one line on stderr and exit code 2: the project's
+    own errors (:mod:`cublas_det.errors`), a missing third-party module, Ctrl-C (130). Anything else is a
+    bug and keeps its traceback."""
     try:
         return body()
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do

@@ -28,11 +28,8 @@ EPILOG = exit_codes("2 also for no CuPy, or with --libs a library not found")
 
 
 def library_locations() -> dict[str, str]:
-    """Where libcublas, cudart and NVRTC load from, found as CuPy 14 finds them; needs no GPU.
-
-    Returns:
-        pathfinder name -> ``"PATH (found via HOW; wheel DIST VERSION)"``, or ``"not found: WHY"``.
-    """
+    """Where libcublas, cudart and NVRTC load from, found as CuPy 14 finds them (no GPU needed):
+    pathfinder name -> ``"PATH (found via HOW; wheel DIST VERSION)"`` or ``"not found: WHY"``."""
     try:
         from cuda import pathfinder
     except ImportError as err:

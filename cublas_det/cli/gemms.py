@@ -269,9 +269,8 @@ def kernels_available(prog: str) -> bool:
 
 
 def exit_code(prog: str, failed: bool, interrupted: bool, comparison: int = ExitCode.OK, written: bool = True) -> int:
-    """130 after Ctrl-C (what completed was reported and written); else the verdict -- 1 on a finding, 2
-    when the comparison found nothing comparable, 0 -- kept when an output could not be written (said in
-    its line), which turns only a clean 0 into 2: the promised file is missing."""
+    """130 after Ctrl-C; else the verdict (1 on a finding, 2 when nothing was comparable, 0), kept when an
+    output could not be written, which turns only a clean 0 into 2: the promised file is missing."""
     if interrupted:
         error_line(prog, "interrupted: the results above are those that completed")
         return ExitCode.INTERRUPTED
