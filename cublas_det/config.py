@@ -1,18 +1,11 @@
 """The numeric configuration of a GEMM, as one frozen type parsed once and carried end to end.
 
-A :class:`GemmConfig` is what decides a GEMM's arithmetic besides its shape: the math mode and its
-flag, the compute type, and the element types of the inputs and the output. The CLI flag, the
-``mode`` argument of the API and ``CUBLAS_DET_MATH_MODE`` are all parsed into it here, and it
-travels unchanged to ``cublasSetMathMode`` and ``cublasGemmEx``; tables and JSON name it by
-:attr:`GemmConfig.name`.
-
-The text form is ``MODE[+disallow-rpr][+lt...]``: ``pedantic``, ``default``, ``tf32`` or ``bf16x9``
-(fp32 emulated with bf16x9 on tensor cores, cuBLAS 12.9+), or the cuBLAS names
-(``CUBLAS_PEDANTIC_MATH`` ...), case-insensitive, optionally with the flag
-``DISALLOW_REDUCED_PRECISION_REDUCTION`` (``+disallow-rpr``) or cuBLASLt (``+lt-nosplitk``).
-:meth:`GemmConfig.parse` also reads a configuration's :attr:`~GemmConfig.name` back
-(``DEFAULT/lt-nosplitk``, ``PEDANTIC/COMPUTE_32F_PEDANTIC/bfloat16->bfloat16``). Element and
-compute types are set apart (``GemmConfig(input_dtype="bfloat16", ...)``, the benchmark's ``--dtype``).
+A :class:`GemmConfig` is what decides a GEMM's arithmetic besides its shape: math mode and flag,
+compute type, input and output element types. The CLI flag, the API's ``mode`` and
+``CUBLAS_DET_MATH_MODE`` are parsed into it here; tables and JSON name it by :attr:`GemmConfig.name`.
+The text form is ``MODE[+disallow-rpr][+lt...]``: ``pedantic``, ``default``, ``tf32``, ``bf16x9``
+(cuBLAS 12.9+) or the cuBLAS names, case-insensitive; :meth:`GemmConfig.parse` also reads a
+:attr:`~GemmConfig.name` back (``PEDANTIC/COMPUTE_32F_PEDANTIC/bfloat16->bfloat16``).
 """
 
 from __future__ import annotations
@@ -179,11 +172,8 @@ class GemmConfig:
 
     @property
     def name(self) -> str:
-        """``PEDANTIC``, ``DEFAULT+DISALLOW_RPR``, ``TF32/COMPUTE_32F_PEDANTIC`` ...: the name in tables and JSON.
-
-        Only what differs from the defaults is added, so the fp32 configurations keep the plain
-        mode names that stored runs use.
-        """
+        """``PEDANTIC``, ``DEFAULT+DISALLOW_RPR``, ``TF32/COMPUTE_32F_PEDANTIC`` ...: the name in tables and
+        JSON; only what differs from the defaults is added, so fp32 configurations keep stored runs' names."""
         name = self.math_mode.name
         if self.disallow_reduced_precision_reduction:
             name += "+" + FLAG_NAME.name

@@ -1,19 +1,10 @@
 """The GEMM shapes of a Mamba2 block's forward and backward pass, and ``MxNxK[:op]`` parsing.
 
 Shapes are row-major: ``C[M, N] = op(A)[M, K] @ op(B)[K, N]``. A linear layer ``Y[T, out] =
-X[T, in] @ W.T`` runs three GEMMs (``shared/reference/mamba2_shapes.md`` §3):
-
-========  =================  ===========  =========
-pass      row-major M, N, K  cuBLAS op    operands
-========  =================  ===========  =========
-forward   T, out, in         TN           X, W (transposed)
-dX        T, in, out         NN           dY, W
-dW        out, in, T         NT           dY (transposed), X
-========  =================  ===========  =========
-
-The cuBLAS op is ``transa, transb`` as cuBLAS and PyTorch's logs spell them: cuBLAS computes the
-column-major ``C^T = op(B)^T op(A)^T``, so its first letter is ``T`` when *B* is stored
-transposed and its second when *A* is.
+X[T, in] @ W.T`` runs three GEMMs (``shared/reference/mamba2_shapes.md`` §3): forward ``T, out, in``
+(op TN), dX ``T, in, out`` (NN) and dW ``out, in, T`` (NT). The op is ``transa, transb`` as cuBLAS
+spells them: cuBLAS computes column-major ``C^T = op(B)^T op(A)^T``, so its first letter is ``T``
+when *B* is stored transposed and its second when *A* is.
 """
 
 from __future__ import annotations
@@ -130,7 +121,7 @@ class GemmShape:
 
 def linear_layer_gemms(prefix: str, layer: str, out_features: int, in_features: int,
                        tokens: int) -> list[GemmShape]:
-    """The forward, dX and dW GEMMs of ``Y[T, out] = X[T, in] @ W.T`` with ``W`` ``[out, in]`` (the module's table)."""
+    """The forward, dX and dW GEMMs of ``Y[T, out] = X[T, in] @ W.T`` with ``W`` ``[out, in]``."""
     passes = (("forward", tokens, out_features, in_features, False, True),
               ("dX", tokens, in_features, out_features, False, False),
               ("dW", out_features, in_features, tokens, True, False))
