@@ -84,8 +84,7 @@ def from_data(data, path: str) -> CaptureFile:
 
 
 def _capture_file(data: dict, path: str) -> CaptureFile:
-    """The :class:`CaptureFile` of a checked document: each GEMM's definition within its bounds, each
-    GEMM once."""
+    """The :class:`CaptureFile` of a checked document: each GEMM's definition within bounds, each once."""
     gemms = []
     for gemm in data["gemms"]:
         try:

@@ -117,10 +117,8 @@ def run(argv: list[str], prog: str) -> int:
 
 
 def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
-    """``{shape name: why}`` for the shapes that do not fit in host or device memory.
-
-    When none fits, that is a usage error: one line naming the bytes, within seconds, no operand made.
-    """
+    """``{shape name: why}`` for the shapes that do not fit in host or device memory; when none fits, a
+    usage error naming the bytes, before any operand is made."""
     refused = {}
     for shape in shapes:
         try:
@@ -138,8 +136,7 @@ def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
 
 
 class Progress:
-    """A one-line progress bar on stderr; where stderr is no terminal, a line at each tenth of the run
-    (at most a dozen lines in a log)."""
+    """A one-line progress bar on stderr; without a terminal, a line at each tenth of the run."""
 
     LOG_LINES = 10
 

@@ -107,8 +107,7 @@ class _Gunzipped:
 
 
 def _open_log(path: str, opened: list):
-    """``path`` opened for reading (appended to ``opened``, to be closed), decompressed as it is read
-    when it is gzip (by its magic bytes)."""
+    """``path`` opened for reading (appended to ``opened``), decompressed as read when it is gzip."""
     file = open_regular(path, "give the log file itself", what="log")
     opened.append(file)
     return _Gunzipped(path, file) if file.peek(2)[:2] == _GZIP_MAGIC else file

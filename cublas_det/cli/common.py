@@ -107,8 +107,7 @@ class ExtendList(argparse.Action):
 
 
 def help_texts(doc: str, epilog: str, paragraphs: slice = slice(1, 2)) -> dict:
-    """A command parser's description (those ``paragraphs`` of its module's ``doc``, filled) and its
-    epilog of examples and exit codes, kept as written."""
+    """A command parser's description (``paragraphs`` of ``doc``, filled) and epilog (kept as written)."""
     return {"description": wrap_paragraphs("\n\n".join(doc.split("\n\n")[paragraphs])), "epilog": epilog,
             "formatter_class": RawDescriptionHelpFormatter}
 
@@ -160,8 +159,7 @@ def run_guarded(prog: str, body) -> int:
 
 
 def command_main(run):
-    """The ``main(argv=None, prog=None)`` of a command whose body is ``run(argv, prog)``: named as typed, its
-    arguments those of the command line, its expected errors one line (:func:`run_guarded`)."""
+    """The ``main(argv=None, prog=None)`` of a command whose body is ``run(argv, prog)`` (:func:`run_guarded`)."""
     def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         prog = prog or prog_name()
         return run_guarded(prog, lambda: run(sys.argv[1:] if argv is None else list(argv), prog))

@@ -62,8 +62,7 @@ def _steps(args) -> dict:
 
 
 def _prescribe(args, shapes, configs, kernels: bool, prog: str) -> int:
-    """The cures of every hazard found, verified and timed; exit 1 if a hazard has none, or if a
-    configuration's own check failed."""
+    """The cures of every hazard found; exit 1 if a hazard has none or a configuration's check failed."""
     operands = HostOperands(args.seed)
     try:
         found, problems = prescribe(shapes, configs, quick=args.quick, operands=operands, kernels=kernels,

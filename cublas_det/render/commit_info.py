@@ -16,8 +16,7 @@ def _git(directory: str, *args: str) -> str:
 
 @functools.cache
 def commit_info(directory: str | None = None) -> dict:
-    """pytest-benchmark's fields (id, time, author_time, dirty, project, branch) of the checkout holding
-    this package; id ``unversioned`` outside a git work tree or without git."""
+    """pytest-benchmark's commit fields of the checkout holding this package; id ``unversioned`` outside git."""
     # The directory holding the cublas_det package: the repository root of a checkout.
     directory = directory or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     info = {"id": "unversioned", "time": None, "author_time": None, "dirty": False, "project": PROJECT,

@@ -187,10 +187,9 @@ def _members(run: StoredRun, entry: Entry, file: int) -> list[Member]:
 
 
 def _fleet_groups(runs: list[StoredRun]) -> dict:
-    """``{(shape role, configuration): [Member]}``, paired as :func:`compare_runs` pairs: by role and
-    configuration, then across roles of one GEMM (a custom spec and the preset role that runs it): the
-    role in the most files takes in every other whose files it does not share; two roles in one file
-    stay apart. Moved members say what their file called the GEMM."""
+    """``{(shape role, configuration): [Member]}``, paired as :func:`compare_runs` pairs, then across roles of
+    one GEMM (the role in the most files takes in the others whose files it does not share); moved
+    members say what their file called the GEMM."""
     keys: dict = {}
     files: dict = {}  # role key -> indices of the files that have it
     for index, run in enumerate(runs):
@@ -242,9 +241,8 @@ def _agreement(members: list[Member]) -> tuple[str, bool]:
 
 
 def compare_fleet(runs: list[StoredRun]) -> Comparison:
-    """Per GEMM and configuration, which files (and devices) agree: members grouped by digest, each
-    group named by its GPUs, SM counts, drivers and cuBLAS versions. Only results of the same inputs in
-    two or more files are compared; a file none of whose results was compared is never counted as agreeing."""
+    """Per GEMM and configuration, which files (and devices) agree, grouped by digest and named by machine.
+    Only the same inputs in two or more files are compared; a file with none compared never agrees."""
     head = [f"fleet of {len(runs)} files:"] + [f"  {os.path.basename(r.source)}: {r.describe()}" for r in runs]
     head += _legacy_notes(runs)
     lines = []

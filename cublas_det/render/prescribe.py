@@ -77,8 +77,7 @@ def _lock_cost(entry) -> str:
 
 
 def render_lock(lock, written, refused) -> str:
-    """What ``--prescribe --lock`` wrote: the answer first, then a line per GEMM it locked now and why
-    the others could not be locked."""
+    """What ``--prescribe --lock`` wrote: the answer, then a line per GEMM locked and why others were not."""
     where = lock.where
     lines = wrapped(f"Lock {lock.path}: {plural(len(written), 'GEMM')} locked now, {len(lock.entries)} in the file, "
                     f"{len(refused)} could not be locked")

@@ -23,8 +23,7 @@ from .verdicts import check_failures, modes_group
 
 
 def to_json(result: BenchResult) -> dict:
-    """The run file of ``result``: an entry per shape and configuration (the checked ones, then the arms
-    only timed, the A/A control among them), and the run's own facts under ``cublas_det``."""
+    """The run file of ``result``: an entry per shape and configuration, the run's facts under ``cublas_det``."""
     benchmarks = []
     for report in result.shapes:
         modes = list(report.checks)
@@ -66,8 +65,7 @@ def check_record(check: GemmCheck | None) -> dict:
 
 
 def timing_record(timing, mode: str) -> dict:
-    """The timing of configuration ``mode`` as its entry's ``extra_info`` holds it (nulls where the
-    shape was not timed)."""
+    """The timing of configuration ``mode`` as ``extra_info`` holds it (nulls where not timed)."""
     arm = timing.arm(mode) if timing else None
     pedantic = timing.arm_name("PEDANTIC") if timing else None
     ratio = timing.ratio(mode, pedantic) if pedantic else None
@@ -181,8 +179,7 @@ def _scenario(raw: dict, shape: GemmShape) -> ScenarioResult:
 
 
 def _catalogue_shape(shape: GemmShape) -> GemmShape:
-    """The catalogue's shape of a file that did not record its preset (cublas_det 0.1), when its name and
-    dimensions are the catalogue's; else the shape as stored."""
+    """The catalogue's shape for a 0.1 file (no preset recorded) whose name and dimensions match; else as stored."""
     prefix = shape.name.split("/", 1)[0]
     if shape.preset or prefix not in PRESETS or not shape.gemm_pass:
         return shape

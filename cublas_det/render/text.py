@@ -300,8 +300,8 @@ def _change(low: float, high: float) -> str:
 
 
 def cost_lines(result: BenchResult) -> list[str]:
-    """What determinism costs: PEDANTIC against DEFAULT, and every other configuration against PEDANTIC,
-    as ranges per preset. A ratio whose interval holds 1 is no measurable cost."""
+    """What determinism costs, as ranges per preset: PEDANTIC against DEFAULT, the rest against PEDANTIC;
+    a ratio whose interval holds 1 is no measurable cost."""
     pairs: dict = {}  # (numerator role, denominator role) -> [(report, ratio)]
     for report in result.shapes:
         timing = report.timing

@@ -48,8 +48,7 @@ def _parts(entry) -> tuple[dict, dict]:
 
 
 def entry_interval(entry) -> tuple[float, float, float] | None:
-    """(median, low, high) seconds per GEMM of a pytest-benchmark entry, widened by its noise floor;
-    None when it was not timed."""
+    """(median, low, high) seconds per GEMM of an entry, widened by its noise floor; None if not timed."""
     stats, info = _parts(entry)
     if not stats.get("rounds") or not stats.get("median"):
         return None

@@ -13,8 +13,7 @@ NOT_TRUSTED = " (not trusted)"
 
 
 def how_timed(timing) -> str:
-    """How a shape was timed (--verbose): batch, buffers, rounds and visits, why it stopped, redone rounds,
-    SM clock, the A/A control."""
+    """How a shape was timed (--verbose): batch, buffers, rounds, visits, stop, redone rounds, clock, A/A."""
     visits = timing.options.get("visits")
     parts = [f"{timing.calls_per_batch} GEMMs/batch", plural(timing.buffer_sets, "buffer set"),
              plural(timing.rounds, "round") + (f" in {plural(visits, 'visit')}" if visits else "")]

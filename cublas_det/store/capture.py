@@ -49,7 +49,6 @@ def read(path: str) -> dict:
 
 
 def check(data, path: str) -> dict:
-    """``data`` if it is a capture file's document, every GEMM and finding as described; else one line
-    (:class:`~cublas_det.errors.InputFileError`)."""
+    """``data`` if it is a capture file's document as described; else one line (:class:`InputFileError`)."""
     check_format(data, path, FORMAT, VERSION, "capture file", HINT, "capture again")
     return schema.check(data, f"{path}:", _CAPTURE, hint=HINT)

@@ -88,8 +88,7 @@ def parse_json(text, where: str, *, error=InputFileError):
 
 
 def read_json(path: str, hint: str, *, max_bytes: int, what: str):
-    """The parsed JSON of the regular file ``path`` (at most ``max_bytes``); one line (:class:`InputFileError`)
-    for anything else, ending with ``hint``."""
+    """The parsed JSON of the regular file ``path`` (at most ``max_bytes``); else one line ending with ``hint``."""
     with open_regular(path, hint, max_bytes=max_bytes, what=what) as file:
         try:
             raw = file.read()
@@ -105,8 +104,7 @@ def read_json(path: str, hint: str, *, max_bytes: int, what: str):
 
 
 def check_format(data, path: str, format_name: str, version: int, what: str, hint: str, again: str) -> None:
-    """Refuse (one line) ``data`` unless it is an object of ``"format": format_name`` at ``version``;
-    ``again`` says how to make a file of this version (``capture again``)."""
+    """Refuse (one line) ``data`` unless it is ``"format": format_name`` at ``version`` (``again``: how to make one)."""
     if not isinstance(data, dict) or data.get("format") != format_name:
         raise InputFileError(f"{path}: not a {what} (no \"format\": \"{format_name}\"); {hint}")
     if data.get("version") != version:
@@ -115,9 +113,8 @@ def check_format(data, path: str, format_name: str, version: int, what: str, hin
 
 
 def write_json(path: str, data, *, whole: bool = False, compact: bool = False) -> None:
-    """``data`` as our files hold JSON: one-space indents and a final newline, or (``compact``, a file
-    only a program reads) one line. ``whole``: all of it or nothing (written beside ``path``, then
-    renamed over it), for a file that another process may read. An :class:`OSError` is the caller's."""
+    """``data`` as our files hold JSON: one-space indents and a final newline, or one line (``compact``);
+    ``whole``: written beside ``path`` and renamed over it. An :class:`OSError` is the caller's."""
     text = json.dumps(data, default=str) if compact else json.dumps(data, indent=1, default=str) + "\n"
     target = f"{path}.tmp{os.getpid()}" if whole else path
     try:

@@ -92,8 +92,7 @@ def load_run(path: str, suite_advice: str | None = None) -> StoredRun:
 
 
 def is_suite_data(data) -> bool:
-    """Whether parsed JSON is the pytest-benchmark suite's (``pytest bench/ --benchmark-json``), which
-    :func:`load_run` refuses: its entries carry ``gemms_per_sample``."""
+    """Whether parsed JSON is the pytest-benchmark suite's (entries carry ``gemms_per_sample``), refused."""
     benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
     return isinstance(benchmarks, list) and any(
         isinstance(b, dict) and isinstance(b.get("extra_info"), dict) and "gemms_per_sample" in b["extra_info"]
@@ -101,8 +100,7 @@ def is_suite_data(data) -> bool:
 
 
 def run_from_dict(data, source: str) -> StoredRun:
-    """Check a run's layout and every field a reader uses (the module docstring), and read its entries,
-    one per shape and configuration (``source`` names it in messages)."""
+    """Check a run's layout and every field a reader uses, and read its entries (``source`` names it)."""
     if not isinstance(data, dict):
         raise InputFileError(f"{source}: expected a JSON object written by --json, found {kind_of(data)}")
     benchmarks = data.get("benchmarks")
@@ -211,8 +209,7 @@ def identity(shape, config_name: str, seed: int | None, input_digests: dict | No
 
 
 def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict, options: dict | None = None) -> dict:
-    """One shape in one configuration as a pytest-benchmark entry (--compare matches ``name``);
-    ``stats`` None becomes :func:`empty_stats`."""
+    """One shape in one configuration as a pytest-benchmark entry; ``stats`` None: :func:`empty_stats`."""
     return {"group": shape.name, "name": f"{shape.name}[{mode}]",
             "fullname": f"cublas_det.bench::{shape.name}[{mode}]", "params": {"shape": shape.spec, "mode": mode},
             "param": mode, "stats": stats if stats is not None else empty_stats(), "options": options or {},
