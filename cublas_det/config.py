@@ -234,12 +234,9 @@ class GemmConfig:
 
     @classmethod
     def parse(cls, text: str, *, source: str = "mode") -> GemmConfig:
-        """Parse ``MODE[+disallow-rpr][+lt...]`` (see the module docstring) or a configuration's
-        :attr:`name`, case-insensitively: ``parse(config.name) == config`` but for a pinned algorithm.
-
-        Raises:
-            ValueError: naming ``source``, the value and the valid choices.
-        """
+        """Parse ``MODE[+disallow-rpr][+lt...]`` or a configuration's :attr:`name`, case-insensitively
+        (``parse(config.name) == config`` but for a pinned algorithm); ValueError naming ``source``,
+        the value and the valid choices."""
         head, *rest = str(text).split("/")
         parts = [part.strip().lower() for part in head.split("+")]
         mode = _MODE_NAMES.get(parts[0])

@@ -149,9 +149,8 @@ def cuda_version_text(value: int) -> str:
 
 
 def gpu_failures() -> tuple[type[BaseException], ...]:
-    """The exceptions a GPU phase (operands, reference, a scenario, timing) may raise without a bug:
-    out of memory, a CUDA or cuBLAS error, a shape that does not fit. A phase that raises one is
-    recorded as an error in the report; anything else propagates with its traceback."""
+    """The exceptions a GPU phase may raise without a bug (out of memory, a CUDA or cuBLAS error, a shape
+    that does not fit): recorded as the phase's error; anything else propagates."""
     import cupy
     return (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
             CublasError, DoesNotFit, MemoryError)

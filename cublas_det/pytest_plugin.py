@@ -59,8 +59,7 @@ def pytest_runtest_setup(item):
 
 @pytest.fixture
 def cublas_math_mode(request):
-    """The math mode under test: the all_math_modes parameter, --cublas-math-mode (checked by
-    pytest_configure), the env var, or PEDANTIC."""
+    """The math mode under test: the all_math_modes parameter, --cublas-math-mode, the env var, or PEDANTIC."""
     param = getattr(request, "param", None)
     if param is not None:
         return MathMode[param]

@@ -37,9 +37,8 @@ def percent(part: int, whole: int) -> str:
 
 
 def size(n: float, unit: str = "", places: int | None = None) -> str:
-    """``n`` bytes. Without ``unit``: briefly, in the largest binary unit it reaches, to 3 digits
-    (``1.5G``, ``32M``, ``100``). In ``unit`` (``"MiB"``, ``"GiB"``): as it is (``0.5 MiB``), or to
-    ``places`` decimals (``79.6 GiB``)."""
+    """``n`` bytes: briefly in the largest binary unit, to 3 digits (``1.5G``, ``32M``, ``100``); in ``unit``
+    (``"MiB"``, ``"GiB"``) as it is (``0.5 MiB``) or to ``places`` decimals (``79.6 GiB``)."""
     if unit:
         value = n / 2 ** dict(UNITS)[unit[0]]
         return f"{value:g} {unit}" if places is None else f"{value:,.{places}f} {unit}"
@@ -50,9 +49,8 @@ def size(n: float, unit: str = "", places: int | None = None) -> str:
 
 
 def wrapped(text: str, width: int = WIDTH, indent: str = "  ", first: str = "") -> list[str]:
-    """``text`` in lines of at most ``width`` columns, the first led by ``first``, the rest by ``indent``.
-    Neither a hyphenated name (``fresh-handle``) nor a word longer than a line (a path) is split, so
-    either can be copied."""
+    """``text`` in lines of at most ``width`` columns, the first led by ``first``, the rest by ``indent``;
+    neither a hyphenated name (``fresh-handle``) nor a word longer than a line is split."""
     return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent, break_on_hyphens=False,
                          break_long_words=False) or [first.rstrip()]
 

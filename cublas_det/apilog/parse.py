@@ -361,8 +361,7 @@ def _inner(value: bytes) -> dict:
 
 
 class LtLogParser(_LogParser):
-    """cuBLASLt's log, fed in chunks: the Trace line of every matmul, and the preference of the
-    heuristic query before it."""
+    """cuBLASLt's log, fed in chunks: every matmul's Trace line and the heuristic query's preference before it."""
 
     LOG = "cublaslt"
 

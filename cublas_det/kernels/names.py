@@ -53,8 +53,7 @@ def demangle(name: str) -> str:
 
 
 def _top_level(text: str):
-    """(index, character) of each character outside brackets (``<>``, ``()``), the brackets that open
-    and close at the top level included."""
+    """(index, character) of each character outside brackets (``<>``, ``()``), top-level brackets included."""
     depth = 0
     for i, char in enumerate(text):
         if char in ">)":

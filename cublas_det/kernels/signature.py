@@ -155,9 +155,8 @@ def is_own(name: str) -> bool:
 
 
 def calls_of(records, calls: int | None = None) -> list[list[KernelRecord]]:
-    """The records grouped into GEMM calls, per stream in start order: with ``calls`` known and the
-    records of one stream a multiple of it, ``calls`` equal runs (a GEMM of two main kernels stays
-    one call); else a call per non-reduce kernel, each reduce joining the call before it."""
+    """The records grouped into GEMM calls per stream in start order: ``calls`` equal runs where ``calls``
+    divides a stream's records, else a call per non-reduce kernel, each reduce joining the one before."""
     by_stream = collections.defaultdict(list)
     for record in sorted((r for r in records if not is_own(r.name)), key=lambda r: r.start_ns):
         by_stream[record.stream_id].append(record)
@@ -191,8 +190,7 @@ def signature_of(records, calls: int | None = None) -> KernelSignature | None:
 
 
 def recorded_signature(run, calls: int | None = None) -> KernelSignature | None:
-    """Run ``run()`` under CUPTI and return the signature of the ``calls`` GEMM calls it made
-    (None: as many as the records show)."""
+    """The signature of the ``calls`` GEMM calls ``run()`` makes under CUPTI (None: as the records show)."""
     return signature_of(record_kernels(run), calls)
 
 

@@ -232,10 +232,8 @@ def _earlier_steps(steps: list[int]) -> str:
 def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None = None, all_steps: bool = False,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> RunDiff:
     """Compare two runs step by step; stop after the first divergent step unless ``all_steps``.
-
-    ``order``: leaf names to compare first (then the rest in run A's order, then B's). A run whose
-    last step comes first ends the walk there (:attr:`RunDiff.ended`).
-    Raises :class:`IncompleteDiff` when a leaf cannot be read."""
+    ``order``: leaf names first (then A's order, then B's); a run that ends first ends the walk
+    (:attr:`RunDiff.ended`). Raises :class:`IncompleteDiff` when a leaf cannot be read."""
     if chunk_bytes <= 0 or chunk_bytes % 8:
         raise ValueError(f"chunk size must be a positive multiple of 8 bytes, not {chunk_bytes}")
     steps = sorted(set(run_a.steps) | set(run_b.steps))
@@ -309,8 +307,7 @@ def compare_leaf(step: int, name: str, a: Leaf | None, b: Leaf | None,
 
 def compare_sources(source_a: DataSource, source_b: DataSource, dtype: str,
                     chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> BitStats:
-    """Stream two equally long sources through one :class:`BitComparison`, read by two threads one
-    chunk pair ahead: four chunks in memory at most."""
+    """Stream two equally long sources through one :class:`BitComparison` (two reader threads, four chunks at most)."""
     bit_dtype = lookup_dtype(dtype)
     chunk = max(bit_dtype.itemsize, chunk_bytes - chunk_bytes % bit_dtype.itemsize)
     comparison = BitComparison(bit_dtype)

@@ -118,10 +118,8 @@ class TrainingRun:
 
 
 def open_run(path: str, *, raw_dtype: str = "float32") -> TrainingRun:
-    """Discover the run at ``path``; ``raw_dtype`` is the dtype of ``.bin`` files without a log.
-
-    Raises :class:`RunLayoutError`: no such path or steps, a malformed file or log line, a bad raw
-    size, a duplicate leaf, an unsupported dtype, a special file."""
+    """Discover the run at ``path``; ``raw_dtype`` is the dtype of ``.bin`` files without a log. Raises
+    :class:`RunLayoutError` (no path or steps, a malformed file, a bad size, a duplicate leaf ...)."""
     raw = lookup_dtype(raw_dtype)
     try:
         mode = os.stat(path).st_mode
@@ -472,8 +470,7 @@ def _file_size(path: str) -> int:
 
 
 def _check_size(path: str, expected: int) -> None:
-    """A file holds exactly the bytes its dtype and shape (and header) say: fewer is a cut file, more
-    bytes would never be compared."""
+    """A file holds exactly the bytes its dtype and shape (and header) say: fewer is cut, more never compared."""
     size = _file_size(path)
     if size != expected:
         longer = "" if size < expected else ": longer than its dtype and shape say"

@@ -104,7 +104,7 @@ def read_json(path: str, hint: str, *, max_bytes: int, what: str):
 
 
 def check_format(data, path: str, format_name: str, version: int, what: str, hint: str, again: str) -> None:
-    """Refuse (one line) ``data`` unless it is ``"format": format_name`` at ``version`` (``again``: how to make one)."""
+    """Refuse (one line) ``data`` unless ``"format": format_name`` at ``version``; ``again``: how to make one."""
     if not isinstance(data, dict) or data.get("format") != format_name:
         raise InputFileError(f"{path}: not a {what} (no \"format\": \"{format_name}\"); {hint}")
     if data.get("version") != version:
