@@ -35,7 +35,6 @@ class ElementType:
 
     @property
     def comparable(self) -> bool:
-        """Its elements are compared bit for bit (complex ones are not)."""
         return self.kind != "complex"
 
     @property

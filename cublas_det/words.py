@@ -56,7 +56,6 @@ def wrapped(text: str, width: int = WIDTH, indent: str = "  ", first: str = "") 
 
 
 def column_widths(rows) -> list[int]:
-    """Each column's width: its widest cell."""
     return [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
 
 

@@ -79,7 +79,6 @@ def load(path: str) -> CaptureFile:
 
 
 def from_data(data, path: str) -> CaptureFile:
-    """A capture file's parsed JSON, checked, as a :class:`CaptureFile`."""
     return _capture_file(document.check(data, path), path)
 
 

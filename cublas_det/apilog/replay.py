@@ -125,5 +125,4 @@ def _unsupported(definition: GemmDefinition) -> str:
 
 
 def plans(gemms) -> list[ReplayPlan]:
-    """A plan for each ``(id, GemmDefinition, calls)``."""
     return [plan(gemm_id, definition, calls) for gemm_id, definition, calls in gemms]

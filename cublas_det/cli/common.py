@@ -215,7 +215,6 @@ def write_text(path: str, text: str, prog: str) -> bool:
 
 
 def write_json(path: str, data: dict, prog: str) -> bool:
-    """:func:`write_text` for a JSON file, as the store writes them."""
     return write_file(path, prog, lambda: files.write_json(path, data))
 
 

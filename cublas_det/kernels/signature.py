@@ -95,7 +95,6 @@ class KernelSignature:
 
     @property
     def split_reduce(self) -> bool:
-        """Whether a split-K reduce sums the main kernel's slices of K."""
         return bool(self.reduce and is_split_k_reduce(self.reduce.name))
 
     @property

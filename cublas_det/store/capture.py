@@ -44,7 +44,6 @@ _CAPTURE = Record({
 
 
 def read(path: str) -> dict:
-    """A capture file's document, checked (:func:`check`)."""
     return check(read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="capture file"), path)
 
 

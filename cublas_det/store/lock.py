@@ -103,7 +103,6 @@ class Lock:
         return self.entries.get(key.at(m)) or self.entries.get(key)  # verified at this very M first
 
     def config_for(self, key: GemmKey, m: int = 0) -> GemmConfig | None:
-        """The locked configuration of a GEMM, or None where the lock has none."""
         entry = self.entry_for(key, m)
         return entry.config if entry else None
 
