@@ -21,8 +21,7 @@ class NoGpuError(CublasDetError, RuntimeError):
     """No GPU can run cuBLAS here; the message is one line saying why and what to do."""
 
 
-# What to install for CuPy and the CUDA libraries, named as the index has them (cublas-det itself
-# is not on the index): the cuda12 extra of pyproject.toml, and its CUDA 13 twin.
+# What to install for CuPy and the CUDA libraries, per CUDA major: pyproject.toml's cuda12 extra and its twin.
 def install_command(cuda_major: int) -> str:
     return (f"pip install 'cupy-cuda{cuda_major}x>=14,<15' 'cuda-toolkit[cublas,cudart,nvrtc]=={cuda_major}.*' "
             "'ml-dtypes>=0.4'")
@@ -30,8 +29,7 @@ def install_command(cuda_major: int) -> str:
 
 INSTALL_HINT = install_command(12) + " (the cuda12 extra; for CUDA 13: cupy-cuda13x and ==13.*)"
 
-# The oldest Linux driver branch that runs each CUDA major version (CUDA release notes, minor
-# version compatibility: one driver serves every minor release of its major version).
+# The oldest Linux driver branch that runs each CUDA major version (any minor release of it).
 MIN_DRIVER_BRANCH = {12: "R525 (525.60.13)", 13: "R580 (580.65.06)"}
 
 
@@ -48,8 +46,7 @@ def gpu_unavailable_reason() -> str | None:
     except runtime.CUDARuntimeError as err:
         text = str(err)
         status = getattr(err, "status", None)
-        # cudaErrorStubLibrary (34), cudaErrorInsufficientDriver (35): the runtime found no driver,
-        # or one too old for it; cudaDriverGetVersion tells which (0: none loaded).
+        # cudaErrorStubLibrary (34), cudaErrorInsufficientDriver (35): no driver, or one too old (cudaDriverGetVersion).
         if status in (34, 35) or "InsufficientDriver" in text:
             return driver_reason(runtime.driverGetVersion(), runtime.runtimeGetVersion(), kernel_module_version())
         if status == 100 or "NoDevice" in text:  # cudaErrorNoDevice
@@ -156,9 +153,8 @@ def gpu_failures() -> tuple[type[BaseException], ...]:
             CublasError, DoesNotFit, MemoryError)
 
 
-# Variables that change what cuBLAS computes or how CuPy calls it, recorded with every result.
-# Every CUBLAS_* and CUBLASLT_* variable is recorded too (CUBLAS_WORKSPACE_CONFIG,
-# CUBLAS_EMULATE_*, CUBLAS_EMULATION_STRATEGY, CUBLAS_DET_*, logging switches ...).
+# Variables that change what cuBLAS computes or how CuPy calls it, recorded with every result, as is
+# every CUBLAS_* and CUBLASLT_* variable.
 _NAMED_VARS = ("NVIDIA_TF32_OVERRIDE", "CUPY_TF32", "CUDA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING")
 _VAR_PREFIXES = ("CUBLAS_", "CUBLASLT_")
 

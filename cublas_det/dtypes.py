@@ -62,8 +62,7 @@ class ElementType:
         """The elements of ``bits`` (an array of :attr:`bits_dtype`) as float64 (exact for floats), into
         ``out`` with ``widened`` (uint32, the same shape) as scratch where given."""
         out = np.empty(bits.shape, np.float64) if out is None else out
-        # A signalling-NaN pattern widened to float64 sets numpy's "invalid" flag (a RuntimeWarning); it
-        # stays a NaN, which the comparison counts apart, so the warning says nothing the report does not.
+        # A signalling NaN widened to float64 warns "invalid"; it stays a NaN, which is counted apart.
         with np.errstate(invalid="ignore"):
             if self.name == "bfloat16":
                 widened = np.empty(bits.shape, np.uint32) if widened is None else widened

@@ -52,8 +52,7 @@ def pytest_runtest_setup(item):
     try:
         require_gpu()  # probes once per process
     except NoGpuError as err:
-        # Raised here, not added as a skip mark, so every skip has this line as its location and
-        # `pytest -ra` folds them into one summary line ("SKIPPED [33] ...") instead of one per test.
+        # Raised here, not a skip mark, so `pytest -ra` folds every skip into one summary line.
         pytest.skip(str(err))
 
 

@@ -48,8 +48,7 @@ EPILOG = """examples:
   %(prog)s --capture capture.json     # exactly the GEMMs a program ran
 
 """ + EXIT_CODES
-# The commands a bench flag runs, in the order they are looked for. Their messages name the flag too,
-# but for --devices, which the sweep takes itself.
+# The commands a bench flag runs, in lookup order; their messages name the flag (not --devices).
 AS_COMMANDS = {"--prescribe": prescribe, "--explain": explain, "--devices": sweep}
 
 

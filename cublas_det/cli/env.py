@@ -20,8 +20,7 @@ NVRTC were found, and the math mode read back from a handle made in each mode.
 
 Without a usable GPU it prints one line saying why and exits 2; --libs needs no GPU."""
 
-# The CUDA libraries cuBLAS work needs (the cuda12 / cuda13 extras install exactly these), by
-# their cuda.pathfinder names.
+# The CUDA libraries cuBLAS work needs (what the cuda12 / cuda13 extras install), as cuda.pathfinder names them.
 LIBRARIES = {"cublas": "libcublas", "cudart": "cudart", "nvrtc": "NVRTC"}
 
 EPILOG = exit_codes("2 also for no CuPy, or with --libs a library not found")

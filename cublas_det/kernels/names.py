@@ -11,8 +11,7 @@ import ctypes.util
 import functools
 import re
 
-# cuBLAS's xmma kernels end in ``_execute_kernel__5x_cublas`` (or ``_execute_segment_k_on_kernel__5x_cublas``):
-# the launcher and library suffix say nothing about the kernel and are dropped.
+# The launcher and library suffix of cuBLAS's xmma kernels (``_execute_kernel__5x_cublas``) are dropped.
 LIBRARY_SUFFIX = re.compile(r"(_execute)?_kernel__\w+$")
 
 # Launchers whose first template argument is the kernel's real name.

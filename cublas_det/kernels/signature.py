@@ -15,8 +15,7 @@ from .names import short_name
 from .recorder import record_kernels
 from .records import KernelRecord
 
-# cublas_det's and CuPy's own kernels (the checker's mismatch tracker, the timing engine's, copies, fills):
-# never a GEMM's.
+# cublas_det's and CuPy's own kernels (mismatch tracker, timing engine, copies, fills): never a GEMM's.
 OWN_PREFIXES = ("cublas_det_", "cupy_")
 OWN_NAMES = ("hold_stream", "stamp_clock")  # the timing engine's, as traces recorded before the prefix name them
 TILE = re.compile(r"tilesize(\d+x\d+(?:x\d+)?)|_(\d+x\d+)_")

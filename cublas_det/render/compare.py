@@ -203,8 +203,7 @@ def _fleet_groups(runs: list[StoredRun]) -> dict:
         if members:
             roles_of_gemm.setdefault(members[0].entry.gemm_key, []).append(key)
     for roles in roles_of_gemm.values():
-        # The role in the most files first; among equals a preset's role before a custom shape's
-        # spec, then by name: the same fleet reads the same in any order of its files.
+        # The role in the most files first, a preset's before a custom spec, then by name: order-independent.
         roles.sort(key=lambda key: (-len(files[key]), keys[key][0].entry.shape_name == keys[key][0].entry.spec, key))
         for target in roles:
             if target not in keys:

@@ -155,8 +155,7 @@ def stored_check(shape: GemmShape, entry: Entry, run: StoredRun) -> GemmCheck:
                     for i, raw in enumerate(info["scenarios"]))
     rel_error = info.get("rel_error")
     identity = entry.identity or {}
-    # A check whose GEMM could not be computed has no digest and the error; its verdict is "error"
-    # even when only hazard scenarios were asked (with no guarantee it would read "not checked").
+    # A check whose GEMM could not be computed reads "error", even when only hazards were asked.
     error = info.get("error") if not info.get("digest") else None
     return GemmCheck(shape, config, info.get("mode_source") or "argument", int(identity.get("seed") or 0),
                      info.get("digest") or "", float("nan") if rel_error is None else float(rel_error), results,
