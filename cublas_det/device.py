@@ -132,8 +132,7 @@ def device_properties(device_id: int | None = None) -> dict:
 
 
 def gpu_uuid(raw) -> str | None:
-    """The device's UUID as nvidia-smi writes it (``GPU-bd284568-...``), or None where CuPy gives none:
-    it tells one physical GPU from another of the same name."""
+    """The device's UUID as nvidia-smi writes it (``GPU-bd284568-...``), telling same-name GPUs apart; or None."""
     if not isinstance(raw, (bytes, bytearray)) or len(raw) != 16:
         return None
     text = bytes(raw).hex()

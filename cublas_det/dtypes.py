@@ -123,8 +123,7 @@ BY_CUDA_NAME = {t.cuda_name: t for t in ELEMENT_TYPES.values() if t.cuda_name}  
 
 
 def lookup(name, table: dict = ELEMENT_TYPES, what: str = "dtype") -> ElementType:
-    """The type of a name, an alias (``bf16``) or a numpy/CuPy dtype, among ``table``'s; ValueError
-    naming the choices if it is not there."""
+    """The type of a name, an alias (``bf16``) or a numpy/CuPy dtype in ``table``; else ValueError naming choices."""
     text = str(getattr(name, "name", name)).strip().lower()
     text = ALIASES.get(text, text)
     if text in table:

@@ -254,8 +254,7 @@ class Capture:
             self.internal[(geometry, lt_algo)] += 1
 
     def joined(self) -> int:
-        """Attach each internal cuBLASLt record to the cuBLAS GEMMs of its geometry; return the calls
-        that found none (the cuBLAS log missing, or cut)."""
+        """Attach each internal cuBLASLt record to the cuBLAS GEMMs of its geometry; return those that found none."""
         by_geometry = collections.defaultdict(list)
         for definition, stats in self.gemms.items():
             if not definition.is_lt:

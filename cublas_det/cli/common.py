@@ -97,8 +97,7 @@ def exit_codes(*notes: str) -> str:
 
 
 class ExtendList(argparse.Action):
-    """A list option given as ``--flag a b`` or ``--flag a --flag b`` (both ``[a, b]``); unlike argparse's
-    ``extend``, the first use replaces a default list."""
+    """A list option, ``--flag a b`` or ``--flag a --flag b``; its first use replaces a default list."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         current = getattr(namespace, self.dest)
@@ -113,8 +112,7 @@ def help_texts(doc: str, epilog: str, paragraphs: slice = slice(1, 2)) -> dict:
 
 
 def wrap_paragraphs(text: str) -> str:
-    """``text``'s paragraphs filled to argparse's help width (RawDescriptionHelpFormatter, which keeps an
-    epilog's examples as written, does not wrap the description itself)."""
+    """``text``'s paragraphs filled to argparse's help width (RawDescriptionHelpFormatter wraps none)."""
     width = max(shutil.get_terminal_size().columns - 2, 40)  # argparse.HelpFormatter's width
     return "\n\n".join(textwrap.fill(" ".join(part.split()), width, break_on_hyphens=False)
                        for part in text.strip().split("\n\n"))

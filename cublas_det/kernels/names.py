@@ -95,8 +95,7 @@ def _components(qualified: str) -> list[str]:
 
 @functools.lru_cache(maxsize=4096)
 def short_name(name: str) -> str:
-    """The kernel's identifying name (see the module docstring); a function called just ``kernel``
-    keeps its namespace (``gemvx::kernel``)."""
+    """The kernel's identifying name (the module docstring's forms); a bare ``kernel`` keeps its namespace."""
     full = demangle(name)
     if full == name and name.isidentifier():  # a plain (extern "C") name: only the library suffix goes
         return LIBRARY_SUFFIX.sub("", name) or name

@@ -200,8 +200,7 @@ SAME_KERNELS = "same kernels and grids: the bits changed inside them (reduction 
 
 
 def kernel_change(reference: KernelSignature | None, other: KernelSignature | None, same: str = SAME_KERNELS) -> str:
-    """Why, in kernel terms, ``other``'s run may give other bits than ``reference``'s: one phrase
-    (``same``: the phrase when both ran the same kernels on the same grids)."""
+    """Why, in kernel terms, ``other``'s run may give other bits than ``reference``'s (``same`` if nothing differs)."""
     if reference is None or other is None:
         return "kernels not recorded"
     if other.variants > 1:

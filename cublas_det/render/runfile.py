@@ -52,8 +52,7 @@ def to_json(result: BenchResult) -> dict:
 
 
 def check_record(check: GemmCheck | None) -> dict:
-    """A check as its run-file entry's ``extra_info`` holds it (the values of a configuration only timed
-    when ``check`` is None); read back by :func:`stored_check`."""
+    """A check as its entry's ``extra_info`` holds it (a timed-only configuration's when ``check`` is None)."""
     if check is None:
         return {"mode_source": None, "config": None, "digest": None, "rel_error": None, "reproducible": None,
                 "failures": [], "findings": [], "same_bits_as": None, "scenarios": []}

@@ -54,8 +54,7 @@ def _ratio_cell(ratio, timing) -> str:
 
 
 def repro_cell(check: GemmCheck | None) -> str:
-    """The repro column: ``NO: fresh-process``; where several guarantees failed, the first and how many
-    more (``NO: repeat +2``): the lines above the tables name them all."""
+    """The repro column: ``NO: fresh-process``, or the first failure and how many more (``NO: repeat +2``)."""
     cell = reproducible_cell(check)
     verdict, _, names = cell.partition(": ")
     names = names.split(", ")
@@ -63,8 +62,7 @@ def repro_cell(check: GemmCheck | None) -> str:
 
 
 def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
-    """One row per configuration (A/A controls are no configuration of their own); names without
-    their element types, which a run's configurations share."""
+    """One row per configuration (A/A controls are none), named without the element types the run shares."""
     rows = []
     timing = report.timing
     modes = list(report.checks) or ([a.name for a in timing.arms if not is_control(a.name)] if timing else [])

@@ -77,8 +77,7 @@ def _parse_float(text: str) -> float:
 
 
 def parse_json(text, where: str, *, error=InputFileError):
-    """``json.loads(text)`` with the module's refusals as ``error(where: ...)``; a JSONDecodeError or
-    UnicodeDecodeError is left to the caller."""
+    """``json.loads(text)`` with the module's refusals as ``error(where: ...)``; decode errors are the caller's."""
     try:
         return json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
     except _Refused as err:

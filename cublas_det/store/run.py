@@ -38,8 +38,7 @@ class Entry:
 
     @property
     def key(self) -> tuple[str, str]:
-        """How results are paired: the shape's role (``mamba2-130m/in_proj/dW``, or the spec of a custom
-        shape) and the configuration. A pair is compared only once its identity agrees too."""
+        """Pairs results: the shape's role (a custom shape's spec) and the configuration; identity is checked too."""
         return self.shape_name, self.config
 
     @property
