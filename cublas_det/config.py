@@ -25,6 +25,7 @@ import re
 
 from ._cublas import MATH_MODE_FLAGS, ComputeType, GemmAlgo, MathMode
 from .dtypes import GEMM_TYPES, ElementType, lookup
+from .integers import is_int
 
 MATH_MODE_VAR = "CUBLAS_DET_MATH_MODE"
 
@@ -132,19 +133,19 @@ class GemmConfig:
         object.__setattr__(self, "input_dtype", canonical_dtype(self.input_dtype, "input dtype"))
         object.__setattr__(self, "output_dtype", canonical_dtype(self.output_dtype, "output dtype"))
         check_types(self.input_dtype, self.output_dtype, self.compute_type, "GemmConfig: ")
-        if not _is_int(self.algo):
+        if not is_int(self.algo):
             raise ValueError(f"GemmConfig: algo must be a cublasGemmAlgo_t int, not {self.algo!r}")
-        if self.workspace_bytes is not None and not _is_int(self.workspace_bytes, 0):
+        if self.workspace_bytes is not None and not is_int(self.workspace_bytes, 0):
             raise ValueError(f"GemmConfig: workspace_bytes must be an int >= 0 or None, not {self.workspace_bytes!r}")
         try:
             object.__setattr__(self, "lt_algo", tuple(sorted(dict(self.lt_algo).items())))
         except (TypeError, ValueError):
             raise ValueError(f"GemmConfig: lt_algo must map names to ints, not {self.lt_algo!r}") from None
-        if self.lt_algo and (not all(_is_int(v) for _, v in self.lt_algo) or "algo_id" not in dict(self.lt_algo)):
+        if self.lt_algo and (not all(is_int(v) for _, v in self.lt_algo) or "algo_id" not in dict(self.lt_algo)):
             raise ValueError(f"GemmConfig: lt_algo needs int values and an algo_id, not {dict(self.lt_algo)!r}")
-        if not _is_int(self.lt_sm_count_target, 0):
+        if not is_int(self.lt_sm_count_target, 0):
             raise ValueError(f"GemmConfig: lt_sm_count_target must be an int >= 0, not {self.lt_sm_count_target!r}")
-        if self.lt_reduction_scheme_mask is not None and not _is_int(self.lt_reduction_scheme_mask, 0, 7):
+        if self.lt_reduction_scheme_mask is not None and not is_int(self.lt_reduction_scheme_mask, 0, 7):
             raise ValueError("GemmConfig: lt_reduction_scheme_mask must be an int 0-7 (cublasLtReductionScheme_t) or "
                              f"None, not {self.lt_reduction_scheme_mask!r}")
         if self.api not in APIS:
@@ -283,7 +284,7 @@ class GemmConfig:
     @classmethod
     def from_math_mode_value(cls, value: int) -> GemmConfig:
         """The default configuration of a ``cublasMath_t`` value (the flag allowed)."""
-        if not _is_int(value):
+        if not is_int(value):
             raise TypeError(f"mode must be a GemmConfig, MathMode, int or str, not {type(value).__name__}")
         base = int(value) & ~MATH_MODE_FLAGS
         if base not in _MODE_NAMES.values() or int(value) & ~0xFF:
@@ -340,12 +341,6 @@ def math_mode_name(value: int | None) -> str:
     base = _BY_VALUE.get(value & ~FLAG_NAME.value)
     return (base.name if base else str(value & ~FLAG_NAME.value)) + (
         "+" + FLAG_NAME.name if value & FLAG_NAME.value else "")
-
-
-def _is_int(value, low: int | None = None, high: int | None = None) -> bool:
-    """An int, not a bool, within ``[low, high]`` where given."""
-    return (isinstance(value, int) and not isinstance(value, bool) and (low is None or value >= low)
-            and (high is None or value <= high))
 
 
 def _pairs(value) -> tuple:
