@@ -71,6 +71,7 @@ class MathModeName:
     name: str  # in GemmConfig.name, JSON and reports: the MathMode's (the flag's is shorter)
     choice: str  # what --modes and CUBLAS_DET_MATH_MODE take
     log: str  # cublas_api.h's enumerator, as cuBLAS's log prints it
+    label: str = ""  # in a table's narrow column, where the name is too wide for it
 
 
 # The math modes, in the order the CLI offers them, and the flag; TENSOR_OP (deprecated) only as
@@ -83,7 +84,7 @@ MATH_MODE_NAMES = (
     MathModeName(1, "TENSOR_OP", "", "CUBLAS_TENSOR_OP_MATH"),
 )
 FLAG_NAME = MathModeName(MATH_MODE_FLAGS, "DISALLOW_RPR", "disallow-rpr",
-                         "CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION")
+                         "CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION", "DRPR")
 MODE_CHOICES = tuple(m.choice for m in MATH_MODE_NAMES if m.choice)
 _MODE_NAMES = {spelling.lower(): MathMode(m.value) for m in MATH_MODE_NAMES if m.choice
                for spelling in (m.choice, m.name, m.log)}
@@ -333,14 +334,15 @@ def canonical_dtype(name, what: str = "dtype") -> str:
     return lookup(name, GEMM_TYPES, what).name
 
 
-def math_mode_name(value: int | None) -> str:
+def math_mode_name(value: int | None, narrow: bool = False) -> str:
     """``PEDANTIC``, ``TF32``, ``DEFAULT+DISALLOW_RPR`` ... for a raw ``cublasMath_t`` read from a handle or
-    a log (``unknown`` for None, the number for a value cuBLAS has no name for)."""
+    a log (``unknown`` for None, the number for a value cuBLAS has no name for); ``narrow``: the flag by
+    its label, for a table's narrow column (``DEFAULT+DRPR``)."""
     if value is None:
         return "unknown"
     base = _BY_VALUE.get(value & ~FLAG_NAME.value)
-    return (base.name if base else str(value & ~FLAG_NAME.value)) + (
-        "+" + FLAG_NAME.name if value & FLAG_NAME.value else "")
+    flag = FLAG_NAME.label if narrow else FLAG_NAME.name
+    return (base.name if base else str(value & ~FLAG_NAME.value)) + ("+" + flag if value & FLAG_NAME.value else "")
 
 
 def _pairs(value) -> tuple:
