@@ -267,10 +267,9 @@ class GemmConfig:
                 break
             fields[field[0]] = field[1]
         if mode is None or len(flags) > 1:
-            raise ValueError(
-                f"{source}={text!r} is not a math mode; choose one of {', '.join(MODE_CHOICES)}, optionally "
-                "with +disallow-rpr, or +lt[-nosplitk][-smN] for cuBLASLt, or a configuration's name "
-                f"(case-insensitive; {', '.join(m.log for m in MATH_MODE_NAMES if m.choice)} also work)")
+            # One 100-column line after "cublas-det bench: error: --modes='fast'": three modes and the flag's
+            # form; every form (bf16x9, +lt..., cuBLAS's names) is in --help and the module docstring.
+            raise ValueError(f"{source}={text!r} is not a math mode; try {', '.join(DEFAULT_MODES)}+{FLAG_NAME.choice}")
         input_dtype, output_dtype = fields.pop("types", ("float32", "float32"))
         lt = fields.pop("lt", None)
         if lt:
