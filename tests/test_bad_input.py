@@ -56,7 +56,8 @@ CASES = [
     ("bench", ["--json", "/proc/cublas_det.json"], {}, {}, 2, ["--json /proc/cublas_det.json: cannot be written"]),
     # -- baselines ----------------------------------------------------------------------------
     ("bench", ["--compare", "/nonexistent.json"], {}, {}, 2, ["/nonexistent.json: no such file"]),
-    ("bench", ["--compare", "{tmp}/bad.json"], {}, {"bad.json": "not json"}, 2, ["bad.json:1:1: not JSON (Expecting value); give a file that --json wrote"]),
+    ("bench", ["--compare", "{tmp}/bad.json"], {}, {"bad.json": "not json"}, 2,
+     ["bad.json:1:1: not JSON (Expecting value); give a file that --json wrote"]),
     ("bench", ["--compare", "{tmp}/cut.json"], {}, {"cut.json": STORED.read_text()[:5000]}, 2,
      ["cut.json: not JSON: it may be truncated; give a file that --json wrote"]),
     ("bench", ["--compare", "{tmp}/list.json"], {}, {"list.json": "[]"}, 2, ["expected a JSON object", "found a list"]),
