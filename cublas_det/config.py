@@ -18,6 +18,7 @@ import re
 
 from ._cublas import MATH_MODE_FLAGS, ComputeType, GemmAlgo, MathMode
 from .dtypes import GEMM_TYPES, ElementType, lookup
+from .integers import is_int
 
 MATH_MODE_VAR = "CUBLAS_DET_MATH_MODE"
 
@@ -63,6 +64,7 @@ class MathModeName:
     name: str  # in GemmConfig.name, JSON and reports: the MathMode's (the flag's is shorter)
     choice: str  # what --modes and CUBLAS_DET_MATH_MODE take
     log: str  # cublas_api.h's enumerator, as cuBLAS's log prints it
+    label: str = ""  # in a table's narrow column, where the name is too wide for it
 
 
 # The math modes, in the order the CLI offers them, and the flag; TENSOR_OP (deprecated) only as
@@ -75,7 +77,7 @@ MATH_MODE_NAMES = (
     MathModeName(1, "TENSOR_OP", "", "CUBLAS_TENSOR_OP_MATH"),
 )
 FLAG_NAME = MathModeName(MATH_MODE_FLAGS, "DISALLOW_RPR", "disallow-rpr",
-                         "CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION")
+                         "CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION", "DRPR")
 MODE_CHOICES = tuple(m.choice for m in MATH_MODE_NAMES if m.choice)
 _MODE_NAMES = {spelling.lower(): MathMode(m.value) for m in MATH_MODE_NAMES if m.choice
                for spelling in (m.choice, m.name, m.log)}
@@ -125,19 +127,19 @@ class GemmConfig:
         object.__setattr__(self, "input_dtype", canonical_dtype(self.input_dtype, "input dtype"))
         object.__setattr__(self, "output_dtype", canonical_dtype(self.output_dtype, "output dtype"))
         check_types(self.input_dtype, self.output_dtype, self.compute_type, "GemmConfig: ")
-        if not _is_int(self.algo):
+        if not is_int(self.algo):
             raise ValueError(f"GemmConfig: algo must be a cublasGemmAlgo_t int, not {self.algo!r}")
-        if self.workspace_bytes is not None and not _is_int(self.workspace_bytes, 0):
+        if self.workspace_bytes is not None and not is_int(self.workspace_bytes, 0):
             raise ValueError(f"GemmConfig: workspace_bytes must be an int >= 0 or None, not {self.workspace_bytes!r}")
         try:
             object.__setattr__(self, "lt_algo", tuple(sorted(dict(self.lt_algo).items())))
         except (TypeError, ValueError):
             raise ValueError(f"GemmConfig: lt_algo must map names to ints, not {self.lt_algo!r}") from None
-        if self.lt_algo and (not all(_is_int(v) for _, v in self.lt_algo) or "algo_id" not in dict(self.lt_algo)):
+        if self.lt_algo and (not all(is_int(v) for _, v in self.lt_algo) or "algo_id" not in dict(self.lt_algo)):
             raise ValueError(f"GemmConfig: lt_algo needs int values and an algo_id, not {dict(self.lt_algo)!r}")
-        if not _is_int(self.lt_sm_count_target, 0):
+        if not is_int(self.lt_sm_count_target, 0):
             raise ValueError(f"GemmConfig: lt_sm_count_target must be an int >= 0, not {self.lt_sm_count_target!r}")
-        if self.lt_reduction_scheme_mask is not None and not _is_int(self.lt_reduction_scheme_mask, 0, 7):
+        if self.lt_reduction_scheme_mask is not None and not is_int(self.lt_reduction_scheme_mask, 0, 7):
             raise ValueError("GemmConfig: lt_reduction_scheme_mask must be an int 0-7 (cublasLtReductionScheme_t) or "
                              f"None, not {self.lt_reduction_scheme_mask!r}")
         if self.api not in APIS:
@@ -252,10 +254,9 @@ class GemmConfig:
                 break
             fields[field[0]] = field[1]
         if mode is None or len(flags) > 1:
-            raise ValueError(
-                f"{source}={text!r} is not a math mode; choose one of {', '.join(MODE_CHOICES)}, optionally "
-                "with +disallow-rpr, or +lt[-nosplitk][-smN] for cuBLASLt, or a configuration's name "
-                f"(case-insensitive; {', '.join(m.log for m in MATH_MODE_NAMES if m.choice)} also work)")
+            # One 100-column line after "cublas-det bench: error: --modes='fast'": three modes and the flag's
+            # form; every form (bf16x9, +lt..., cuBLAS's names) is in --help and the module docstring.
+            raise ValueError(f"{source}={text!r} is not a math mode; try {', '.join(DEFAULT_MODES)}+{FLAG_NAME.choice}")
         input_dtype, output_dtype = fields.pop("types", ("float32", "float32"))
         lt = fields.pop("lt", None)
         if lt:
@@ -270,7 +271,7 @@ class GemmConfig:
     @classmethod
     def from_math_mode_value(cls, value: int) -> GemmConfig:
         """The default configuration of a ``cublasMath_t`` value (the flag allowed)."""
-        if not _is_int(value):
+        if not is_int(value):
             raise TypeError(f"mode must be a GemmConfig, MathMode, int or str, not {type(value).__name__}")
         base = int(value) & ~MATH_MODE_FLAGS
         if base not in _MODE_NAMES.values() or int(value) & ~0xFF:
@@ -319,20 +320,15 @@ def canonical_dtype(name, what: str = "dtype") -> str:
     return lookup(name, GEMM_TYPES, what).name
 
 
-def math_mode_name(value: int | None) -> str:
+def math_mode_name(value: int | None, narrow: bool = False) -> str:
     """``PEDANTIC``, ``TF32``, ``DEFAULT+DISALLOW_RPR`` ... for a raw ``cublasMath_t`` read from a handle or
-    a log (``unknown`` for None, the number for a value cuBLAS has no name for)."""
+    a log (``unknown`` for None, the number for a value cuBLAS has no name for); ``narrow``: the flag by
+    its label, for a table's narrow column (``DEFAULT+DRPR``)."""
     if value is None:
         return "unknown"
     base = _BY_VALUE.get(value & ~FLAG_NAME.value)
-    return (base.name if base else str(value & ~FLAG_NAME.value)) + (
-        "+" + FLAG_NAME.name if value & FLAG_NAME.value else "")
-
-
-def _is_int(value, low: int | None = None, high: int | None = None) -> bool:
-    """An int, not a bool, within ``[low, high]`` where given."""
-    return (isinstance(value, int) and not isinstance(value, bool) and (low is None or value >= low)
-            and (high is None or value <= high))
+    flag = FLAG_NAME.label if narrow else FLAG_NAME.name
+    return (base.name if base else str(value & ~FLAG_NAME.value)) + ("+" + flag if value & FLAG_NAME.value else "")
 
 
 def _pairs(value) -> tuple:

@@ -210,8 +210,15 @@ MACHINE_PARTS = {
 }
 
 
-def describe_machine(info: dict, parts=("gpu", "sm_count", "driver", "cublas")) -> str:
+def describe_machine(info: dict, parts=("gpu", "sm_count", "driver", "cublas"), in_parentheses=()) -> str:
     """``NVIDIA H200, 132 SMs, driver 13.0, cuBLAS 13.1.0``: the ``parts`` (:data:`MACHINE_PARTS`) of a
-    :func:`fingerprint` record, as stored runs and device sweeps name a machine."""
+    :func:`fingerprint` record, as stored runs, device sweeps and the benchmark's title name a machine;
+    a part of ``in_parentheses`` follows the one before it in parentheses (``NVIDIA H200 (132 SMs)``)."""
     gpu = info.get("gpu") or {}
-    return ", ".join(text for text in (MACHINE_PARTS[part](info, gpu) for part in parts) if text)
+    described = ""
+    for text, aside in ((MACHINE_PARTS[part](info, gpu), part in in_parentheses) for part in parts):
+        if text and described:
+            described += f" ({text})" if aside else f", {text}"
+        elif text:
+            described = text
+    return described

@@ -24,6 +24,7 @@ from .config import (
 )
 from .device import require_gpu, tf32_env_warnings
 from .dtypes import BY_CUDA, GEMM_TYPES
+from .integers import is_int
 
 # -- the cuBLASLt path: a handle's GEMMs as cublasLtMatmul
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
@@ -289,7 +290,7 @@ class Handle:
 
     @sm_count_target.setter
     def sm_count_target(self, sm_count: int) -> None:
-        if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0:
+        if not is_int(sm_count, 0):
             raise ValueError(f"sm_count_target must be an int >= 0 (0 = the device's), not {sm_count!r}")
         _cublas.cublas_set_sm_count_target(self.ptr, sm_count)
         self._sm_count_target = sm_count
@@ -358,8 +359,7 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
         workspace_bytes = config.workspace_bytes
     if workspace_bytes is None and config.api == "lt":
         workspace_bytes = LT_WORKSPACE_BYTES  # allocated now: a GEMM may first run under graph capture
-    if workspace_bytes is not None and (isinstance(workspace_bytes, bool)
-                                        or not isinstance(workspace_bytes, int) or workspace_bytes < 0):
+    if workspace_bytes is not None and not is_int(workspace_bytes, 0):
         raise ValueError(f"workspace_bytes must be an int >= 0 or None, not {workspace_bytes!r}")
     require_gpu()
     import cupy

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from .integers import is_int
 from .words import table
 
 DEFAULT_TOKENS = 16384  # batch 8 x seqlen 2048
@@ -67,7 +68,7 @@ class GemmShape:
     def __post_init__(self):
         for axis in ("m", "n", "k", "batch"):
             value = getattr(self, axis)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            if not is_int(value, 1):
                 raise ValueError(f"GemmShape {axis.upper() if axis != 'batch' else axis} must be a positive int, "
                                  f"not {value!r}")
 
@@ -135,7 +136,7 @@ PRESETS = ("trunk",) + tuple(f"mamba2-{size}" for size in MAMBA2_D_MODEL)
 def preset(name: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
     """The shapes of a preset: the user's trunk (W_in, W_a and W_b at its fixed T = 4096), or a released
     Mamba2 size's in_proj and out_proj at ``tokens`` = batch x seqlen; forward, dX and dW of each."""
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+    if not is_int(tokens, 1):
         raise ValueError(f"tokens (T = batch x seqlen) must be a positive int, not {tokens!r}")
     if name == "trunk":
         return [shape for layer, (out_features, in_features) in TRUNK_LAYERS.items()

@@ -335,8 +335,9 @@ def test_nan_timing_samples_are_refused_even_where_fail_on_would_pass_them(cli, 
     timed["stats"]["data"][0] = float("nan")
     result = cli(_write(tmp_path, "base.json", stored), _write(tmp_path, "nan.json", broken), "--fail-on", "1")
     assert result.returncode == 2, result.stdout
-    assert f"nan.json: benchmark {timed['name']!r}: stats.data[0]: expected a positive number of seconds, found nan" \
-        in result.stderr
+    at = broken["benchmarks"].index(timed)
+    assert (f"nan.json: benchmarks[{at}].stats.data[0]: expected a positive number of seconds, found nan"
+            in result.stderr)
 
 
 # -- what --json writes for a failed check, read back -------------------------------------------------

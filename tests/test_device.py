@@ -81,3 +81,14 @@ def test_gpu_uuid_is_written_as_nvidia_smi_writes_it():
     raw = bytes.fromhex("bd28456887afc5ff665f3718c892de74")
     assert _device.gpu_uuid(raw) == "GPU-bd284568-87af-c5ff-665f-3718c892de74"  # as nvidia-smi -L shows it
     assert _device.gpu_uuid(None) is None and _device.gpu_uuid(b"short") is None and _device.gpu_uuid("text") is None
+
+
+def test_one_describer_names_a_machine_for_runs_sweeps_and_the_title():
+    info = {"gpu": {"name": "NVIDIA H200", "sm_count": 132, "compute_capability": "9.0"},
+            "driver_version": "13.0", "cublas_version": "13.1.0"}
+    assert _device.describe_machine(info) == "NVIDIA H200, 132 SMs, driver 13.0, cuBLAS 13.1.0"
+    # The benchmark's title before it read the describer: its own punctuation, "?" for what is missing.
+    title = ("gpu", "sm_count", "cublas", "driver")
+    assert _device.describe_machine(info, title, ("sm_count",)) == "NVIDIA H200 (132 SMs), cuBLAS 13.1.0, driver 13.0"
+    assert _device.describe_machine({}, title, ("sm_count",)) == "? (? SMs), cuBLAS ?, driver ?"
+    assert _device.describe_machine(info, ("pci", "sm_count", "gpu"), ("sm_count",)) == "132 SMs, NVIDIA H200"

@@ -71,7 +71,7 @@ def info(field: str, value=...) -> str:
 
 def _stored_cases():
     """compare GOOD BAD and report BAD, for a file whose one field is wrong."""
-    where = f"benchmark {NAME!r}: "
+    where = "benchmarks[0]."
     files = [
         # -- the machine and the run's own section
         (run_with("machine_info|gpu", "H200"), ["bad.json: machine_info.gpu: expected an object, found 'H200'"]),
@@ -135,7 +135,7 @@ def _stored_cases():
         (entry("stats|rounds", "3"), [where + "stats.rounds: expected an integer >= 0, found '3'"]),
         (entry("stats|q1", -1), [where + "stats.q1: expected a positive number of seconds, found -1"]),
         (entry("params|mode", ...).replace('"name": "PEDANTIC", "math_mode"', '"math_mode"', 1),
-         [where + "no configuration (extra_info.config.name or params.mode)"]),
+         ["benchmarks[0]: no configuration (extra_info.config.name or params.mode)"]),
         # -- numbers and nesting no writer makes, and one entry per GEMM
         (GOOD.replace('"sm_count": 132', '"sm_count": 1e400', 1), ["bad.json: the number 1e400 is beyond the range"]),
         (GOOD.replace('"seed": 0', '"seed": ' + "9" * 5000, 1), ["bad.json: an integer of 5000 digits (at most 40"]),
@@ -274,27 +274,27 @@ def _diff_cases():
 CASES = [
     *_stored_cases(),
     ("compare", {"good.json": GOOD, "fifo.json": FIFO}, ["{tmp}/good.json", "{tmp}/fifo.json"], 2,
-     ["{tmp}/fifo.json: is a FIFO (named pipe), not a file; give the path of a file written by --json"]),
+     ["{tmp}/fifo.json: is a FIFO (named pipe), not a file; give a file that --json wrote"]),
     ("report", {"fifo.json": FIFO}, ["{tmp}/fifo.json"], 2, ["{tmp}/fifo.json: is a FIFO (named pipe), not a file"]),
     ("compare", {"good.json": GOOD}, ["{tmp}/good.json", "/dev/zero"], 2,
      ["/dev/zero: is a character device, not a file"]),
     ("report", {}, ["/dev/zero"], 2, ["/dev/zero: is a character device, not a file"]),
     ("compare", {"good.json": GOOD, "bad.json": b'{"a": "\xff"}'}, ["{tmp}/good.json", "{tmp}/bad.json"], 2,
-     ["{tmp}/bad.json: not a text file; give the path of a file written by --json"]),
+     ["{tmp}/bad.json: not a text file; give a file that --json wrote"]),
     ("compare", {"good.json": GOOD, "empty.json": ""}, ["{tmp}/good.json", "{tmp}/empty.json"], 2,
-     ["{tmp}/empty.json: not JSON (Expecting value at line 1, column 1); the file may be truncated"]),
+     ["{tmp}/empty.json: not JSON: it may be truncated; give a file that --json wrote"]),
     ("report", {"bad.json": info("scenarios|0|scenario", "again")}, ["{tmp}/bad.json"], 2,
-     [f"benchmark {NAME!r}: extra_info.scenarios[0]: cannot be read back (scenario 'again' is not one this version"]),
+     ["benchmarks[0].extra_info.scenarios[0]: cannot be read back (scenario 'again' is not one this version"]),
     ("report", {"bad.json": info("scenarios|0|kind", "maybe")}, ["{tmp}/bad.json"], 2,
-     [f"benchmark {NAME!r}: extra_info.scenarios[0]: cannot be read back ('maybe' is not a valid Kind)"]),
+     ["benchmarks[0].extra_info.scenarios[0]: cannot be read back ('maybe' is not a valid Kind)"]),
     ("report", {"bad.json": info("config|math_mode", "FAST")}, ["{tmp}/bad.json"], 2,
-     [f"benchmark {NAME!r}: extra_info.config: cannot be read back (missing or unknown 'FAST')"]),
+     ["benchmarks[0].extra_info.config: cannot be read back (missing or unknown 'FAST')"]),
     ("report", {"bad.json": info("config", {"name": "PEDANTIC"})}, ["{tmp}/bad.json"], 2,
      ["extra_info.config: cannot be read back (missing or unknown 'math_mode')"]),
     ("report", {"bad.json": info("kernels", {"calls": 1})}, ["{tmp}/bad.json"], 2,
      ["extra_info.kernels: cannot be read back (missing or unknown 'launches')"]),
     ("report", {"bad.json": info("eager_stats")}, ["{tmp}/bad.json"], 2,
-     [f"benchmark {NAME!r}: extra_info.eager_stats.data: missing; a timed entry has its eager times too"]),
+     ["benchmarks[0].extra_info.eager_stats.data: missing; a timed entry has its eager times too"]),
     ("report", {"run.json": GOOD}, ["{tmp}/run.json", "--markdown", "/dev/full"], 2,
      ["could not write /dev/full: No space left on device"]),
     *_diff_cases(),

@@ -1,6 +1,7 @@
 """Half precision in the benchmark: --dtype, --out-dtype, --compute-type, --precision, and the summary line."""
 
 import argparse
+import dataclasses
 
 import pytest
 
@@ -97,3 +98,11 @@ def test_the_table_compares_bf16_configurations_with_pedantic_in_bf16():
     rows = table_rows(result.shapes[0])
     assert [row[0] for row in rows] == ["PEDANTIC", "DEFAULT", "PEDANTIC+DISALLOW_RPR", "PEDANTIC/COMPUTE_32F_PEDANTIC"]
     assert rows[0][-1] == "" and rows[3][-1] == "38.000 ±0.5%"
+
+
+def test_the_title_names_the_machine_as_it_did_before_it_read_the_describer():
+    result = dataclasses.replace(_bf16_result(), provenance={
+        "gpu": {"name": "NVIDIA H200", "sm_count": 132}, "cublas_version": "13.1.0", "driver_version": "13.0"})
+    assert title(result) == ("cublas_det x on NVIDIA H200 (132 SMs), cuBLAS 13.1.0, driver 13.0: 1 shape x 4 modes, "
+                             "bfloat16 -> bfloat16, 1.0 s")
+    assert title(_bf16_result()).startswith("cublas_det x on NVIDIA H200 (? SMs), cuBLAS ?, driver ?: ")

@@ -5,6 +5,7 @@ headers they come from; a GPU module that reads a table passes the same ints as 
 """
 
 import dataclasses
+import inspect
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from cublas_det.cli import diff as diff_cli
 from cublas_det.cli import gemms as gemms_cli
 from cublas_det.config import (
     DEFAULT_MODES,
+    FLAG_NAME,
     HALF_DEFAULT_MODES,
     HOPPER_WORKSPACE_BYTES,
     LT_WORKSPACE_BYTES,
@@ -93,6 +95,11 @@ def test_the_math_modes_keep_their_values_and_spellings():
         "DEFAULT", "TENSOR_OP", "PEDANTIC", "TF32", "FP32_EMULATED_BF16X9", "PEDANTIC+DISALLOW_RPR",
         "TENSOR_OP+DISALLOW_RPR", "7", "unknown"]
     assert capture_report.data_mode(16) == "DEFAULT+DRPR"
+    # The flag's narrow label is the vocabulary's (config.FLAG_NAME.label), not the capture table's own.
+    assert [capture_report.data_mode(v) for v in (18, 3, 7 | 16, None)] == [
+        "PEDANTIC+DRPR", "TF32", "7+DRPR", "unknown"]
+    assert math_mode_name(18, narrow=True) == "PEDANTIC+DRPR" and FLAG_NAME.label == "DRPR"
+    assert '"DRPR"' not in inspect.getsource(capture_report)
 
 
 def test_one_figure_for_cublas_s_recommended_workspace():

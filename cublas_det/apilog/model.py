@@ -11,6 +11,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 
+from ..integers import is_int
+
 MAX_GEMMS = 10_000  # distinct GEMMs kept; calls of further ones are counted in `dropped_calls`
 MAX_SITES = 64  # (process, handle, stream, thread) kept per GEMM
 MAX_SAMPLES = 5  # malformed lines quoted per log
@@ -104,7 +106,7 @@ class GemmDefinition:
 
 
 def _check_int(name: str, value, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise InvalidGemm(f"{name} must be an int, not {value!r}")
     if value < low or value > MAX_INT:
         what = " (a GEMM of no elements: a no-op)" if value == 0 and low == 1 else ""

@@ -18,6 +18,7 @@ from ..call import shape_gemm
 from ..config import GemmConfig, resolve_config
 from ..device import fingerprint, gpu_failures, require_gpu
 from ..handle import create_handle
+from ..integers import is_int
 from ..kernels.recorder import require_cupti
 from ..kernels.signature import recorded_signature
 from ..memory import check_fits
@@ -88,7 +89,7 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     """
     import cupy
     names = validate_scenarios(scenarios)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 2:
+    if not is_int(repeats, 2):
         raise ValueError(f"repeats must be an int >= 2, not {repeats!r}")
     shapes = [parse_shape(s) if isinstance(s, str) else s for s in shapes]
     configs = [resolve_config(mode) for mode in modes]

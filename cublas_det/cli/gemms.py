@@ -183,7 +183,7 @@ def _read_options(args):
     elif scenarios == ["none"]:
         scenarios = []
     else:
-        scenarios = list(validate_scenarios(scenarios))
+        scenarios = list(validate_scenarios(scenarios, listed_in="--help"))
     if getattr(args, "quick", False):
         scenarios = list(without_workers(scenarios))
         repeats = min(repeats, 5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..config import FLAG_NAME, math_mode_name
+from ..config import math_mode_name
 from ..dtypes import BY_CUDA_NAME
 from ..words import WIDTH, plural, size, table, wrapped
 _HEADER = ("id", "calls", "M x N x K:op", "types", "compute", "math", "wkspace")
@@ -188,8 +188,8 @@ def _handle_lines(data: dict, plans) -> list[str]:
 
 
 def data_mode(value) -> str:
-    """The math mode in the table's narrow column: the flag as DRPR."""
-    return math_mode_name(value).replace("+" + FLAG_NAME.name, "+DRPR")
+    """The math mode in the table's narrow column: the flag by its label."""
+    return math_mode_name(value, narrow=True)
 
 
 def _label(cuda_name: str) -> str:

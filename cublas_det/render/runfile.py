@@ -112,13 +112,13 @@ def _known_fields(cls, data: dict) -> dict:
 
 def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list, how: dict) -> ShapeReport:
     """``how``: the file's record of how the shape was timed (stop reason, discarded rounds, clock floor, options)."""
-    where = f"{run.source}: benchmark {entries[0].name!r}: extra_info.shape"
+    where = f"{entries[0].where}.extra_info.shape"
     shape = _catalogue_shape(_read_back(where, GemmShape.from_dict, entries[0].extra_info["shape"]))
     checks = {e.config: stored_check(shape, e, run) for e in entries if e.extra_info.get("scenarios")}
     for e in entries:
         if e.stats and e.stats.get("data") and not (e.extra_info.get("eager_stats") or {}).get("data"):
-            raise InputFileError(f"{run.source}: benchmark {e.name!r}: extra_info.eager_stats.data: missing; a timed "
-                                 "entry has its eager times too")
+            raise InputFileError(f"{e.where}.extra_info.eager_stats.data: missing; a timed entry has its eager times "
+                                 "too")
     arms = tuple(ArmTiming(e.config, tuple(x * 1e6 for x in e.stats["data"]),
                            tuple(x * 1e6 for x in (e.extra_info.get("eager_stats") or {}).get("data") or ()),
                            # the file keeps the median SM clock of an arm, not each batch's
@@ -145,7 +145,7 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
 def stored_check(shape: GemmShape, entry: Entry, run: StoredRun) -> GemmCheck:
     """The check an entry's :func:`check_record` holds."""
     info = entry.extra_info
-    where = f"{run.source}: benchmark {entry.name!r}: extra_info"
+    where = f"{entry.where}.extra_info"
     if info.get("config"):
         config = _read_back(f"{where}.config", GemmConfig.from_dict, info["config"])
     else:

@@ -10,6 +10,7 @@ import math
 from .._cublas import ComputeType, MathMode
 from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
+from ..device import describe_machine
 from ..timing.results import is_control, role
 from ..words import column_widths, plural, report_width, table, wrapped
 from .results import BenchResult, ShapeReport
@@ -102,15 +103,13 @@ def fitted(header: list[str], tables: list[list[list[str]]], width: int) -> tupl
 
 
 def title(result: BenchResult) -> str:
-    gpu = result.provenance.get("gpu", {})
     configs = {check.config for _, check in _checks(result)}
     types = {(c.input_dtype, c.output_dtype) for c in configs} - {("float32", "float32")}
     what = f"{plural(len(result.shapes), 'shape')} x {plural(len(configs) or len(_timed_modes(result)), 'mode')}"
     if len(types) == 1:
         what += ", {} -> {}".format(*types.pop())
-    return (f"cublas_det {result.version} on {gpu.get('name', '?')} ({gpu.get('sm_count', '?')} SMs), cuBLAS "
-            f"{result.provenance.get('cublas_version', '?')}, driver {result.provenance.get('driver_version', '?')}: "
-            f"{what}, {result.wall_s:.1f} s")
+    machine = describe_machine(result.provenance, ("gpu", "sm_count", "cublas", "driver"), ("sm_count",))
+    return f"cublas_det {result.version} on {machine}: {what}, {result.wall_s:.1f} s"
 
 
 def _timed_modes(result: BenchResult) -> set:

@@ -94,12 +94,14 @@ def read_json(path: str, hint: str, *, max_bytes: int, what: str):
         except OSError as err:
             raise InputFileError(f"{path}: cannot be read ({err.strerror or err}); {hint}") from None
     try:
-        return parse_json(raw.decode("utf-8"), path)
+        text = raw.decode("utf-8")
+        return parse_json(text, path)
     except UnicodeDecodeError:
         raise InputFileError(f"{path}: not a text file; {hint}") from None
     except json.JSONDecodeError as err:
-        raise InputFileError(f"{path}: not JSON ({err.msg} at line {err.lineno}, column {err.colno}); the file "
-                             f"may be truncated; {hint}") from None
+        if err.pos >= len(text.rstrip()):  # the text ends before the JSON does: cut short, not malformed
+            raise InputFileError(f"{path}: not JSON: it may be truncated; {hint}") from None
+        raise InputFileError(f"{path}:{err.lineno}:{err.colno}: not JSON ({err.msg}); {hint}") from None
 
 
 def check_format(data, path: str, format_name: str, version: int, what: str, hint: str, again: str) -> None:

@@ -17,10 +17,11 @@ from .._cublas import ComputeType, MathMode
 from ..config import GemmConfig
 from ..dtypes import GEMM_TYPES
 from ..errors import InputFileError, UsageError
+from ..integers import is_int
 from ..shapes import cublas_op, parse_shape, shape_spec
 from ..words import plural
 from .files import check_format, read_json, write_json
-from .schema import Each, Record, check, is_int
+from .schema import Each, Record, check
 
 FORMAT, VERSION = "cublas_det.lock", 1
 MAX_FILE_BYTES = 16 << 20
@@ -152,7 +153,7 @@ def load(path: str) -> Lock:
 
 
 def _dimension(low: int):
-    return lambda value: is_int(value) and low <= value < MAX_DIMENSION
+    return lambda value: is_int(value, low, MAX_DIMENSION - 1)
 
 
 _DIMENSION = ("an integer from 1 to 2**31 - 1", _dimension(1))

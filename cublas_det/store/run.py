@@ -21,6 +21,7 @@ from .files import read_json
 from .schema import Each, Record, check, kind_of
 
 MAX_RUN_FILE_BYTES = 256 << 20  # far above any run, so only what is no run is refused unread
+HINT = "give a file that --json wrote"  # the fix of every error reading one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Entry:
     identity: dict | None  # seed, preset, tokens, input digests; None in files of cublas_det 0.1
     stats: dict | None
     extra_info: dict
+    where: str  # "run.json: benchmarks[3]": its path, as an error names it (a field follows a dot)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -79,8 +81,7 @@ class StoredRun:
 def load_run(path: str, suite_advice: str | None = None) -> StoredRun:
     """Read and check a ``--json`` file; :class:`InputFileError` (one line) on any trouble. ``suite_advice``:
     what to tell a user who gave the pytest-benchmark suite's file instead (the line names that file)."""
-    data = read_json(path, "give the path of a file written by --json", max_bytes=MAX_RUN_FILE_BYTES,
-                     what="--json file")
+    data = read_json(path, HINT, max_bytes=MAX_RUN_FILE_BYTES, what="--json file")
     try:
         return run_from_dict(data, path)
     except InputFileError:
@@ -119,19 +120,19 @@ def run_from_dict(data, source: str) -> StoredRun:
 
 
 def _entry(raw, index: int, source: str) -> Entry:
-    name = check(raw, f"{source}: benchmarks[{index}]", _NAMED)["name"]
-    where = f"{source}: benchmark {name!r}"
+    where = f"{source}: benchmarks[{index}]"  # the path, not the name: a line of any entry fits 100 columns
+    name = check(raw, where, _NAMED)["name"]
     if isinstance(raw.get("extra_info"), dict) and not isinstance(raw["extra_info"].get("shape"), dict):
         raise InputFileError(f"{where}: no extra_info.shape: not written by cublas_det (a pytest-benchmark file of "
                              "another project?)")
-    check(raw, f"{where}:", _ENTRY)
+    check(raw, where, _ENTRY)
     info = raw["extra_info"]
     shape = info["shape"]
     # files before batched shapes have no batch: one matrix
     spec = shape_spec(shape["m"], shape["n"], shape["k"], shape["cublas_op"], shape.get("batch", 1))
     interval = info.get("median_ci_s")
     if interval is not None and (len(interval) != 2 or interval[0] > interval[1]):
-        raise InputFileError(f"{where}: extra_info.median_ci_s: expected [low, high] seconds, low <= high, found "
+        raise InputFileError(f"{where}.extra_info.median_ci_s: expected [low, high] seconds, low <= high, found "
                              f"{interval[:3]}")
     params = raw.get("params") or {}
     config = (info.get("config") or {}).get("name") or params.get("mode")
@@ -141,10 +142,11 @@ def _entry(raw, index: int, source: str) -> Entry:
     if isinstance(stats, dict) and stats.get("rounds") == 0 and not stats.get("data"):
         stats = None  # not timed: pytest-benchmark needs every stats field, so --json writes them with 0 rounds
     if stats is not None:
-        check(stats, f"{where}: stats", _TIMED_STATS)
+        check(stats, f"{where}.stats", _TIMED_STATS)
     identity = info.get("identity")
     digests = frozenset((info.get("device_digests") or {}).values()) or frozenset({info.get("digest")} - {None, ""})
-    return Entry(name, raw.get("group") or shape.get("name") or spec, spec, config, digests, identity, stats, info)
+    return Entry(name, raw.get("group") or shape.get("name") or spec, spec, config, digests, identity, stats, info,
+                 where)
 
 
 _STATS = Record({"median": "a positive number of seconds", "data": "a list of positive numbers of seconds",

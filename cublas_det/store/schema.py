@@ -11,14 +11,11 @@ import dataclasses
 import math
 
 from ..errors import InputFileError
-
-
-def is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+from ..integers import is_int
 
 
 def is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return is_int(value) or isinstance(value, float)
 
 
 def _finite_above(low: float, *, inclusive: bool):
@@ -33,8 +30,8 @@ EXPECTED = {
     "a non-empty string": lambda v: isinstance(v, str) and bool(v),
     "true or false": lambda v: isinstance(v, bool),
     "an integer": is_int,
-    "an integer >= 0": lambda v: is_int(v) and v >= 0,
-    "a positive integer": lambda v: is_int(v) and v > 0,
+    "an integer >= 0": lambda v: is_int(v, 0),
+    "a positive integer": lambda v: is_int(v, 1),
     "a number": is_number,  # NaN included: a check that failed has no error against float64
     "a finite number >= 0": _finite_above(0, inclusive=True),
     "a positive number": _finite_above(0, inclusive=False),

@@ -11,8 +11,9 @@ import re
 
 from ..bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
 from ..errors import InputFileError
+from ..integers import is_int
 from .files import open_regular, parse_json
-from .schema import Record, check, is_int
+from .schema import Record, check
 
 LOG_NAME = "trace.jsonl"
 MAX_LOG_LINE = 1 << 20  # a line records one tensor: far shorter than this
@@ -24,7 +25,7 @@ _HEX = re.compile(r"^[0-9a-f]+$")
 def is_shape(shape) -> bool:
     """A list (or tuple) of at most MAX_DIMS integers in [0, 2**63)."""
     return (isinstance(shape, (list, tuple)) and len(shape) <= MAX_DIMS
-            and all(is_int(n) and 0 <= n < 1 << 63 for n in shape))
+            and all(is_int(n, 0, (1 << 63) - 1) for n in shape))
 
 
 def inside_run(relative) -> bool:
@@ -35,7 +36,7 @@ def inside_run(relative) -> bool:
 
 
 _FIELDS = {
-    "step": ("an integer from 0 to 2**63 - 1", lambda v: is_int(v) and 0 <= v < 1 << 63),
+    "step": ("an integer from 0 to 2**63 - 1", lambda v: is_int(v, 0, (1 << 63) - 1)),
     "leaf": "a non-empty string", "dtype": ("a dtype name such as 'float32'", lambda v: isinstance(v, str)),
     "shape": (f"a list of at most {MAX_DIMS} integers >= 0", is_shape),
     "algorithm": (f"{ALGORITHM!r}, the digest this version reads", lambda v: v == ALGORITHM),

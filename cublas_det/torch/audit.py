@@ -16,6 +16,7 @@ from torch.nn.modules.module import register_module_forward_hook, register_modul
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from ..integers import is_int
 from ..words import plural, wrapped
 from .router import DTYPES, Plan
 
@@ -307,7 +308,7 @@ def audit(step, batch: int = 4, *, repeat: bool = True, model=None, memory_fract
     ``memory_fraction`` of its free memory; ops past that are not compared (the report says so).
     ``router``: the enabled lock's (:func:`cublas_det.torch.active`), so every GEMM is said to be locked or not.
     """
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 2:
+    if not is_int(batch, 2):
         raise ValueError(f"batch must be an int >= 2, not {batch!r}")
     budget = int(torch.cuda.mem_get_info()[0] * memory_fraction) if torch.cuda.is_available() else 8 << 30
     parts = []

@@ -27,13 +27,15 @@ __all__ = ["DEFAULT_SCENARIOS", "GemmFunction", "HAZARDS", "Kind", "ProcessScena
            "ScenarioContext", "validate_scenarios", "without_workers"]
 
 
-def validate_scenarios(names) -> tuple[str, ...]:
-    """The names as a tuple, each once; ValueError naming any unknown one and the choices."""
+def validate_scenarios(names, listed_in: str = "") -> tuple[str, ...]:
+    """The names as a tuple, each once; ValueError naming any unknown one and the choices, or (a command
+    line's error, within 100 columns) the first two and where ``listed_in`` (``--help``) lists them all."""
     if isinstance(names, str):
         names = (names,)
     unknown = [name for name in names if name not in REGISTRY]
     if unknown:
-        raise ValueError(f"unknown scenario {', '.join(map(repr, unknown))}; choose from {', '.join(REGISTRY)}")
+        choices = f"{', '.join(list(REGISTRY)[:2])}, ... (in {listed_in})" if listed_in else ", ".join(REGISTRY)
+        raise ValueError(f"unknown scenario {', '.join(map(repr, unknown))}; choose from {choices}")
     return tuple(dict.fromkeys(names))
 
 
