@@ -256,7 +256,7 @@ class GemmConfig:
         if mode is None or len(flags) > 1:
             # One 100-column line after "cublas-det bench: error: --modes='fast'": three modes and the flag's
             # form; every form (bf16x9, +lt..., cuBLAS's names) is in --help and the module docstring.
-            raise ValueError(f"{source}={text!r} is not a math mode; try {', '.join(DEFAULT_MODES)}+{FLAG_NAME.choice}")
+            raise ValueError(f"{source}={text!r} is not a math mode: {', '.join(DEFAULT_MODES)} (+{FLAG_NAME.choice})")
         input_dtype, output_dtype = fields.pop("types", ("float32", "float32"))
         lt = fields.pop("lt", None)
         if lt:
