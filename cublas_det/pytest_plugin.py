@@ -14,7 +14,8 @@ from .config import DEFAULT_MODES, MODE_CHOICES, GemmConfig, resolve_config
 from .device import NoGpuError, require_gpu
 from .handle import create_handle
 
-ALL_MODES = tuple(GemmConfig.parse(mode).name for mode in DEFAULT_MODES)
+# The math modes of the benchmark's defaults, each once (a flag such as +disallow-rpr is no math mode).
+ALL_MODES = tuple(dict.fromkeys(GemmConfig.parse(mode).math_mode.name for mode in DEFAULT_MODES))
 
 
 def pytest_addoption(parser):

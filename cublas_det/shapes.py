@@ -153,9 +153,9 @@ def preset(name: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
 
 def catalogue_entry(matches, tokens=(DEFAULT_TOKENS,)) -> GemmShape | None:
     """The first shape of the catalogue (each preset, at each token count of ``tokens``) that
-    ``matches(shape)``, or None."""
-    return next((shape for name in PRESETS for count in dict.fromkeys(tokens) for shape in preset(name, count)
-                 if matches(shape)), None)
+    ``matches(shape)``, or None; a count below 1 has no shapes."""
+    return next((shape for name in PRESETS for count in dict.fromkeys(tokens) if count > 0
+                 for shape in preset(name, count) if matches(shape)), None)
 
 
 _SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?::\s*([nNtT]{2}))?\s*(?::\s*[bB](\d+))?\s*$")

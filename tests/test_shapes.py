@@ -171,3 +171,8 @@ def test_catalogue_columns_stay_aligned_past_a_long_name():
     long = dataclasses.replace(parse_shape("128x56x4096:nt"), name="a/name/longer/than/thirty-two/columns/dW")
     lines = shapes.format_catalogue([long, parse_shape("4096x56x128:tn")]).splitlines()
     assert len({len(line) for line in lines}) == 1 and lines[1].startswith(long.name + "  ")
+
+
+def test_a_token_count_below_one_has_no_catalogue_shapes():
+    assert shapes.catalogue_entry(lambda s: True, (0, -5)) is None
+    assert shapes.catalogue_entry(lambda s: True, (0, 7)) is not None
