@@ -281,6 +281,11 @@ class GemmConfig:
         return cls(MathMode(base), bool(int(value) & MATH_MODE_FLAGS))
 
 
+def math_modes(choices) -> tuple[MathMode, ...]:
+    """The math modes of mode choices (``pedantic+disallow-rpr`` is PEDANTIC), in their order, each once."""
+    return tuple(dict.fromkeys(GemmConfig.parse(choice).math_mode for choice in choices))
+
+
 def resolve_config(mode: GemmConfig | MathMode | int | str | None = None) -> tuple[GemmConfig, ModeSource]:
     """Pick the configuration: argument > ``CUBLAS_DET_MATH_MODE`` > PEDANTIC (read at call time).
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import pytest
 
 from ._cublas import MathMode
-from .config import DEFAULT_MODES, MODE_CHOICES, GemmConfig, resolve_config
+from .config import DEFAULT_MODES, MODE_CHOICES, GemmConfig, math_modes, resolve_config
 from .device import NoGpuError, require_gpu
 from .handle import create_handle
 
-# The math modes of the benchmark's defaults, each once (a flag such as +disallow-rpr is no math mode).
-ALL_MODES = tuple(dict.fromkeys(GemmConfig.parse(mode).math_mode.name for mode in DEFAULT_MODES))
+# The math modes of the benchmark's defaults, each once.
+ALL_MODES = tuple(mode.name for mode in math_modes(DEFAULT_MODES))
 
 
 def pytest_addoption(parser):

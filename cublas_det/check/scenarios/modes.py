@@ -8,7 +8,7 @@ from ..._cublas import ComputeType, CublasError, MathMode
 from ...bits.compare import compare, relative_error
 from ...bits.digest import ALGORITHM, device_digest, digest_groups
 from ...call import gemm
-from ...config import COMPUTE_TYPES, DEFAULT_MODES, HALF_DEFAULT_MODES, GemmConfig
+from ...config import COMPUTE_TYPES, DEFAULT_MODES, HALF_DEFAULT_MODES, GemmConfig, math_modes
 from ...handle import create_handle
 from ...operands import fp64_reference, output
 from ..results import Kind
@@ -16,15 +16,10 @@ from .base import Scenario, ScenarioContext, worst_of
 
 
 
-def _math_modes(choices) -> tuple:
-    """The math modes of the benchmark's default mode choices, in their order, each once."""
-    return tuple(dict.fromkeys(GemmConfig.parse(choice).math_mode for choice in choices))
-
-
-MODES = _math_modes(DEFAULT_MODES)
+MODES = math_modes(DEFAULT_MODES)
 MATRIX_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_32F_FAST_TF32)
 # In half precision TF32 does not apply: the choices are the DISALLOW flag and the compute types.
-HALF_MODES = _math_modes(HALF_DEFAULT_MODES)
+HALF_MODES = math_modes(HALF_DEFAULT_MODES)
 HALF_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_16F,
                       ComputeType.COMPUTE_16F_PEDANTIC)
 
