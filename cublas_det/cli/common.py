@@ -213,7 +213,7 @@ def write_text(path: str, text: str, prog: str) -> bool:
 
 
 def write_json(path: str, data: dict, prog: str) -> bool:
-    return write_file(path, prog, lambda: files.write_json(path, data))
+    return write_file(path, prog, lambda: files.write_json(path, data, default=str))  # a run's provenance as text
 
 
 def write_file(path: str, prog: str, write) -> bool:

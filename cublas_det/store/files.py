@@ -113,10 +113,11 @@ def check_format(data, path: str, format_name: str, version: int, what: str, hin
                              f"version {version}: {again} with this version")
 
 
-def write_json(path: str, data, *, whole: bool = False, compact: bool = False) -> None:
+def write_json(path: str, data, *, whole: bool = False, compact: bool = False, default=None) -> None:
     """``data`` as our files hold JSON: one-space indents and a final newline, or one line (``compact``);
-    ``whole``: written beside ``path`` and renamed over it. An :class:`OSError` is the caller's."""
-    text = json.dumps(data, default=str) if compact else json.dumps(data, indent=1, default=str) + "\n"
+    ``whole``: written beside ``path`` and renamed over it; ``default``: as :func:`json.dumps`'s. An
+    :class:`OSError` is the caller's."""
+    text = json.dumps(data, default=default) if compact else json.dumps(data, indent=1, default=default) + "\n"
     target = f"{path}.tmp{os.getpid()}" if whole else path
     try:
         with open(target, "w") as file:
