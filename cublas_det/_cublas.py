@@ -1,9 +1,5 @@
-"""The ctypes layer: the libcublas that CuPy uses, the prototypes CuPy does not bind, and status codes.
-
-No policy: each wrapper is named after its C call, takes and returns plain ints (handles and
-pointers too) and raises :class:`CublasError` on a non-zero status. The cuBLAS enums the package
-uses are here too (``cudaDataType_t`` is in :mod:`.dtypes`).
-"""
+"""The ctypes layer of libcublas (the copy CuPy uses) and its enums: no policy; each wrapper is named
+after its C call, takes and returns plain ints and raises :class:`CublasError` on a non-zero status."""
 
 from __future__ import annotations
 
@@ -34,7 +30,6 @@ MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL = 0, 1, 2
 
 class MathMode(enum.IntEnum):
     """``cublasMath_t`` (cuBLAS 13 ``cublas_api.h``)."""
-
     DEFAULT = 0
     PEDANTIC = 2
     TF32 = 3
@@ -48,7 +43,6 @@ MATH_MODE_FLAGS = int(MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION)
 
 class ComputeType(enum.IntEnum):
     """``cublasComputeType_t`` (cuBLAS 13 ``cublas_api.h``)."""
-
     COMPUTE_16F = 64
     COMPUTE_16F_PEDANTIC = 65
     COMPUTE_32F = 68
@@ -63,29 +57,25 @@ class ComputeType(enum.IntEnum):
 
 
 class Operation(enum.IntEnum):
-    """``cublasOperation_t``: whether cuBLAS reads an operand transposed."""
-
+    """``cublasOperation_t``."""
     N = 0
     T = 1
 
 
 class AtomicsMode(enum.IntEnum):
     """``cublasAtomicsMode_t``."""
-
     NOT_ALLOWED = 0
     ALLOWED = 1
 
 
 class GemmAlgo(enum.IntEnum):
     """``cublasGemmAlgo_t``: the heuristic choice, unless a captured program's own algo is replayed."""
-
     DEFAULT = -1
     DEFAULT_TENSOR_OP = 99  # what PyTorch passes
 
 
 class CublasError(CublasDetError, RuntimeError):
-    """A cuBLAS call returned a status other than success: ``status`` (the ``cublasStatus_t``)
-    from ``function`` (the C function)."""
+    """A cuBLAS call returned ``status`` (a ``cublasStatus_t``) other than success, from ``function``."""
 
     def __init__(self, status: int, function: str = ""):
         self.status = int(status)
@@ -102,7 +92,7 @@ class CublasNotFoundError(CublasDetError, ImportError):
     """libcublas could not be located or loaded."""
 
 
-# (name, restype is always cublasStatus_t = int, argtypes)
+# name -> argtypes (restype is always cublasStatus_t, an int)
 _PROTOTYPES: dict[str, list] = {
     "cublasCreate_v2": [POINTER(c_void_p)],
     "cublasDestroy_v2": [c_void_p],
@@ -117,30 +107,21 @@ _PROTOTYPES: dict[str, list] = {
     "cublasSetWorkspace_v2": [c_void_p, c_void_p, c_size_t],
     "cublasSetSmCountTarget": [c_void_p, c_int],
     "cublasGetSmCountTarget": [c_void_p, POINTER(c_int)],
-    # handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
-    # computeType, algo
-    "cublasGemmEx": [
-        c_void_p, c_int, c_int, c_int, c_int, c_int, c_void_p,
-        c_void_p, c_int, c_int, c_void_p, c_int, c_int, c_void_p,
-        c_void_p, c_int, c_int, c_int, c_int,
-    ],
+    # handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo
+    "cublasGemmEx": [c_void_p, c_int, c_int, c_int, c_int, c_int, c_void_p, c_void_p, c_int, c_int, c_void_p, c_int,
+                     c_int, c_void_p, c_void_p, c_int, c_int, c_int, c_int],
     # handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C,
     # Ctype, ldc, strideC, batchCount, computeType, algo
-    "cublasGemmStridedBatchedEx": [
-        c_void_p, c_int, c_int, c_int, c_int, c_int, c_void_p,
-        c_void_p, c_int, c_int, c_longlong, c_void_p, c_int, c_int, c_longlong, c_void_p,
-        c_void_p, c_int, c_int, c_longlong, c_int, c_int, c_int,
-    ],
+    "cublasGemmStridedBatchedEx": [c_void_p, c_int, c_int, c_int, c_int, c_int, c_void_p, c_void_p, c_int, c_int,
+                                   c_longlong, c_void_p, c_int, c_int, c_longlong, c_void_p, c_void_p, c_int, c_int,
+                                   c_longlong, c_int, c_int, c_int],
 }
 
 
 @functools.cache
 def library() -> tuple[ctypes.CDLL, str, str]:
-    """Load the libcublas that CuPy uses; return ``(cdll, abs_path, found_via)``.
-
-    Through ``cuda.pathfinder``, as CuPy does, so both hold one copy of the library (a handle made by
-    one copy must never reach another). Raises CublasNotFoundError: no pathfinder, or no libcublas.
-    """
+    """``(cdll, abs_path, found_via)`` of libcublas, loaded through ``cuda.pathfinder`` as CuPy does, so
+    both hold one copy (a handle made by one copy must never reach another)."""
     try:
         from cuda import pathfinder
     except ImportError as err:
@@ -154,12 +135,17 @@ def library() -> tuple[ctypes.CDLL, str, str]:
             f"libcublas not found ({err}); install it: pip install 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' "
             "(==13.* with cupy-cuda13x), or a CUDA toolkit"
         ) from err
-    cdll = ctypes.CDLL(loaded.abs_path)
-    for name, argtypes in _PROTOTYPES.items():
+    return declared(loaded.abs_path, _PROTOTYPES), loaded.abs_path, str(getattr(loaded, "found_via", ""))
+
+
+def declared(path: str, prototypes: dict) -> ctypes.CDLL:
+    """The library at ``path`` with the argtypes of ``prototypes`` (every restype a status, an int)."""
+    cdll = ctypes.CDLL(path)
+    for name, argtypes in prototypes.items():
         fn = getattr(cdll, name)
         fn.argtypes = argtypes
         fn.restype = c_int
-    return cdll, loaded.abs_path, str(getattr(loaded, "found_via", ""))
+    return cdll
 
 
 def _check(status: int, function: str) -> None:
@@ -171,89 +157,70 @@ def _call(name: str, *args) -> None:
     _check(getattr(library()[0], name)(*args), name)
 
 
+def _getter(name: str):
+    """The wrapper of ``name(first, int *value)``: the value it writes."""
+    def get(first: int) -> int:
+        value = c_int()
+        _call(name, first, byref(value))
+        return value.value
+    return get
+
+
+def _setter(name: str):
+    """The wrapper of ``name(handle, value)``."""
+    def set_value(handle: int, value: int) -> None:
+        _call(name, handle, value)
+    return set_value
+
+
+cublas_get_property = _getter("cublasGetProperty")  # of MAJOR_VERSION, MINOR_VERSION or PATCH_LEVEL
+cublas_get_math_mode = _getter("cublasGetMathMode")
+cublas_set_math_mode = _setter("cublasSetMathMode")
+cublas_get_atomics_mode = _getter("cublasGetAtomicsMode")
+cublas_set_atomics_mode = _setter("cublasSetAtomicsMode")
+cublas_get_sm_count_target = _getter("cublasGetSmCountTarget")
+cublas_set_sm_count_target = _setter("cublasSetSmCountTarget")  # 0 restores the device's own SM count
+
+
 def cublas_create() -> int:
-    """See ``cublasCreate``. Returns the handle as an int."""
     handle = c_void_p()
     _call("cublasCreate_v2", byref(handle))
     return int(handle.value)
 
 
 def cublas_destroy(handle: int) -> None:
-    """See ``cublasDestroy`` (it synchronizes the device)."""
+    """``cublasDestroy``: it synchronizes the device."""
     _call("cublasDestroy_v2", handle)
 
 
 def cublas_get_version(handle: int = 0) -> int:
-    """See ``cublasGetVersion``; ``MAJOR*10000 + MINOR*100 + PATCH``. The handle may be 0."""
+    """``MAJOR*10000 + MINOR*100 + PATCH``; the handle may be 0."""
     value = c_int()
     _call("cublasGetVersion_v2", handle or None, byref(value))
     return value.value
 
 
-def cublas_get_property(kind: int) -> int:
-    """See ``cublasGetProperty`` (MAJOR_VERSION, MINOR_VERSION or PATCH_LEVEL)."""
-    value = c_int()
-    _call("cublasGetProperty", kind, byref(value))
-    return value.value
-
-
-def cublas_set_math_mode(handle: int, mode: int) -> None:
-    """See ``cublasSetMathMode``."""
-    _call("cublasSetMathMode", handle, mode)
-
-
-def cublas_get_math_mode(handle: int) -> int:
-    """See ``cublasGetMathMode``."""
-    value = c_int()
-    _call("cublasGetMathMode", handle, byref(value))
-    return value.value
-
-
-def cublas_set_atomics_mode(handle: int, mode: int) -> None:
-    """See ``cublasSetAtomicsMode``."""
-    _call("cublasSetAtomicsMode", handle, mode)
-
-
-def cublas_get_atomics_mode(handle: int) -> int:
-    """See ``cublasGetAtomicsMode``."""
-    value = c_int()
-    _call("cublasGetAtomicsMode", handle, byref(value))
-    return value.value
-
-
 def cublas_set_stream(handle: int, stream_ptr: int) -> None:
-    """See ``cublasSetStream``. Note: it resets any workspace set with ``cublasSetWorkspace``."""
+    """``cublasSetStream``: it resets any workspace set with ``cublasSetWorkspace``."""
     _call("cublasSetStream_v2", handle, stream_ptr or None)
 
 
 def cublas_get_stream(handle: int) -> int:
-    """See ``cublasGetStream``; 0 is the legacy default stream."""
+    """0 is the legacy default stream."""
     value = c_void_p()
     _call("cublasGetStream_v2", handle, byref(value))
     return int(value.value or 0)
 
 
 def cublas_set_workspace(handle: int, ptr: int, size_bytes: int) -> None:
-    """See ``cublasSetWorkspace`` (ptr aligned to 256 bytes)."""
+    """``ptr`` aligned to 256 bytes."""
     _call("cublasSetWorkspace_v2", handle, ptr or None, size_bytes)
-
-
-def cublas_set_sm_count_target(handle: int, sm_count: int) -> None:
-    """See ``cublasSetSmCountTarget``; 0 restores the device's own SM count."""
-    _call("cublasSetSmCountTarget", handle, sm_count)
-
-
-def cublas_get_sm_count_target(handle: int) -> int:
-    """See ``cublasGetSmCountTarget``."""
-    value = c_int()
-    _call("cublasGetSmCountTarget", handle, byref(value))
-    return value.value
 
 
 @functools.cache
 def gemm_ex_untyped():
-    """``cublasGemmEx`` with no ``argtypes`` (declared ones cost host time per call), for the hot path;
-    ints pass as C ``int``, pointers must be ``c_void_p`` objects. The caller checks the status."""
+    """``cublasGemmEx`` without ``argtypes`` (declared ones cost host time per call), for the hot path: ints
+    pass as C ``int``, pointers must be ``c_void_p`` objects; the caller checks the status."""
     fn = library()[0]["cublasGemmEx"]  # indexing makes a new function object: typed one untouched
     fn.restype = c_int
     return fn
@@ -263,10 +230,9 @@ GEMM_EX_ARGS = 18  # cublasGemmEx's arguments after the handle; a batched call's
 
 
 def gemm_strided_batched_ex(handle: int, args: tuple) -> None:
-    """``cublasGemmStridedBatchedEx`` from cublasGemmEx's arguments ``args`` followed by the batch count
-    and the three strides (in elements, in cuBLAS's operand order)."""
+    """``cublasGemmStridedBatchedEx`` from cublasGemmEx's ``args``, the batch count and the three strides
+    (in elements, in cuBLAS's operand order) after them."""
     (op_a, op_b, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type, ldc, compute, algo,
      batch, stride_a, stride_b, stride_c) = args
     _call("cublasGemmStridedBatchedEx", handle, op_a, op_b, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb,
           stride_b, beta, c, c_type, ldc, stride_c, batch, compute, algo)
-

@@ -6,27 +6,15 @@ from __future__ import annotations
 import ctypes
 import enum
 import functools
-from ctypes import (
-    POINTER,
-    byref,
-    c_float,
-    c_int,
-    c_int64,
-    c_size_t,
-    c_uint16,
-    c_uint32,
-    c_uint64,
-    c_void_p,
-)
+from ctypes import POINTER, byref, c_float, c_int, c_int64, c_size_t, c_uint16, c_uint32, c_uint64, c_void_p
 
-from ._cublas import CublasError, CublasNotFoundError
+from ._cublas import CublasError, CublasNotFoundError, declared
 
 BATCH_COUNT, STRIDED_BATCH_OFFSET = 5, 6  # cublasLtMatrixLayoutAttribute_t: int32, int64
 
 
 class MatmulDesc(enum.IntEnum):
     """``cublasLtMatmulDescAttributes_t`` used here."""
-
     TRANSA = 3
     TRANSB = 4
     EPILOGUE = 7
@@ -37,14 +25,12 @@ class MatmulDesc(enum.IntEnum):
 
 class Preference(enum.IntEnum):
     """``cublasLtMatmulPreferenceAttributes_t`` used here."""
-
     MAX_WORKSPACE_BYTES = 1
     REDUCTION_SCHEME_MASK = 3
 
 
 class ReductionScheme(enum.IntFlag):
     """``cublasLtReductionScheme_t``: how a split-K GEMM sums its parts."""
-
     NONE = 0
     INPLACE = 1
     COMPUTE_TYPE = 2
@@ -54,7 +40,6 @@ class ReductionScheme(enum.IntFlag):
 
 class Epilogue(enum.IntEnum):
     """``cublasLtEpilogue_t`` used here."""
-
     DEFAULT = 1
     BIAS = 4
 
@@ -67,13 +52,11 @@ ALGO_CONFIG = {"algo_id": (0, ctypes.c_int32), "tile": (1, c_uint32), "splitk": 
 
 class MatmulAlgo(ctypes.Structure):
     """``cublasLtMatmulAlgo_t``: opaque, 64 bytes."""
-
     _fields_ = [("data", c_uint64 * 8)]
 
 
 class HeuristicResult(ctypes.Structure):
     """``cublasLtMatmulHeuristicResult_t``."""
-
     _fields_ = [("algo", MatmulAlgo), ("workspace_size", c_size_t), ("state", c_int), ("waves_count", c_float),
                 ("reserved", c_int * 4)]
 
@@ -113,12 +96,7 @@ def library() -> ctypes.CDLL:
         raise CublasNotFoundError("cuda.pathfinder is not installed; install CuPy") from err
     except Exception as err:  # pathfinder's DynamicLibNotFoundError
         raise CublasNotFoundError(f"libcublasLt not found ({err}); install the cuBLAS wheel of your CUDA") from err
-    cdll = ctypes.CDLL(loaded.abs_path)
-    for name, argtypes in _PROTOTYPES.items():
-        fn = getattr(cdll, name)
-        fn.argtypes = argtypes
-        fn.restype = c_int
-    return cdll
+    return declared(loaded.abs_path, _PROTOTYPES)
 
 
 def _call(name: str, *args) -> None:
@@ -127,32 +105,41 @@ def _call(name: str, *args) -> None:
         raise CublasError(status, name)
 
 
+def _set(name: str, target, attribute: int, buffer) -> None:
+    """``name(target, attribute, &buffer, sizeof buffer)``: how cuBLASLt sets an attribute."""
+    _call(name, target, attribute, byref(buffer), ctypes.sizeof(buffer))
+
+
 def _create(name: str, *args) -> int:
     value = c_void_p()
     _call(name, byref(value), *args)
     return int(value.value)
 
 
+def _destroyer(name: str):
+    """The wrapper of ``name(object)``."""
+    def destroy_object(value: int) -> None:
+        _call(name, value)
+    return destroy_object
+
+
 def create() -> int:
     return _create("cublasLtCreate")
 
 
-def destroy(handle: int) -> None:
-    _call("cublasLtDestroy", handle)
+destroy = _destroyer("cublasLtDestroy")
+matmul_desc_destroy = _destroyer("cublasLtMatmulDescDestroy")
+layout_destroy = _destroyer("cublasLtMatrixLayoutDestroy")
+preference_destroy = _destroyer("cublasLtMatmulPreferenceDestroy")
 
 
 def matmul_desc_create(compute_type: int, scale_type: int) -> int:
     return _create("cublasLtMatmulDescCreate", compute_type, scale_type)
 
 
-def matmul_desc_destroy(desc: int) -> None:
-    _call("cublasLtMatmulDescDestroy", desc)
-
-
 def matmul_desc_set(desc: int, attribute: int, value, kind=c_int) -> None:
     """Set one attribute (``kind``: its C type, ``c_int`` for the enums, ``c_void_p`` for a pointer)."""
-    buffer = kind(value)
-    _call("cublasLtMatmulDescSetAttribute", desc, attribute, byref(buffer), ctypes.sizeof(buffer))
+    _set("cublasLtMatmulDescSetAttribute", desc, attribute, kind(value))
 
 
 def layout_create(data_type: int, rows: int, cols: int, ld: int) -> int:
@@ -162,24 +149,15 @@ def layout_create(data_type: int, rows: int, cols: int, ld: int) -> int:
 def layout_batch(layout: int, count: int, stride: int) -> None:
     """Make ``layout`` a strided batch: ``count`` matrices ``stride`` elements apart."""
     for attribute, value in ((BATCH_COUNT, c_int(count)), (STRIDED_BATCH_OFFSET, c_int64(stride))):
-        _call("cublasLtMatrixLayoutSetAttribute", layout, attribute, byref(value), ctypes.sizeof(value))
-
-
-def layout_destroy(layout: int) -> None:
-    _call("cublasLtMatrixLayoutDestroy", layout)
+        _set("cublasLtMatrixLayoutSetAttribute", layout, attribute, value)
 
 
 def preference_create() -> int:
     return _create("cublasLtMatmulPreferenceCreate")
 
 
-def preference_destroy(preference: int) -> None:
-    _call("cublasLtMatmulPreferenceDestroy", preference)
-
-
 def preference_set(preference: int, attribute: int, value, kind=c_uint64) -> None:
-    buffer = kind(value)
-    _call("cublasLtMatmulPreferenceSetAttribute", preference, attribute, byref(buffer), ctypes.sizeof(buffer))
+    _set("cublasLtMatmulPreferenceSetAttribute", preference, attribute, kind(value))
 
 
 def heuristic(handle: int, desc: int, layouts: tuple, preference: int, count: int = 1) -> list[HeuristicResult]:
@@ -214,7 +192,5 @@ def algo_init(handle: int, compute_type: int, scale_type: int, types: tuple, con
     _call("cublasLtMatmulAlgoInit", handle, compute_type, scale_type, *types, config["algo_id"], byref(algo))
     for name, (attribute, kind) in ALGO_CONFIG.items():
         if name != "algo_id" and name in config:
-            buffer = kind(config[name])
-            _call("cublasLtMatmulAlgoConfigSetAttribute", byref(algo), attribute, byref(buffer),
-                  ctypes.sizeof(buffer))
+            _set("cublasLtMatmulAlgoConfigSetAttribute", byref(algo), attribute, kind(config[name]))
     return algo
