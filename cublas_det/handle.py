@@ -1,9 +1,5 @@
 """The Handle that owns one cuBLAS handle, ``create_handle()``, per-thread default handles, ``math_mode()``.
-
-The configuration comes from the ``mode`` argument, else ``CUBLAS_DET_MATH_MODE`` (read at call
-time), else PEDANTIC. With ``api="lt"`` a handle's GEMMs run as ``cublasLtMatmul`` (:class:`LtPath`)
-from cublasGemmEx's own arguments; TF32 math there is the ``COMPUTE_32F_FAST_TF32`` compute type.
-"""
+With ``api="lt"`` a handle's GEMMs run as ``cublasLtMatmul`` (:class:`LtPath`) from cublasGemmEx's arguments."""
 
 from __future__ import annotations
 
@@ -14,19 +10,11 @@ from ctypes import c_int, c_void_p
 
 from . import _cublas, _cublaslt
 from ._cublas import GEMM_EX_ARGS, AtomicsMode, ComputeType, MathMode
-from .config import (
-    HALF_SCALAR_COMPUTE,
-    LT_WORKSPACE_BYTES,
-    GemmConfig,
-    ModeSource,
-    math_mode_name,
-    resolve_config,
-)
+from .config import HALF_SCALAR_COMPUTE, LT_WORKSPACE_BYTES, GemmConfig, ModeSource, math_mode_name, resolve_config
 from .device import require_gpu, tf32_env_warnings
 from .dtypes import BY_CUDA, GEMM_TYPES
 from .integers import is_int
 
-# -- the cuBLASLt path: a handle's GEMMs as cublasLtMatmul
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
 
@@ -51,7 +39,7 @@ class LtPath:
         self._prepared: dict = {}  # GEMM and SM-count target -> (descriptor, layouts, algorithm, owned)
         self._lock = threading.Lock()  # a descriptor is set (bias) and used in one step; prepared once
 
-    def _compute(self, compute: int) -> int:
+    def _compute(self, compute: int) -> int:  # TF32 math in cuBLASLt is the COMPUTE_32F_FAST_TF32 compute type
         if compute == ComputeType.COMPUTE_32F and self.config.math_mode is MathMode.TF32:
             return int(ComputeType.COMPUTE_32F_FAST_TF32)
         return compute
@@ -112,8 +100,8 @@ class LtPath:
 
     def issue(self, args: tuple, stream_ptr: int, sm_count_target: int = 0, bias_ptr: int = 0,
               workspace: tuple | None = None) -> None:
-        """Run the GEMM of cublasGemmEx's arguments ``args`` (after the handle; a batch's count and
-        strides after them) on ``stream_ptr``; ``workspace``: (pointer, bytes) in place of the path's."""
+        """Run the GEMM of cublasGemmEx's ``args`` on ``stream_ptr``; ``workspace``: (pointer, bytes) in place
+        of the path's."""
         key = self._key(args, sm_count_target)
         _, _, m, _, _, alpha, a, _, _, b, _, _, beta, c, c_type, _, _, _ = args[:GEMM_EX_ARGS]
         with self._lock:
@@ -153,7 +141,6 @@ def split_k(algo: tuple) -> bool:
     return config.get("splitk", 1) > 1 or config.get("reduction_scheme", 0) != 0
 
 
-# -- the cuBLAS handle
 _stream_ptr_getter = None  # set on first use: this module must import without CuPy
 
 
@@ -168,11 +155,8 @@ def _current_stream_ptr() -> int:
 
 
 class Handle:
-    """Owns one cuBLAS handle with a fixed math mode; a context manager. Make it with :func:`create_handle`.
-
-    With ``stream=None`` it follows CuPy's current stream, re-bound by ``gemm()`` when that changes;
-    a workspace is re-applied after every re-binding (``cublasSetStream`` resets it).
-    """
+    """Owns one cuBLAS handle with a fixed math mode; a context manager made by :func:`create_handle`.
+    Without a pinned stream it follows CuPy's current one, re-applying a workspace after every re-binding."""
 
     def __init__(self, ptr: int, config: GemmConfig, mode_source: ModeSource, device_id: int,
                  workspace_bytes: int | None = None, workspace=None, lt_path: LtPath | None = None):
@@ -192,9 +176,8 @@ class Handle:
         self._lt = lt_path  # api="lt": every GEMM of the handle goes through cuBLASLt
         self._sm_count_target = 0  # read by the cuBLASLt path, which plans for it in its own descriptor
 
-    # -- lifetime --------------------------------------------------------------------------
     def close(self) -> None:
-        """Destroy the cuBLAS handle (idempotent). ``cublasDestroy`` synchronizes the device."""
+        """Destroy the cuBLAS handle (idempotent; ``cublasDestroy`` synchronizes the device)."""
         if self._ptr:
             ptr, self._ptr = self._ptr, 0
             self._ptr_c = c_void_p(0)
@@ -205,9 +188,7 @@ class Handle:
                     self._lt.close()
                 self._workspace = None  # freed only after the handle that used it is gone
 
-    @property
-    def closed(self) -> bool:
-        return not self._ptr
+    closed = property(lambda self: not self._ptr)
 
     def __enter__(self) -> Handle:
         return self
@@ -216,63 +197,29 @@ class Handle:
         self.close()
 
     def __del__(self):
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown: the library may already be gone
             self.close()
-        except Exception:  # interpreter shutdown: the library may already be gone
-            pass
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"ptr=0x{self._ptr:x}"
-        return (f"<Handle {self._config.name} from {self._mode_source.value}, "
-                f"device {self._device_id}, {state}>")
+        return f"<Handle {self._config.name} from {self._mode_source.value}, device {self._device_id}, {state}>"
 
-    # -- properties ------------------------------------------------------------------------
     @property
     def ptr(self) -> int:
         """The ``cublasHandle_t`` as an int."""
         self._require_open()
         return self._ptr
 
-    @property
-    def config(self) -> GemmConfig:
-        """The configuration the handle was made with (its math mode was read back from cuBLAS)."""
-        return self._config
-
-    @property
-    def math_mode(self) -> MathMode:
-        """The math mode (without flags)."""
-        return self._config.math_mode
-
-    @property
-    def math_mode_value(self) -> int:
-        """The raw ``cublasMath_t`` value, flags included."""
-        return self._config.math_mode_value
-
-    @property
-    def mode_source(self) -> ModeSource:
-        return self._mode_source
-
-    @property
-    def device_id(self) -> int:
-        return self._device_id
-
-    @property
-    def stream(self):
-        """The CuPy stream this handle is pinned to, or ``None`` when it follows the current stream."""
-        return self._stream
-
-    @property
-    def lt(self) -> LtPath | None:
-        """The cuBLASLt path of a handle made with ``api="lt"``, else None."""
-        return self._lt
-
-    @property
-    def workspace_bytes(self) -> int | None:
-        """Size of the user workspace, or ``None`` when cuBLAS uses its own pool."""
-        return self._workspace_bytes
+    config = property(lambda self: self._config, doc="The configuration (its math mode read back from cuBLAS).")
+    math_mode = property(lambda self: self._config.math_mode, doc="The math mode, without the flag.")
+    math_mode_value = property(lambda self: self._config.math_mode_value, doc="The ``cublasMath_t``, flag included.")
+    mode_source = property(lambda self: self._mode_source)
+    device_id = property(lambda self: self._device_id)
+    stream = property(lambda self: self._stream, doc="The pinned CuPy stream; None: CuPy's current one.")
+    lt = property(lambda self: self._lt, doc="The cuBLASLt path of a handle made with ``api='lt'``, else None.")
+    workspace_bytes = property(lambda self: self._workspace_bytes, doc="The user workspace; None: cuBLAS's pool.")
 
     def read_math_mode(self) -> int:
-        """``cublasGetMathMode`` on this handle, now."""
         return _cublas.cublas_get_math_mode(self.ptr)
 
     @property
@@ -295,7 +242,6 @@ class Handle:
         _cublas.cublas_set_sm_count_target(self.ptr, sm_count)
         self._sm_count_target = sm_count
 
-    # -- streams ---------------------------------------------------------------------------
     def bind_stream(self, stream_ptr: int) -> None:
         """Issue later calls on ``stream_ptr`` (re-applying the workspace); cheap when unchanged."""
         if stream_ptr == self._bound_stream_ptr:
@@ -315,7 +261,6 @@ class Handle:
             self.bind_stream(stream.ptr)
 
     def current_stream_ptr(self) -> int:
-        """The stream the next call will be issued on."""
         return self._stream.ptr if self._stream is not None else _current_stream_ptr()
 
     def bind_current_stream(self) -> c_void_p:
@@ -336,24 +281,10 @@ class Handle:
 
 def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stream=None,
                   workspace_bytes: int | None = None, atomics: bool = False) -> Handle:
-    """Create a cuBLAS handle on the current device with a math mode, and read the mode back.
-
-    Args:
-        mode: a :class:`GemmConfig`, a ``MathMode``, its int value (flags allowed) or a name
-            (``"pedantic"``, ``"tf32+disallow-rpr"`` ...). ``None``: ``CUBLAS_DET_MATH_MODE`` if
-            set and non-empty, else PEDANTIC.
-        stream: a ``cupy.cuda.Stream`` to pin the handle to; ``None`` follows CuPy's current stream.
-        workspace_bytes: the handle's own workspace size; ``None``: the configuration's, and where
-            that is ``None`` too, cuBLAS's default pool.
-        atomics: allow cuBLAS routines with atomic variants to use them (not reproducible).
-
-    Returns a :class:`Handle`; close it, or use it as a context manager.
-
-    Raises:
-        ValueError / TypeError: a bad mode, env value or workspace size.
-        NoGpuError: no GPU or no libcublas.
-        CublasError: a cuBLAS call failed, or the mode read back differs from the one set.
-    """
+    """A :class:`Handle` on the current device in ``mode`` (a GemmConfig, MathMode, its int or a name; None:
+    ``CUBLAS_DET_MATH_MODE``, else PEDANTIC), its math mode read back (CublasError if it did not take).
+    ``stream``: one to pin it to; ``workspace_bytes``: its own workspace (None: the configuration's, else
+    cuBLAS's pool); ``atomics``: allow atomic variants (not reproducible)."""
     config, source = resolve_config(mode)
     if workspace_bytes is None:
         workspace_bytes = config.workspace_bytes
@@ -391,11 +322,8 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
 
 @contextlib.contextmanager
 def math_mode(mode: GemmConfig | MathMode | int | str | None = None):
-    """Set the math mode of CuPy's own cuBLAS handle (``cupy.matmul``'s) for a block; yield the value set.
-
-    The previous mode is restored on exit. Warns when ``CUPY_TF32=1`` (FAST_TF32 compute, which
-    PEDANTIC does not override) or ``NVIDIA_TF32_OVERRIDE=0`` defeats a TF32 request.
-    """
+    """Set the math mode of CuPy's own cuBLAS handle (``cupy.matmul``'s) for a block, yielding the value set;
+    warns when ``CUPY_TF32`` or ``NVIDIA_TF32_OVERRIDE`` defeats the request."""
     config, _ = resolve_config(mode)
     value = config.math_mode_value
     require_gpu()
@@ -421,8 +349,8 @@ def _current_device() -> int:
 
 
 def default_handle() -> Handle:
-    """The handle ``gemm(handle=None)`` uses: this thread's for the current device and the configuration
-    ``CUBLAS_DET_MATH_MODE`` names (read at call time; PEDANTIC when unset)."""
+    """``gemm(handle=None)``'s: this thread's for the current device and the configuration of
+    ``CUBLAS_DET_MATH_MODE``."""
     config, _ = resolve_config(None)
     handles = getattr(_thread_handles, "handles", None)
     if handles is None:
