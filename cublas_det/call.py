@@ -1,10 +1,6 @@
-"""``gemm()``: row-major GEMM (float32, bfloat16, float16) on CuPy arrays or DLPack tensors through
-``cublasGemmEx`` (``cublasGemmStridedBatchedEx`` for a batch of matrices), capturable in CUDA graphs.
-
-Two ways into the same ``cublasGemmEx``: ctypes, on the handle's own stream (for a pinned stream,
-a user workspace or stream capture, all of which CuPy's binding breaks or refuses), and CuPy's
-Cython binding for eager calls on a handle that follows CuPy's current stream (less host time).
-"""
+"""``gemm()``: row-major GEMM on CuPy arrays or DLPack tensors through ``cublasGemmEx`` (strided batched for a
+batch), capturable in CUDA graphs. CuPy's Cython binding issues eager calls on a handle that follows CuPy's
+current stream (less host time); ctypes the rest (a pinned stream, a workspace, capture: CuPy's breaks them)."""
 
 from __future__ import annotations
 
@@ -25,10 +21,8 @@ CUBLAS_OP_N, CUBLAS_OP_T = int(Operation.N), int(Operation.T)
 CUBLAS_GEMM_DEFAULT = int(GemmAlgo.DEFAULT)
 
 # Host scalars for the usual alpha/beta, made once: ctypes objects per call cost host time.
-_ONE = c_float(1.0)
-_ZERO = c_float(0.0)
-_ONE_ADDRESS = addressof(_ONE)
-_ZERO_ADDRESS = addressof(_ZERO)
+_ONE, _ZERO = c_float(1.0), c_float(0.0)
+_ONE_ADDRESS, _ZERO_ADDRESS = addressof(_ONE), addressof(_ZERO)
 # The compute types cublasGemmEx takes with float32 in and out; any other takes the checked path.
 _F32_COMPUTES = frozenset(int(c) for c in COMPUTE_TYPES[("float32", "float32")])
 
@@ -75,7 +69,6 @@ def _bind():
 
 
 def _pointer(ptr: int) -> c_void_p:
-    """``ptr`` as a cached ``c_void_p``."""
     wrapped = _pointers.get(ptr)
     if wrapped is None:
         if len(_pointers) >= _POINTER_CACHE_SIZE:
@@ -85,8 +78,7 @@ def _pointer(ptr: int) -> c_void_p:
 
 
 def _check_operand(name: str, array, ndarray) -> None:
-    """Raise TypeError/ValueError unless ``array`` is a non-empty 2-D (or 3-D: a batch) C-contiguous
-    CuPy array of a GEMM type."""
+    """TypeError/ValueError unless ``array`` is a non-empty 2-D (3-D: a batch) C-contiguous CuPy GEMM array."""
     if not isinstance(array, ndarray):
         raise TypeError(f"{name} must be a CuPy array or a GPU tensor with __dlpack__ (PyTorch ...), not "
                         f"{type(array).__name__} (move it with cupy.asarray)")
@@ -104,8 +96,8 @@ def _check_operand(name: str, array, ndarray) -> None:
 
 
 def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
-    """Validate a GEMM in full, naming the first problem; return ``(handle, out, args, scalars)``:
-    cublasGemmEx's arguments after the handle as ints, and the host scalars they point to."""
+    """Validate a GEMM in full, naming the first problem; return ``(handle, out, args, scalars)``: cublasGemmEx's
+    arguments after the handle, and the host scalars they point to."""
     cupy = _bind()
     ndarray = cupy.ndarray
     a, b = _as_cupy("a", a), _as_cupy("b", b)
@@ -237,7 +229,6 @@ def _as_ctypes(args: tuple) -> tuple | None:
 
 
 def _from_cupy(err) -> _cublas.CublasError:
-    """CuPy's CUBLASError as ours."""
     return _cublas.CublasError(getattr(err, "status", 14), "cublasGemmEx")
 
 
@@ -274,31 +265,10 @@ def _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type
 
 def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
          trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0, compute_type=None, bias=None):
-    """``out = alpha * op(a) @ op(b) + beta * out`` on row-major arrays.
-
-    Args:
-        a, b: 2-D C-contiguous arrays of one element type, float32, bfloat16 or float16 (or 3-D, a batch
-            of as many matrices each, multiplied pairwise by one strided batched call): CuPy arrays,
-            or GPU tensors with ``__dlpack__`` (PyTorch ...), viewed by CuPy without a copy (bfloat16
-            needs ``ml_dtypes``); ``op(x)`` is ``x.T`` when ``trans_x``.
-        out: an (M, N) (batched: (batch, M, N)) C-contiguous array or tensor to write into (the
-            input type, or float32 for half-precision inputs); a new CuPy array of the input type when ``None``.
-        handle: a :class:`Handle`; ``None`` uses this thread's handle for the current device in
-            the configuration that ``CUBLAS_DET_MATH_MODE`` names (PEDANTIC by default).
-        compute_type: a :class:`ComputeType`; ``None`` uses the handle's configuration (by default
-            ``CUBLAS_COMPUTE_32F``, so that the math mode decides the arithmetic).
-        bias: a vector of N added to each row, on a cuBLASLt handle with the BIAS epilogue; such a
-            handle adds a fixed vector when none is given.
-
-    Returns ``out``.
-
-    Raises:
-        TypeError: an operand that is neither a CuPy array nor a GPU tensor, or of another type.
-        ValueError: shapes that do not multiply, a wrong ``out``, a non-contiguous operand, an
-            operand on another device than the handle, or element and compute types that cuBLAS does
-            not combine (the message names the combination).
-        CublasError: cuBLAS rejected the call.
-    """
+    """``out = alpha * op(a) @ op(b) + beta * out`` on row-major C-contiguous float32, bfloat16 or float16 CuPy
+    arrays or DLPack GPU tensors (3-D: a batch, one strided batched call); returns ``out`` (None: a new array).
+    ``handle`` None: :func:`default_handle`; ``compute_type`` None: the handle's; ``bias``: a vector of N added
+    to each row, on a cuBLASLt handle with the BIAS epilogue. TypeError/ValueError name the problem."""
     # The common valid call is checked with the fewest attribute reads (host time per GEMM); anything
     # else goes through _checked_gemm, which names the problem. Were CuPy to drop `_c_contiguous` or
     # `_shape`, every call would take the checked path: slower, never wrong.
@@ -351,8 +321,7 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
 
 
 class GemmCall:
-    """One validated GEMM, issued again and again by ``call()`` with no argument checks; it keeps
-    the arrays referenced. Make one with :func:`prepare_gemm`."""
+    """One validated GEMM (:func:`prepare_gemm`), issued by ``call()`` with no checks; it keeps the arrays alive."""
 
     def __init__(self, a, b, out, handle, args, scalars, bias=None):
         self._keep = (a, b, scalars, bias)  # the addresses in args stay valid while these live
@@ -376,6 +345,5 @@ def prepare_gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool 
 
 
 def shape_gemm(a, b, out, handle: Handle, shape) -> None:
-    """The GEMM a check or a timing runs: :func:`gemm` into ``out`` with ``shape``'s transposes
-    (the signature of a check's ``gemm_fn``, which a test may replace to plant a fault)."""
+    """:func:`gemm` into ``out`` with ``shape``'s transposes: a check's ``gemm_fn``, which a test may replace."""
     gemm(a, b, out=out, handle=handle, trans_a=shape.trans_a, trans_b=shape.trans_b)
