@@ -1,12 +1,6 @@
-"""The numeric configuration of a GEMM, as one frozen type parsed once and carried end to end.
-
-A :class:`GemmConfig` is what decides a GEMM's arithmetic besides its shape: math mode and flag,
-compute type, input and output element types. The CLI flag, the API's ``mode`` and
-``CUBLAS_DET_MATH_MODE`` are parsed into it here; tables and JSON name it by :attr:`GemmConfig.name`.
-The text form is ``MODE[+disallow-rpr][+lt...]``: ``pedantic``, ``default``, ``tf32``, ``bf16x9``
-(cuBLAS 12.9+) or the cuBLAS names, case-insensitive; :meth:`GemmConfig.parse` also reads a
-:attr:`~GemmConfig.name` back (``PEDANTIC/COMPUTE_32F_PEDANTIC/bfloat16->bfloat16``).
-"""
+"""The numeric configuration of a GEMM (:class:`GemmConfig`: what decides its arithmetic besides its shape),
+parsed once from ``MODE[+disallow-rpr][+lt...]`` (``pedantic``, ``default``, ``tf32``, ``bf16x9`` or the cuBLAS
+names, case-insensitive) or its :attr:`~GemmConfig.name` (``PEDANTIC/COMPUTE_32F_PEDANTIC/bfloat16->bfloat16``)."""
 
 from __future__ import annotations
 
@@ -25,7 +19,6 @@ MATH_MODE_VAR = "CUBLAS_DET_MATH_MODE"
 
 class ModeSource(str, enum.Enum):
     """Where a configuration's math mode came from."""
-
     ARGUMENT = "argument"
     ENV = "env"
     DEFAULT = "default"
@@ -59,7 +52,6 @@ HALF_DEFAULT_MODES = ("pedantic", "default", "pedantic+disallow-rpr")
 @dataclasses.dataclass(frozen=True)
 class MathModeName:
     """The spellings of a ``cublasMath_t`` value or flag."""
-
     value: int
     name: str  # in GemmConfig.name, JSON and reports: the MathMode's (the flag's is shorter)
     choice: str  # what --modes and CUBLAS_DET_MATH_MODE take
@@ -91,11 +83,8 @@ _ALGO, _WORKSPACE, _TYPES = re.compile(r"algo(-?\d+)"), re.compile(r"ws(\d+)([km
 
 @dataclasses.dataclass(frozen=True)
 class GemmConfig:
-    """Math mode and flag, compute type, input and output element types of a GEMM.
-
-    The defaults are an fp32 GEMM whose arithmetic the math mode decides: PEDANTIC math,
-    ``COMPUTE_32F``, float32 in and out.
-    """
+    """Math mode and flag, compute type, element types, algorithm, workspace and interface of a GEMM; the
+    defaults are an fp32 GEMM whose arithmetic the math mode decides (PEDANTIC, ``COMPUTE_32F``)."""
 
     math_mode: MathMode = DEFAULT_MATH_MODE
     disallow_reduced_precision_reduction: bool = False
@@ -161,7 +150,7 @@ class GemmConfig:
 
     @property
     def math_mode_value(self) -> int:
-        """The ``cublasMath_t`` passed to ``cublasSetMathMode``: the mode, with the flag OR-ed in."""
+        """The ``cublasMath_t`` for ``cublasSetMathMode``: the mode with the flag."""
         return int(self.math_mode) | (MATH_MODE_FLAGS if self.disallow_reduced_precision_reduction else 0)
 
     @property
@@ -174,8 +163,8 @@ class GemmConfig:
 
     @property
     def name(self) -> str:
-        """``PEDANTIC``, ``DEFAULT+DISALLOW_RPR``, ``TF32/COMPUTE_32F_PEDANTIC`` ...: the name in tables and
-        JSON; only what differs from the defaults is added, so fp32 configurations keep stored runs' names."""
+        """``PEDANTIC``, ``DEFAULT+DISALLOW_RPR``, ``TF32/COMPUTE_32F_PEDANTIC`` ...: only what differs from the
+        defaults is added, so fp32 configurations keep stored runs' names."""
         name = self.math_mode.name
         if self.disallow_reduced_precision_reduction:
             name += "+" + FLAG_NAME.name
@@ -193,8 +182,8 @@ class GemmConfig:
 
     @property
     def lt_name(self) -> str:
-        """``lt``, ``lt-nosplitk``, ``lt-sm16``, ``lt-pin20k66.3fa2c1`` (algo 20, split-K 66, a digest of its
-        whole configuration), ``lt-bias`` ...: the cuBLASLt part of the name."""
+        """The cuBLASLt part of the name: ``lt``, ``lt-nosplitk``, ``lt-sm16``, ``lt-bias``, ``lt-pin20k66.3fa2c1``
+        (algo 20, split-K 66, a digest of the whole pinned configuration) ..."""
         parts = ["lt"]
         if self.lt_reduction_scheme_mask == 0:
             parts.append("nosplitk")
@@ -226,7 +215,7 @@ class GemmConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> GemmConfig:
-        """Read :meth:`to_dict`'s output back (derived keys such as ``name`` are ignored)."""
+        """:meth:`to_dict`'s output read back (derived keys such as ``name`` ignored)."""
         return cls(MathMode[data["math_mode"]], bool(data.get("disallow_reduced_precision_reduction", False)),
                    ComputeType[data.get("compute_type", "COMPUTE_32F")], data.get("input_dtype", "float32"),
                    data.get("output_dtype", "float32"), data.get("algo", int(GemmAlgo.DEFAULT)),
@@ -236,9 +225,8 @@ class GemmConfig:
 
     @classmethod
     def parse(cls, text: str, *, source: str = "mode") -> GemmConfig:
-        """Parse ``MODE[+disallow-rpr][+lt...]`` or a configuration's :attr:`name`, case-insensitively
-        (``parse(config.name) == config`` but for a pinned algorithm); ValueError naming ``source``,
-        the value and the valid choices."""
+        """The configuration of a mode choice or a :attr:`name` (``parse(c.name) == c`` but for a pinned algorithm);
+        ValueError naming ``source``, the value and the choices."""
         head, *rest = str(text).split("/")
         parts = [part.strip().lower() for part in head.split("+")]
         mode = _MODE_NAMES.get(parts[0])
@@ -254,8 +242,7 @@ class GemmConfig:
                 break
             fields[field[0]] = field[1]
         if mode is None or len(flags) > 1:
-            # One 100-column line after "cublas-det bench: error: --modes='fast'": three modes and the flag's
-            # form; every form (bf16x9, +lt..., cuBLAS's names) is in --help and the module docstring.
+            # One 100-column line after "cublas-det bench: error: --modes='fast'"; every form is in --help.
             raise ValueError(f"{source}={text!r} is not a math mode: {', '.join(DEFAULT_MODES)} (+{FLAG_NAME.choice})")
         input_dtype, output_dtype = fields.pop("types", ("float32", "float32"))
         lt = fields.pop("lt", None)
@@ -287,14 +274,9 @@ def math_modes(choices) -> tuple[MathMode, ...]:
 
 
 def resolve_config(mode: GemmConfig | MathMode | int | str | None = None) -> tuple[GemmConfig, ModeSource]:
-    """Pick the configuration: argument > ``CUBLAS_DET_MATH_MODE`` > PEDANTIC (read at call time).
-
-    Raises:
-        ValueError: an unknown mode name or value (naming the env var when it came from there).
-        TypeError: a mode of another type.
-    """
+    """The configuration and its source: argument > ``CUBLAS_DET_MATH_MODE`` (read now) > PEDANTIC."""
     if mode is None:
-        raw = os.environ.get(MATH_MODE_VAR, "").strip()  # read at call time; empty means unset
+        raw = os.environ.get(MATH_MODE_VAR, "").strip()  # empty means unset
         if not raw:
             return GemmConfig(), ModeSource.DEFAULT
         return GemmConfig.parse(raw, source=MATH_MODE_VAR), ModeSource.ENV
@@ -326,9 +308,8 @@ def canonical_dtype(name, what: str = "dtype") -> str:
 
 
 def math_mode_name(value: int | None, narrow: bool = False) -> str:
-    """``PEDANTIC``, ``TF32``, ``DEFAULT+DISALLOW_RPR`` ... for a raw ``cublasMath_t`` read from a handle or
-    a log (``unknown`` for None, the number for a value cuBLAS has no name for); ``narrow``: the flag by
-    its label, for a table's narrow column (``DEFAULT+DRPR``)."""
+    """``PEDANTIC``, ``DEFAULT+DISALLOW_RPR`` ... of a raw ``cublasMath_t`` (``unknown`` for None, the number
+    for a mode with no name); ``narrow``: the flag by its label (``DEFAULT+DRPR``), for a narrow column."""
     if value is None:
         return "unknown"
     base = _BY_VALUE.get(value & ~FLAG_NAME.value)
@@ -337,7 +318,7 @@ def math_mode_name(value: int | None, narrow: bool = False) -> str:
 
 
 def _pairs(value) -> tuple:
-    """A stored ``lt_algo`` (an object of names to ints) as pairs; ValueError for anything else."""
+    """A stored ``lt_algo`` (an object of names to ints) as pairs."""
     if value is None:
         return ()
     if not isinstance(value, dict):
@@ -346,8 +327,8 @@ def _pairs(value) -> tuple:
 
 
 def name_part(piece: str):
-    """``(field, value)`` of a part of a configuration's name (``COMPUTE_16F``, ``algo5``, ``ws32M``,
-    ``lt-nosplitk``, ``bfloat16->float32``); None for anything else."""
+    """``(field, value)`` of a part of a name (``COMPUTE_16F``, ``algo5``, ``ws32M``, ``lt-nosplitk``,
+    ``bfloat16->float32``), or None."""
     if piece.upper() in ComputeType.__members__:
         return "compute_type", ComputeType[piece.upper()]
     lower = piece.lower()
@@ -363,7 +344,7 @@ def name_part(piece: str):
 
 
 def _size(n: int) -> str:
-    """``32M``, ``512K``, ``1000``: a workspace size in a configuration's name."""
+    """``32M``, ``512K``, ``1000``: a workspace size in a name."""
     for unit, shift in (("M", 20), ("K", 10)):
         if n and n % (1 << shift) == 0:
             return f"{n >> shift}{unit}"
