@@ -1,6 +1,5 @@
-"""The GPU and its environment: is there a usable one, and if not why (the one place that turns CUDA's
-failures into one line); its properties; the fingerprint a result records (GPU, driver, CUDA runtime,
-cuBLAS, CuPy, the environment variables that change cuBLAS)."""
+"""The GPU and its environment: is there a usable one, and if not why (in one line); its properties; the
+fingerprint a result records (GPU, driver, CUDA runtime, cuBLAS, CuPy, the variables that change cuBLAS)."""
 
 from __future__ import annotations
 
@@ -34,8 +33,8 @@ MIN_DRIVER_BRANCH = {12: "R525 (525.60.13)", 13: "R580 (580.65.06)"}
 
 
 def gpu_unavailable_reason() -> str | None:
-    """Why no GPU can be used (one line), or ``None``: CuPy importable, a driver new enough for CuPy's
-    CUDA runtime, a device, libcublas loadable, checked in that order."""
+    """Why no GPU can be used (one line), or ``None``: CuPy, a driver new enough for its CUDA runtime, a device,
+    libcublas, checked in that order."""
     try:
         import cupy
     except ImportError as err:
@@ -62,8 +61,7 @@ def gpu_unavailable_reason() -> str | None:
 
 
 def driver_reason(driver_version: int, runtime_version: int, module_version: str | None) -> str:
-    """Why the CUDA runtime refused the driver: none loaded, or one too old (one line).
-    ``driver_version`` (``cudaDriverGetVersion``, 12020 = 12.2; 0: none), ``runtime_version`` (CuPy's),
+    """Why the CUDA runtime refused the driver (``driver_version`` 0: none loaded, else one too old), in one line;
     ``module_version``: the kernel module's (``535.104.05``), if known."""
     if driver_version == 0:
         return ("no GPU available: no NVIDIA driver found (libcuda.so.1 is not loadable); "
@@ -83,7 +81,7 @@ def driver_reason(driver_version: int, runtime_version: int, module_version: str
 
 
 def kernel_module_version(path: str = "/proc/driver/nvidia/version") -> str | None:
-    """The loaded NVIDIA kernel module's version (``535.104.05``), or ``None`` when not readable."""
+    """The loaded NVIDIA kernel module's version (``535.104.05``), or ``None``."""
     try:
         with open(path) as file:
             first = file.readline()
@@ -104,12 +102,11 @@ def require_gpu() -> None:
 
 
 def gpu_available() -> bool:
-    """True when :func:`require_gpu` would pass."""
     return _cached_reason() is None
 
 
 def device_properties(device_id: int | None = None) -> dict:
-    """Name, compute capability, SM count and L2 size of a device (the current one by default)."""
+    """Name, compute capability, SM count, L2 and memory size, PCI bus and UUID of a device (default: current)."""
     import cupy
     if device_id is None:
         device_id = cupy.cuda.runtime.getDevice()
@@ -132,7 +129,7 @@ def device_properties(device_id: int | None = None) -> dict:
 
 
 def gpu_uuid(raw) -> str | None:
-    """The device's UUID as nvidia-smi writes it (``GPU-bd284568-...``), telling same-name GPUs apart; or None."""
+    """The device's UUID as nvidia-smi writes it (``GPU-bd284568-...``), or None."""
     if not isinstance(raw, (bytes, bytearray)) or len(raw) != 16:
         return None
     text = bytes(raw).hex()
@@ -145,8 +142,7 @@ def cuda_version_text(value: int) -> str:
 
 
 def gpu_failures() -> tuple[type[BaseException], ...]:
-    """The exceptions a GPU phase may raise without a bug (out of memory, a CUDA or cuBLAS error, a shape
-    that does not fit): recorded as the phase's error; anything else propagates."""
+    """The exceptions a GPU phase may raise without a bug (recorded as the phase's error; the rest propagate)."""
     import cupy
     return (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
             CublasError, DoesNotFit, MemoryError)
@@ -159,13 +155,12 @@ _VAR_PREFIXES = ("CUBLAS_", "CUBLASLT_")
 
 
 def cublas_env_vars() -> dict[str, str]:
-    """Every set variable that changes cuBLAS behaviour, name -> value, sorted by name."""
     return dict(sorted((name, value) for name, value in os.environ.items()
                        if name in _NAMED_VARS or name.startswith(_VAR_PREFIXES)))
 
 
 def tf32_env_warnings(mode_is_tf32: bool) -> list[str]:
-    """Warnings for env vars that defeat the requested math mode (empty when none applies)."""
+    """Warnings for env vars that defeat the requested math mode."""
     warnings = []
     if os.environ.get("CUPY_TF32", "0").strip() == "1" and not mode_is_tf32:
         warnings.append("CUPY_TF32=1: cupy.matmul asks for CUBLAS_COMPUTE_32F_FAST_TF32, which a PEDANTIC or "
@@ -211,14 +206,12 @@ MACHINE_PARTS = {
 
 
 def describe_machine(info: dict, parts=("gpu", "sm_count", "driver", "cublas"), in_parentheses=()) -> str:
-    """``NVIDIA H200, 132 SMs, driver 13.0, cuBLAS 13.1.0``: the ``parts`` (:data:`MACHINE_PARTS`) of a
-    :func:`fingerprint` record, as stored runs, device sweeps and the benchmark's title name a machine;
-    a part of ``in_parentheses`` follows the one before it in parentheses (``NVIDIA H200 (132 SMs)``)."""
+    """``NVIDIA H200, 132 SMs, driver 13.0, cuBLAS 13.1.0``: the ``parts`` of a :func:`fingerprint` record; one of
+    ``in_parentheses`` follows the part before it in parentheses (``NVIDIA H200 (132 SMs)``)."""
     gpu = info.get("gpu") or {}
     described = ""
-    for text, aside in ((MACHINE_PARTS[part](info, gpu), part in in_parentheses) for part in parts):
-        if text and described:
-            described += f" ({text})" if aside else f", {text}"
-        elif text:
-            described = text
+    for part in parts:
+        text = MACHINE_PARTS[part](info, gpu)
+        if text:
+            described += (f" ({text})" if part in in_parentheses else f", {text}") if described else text
     return described

@@ -1,11 +1,6 @@
-"""The GEMM shapes of a Mamba2 block's forward and backward pass, and ``MxNxK[:op]`` parsing.
-
-Shapes are row-major: ``C[M, N] = op(A)[M, K] @ op(B)[K, N]``. A linear layer ``Y[T, out] =
-X[T, in] @ W.T`` runs three GEMMs (``shared/reference/mamba2_shapes.md`` §3): forward ``T, out, in``
-(op TN), dX ``T, in, out`` (NN) and dW ``out, in, T`` (NT). The op is ``transa, transb`` as cuBLAS
-spells them: cuBLAS computes column-major ``C^T = op(B)^T op(A)^T``, so its first letter is ``T``
-when *B* is stored transposed and its second when *A* is.
-"""
+"""The GEMM shapes of a Mamba2 block's forward and backward pass, and ``MxNxK[:op]`` parsing. Shapes are
+row-major ``C[M, N] = op(A)[M, K] @ op(B)[K, N]``; the op is cuBLAS's ``transa, transb`` of the column-major
+``C^T = op(B)^T op(A)^T``, so its first letter is ``T`` when *B* is stored transposed."""
 
 from __future__ import annotations
 
@@ -17,20 +12,17 @@ from .words import table
 
 DEFAULT_TOKENS = 16384  # batch 8 x seqlen 2048
 
-# Released state-spaces Mamba2 checkpoints: d_model (mamba2_shapes.md Table A). The Mamba2 class
-# defaults give the rest: expand 2, d_state 128, headdim 64, ngroups 1, no bias.
+# d_model of the released state-spaces Mamba2 checkpoints; the Mamba2 class defaults give the rest.
 MAMBA2_D_MODEL = {"130m": 768, "370m": 1024, "780m": 1536, "1.3b": 2048, "2.7b": 2560}
 EXPAND, D_STATE, HEADDIM, NGROUPS = 2, 128, 64, 1
 
-# The user's trading trunk (mamba2_shapes.md §5, variant A): T = 128 x 32 rows, hidden 128,
-# W_in [128, 56] (7168 = 128 x 56 elements), W_a and W_b assumed [128, 128].
+# The user's trading trunk (mamba2_shapes.md §5, variant A): T = 128 x 32 rows, W_a and W_b assumed [128, 128].
 TRUNK_TOKENS = 4096
 TRUNK_LAYERS = {"W_in": (128, 56), "W_a": (128, 128), "W_b": (128, 128)}
 
 
 def other_layout(m: int, n: int, k: int, trans_first: bool, trans_second: bool) -> tuple[int, int, int, bool, bool]:
-    """The same product in the other layout, either way: row-major ``op(A) @ op(B)`` is column-major
-    ``op(B)^T op(A)^T``, so M and N trade places, and so do the operands with their transposes."""
+    """The same product in the other layout, either way: M and N trade places, as do the operands' transposes."""
     return n, m, k, trans_second, trans_first
 
 
@@ -40,7 +32,7 @@ def cublas_op(trans_a: bool, trans_b: bool) -> str:
 
 
 def shape_spec(m, n, k, op: str, batch: int = 1) -> str:
-    """``MxNxK:op``, and ``:bB`` for a batch of B: how a GEMM is named everywhere, as :func:`parse_shape` reads it."""
+    """``MxNxK:op``, and ``:bB`` for a batch of B: how a GEMM is named everywhere."""
     return f"{m}x{n}x{k}:{op.lower()}" + (f":b{batch}" if batch > 1 else "")
 
 
@@ -52,7 +44,6 @@ def packed_strides(m: int, n: int, k: int) -> tuple[int, int, int]:
 @dataclasses.dataclass(frozen=True)
 class GemmShape:
     """One GEMM: row-major ``M x N x K``, operand layout, and where it comes from."""
-
     name: str
     m: int
     n: int
@@ -72,40 +63,29 @@ class GemmShape:
                 raise ValueError(f"GemmShape {axis.upper() if axis != 'batch' else axis} must be a positive int, "
                                  f"not {value!r}")
 
-    @property
-    def cublas_op(self) -> str:
-        return cublas_op(self.trans_a, self.trans_b)
-
-    @property
-    def flop(self) -> int:
-        return 2 * self.m * self.n * self.k * self.batch
-
-    @property
-    def _stack(self) -> tuple[int, ...]:
-        return (self.batch,) if self.batch > 1 else ()
+    cublas_op = property(lambda self: cublas_op(self.trans_a, self.trans_b))
+    flop = property(lambda self: 2 * self.m * self.n * self.k * self.batch)
+    _stack = property(lambda self: (self.batch,) if self.batch > 1 else ())  # a batched GEMM's leading axis
+    spec = property(lambda self: shape_spec(self.m, self.n, self.k, self.cublas_op, self.batch))
 
     @property
     def a_shape(self) -> tuple[int, ...]:
-        """Stored shape of A (``(K, M)`` when transposed), behind the batch axis of a batched GEMM."""
+        """Stored shape of A (``(K, M)`` when transposed)."""
         return self._stack + ((self.k, self.m) if self.trans_a else (self.m, self.k))
 
     @property
     def b_shape(self) -> tuple[int, ...]:
-        """Stored shape of B (``(N, K)`` when transposed), behind the batch axis of a batched GEMM."""
+        """Stored shape of B (``(N, K)`` when transposed)."""
         return self._stack + ((self.n, self.k) if self.trans_b else (self.k, self.n))
 
     def c_shape(self, rows: int | None = None) -> tuple[int, ...]:
-        """Shape of the output (``rows`` in place of M), behind the batch axis of a batched GEMM."""
+        """Shape of the output, ``rows`` in place of M."""
         return self._stack + (self.m if rows is None else rows, self.n)
 
     @property
     def footprint_bytes(self) -> int:
         """Bytes of A, B and C in float32."""
         return 4 * self.batch * (self.m * self.k + self.k * self.n + self.m * self.n)
-
-    @property
-    def spec(self) -> str:
-        return shape_spec(self.m, self.n, self.k, self.cublas_op, self.batch)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.spec})" if self.name != self.spec else self.spec
@@ -115,7 +95,7 @@ class GemmShape:
 
     @classmethod
     def from_dict(cls, data: dict) -> GemmShape:
-        """Read :meth:`to_dict`'s output back (the derived ``cublas_op`` and ``spec`` are ignored)."""
+        """:meth:`to_dict`'s output read back (the derived ``cublas_op`` and ``spec`` ignored)."""
         fields = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in fields})
 
@@ -134,8 +114,8 @@ PRESETS = ("trunk",) + tuple(f"mamba2-{size}" for size in MAMBA2_D_MODEL)
 
 
 def preset(name: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
-    """The shapes of a preset: the user's trunk (W_in, W_a and W_b at its fixed T = 4096), or a released
-    Mamba2 size's in_proj and out_proj at ``tokens`` = batch x seqlen; forward, dX and dW of each."""
+    """Forward, dX and dW of each layer of a preset: the trunk's at its fixed T, or a Mamba2 size's in_proj and
+    out_proj at ``tokens`` = batch x seqlen."""
     if not is_int(tokens, 1):
         raise ValueError(f"tokens (T = batch x seqlen) must be a positive int, not {tokens!r}")
     if name == "trunk":
@@ -152,8 +132,7 @@ def preset(name: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
 
 
 def catalogue_entry(matches, tokens=(DEFAULT_TOKENS,)) -> GemmShape | None:
-    """The first shape of the catalogue (each preset, at each token count of ``tokens``) that
-    ``matches(shape)``, or None; a count below 1 has no shapes."""
+    """The first shape of each preset at each of ``tokens`` (a count below 1 has none) that ``matches``, or None."""
     return next((shape for name in PRESETS for count in dict.fromkeys(tokens) if count > 0
                  for shape in preset(name, count) if matches(shape)), None)
 
@@ -162,18 +141,13 @@ _SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?::\s*([nNtT
 
 
 def gemm_key(spec: str, config_name: str) -> str:
-    """``128x56x4096:nt|PEDANTIC``: one GEMM (its spec) in one configuration (its name), whatever the
-    shape is called; how checks, workers, sweeps and stored runs find a result of the same GEMM."""
+    """``128x56x4096:nt|PEDANTIC``: one GEMM in one configuration, whatever the shape is called."""
     return f"{spec}|{config_name}"
 
 
 def parse_shape(text: str) -> GemmShape:
-    """Parse ``MxNxK`` with an optional cuBLAS op suffix (``128x56x4096:nt``; default op ``nn``) and
-    an optional batch count (``64x64x512:nt:b8``, a strided batched GEMM of 8 matrices).
-
-    Raises:
-        ValueError: a malformed string, or a zero dimension, saying what is expected.
-    """
+    """The shape of ``MxNxK[:op][:bB]`` (``64x64x512:nt:b8``; op ``nn`` by default); ValueError saying what is
+    expected."""
     if not isinstance(text, str):
         raise TypeError(f"a shape must be a string like '128x56x4096:nt', not {type(text).__name__}")
     match = _SHAPE_RE.match(text)
@@ -192,7 +166,7 @@ def parse_shape(text: str) -> GemmShape:
 
 
 def resolve_shapes(specs: list[str], tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
-    """Presets and custom shapes, in order, each named once (a repeated name is kept once)."""
+    """Presets and custom shapes, in order, each name once."""
     shapes: dict[str, GemmShape] = {}
     for spec in specs:
         if spec in PRESETS:
@@ -207,7 +181,6 @@ def resolve_shapes(specs: list[str], tokens: int = DEFAULT_TOKENS) -> list[GemmS
 
 
 def format_catalogue(shapes: list[GemmShape]) -> str:
-    """A plain table of shapes: name, M, N, K, cuBLAS op, GFLOP."""
     rows = [(s.name, str(s.m), str(s.n), str(s.k), s.cublas_op, f"{s.flop / 1e9:.3f}") for s in shapes]
     return "\n".join(table([("name", "M", "N", "K", "op", "GFLOP"), *rows], right=(1, 2, 3, 5)))
 
@@ -219,7 +192,7 @@ def batch_ladder(m: int) -> list[int]:
 
 
 def sm_count_ladder(sm_count: int, divisors=(2,), also=()) -> list[int]:
-    """SM counts below the device's to plan for, ascending: one SM in eight fewer, the device's
-    divided by each of ``divisors``, and ``also`` (a fleet's, fixed rungs)."""
+    """SM counts below the device's, ascending: one SM in eight fewer, the device's divided by each of
+    ``divisors``, and ``also``."""
     rungs = (sm_count - sm_count // 8, *(sm_count // d for d in divisors), *also)
     return sorted({t for t in rungs if 0 < t < sm_count})
