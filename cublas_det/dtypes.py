@@ -1,7 +1,5 @@
-"""The element types, one table (:data:`ELEMENT_TYPES`): each type's names, size, ``cudaDataType_t``,
-labels and bits, read by every part that names a type. Elements are read as bit patterns (bfloat16 is
-the top half of a float32), so no ml_dtypes is needed to compare.
-"""
+"""The element types, one table (:data:`ELEMENT_TYPES`) of names, sizes, ``cudaDataType_t``, labels and bits;
+elements are read as bit patterns (bfloat16 is the top half of a float32), so comparing needs no ml_dtypes."""
 
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ _NUMPY_KIND = {"float": "f", "int": "i", "uint": "u", "bool": "u"}
 @dataclasses.dataclass(frozen=True)
 class ElementType:
     """An element type: its names, its size, its CUDA enum, and how to read values from its bits."""
-
     name: str  # numpy's
     itemsize: int
     kind: str  # "float", "int", "uint", "bool" or "complex"
@@ -39,7 +36,7 @@ class ElementType:
 
     @property
     def numpy_dtype(self):
-        """The numpy dtype (bfloat16 comes from ``ml_dtypes``, which CuPy uses for it too)."""
+        """bfloat16 comes from ``ml_dtypes``, as CuPy's does."""
         if self.name != "bfloat16":
             return np.dtype(self.name)
         try:
@@ -51,7 +48,7 @@ class ElementType:
 
     @property
     def bits_dtype(self) -> np.dtype:
-        """The little-endian unsigned integer type with the same size, for comparing bits."""
+        """The little-endian unsigned integer type of the same size."""
         return np.dtype(f"<u{self.itemsize}")
 
     @property
@@ -59,8 +56,8 @@ class ElementType:
         return self.kind == "float"
 
     def values(self, bits: np.ndarray, out: np.ndarray | None = None, widened: np.ndarray | None = None):
-        """The elements of ``bits`` (an array of :attr:`bits_dtype`) as float64 (exact for floats), into
-        ``out`` with ``widened`` (uint32, the same shape) as scratch where given."""
+        """``bits`` (of :attr:`bits_dtype`) as float64 (exact for floats), into ``out`` with ``widened`` (uint32,
+        the same shape) as scratch where given."""
         out = np.empty(bits.shape, np.float64) if out is None else out
         # A signalling NaN widened to float64 warns "invalid"; it stays a NaN, which is counted apart.
         with np.errstate(invalid="ignore"):
@@ -74,14 +71,14 @@ class ElementType:
         return out
 
     def value(self, bits: np.ndarray) -> float | int | bool:
-        """One element (a 1-element bits array) as a Python number."""
+        """A 1-element bits array as a Python number."""
         value = float(self.values(bits)[0])
         if self.kind == "bool":
             return bool(value)
         return value if self.is_float else int(bits.view(np.dtype(f"<{_NUMPY_KIND[self.kind]}{self.itemsize}"))[0])
 
     def format_value(self, value) -> str:
-        """A value as short as it can be while still naming the element (float32: 1.2500305)."""
+        """A value as short as it can be while naming the element (float32: 1.2500305)."""
         if not self.is_float or value is None:
             return str(value)
         if self.name == "bfloat16":
@@ -90,7 +87,7 @@ class ElementType:
 
 
 def _shortest_bfloat16(value: float) -> str:
-    """The fewest significant digits that read back as the same bfloat16 (as numpy prints float32)."""
+    """The fewest digits that read back as the same bfloat16 (as numpy prints float32)."""
     if not np.isfinite(value):
         return str(value)
     def to_bfloat16_bits(x: float) -> int:  # round to nearest even, as a float32 -> bfloat16 cast does
@@ -123,7 +120,7 @@ BY_CUDA_NAME = {t.cuda_name: t for t in ELEMENT_TYPES.values() if t.cuda_name}  
 
 
 def lookup(name, table: dict = ELEMENT_TYPES, what: str = "dtype") -> ElementType:
-    """The type of a name, an alias (``bf16``) or a numpy/CuPy dtype in ``table``; else ValueError naming choices."""
+    """The type of a name, an alias (``bf16``) or a numpy/CuPy dtype in ``table``; ValueError naming the choices."""
     text = str(getattr(name, "name", name)).strip().lower()
     text = ALIASES.get(text, text)
     if text in table:

@@ -1,10 +1,6 @@
-"""``--explain SHAPE``: the kernels one GEMM shape runs per configuration, per SM-count target and per
-batch rung, as one compact table: why its bits change under each hazard.
-
-Each cell is what one call ran (CUPTI, after an untimed call): the main kernel's legend key, ``+R``
-for a reduce kernel after it, its grid and the kernel time per call. A ``*`` marks a cell whose
-kernels or split of the work differ from the full-device run's (:func:`differs`): why its bits may.
-"""
+"""``--explain SHAPE``: the kernels one GEMM shape runs per configuration, SM-count target and batch rung, as one
+table of cells (the main kernel's key, ``+R`` for a reduce after it, grid, time per call; ``*``: other kernels or
+another split than on the whole device): why its bits change under each hazard."""
 
 from __future__ import annotations
 
@@ -17,13 +13,7 @@ from .handle import create_handle
 from .operands import device_operands, output
 from .shapes import batch_ladder, sm_count_ladder
 from .words import table
-from .kernels.signature import (
-    KernelSignature,
-    is_split_k_reduce,
-    math_of,
-    recorded_signature,
-    tile_of,
-)
+from .kernels.signature import KernelSignature, is_split_k_reduce, math_of, recorded_signature, tile_of
 
 CALLS = 3  # recorded calls per cell, after one untimed call
 
@@ -31,7 +21,6 @@ CALLS = 3  # recorded calls per cell, after one untimed call
 @dataclasses.dataclass(frozen=True)
 class Explanation:
     """The signature of every (condition, configuration) cell; a cell that failed holds its error."""
-
     shape: object  # GemmShape
     sm_count: int
     configs: tuple[str, ...]
@@ -39,13 +28,12 @@ class Explanation:
 
 
 def sm_targets(sm_count: int) -> list[int]:
-    """SM counts to plan for: one in eight fewer, a half, a quarter, an eighth of the device's."""
     return sm_count_ladder(sm_count, divisors=(2, 4, 8))[::-1]
 
 
 def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None) -> Explanation:
-    """Record the kernels of ``shape`` in each configuration: on the whole device, under each SM-count
-    target, and with M cut to each batch rung (1, 2, 4, ..., M - 1)."""
+    """The kernels of ``shape`` in each configuration: on the whole device, under each SM-count target, and with M
+    cut to each batch rung."""
     sm_count = sm_count or device_properties()["sm_count"]
     configs = [resolve_config(config)[0] for config in configs]
     conditions = [(f"device ({sm_count} SMs)", None, None)]
@@ -67,7 +55,6 @@ def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None)
 
 
 def _cell(shape, config, a, b, target, rows):
-    """The signature of the GEMM under one condition, or the error that stopped it (one line)."""
     import cupy
     if rows is not None:
         shape = dataclasses.replace(shape, m=rows)
@@ -89,7 +76,6 @@ def _cell(shape, config, a, b, target, rows):
 
 
 def render_explanation(explanation: Explanation) -> str:
-    """The table, the legend of kernel keys, and how to read it."""
     keys: dict[str, str] = {}  # main kernel name -> k1, k2 ...
     reduces = set()
     for _, row in explanation.rows:
@@ -112,8 +98,8 @@ def render_explanation(explanation: Explanation) -> str:
     lines.append("legend")
     lines += [f"  {key} = {name}" + _kind(name) for name, key in keys.items()]
     lines += [f"  +R = {name} after the main kernel: " + ("it sums the split-K slices (grid z of the main kernel)"
-                                                          if is_split_k_reduce(name) else "it reduces its partial results")
-              for name in sorted(reduces)]
+                                                          if is_split_k_reduce(name) else
+                                                          "it reduces its partial results") for name in sorted(reduces)]
     errors = sorted({cell for _, row in explanation.rows for cell in row.values() if isinstance(cell, str)})
     lines += [f"  {error}" for error in errors[:3]]
     return "\n".join(lines)
@@ -125,8 +111,8 @@ def _kind(name: str) -> str:
 
 
 def differs(cell: KernelSignature, baseline: KernelSignature, batch_row: bool) -> bool:
-    """Whether ``cell`` ran other kernels than ``baseline`` or split the work otherwise (in a batch
-    row, where M changes the grid's x and y, only another grid z counts)."""
+    """Whether ``cell`` ran other kernels than ``baseline`` or split the work otherwise (in a batch row, where M
+    changes the grid's x and y, only another grid z counts)."""
     if [k.name for k in cell.launches] != [k.name for k in baseline.launches]:
         return True
     if batch_row:

@@ -298,7 +298,8 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
     workspace = cupy.cuda.alloc(workspace_bytes) if workspace_bytes else None  # 512-byte aligned
     ptr = _cublas.cublas_create()
     try:
-        lt_path = LtPath(config, workspace.ptr if workspace else 0, workspace_bytes or 0) if config.api == "lt" else None
+        lt_path = (LtPath(config, workspace.ptr if workspace else 0, workspace_bytes or 0) if config.api == "lt"
+                   else None)
     except BaseException:
         _cublas.cublas_destroy(ptr)
         raise

@@ -1,8 +1,5 @@
-"""Will a GEMM fit? The host and device bytes a check and a timing of one shape need, before any is made.
-
-A shape is refused within seconds, naming the bytes, not after its operands filled the host: the
-estimate is an upper bound of the peak, from what the check and the timing allocate.
-"""
+"""Will a GEMM fit? An upper bound of the host and device bytes a check and a timing of one shape need, so that a
+shape is refused within seconds, naming the bytes, not after its operands filled the host."""
 
 from __future__ import annotations
 
@@ -23,7 +20,6 @@ WORKSPACE_BYTES = HOPPER_WORKSPACE_BYTES  # each timed handle's own workspace (t
 @dataclasses.dataclass(frozen=True)
 class Footprint:
     """Peak bytes one shape needs on the host and on the device."""
-
     host_bytes: int
     device_bytes: int
 
@@ -47,7 +43,7 @@ def footprint(shape: GemmShape, config: GemmConfig | None = None, *, timing: boo
 
 
 def host_available_bytes() -> int | None:
-    """``MemAvailable`` from /proc/meminfo (None where there is none)."""
+    """``MemAvailable`` from /proc/meminfo, or None."""
     try:
         with open("/proc/meminfo") as file:
             for line in file:

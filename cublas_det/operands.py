@@ -1,8 +1,5 @@
-"""The inputs of a checked or timed GEMM, and its float64 reference.
-
-Inputs are seeded random normals drawn on the host with numpy, so a shape and seed give the same
-bits (and digests) on every machine. Never zeros: they hide rounding.
-"""
+"""The inputs of a checked or timed GEMM, and its float64 reference: seeded random normals drawn on the host
+(never zeros: they hide rounding), so a shape and seed give the same bits on every machine."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ from .shapes import GemmShape
 
 
 def host_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None):
-    """Seeded random normal A and B in their stored layouts, as numpy arrays of the input type
-    (drawn in float32, rounded on the host: the same bits on every machine)."""
+    """A and B in their stored layouts, as numpy arrays of the input type (drawn in float32, then rounded)."""
     dtype = (config or GemmConfig()).a_type.numpy_dtype
     rng = numpy.random.default_rng(seed)
     return (rng.standard_normal(shape.a_shape, dtype=numpy.float32).astype(dtype, copy=False),
@@ -29,7 +25,6 @@ def host_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None)
 @dataclasses.dataclass(frozen=True)
 class Operands:
     """A and B on the device, and the sha256 digests of their bytes (what makes two results comparable)."""
-
     a: object
     b: object
     digests: dict  # {"a": sha256 hex, "b": sha256 hex}
@@ -55,11 +50,8 @@ def _made(shape: GemmShape, seed: int, config: GemmConfig | None):
 
 
 class HostOperands:
-    """A and B of each shape made once on the host, with their digests, for every check and timing
-    setup that uploads them. :meth:`prefetch` draws them in ``workers`` threads while the GPU works.
-    At most ``budget_bytes`` are held (default: a quarter of the host's free memory); a shape beyond
-    it is drawn anew, from the same seed, each time it is asked for.
-    """
+    """A and B of each shape made once on the host with their digests (:meth:`prefetch`: in threads while the GPU
+    works); beyond ``budget_bytes`` (a quarter of the free memory) a pair is drawn anew each time."""
 
     def __init__(self, seed: int, budget_bytes: int | None = None, workers: int = 4):
         self.seed = seed
@@ -101,12 +93,10 @@ class HostOperands:
         return held
 
     def device_pair(self, shape: GemmShape, config: GemmConfig | None = None):
-        """A and B of ``shape`` on the current device (:func:`device_operands`)."""
         a, b, _ = self._triple(shape, config)
         return _upload(a, b)
 
     def upload(self, shape: GemmShape, config: GemmConfig | None = None) -> Operands:
-        """:class:`Operands` of ``shape`` on the current device, with the digests of the inputs."""
         a, b, digests = self._triple(shape, config)
         return Operands(*_upload(a, b), dict(digests))
 
@@ -131,20 +121,18 @@ def footprint_bytes(shape: GemmShape, config: GemmConfig | None = None) -> int:
 
 
 def output(shape: GemmShape, config: GemmConfig | None = None, rows: int | None = None):
-    """An uninitialised (M, N) output of the configuration's output type (``rows`` replaces M), one per
-    matrix of a batched GEMM."""
+    """An uninitialised output of the configuration's output type (``rows`` replaces M)."""
     import cupy
     return cupy.empty(shape.c_shape(rows), (config or GemmConfig()).c_type.numpy_dtype)
 
 
 def fp64_reference(shape: GemmShape, a, b, cache: dict | None = None):
-    """``op(a) @ op(b)`` in float64 from the same (rounded) inputs: the yardstick of accuracy.
-    ``cache``: a dict that keeps it for the next configuration of this shape with inputs of a's type."""
+    """``op(a) @ op(b)`` in float64 from the same (rounded) inputs; ``cache``: a dict keeping it for the next
+    configuration of this shape with inputs of a's type."""
     key = ("fp64 reference", a.dtype.name)
     if cache is not None and key in cache:
         return cache[key]
-    a64 = a.astype("float64")
-    b64 = b.astype("float64")
+    a64, b64 = a.astype("float64"), b.astype("float64")
     product = (a64.swapaxes(-1, -2) if shape.trans_a else a64) @ (b64.swapaxes(-1, -2) if shape.trans_b else b64)
     if cache is not None:
         cache[key] = product

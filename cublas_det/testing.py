@@ -1,6 +1,4 @@
-"""``assert_gemm_reproducible`` and ``assert_runs_identical``: judge a GEMM or two runs and fail with
-the facts. The pytest plugin is :mod:`cublas_det.pytest_plugin`, loaded once the package is installed.
-"""
+"""``assert_gemm_reproducible`` and ``assert_runs_identical``: judge a GEMM or two runs and fail with the facts."""
 
 from __future__ import annotations
 
@@ -19,13 +17,9 @@ __all__ = ["assert_gemm_reproducible", "assert_runs_identical", "format_failure"
 
 def assert_gemm_reproducible(shape_or_check, mode=None, *, scenarios=DEFAULT_SCENARIOS, repeats: int = 20,
                              seed: int = 0, gemm_fn=None, fail_on_hazards: bool = False) -> GemmCheck:
-    """Assert that a GEMM's bits repeat in every guarantee scenario; return the check when they do.
-
-    ``shape_or_check``: a ``GemmShape``, a spec (``"128x56x4096:nt"``) or a finished :class:`GemmCheck`;
-    the rest as for :func:`cublas_det.check_gemm`. Hazard scenarios (``batch-invariance``, ``sm-count``,
-    ``streams-shared-handle``) fail it only with ``fail_on_hazards``; ``modes`` is never judged.
-    Raises AssertionError with a header line, a blank line, then per failing scenario the mismatches,
-    the greatest difference and where; also when a scenario could not run, or nothing was asserted."""
+    """Assert that a GEMM's bits (``shape_or_check``: a shape, a spec or a finished :class:`GemmCheck`) repeat in
+    every guarantee scenario, and with ``fail_on_hazards`` every hazard one; return the check; else AssertionError
+    with the facts (also when a scenario could not run, or nothing was asserted)."""
     if isinstance(shape_or_check, GemmCheck):
         check = shape_or_check
     else:
@@ -40,13 +34,12 @@ def _failing(check: GemmCheck, fail_on_hazards: bool) -> tuple[ScenarioResult, .
 
 
 def _nothing_judged(check: GemmCheck, fail_on_hazards: bool) -> bool:
-    """No guarantee ran, and no hazard is being judged instead: asserting would claim what did not run."""
+    """No guarantee ran and no hazard is judged instead: asserting would claim what did not run."""
     hazards_ran = any(r.compared for r in check.of_kind(Kind.HAZARD))
     return check.verdict is Reproducible.NOT_CHECKED and not (fail_on_hazards and hazards_ran)
 
 
 def format_failure(check: GemmCheck, fail_on_hazards: bool = False) -> str:
-    """The assertion message for a check that fails :func:`assert_gemm_reproducible`."""
     where = f"GEMM {check.shape}"
     math = f"in {check.mode_name} math"
     def names(results) -> str:
@@ -85,18 +78,11 @@ def _scenario_lines(result: ScenarioResult) -> list[str]:
     return lines + [""]
 
 
-
-
 def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, all_steps: bool = False):
-    """Assert that two runs have equal bits in every leaf of every step; return the :class:`RunDiff`.
-
-    ``dir_a``, ``dir_b``: runs in any layout ``python -m cublas_det.diff`` reads; ``dtype``: of raw ``.bin``
-    files without a log; ``order``, ``all_steps``: as for :func:`cublas_det.rundiff.diff.diff_runs`.
-    Raises AssertionError with the first divergence, a blank line, then the facts (per divergent leaf:
-    mismatches, greatest ULP distance, first index); also when nothing was compared or one run ends
-    first. ValueError, OSError: a run that cannot be read."""
-    run_a = open_run(os.fspath(dir_a), raw_dtype=dtype)
-    run_b = open_run(os.fspath(dir_b), raw_dtype=dtype)
+    """Assert that two runs (any layout ``python -m cublas_det.diff`` reads; ``dtype``: of raw ``.bin`` files) have
+    equal bits in every leaf of every step; return the RunDiff; else AssertionError with the first divergence
+    and the facts (also when nothing was compared or one run ends first)."""
+    run_a, run_b = (open_run(os.fspath(run), raw_dtype=dtype) for run in (dir_a, dir_b))
     comparison = diff_runs(run_a, run_b, order=list(order) if order else None, all_steps=all_steps)
     runs = f"\n\nRun A: {comparison.run_a}\nRun B: {comparison.run_b}"
     if comparison.nothing_compared:
@@ -109,7 +95,6 @@ def assert_runs_identical(dir_a, dir_b, *, dtype: str = "float32", order=None, a
 
 
 def format_run_divergence(comparison) -> str:
-    """The assertion message for two runs that diverge (a :class:`cublas_det.rundiff.diff.RunDiff`)."""
     lines = [f"Runs are not bit-for-bit identical: {comparison.verdict()}.", "",
              f"Run A: {comparison.run_a}", f"Run B: {comparison.run_b}", ""]
     for step in comparison.steps:
