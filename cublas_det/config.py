@@ -11,7 +11,7 @@ import os
 import re
 
 from ._cublas import MATH_MODE_FLAGS, ComputeType, GemmAlgo, MathMode
-from .dtypes import GEMM_TYPES, ElementType, lookup
+from .dtypes import GEMM_TYPES, lookup
 from .integers import is_int
 
 MATH_MODE_VAR = "CUBLAS_DET_MATH_MODE"
@@ -153,13 +153,8 @@ class GemmConfig:
         """The ``cublasMath_t`` for ``cublasSetMathMode``: the mode with the flag."""
         return int(self.math_mode) | (MATH_MODE_FLAGS if self.disallow_reduced_precision_reduction else 0)
 
-    @property
-    def a_type(self) -> ElementType:
-        return GEMM_TYPES[self.input_dtype]
-
-    @property
-    def c_type(self) -> ElementType:
-        return GEMM_TYPES[self.output_dtype]
+    a_type = property(lambda self: GEMM_TYPES[self.input_dtype])
+    c_type = property(lambda self: GEMM_TYPES[self.output_dtype])
 
     @property
     def name(self) -> str:

@@ -26,13 +26,10 @@ class ElementType:
     format: str = ""  # the GPU comparison kernels' format (bits/gpu.py)
     safetensors: str = ""  # the safetensors header's name (F32)
 
-    @property
-    def label(self) -> str:
-        return self.aliases[0] if self.aliases else self.name
-
-    @property
-    def comparable(self) -> bool:
-        return self.kind != "complex"
+    label = property(lambda self: self.aliases[0] if self.aliases else self.name)
+    comparable = property(lambda self: self.kind != "complex")
+    is_float = property(lambda self: self.kind == "float")
+    bits_dtype = property(lambda self: np.dtype(f"<u{self.itemsize}"), doc="The unsigned type of the same size.")
 
     @property
     def numpy_dtype(self):
@@ -45,15 +42,6 @@ class ElementType:
             raise UsageError("bfloat16 needs the ml_dtypes package (CuPy takes bfloat16 from it): "
                              "pip install ml-dtypes") from None
         return np.dtype(ml_dtypes.bfloat16)
-
-    @property
-    def bits_dtype(self) -> np.dtype:
-        """The little-endian unsigned integer type of the same size."""
-        return np.dtype(f"<u{self.itemsize}")
-
-    @property
-    def is_float(self) -> bool:
-        return self.kind == "float"
 
     def values(self, bits: np.ndarray, out: np.ndarray | None = None, widened: np.ndarray | None = None):
         """``bits`` (of :attr:`bits_dtype`) as float64 (exact for floats), into ``out`` with ``widened`` (uint32,

@@ -1,8 +1,6 @@
-"""Kernel names as people read them: demangled (``__cxa_demangle``), then shortened to the name that
-identifies the kernel: a plain name kept (an xmma ``_execute_kernel__5x_cublas`` trailer dropped), a
-generic launcher (``cutlass::Kernel2<...>``) replaced by its one template argument, and return type,
-namespaces, template arguments and parameters dropped (``splitKreduce_kernel``).
-"""
+"""Kernel names as people read them: demangled, then shortened to the identifying name: a plain name less an xmma
+``_execute_kernel__5x_cublas`` trailer, a launcher (``cutlass::Kernel2<...>``) as its one template argument, and
+return type, namespaces, template arguments and parameters dropped (``splitKreduce_kernel``)."""
 
 from __future__ import annotations
 
@@ -11,7 +9,6 @@ import ctypes.util
 import functools
 import re
 
-# The launcher and library suffix of cuBLAS's xmma kernels (``_execute_kernel__5x_cublas``) are dropped.
 LIBRARY_SUFFIX = re.compile(r"(_execute)?_kernel__\w+$")
 
 # Launchers whose first template argument is the kernel's real name.
@@ -20,7 +17,7 @@ LAUNCHERS = {"Kernel", "Kernel2", "device_kernel", "kernel", "GemmKernel"}
 
 @functools.cache
 def _cxa_demangle():
-    """libstdc++'s ``__cxa_demangle``, or None where there is none (names then stay mangled)."""
+    """libstdc++'s ``__cxa_demangle``, or None (names then stay mangled)."""
     for candidate in ("libstdc++.so.6", ctypes.util.find_library("stdc++"), "libc++.so.1"):
         if not candidate:
             continue
@@ -37,7 +34,7 @@ def _cxa_demangle():
 
 @functools.lru_cache(maxsize=4096)
 def demangle(name: str) -> str:
-    """The C++ name of a mangled symbol (``_Z...``); any other name, or one that does not demangle, as is."""
+    """The C++ name of a mangled symbol (``_Z...``); any other name as is."""
     function = _cxa_demangle()
     if not name.startswith("_Z") or function is None:
         return name
@@ -52,7 +49,7 @@ def demangle(name: str) -> str:
 
 
 def _top_level(text: str):
-    """(index, character) of each character outside brackets (``<>``, ``()``), top-level brackets included."""
+    """(index, character) of each character outside brackets (``<>``, ``()``), the top-level brackets included."""
     depth = 0
     for i, char in enumerate(text):
         if char in ">)":
@@ -64,7 +61,7 @@ def _top_level(text: str):
 
 
 def _split_top(text: str, opening: str) -> tuple[str, str]:
-    """``text`` cut at its first ``opening`` bracket outside any brackets: (before, inside the pair)."""
+    """``text`` cut at its first top-level ``opening`` bracket: (before, inside the pair)."""
     start = next((i for i, char in _top_level(text) if char == opening), None)
     if start is None:
         return text, ""

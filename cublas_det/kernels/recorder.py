@@ -1,10 +1,5 @@
-"""Record the kernels that run on the GPU, through CUPTI's activity API (NVIDIA's ``cupti-python``).
-
-Optional (the ``kernels-cuda12`` / ``kernels-cuda13`` extras); without it :func:`cupti_unavailable`
-says so in one line and the rest of cublas_det works. Imported only when kernels are asked for.
-CUPTI is process-wide: one recording at a time, and a profiler registering its own callbacks (the
-torch profiler) takes them over until the next recording.
-"""
+"""Record the kernels that run on the GPU through CUPTI's activity API (the optional ``cupti-python``). CUPTI is
+process-wide: one recording at a time; a profiler registering its own callbacks takes them over until the next."""
 
 from __future__ import annotations
 
@@ -29,7 +24,8 @@ def cupti_unavailable() -> str | None:
     try:
         cupti.get_timestamp()  # the first call that loads libcupti
     except Exception as err:  # noqa: BLE001 - the binding raises its own types for a missing library
-        return f"kernel traces need libcupti, which cupti-python could not load: {INSTALL} ({type(err).__name__}: {err})"
+        return (f"kernel traces need libcupti, which cupti-python could not load: {INSTALL} "
+                f"({type(err).__name__}: {err})")
     try:
         record_kernels(lambda: None)  # a recording of nothing: another CUPTI client (nsys, ncu) refuses it
     except KernelsUnavailable as err:
@@ -38,15 +34,14 @@ def cupti_unavailable() -> str | None:
 
 
 def require_cupti() -> None:
-    """Raise :class:`KernelsUnavailable` (one line: what to install) unless kernels can be recorded."""
+    """Raise :class:`KernelsUnavailable` (one line) unless kernels can be recorded."""
     reason = cupti_unavailable()
     if reason:
         raise KernelsUnavailable(reason)
 
 
 class KernelRecorder:
-    """A context manager: the kernels that ran on the GPU inside it, as :class:`KernelRecord` s; on exit
-    it syncs and flushes CUPTI, so ``records`` holds every kernel launched inside (in start order)."""
+    """A context manager: on exit, ``records`` holds every kernel launched inside, in start order."""
 
     def __init__(self):
         self.records: list[KernelRecord] = []
@@ -98,7 +93,7 @@ def _buffer_completed(activities) -> None:
 
 
 def record_kernels(run) -> list[KernelRecord]:
-    """The kernels ``run()`` launched (the device is synchronised before and after)."""
+    """The kernels ``run()`` launched (the device synchronised before and after)."""
     import cupy
     cupy.cuda.runtime.deviceSynchronize()
     with KernelRecorder() as recorder:

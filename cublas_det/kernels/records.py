@@ -1,6 +1,4 @@
-"""One kernel execution as CUPTI records it: a plain frozen record, from a CUPTI activity or a stored
-dict (the tests' fixtures, recorded on an H200, so parsing is tested on the CPU).
-"""
+"""One kernel execution as CUPTI records it, from a CUPTI activity or a stored dict (the tests' fixtures)."""
 
 from __future__ import annotations
 
@@ -10,7 +8,6 @@ import dataclasses
 @dataclasses.dataclass(frozen=True)
 class KernelRecord:
     """A kernel that ran: its name as CUPTI gives it (often mangled), launch geometry and GPU timestamps (ns)."""
-
     name: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
@@ -21,13 +18,11 @@ class KernelRecord:
     graph_id: int = 0  # 0: launched directly, not from a CUDA graph
     device_id: int = 0
 
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
+    duration_ns = property(lambda self: self.end_ns - self.start_ns)
 
     @classmethod
     def from_activity(cls, activity) -> KernelRecord:
-        """From a cupti-python kernel activity (``ActivityKernel*``, kind KERNEL or CONCURRENT_KERNEL)."""
+        """From a cupti-python kernel activity (kind KERNEL or CONCURRENT_KERNEL)."""
         return cls(str(activity.name), (activity.grid_x, activity.grid_y, activity.grid_z),
                    (activity.block_x, activity.block_y, activity.block_z), int(activity.start), int(activity.end),
                    int(activity.stream_id), int(activity.correlation_id), int(getattr(activity, "graph_id", 0)),

@@ -1,9 +1,5 @@
-"""What one GEMM call ran, as a comparable signature: its kernels, their grids, and the time they took.
-
-Records are grouped into calls (:func:`calls_of`); the signature names the main kernel and reads its
-name and grid: tensor op or SIMT, the tile, and the split of K (the grid's z extent, when a split-K
-reduce sums the slices).
-"""
+"""What one GEMM call ran, as a comparable signature: its kernels, their grids and time; the main kernel's name
+and grid say tensor op or SIMT, the tile, and the split of K (the grid's z, when a split-K reduce sums it)."""
 
 from __future__ import annotations
 
@@ -37,14 +33,11 @@ def is_split_k_reduce(name: str) -> bool:
 @dataclasses.dataclass(frozen=True)
 class KernelLaunch:
     """One kernel of a call: its short name and launch geometry."""
-
     name: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
 
-    @property
-    def grid_text(self) -> str:
-        return "x".join(map(str, self.grid))
+    grid_text = property(lambda self: "x".join(map(str, self.grid)))
 
     def to_dict(self) -> dict:
         return {"name": self.name, "grid": list(self.grid), "block": list(self.block)}
@@ -74,10 +67,8 @@ def tile_of(name: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class KernelSignature:
-    """The kernels of one GEMM call (the most common sequence among the calls seen), and their time.
-    ``variants``: distinct sequences seen (``sequences`` holds each with its count, most first, when
-    above 1); ``kernel_us``: mean summed kernel duration per call (no launch gaps)."""
-
+    """The kernels of one GEMM call (the most common sequence seen) and their mean summed time per call;
+    ``variants``: distinct sequences seen (``sequences``, each with its count, most first, when above 1)."""
     launches: tuple[KernelLaunch, ...]
     calls: int
     kernel_us: float
@@ -88,29 +79,17 @@ class KernelSignature:
     def main(self) -> KernelLaunch | None:
         return next((k for k in self.launches if not is_reduce(k.name)), self.launches[0] if self.launches else None)
 
-    @property
-    def reduce(self) -> KernelLaunch | None:
-        return next((k for k in self.launches if is_reduce(k.name)), None)
-
-    @property
-    def split_reduce(self) -> bool:
-        return bool(self.reduce and is_split_k_reduce(self.reduce.name))
+    reduce = property(lambda self: next((k for k in self.launches if is_reduce(k.name)), None))
+    split_reduce = property(lambda self: bool(self.reduce and is_split_k_reduce(self.reduce.name)))
+    math = property(lambda self: math_of(self.main.name) if self.main else "")
+    tile = property(lambda self: tile_of(self.main.name) if self.main else "")
 
     @property
     def split_k(self) -> int | None:
-        """How many slices of K the main kernel computes for a split-K reduce to sum: the grid's z
-        extent; 1 without a split-K reduce; None when one runs but the grid does not say (z = 1)."""
+        """The slices of K a split-K reduce sums: the main kernel's grid z (1 without one; None: z does not say)."""
         if not (self.main and self.split_reduce):
             return 1
         return self.main.grid[2] if self.main.grid[2] > 1 else None
-
-    @property
-    def math(self) -> str:
-        return math_of(self.main.name) if self.main else ""
-
-    @property
-    def tile(self) -> str:
-        return tile_of(self.main.name) if self.main else ""
 
     def brief(self) -> str:
         """A few words for a table cell: ``SIMT 64x64, split-K 64 + reduce``."""
@@ -128,22 +107,20 @@ class KernelSignature:
         return words + (f" ({self.variants} variants)" if self.variants > 1 else "")
 
     def describe(self) -> str:
-        """Every kernel with its grid: ``cutlass_80_simt_sgemm_64x64_8x5_nt_align1 grid 2x1x64 + splitKreduce_kernel grid 2x8x1``."""
+        """Every kernel with its grid: ``cutlass_80_simt_sgemm_64x64_8x5_nt_align1 grid 2x1x64 + ...``."""
         return _describe(self.launches)
 
     def to_dict(self) -> dict:
         return {"launches": [k.to_dict() for k in self.launches], "calls": self.calls, "kernel_us": self.kernel_us,
                 "variants": self.variants, "sequences": [{"launches": [k.to_dict() for k in launches], "calls": calls}
                                                           for launches, calls in self.sequences],
-                "brief": self.brief(), "math": self.math, "tile": self.tile,
-                "split_k": self.split_k}
+                "brief": self.brief(), "math": self.math, "tile": self.tile, "split_k": self.split_k}
 
     @classmethod
     def from_dict(cls, data: dict) -> KernelSignature:
         return cls(tuple(KernelLaunch.from_dict(k) for k in data["launches"]), data["calls"], data["kernel_us"],
-                   data.get("variants", 1),
-                   tuple((tuple(KernelLaunch.from_dict(k) for k in seen["launches"]), seen["calls"])
-                         for seen in data.get("sequences", ())))
+                   data.get("variants", 1), tuple((tuple(KernelLaunch.from_dict(k) for k in seen["launches"]),
+                                                   seen["calls"]) for seen in data.get("sequences", ())))
 
 
 def is_own(name: str) -> bool:
@@ -153,8 +130,8 @@ def is_own(name: str) -> bool:
 
 
 def calls_of(records, calls: int | None = None) -> list[list[KernelRecord]]:
-    """The records grouped into GEMM calls per stream in start order: ``calls`` equal runs where ``calls``
-    divides a stream's records, else a call per non-reduce kernel, each reduce joining the one before."""
+    """The records grouped into GEMM calls per stream in start order: ``calls`` equal runs where ``calls`` divides
+    a stream's records, else a call per non-reduce kernel, each reduce joining the one before."""
     by_stream = collections.defaultdict(list)
     for record in sorted((r for r in records if not is_own(r.name)), key=lambda r: r.start_ns):
         by_stream[record.stream_id].append(record)
@@ -174,8 +151,7 @@ def calls_of(records, calls: int | None = None) -> list[list[KernelRecord]]:
 
 
 def signature_of(records, calls: int | None = None) -> KernelSignature | None:
-    """The signature of the GEMM calls in ``records`` (None without a GEMM kernel); ``calls``: how many
-    ran, for the time per call (default: the calls found)."""
+    """The signature of the GEMM calls in ``records`` (None without one); ``calls``: how many ran (default: found)."""
     grouped = calls_of(records, calls)
     if not grouped:
         return None
@@ -188,7 +164,7 @@ def signature_of(records, calls: int | None = None) -> KernelSignature | None:
 
 
 def recorded_signature(run, calls: int | None = None) -> KernelSignature | None:
-    """The signature of the ``calls`` GEMM calls ``run()`` makes under CUPTI (None: as the records show)."""
+    """The signature of the ``calls`` GEMM calls ``run()`` makes under CUPTI."""
     return signature_of(record_kernels(run), calls)
 
 
@@ -200,12 +176,12 @@ SAME_KERNELS = "same kernels and grids: the bits changed inside them (reduction 
 
 
 def kernel_change(reference: KernelSignature | None, other: KernelSignature | None, same: str = SAME_KERNELS) -> str:
-    """Why, in kernel terms, ``other``'s run may give other bits than ``reference``'s (``same`` if nothing differs)."""
+    """Why, in kernel terms, ``other``'s run may give other bits than ``reference``'s (``same``: nothing differs)."""
     if reference is None or other is None:
         return "kernels not recorded"
     if other.variants > 1:
-        ran = "; ".join(f"{calls} x {_describe(launches)}" + (" (the reference's)" if launches == reference.launches else "")
-                        for launches, calls in other.sequences)
+        ran = "; ".join(f"{calls} x {_describe(launches)}" + (" (the reference's)" if launches == reference.launches
+                                                              else "") for launches, calls in other.sequences)
         return f"the calls ran {other.variants} different kernel sequences: {ran}"
     if reference.launches == other.launches:
         return same
