@@ -1,14 +1,5 @@
-"""cublas_det: are your cuBLAS GEMMs bit-for-bit reproducible, and what does determinism cost?
-
-Public API::
-
-    from cublas_det import create_handle, gemm
-    with create_handle("pedantic") as handle:      # or CUBLAS_DET_MATH_MODE=pedantic
-        c = gemm(a, b, handle=handle)
-
-The documented submodules: :mod:`cublas_det.testing` (assertions), :mod:`cublas_det.trace` (the
-training-run recorder) and :mod:`cublas_det.pytest_plugin` (the ``gpu`` marker and fixtures).
-"""
+"""cublas_det: are your cuBLAS GEMMs bit-for-bit reproducible, and what does determinism cost? (README's API);
+also :mod:`cublas_det.testing`, :mod:`cublas_det.trace` and :mod:`cublas_det.pytest_plugin`."""
 
 from ._cublas import ComputeType, CublasError, MathMode
 from .call import gemm, prepare_gemm

@@ -116,16 +116,10 @@ def device_properties(device_id: int | None = None) -> dict:
         pci_bus_id = cupy.cuda.runtime.deviceGetPCIBusId(device_id)
     except (AttributeError, cupy.cuda.runtime.CUDARuntimeError):
         pci_bus_id = None
-    return {
-        "device_id": device_id,
-        "name": name.decode() if isinstance(name, bytes) else str(name),
-        "compute_capability": f"{props['major']}.{props['minor']}",
-        "sm_count": int(props["multiProcessorCount"]),
-        "l2_cache_bytes": int(props["l2CacheSize"]),
-        "total_memory_bytes": int(props["totalGlobalMem"]),
-        "pci_bus_id": pci_bus_id,
-        "uuid": gpu_uuid(props.get("uuid")),
-    }
+    return {"device_id": device_id, "name": name.decode() if isinstance(name, bytes) else str(name),
+            "compute_capability": f"{props['major']}.{props['minor']}", "sm_count": int(props["multiProcessorCount"]),
+            "l2_cache_bytes": int(props["l2CacheSize"]), "total_memory_bytes": int(props["totalGlobalMem"]),
+            "pci_bus_id": pci_bus_id, "uuid": gpu_uuid(props.get("uuid"))}
 
 
 def gpu_uuid(raw) -> str | None:
@@ -177,21 +171,13 @@ def fingerprint(device_id: int | None = None) -> dict:
     runtime = cupy.cuda.runtime
     _, library_path, found_via = _cublas.library()
     version = _cublas.cublas_get_version()
-    return {
-        "gpu": device_properties(device_id),
-        "driver_version": cuda_version_text(runtime.driverGetVersion()),
-        "runtime_version": cuda_version_text(runtime.runtimeGetVersion()),
-        "cublas_version": f"{version // 10000}.{version // 100 % 100}.{version % 100}",
-        "cublas_library": library_path,
-        "cublas_found_via": found_via,
-        "cupy_version": cupy.__version__,
-        "numpy_version": numpy.__version__,
-        "python_version": platform.python_version(),
-        "platform": platform.platform(),
-        "hostname": platform.node(),
-        "python": sys.executable,
-        "env": cublas_env_vars(),
-    }
+    return {"gpu": device_properties(device_id), "driver_version": cuda_version_text(runtime.driverGetVersion()),
+            "runtime_version": cuda_version_text(runtime.runtimeGetVersion()),
+            "cublas_version": f"{version // 10000}.{version // 100 % 100}.{version % 100}",
+            "cublas_library": library_path, "cublas_found_via": found_via, "cupy_version": cupy.__version__,
+            "numpy_version": numpy.__version__, "python_version": platform.python_version(),
+            "platform": platform.platform(), "hostname": platform.node(), "python": sys.executable,
+            "env": cublas_env_vars()}
 
 
 # What the bits depend on, each as a :func:`fingerprint` record names it.
