@@ -120,8 +120,7 @@ _PROTOTYPES: dict[str, list] = {
 
 @functools.cache
 def library() -> tuple[ctypes.CDLL, str, str]:
-    """``(cdll, abs_path, found_via)`` of libcublas, loaded through ``cuda.pathfinder`` as CuPy does, so
-    both hold one copy (a handle made by one copy must never reach another)."""
+    """``(cdll, abs_path, found_via)`` of libcublas: CuPy's copy, through ``cuda.pathfinder`` as CuPy does."""
     try:
         from cuda import pathfinder
     except ImportError as err:
@@ -139,7 +138,6 @@ def library() -> tuple[ctypes.CDLL, str, str]:
 
 
 def declared(path: str, prototypes: dict) -> ctypes.CDLL:
-    """The library at ``path`` with the argtypes of ``prototypes`` (every restype a status, an int)."""
     cdll = ctypes.CDLL(path)
     for name, argtypes in prototypes.items():
         fn = getattr(cdll, name)
@@ -167,7 +165,6 @@ def _getter(name: str):
 
 
 def _setter(name: str):
-    """The wrapper of ``name(handle, value)``."""
     def set_value(handle: int, value: int) -> None:
         _call(name, handle, value)
     return set_value
@@ -219,8 +216,7 @@ def cublas_set_workspace(handle: int, ptr: int, size_bytes: int) -> None:
 
 @functools.cache
 def gemm_ex_untyped():
-    """``cublasGemmEx`` without ``argtypes`` (declared ones cost host time per call), for the hot path: ints
-    pass as C ``int``, pointers must be ``c_void_p`` objects; the caller checks the status."""
+    """``cublasGemmEx`` without ``argtypes`` (they cost host time): pointers as ``c_void_p``, status unchecked."""
     fn = library()[0]["cublasGemmEx"]  # indexing makes a new function object: typed one untouched
     fn.restype = c_int
     return fn
@@ -230,8 +226,7 @@ GEMM_EX_ARGS = 18  # cublasGemmEx's arguments after the handle; a batched call's
 
 
 def gemm_strided_batched_ex(handle: int, args: tuple) -> None:
-    """``cublasGemmStridedBatchedEx`` from cublasGemmEx's ``args``, the batch count and the three strides
-    (in elements, in cuBLAS's operand order) after them."""
+    """``cublasGemmStridedBatchedEx`` of cublasGemmEx's ``args`` and the batch count and strides."""
     (op_a, op_b, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type, ldc, compute, algo,
      batch, stride_a, stride_b, stride_c) = args
     _call("cublasGemmStridedBatchedEx", handle, op_a, op_b, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb,

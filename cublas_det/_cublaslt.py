@@ -117,7 +117,6 @@ def _create(name: str, *args) -> int:
 
 
 def _destroyer(name: str):
-    """The wrapper of ``name(object)``."""
     def destroy_object(value: int) -> None:
         _call(name, value)
     return destroy_object
@@ -176,7 +175,6 @@ def matmul(handle: int, desc: int, alpha: int, a: int, a_desc: int, b: int, b_de
 
 
 def algo_config(algo: MatmulAlgo) -> dict[str, int]:
-    """The algorithm's configuration: ``ALGO_CONFIG``'s names to values."""
     values = {}
     for name, (attribute, kind) in ALGO_CONFIG.items():
         buffer, written = kind(), c_size_t()

@@ -96,8 +96,7 @@ def _check_operand(name: str, array, ndarray) -> None:
 
 
 def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
-    """Validate a GEMM in full, naming the first problem; return ``(handle, out, args, scalars)``: cublasGemmEx's
-    arguments after the handle, and the host scalars they point to."""
+    """Validate a GEMM in full, naming the first problem: (handle, out, cublasGemmEx's args, their scalars)."""
     cupy = _bind()
     ndarray = cupy.ndarray
     a, b = _as_cupy("a", a), _as_cupy("b", b)
@@ -184,7 +183,6 @@ def _as_cupy(name: str, value):
 
 
 def _scalars(alpha: float, beta: float, compute: int) -> tuple:
-    """alpha and beta as the host scalars the compute type reads: half for COMPUTE_16F*, else float."""
     if compute in HALF_SCALAR_COMPUTE:
         return tuple(c_uint16(int(numpy.float16(x).view(numpy.uint16))) for x in (alpha, beta))
     return c_float(alpha), c_float(beta)
@@ -193,8 +191,7 @@ def _scalars(alpha: float, beta: float, compute: int) -> tuple:
 def gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, alpha_address, beta_address,
                   compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUDA_R_32F,
                   algo: int = CUBLAS_GEMM_DEFAULT) -> tuple:
-    """cublasGemmEx's arguments after the handle, for a row-major ``out = op(a) @ op(b)``
-    (column-major C^T = op(B)^T op(A)^T: the operands swap places)."""
+    """cublasGemmEx's arguments after the handle for a row-major ``out = op(a) @ op(b)``: the operands swap."""
     rows, cols, k, trans_first, trans_second = other_layout(m, n, k, trans_a, trans_b)
     return (CUBLAS_OP_T if trans_first else CUBLAS_OP_N, CUBLAS_OP_T if trans_second else CUBLAS_OP_N, rows, cols,
             k, alpha_address, b_ptr, ab_type, ldb, a_ptr, ab_type, lda, beta_address, out_ptr, c_type, n,
@@ -208,8 +205,7 @@ def _batch_tail(batch: int, m: int, n: int, k: int) -> tuple:
 
 def shape_args(shape, compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUDA_R_32F,
                algo: int = CUBLAS_GEMM_DEFAULT, pointers=(0, 0, 0, 0, 0)) -> tuple:
-    """The arguments ``gemm()`` passes cuBLAS for a :class:`~cublas_det.shapes.GemmShape` of packed
-    operands (``pointers``: a, b, out, alpha, beta; none by default, to plan or inspect a call)."""
+    """The arguments ``gemm()`` passes cuBLAS for a shape of packed operands (a, b, out, alpha, beta)."""
     a, b, out, alpha, beta = pointers
     return (gemm_ex_args(shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.a_shape[-1],
                           shape.b_shape[-1], a, b, out, alpha, beta, compute_type, ab_type, c_type, algo)
@@ -217,8 +213,7 @@ def shape_args(shape, compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUD
 
 
 def _as_ctypes(args: tuple) -> tuple | None:
-    """The arguments for an untyped ctypes call: the five pointers as cached ``c_void_p``, the ints
-    as they are (None for a batched call, which goes through a typed one)."""
+    """The arguments with the pointers as cached ``c_void_p`` (None for a batched call: a typed one)."""
     if len(args) > GEMM_EX_ARGS:
         return None
     op_b, op_a, n, m, k, alpha, b, b_type, ldb, a, a_type, lda, beta, c, c_type, ldc, compute, algo = args
@@ -234,8 +229,7 @@ def _from_cupy(err) -> _cublas.CublasError:
 
 def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cupy: bool = True,
            bias_ptr: int = 0) -> None:
-    """Issue ``cublasGemmEx(handle, *args)``: through CuPy's binding where it fits, else ctypes; on a
-    cuBLASLt handle, the same GEMM as ``cublasLtMatmul``."""
+    """Issue ``cublasGemmEx(handle, *args)`` through CuPy's binding where it fits, ctypes, or cuBLASLt."""
     if handle._lt is not None:
         handle._require_open()
         handle._lt.issue(args, handle.current_stream_ptr(), handle._sm_count_target, bias_ptr)
@@ -257,7 +251,6 @@ def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cu
 
 
 def _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type, bias=None):
-    """:func:`gemm` with every argument checked in turn (the path for anything but the common call)."""
     handle, written, args, _kept = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
     _issue(handle, args, bias_ptr=_bias_pointer(bias, handle, written))
     return written if out is None else out  # the caller's own tensor when one was given
@@ -339,7 +332,6 @@ class GemmCall:
 def prepare_gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
                  trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0, compute_type=None,
                  bias=None) -> GemmCall:
-    """Validate a GEMM once (as :func:`gemm` does) and return a :class:`GemmCall` that issues it."""
     handle, out, args, scalars = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
     return GemmCall(a, b, out, handle, args, scalars, bias)
 

@@ -83,8 +83,7 @@ _ALGO, _WORKSPACE, _TYPES = re.compile(r"algo(-?\d+)"), re.compile(r"ws(\d+)([km
 
 @dataclasses.dataclass(frozen=True)
 class GemmConfig:
-    """Math mode and flag, compute type, element types, algorithm, workspace and interface of a GEMM; the
-    defaults are an fp32 GEMM whose arithmetic the math mode decides (PEDANTIC, ``COMPUTE_32F``)."""
+    """What decides a GEMM's arithmetic besides its shape; by default an fp32 GEMM in PEDANTIC math."""
 
     math_mode: MathMode = DEFAULT_MATH_MODE
     disallow_reduced_precision_reduction: bool = False
@@ -158,8 +157,7 @@ class GemmConfig:
 
     @property
     def name(self) -> str:
-        """``PEDANTIC``, ``DEFAULT+DISALLOW_RPR``, ``TF32/COMPUTE_32F_PEDANTIC`` ...: only what differs from the
-        defaults is added, so fp32 configurations keep stored runs' names."""
+        """``PEDANTIC``, ``TF32/COMPUTE_32F_PEDANTIC`` ...: what differs from the defaults (stored runs' names hold)."""
         name = self.math_mode.name
         if self.disallow_reduced_precision_reduction:
             name += "+" + FLAG_NAME.name
@@ -177,8 +175,7 @@ class GemmConfig:
 
     @property
     def lt_name(self) -> str:
-        """The cuBLASLt part of the name: ``lt``, ``lt-nosplitk``, ``lt-sm16``, ``lt-bias``, ``lt-pin20k66.3fa2c1``
-        (algo 20, split-K 66, a digest of the whole pinned configuration) ..."""
+        """``lt``, ``lt-nosplitk``, ``lt-sm16``, ``lt-bias``, ``lt-pin20k66.3fa2c1`` (algo 20, split-K 66, a digest)."""
         parts = ["lt"]
         if self.lt_reduction_scheme_mask == 0:
             parts.append("nosplitk")
@@ -220,8 +217,7 @@ class GemmConfig:
 
     @classmethod
     def parse(cls, text: str, *, source: str = "mode") -> GemmConfig:
-        """The configuration of a mode choice or a :attr:`name` (``parse(c.name) == c`` but for a pinned algorithm);
-        ValueError naming ``source``, the value and the choices."""
+        """The configuration of a mode choice or a name; ValueError naming ``source``, the value and the choices."""
         head, *rest = str(text).split("/")
         parts = [part.strip().lower() for part in head.split("+")]
         mode = _MODE_NAMES.get(parts[0])
@@ -252,7 +248,6 @@ class GemmConfig:
 
     @classmethod
     def from_math_mode_value(cls, value: int) -> GemmConfig:
-        """The default configuration of a ``cublasMath_t`` value (the flag allowed)."""
         if not is_int(value):
             raise TypeError(f"mode must be a GemmConfig, MathMode, int or str, not {type(value).__name__}")
         base = int(value) & ~MATH_MODE_FLAGS
@@ -303,8 +298,7 @@ def canonical_dtype(name, what: str = "dtype") -> str:
 
 
 def math_mode_name(value: int | None, narrow: bool = False) -> str:
-    """``PEDANTIC``, ``DEFAULT+DISALLOW_RPR`` ... of a raw ``cublasMath_t`` (``unknown`` for None, the number
-    for a mode with no name); ``narrow``: the flag by its label (``DEFAULT+DRPR``), for a narrow column."""
+    """``PEDANTIC``, ``DEFAULT+DISALLOW_RPR`` (``narrow``: ``+DRPR``), ``unknown`` ... of a ``cublasMath_t``."""
     if value is None:
         return "unknown"
     base = _BY_VALUE.get(value & ~FLAG_NAME.value)
@@ -313,7 +307,6 @@ def math_mode_name(value: int | None, narrow: bool = False) -> str:
 
 
 def _pairs(value) -> tuple:
-    """A stored ``lt_algo`` (an object of names to ints) as pairs."""
     if value is None:
         return ()
     if not isinstance(value, dict):
@@ -322,8 +315,7 @@ def _pairs(value) -> tuple:
 
 
 def name_part(piece: str):
-    """``(field, value)`` of a part of a name (``COMPUTE_16F``, ``algo5``, ``ws32M``, ``lt-nosplitk``,
-    ``bfloat16->float32``), or None."""
+    """``(field, value)`` of a part of a name (``COMPUTE_16F``, ``algo5``, ``ws32M``, ``lt-sm16`` ...), or None."""
     if piece.upper() in ComputeType.__members__:
         return "compute_type", ComputeType[piece.upper()]
     lower = piece.lower()
@@ -339,7 +331,6 @@ def name_part(piece: str):
 
 
 def _size(n: int) -> str:
-    """``32M``, ``512K``, ``1000``: a workspace size in a name."""
     for unit, shift in (("M", 20), ("K", 10)):
         if n and n % (1 << shift) == 0:
             return f"{n >> shift}{unit}"

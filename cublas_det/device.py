@@ -33,8 +33,7 @@ MIN_DRIVER_BRANCH = {12: "R525 (525.60.13)", 13: "R580 (580.65.06)"}
 
 
 def gpu_unavailable_reason() -> str | None:
-    """Why no GPU can be used (one line), or ``None``: CuPy, a driver new enough for its CUDA runtime, a device,
-    libcublas, checked in that order."""
+    """Why no GPU can be used (one line): no CuPy, driver, device or libcublas; else None."""
     try:
         import cupy
     except ImportError as err:
@@ -61,8 +60,7 @@ def gpu_unavailable_reason() -> str | None:
 
 
 def driver_reason(driver_version: int, runtime_version: int, module_version: str | None) -> str:
-    """Why the CUDA runtime refused the driver (``driver_version`` 0: none loaded, else one too old), in one line;
-    ``module_version``: the kernel module's (``535.104.05``), if known."""
+    """Why the CUDA runtime refused the driver (``driver_version`` 0: none loaded), in one line."""
     if driver_version == 0:
         return ("no GPU available: no NVIDIA driver found (libcuda.so.1 is not loadable); "
                 "run on a machine with an NVIDIA GPU and its driver")
@@ -81,7 +79,6 @@ def driver_reason(driver_version: int, runtime_version: int, module_version: str
 
 
 def kernel_module_version(path: str = "/proc/driver/nvidia/version") -> str | None:
-    """The loaded NVIDIA kernel module's version (``535.104.05``), or ``None``."""
     try:
         with open(path) as file:
             first = file.readline()
@@ -95,7 +92,6 @@ _cached_reason = functools.cache(gpu_unavailable_reason)
 
 
 def require_gpu() -> None:
-    """Raise :class:`NoGpuError` unless a GPU and libcublas are usable (the probe runs once)."""
     reason = _cached_reason()
     if reason is not None:
         raise NoGpuError(reason)
@@ -154,7 +150,6 @@ def cublas_env_vars() -> dict[str, str]:
 
 
 def tf32_env_warnings(mode_is_tf32: bool) -> list[str]:
-    """Warnings for env vars that defeat the requested math mode."""
     warnings = []
     if os.environ.get("CUPY_TF32", "0").strip() == "1" and not mode_is_tf32:
         warnings.append("CUPY_TF32=1: cupy.matmul asks for CUBLAS_COMPUTE_32F_FAST_TF32, which a PEDANTIC or "
@@ -192,8 +187,7 @@ MACHINE_PARTS = {
 
 
 def describe_machine(info: dict, parts=("gpu", "sm_count", "driver", "cublas"), in_parentheses=()) -> str:
-    """``NVIDIA H200, 132 SMs, driver 13.0, cuBLAS 13.1.0``: the ``parts`` of a :func:`fingerprint` record; one of
-    ``in_parentheses`` follows the part before it in parentheses (``NVIDIA H200 (132 SMs)``)."""
+    """``NVIDIA H200, 132 SMs, driver 13.0``: the ``parts`` of a fingerprint (``in_parentheses``: ``(132 SMs)``)."""
     gpu = info.get("gpu") or {}
     described = ""
     for part in parts:

@@ -44,8 +44,7 @@ class ElementType:
         return np.dtype(ml_dtypes.bfloat16)
 
     def values(self, bits: np.ndarray, out: np.ndarray | None = None, widened: np.ndarray | None = None):
-        """``bits`` (of :attr:`bits_dtype`) as float64 (exact for floats), into ``out`` with ``widened`` (uint32,
-        the same shape) as scratch where given."""
+        """``bits`` as float64 (exact for floats), into ``out`` with ``widened`` (uint32) as scratch where given."""
         out = np.empty(bits.shape, np.float64) if out is None else out
         # A signalling NaN widened to float64 warns "invalid"; it stays a NaN, which is counted apart.
         with np.errstate(invalid="ignore"):
@@ -59,7 +58,6 @@ class ElementType:
         return out
 
     def value(self, bits: np.ndarray) -> float | int | bool:
-        """A 1-element bits array as a Python number."""
         value = float(self.values(bits)[0])
         if self.kind == "bool":
             return bool(value)

@@ -32,8 +32,7 @@ def sm_targets(sm_count: int) -> list[int]:
 
 
 def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None) -> Explanation:
-    """The kernels of ``shape`` in each configuration: on the whole device, under each SM-count target, and with M
-    cut to each batch rung."""
+    """The kernels of ``shape`` per configuration: on the device, per SM-count target, per batch rung."""
     sm_count = sm_count or device_properties()["sm_count"]
     configs = [resolve_config(config)[0] for config in configs]
     conditions = [(f"device ({sm_count} SMs)", None, None)]
@@ -111,8 +110,7 @@ def _kind(name: str) -> str:
 
 
 def differs(cell: KernelSignature, baseline: KernelSignature, batch_row: bool) -> bool:
-    """Whether ``cell`` ran other kernels than ``baseline`` or split the work otherwise (in a batch row, where M
-    changes the grid's x and y, only another grid z counts)."""
+    """Other kernels or another split of the work (in a batch row, only another grid z: M moves x and y)."""
     if [k.name for k in cell.launches] != [k.name for k in baseline.launches]:
         return True
     if batch_row:

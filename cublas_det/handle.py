@@ -100,8 +100,7 @@ class LtPath:
 
     def issue(self, args: tuple, stream_ptr: int, sm_count_target: int = 0, bias_ptr: int = 0,
               workspace: tuple | None = None) -> None:
-        """Run the GEMM of cublasGemmEx's ``args`` on ``stream_ptr``; ``workspace``: (pointer, bytes) in place
-        of the path's."""
+        """Run the GEMM of cublasGemmEx's ``args`` on ``stream_ptr`` (``workspace``: in place of the path's)."""
         key = self._key(args, sm_count_target)
         _, _, m, _, _, alpha, a, _, _, b, _, _, beta, c, c_type, _, _, _ = args[:GEMM_EX_ARGS]
         with self._lock:
@@ -155,8 +154,7 @@ def _current_stream_ptr() -> int:
 
 
 class Handle:
-    """Owns one cuBLAS handle with a fixed math mode; a context manager made by :func:`create_handle`.
-    Without a pinned stream it follows CuPy's current one, re-applying a workspace after every re-binding."""
+    """One cuBLAS handle with a fixed math mode; it follows CuPy's current stream unless pinned to one."""
 
     def __init__(self, ptr: int, config: GemmConfig, mode_source: ModeSource, device_id: int,
                  workspace_bytes: int | None = None, workspace=None, lt_path: LtPath | None = None):
@@ -254,7 +252,6 @@ class Handle:
         self._bound_stream_ptr = stream_ptr
 
     def set_stream(self, stream) -> None:
-        """Pin the handle to a CuPy stream (``None``: follow CuPy's current stream)."""
         self._stream = stream
         self._cupy_binding_fits = stream is None and self._workspace_bytes is None and self._lt is None
         if stream is not None:
@@ -281,10 +278,8 @@ class Handle:
 
 def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stream=None,
                   workspace_bytes: int | None = None, atomics: bool = False) -> Handle:
-    """A :class:`Handle` on the current device in ``mode`` (a GemmConfig, MathMode, its int or a name; None:
-    ``CUBLAS_DET_MATH_MODE``, else PEDANTIC), its math mode read back (CublasError if it did not take).
-    ``stream``: one to pin it to; ``workspace_bytes``: its own workspace (None: the configuration's, else
-    cuBLAS's pool); ``atomics``: allow atomic variants (not reproducible)."""
+    """A :class:`Handle` on the current device in ``mode`` (None: the env var's, else PEDANTIC), read back;
+    ``stream``: pinned; ``workspace_bytes``: its own (None: the configuration's); ``atomics``: allowed."""
     config, source = resolve_config(mode)
     if workspace_bytes is None:
         workspace_bytes = config.workspace_bytes
@@ -323,8 +318,7 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
 
 @contextlib.contextmanager
 def math_mode(mode: GemmConfig | MathMode | int | str | None = None):
-    """Set the math mode of CuPy's own cuBLAS handle (``cupy.matmul``'s) for a block, yielding the value set;
-    warns when ``CUPY_TF32`` or ``NVIDIA_TF32_OVERRIDE`` defeats the request."""
+    """Set the math mode of CuPy's own handle for a block; warn where an env var defeats it."""
     config, _ = resolve_config(mode)
     value = config.math_mode_value
     require_gpu()
@@ -350,8 +344,7 @@ def _current_device() -> int:
 
 
 def default_handle() -> Handle:
-    """``gemm(handle=None)``'s: this thread's for the current device and the configuration of
-    ``CUBLAS_DET_MATH_MODE``."""
+    """This thread's handle for the current device and the configuration the env var names."""
     config, _ = resolve_config(None)
     handles = getattr(_thread_handles, "handles", None)
     if handles is None:

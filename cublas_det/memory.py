@@ -43,7 +43,6 @@ def footprint(shape: GemmShape, config: GemmConfig | None = None, *, timing: boo
 
 
 def host_available_bytes() -> int | None:
-    """``MemAvailable`` from /proc/meminfo, or None."""
     try:
         with open("/proc/meminfo") as file:
             for line in file:
@@ -58,7 +57,6 @@ def host_available_bytes() -> int | None:
 
 
 def device_available_bytes() -> int:
-    """Free device memory now, counting what CuPy's pool holds but does not use."""
     import cupy
     free, _total = cupy.cuda.runtime.memGetInfo()
     return free + cupy.get_default_memory_pool().free_bytes()

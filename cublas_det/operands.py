@@ -31,7 +31,6 @@ class Operands:
 
 
 def device_operands(shape: GemmShape, seed: int, config: GemmConfig | None = None):
-    """A and B on the current device, complete: safe to read from any stream once this returns."""
     return _upload(*host_operands(shape, seed, config))
 
 
@@ -50,8 +49,7 @@ def _made(shape: GemmShape, seed: int, config: GemmConfig | None):
 
 
 class HostOperands:
-    """A and B of each shape made once on the host with their digests (:meth:`prefetch`: in threads while the GPU
-    works); beyond ``budget_bytes`` (a quarter of the free memory) a pair is drawn anew each time."""
+    """A and B of each shape made once on the host (or anew, beyond ``budget_bytes``), with their digests."""
 
     def __init__(self, seed: int, budget_bytes: int | None = None, workers: int = 4):
         self.seed = seed
@@ -66,7 +64,6 @@ class HostOperands:
         return shape.spec, (config or GemmConfig()).a_type.name
 
     def prefetch(self, shapes, config: GemmConfig | None = None) -> None:
-        """Start drawing the pairs of ``shapes`` (in this order) that fit in the budget."""
         if self.workers < 1:
             return
         for shape in shapes:
@@ -127,8 +124,7 @@ def output(shape: GemmShape, config: GemmConfig | None = None, rows: int | None 
 
 
 def fp64_reference(shape: GemmShape, a, b, cache: dict | None = None):
-    """``op(a) @ op(b)`` in float64 from the same (rounded) inputs; ``cache``: a dict keeping it for the next
-    configuration of this shape with inputs of a's type."""
+    """``op(a) @ op(b)`` in float64 from the same (rounded) inputs, kept in ``cache`` per input type."""
     key = ("fp64 reference", a.dtype.name)
     if cache is not None and key in cache:
         return cache[key]

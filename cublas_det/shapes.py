@@ -79,7 +79,6 @@ class GemmShape:
         return self._stack + ((self.n, self.k) if self.trans_b else (self.k, self.n))
 
     def c_shape(self, rows: int | None = None) -> tuple[int, ...]:
-        """Shape of the output, ``rows`` in place of M."""
         return self._stack + (self.m if rows is None else rows, self.n)
 
     @property
@@ -114,8 +113,7 @@ PRESETS = ("trunk",) + tuple(f"mamba2-{size}" for size in MAMBA2_D_MODEL)
 
 
 def preset(name: str, tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
-    """Forward, dX and dW of each layer of a preset: the trunk's at its fixed T, or a Mamba2 size's in_proj and
-    out_proj at ``tokens`` = batch x seqlen."""
+    """Forward, dX and dW of a preset's layers: the trunk's at its own T, a Mamba2 size's at ``tokens``."""
     if not is_int(tokens, 1):
         raise ValueError(f"tokens (T = batch x seqlen) must be a positive int, not {tokens!r}")
     if name == "trunk":
@@ -146,8 +144,7 @@ def gemm_key(spec: str, config_name: str) -> str:
 
 
 def parse_shape(text: str) -> GemmShape:
-    """The shape of ``MxNxK[:op][:bB]`` (``64x64x512:nt:b8``; op ``nn`` by default); ValueError saying what is
-    expected."""
+    """The shape of ``MxNxK[:op][:bB]`` (``64x64x512:nt:b8``); ValueError saying what is expected."""
     if not isinstance(text, str):
         raise TypeError(f"a shape must be a string like '128x56x4096:nt', not {type(text).__name__}")
     match = _SHAPE_RE.match(text)
@@ -166,7 +163,6 @@ def parse_shape(text: str) -> GemmShape:
 
 
 def resolve_shapes(specs: list[str], tokens: int = DEFAULT_TOKENS) -> list[GemmShape]:
-    """Presets and custom shapes, in order, each name once."""
     shapes: dict[str, GemmShape] = {}
     for spec in specs:
         if spec in PRESETS:
@@ -192,7 +188,6 @@ def batch_ladder(m: int) -> list[int]:
 
 
 def sm_count_ladder(sm_count: int, divisors=(2,), also=()) -> list[int]:
-    """SM counts below the device's, ascending: one SM in eight fewer, the device's divided by each of
-    ``divisors``, and ``also``."""
+    """SM counts below the device's: an eighth fewer, the device's / each of ``divisors``, and ``also``."""
     rungs = (sm_count - sm_count // 8, *(sm_count // d for d in divisors), *also)
     return sorted({t for t in rungs if 0 < t < sm_count})

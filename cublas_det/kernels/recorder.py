@@ -34,7 +34,6 @@ def cupti_unavailable() -> str | None:
 
 
 def require_cupti() -> None:
-    """Raise :class:`KernelsUnavailable` (one line) unless kernels can be recorded."""
     reason = cupti_unavailable()
     if reason:
         raise KernelsUnavailable(reason)
@@ -93,7 +92,6 @@ def _buffer_completed(activities) -> None:
 
 
 def record_kernels(run) -> list[KernelRecord]:
-    """The kernels ``run()`` launched (the device synchronised before and after)."""
     import cupy
     cupy.cuda.runtime.deviceSynchronize()
     with KernelRecorder() as recorder:

@@ -22,7 +22,6 @@ class KernelRecord:
 
     @classmethod
     def from_activity(cls, activity) -> KernelRecord:
-        """From a cupti-python kernel activity (kind KERNEL or CONCURRENT_KERNEL)."""
         return cls(str(activity.name), (activity.grid_x, activity.grid_y, activity.grid_z),
                    (activity.block_x, activity.block_y, activity.block_z), int(activity.start), int(activity.end),
                    int(activity.stream_id), int(activity.correlation_id), int(getattr(activity, "graph_id", 0)),

@@ -67,8 +67,7 @@ def tile_of(name: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class KernelSignature:
-    """The kernels of one GEMM call (the most common sequence seen) and their mean summed time per call;
-    ``variants``: distinct sequences seen (``sequences``, each with its count, most first, when above 1)."""
+    """The kernels of one GEMM call (the most common sequence of ``sequences``) and their time per call."""
     launches: tuple[KernelLaunch, ...]
     calls: int
     kernel_us: float
@@ -107,7 +106,6 @@ class KernelSignature:
         return words + (f" ({self.variants} variants)" if self.variants > 1 else "")
 
     def describe(self) -> str:
-        """Every kernel with its grid: ``cutlass_80_simt_sgemm_64x64_8x5_nt_align1 grid 2x1x64 + ...``."""
         return _describe(self.launches)
 
     def to_dict(self) -> dict:
@@ -130,8 +128,7 @@ def is_own(name: str) -> bool:
 
 
 def calls_of(records, calls: int | None = None) -> list[list[KernelRecord]]:
-    """The records grouped into GEMM calls per stream in start order: ``calls`` equal runs where ``calls`` divides
-    a stream's records, else a call per non-reduce kernel, each reduce joining the one before."""
+    """The records as GEMM calls: ``calls`` equal runs where they divide, else a reduce joins the kernel before."""
     by_stream = collections.defaultdict(list)
     for record in sorted((r for r in records if not is_own(r.name)), key=lambda r: r.start_ns):
         by_stream[record.stream_id].append(record)
@@ -164,7 +161,6 @@ def signature_of(records, calls: int | None = None) -> KernelSignature | None:
 
 
 def recorded_signature(run, calls: int | None = None) -> KernelSignature | None:
-    """The signature of the ``calls`` GEMM calls ``run()`` makes under CUPTI."""
     return signature_of(record_kernels(run), calls)
 
 
