@@ -110,8 +110,7 @@ _PROTOTYPES: dict[str, list] = {
     # handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo
     "cublasGemmEx": [c_void_p, c_int, c_int, c_int, c_int, c_int, c_void_p, c_void_p, c_int, c_int, c_void_p, c_int,
                      c_int, c_void_p, c_void_p, c_int, c_int, c_int, c_int],
-    # handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C,
-    # Ctype, ldc, strideC, batchCount, computeType, algo
+    # as cublasGemmEx, each operand's stride after its ld, and batchCount before computeType
     "cublasGemmStridedBatchedEx": [c_void_p, c_int, c_int, c_int, c_int, c_int, c_void_p, c_void_p, c_int, c_int,
                                    c_longlong, c_void_p, c_int, c_int, c_longlong, c_void_p, c_void_p, c_int, c_int,
                                    c_longlong, c_int, c_int, c_int],

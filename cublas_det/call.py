@@ -262,9 +262,8 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     arrays or DLPack GPU tensors (3-D: a batch, one strided batched call); returns ``out`` (None: a new array).
     ``handle`` None: :func:`default_handle`; ``compute_type`` None: the handle's; ``bias``: a vector of N added
     to each row, on a cuBLASLt handle with the BIAS epilogue. TypeError/ValueError name the problem."""
-    # The common valid call is checked with the fewest attribute reads (host time per GEMM); anything
-    # else goes through _checked_gemm, which names the problem. Were CuPy to drop `_c_contiguous` or
-    # `_shape`, every call would take the checked path: slower, never wrong.
+    # The common valid call is checked with the fewest attribute reads (host time); anything else, or a CuPy
+    # without `_c_contiguous` or `_shape`, takes _checked_gemm, which names the problem.
     f32 = _F32  # None until bound: the first call takes the checked path, which binds
     if bias is not None:
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type, bias)

@@ -24,8 +24,7 @@ class ModeSource(str, enum.Enum):
     DEFAULT = "default"
 
 
-# Per (input, output) element type, the compute types cuBLAS accepts for cublasGemmEx (cuBLAS docs,
-# cublasGemmEx's table of supported types). Supporting a new precision is a row in each table.
+# Per (input, output) element type, the compute types cublasGemmEx accepts (the cuBLAS docs' table).
 _FP32_COMPUTE = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC)
 COMPUTE_TYPES = {
     ("float32", "float32"): _FP32_COMPUTE + (ComputeType.COMPUTE_32F_FAST_TF32, ComputeType.COMPUTE_32F_FAST_16F,
@@ -59,8 +58,7 @@ class MathModeName:
     label: str = ""  # in a table's narrow column, where the name is too wide for it
 
 
-# The math modes, in the order the CLI offers them, and the flag; TENSOR_OP (deprecated) only as
-# a log may show it: GemmConfig does not run it.
+# The math modes in the CLI's order, and the flag; TENSOR_OP (deprecated) only as a log may show it.
 MATH_MODE_NAMES = (
     MathModeName(MathMode.PEDANTIC, "PEDANTIC", "pedantic", "CUBLAS_PEDANTIC_MATH"),
     MathModeName(MathMode.DEFAULT, "DEFAULT", "default", "CUBLAS_DEFAULT_MATH"),
@@ -90,13 +88,11 @@ class GemmConfig:
     compute_type: ComputeType = ComputeType.COMPUTE_32F
     input_dtype: str = "float32"
     output_dtype: str = "float32"
-    # cublasGemmEx's algo, and a user workspace of this size (None: cuBLAS's own pool): what a
-    # captured program passed, so that a replay makes the same call.
+    # cublasGemmEx's algo and a user workspace (None: cuBLAS's pool): a captured program's, for a replay.
     algo: int = int(GemmAlgo.DEFAULT)
     workspace_bytes: int | None = None
-    # The cuBLASLt interface instead of cublasGemmEx ("lt"), and what it is told: a reduction-scheme
-    # mask (0: no split-K), a fixed SM-count target, a pinned algorithm (sorted (name, value) of
-    # _cublaslt.algo_config), an epilogue (BIAS: a bias vector is added, as PyTorch's biased Linear).
+    # cuBLASLt ("lt") and what it is told: a reduction-scheme mask (0: no split-K), an SM-count target, a
+    # pinned algorithm (_cublaslt.algo_config's pairs), an epilogue (BIAS: as PyTorch's biased Linear).
     api: str = "gemm_ex"
     lt_reduction_scheme_mask: int | None = None
     lt_sm_count_target: int = 0

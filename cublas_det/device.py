@@ -138,8 +138,7 @@ def gpu_failures() -> tuple[type[BaseException], ...]:
             CublasError, DoesNotFit, MemoryError)
 
 
-# Variables that change what cuBLAS computes or how CuPy calls it, recorded with every result, as is
-# every CUBLAS_* and CUBLASLT_* variable.
+# Variables that change what cuBLAS computes or how CuPy calls it, recorded with every result.
 _NAMED_VARS = ("NVIDIA_TF32_OVERRIDE", "CUPY_TF32", "CUDA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING")
 _VAR_PREFIXES = ("CUBLAS_", "CUBLASLT_")
 

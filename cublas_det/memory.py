@@ -33,8 +33,8 @@ def footprint(shape: GemmShape, config: GemmConfig | None = None, *, timing: boo
     c_elements = shape.batch * shape.m * shape.n
     # Host: A and B made with numpy before the upload, and the outputs copied back for their digests.
     host = a + b + HASHERS * c
-    # Device, check: A, B, the reference and float64 reference, plus the largest of: the float64 copies
-    # of A and B, the streams' and modes' outputs (5 at most at once), a batch slice of A.
+    # Device, check: A, B, the reference and its float64 twin, and the most of: A and B in float64, the
+    # scenarios' outputs (5 at most at once), a batch slice of A.
     fp64_inputs = 8 * (a + b) // config.a_type.itemsize
     device = a + b + c + 8 * c_elements + max(fp64_inputs, 5 * c, a + c)
     if timing:  # one setup at a time: operands made again, copies to rotate, a workspace per arm

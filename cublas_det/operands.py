@@ -37,8 +37,7 @@ def device_operands(shape: GemmShape, seed: int, config: GemmConfig | None = Non
 def _upload(a_host, b_host):
     import cupy
     operands = cupy.asarray(a_host), cupy.asarray(b_host)
-    # The checks' non-blocking streams do not wait for the current stream's copies, and a copy from
-    # pageable memory may return before its DMA has landed: without this wait a GEMM may read a partial copy.
+    # The checks' non-blocking streams do not wait for these copies, whose DMA may not have landed yet.
     cupy.cuda.get_current_stream().synchronize()
     return operands
 

@@ -18,9 +18,7 @@ LAUNCHERS = {"Kernel", "Kernel2", "device_kernel", "kernel", "GemmKernel"}
 @functools.cache
 def _cxa_demangle():
     """libstdc++'s ``__cxa_demangle``, or None (names then stay mangled)."""
-    for candidate in ("libstdc++.so.6", ctypes.util.find_library("stdc++"), "libc++.so.1"):
-        if not candidate:
-            continue
+    for candidate in filter(None, ("libstdc++.so.6", ctypes.util.find_library("stdc++"), "libc++.so.1")):
         try:
             function = ctypes.CDLL(candidate).__cxa_demangle
         except (OSError, AttributeError):
