@@ -1,10 +1,6 @@
-"""Prescriptions: for every GEMM whose bits a hazard changed, the configurations that remove it,
-each verified bitwise against that hazard and timed against the configuration it replaces.
-
-Candidates (:func:`candidates`) are cuBLASLt variants and BF16X9 math, plus each hazard's setup
-cures. A cure is verified when, in its configuration, the hazard's scenario gives identical bits and
-its own bits repeat; one that SM-count emulation cannot test is timed and listed as untested.
-"""
+"""Prescriptions: for every GEMM whose bits a hazard changed, the cures (:func:`candidates`: cuBLASLt
+variants, BF16X9 math; each hazard's setup cures), each verified (the hazard's scenario gives identical
+bits and its own bits repeat) and timed against the configuration it replaces."""
 
 from __future__ import annotations
 
@@ -48,7 +44,6 @@ class Cure:
 
 
 def _interval(ratio) -> dict:
-    """A time ratio as the JSON keeps it: its median and confidence interval."""
     return {"median": ratio.median, "ci_low": ratio.ci_low, "ci_high": ratio.ci_high}
 
 
@@ -61,8 +56,7 @@ class Prescription:
 
     @property
     def best(self) -> Cure | None:
-        """The cheapest verified cure that brings in no other hazard: by time ratio, a setup cure (the
-        same GEMM) at 1, an untimed one last."""
+        """The cheapest verified cure that brings in no other hazard (a setup cure at 1, an untimed one last)."""
         def cost(cure):
             ratio = 1.0 if cure.config is None else (cure.ratio.median if cure.ratio else float("inf"))
             return (bool(cure.introduces), ratio)
@@ -79,7 +73,7 @@ def verification_targets(sm_count: int, fleet=()) -> tuple:
 
 
 def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
-    """The algorithm cuBLASLt's heuristic picks for ``shape`` at the full SM count (its configuration)."""
+    """The algorithm cuBLASLt's heuristic picks for ``shape`` at the full SM count."""
     lt_config = _lt(config)
     args = shape_args(shape, int(lt_config.compute_type), GEMM_TYPES[config.input_dtype].cuda,
                       GEMM_TYPES[config.output_dtype].cuda)
@@ -88,9 +82,8 @@ def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
 
 
 def _lt(config: GemmConfig, **options) -> GemmConfig:
-    """``config`` through cuBLASLt: no math-mode flag there (its compute type decides). A flag that
-    disallows reduced-precision reductions into a half-precision output becomes the reduction-scheme
-    mask that keeps split-K sums in the compute type (or none, where a cure asks for no split-K)."""
+    """``config`` through cuBLASLt (no math-mode flag: a half-precision output's DISALLOW flag becomes the
+    reduction-scheme mask that keeps split-K sums in the compute type, unless a cure sets one)."""
     if config.disallow_reduced_precision_reduction and config.output_dtype != "float32":
         options.setdefault("lt_reduction_scheme_mask", int(ReductionScheme.COMPUTE_TYPE))
     return dataclasses.replace(config, api="lt", algo=-1, disallow_reduced_precision_reduction=False, **options)
@@ -115,7 +108,7 @@ def candidates(shape: GemmShape, config: GemmConfig, fleet=()) -> list[tuple[str
 
 @dataclasses.dataclass(frozen=True)
 class CurePlan:
-    """What to verify for one shape: the hazards its configurations' checks found, and the cures to try."""
+    """What to verify for one shape: the hazards its checks found, and the cures to try."""
 
     shape: GemmShape
     hazardous: tuple  # (a configuration's check, a hazard that changed its bits)
@@ -128,8 +121,7 @@ class CurePlan:
 
 
 def plan_cures(shape: GemmShape, checks, fleet=(), candidates_of=candidates) -> CurePlan:
-    """The cures to try for each hazard the checks of ``shape`` found (``candidates_of``: as
-    :func:`candidates`, which asks cuBLASLt's heuristic)."""
+    """The cures to try for each hazard the checks of ``shape`` found."""
     hazardous = tuple((c, r.scenario) for c in checks for r in c.findings if r.scenario in HAZARDS)
     tried, impossible = {}, {}
     for check in {c.config.name: c for c, _ in hazardous}.values():
@@ -142,7 +134,7 @@ def plan_cures(shape: GemmShape, checks, fleet=(), candidates_of=candidates) -> 
 
 
 def verify_cures(plan: CurePlan, verified: dict, targets) -> list[Prescription]:
-    """A :class:`Prescription` per hazard of ``plan``, from the cures' checks (``verified``: by name)."""
+    """A :class:`Prescription` per hazard of ``plan``, from the cures' checks by name."""
     cures = {}  # (configuration name, hazard) -> [Cure]
     for (base_name, cure_name), (label, cure, check) in plan.tried.items():
         cure_check = verified[cure_name]
@@ -184,19 +176,17 @@ def _evidence(hazard: str, result, targets) -> str:
 
 
 def _setup_cures(check, hazard: str) -> list[Cure]:
-    """The hazard's setup cures, as the configuration's own check of their guarantee scenarios found them."""
     return [Cure(label, None, r.identical, f"same bits in {r.runs} runs" if r.identical else r.detail, keeps_bits=True)
             for scenario, label in REGISTRY[hazard].setup_cures if (r := check.scenario(scenario)) and r.compared]
 
 
 def problems_of(checks) -> list[str]:
-    """The configurations' own failures (errors, failed guarantees), which no cure is judged against."""
+    """The configurations' own failures (errors, failed guarantees)."""
     return [f"{c.shape.name} {c.mode_name}: {c.error or '; '.join(map(str, c.errors + c.guarantee_failures))}"
             for c in checks if c.error or c.errors or c.guarantee_failures]
 
 
 def _verification(shapes, configs, targets, seed, repeats, operands, **options) -> list:
-    """Checks of ``configs`` under every hazard, as cures and lock entries are verified."""
     return check_many(shapes, configs, repeats=repeats, scenarios=list(VERIFY_SCENARIOS), seed=seed,
                       operands=operands, sm_count_targets=targets, **options)
 
@@ -204,12 +194,9 @@ def _verification(shapes, configs, targets, seed, repeats, operands, **options) 
 def prescribe(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, quick: bool = False,
               operands=None, on_step=None, timing: dict | None = None,
               kernels: bool = False) -> tuple[list[Prescription], list[str]]:
-    """A :class:`Prescription` for every (shape, configuration, hazard) whose bits changed, and the
-    problems of the configurations' own checks (:func:`problems_of`).
-
-    ``timing``: ``time_shapes`` options (visits, budget); ``on_step(text)``: progress; ``kernels``:
-    record the cures' kernels (CUPTI), so a failed cure's evidence names the kernel change behind it.
-    """
+    """A :class:`Prescription` for every (shape, configuration, hazard) whose bits changed, and
+    :func:`problems_of` the checks. ``timing``: ``time_shapes`` options; ``on_step(text)``: progress;
+    ``kernels``: record the cures' kernels, so a failed cure's evidence names the kernel change."""
     step = on_step or (lambda text: None)
     targets = verification_targets(device_properties()["sm_count"], fleet)
     base = check_many(shapes, configs, repeats=repeats, seed=seed, operands=operands, sm_count_targets=targets,
@@ -226,7 +213,7 @@ def prescribe(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, qui
 
 
 def time_cures(found: list[Prescription], seed, operands, step, timing: dict) -> list[Prescription]:
-    """Each verified cure's time against the configuration it replaces: graph timing, side by side."""
+    """Each verified cure's time against the configuration it replaces (graph timing, side by side)."""
     arms: dict = {}  # shape name -> (shape, {base name: {name: configuration}}), the base first
     for prescription in found:
         shape, bases = arms.setdefault(prescription.shape.name, (prescription.shape, {}))
@@ -251,14 +238,9 @@ def time_cures(found: list[Prescription], seed, operands, step, timing: dict) ->
 
 def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, operands=None, on_step=None,
                  timing: dict | None = None) -> tuple[list[LockEntry], list[str]]:
-    """A verified :class:`~cublas_det.store.lock.LockEntry` for each GEMM of ``shapes`` x ``configs``, and
-    why the others could not be locked.
-
-    Each GEMM pins the algorithm cuBLASLt's heuristic picks at its M and the full SM count, and is
-    locked when its bits then repeat and hold across ``verification_targets``: for any M where rows
-    m = 1 ... M match the full product too, else for its own M. Streams sharing a handle are
-    recorded, not required (the lock gives each stream its own workspace). Entries are graph-timed.
-    """
+    """A verified, graph-timed :class:`LockEntry` for each GEMM of ``shapes`` x ``configs`` (the heuristic's
+    algorithm pinned, its bits repeating across ``verification_targets``: for any M where rows m < M match
+    the full product too, else for its M; a shared handle recorded, not required), and why not for others."""
     step = on_step or (lambda text: None)
     targets = verification_targets(device_properties()["sm_count"], fleet)
     entries, refused, done = [], [], set()
@@ -291,7 +273,6 @@ def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, 
 
 
 def _lock_entry(shape, key, pinned, check, targets, repeats) -> tuple[LockEntry | None, str]:
-    """The entry a verification makes (for any M, or for M alone), or None and why."""
     results = {r.scenario: r for r in check.scenarios}
     failed = [r for name, r in results.items() if name in ("repeat", "sm-count") and (r.changed_bits or r.error)]
     if check.error or failed or not check.reproducible:
@@ -309,8 +290,7 @@ def _lock_entry(shape, key, pinned, check, targets, repeats) -> tuple[LockEntry 
 
 
 def _lock_costs(entries, chosen, seed, operands, step, timing: dict) -> list[LockEntry]:
-    """Each entry with its graph-timed cost: against the heuristic's own pick (the reference arm, so
-    with an interval) and, through it, against the configuration it replaces."""
+    """Each entry with its cost against the heuristic's pick (with an interval) and the configuration it replaces."""
     timed = []
     for entry in entries:
         shape, config, pinned = chosen[entry.key]

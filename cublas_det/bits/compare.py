@@ -1,10 +1,8 @@
-"""Bitwise comparison of GEMM outputs (float32, bfloat16, float16): mismatches, greatest difference, ULP distance, digests.
+"""Bitwise comparison of GEMM outputs (float32, bfloat16, float16) on numpy or CuPy arrays (no host copy).
 
-Works on numpy and CuPy arrays alike, so the arithmetic is tested on the CPU and runs on the GPU
-without a host copy. Elements *mismatch* when their bits differ (+0.0 and -0.0 do, 0 ULP apart); the
-ULP distance is :func:`.streams.ordered`'s, a NaN's that of its bit pattern. A mismatch is *located*
-at the first element of greatest ULP distance; the greatest absolute difference is over every
-mismatching element of every run (NaN when only NaNs differ).
+Elements *mismatch* when their bits differ (+0.0 and -0.0 do, 0 ULP apart). A mismatch is located at
+the first element of greatest ULP distance; the greatest absolute difference is over every mismatching
+element of every run (NaN when only NaNs differ).
 """
 
 from __future__ import annotations
@@ -25,20 +23,20 @@ def array_module(array):
     return cupy.get_array_module(array)
 
 
-def _unravel(flat: int, shape) -> tuple[int, ...]:
-    """Flat index -> tuple, on the host (cupy.unravel_index rejects Python ints under NEP 50)."""
-    return tuple(int(i) for i in numpy.unravel_index(flat, shape))
-
-
 def _bits(xp, array):
-    """The array's bit patterns as unsigned integers of its width (float32: 32 bits; bfloat16, float16: 16)."""
+    """The array's bit patterns as unsigned integers of its width."""
     kernel_format(array.dtype)  # TypeError for a type the comparisons do not take
     return array.view(xp.uint16 if array.dtype.itemsize == 2 else xp.uint32)
 
 
 @dataclasses.dataclass(frozen=True)
 class Mismatch:
-    """How an output differs from the reference, bit for bit."""
+    """How a GEMM output differs from the reference, bit for bit.
+
+    NaN policy: unlike :class:`.streams.BitStats` (the diff tool, which counts NaN pairs apart), a NaN
+    here is ranked by its bit pattern's ULP distance, so that a NaN output is located as the worst
+    element: the GPU kernels and the run files' ``max_ulp`` and ``index`` have always meant that.
+    """
 
     mismatched_elements: int
     total_elements: int
@@ -95,12 +93,11 @@ NO_KEY = 2**64 - 1  # a run's location key before any mismatch was seen
 
 
 class MismatchTracker:
-    """Compare many outputs with one reference without a host round trip per output.
+    """Compare many outputs with one reference, syncing once in ``summary()``.
 
-    Per recorded output it keeps four numbers (on the device, for CuPy arrays): the mismatched
-    element count, the greatest ULP distance, the greatest absolute difference (+1, as the bits of a
-    non-negative double; 0 when no mismatch had a finite one) and the location key (index << 32 |
-    the output's bits there) of the first element at that distance. ``summary()`` syncs once.
+    Per output it keeps (on the device, for CuPy arrays) the mismatched element count, the greatest ULP
+    distance, the greatest absolute difference (+1, as the bits of a non-negative double; 0 when no
+    mismatch had a finite one) and the location key (index << 32 | the output's bits there).
     """
 
     def __init__(self, reference, max_runs: int):
@@ -115,7 +112,7 @@ class MismatchTracker:
         self._runs = 0
 
     def record(self, actual) -> None:
-        """Compare one output (the reference's shape and type) with the reference; queued on the current stream."""
+        """Compare one output with the reference; queued on the current stream."""
         if self._runs >= self._records.shape[0]:
             raise ValueError(f"MismatchTracker was made for {self._records.shape[0]} runs")
         xp, record = self._xp, self._records[self._runs]
@@ -138,7 +135,8 @@ class MismatchTracker:
         max_ulp = max(records[i][1] for i in differing)
         # The first element at the greatest distance; on a tie between runs, the earliest run's value there.
         key = min((records[i][3] >> 32, i) for i in differing if records[i][1] == max_ulp)
-        index = _unravel(key[0], self._reference.shape)
+        # On the host: cupy.unravel_index rejects Python ints under NEP 50.
+        index = tuple(int(i) for i in numpy.unravel_index(key[0], self._reference.shape))
         actual_bits = records[key[1]][3] & 0xFFFFFFFF
         width = numpy.uint16 if self._reference.dtype.itemsize == 2 else numpy.uint32
         actual_value = float(numpy.array(actual_bits, width).view(self._reference.dtype))

@@ -2,8 +2,7 @@
 across processes, machines and files), and the 128-bit ``wsum128`` hash computed where the array is,
 the same on the GPU and on the CPU (:func:`device_digest`, :class:`DigestAccumulator`).
 
-A wsum128 digest stands in for a tensor too big to dump: equal digests mean equal bits, up to
-accidents (it is not a cryptographic hash). ``wsum128-v1`` on an array's C-order bytes, ``L`` long::
+``wsum128-v1`` (not a cryptographic hash) on an array's C-order bytes, ``L`` long::
 
     w[i]  = the i-th little-endian 64-bit word, i = 0 .. ceil(L/8) - 1 (the last one zero-padded)
     x[i]  = w[i] XOR ((i + 1) * 0x9E3779B97F4A7C15 mod 2**64)      # position matters
@@ -12,9 +11,8 @@ accidents (it is not a cryptographic hash). ``wsum128-v1`` on an array's C-order
     d1    = fmix64(S1 XOR fmix64(L + 1)),  d2 = smix64(S2 XOR smix64(L + 1))
     digest = 16 hex digits of d1, then 16 of d2
 
-Sums of independently mixed words, because addition mod 2**64 is associative and commutative: any
-split of the words among GPU threads or CPU chunks gives the same sums. Both finalisers are
-bijections, so a single changed word always changes both sums.
+Addition mod 2**64 is associative and commutative: any split of the words among GPU threads or CPU
+chunks gives the same sums; both finalisers are bijections, so one changed word changes both sums.
 """
 
 from __future__ import annotations
@@ -29,10 +27,9 @@ import numpy as np
 from .compare import array_module
 
 
-# -- sha256: the digest of a result
 def digest(array) -> str:
     """sha256 of the array's bytes (copied to the host), comparable across processes and machines."""
-    return bytes_digest(_host(array))
+    return bytes_digest(array.get() if array_module(array).__name__ == "cupy" else array)
 
 
 def digest_groups(pairs) -> dict:
@@ -47,10 +44,9 @@ HASHERS = 4  # threads hashing at once, and host copies waiting for them at most
 
 
 def digest_later(array, stream=None) -> concurrent.futures.Future:
-    """:func:`digest` in a background thread (the copy and hashlib release the GIL) while this one goes
-    on; the array must stay unchanged until the future is done. A CuPy array is copied on ``stream``
-    (default: the current one), after the work queued there. Waits while HASHERS digests are under
-    way: the host holds that many outputs at most."""
+    """:func:`digest` in a background thread; the array must stay unchanged until the future is done.
+    A CuPy array is copied on ``stream`` (default: the current one). Waits while HASHERS digests are
+    under way: the host holds that many outputs at most."""
     if array_module(array).__name__ == "cupy":
         import cupy
         stream = stream or cupy.cuda.get_current_stream()
@@ -78,33 +74,25 @@ def _hashers() -> tuple[concurrent.futures.ThreadPoolExecutor, threading.Bounded
             threading.BoundedSemaphore(HASHERS))
 
 
-def _host(array):
-    return array.get() if array_module(array).__name__ == "cupy" else array
-
-
 def bytes_digest(array) -> str:
     """sha256 of a host array's bytes, through a byte view (the buffer protocol has no format for
-    ml_dtypes' bfloat16, and a view copies nothing)."""
+    ml_dtypes' bfloat16)."""
     return hashlib.sha256(np.ascontiguousarray(array).reshape(-1).view("uint8").data).hexdigest()
 
 
-# -- wsum128
 ALGORITHM = "wsum128-v1"
 DIGEST_HEX_DIGITS = 32
-
 MASK64 = (1 << 64) - 1
 WEYL = 0x9E3779B97F4A7C15  # 2**64 / golden ratio, odd: (i + 1) * WEYL differs for every i < 2**64
 FMIX_SHIFTS = (33, 33, 33)
 FMIX_MULTIPLIERS = (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)
 SMIX_SHIFTS = (30, 27, 31)
 SMIX_MULTIPLIERS = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
-
-# Words hashed per numpy pass: bounds the temporaries (a few arrays of this many uint64).
-_WORDS_PER_PASS = 1 << 20
+_WORDS_PER_PASS = 1 << 20  # words hashed per numpy pass: bounds the temporaries
 
 
-# -- the definition, on Python ints (one word at a time: the reference the vector code is tested against)
 def _mix(x: int, shifts, multipliers) -> int:
+    """A finaliser on a Python int: the definition the vector code is tested against."""
     x ^= x >> shifts[0]
     x = (x * multipliers[0]) & MASK64
     x ^= x >> shifts[1]
@@ -113,12 +101,10 @@ def _mix(x: int, shifts, multipliers) -> int:
 
 
 def fmix64(x: int) -> int:
-    """MurmurHash3's 64-bit finaliser on a Python int."""
     return _mix(x, FMIX_SHIFTS, FMIX_MULTIPLIERS)
 
 
 def smix64(x: int) -> int:
-    """SplitMix64's finaliser on a Python int."""
     return _mix(x, SMIX_SHIFTS, SMIX_MULTIPLIERS)
 
 
@@ -129,7 +115,6 @@ def finish(s1: int, s2: int, nbytes: int) -> str:
     return f"{d1:016x}{d2:016x}"
 
 
-# -- numpy: vectorised, chunkable
 def _mix_array(x: np.ndarray, shifts, multipliers) -> np.ndarray:
     """The finaliser in place on a uint64 array (numpy's uint64 arithmetic wraps mod 2**64)."""
     x ^= x >> np.uint64(shifts[0])
@@ -158,8 +143,7 @@ class DigestAccumulator:
     """The digest of bytes fed in pieces of any length (``update``), finished by ``hexdigest``."""
 
     def __init__(self):
-        self._s1 = 0
-        self._s2 = 0
+        self._s1 = self._s2 = 0
         self._words = 0  # whole words hashed so far
         self._carry = b""  # bytes of a word not yet complete
 
@@ -193,13 +177,11 @@ class DigestAccumulator:
         """S1 and S2 over everything fed, the partial last word zero-padded."""
         if not self._carry:
             return self._s1, self._s2
-        word = np.frombuffer(self._carry.ljust(8, b"\0"), dtype="<u8")
-        s1, s2 = word_sums(word, self._words)
+        s1, s2 = word_sums(np.frombuffer(self._carry.ljust(8, b"\0"), dtype="<u8"), self._words)
         return (self._s1 + s1) & MASK64, (self._s2 + s2) & MASK64
 
     def hexdigest(self) -> str:
-        s1, s2 = self.sums()
-        return finish(s1, s2, self.nbytes)
+        return finish(*self.sums(), self.nbytes)
 
 
 def host_digest(array) -> str:
@@ -209,12 +191,11 @@ def host_digest(array) -> str:
     return accumulator.hexdigest()
 
 
-# -- CUDA: the same sums in one pass over the array
 THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 4  # one wave of 1024 threads per SM, four 16-byte loads in flight each: HBM kept busy
 
 
-# The kernel: a str.format template, filled with this module's constants by cuda_source().
+# The kernel: a str.format template filled by cuda_source().
 _CUDA_TEMPLATE = """
 typedef unsigned long long cbd_u64;
 
@@ -304,11 +285,8 @@ extern "C" __global__ void cublas_det_digest(const unsigned char* data, cbd_u64 
 
 
 def cuda_source() -> str:
-    """The kernel's source, with the constants of this module (so the two cannot drift apart).
-
-    ``cbd_thread_sums`` alone decides which words a thread hashes; it is plain C apart from
-    ``__ldg``, so the CPU tests compile it and check it for many thread counts.
-    """
+    """The kernel's source with this module's constants (so the two cannot drift apart). ``cbd_thread_sums``
+    alone decides which words a thread hashes; plain C but ``__ldg``, the CPU tests compile and check it."""
     return _CUDA_TEMPLATE.format(f=FMIX_SHIFTS, s=SMIX_SHIFTS, fm=FMIX_MULTIPLIERS, sm=SMIX_MULTIPLIERS,
                                  WEYL=WEYL)
 
@@ -326,8 +304,8 @@ def _sm_count(device_id: int) -> int:
 
 
 def device_bytes(array):
-    """A CuPy array's C-order bytes as a 16-byte-aligned 1-D uint8 CuPy array, copied on the device only
-    when the array is not C-contiguous or not aligned (the kernel loads 16 bytes at a time)."""
+    """A CuPy array's C-order bytes as a 16-byte-aligned 1-D uint8 CuPy array (the kernel loads 16 bytes
+    at a time), copied on the device only when not C-contiguous or not aligned."""
     import cupy
     flat = cupy.ascontiguousarray(array).reshape(-1)
     if flat.data.ptr % 16:
@@ -338,9 +316,9 @@ def device_bytes(array):
 
 
 def queue_device_sums(array, sums, *, blocks: int | None = None, threads: int = THREADS_PER_BLOCK) -> int:
-    """Queue S1 and S2 of a CuPy array's bytes into ``sums`` (a CuPy uint64 array of 2, zeroed first)
-    on the current stream, waiting for nothing; return the byte length :func:`finish` needs.
-    ``blocks``/``threads`` override the launch configuration (the tests vary it: it must not matter)."""
+    """Queue S1 and S2 of a CuPy array's bytes into ``sums`` (CuPy uint64[2], zeroed here) on the current
+    stream, waiting for nothing; return the byte length :func:`finish` needs. ``blocks``/``threads``
+    override the launch configuration (the tests vary it: it must not matter)."""
     import cupy
     if threads <= 0 or threads % 32 or threads > 1024:
         raise ValueError(f"threads must be a multiple of 32 in 32..1024, not {threads}")

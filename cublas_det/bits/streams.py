@@ -1,10 +1,8 @@
-"""Bit-for-bit comparison of two streams of elements of one dtype, chunk by chunk, with ULP distances.
+"""Bit-for-bit comparison of two element streams of one dtype, chunk by chunk, with ULP distances.
 
-Elements (of the comparable :data:`cublas_det.dtypes.ELEMENT_TYPES`) are compared as bit patterns:
-equal bits are equal, NaNs included. For mismatched floats the ULP distance orders bit patterns like
-the floats (+0 against -0 is a *signed zero* mismatch of 0 ULP); a pair with a NaN has no distance
-and is counted apart; the greatest |a - b| is over pairs without NaN. Integers and bools have no
-ULP distance, only ``|a - b|``.
+Equal bits are equal, NaNs included. The ULP distance orders bit patterns like the floats (+0 against
+-0 is a *signed zero* mismatch of 0 ULP); a pair with a NaN has no distance and is counted apart; the
+greatest |a - b| is over pairs without NaN. Integers and bools have only ``|a - b|``.
 """
 
 from __future__ import annotations
@@ -15,13 +13,12 @@ import numpy as np
 
 from ..dtypes import ELEMENT_TYPES, ElementType, lookup
 
-_BLOCK_ELEMENTS = 1 << 15  # elements per block of the mismatch arithmetic (see _add_mismatches)
+_BLOCK_ELEMENTS = 1 << 15  # elements per block of the mismatch arithmetic
 DTYPES = {name: element for name, element in ELEMENT_TYPES.items() if element.comparable}
 
 
 def lookup_dtype(name: str) -> ElementType:
-    """The :class:`~cublas_det.dtypes.ElementType` for a name (``float32``, ``bfloat16``, ``fp16`` ...);
-    ValueError if unknown or not compared bit for bit."""
+    """The :class:`~cublas_det.dtypes.ElementType` of a name (``fp16`` ...); ValueError if not compared."""
     return lookup(name, DTYPES)
 
 
@@ -37,7 +34,7 @@ def dtype_name_of(numpy_dtype) -> str:
 
 def ordered(bits: np.ndarray, dtype: ElementType) -> np.ndarray:
     """Float bit patterns -> int64 ordered like the floats: adjacent floats 1 apart, +0 == -0 == 0
-    (a negative pattern s, read signed, becomes ``INT_MIN - s`` = -magnitude, which cannot overflow)."""
+    (a negative pattern s, read signed, becomes ``INT_MIN - s`` = -magnitude)."""
     width = dtype.itemsize * 8
     signed = bits.view(np.dtype(f"<i{dtype.itemsize}")).astype(np.int64)
     return np.where(signed < 0, np.int64(-(1 << (width - 1))) - signed, signed)
@@ -45,15 +42,13 @@ def ordered(bits: np.ndarray, dtype: ElementType) -> np.ndarray:
 
 def ulp_distance(bits_a: np.ndarray, bits_b: np.ndarray, dtype: ElementType) -> np.ndarray:
     """Elementwise ULP distance as uint64 (float64's can exceed int64: the difference wraps back exactly)."""
-    a = ordered(bits_a, dtype)
-    b = ordered(bits_b, dtype)
-    a_bits, b_bits = a.view(np.uint64), b.view(np.uint64)
-    return np.where(a >= b, a_bits - b_bits, b_bits - a_bits)
+    a, b = ordered(bits_a, dtype), ordered(bits_b, dtype)
+    return np.where(a >= b, a.view(np.uint64) - b.view(np.uint64), b.view(np.uint64) - a.view(np.uint64))
 
 
 @dataclasses.dataclass(frozen=True)
 class BitStats:
-    """How two equally long element streams differ, bit for bit."""
+    """How two equally long element streams differ, bit for bit (NaN policy: see :class:`.compare.Mismatch`)."""
 
     elements: int
     mismatched: int = 0
@@ -78,22 +73,18 @@ class BitStats:
 
 
 class BitComparison:
-    """Running counts over chunks of two element streams: ``update`` each pair of chunks, then ``stats``
-    (O(1) state between chunks; a bytewise equal pair costs one memcmp)."""
+    """Running counts over chunks of two element streams: ``update`` each pair of chunks, then ``stats``."""
 
     def __init__(self, dtype: ElementType):
         self.dtype = dtype
-        self._elements = 0
-        self._mismatched = 0
-        self._nan = 0
-        self._signed_zero = 0
+        self._elements = self._mismatched = self._nan = self._signed_zero = 0
         self._max_ulp: int | None = None
         self._max_delta: float | None = None
         self._first: tuple[int, object, object] | None = None
         self._scratch = _Scratch()
 
     def update(self, chunk_a, chunk_b, nbytes: int) -> None:
-        """Compare the first ``nbytes`` of two buffers (bytearray/bytes/memoryview), the next elements."""
+        """Compare the first ``nbytes`` of two buffers (bytearray/bytes/memoryview): the next elements."""
         if nbytes % self.dtype.itemsize:
             raise ValueError(f"a chunk of {nbytes} bytes is not a whole number of {self.dtype.name} elements")
         offset = self._elements
@@ -103,11 +94,7 @@ class BitComparison:
             return
         bits_a = np.frombuffer(chunk_a, dtype=self.dtype.bits_dtype, count=count)
         bits_b = np.frombuffer(chunk_b, dtype=self.dtype.bits_dtype, count=count)
-        self._add_mismatches(bits_a, bits_b, offset)
-
-    def _add_mismatches(self, bits_a: np.ndarray, bits_b: np.ndarray, offset: int) -> None:
-        # In blocks that stay in the CPU cache: after a divergence most elements differ.
-        for start in range(0, bits_a.size, _BLOCK_ELEMENTS):
+        for start in range(0, count, _BLOCK_ELEMENTS):  # blocks that stay in the CPU cache
             self._add_block(bits_a[start:start + _BLOCK_ELEMENTS], bits_b[start:start + _BLOCK_ELEMENTS],
                             offset + start)
 
@@ -168,8 +155,8 @@ class _Scratch:
 
 
 def _ordered_into(bits: np.ndarray, dtype: ElementType, out: np.ndarray, sign: np.ndarray) -> np.ndarray:
-    """:func:`ordered` into ``out`` (int64), with ``sign`` (int64) as scratch; branch-free, as masked
-    ufuncs are slower: the magnitude, negated where the sign bit is set ((x ^ -1) - -1 == -x)."""
+    """:func:`ordered` into ``out``, ``sign`` as scratch, branch-free: the magnitude, negated where the
+    sign bit is set ((x ^ -1) - -1 == -x)."""
     out[...] = bits.view(np.dtype(f"<i{dtype.itemsize}"))  # sign-extended
     np.right_shift(out, 63, out=sign)  # 0, or -1 where negative
     out &= np.int64((1 << (dtype.itemsize * 8 - 1)) - 1)
@@ -179,7 +166,7 @@ def _ordered_into(bits: np.ndarray, dtype: ElementType, out: np.ndarray, sign: n
 
 
 def _ulp_distance_into(a: np.ndarray, b: np.ndarray, dtype: ElementType, scratch: _Scratch, n: int) -> np.ndarray:
-    """:func:`ulp_distance` of one block, in the scratch arrays where it fits in int64 (<= 32-bit floats)."""
+    """:func:`ulp_distance` of one block, in the scratch arrays where it fits in int64."""
     if dtype.itemsize > 4:  # float64: the distance may exceed int64
         return ulp_distance(a, b, dtype)
     ordered_a = _ordered_into(a, dtype, scratch.ordered_a[:n], scratch.sign[:n])
@@ -196,7 +183,7 @@ def _same_bytes(chunk_a, chunk_b, nbytes: int) -> bool:
 
 
 def compare_arrays(a: np.ndarray, b: np.ndarray, dtype: ElementType | str) -> BitStats:
-    """Compare two in-memory arrays (C order) in one chunk: the convenience form of :class:`BitComparison`."""
+    """Compare two in-memory arrays (C order) in one chunk."""
     dtype = lookup_dtype(dtype) if isinstance(dtype, str) else dtype
     raw_a = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
     raw_b = np.ascontiguousarray(b).reshape(-1).view(np.uint8)

@@ -1,9 +1,7 @@
 """``check_gemm()`` / ``check_many()``: do a GEMM's output bits repeat, and under which conditions do they stop?
 
-Orchestration only: operands, the reference output, the scenarios (:mod:`cublas_det.check.scenarios`)
-and the worker processes some of them need. Measures only: a :class:`GemmCheck` records what
-happened in each scenario and never raises on a mismatch (``cublas_det.testing`` and the CLI judge).
-"""
+Orchestration (operands, the reference, the scenarios, their workers) that only measures: a
+:class:`GemmCheck` never raises on a mismatch (``cublas_det.testing`` and the CLI judge)."""
 
 from __future__ import annotations
 
@@ -44,19 +42,10 @@ __all__ = ["CheckInterrupted", "DEFAULT_SCENARIOS", "check_gemm", "check_many"]
 def check_gemm(shape: GemmShape | str, mode: GemmConfig | MathMode | int | str | None = None, *, repeats: int = 20,
                scenarios=DEFAULT_SCENARIOS, seed: int = 0, gemm_fn: GemmFunction | None = None,
                kernels: bool = False) -> GemmCheck:
-    """Run ``shape`` in ``mode`` under each scenario and report what repeated and what did not.
-
-    Args:
-        shape: a :class:`GemmShape` or a string such as ``"128x56x4096:nt"``.
-        mode: a :class:`GemmConfig` or a math mode (argument > ``CUBLAS_DET_MATH_MODE`` > PEDANTIC).
-        repeats: runs per scenario (``repeat``; streams scenarios run ``max(repeats, 16)`` outputs).
-        scenarios: names from :data:`cublas_det.SCENARIOS`.
-        seed: input seed; the same seed gives the same inputs on every machine.
-        gemm_fn: ``gemm_fn(a, b, out, handle, shape)`` replacing the cuBLAS call (to plant faults).
-        kernels: record the kernels through CUPTI (see :func:`check_many`; needs cupti-python).
-
-    Returns a :class:`GemmCheck`; it never raises because bits differ.
-    """
+    """Run ``shape`` (``"128x56x4096:nt"``) in ``mode`` (a :class:`GemmConfig` or math mode; default
+    ``CUBLAS_DET_MATH_MODE``, else PEDANTIC) under each scenario, ``repeats`` runs each. ``gemm_fn(a, b,
+    out, handle, shape)`` replaces the cuBLAS call (to plant faults); ``kernels``: record them (CUPTI).
+    Never raises because bits differ."""
     return check_many([shape], [mode], repeats=repeats, scenarios=scenarios, seed=seed, gemm_fn=gemm_fn,
                       kernels=kernels)[0]
 
@@ -73,20 +62,12 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
                gemm_fn: GemmFunction | None = None, on_check=None, device_id: int | None = None,
                kernels: bool = False, operands: HostOperands | None = None,
                phases: Phases | None = None, sm_count_targets=()) -> list[GemmCheck]:
-    """:func:`check_gemm` over shapes x configurations, sharing inputs and the worker processes.
-
-    Worker processes start once for all pairs and run while this process works. ``on_check(check)``
-    is called as each in-process check completes (worker scenarios still pending). A shape that fails
-    (out of memory, say) is returned with the error recorded, and the others go on. ``kernels``:
-    record through CUPTI the kernels of the reference call and of the runs that may change bits.
-    ``operands``: the :class:`~cublas_det.operands.HostOperands` to upload (default: made here).
-    ``phases``: a :class:`~cublas_det.phases.Phases` that gets the seconds of each step.
-    ``sm_count_targets``: the SM counts ``sm-count`` emulates (default: its ladder of the device's).
-
-    Raises:
-        CheckInterrupted: on Ctrl-C, carrying the checks completed so far.
-        KernelsUnavailable: ``kernels`` without cupti-python or libcupti (before any GPU work).
-    """
+    """:func:`check_gemm` over shapes x configurations, sharing inputs and the worker processes (started
+    once, running while this process works). ``on_check(check)`` as each in-process check completes; a
+    shape that fails (out of memory) records its error and the others go on. ``operands``: the
+    :class:`HostOperands` to upload; ``phases`` gets each step's seconds; ``sm_count_targets``: the SM
+    counts ``sm-count`` emulates (default: its ladder). Raises CheckInterrupted (with the checks done)
+    on Ctrl-C, KernelsUnavailable for ``kernels`` without CUPTI (before any GPU work)."""
     import cupy
     names = validate_scenarios(scenarios)
     if not is_int(repeats, 2):
@@ -111,7 +92,6 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
 
 def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels, operands,
                phases, sm_count_targets=()) -> list[GemmCheck]:
-    """:func:`check_many` on the current device, its arguments checked."""
     import cupy
     provenance = fingerprint()
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config, _ in configs)
@@ -151,14 +131,13 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
 
 
 def _operands(shape: GemmShape, config: GemmConfig, operands: HostOperands) -> Operands:
-    """The inputs on the device, once the shape is known to fit (a refusal costs no device memory)."""
+    """The inputs on the device, once the shape is known to fit."""
     check_fits(shape, config, timing=False)
     return operands.upload(shape, config)
 
 
 def _guarded(make):
-    """``make()``, or the GPU failure it raised (out of memory, a CUDA or cuBLAS error): recorded in
-    the check, and the others go on. Any other exception is a bug and propagates."""
+    """``make()``, or the GPU failure it raised (out of memory, a CUDA or cuBLAS error); a bug propagates."""
     try:
         return make()
     except gpu_failures() as err:
@@ -170,23 +149,26 @@ def _guarded(make):
 def _check_one(shape, config, source, seed, names, repeats, operands, run, shared, provenance,
                kernels, phases) -> GemmCheck:
     import cupy
+
+    def failed(what: str, err: BaseException, input_digests=None) -> GemmCheck:
+        error = f"{what}: {type(err).__name__}: {err}"
+        results = tuple(REGISTRY[name].failed(f"no output to check: {error}") for name in names)
+        return GemmCheck(shape, config, source.value, seed, "", float("nan"), results, provenance, error=error,
+                         input_digests=input_digests or {})
+
     if isinstance(operands, BaseException):
-        return _failed_check(shape, config, source, seed, names, f"operands: {type(operands).__name__}: {operands}",
-                             provenance)
+        return failed("operands", operands)
     a, b = operands.a, operands.b
     stream = cupy.cuda.Stream(non_blocking=True)
     handle = _guarded(lambda: create_handle(config, stream=stream))
     if isinstance(handle, BaseException):
-        return _failed_check(shape, config, source, seed, names, f"handle: {type(handle).__name__}: {handle}",
-                             provenance, operands.digests)
+        return failed("handle", handle, operands.digests)
     try:
         with stream:
             with phases("references"):
                 reference = _guarded(lambda: _reference(shape, config, a, b, handle, run, kernels, shared))
             if isinstance(reference, BaseException):
-                return _failed_check(shape, config, source, seed, names,
-                                     f"reference: {type(reference).__name__}: {reference}", provenance,
-                                     operands.digests)
+                return failed("reference", reference, operands.digests)
             reference, digest, rel_error, signature = reference
             context = ScenarioContext(shape, config, a, b, reference, handle, stream, repeats, seed, run, shared,
                                       kernels, signature)
@@ -194,21 +176,22 @@ def _check_one(shape, config, source, seed, names, repeats, operands, run, share
             for name in names:
                 scenario = REGISTRY[name]
                 with phases(f"scenario {name}"):
-                    results.append(_pending(scenario) if scenario.in_worker else scenario.run(context))
+                    # A worker's scenario is pending here, filled in by the workers.
+                    results.append(ScenarioResult(name, scenario.kind, 0, 0, detail="pending")
+                                   if scenario.in_worker else scenario.run(context))
     finally:
         handle.close()
     digest = _guarded(digest.result)  # the copy runs in a thread: a GPU failure there is this check's
     if isinstance(digest, BaseException):
-        return _failed_check(shape, config, source, seed, names, f"reference digest: {type(digest).__name__}: "
-                             f"{digest}", provenance, operands.digests)
+        return failed("reference digest", digest, operands.digests)
     return GemmCheck(shape, config, source.value, seed, digest, rel_error, tuple(results), provenance,
                      input_digests=operands.digests,
                      kernels=CallKernels.from_dict(signature.to_dict()) if signature else None)
 
 
 def _reference(shape, config, a, b, handle, run, kernels, shared):
-    """The first output, its digest (a future: hashed while the scenarios run), its error against
-    float64, and (with ``kernels``) the :class:`KernelSignature` of the call that computed it (else None)."""
+    """The first output, its digest (a future), its error against float64, and (with ``kernels``) the
+    :class:`KernelSignature` of its call."""
     reference = output(shape, config)
     if kernels:
         signature = recorded_signature(lambda: run(a, b, reference, handle, shape), 1)
@@ -219,20 +202,9 @@ def _reference(shape, config, a, b, handle, run, kernels, shared):
             relative_error(reference, fp64_reference(shape, a, b, shared)), signature)
 
 
-def _pending(scenario) -> ScenarioResult:
-    return ScenarioResult(scenario.name, scenario.kind, 0, 0, detail="pending")  # filled in by the workers
-
-
-def _failed_check(shape, config, source, seed, names, error, provenance, input_digests=None) -> GemmCheck:
-    results = tuple(REGISTRY[name].failed(f"no output to check: {error}") for name in names)
-    return GemmCheck(shape, config, source.value, seed, "", float("nan"), results, provenance, error=error,
-                     input_digests=input_digests or {})
-
-
-# -- scenarios in other processes ---------------------------------------------------------------
 def _start_workers(workers: dict, names, tasks, repeats, gemm_fn) -> None:
-    """Start the worker processes the scenarios need, filling ``workers`` ({name: Popen, or why not})
-    one by one, so that the caller can kill those started if starting another fails."""
+    """Start the workers the scenarios need into ``workers`` ({name: Popen, or why not}), one by one: the
+    caller kills those started if another fails."""
     planned = {}
     for name in names:
         scenario = REGISTRY[name]

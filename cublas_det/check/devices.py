@@ -1,9 +1,5 @@
-"""Per-device sweep: the same GEMMs on every GPU of a host, and whether their bits agree.
-
-On a node of identical GPUs (same architecture and SM count) every device must give the same
-digest; one that disagrees points at a fault or another SKU. One worker process per device computes
-the digests, so the devices run at once and a crash on one never hides the others' results.
-"""
+"""Per-device sweep: the same GEMMs on every GPU of a host (one worker process each, all at once), and
+whether their digests agree, as identical GPUs must."""
 
 from __future__ import annotations
 
@@ -23,7 +19,7 @@ from .worker.protocol import Request, Task, task_key
 
 @dataclasses.dataclass(frozen=True)
 class DeviceRun:
-    """What one device's worker returned: its provenance and a :class:`TaskAnswer` per task key."""
+    """What one device's worker returned."""
 
     device_id: int
     provenance: dict = dataclasses.field(default_factory=dict)  # fingerprint() on that device
@@ -36,20 +32,17 @@ class DeviceRun:
         return self.provenance.get("gpu", {}).get("name", "?")
 
     def describe(self) -> str:
-        """``NVIDIA H200, cc 9.0, 132 SMs, PCI ..., cuBLAS 13.1.0, driver 13.0``, or the error."""
         if self.error:
             return f"error: {self.error}"
         return describe_machine(self.provenance, ("gpu", "cc", "sm_count", "pci", "cublas", "driver"))
 
     def short(self) -> str:
-        """``device 1 (NVIDIA H200, 132 SMs, cuBLAS 13.1.0)`` for naming a device that differs."""
         return f"device {self.device_id} ({describe_machine(self.provenance, ('gpu', 'sm_count', 'cublas'))})"
 
 
 @dataclasses.dataclass(frozen=True)
 class Agreement:
-    """One shape in one configuration across the devices: their digests, errors, and what each device's
-    own scenarios found (guarantee failures apart from hazard findings)."""
+    """One shape in one configuration across the devices."""
 
     shape: GemmShape
     config: GemmConfig
@@ -71,17 +64,14 @@ class Agreement:
 
     @property
     def outliers(self) -> list[int]:
-        """Devices whose digest differs from the majority."""
         return sorted(device for device, digest in self.digests.items() if digest != self.majority)
 
     @property
     def disagree(self) -> bool:
-        """The devices that computed a digest did not all compute the same one."""
         return len(set(self.digests.values())) > 1
 
     @property
     def agree(self) -> bool:
-        """Every device computed a digest and they are all the same."""
         return bool(self.digests) and not self.errors and not self.disagree
 
     @property
@@ -90,8 +80,8 @@ class Agreement:
 
 
 def parse_devices(values: list[str] | str, count: int | None) -> list[int]:
-    """``all`` or device ids (``0,1`` / ``0 1``) -> ids, checked against the ``count`` visible devices
-    (``None``: the syntax only, and ``all`` gives []). ValueError names the bad id and those that exist."""
+    """``all`` or device ids (``0,1`` / ``0 1``), checked against the ``count`` visible devices (``None``:
+    the syntax only, and ``all`` gives [])."""
     text = " ".join([values] if isinstance(values, str) else values).replace(",", " ").split()
     if not text:
         raise ValueError("--devices: give 'all' or device ids such as 0,1")
@@ -118,12 +108,8 @@ def parse_devices(values: list[str] | str, count: int | None) -> list[int]:
 
 def run_sweep(shapes: list[GemmShape], configs: list[GemmConfig], devices: list[int], *, scenarios=(),
               repeats: int = 20, seed: int = 0, on_device=None, timeout_s: float = WORKER_TIMEOUT_S) -> list[DeviceRun]:
-    """Run every shape in every configuration on each device, one worker process per device, all at once.
-
-    ``scenarios`` (in-process ones, such as ``repeat``) also run inside each worker. ``on_device(run)``
-    is called as each worker is collected. Returns one :class:`DeviceRun` per device, in the order
-    given; on Ctrl-C the devices not yet collected carry the error :data:`INTERRUPTED`.
-    """
+    """One :class:`DeviceRun` per device (in-process ``scenarios`` run in each worker); ``on_device(run)`` as
+    each is collected. On Ctrl-C the devices not yet collected carry the error :data:`INTERRUPTED`."""
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config in configs)
     env = dict(os.environ)
     started = time.perf_counter()
@@ -150,8 +136,7 @@ def run_sweep(shapes: list[GemmShape], configs: list[GemmConfig], devices: list[
 
 
 def agreements(shapes: list[GemmShape], configs: list[GemmConfig], runs: list[DeviceRun]) -> list[Agreement]:
-    """Per shape and configuration, what each device gave: only a guarantee scenario that gave other
-    bits counts against a device; a hazard that changed bits is a finding, a comparison neither."""
+    """Per shape and configuration, what each device gave (a hazard that changed bits is a finding)."""
     found = []
     for shape in shapes:
         for config in configs:
@@ -166,14 +151,13 @@ def agreements(shapes: list[GemmShape], configs: list[GemmConfig], runs: list[De
                 else:
                     digests[run.device_id] = task.digest
                     inputs = inputs or task.input_digests
-                    broke = [r.scenario for r in task.scenarios if r.kind is Kind.GUARANTEE and r.changed_bits]
-                    if broke:
-                        failures[run.device_id] = broke
-                    changed = [r.scenario for r in task.scenarios if r.kind is Kind.HAZARD and r.changed_bits]
-                    if changed:
-                        findings[run.device_id] = changed
+                    for found_in, kind in ((failures, Kind.GUARANTEE), (findings, Kind.HAZARD)):
+                        changed = [r.scenario for r in task.scenarios if r.kind is kind and r.changed_bits]
+                        if changed:
+                            found_in[run.device_id] = changed
                     # Only a guarantee that could not run leaves the device's verdict open; a hazard's does not.
-                    failed = [f"{r.scenario}: {r.error}" for r in task.scenarios if r.error and r.kind is Kind.GUARANTEE]
+                    failed = [f"{r.scenario}: {r.error}" for r in task.scenarios
+                              if r.error and r.kind is Kind.GUARANTEE]
                     if failed:
                         errors[run.device_id] = "; ".join(failed)
             found.append(Agreement(shape, config, digests, errors, failures, findings, inputs))

@@ -1,20 +1,13 @@
-"""What a check found, and the one vocabulary every report judges it in.
-
-Results are frozen facts. The verdict words, defined here once for every report:
-
-- *reproducible* is judged on **guarantee** scenarios only (what cuBLAS documents as giving
-  identical bits): :class:`Reproducible` ``yes`` / ``NO`` / ``not checked`` / ``error``;
-- **hazards** (conditions known to change bits: batch size, SM count, a shared handle) are
-  *findings*, each with its figures, and never make a GEMM "not reproducible";
-- the **comparison** of math modes gives equivalence groups.
-"""
+"""What a check found (frozen facts), and the verdict words every report judges it in: *reproducible*
+on **guarantee** scenarios only; **hazards** that change bits are *findings*, never "not reproducible";
+the **comparison** of math modes gives equivalence groups."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
 
-from ..bits.compare import Mismatch, RunsSummary
+from ..bits.compare import Mismatch
 from ..config import GemmConfig
 from ..shapes import GemmShape
 
@@ -51,7 +44,7 @@ NO_MISMATCH = Mismatch(0, 0, 0.0, 0, None)  # the starting "worst" of a scenario
 
 @dataclasses.dataclass(frozen=True)
 class ScenarioResult:
-    """What one scenario saw. ``differing_runs == 0`` (and no error) means every output matched bit for bit."""
+    """What one scenario saw; the mismatch fields are :class:`Mismatch`'s (:meth:`from_worst`)."""
 
     scenario: str
     kind: Kind
@@ -92,7 +85,6 @@ class ScenarioResult:
 
     @property
     def compared(self) -> bool:
-        """The scenario ran and compared bits: identical, or they differ."""
         return self.outcome in (Outcome.IDENTICAL, Outcome.DIFFER)
 
     def __str__(self) -> str:
@@ -127,19 +119,13 @@ class ScenarioResult:
     @classmethod
     def from_worst(cls, scenario: str, kind: Kind, runs: int, differing_runs: int, worst: Mismatch,
                    detail: str = "", extra: dict | None = None) -> ScenarioResult:
-        """A result whose element counts, differences and location are those of ``worst``, field for field."""
         return cls(scenario, kind, runs, differing_runs, **worst.to_dict(), detail=detail,
                    extra=extra if extra is not None else {})
-
-    @classmethod
-    def from_runs(cls, scenario: str, kind: Kind, summary: RunsSummary, detail: str = "", **extra) -> ScenarioResult:
-        return cls.from_worst(scenario, kind, summary.runs, summary.differing_runs, summary.worst, detail, extra)
 
 
 @dataclasses.dataclass(frozen=True)
 class CallKernels:
-    """The kernels one GEMM call ran, as plain data: the --json record kernels/ made of its signature
-    (``KernelSignature.to_dict``), kept whole so that a file reads back as it was written."""
+    """The kernels one GEMM call ran: ``KernelSignature.to_dict``'s record, kept whole to read back as written."""
 
     launches: tuple[str, ...]  # each kernel with its grid: "splitKreduce_kernel grid 2x8x1"
     brief: str  # a few words for a table cell: "SIMT 64x64, split-K 64 + reduce"
@@ -159,7 +145,7 @@ class CallKernels:
 
 @dataclasses.dataclass(frozen=True)
 class GemmCheck:
-    """Facts about one GEMM shape in one configuration: its digest, accuracy and each scenario."""
+    """One GEMM shape in one configuration: its digest, accuracy and each scenario."""
 
     shape: GemmShape
     config: GemmConfig
@@ -183,8 +169,6 @@ class GemmCheck:
 
     @property
     def verdict(self) -> Reproducible:
-        """Judged on guarantee scenarios only: NO if one gave other bits, error if one could not run,
-        not checked if none ran, else yes."""
         guarantees = [r for r in self.of_kind(Kind.GUARANTEE) if r.compared or r.error]
         if any(r.changed_bits for r in guarantees):
             return Reproducible.NO
@@ -196,22 +180,18 @@ class GemmCheck:
 
     @property
     def reproducible(self) -> bool:
-        """Every guarantee scenario ran and gave identical bits (at least one ran)."""
         return self.verdict is Reproducible.YES
 
     @property
     def guarantee_failures(self) -> tuple[ScenarioResult, ...]:
-        """Guarantee scenarios that gave other bits: a failed check."""
         return tuple(r for r in self.of_kind(Kind.GUARANTEE) if r.changed_bits)
 
     @property
     def findings(self) -> tuple[ScenarioResult, ...]:
-        """Hazard scenarios that changed the bits, as cuBLAS warns they may."""
         return tuple(r for r in self.of_kind(Kind.HAZARD) if r.changed_bits)
 
     @property
     def errors(self) -> tuple[ScenarioResult, ...]:
-        """Scenarios of any kind that could not run."""
         return tuple(r for r in self.scenarios if r.error)
 
     def scenario(self, name: str) -> ScenarioResult | None:

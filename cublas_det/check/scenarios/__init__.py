@@ -1,8 +1,4 @@
-"""The reproducibility scenarios: one registry of frozen :class:`Scenario` objects.
-
-The registry is the only source of the scenarios' names, descriptions and kinds, read by the CLI,
-the JSON and the reports. Adding a scenario is one module (or function) and one line below.
-"""
+"""The reproducibility scenarios: the one registry of their names, descriptions and kinds."""
 
 from __future__ import annotations
 
@@ -28,8 +24,8 @@ __all__ = ["DEFAULT_SCENARIOS", "GemmFunction", "HAZARDS", "Kind", "ProcessScena
 
 
 def validate_scenarios(names, listed_in: str = "") -> tuple[str, ...]:
-    """The names as a tuple, each once; ValueError naming any unknown one and the choices, or (a command
-    line's error, within 100 columns) the first two and where ``listed_in`` (``--help``) lists them all."""
+    """The names as a tuple, each once; ValueError names an unknown one and the choices (with ``listed_in``,
+    a command line's, the first two and where the rest are listed)."""
     if isinstance(names, str):
         names = (names,)
     unknown = [name for name in names if name not in REGISTRY]

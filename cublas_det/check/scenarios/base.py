@@ -20,12 +20,9 @@ GemmFunction = Callable[[Any, Any, Any, Any, GemmShape], None]
 
 @dataclasses.dataclass(frozen=True)
 class ScenarioContext:
-    """Everything a scenario needs for one GEMM shape in one configuration.
-
-    ``reference`` is the first output, computed by ``gemm`` on ``handle``, pinned to ``stream``, on
-    which scenarios issue their work unless they make streams of their own. ``shared``: what a
-    shape's configurations share (the ``modes`` matrix). ``kernels``: record kernels (:meth:`traced`).
-    """
+    """Everything a scenario needs for one GEMM shape in one configuration: ``reference`` is the first
+    output, by ``gemm`` on ``handle``, on ``stream``, where scenarios issue their work; ``shared``: what
+    a shape's configurations share (the ``modes`` matrix); ``kernels``: record kernels (:meth:`traced`)."""
 
     shape: GemmShape
     config: GemmConfig
@@ -42,17 +39,15 @@ class ScenarioContext:
     reference_kernels: Any = None  # KernelSignature of the reference output's call, with ``kernels``
 
     def traced(self, run, calls: int | None = 1):
-        """Run ``run()``; with ``kernels``, return the :class:`KernelSignature` of the ``calls`` GEMM calls
-        it made (None: as many as the records show), else None."""
+        """Run ``run()``; with ``kernels``, the :class:`KernelSignature` of its ``calls`` GEMM calls (None: all)."""
         if not self.kernels:
             run()
             return None
         return recorded_signature(run, calls)
 
     def kernel_extra(self, signatures: dict, differing, **change) -> dict:
-        """The ``extra`` entries for signatures by label (a few words: "66 SMs", "m = 1"): each
-        signature, and for each label whose bits differed, the kernel change from the reference run
-        (``change``: :func:`kernel_change`'s options). {} without ``kernels``."""
+        """The ``extra`` entries for signatures by label ("66 SMs"): each signature, and for each label whose
+        bits differed, the kernel change from the reference run (``change``: :func:`kernel_change`'s)."""
         if not self.kernels:
             return {}
         return {"kernels": {label: sig.to_dict() if sig else None for label, sig in signatures.items()},
@@ -61,7 +56,6 @@ class ScenarioContext:
                                    for label in differing}}
 
     def new_handle(self, **options):
-        """A new handle in this configuration (``create_handle`` options: stream, workspace_bytes ...)."""
         return create_handle(self.config, **options)
 
     def new_output(self, rows: int | None = None):
@@ -70,8 +64,8 @@ class ScenarioContext:
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
-    """A condition under which a GEMM's bits are compared, and what a difference means.
-    ``body(context)`` runs it in this process; one ``in_worker`` runs in other processes, body ``None``."""
+    """A condition under which a GEMM's bits are compared, and what a difference means; ``body(context)``
+    runs it here, one ``in_worker`` in other processes."""
 
     name: str
     description: str  # one sentence, for --help and reports
@@ -87,8 +81,7 @@ class Scenario:
     untestable: Callable[[GemmConfig], str] | None = None
 
     def run(self, context: ScenarioContext) -> ScenarioResult:
-        """Run the scenario; a GPU failure (out of memory, a CUDA or cuBLAS error) becomes a recorded
-        error, and any other exception, a bug, propagates."""
+        """Run the scenario; a GPU failure becomes a recorded error, a bug propagates."""
         try:
             return self.body(context)
         except gpu_failures() as err:
@@ -96,9 +89,8 @@ class Scenario:
             cupy.get_default_memory_pool().free_all_blocks()
             return self.failed(f"{type(err).__name__}: {err}")
 
-    # -- results of this scenario ----------------------------------------------------------------
     def from_runs(self, summary: RunsSummary, detail: str = "", **extra) -> ScenarioResult:
-        return ScenarioResult.from_runs(self.name, self.kind, summary, detail, **extra)
+        return self.from_worst(summary.runs, summary.differing_runs, summary.worst, detail, extra)
 
     def from_worst(self, runs: int, differing_runs: int, worst: Mismatch = NO_MISMATCH, detail: str = "",
                    extra: dict | None = None) -> ScenarioResult:
@@ -112,8 +104,7 @@ class Scenario:
 
 
 def worst_of(mismatches: list[Mismatch]) -> Mismatch:
-    """Many comparisons summed up as :class:`RunsSummary` sums up runs (the most mismatched elements,
-    the greatest ULP distance and where, the greatest difference); NO_MISMATCH when none differs."""
+    """Many comparisons summed up as :class:`RunsSummary` sums up runs; NO_MISMATCH when none differs."""
     differing = [m for m in mismatches if not m.identical]
     if not differing:
         return NO_MISMATCH

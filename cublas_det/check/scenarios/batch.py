@@ -11,8 +11,7 @@ from .base import Scenario, ScenarioContext, worst_of
 
 
 def not_applicable_reason(shape: GemmShape) -> str | None:
-    """Why the batch (the token axis T: M, or in a dW GEMM K, the reduction axis, where fewer tokens
-    make another sum) cannot be shrunk for this GEMM, or None."""
+    """Why the batch (the token axis T) cannot be shrunk for this GEMM, or None."""
     if shape.gemm_pass == "dW":
         return "the batch (T) is K, the reduction axis of a dW GEMM: fewer tokens give another sum"
     if shape.m < 2:

@@ -14,16 +14,12 @@ from ...operands import fp64_reference, output
 from ..results import Kind
 from .base import Scenario, ScenarioContext, worst_of
 
-
-
 MODES = math_modes(DEFAULT_MODES)
 MATRIX_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_32F_FAST_TF32)
 # In half precision TF32 does not apply: the choices are the DISALLOW flag and the compute types.
 HALF_MODES = math_modes(HALF_DEFAULT_MODES)
 HALF_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_16F,
                       ComputeType.COMPUTE_16F_PEDANTIC)
-
-
 RUN_CONFIGS = "run configurations"  # key in ScenarioContext.shared: every configuration of the run
 # The fields that make a configuration a cuBLASLt one, at their cublasGemmEx values.
 _LT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GemmConfig)
@@ -35,9 +31,8 @@ def _variant(config: GemmConfig) -> tuple:
 
 
 def _interfaces(config: GemmConfig, run_configs) -> list[GemmConfig]:
-    """The GEMM interfaces of the matrix, each as ``config`` through it: cublasGemmEx, and every cuBLASLt
-    variant of the run's configurations of the same element types, so that the two paths' bits are
-    compared. A bias epilogue adds to the product: such a configuration is compared with its own rows."""
+    """``config`` through cublasGemmEx and every cuBLASLt variant of the run's configurations of its element
+    types (a bias epilogue's is compared with its own rows only: it adds to the product)."""
     if config.lt_epilogue:
         return [config]
     types = (config.input_dtype, config.output_dtype)
@@ -52,12 +47,8 @@ def _interfaces(config: GemmConfig, run_configs) -> list[GemmConfig]:
 
 
 def matrix(config: GemmConfig, run_configs=()) -> list[tuple[GemmConfig, ComputeType]]:
-    """The cells of the matrix: a handle's configuration (COMPUTE_32F) and the compute type passed to the call.
-
-    Rows: the default modes, every math mode of the run's configurations of these element types
-    (``run_configs``), and each cuBLASLt variant of the run, so that all configurations of one
-    element type share one matrix and each one's bits are compared with every other's.
-    """
+    """The cells: a handle's configuration and the compute type of the call. Rows: the default modes, every
+    math mode of ``run_configs`` of these element types and each cuBLASLt variant: one matrix per type."""
     types = (config.input_dtype, config.output_dtype)
     same_types = [c for c in (*run_configs, config) if (c.input_dtype, c.output_dtype) == types]
     if config.input_dtype == "float32":
@@ -91,8 +82,7 @@ def _run_configs(context: ScenarioContext) -> tuple:
 
 
 def _matrix(context: ScenarioContext) -> dict:
-    """Digest and error of every math mode x compute type, and each mode's COMPUTE_32F output
-    (computed once per shape: the first configuration to ask stores it in ``context.shared``)."""
+    """Digest and error of every math mode x compute type, and each mode's COMPUTE_32F output."""
     reference64 = fp64_reference(context.shape, context.a, context.b, context.shared)
     cells, outputs = {}, {}
     for config, compute in matrix(context.config, _run_configs(context)):
@@ -120,7 +110,7 @@ CELL_DIGEST = ALGORITHM  # the matrix's digests: the recorder's device digest, n
 
 
 def matrix_key(config: GemmConfig, run_configs=()) -> tuple:
-    """What a configuration's matrix is: its cells. Equal keys, one matrix computed for both."""
+    """A configuration's matrix is its cells: equal keys, one matrix computed for both."""
     return ("modes",) + tuple(f"{cell.name}/{compute.name}" for cell, compute in matrix(config, run_configs))
 
 
@@ -135,10 +125,10 @@ def _modes(context: ScenarioContext):
     differing = sum(not m.identical for m in mismatches)
     # Compared with this configuration's own output: right also for a compute type in no group of modes.
     same = [name for name, mismatch in zip(others, mismatches) if mismatch.identical]
+    extra = {"matrix": table["cells"], "digest_algorithm": CELL_DIGEST, "groups": table["groups"],
+             "all_groups": table["all_groups"], "same_bits_as": same}
     return MODES_SCENARIO.from_worst(len(others), differing, worst_of(mismatches),
-                                     " | ".join(" = ".join(group) for group in table["groups"]),
-                                     {"matrix": table["cells"], "digest_algorithm": CELL_DIGEST, "groups": table["groups"],
-                                      "all_groups": table["all_groups"], "same_bits_as": same})
+                                     " | ".join(" = ".join(group) for group in table["groups"]), extra)
 
 
 MODES_SCENARIO = Scenario("modes", "which math modes give identical bits, and the math-mode x compute-type matrix",

@@ -1,8 +1,4 @@
-"""Scenarios that run in other processes: ``fresh-process`` and ``workspace-config``.
-
-Their workers start once for all the GEMMs of a check and run while the parent works; each
-scenario says which workers it needs (``plan``) and makes its result of their answers (``merge``).
-"""
+"""Scenarios that run in other processes: ``fresh-process`` and ``workspace-config``."""
 
 from __future__ import annotations
 
@@ -21,9 +17,8 @@ WORKSPACE_CONFIG = ":4096:8"
 
 @dataclasses.dataclass(frozen=True)
 class ProcessScenario(Scenario):
-    """A scenario computed by worker processes: ``plan(device, tasks, repeats)`` returns
-    ``{worker name: (Request, environment)}``, ``merge(check, answers)`` the result for ``check``
-    from ``{worker name: (Answer or None, error or None)}``."""
+    """A scenario of worker processes: ``plan(device, tasks, repeats)`` -> ``{worker: (Request, env)}``,
+    ``merge(check, {worker: (Answer or None, error or None)})`` -> the result for ``check``."""
 
     plan: Callable | None = None
     merge: Callable | None = None

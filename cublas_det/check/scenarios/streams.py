@@ -17,8 +17,7 @@ SAME_KERNELS = ("same kernels and grids on every stream as alone: what differs i
 
 
 def concurrent_streams(context: ScenarioContext, shared: bool):
-    """Issue the GEMM on STREAMS streams at once, round after round, comparing every output;
-    return ``(RunsSummary, rounds)``."""
+    """The GEMM on STREAMS streams at once, round after round, every output compared: ``(RunsSummary, rounds)``."""
     import cupy
     rounds = max(4, -(-max(context.repeats, 16) // STREAMS))
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
@@ -72,7 +71,8 @@ def _handle_per_stream(context: ScenarioContext):
 
 
 STREAMS_SHARED_HANDLE = Scenario(
-    "streams-shared-handle", f"one handle issues the GEMM on {STREAMS} concurrent streams (the hazard cuBLAS documents)",
+    "streams-shared-handle",
+    f"one handle issues the GEMM on {STREAMS} concurrent streams (the hazard cuBLAS documents)",
     Kind.HAZARD, "shared handle", _shared_handle,
     evidence=lambda result, targets: f"in {result.runs} runs on {STREAMS} streams of one handle",
     setup_cures=(("streams-per-handle", "a handle and workspace per stream"),

@@ -1,6 +1,5 @@
-"""``python -m cublas_det.check.worker``: check the GEMMs of one :class:`~.protocol.Request` read on stdin,
-write one :class:`~.protocol.Answer` on stdout. A task that fails records its error; the rest go on.
-"""
+"""``python -m cublas_det.check.worker``: check the GEMMs of a :class:`~.protocol.Request` on stdin, write an
+:class:`~.protocol.Answer` on stdout; a task that fails records its error."""
 
 from __future__ import annotations
 
@@ -21,9 +20,8 @@ def main() -> int:
     started = time.perf_counter()
     cupy.cuda.Device(request.device).use()
     results = {}
-    seeds = {task.seed for task in request.tasks}
     # One call per seed: each pair of operands drawn once, each float64 reference shared.
-    for seed in sorted(seeds):
+    for seed in sorted({task.seed for task in request.tasks}):
         tasks = [task for task in request.tasks if task.seed == seed]
         shapes = list({task.shape.spec: task.shape for task in tasks}.values())
         configs = list(dict.fromkeys(task.config for task in tasks))
@@ -42,9 +40,8 @@ def main() -> int:
             key = task_key(check.shape, check.config)
             if key in wanted:
                 results[key] = TaskAnswer(check.digest, check.rel_error, check.scenarios, check.error,
-                                               check.input_digests)
-    answer = Answer(results, fingerprint(), time.perf_counter() - started)
-    json.dump(answer.to_dict(), sys.stdout)
+                                          check.input_digests)
+    json.dump(Answer(results, fingerprint(), time.perf_counter() - started).to_dict(), sys.stdout)
     return 0
 
 

@@ -13,12 +13,10 @@ INTERRUPTED = "interrupted before the worker finished"  # the error of a worker 
 
 
 def worker_command() -> list[str]:
-    """The command line of a worker (the same interpreter as this process)."""
     return [sys.executable, "-m", "cublas_det.check.worker"]
 
 
 def spawn(request: Request, env: dict) -> subprocess.Popen:
-    """Start a worker on ``request`` with environment ``env``; it runs while the caller works."""
     process = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env)
     process.stdin.write(json.dumps(request.to_dict()))
@@ -28,8 +26,8 @@ def spawn(request: Request, env: dict) -> subprocess.Popen:
 
 
 def collect(process, timeout_s: float = WORKER_TIMEOUT_S) -> tuple[Answer | None, str | None]:
-    """A worker's :class:`Answer`, or ``(None, one line saying what went wrong)``; ``process`` may be
-    a string, the reason no worker was started, passed through as the error."""
+    """A worker's :class:`Answer`, or ``(None, one line saying what went wrong)``; ``process`` may be the
+    reason no worker was started."""
     if isinstance(process, str):
         return None, process
     try:
@@ -50,8 +48,7 @@ def collect(process, timeout_s: float = WORKER_TIMEOUT_S) -> tuple[Answer | None
 
 
 def kill_all(workers: dict) -> None:
-    """Kill the workers still running (on Ctrl-C, or when the caller is done), and reap them: no zombie,
-    no open pipe."""
+    """Kill the workers still running, and reap them: no zombie, no open pipe."""
     for process in workers.values():
         if isinstance(process, subprocess.Popen) and process.returncode is None:
             if process.poll() is None:

@@ -1,5 +1,5 @@
 """What the parent sends a worker (a :class:`Request`, JSON on stdin) and what it answers (an
-:class:`Answer`, JSON on stdout). A task is keyed by :func:`task_key` everywhere."""
+:class:`Answer`, JSON on stdout)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,12 @@ from ..results import ScenarioResult
 
 
 def task_key(shape: GemmShape, config: GemmConfig) -> str:
-    """The :func:`~cublas_det.shapes.gemm_key` of ``shape`` in ``config``."""
     return gemm_key(shape.spec, config.name)
 
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """One GEMM to check: a shape (by spec, with its display name), a configuration and a seed."""
+    """One GEMM to check."""
 
     shape: GemmShape
     config: GemmConfig
@@ -60,7 +59,7 @@ class Request:
 
 @dataclasses.dataclass(frozen=True)
 class TaskAnswer:
-    """One task's outcome in the worker: its digest and scenarios, or why it failed."""
+    """One task's outcome in the worker, or why it failed."""
 
     digest: str = ""
     rel_error: float = float("nan")
@@ -81,7 +80,7 @@ class TaskAnswer:
 
 @dataclasses.dataclass(frozen=True)
 class Answer:
-    """A worker's answer: per task key, the task's outcome; the worker's provenance; its run time."""
+    """A worker's answer."""
 
     results: dict  # task key -> TaskAnswer
     provenance: dict = dataclasses.field(default_factory=dict)
