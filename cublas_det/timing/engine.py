@@ -1,9 +1,6 @@
-"""GPU timing of GEMM shapes in several configurations, side by side (docs/method.md says why each step).
-
-A sample is CUDA events around a graph-captured batch of GEMMs replayed behind a blocking kernel
-(``hold``); arms interleave in a Williams order (``order``) with an A/A arm for the noise floor,
-throttled batches are redone (``rounds``), and shapes are timed in visits on fresh setups (``visits``).
-"""
+"""GPU timing of GEMM shapes in several configurations, side by side (docs/method.md says why each step):
+CUDA events around a graph-captured batch replayed behind a blocking kernel (``hold``), arms in a Williams
+order with an A/A arm, throttled batches redone (``rounds``), shapes timed in visits on fresh setups."""
 
 from __future__ import annotations
 
@@ -20,15 +17,9 @@ from ..memory import WORKSPACE_BYTES
 from ..operands import HostOperands, device_operands, output, same_seed
 from .clocks import clock_mhz, default_sm_clock_mhz
 from .hold import RELEASED, stream_hold
-from .results import ArmTiming, ShapeTiming, aa_name, aa_reference
-from .rounds import THROTTLE_FRACTION, Sample, run_rounds
-from .stats import (
-    PROBE_MAX_CALLS,
-    TARGET_HALF_WIDTH,
-    batch_size,
-    buffer_sets,
-    probe_calls,
-)
+from .results import Arm, ArmTiming, ShapeTiming, aa_reference
+from .rounds import THROTTLE_FRACTION, Sample
+from .stats import PROBE_MAX_CALLS, TARGET_HALF_WIDTH, batch_size, buffer_sets, probe_calls
 from .visits import BUDGET_FLOOR_VISITS, MIN_VISITS_FOR_INTERVAL, run_visits
 
 
@@ -45,20 +36,16 @@ def warm_up(seconds: float = 1.0) -> None:
             cupy.cuda.get_current_stream().synchronize()
 
 
-def arms_of(configs, aa_control: bool = True) -> dict:
-    """{arm name: configuration}: the configurations (resolved) by name, and with ``aa_control`` the
-    A/A arm, a second handle of the reference configuration (DEFAULT, else PEDANTIC, else the first)."""
-    arm_configs = {config.name: config for config in configs}
-    if aa_control:
-        reference = aa_reference(arm_configs)
-        arm_configs[aa_name(reference)] = arm_configs[reference]
-    return arm_configs
+def arms_of(configs, aa_control: bool = True) -> list[Arm]:
+    """An arm per configuration (resolved), and with ``aa_control`` the A/A arm: a second handle of the
+    reference configuration (DEFAULT, else PEDANTIC, else the first)."""
+    arms = list(dict.fromkeys(Arm(config) for config in configs))
+    return arms + [Arm(aa_reference(arms).config, control=True)] if aa_control else arms
 
 
 class ShapeBench:
-    """One shape set up for timing: rotated operand sets, a handle per arm (named as
-    :func:`arms_of` names them) on one stream, a CUDA graph of one batch per arm, and the held
-    launch that times a graph. A context manager."""
+    """One shape set up for timing (a context manager): rotated operand sets, a handle per arm on one
+    stream, a CUDA graph of one batch per arm, and the held launch that times a graph."""
 
     def __init__(self, shape, configs, *, seed: int = 0, aa_control: bool = True, operands=None):
         import cupy
@@ -75,14 +62,13 @@ class ShapeBench:
         self.buffers = [(a, b, output(shape, configs[0]))]
         self.buffers += [(a.copy(), b.copy(), output(shape, configs[0])) for _ in range(self.sets - 1)]
         cupy.cuda.get_current_stream().synchronize()  # the copies are complete before `stream` reads them
-        arm_configs = arms_of(configs, aa_control)
-        self.names = list(arm_configs)
+        self.names = arms_of(configs, aa_control)
         self.handles = {}
         try:
-            for name, config in arm_configs.items():
-                self.handles[name] = create_handle(
-                    config, stream=self.stream,
-                    workspace_bytes=WORKSPACE_BYTES if config.workspace_bytes is None else config.workspace_bytes)
+            for arm in self.names:
+                workspace = arm.config.workspace_bytes
+                self.handles[arm] = create_handle(arm.config, stream=self.stream,
+                                                  workspace_bytes=WORKSPACE_BYTES if workspace is None else workspace)
             self.hold = stream_hold(cupy.cuda.runtime.getDevice())
         except BaseException:
             self.close()
@@ -226,10 +212,6 @@ class ShapeBench:
                                    clock_mhz(t0, c0, t1, c1), outcomes[slot] == RELEASED, setup)
         return samples
 
-    def time(self, **options) -> ShapeTiming:
-        """Rounds on this one setup until the stopping rule (:func:`time_rounds`); ``prepare`` first."""
-        return time_rounds(self, **options)
-
 
 @dataclasses.dataclass
 class RunTiming:
@@ -365,18 +347,3 @@ def time_shape(shape, configs, **options) -> ShapeTiming:
         raise KeyboardInterrupt
     return run.timings[shape.name]
 
-
-def time_rounds(bench: ShapeBench, *, started: float, min_rounds: int = 12, max_rounds: int = 100,
-                budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
-                clock_floor_mhz: float | None = None) -> ShapeTiming:
-    """Rounds of one prepared :class:`ShapeBench` until the stopping rule (an interval of that setup
-    alone, for a cross-check of one setup); elapsed time and budget count from ``started``."""
-    outcome = run_rounds(bench.names, bench.measure_round, min_rounds=min_rounds, max_rounds=max_rounds,
-                         budget_s=budget_s, target_half_width=target_half_width, clock_floor_mhz=clock_floor_mhz,
-                         started=started)
-    arms = arm_timings(outcome.samples, with_setups=False)
-    options = {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
-               "target_half_width": target_half_width, "order": "williams", "sets": bench.sets, "setups": 1}
-    return ShapeTiming(bench.shape.name, bench.shape.flop, bench.calls, bench.sets, outcome.rounds, arms,
-                       outcome.ratios, time.perf_counter() - started, outcome.stop_reason.value,
-                       outcome.discards, clock_floor_mhz, None, options)
