@@ -86,7 +86,6 @@ class ShapeBench:
         self.close()
 
     def close(self) -> None:
-        """Give back the handles, graphs and device buffers (even while something still refers to this)."""
         import cupy
         try:  # the buffers go back to the pool only once no queued work reads them
             self.stream.synchronize()
@@ -98,7 +97,6 @@ class ShapeBench:
         self.graphs = {}
         self.buffers = []
 
-    # -- batches -------------------------------------------------------------------------
     def eager(self, name: str, calls: int) -> None:
         """``calls`` GEMMs of arm ``name`` on the stream, rotating through the operand sets."""
         handle = self.handles[name]
@@ -107,7 +105,6 @@ class ShapeBench:
             shape_gemm(x, y, out, handle, self.shape)
 
     def capture(self, name: str, calls: int):
-        """A CUDA graph of ``calls`` GEMMs of arm ``name``, uploaded."""
         with self.stream:
             self.stream.begin_capture()
             self.eager(name, calls)
@@ -134,8 +131,7 @@ class ShapeBench:
         return start, end
 
     def held_replays(self, name: str, replays: int) -> None:
-        """Queue ``replays`` replays of arm ``name``'s batch graph behind the blocking kernel, then release
-        them: back to back, as a profiler should see them (``prepare`` first)."""
+        """``replays`` replays of arm ``name``'s batch back to back behind the blocking kernel,."""
         with self.stream:
             self.hold.hold(self._outcomes[:1])
             try:
@@ -145,8 +141,7 @@ class ShapeBench:
                 self.hold.release()
 
     def kernel_signatures(self, replays: int = 2) -> dict:
-        """{arm: KernelSignature} of ``replays`` held replays of each arm's batch graph, recorded by
-        CUPTI (``prepare`` first; untimed, so the recording cannot touch the timed samples)."""
+        """{arm: KernelSignature} of ``replays`` held replays of each arm's batch, recorded by CUPTI (untimed)."""
         return {name: recorded_signature(lambda name=name: self.held_replays(name, replays), replays * self.calls)
                 for name in self.names}
 
@@ -159,7 +154,6 @@ class ShapeBench:
         end.synchronize()
         return cupy.cuda.get_elapsed_time(start, end) * 1e-3, int(self._outcomes[:1].get()[0]) == RELEASED
 
-    # -- calibration and rounds ----------------------------------------------------------
     def calibrate(self) -> int:
         """Calls per batch, so that the fastest arm's batch lasts >= 1 ms, from graph replays (eager
         small GEMMs are host-bound): one call per arm, then unless that fills a batch, a short probe."""
@@ -178,7 +172,6 @@ class ShapeBench:
         return batch_size(fastest)
 
     def prepare(self, calls: int | None = None) -> int:
-        """Calibrate (unless ``calls`` is given) and capture every arm's batch graph."""
         self.calls = calls or self.calibrate()
         self.graphs = {name: self.capture(name, self.calls) for name in self.names}
         return self.calls
@@ -215,8 +208,7 @@ class ShapeBench:
 
 @dataclasses.dataclass
 class RunTiming:
-    """What :func:`time_shapes` gave: each timed shape's :class:`ShapeTiming`, the shapes whose timing
-    failed (why, in one line), and whether Ctrl-C ended the visits."""
+    """Each timed shape's :class:`ShapeTiming`, the shapes whose timing failed (why), and whether Ctrl-C came."""
 
     timings: dict  # shape name -> ShapeTiming
     errors: dict  # shape name -> "timing failed: ..."
@@ -224,8 +216,7 @@ class RunTiming:
 
 
 class ShapeSetups:
-    """Makes a shape's setups (one :class:`ShapeBench` each) for a run: its operands from one host copy
-    (``operands``: a :class:`~cublas_det.operands.HostOperands`, shared with the checks), its batch
+    """A run's setups of each shape (a :class:`ShapeBench` each) from one host copy of its operands, the batch
     size calibrated on the first setup and kept, and the seconds its setups were open."""
 
     def __init__(self, shapes, configs, *, seed: int, aa_control: bool, operands=None):
@@ -304,7 +295,6 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visi
 
 
 def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor, activity, limits: dict):
-    """A shape's :class:`ShapeTiming` from its visits (each sample's setup is its visit)."""
     cycle = outcome.rounds.rounds // outcome.visits
     options = {"min_rounds": limits["min_visits"] * cycle, "max_rounds": limits["max_visits"] * cycle,
                **limits, "target_half_width": TARGET_HALF_WIDTH, "order": "williams", "sets": sets,
@@ -315,9 +305,8 @@ def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor
 
 
 def arm_timings(kept: dict, with_setups: bool) -> tuple[ArmTiming, ...]:
-    """Each arm's :class:`ArmTiming` from its kept samples ({arm: [Sample]}), in microseconds per GEMM;
-    ``with_setups``: keep the setup (visit) of each sample, whose spread widens the arm's interval;
-    eager times where a round took them."""
+    """Each arm's :class:`ArmTiming` from its kept samples ({arm: [Sample]}), in µs per GEMM; ``with_setups``:
+    keep each sample's setup (visit), whose spread widens the arm's interval."""
     return tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in samples),
                            tuple(s.eager_s * 1e6 for s in samples if s.eager_s is not None),
                            tuple(s.clock_mhz for s in samples),

@@ -35,8 +35,7 @@ class Arm(str):
 
 
 def role(name: str) -> str:
-    """A configuration's name without what a run's configurations share: its element types, and a
-    replayed call's algo and workspace (``DEFAULT/algo99/ws32M/bfloat16->bfloat16`` -> ``DEFAULT``)."""
+    """A configuration's name without its element types, algo and workspace (what a run's arms share)."""
     return "/".join(part for part in name.split("/")
                     if (name_part(part) or ("",))[0] not in ("types", "algo", "workspace_bytes"))
 
@@ -95,7 +94,6 @@ class ArmTiming:
 
     @property
     def median_ci_us(self) -> tuple[float, float]:
-        """95% interval of the median graph time per call (with the between-setup term, from several setups)."""
         return widened_ci(self.graph_us, self.setups or None)
 
     @property
@@ -187,7 +185,6 @@ class ShapeTiming:
 
     @property
     def untrusted_reason(self) -> str | None:
-        """Why this shape's ratios should not be trusted, or None."""
         aa = self.aa_ratio
         if aa is None or not aa.excludes(1 - AA_TOLERANCE, 1 + AA_TOLERANCE):
             return None
@@ -206,7 +203,6 @@ class ShapeTiming:
 
     @property
     def clock_range_mhz(self) -> tuple[float, float] | None:
-        """Lowest and highest per-arm median SM clock, or None when no clock was read."""
         clocks = [a.median_clock_mhz for a in self.arms if a.median_clock_mhz is not None]
         return (min(clocks), max(clocks)) if clocks else None
 
