@@ -15,6 +15,7 @@ from cublas_det.render import markdown, text
 from cublas_det.render import runfile as json_file
 from cublas_det.store import run as run_file
 from cublas_det.render.results import BenchResult, ShapeReport
+from cublas_det.timing.results import Arm
 
 
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"  # a default run on an H200
@@ -130,7 +131,7 @@ def test_text_and_markdown_reports_from_results(tmp_path):
                 ScenarioResult("modes", C, 2, 1, extra={"groups": [["PEDANTIC", "DEFAULT"], ["TF32"]]}))
 
     checks = _checks(("PEDANTIC", 5e-7, results(True)), ("DEFAULT", 5e-7, results(True)), ("TF32", 3e-4, results(False)))
-    arms = tuple(ArmTiming(n, (t,) * 10, (t * 1.2,) * 10) for n, t in
+    arms = tuple(ArmTiming(Arm.read(n), (t,) * 10, (t * 1.2,) * 10) for n, t in
                  (("PEDANTIC", 29.3), ("DEFAULT", 29.3), ("TF32", 17.7), ("DEFAULT-AA", 29.3)))
     ratios = (Ratio("TF32", "PEDANTIC", 0.606, 0.604, 0.608, 10), Ratio("PEDANTIC", "DEFAULT", 1.0, 0.996, 1.001, 10),
               Ratio("DEFAULT-AA", "DEFAULT", 1.002, 1.0, 1.004, 10))

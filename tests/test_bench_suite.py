@@ -5,6 +5,7 @@ reports GPU time per GEMM."""
 import pathlib
 
 import pytest
+from cublas_det.timing.results import Arm
 
 from .conftest import load_bench_script
 
@@ -38,7 +39,7 @@ class FakeTimeShapes:
             if shape.name in self.failing:
                 errors[shape.name] = "timing failed: OutOfMemoryError: out of memory allocating 2 GiB"
                 continue
-            arms = tuple(ArmTiming(arm, tuple(PER_CALL_US[arm] + i * 1e-3 for i in range(min_rounds)),
+            arms = tuple(ArmTiming(Arm.read(arm), tuple(PER_CALL_US[arm] + i * 1e-3 for i in range(min_rounds)),
                                    (1.0,) * min_rounds, setups=tuple(i // 4 for i in range(min_rounds)))
                          for arm in ARMS)
             timings[shape.name] = ShapeTiming(shape.name, shape.flop, 100, 3, min_rounds, arms, (), 1.0, "rounds",

@@ -5,6 +5,7 @@ import pytest
 
 from cublas_det.cli import bench, gemms
 from cublas_det.timing import ArmTiming, Ratio, RunTiming, ShapeTiming
+from cublas_det.timing.results import Arm
 
 from .conftest import load_bench_script
 
@@ -22,7 +23,7 @@ class StandIn:
         on_visit(1, 2)
         on_visit(2, 0)
         first = shapes[0]
-        arms = tuple(ArmTiming(name, (t,) * 8, (2 * t,) * 8, (1980.0,) * 8, setups=(0,) * 4 + (1,) * 4)
+        arms = tuple(ArmTiming(Arm.read(name), (t,) * 8, (2 * t,) * 8, (1980.0,) * 8, setups=(0,) * 4 + (1,) * 4)
                      for name, t in (("PEDANTIC", 9.0), ("DEFAULT", 9.0), ("TF32", 7.0), ("DEFAULT-AA", 9.0)))
         ratios = (Ratio("TF32", "PEDANTIC", 0.778, 0.776, 0.780, 8), Ratio("DEFAULT-AA", "DEFAULT", 1.0, 0.999, 1.001, 8))
         timing = ShapeTiming(first.name, first.flop, 100, 3, 8, arms, ratios, 0.5, "interval", options={"visits": 2})

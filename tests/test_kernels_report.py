@@ -14,6 +14,7 @@ from cublas_det.render.runfile import bench_result, to_json
 from cublas_det.store.run import run_from_dict
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
+from cublas_det.timing.results import Arm
 
 from .test_kernels import records, signature
 
@@ -36,7 +37,7 @@ def _result(with_kernels: bool) -> BenchResult:
         checks[mode] = GemmCheck(shape, GemmConfig.parse(mode), "argument", 0, "ab" * 32, 2.6e-7,
                                  (ScenarioResult("repeat", Kind.GUARANTEE, 20, 0), sm_count),
                                  kernels=_plain(case) if with_kernels else None)
-    arms = tuple(ArmTiming(name, tuple(us * (1 + 0.002 * (i % 2)) for i in range(10)), (us * 1.4,) * 10,
+    arms = tuple(ArmTiming(Arm.read(name), tuple(us * (1 + 0.002 * (i % 2)) for i in range(10)), (us * 1.4,) * 10,
                            (1980.0,) * 10, kernel_us=kernel if with_kernels else None,
                            kernels=f"{name} kernels" if with_kernels else "", setups=(0,) * 5 + (1,) * 5)
                  for name, us, kernel in (("PEDANTIC", 9.9, 8.44), ("TF32", 8.2, 6.89)))

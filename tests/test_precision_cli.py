@@ -14,6 +14,7 @@ from cublas_det.render.results import BenchResult, ShapeReport
 from cublas_det.render.text import cost_lines, precision_lines, table_rows, title
 from cublas_det.shapes import parse_shape
 from cublas_det.timing.results import ArmTiming, Ratio, ShapeTiming
+from cublas_det.timing.results import Arm
 
 
 def _args(**given):
@@ -73,7 +74,7 @@ def _bf16_result():
     checks = {c.name: GemmCheck(shape, c, "argument", 0, "ab" * 32, 3e-3, (ScenarioResult("repeat", Kind.GUARANTEE,
               20, 0), modes)) for c in configs}
     names = [c.name for c in configs]
-    arms = tuple(ArmTiming(n, (t,) * 10, (t,) * 10) for n, t in zip(names, (100.0, 100.0, 100.0, 3800.0)))
+    arms = tuple(ArmTiming(Arm.read(n), (t,) * 10, (t,) * 10) for n, t in zip(names, (100.0, 100.0, 100.0, 3800.0)))
     ratios = (Ratio(names[3], names[0], 38.0, 37.8, 38.2, 10), Ratio(names[1], names[0], 1.0, 0.99, 1.01, 10),
               Ratio(names[2], names[0], 1.0, 0.99, 1.01, 10))
     timing = ShapeTiming(shape.name, shape.flop, 10, 1, 10, arms, ratios, 1.0)

@@ -28,6 +28,7 @@ from cublas_det.timing.stats import (
     quartiles,
     stop_reason,
 )
+from cublas_det.timing.results import Arm
 
 
 def test_median_ci_order_statistics():
@@ -145,7 +146,7 @@ class FakeClock:
 
 
 def test_run_rounds_stops_on_the_interval_with_whole_cycles():
-    names = ["PEDANTIC", "DEFAULT", "TF32", "DEFAULT-AA"]
+    names = _arms("PEDANTIC", "DEFAULT", "TF32", "DEFAULT-AA")
     measure, orders = _rounds(names, {"PEDANTIC": 2e-5, "DEFAULT": 2e-5, "TF32": 1e-5, "DEFAULT-AA": 2e-5})
     out = run_rounds(names, measure, min_rounds=10, max_rounds=200, budget_s=1e9, target_half_width=0.01,
                      now=FakeClock(0.001), sleep=lambda s: None)
@@ -171,15 +172,15 @@ def test_between_setups_is_t_times_the_spread_of_setup_medians():
 
 
 def test_an_arms_interval_holds_the_between_setup_term():
-    arm = ArmTiming("TF32", (5.0, 5.0, 5.1, 5.1), (6.0,) * 4, setups=(0, 0, 1, 1))
+    arm = ArmTiming(Arm.read("TF32"), (5.0, 5.0, 5.1, 5.1), (6.0,) * 4, setups=(0, 0, 1, 1))
     low, high = arm.median_ci_us
     assert low < 5.0 and high > 5.1
-    assert ArmTiming("TF32", (5.0, 5.0, 5.1, 5.1), (6.0,) * 4).median_ci_us == (5.0, 5.1)
+    assert ArmTiming(Arm.read("TF32"), (5.0, 5.0, 5.1, 5.1), (6.0,) * 4).median_ci_us == (5.0, 5.1)
     assert arm.to_dict()["setups"] == [0, 0, 1, 1]
 
 
 def test_run_rounds_stops_on_rounds_and_on_budget():
-    names = ["PEDANTIC", "TF32"]
+    names = _arms("PEDANTIC", "TF32")
     measure, _ = _rounds(names, {"PEDANTIC": 2e-5, "TF32": 1e-5})
     out = run_rounds(names, measure, min_rounds=2, max_rounds=6, budget_s=1e9, target_half_width=0.0,
                      now=FakeClock(0.001))
@@ -190,7 +191,7 @@ def test_run_rounds_stops_on_rounds_and_on_budget():
 
 
 def test_throttled_and_unheld_rounds_are_redone_and_counted():
-    names = ["PEDANTIC", "TF32"]
+    names = _arms("PEDANTIC", "TF32")
     problems = {1: ("TF32", "throttled"), 2: ("PEDANTIC", "unheld"), 4: ("TF32", "throttled")}
     measure, orders = _rounds(names, {"PEDANTIC": 2e-5, "TF32": 1e-5}, problems=problems)
     pauses = []
@@ -204,7 +205,7 @@ def test_throttled_and_unheld_rounds_are_redone_and_counted():
 
 
 def test_a_gpu_that_stays_throttled_still_ends_and_says_so():
-    names = ["PEDANTIC", "TF32"]
+    names = _arms("PEDANTIC", "TF32")
     measure, _ = _rounds(names, {"PEDANTIC": 2e-5, "TF32": 1e-5}, clock=1000.0)
     out = run_rounds(names, measure, min_rounds=3, max_rounds=3, clock_floor_mhz=1485.0, now=FakeClock(0.001),
                      sleep=lambda s: None)
@@ -234,16 +235,20 @@ def test_quartiles_batch_probe_and_buffers():
 
 # -- arms, the A/A control, trust -------------------------------------------------------------
 def test_ratio_pairs_keep_an_aa_control_whatever_the_modes():
-    assert ratio_pairs(["PEDANTIC", "DEFAULT", "TF32", "DEFAULT-AA"]) == [
+    assert ratio_pairs(_arms("PEDANTIC", "DEFAULT", "TF32", "DEFAULT-AA")) == [
         ("DEFAULT", "PEDANTIC"), ("TF32", "PEDANTIC"), ("PEDANTIC", "DEFAULT"), ("DEFAULT-AA", "DEFAULT")]
-    assert aa_reference(["PEDANTIC", "TF32"]) == "PEDANTIC" and aa_reference(["TF32"]) == "TF32"
-    assert ratio_pairs(["PEDANTIC", "TF32", "PEDANTIC-AA"]) == [("TF32", "PEDANTIC"), ("PEDANTIC-AA", "PEDANTIC")]
-    assert ratio_pairs(["TF32", "TF32-AA"]) == [("TF32-AA", "TF32")]
-    assert ratio_pairs(["TF32"]) == []
+    assert aa_reference(_arms("PEDANTIC", "TF32")) == "PEDANTIC" and aa_reference(_arms("TF32")) == "TF32"
+    assert ratio_pairs(_arms("PEDANTIC", "TF32", "PEDANTIC-AA")) == [("TF32", "PEDANTIC"), ("PEDANTIC-AA", "PEDANTIC")]
+    assert ratio_pairs(_arms("TF32", "TF32-AA")) == [("TF32-AA", "TF32")]
+    assert ratio_pairs(_arms("TF32")) == []
+
+
+def _arms(*names):
+    return [Arm.read(name) for name in names]
 
 
 def _timing(aa):
-    arms = tuple(ArmTiming(n, (t,) * 12, (t,) * 12, (1980.0,) * 11 + (None,)) for n, t in
+    arms = tuple(ArmTiming(Arm.read(n), (t,) * 12, (t,) * 12, (1980.0,) * 11 + (None,)) for n, t in
                  (("PEDANTIC", 10.0), ("TF32", 5.0), ("PEDANTIC-AA", 10.0)))
     ratios = (Ratio("TF32", "PEDANTIC", 0.5, 0.499, 0.501, 12), aa)
     return ShapeTiming("s", 1, 100, 1, 12, arms, ratios, 1.0, "interval")

@@ -17,6 +17,7 @@ from cublas_det.render.results import BenchResult, ShapeReport
 from cublas_det.store.run import run_from_dict
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
+from cublas_det.timing.results import Arm
 
 pytest_benchmark = pytest.importorskip("pytest_benchmark", reason="needs the test extra's pytest-benchmark")
 
@@ -50,7 +51,8 @@ def test_stats_are_pytest_benchmarks_own(n):
 def _result():
     """A run of two shapes: one timed (with its A/A arm), one only checked (no timing)."""
     timed = parse_shape("128x56x4096:nt")
-    arms = tuple(ArmTiming(n, tuple(t * (1 + 0.01 * (i % 3)) for i in range(12)), (2 * t,) * 12, (1980.0,) * 12)
+    arms = tuple(ArmTiming(Arm.read(n), tuple(t * (1 + 0.01 * (i % 3)) for i in range(12)), (2 * t,) * 12,
+                           (1980.0,) * 12)
                  for n, t in (("PEDANTIC", 9.0), ("TF32", 7.0), ("PEDANTIC-AA", 9.0)))
     ratios = (Ratio("TF32", "PEDANTIC", 0.778, 0.776, 0.780, 12), Ratio("PEDANTIC-AA", "PEDANTIC", 1.0, 0.998, 1.002, 12))
     timing = ShapeTiming(timed.name, timed.flop, 110, 60, 12, arms, ratios, 0.4, "interval", options={
@@ -144,8 +146,8 @@ def test_a_timing_in_visits_reads_back_with_each_samples_visit_the_same_interval
 
     shape = parse_shape("128x56x4096:nt")
     setups = tuple(i // 2 for i in range(12))  # 6 visits
-    arms = tuple(ArmTiming(n, tuple(t * (1 + 0.01 * (i % 4) + 0.004 * setups[i]) for i in range(12)), (2 * t,) * 6,
-                           (1980.0,) * 12, setups=setups)
+    arms = tuple(ArmTiming(Arm.read(n), tuple(t * (1 + 0.01 * (i % 4) + 0.004 * setups[i]) for i in range(12)),
+                           (2 * t,) * 6, (1980.0,) * 12, setups=setups)
                  for n, t in (("PEDANTIC", 9.0), ("TF32", 7.0), ("PEDANTIC-AA", 9.0)))
     ratios = (Ratio("TF32", "PEDANTIC", 0.778, 0.770, 0.786, 12, 0.009, 5),)
     timing = ShapeTiming(shape.name, shape.flop, 110, 60, 12, arms, ratios, 0.4, "interval",
@@ -158,5 +160,5 @@ def test_a_timing_in_visits_reads_back_with_each_samples_visit_the_same_interval
     back = bench_result(run_from_dict(data, "run.json")).shapes[0].timing
     assert back.arm("TF32").setups == setups and back.arm("TF32").eager_us == (14.0,) * 6
     assert back.arm("TF32").median_ci_us == pytest.approx(arms[1].median_ci_us)  # the visits' interval again
-    assert arms[1].median_ci_us != ArmTiming("TF32", arms[1].graph_us, arms[1].eager_us).median_ci_us
+    assert arms[1].median_ci_us != ArmTiming(Arm.read("TF32"), arms[1].graph_us, arms[1].eager_us).median_ci_us
     assert back.ratios[0].setup_dof == 5 and back.options["visits"] == 6

@@ -7,6 +7,7 @@ from cublas_det.render.timing_text import TIME_NOTE, busy_warning, how_timed
 from cublas_det.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Discards, Ratio, ShapeTiming
 from cublas_det.timing.monitor import GpuActivity, ProcessSeen
+from cublas_det.timing.results import Arm
 
 SHAPE = "128x56x4096:nt"
 OTHER = ProcessSeen(4242, "python3", 3072.0, 88)
@@ -14,7 +15,7 @@ NO_DISCARDS = Discards()
 
 
 def _timing(aa=(1.001, 0.999, 1.003), discards=NO_DISCARDS, activity=None, clocks=(1980.0,) * 12):
-    arms = tuple(ArmTiming(n, (t,) * 12, (2 * t,) * 12, clocks) for n, t in
+    arms = tuple(ArmTiming(Arm.read(n), (t,) * 12, (2 * t,) * 12, clocks) for n, t in
                  (("PEDANTIC", 9.0), ("TF32", 7.0), ("PEDANTIC-AA", 9.0)))
     ratios = (Ratio("TF32", "PEDANTIC", 0.778, 0.776, 0.780, 12), Ratio("PEDANTIC-AA", "PEDANTIC", *aa, 12))
     return ShapeTiming(SHAPE, parse_shape(SHAPE).flop, 110, 60, 12, arms, ratios, 0.4, "interval", discards, 1485.0,

@@ -12,8 +12,9 @@ from cublas_det.timing import Sample, StopReason, run_rounds
 from cublas_det.timing.order import round_order
 from cublas_det.timing.stats import median_ci
 from cublas_det.timing.visits import BUDGET_FLOOR_VISITS, run_visits
+from cublas_det.timing.results import Arm
 
-NAMES = ["PEDANTIC", "TF32"]  # a Williams cycle of 2 rounds
+NAMES = [Arm.read("PEDANTIC"), Arm.read("TF32")]  # a Williams cycle of 2 rounds
 TRUE_RATIO = 0.5
 
 

@@ -15,7 +15,7 @@ from ..shapes import PRESETS, GemmShape, preset
 from ..store.run import (UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, stats,
                          timing_extra, timing_options, untold_batch, untold_workspace_config)
 from ..timing import ArmTiming, Ratio, ShapeTiming
-from ..timing.results import Discards
+from ..timing.results import Arm, Discards
 from .commit_info import commit_info
 from .results import BenchResult, ShapeReport
 from .text import summary_lines, warnings_for
@@ -119,7 +119,8 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
         if e.stats and e.stats.get("data") and not (e.extra_info.get("eager_stats") or {}).get("data"):
             raise InputFileError(f"{e.where}.extra_info.eager_stats.data: missing; a timed entry has its eager times "
                                  "too")
-    arms = tuple(ArmTiming(e.config, tuple(x * 1e6 for x in e.stats["data"]),
+    known = {mode: check.config for mode, check in checks.items()}
+    arms = tuple(ArmTiming(_read_back(f"{e.where}.name", lambda n: Arm.read(n, known), e.config), tuple(x * 1e6 for x in e.stats["data"]),
                            tuple(x * 1e6 for x in (e.extra_info.get("eager_stats") or {}).get("data") or ()),
                            # the file keeps the median SM clock of an arm, not each batch's
                            (e.extra_info["sm_clock_mhz"],) if e.extra_info.get("sm_clock_mhz") else (),

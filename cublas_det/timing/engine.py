@@ -1,9 +1,6 @@
-"""GPU timing of GEMM shapes in several configurations, side by side (docs/method.md says why each step).
-
-A sample is CUDA events around a graph-captured batch of GEMMs replayed behind a blocking kernel
-(``hold``); arms interleave in a Williams order (``order``) with an A/A arm for the noise floor,
-throttled batches are redone (``rounds``), and shapes are timed in visits on fresh setups (``visits``).
-"""
+"""GPU timing of GEMM shapes in several configurations, side by side (docs/method.md says why each step):
+CUDA events around a graph-captured batch replayed behind a blocking kernel (``hold``), arms in a Williams
+order with an A/A arm, throttled batches redone (``rounds``), shapes timed in visits on fresh setups."""
 
 from __future__ import annotations
 
@@ -20,15 +17,9 @@ from ..memory import WORKSPACE_BYTES
 from ..operands import HostOperands, device_operands, output, same_seed
 from .clocks import clock_mhz, default_sm_clock_mhz
 from .hold import RELEASED, stream_hold
-from .results import ArmTiming, ShapeTiming, aa_name, aa_reference
-from .rounds import THROTTLE_FRACTION, Sample, run_rounds
-from .stats import (
-    PROBE_MAX_CALLS,
-    TARGET_HALF_WIDTH,
-    batch_size,
-    buffer_sets,
-    probe_calls,
-)
+from .results import Arm, ArmTiming, ShapeTiming, aa_reference
+from .rounds import THROTTLE_FRACTION, Sample
+from .stats import PROBE_MAX_CALLS, TARGET_HALF_WIDTH, batch_size, buffer_sets, probe_calls
 from .visits import BUDGET_FLOOR_VISITS, MIN_VISITS_FOR_INTERVAL, run_visits
 
 
@@ -45,20 +36,16 @@ def warm_up(seconds: float = 1.0) -> None:
             cupy.cuda.get_current_stream().synchronize()
 
 
-def arms_of(configs, aa_control: bool = True) -> dict:
-    """{arm name: configuration}: the configurations (resolved) by name, and with ``aa_control`` the
-    A/A arm, a second handle of the reference configuration (DEFAULT, else PEDANTIC, else the first)."""
-    arm_configs = {config.name: config for config in configs}
-    if aa_control:
-        reference = aa_reference(arm_configs)
-        arm_configs[aa_name(reference)] = arm_configs[reference]
-    return arm_configs
+def arms_of(configs, aa_control: bool = True) -> list[Arm]:
+    """An arm per configuration (resolved), and with ``aa_control`` the A/A arm: a second handle of the
+    reference configuration (DEFAULT, else PEDANTIC, else the first)."""
+    arms = list(dict.fromkeys(Arm(config) for config in configs))
+    return arms + [Arm(aa_reference(arms).config, control=True)] if aa_control else arms
 
 
 class ShapeBench:
-    """One shape set up for timing: rotated operand sets, a handle per arm (named as
-    :func:`arms_of` names them) on one stream, a CUDA graph of one batch per arm, and the held
-    launch that times a graph. A context manager."""
+    """One shape set up for timing (a context manager): rotated operand sets, a handle per arm on one
+    stream, a CUDA graph of one batch per arm, and the held launch that times a graph."""
 
     def __init__(self, shape, configs, *, seed: int = 0, aa_control: bool = True, operands=None):
         import cupy
@@ -75,14 +62,13 @@ class ShapeBench:
         self.buffers = [(a, b, output(shape, configs[0]))]
         self.buffers += [(a.copy(), b.copy(), output(shape, configs[0])) for _ in range(self.sets - 1)]
         cupy.cuda.get_current_stream().synchronize()  # the copies are complete before `stream` reads them
-        arm_configs = arms_of(configs, aa_control)
-        self.names = list(arm_configs)
+        self.names = arms_of(configs, aa_control)
         self.handles = {}
         try:
-            for name, config in arm_configs.items():
-                self.handles[name] = create_handle(
-                    config, stream=self.stream,
-                    workspace_bytes=WORKSPACE_BYTES if config.workspace_bytes is None else config.workspace_bytes)
+            for arm in self.names:
+                workspace = arm.config.workspace_bytes
+                self.handles[arm] = create_handle(arm.config, stream=self.stream,
+                                                  workspace_bytes=WORKSPACE_BYTES if workspace is None else workspace)
             self.hold = stream_hold(cupy.cuda.runtime.getDevice())
         except BaseException:
             self.close()
@@ -100,7 +86,6 @@ class ShapeBench:
         self.close()
 
     def close(self) -> None:
-        """Give back the handles, graphs and device buffers (even while something still refers to this)."""
         import cupy
         try:  # the buffers go back to the pool only once no queued work reads them
             self.stream.synchronize()
@@ -112,7 +97,6 @@ class ShapeBench:
         self.graphs = {}
         self.buffers = []
 
-    # -- batches -------------------------------------------------------------------------
     def eager(self, name: str, calls: int) -> None:
         """``calls`` GEMMs of arm ``name`` on the stream, rotating through the operand sets."""
         handle = self.handles[name]
@@ -121,7 +105,6 @@ class ShapeBench:
             shape_gemm(x, y, out, handle, self.shape)
 
     def capture(self, name: str, calls: int):
-        """A CUDA graph of ``calls`` GEMMs of arm ``name``, uploaded."""
         with self.stream:
             self.stream.begin_capture()
             self.eager(name, calls)
@@ -148,8 +131,7 @@ class ShapeBench:
         return start, end
 
     def held_replays(self, name: str, replays: int) -> None:
-        """Queue ``replays`` replays of arm ``name``'s batch graph behind the blocking kernel, then release
-        them: back to back, as a profiler should see them (``prepare`` first)."""
+        """``replays`` replays of arm ``name``'s batch back to back behind the blocking kernel,."""
         with self.stream:
             self.hold.hold(self._outcomes[:1])
             try:
@@ -159,8 +141,7 @@ class ShapeBench:
                 self.hold.release()
 
     def kernel_signatures(self, replays: int = 2) -> dict:
-        """{arm: KernelSignature} of ``replays`` held replays of each arm's batch graph, recorded by
-        CUPTI (``prepare`` first; untimed, so the recording cannot touch the timed samples)."""
+        """{arm: KernelSignature} of ``replays`` held replays of each arm's batch, recorded by CUPTI (untimed)."""
         return {name: recorded_signature(lambda name=name: self.held_replays(name, replays), replays * self.calls)
                 for name in self.names}
 
@@ -173,7 +154,6 @@ class ShapeBench:
         end.synchronize()
         return cupy.cuda.get_elapsed_time(start, end) * 1e-3, int(self._outcomes[:1].get()[0]) == RELEASED
 
-    # -- calibration and rounds ----------------------------------------------------------
     def calibrate(self) -> int:
         """Calls per batch, so that the fastest arm's batch lasts >= 1 ms, from graph replays (eager
         small GEMMs are host-bound): one call per arm, then unless that fills a batch, a short probe."""
@@ -192,7 +172,6 @@ class ShapeBench:
         return batch_size(fastest)
 
     def prepare(self, calls: int | None = None) -> int:
-        """Calibrate (unless ``calls`` is given) and capture every arm's batch graph."""
         self.calls = calls or self.calibrate()
         self.graphs = {name: self.capture(name, self.calls) for name in self.names}
         return self.calls
@@ -226,15 +205,10 @@ class ShapeBench:
                                    clock_mhz(t0, c0, t1, c1), outcomes[slot] == RELEASED, setup)
         return samples
 
-    def time(self, **options) -> ShapeTiming:
-        """Rounds on this one setup until the stopping rule (:func:`time_rounds`); ``prepare`` first."""
-        return time_rounds(self, **options)
-
 
 @dataclasses.dataclass
 class RunTiming:
-    """What :func:`time_shapes` gave: each timed shape's :class:`ShapeTiming`, the shapes whose timing
-    failed (why, in one line), and whether Ctrl-C ended the visits."""
+    """Each timed shape's :class:`ShapeTiming`, the shapes whose timing failed (why), and whether Ctrl-C came."""
 
     timings: dict  # shape name -> ShapeTiming
     errors: dict  # shape name -> "timing failed: ..."
@@ -242,8 +216,7 @@ class RunTiming:
 
 
 class ShapeSetups:
-    """Makes a shape's setups (one :class:`ShapeBench` each) for a run: its operands from one host copy
-    (``operands``: a :class:`~cublas_det.operands.HostOperands`, shared with the checks), its batch
+    """A run's setups of each shape (a :class:`ShapeBench` each) from one host copy of its operands, the batch
     size calibrated on the first setup and kept, and the seconds its setups were open."""
 
     def __init__(self, shapes, configs, *, seed: int, aa_control: bool, operands=None):
@@ -322,7 +295,6 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visi
 
 
 def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor, activity, limits: dict):
-    """A shape's :class:`ShapeTiming` from its visits (each sample's setup is its visit)."""
     cycle = outcome.rounds.rounds // outcome.visits
     options = {"min_rounds": limits["min_visits"] * cycle, "max_rounds": limits["max_visits"] * cycle,
                **limits, "target_half_width": TARGET_HALF_WIDTH, "order": "williams", "sets": sets,
@@ -333,9 +305,8 @@ def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor
 
 
 def arm_timings(kept: dict, with_setups: bool) -> tuple[ArmTiming, ...]:
-    """Each arm's :class:`ArmTiming` from its kept samples ({arm: [Sample]}), in microseconds per GEMM;
-    ``with_setups``: keep the setup (visit) of each sample, whose spread widens the arm's interval;
-    eager times where a round took them."""
+    """Each arm's :class:`ArmTiming` from its kept samples ({arm: [Sample]}), in µs per GEMM; ``with_setups``:
+    keep each sample's setup (visit), whose spread widens the arm's interval."""
     return tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in samples),
                            tuple(s.eager_s * 1e6 for s in samples if s.eager_s is not None),
                            tuple(s.clock_mhz for s in samples),
@@ -365,18 +336,3 @@ def time_shape(shape, configs, **options) -> ShapeTiming:
         raise KeyboardInterrupt
     return run.timings[shape.name]
 
-
-def time_rounds(bench: ShapeBench, *, started: float, min_rounds: int = 12, max_rounds: int = 100,
-                budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
-                clock_floor_mhz: float | None = None) -> ShapeTiming:
-    """Rounds of one prepared :class:`ShapeBench` until the stopping rule (an interval of that setup
-    alone, for a cross-check of one setup); elapsed time and budget count from ``started``."""
-    outcome = run_rounds(bench.names, bench.measure_round, min_rounds=min_rounds, max_rounds=max_rounds,
-                         budget_s=budget_s, target_half_width=target_half_width, clock_floor_mhz=clock_floor_mhz,
-                         started=started)
-    arms = arm_timings(outcome.samples, with_setups=False)
-    options = {"min_rounds": min_rounds, "max_rounds": max_rounds, "budget_s": budget_s,
-               "target_half_width": target_half_width, "order": "williams", "sets": bench.sets, "setups": 1}
-    return ShapeTiming(bench.shape.name, bench.shape.flop, bench.calls, bench.sets, outcome.rounds, arms,
-                       outcome.ratios, time.perf_counter() - started, outcome.stop_reason.value,
-                       outcome.discards, clock_floor_mhz, None, options)

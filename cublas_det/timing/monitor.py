@@ -1,9 +1,5 @@
-"""Who else uses the GPU while timing runs, and its clocks, power and temperature (NVML, optional).
-
-Another process on the GPU blurs ratios and nothing in the samples says why: a background thread
-reads NVML, and each shape gets what was seen while it ran (null without ``nvidia-ml-py``). In a
-container NVML lists host PIDs: where this one's is missing, one of those listed is this process.
-"""
+"""Who else uses the GPU while timing runs, and its clocks, power and temperature (NVML, optional): a
+background thread reads NVML. In a container NVML lists host PIDs: without this one's, one listed is this."""
 
 from __future__ import annotations
 
@@ -28,8 +24,6 @@ NO_NVML = "nvidia-ml-py is not installed: GPU clocks, power, temperature and oth
 
 @dataclasses.dataclass(frozen=True)
 class ProcessSeen:
-    """A process NVML lists on the device."""
-
     pid: int
     name: str = ""  # from /proc when the PID is visible here
     used_mib: float | None = None
@@ -41,7 +35,7 @@ class ProcessSeen:
 
 @dataclasses.dataclass(frozen=True)
 class GpuSample:
-    """One NVML reading; a field is None where NVML did not answer."""
+    """One NVML reading (None where NVML did not answer)."""
 
     time_s: float
     processes: tuple[ProcessSeen, ...] = ()
@@ -86,7 +80,6 @@ class GpuActivity:
 
 
 def others_in(processes, own_pid: int) -> tuple[tuple[ProcessSeen, ...], bool]:
-    """The processes that are not this one, and whether this one could not be told apart."""
     if any(p.pid == own_pid for p in processes):
         return tuple(p for p in processes if p.pid != own_pid), False
     if len(processes) <= 1:  # only this one, under a PID from another namespace (or none at all)
@@ -99,7 +92,6 @@ def reason_names(bits: int) -> tuple[str, ...]:
 
 
 def summarize(samples, own_pid: int) -> GpuActivity:
-    """Merge NVML samples: other processes by PID, clock range, peaks, clock event reasons."""
     merged: dict[int, ProcessSeen] = {}
     ambiguous = False
     for sample in samples:
@@ -134,7 +126,7 @@ def _process_name(pid: int) -> str:
 
 
 class NvmlReader:
-    """Reads one device through an NVML module (``pynvml``, or a stand-in in tests)."""
+    """Reads one device through an NVML module (``pynvml``, or a stand-in)."""
 
     def __init__(self, nvml, bus_id: str | None = None, index: int = 0):
         self.nvml = nvml
@@ -175,7 +167,6 @@ class NvmlReader:
                          power / 1000 if power is not None else None, util.gpu if util is not None else None, reasons)
 
     def limits(self) -> dict:
-        """The device's clock and power settings, for machine_info."""
         nvml = self.nvml
         name = self._call("nvmlDeviceGetName")
         limit = self._call("nvmlDeviceGetPowerManagementLimit")
@@ -224,7 +215,7 @@ def _note_once(text: str) -> None:
 
 
 class GpuMonitor:
-    """Samples the GPU in a background thread between :meth:`start` and :meth:`stop`."""
+    """Samples the GPU in a background thread from :meth:`start` to :meth:`stop`."""
 
     def __init__(self, reader: NvmlReader | None, unavailable: str | None = None, *, poll_s: float = POLL_S,
                  own_pid: int | None = None, default_clock_mhz: float | None = None):
@@ -270,7 +261,6 @@ class GpuMonitor:
             self.samples.append(sample)
 
     def mark(self) -> int:
-        """A position in the samples, for :meth:`activity_since`."""
         with self._lock:
             return len(self.samples)
 
@@ -284,7 +274,6 @@ class GpuMonitor:
 
     def stop(self) -> dict:
         """Stop sampling; the state for machine_info: limits, before, during (all None without NVML)."""
-
         if self._thread is not None:
             self._stop.set()
             self._thread.join()

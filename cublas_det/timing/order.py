@@ -1,13 +1,10 @@
-"""The order of the arms in each round: a Williams design (a balanced Latin square), so that every arm
-stands in every position and follows every other equally often and carry-over effects (clocks, L2,
-power state) balance out; for odd n the square and its mirror.
-"""
+"""The arms' order in each round: a Williams design (a balanced Latin square; for odd n with its mirror), so
+every arm stands in every position and follows every other equally often and carry-over balances out."""
 
 from __future__ import annotations
 
 
 def williams_rows(n: int) -> list[list[int]]:
-    """The rounds of one cycle, as orders of arm indices 0..n-1."""
     if n < 1:
         raise ValueError(f"need at least one arm, not {n}")
     # First row 0, 1, n-1, 2, n-2, ...: consecutive differences take every value 1..n-1 once
@@ -26,11 +23,9 @@ def williams_rows(n: int) -> list[list[int]]:
 
 
 def cycle_length(n: int) -> int:
-    """Rounds in one balanced cycle of n arms."""
     return len(williams_rows(n))
 
 
 def round_order(arms: list[str], round_index: int) -> list[str]:
-    """The arms in the order of round ``round_index`` (0-based), cycling through the design."""
     rows = williams_rows(len(arms))
     return [arms[i] for i in rows[round_index % len(rows)]]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from ..config import name_part
+from .._cublas import ComputeType
+from ..config import GemmConfig, name_part
 from .stats import Ratio, quartiles, widened_ci
 
 AA_SUFFIX = "-AA"
@@ -14,45 +15,59 @@ AA_SUFFIX = "-AA"
 AA_TOLERANCE = 0.005
 
 
+class Arm(str):
+    """An arm's name, as tables, JSON and ratios show it, carrying the configuration it times and whether
+    it is the A/A control (a second handle of that configuration): nothing parses the name back."""
+
+    def __new__(cls, config: GemmConfig, control: bool = False):
+        arm = super().__new__(cls, config.name + (AA_SUFFIX if control else ""))
+        arm.config, arm.control = config, control
+        return arm
+
+    def __reduce__(self):
+        return Arm, (self.config, self.control)
+
+    @classmethod
+    def read(cls, name: str, known: dict | None = None) -> Arm:
+        """The arm a run file names, its configuration from ``known`` ({name: GemmConfig}) or the name."""
+        base = name.removesuffix(AA_SUFFIX)
+        return cls((known or {}).get(base) or GemmConfig.parse(base, source="arm"), base != name)
+
+
 def role(name: str) -> str:
-    """A configuration's name without what a run's configurations share: its element types, and a
-    replayed call's algo and workspace (``DEFAULT/algo99/ws32M/bfloat16->bfloat16`` -> ``DEFAULT``),
-    so that a bf16 run finds its arms as an fp32 run does."""
+    """A configuration's name without its element types, algo and workspace (what a run's arms share)."""
     return "/".join(part for part in name.split("/")
                     if (name_part(part) or ("",))[0] not in ("types", "algo", "workspace_bytes"))
 
 
-def arm_with_role(arm_names, wanted: str) -> str | None:
-    """The (first) arm whose role is ``wanted``, A/A controls excluded."""
-    return next((n for n in arm_names if not is_control(n) and role(n) == wanted), None)
+def arm_with_role(arms, mode: str) -> Arm | None:
+    """The (first) arm of math mode ``mode`` (``PEDANTIC``) and nothing else but element types, algo and
+    workspace, A/A controls excluded: a bf16 run finds its arms as an fp32 run does."""
+    return next((a for a in arms if not a.control and a.config.math_mode.name == mode
+                 and not a.config.disallow_reduced_precision_reduction
+                 and a.config.compute_type is ComputeType.COMPUTE_32F and a.config.api == "gemm_ex"), None)
 
 
-def aa_reference(arm_names) -> str:
+def aa_reference(arms) -> Arm:
     """The arm the A/A control repeats: DEFAULT, else PEDANTIC, else the first arm."""
-    names = list(arm_names)
-    return arm_with_role(names, "DEFAULT") or arm_with_role(names, "PEDANTIC") or names[0]
-
-
-def aa_name(reference: str) -> str:
-    return reference + AA_SUFFIX
+    arms = list(arms)
+    return arm_with_role(arms, "DEFAULT") or arm_with_role(arms, "PEDANTIC") or arms[0]
 
 
 def is_control(name: str) -> bool:
     return name.endswith(AA_SUFFIX)
 
 
-def ratio_pairs(arm_names: list[str]) -> list[tuple[str, str]]:
+def ratio_pairs(arms: list[Arm]) -> list[tuple[Arm, Arm]]:
     """Every mode against PEDANTIC (or the first mode, without one), PEDANTIC against DEFAULT, and the
-    A/A control against its reference (by role: the same in fp32 and in half precision)."""
-    modes = [name for name in arm_names if not is_control(name)]
+    A/A control against its reference."""
+    modes = [arm for arm in arms if not arm.control]
     pedantic, default = arm_with_role(modes, "PEDANTIC"), arm_with_role(modes, "DEFAULT")
     reference = pedantic or (modes[0] if modes else None)  # without PEDANTIC: against the first (a prescription's)
-    pairs = [(name, reference) for name in modes if reference and name != reference]
+    pairs = [(arm, reference) for arm in modes if reference and arm != reference]
     if pedantic and default:
         pairs.append((pedantic, default))
-    pairs += [(name, name[:-len(AA_SUFFIX)]) for name in arm_names if is_control(name)
-              and name[:-len(AA_SUFFIX)] in modes]
-    return pairs
+    return pairs + [(arm, Arm(arm.config)) for arm in arms if arm.control and Arm(arm.config) in modes]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +75,7 @@ class ArmTiming:
     """Per-call microseconds of one arm, one sample per kept round (graph replay and eager), and the
     SM clock of each graph batch (None where it could not be read)."""
 
-    name: str
+    name: Arm
     graph_us: tuple[float, ...]
     eager_us: tuple[float, ...]
     clock_mhz: tuple[float | None, ...] = ()
@@ -79,7 +94,6 @@ class ArmTiming:
 
     @property
     def median_ci_us(self) -> tuple[float, float]:
-        """95% interval of the median graph time per call (with the between-setup term, from several setups)."""
         return widened_ci(self.graph_us, self.setups or None)
 
     @property
@@ -93,7 +107,7 @@ class ArmTiming:
         return statistics.median(known) if known else None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "graph_us": list(self.graph_us), "eager_us": list(self.eager_us),
+        return {"name": str(self.name), "graph_us": list(self.graph_us), "eager_us": list(self.eager_us),
                 "median_us": self.median_us, "eager_median_us": self.eager_median_us, "rel_iqr": self.rel_iqr,
                 "median_ci_us": list(self.median_ci_us), "clock_mhz": list(self.clock_mhz),
                 "median_clock_mhz": self.median_clock_mhz, "kernel_us": self.kernel_us, "kernels": self.kernels,
@@ -113,10 +127,6 @@ class Discards:
     def redone(self) -> int:
         return self.throttled + self.unheld
 
-    @property
-    def kept(self) -> int:
-        return self.kept_throttled + self.kept_unheld
-
     def add(self, cause: str, kept: bool) -> Discards:
         field = ("kept_" if kept else "") + cause
         return dataclasses.replace(self, **{field: getattr(self, field) + 1})
@@ -127,7 +137,8 @@ class Discards:
 
 @dataclasses.dataclass(frozen=True)
 class ShapeTiming:
-    """Side-by-side timing of one shape: each arm's samples, the paired ratios, and how they were taken."""
+    """Side-by-side timing of one shape: each arm's samples, the paired ratios, and how they were taken.
+    Arms and ratios are found by an :class:`Arm`, a :class:`GemmConfig` or the name of either."""
 
     shape_name: str
     flop: int
@@ -143,37 +154,37 @@ class ShapeTiming:
     gpu_activity: object = None  # a monitor.GpuActivity over the timing (a shape's visits span it), None without NVML
     options: dict = dataclasses.field(default_factory=dict)  # the timing parameters used
 
-    def arm(self, name: str) -> ArmTiming | None:
-        return next((a for a in self.arms if a.name == name), None)
+    def arm(self, arm) -> ArmTiming | None:
+        return next((a for a in self.arms if a.name == str(arm)), None)
 
-    def ratio(self, numerator: str, denominator: str) -> Ratio | None:
-        return next((r for r in self.ratios if (r.numerator, r.denominator) == (numerator, denominator)), None)
+    def ratio(self, numerator, denominator) -> Ratio | None:
+        wanted = (str(numerator), str(denominator))
+        return next((r for r in self.ratios if (r.numerator, r.denominator) == wanted), None)
 
-    def arm_name(self, wanted_role: str) -> str | None:
-        """The name of the arm with this role (``PEDANTIC`` finds ``PEDANTIC/bfloat16->bfloat16``)."""
-        return arm_with_role([a.name for a in self.arms], wanted_role)
+    def arm_name(self, mode: str) -> Arm | None:
+        """The arm of this math mode (``PEDANTIC`` finds ``PEDANTIC/bfloat16->bfloat16``)."""
+        return arm_with_role([a.name for a in self.arms], mode)
 
     def ratio_by_role(self, numerator: str, denominator: str) -> Ratio | None:
-        """:meth:`ratio` of the arms with these roles (``ratio_by_role("TF32", "PEDANTIC")``)."""
+        """:meth:`ratio` of the arms of these math modes (``ratio_by_role("TF32", "PEDANTIC")``)."""
         num, den = self.arm_name(numerator), self.arm_name(denominator)
         return self.ratio(num, den) if num and den else None
 
-    def tflops(self, name: str) -> float:
-        return self.flop / (self.arm(name).median_us * 1e-6) / 1e12
+    def tflops(self, arm) -> float:
+        return self.flop / (self.arm(arm).median_us * 1e-6) / 1e12
 
     @property
-    def control(self) -> str | None:
-        """The A/A arm's name (``<reference>-AA``), if one was timed."""
-        return next((a.name for a in self.arms if is_control(a.name)), None)
+    def control(self) -> Arm | None:
+        """The A/A arm (``<reference>-AA``), if one was timed."""
+        return next((a.name for a in self.arms if a.name.control), None)
 
     @property
     def aa_ratio(self) -> Ratio | None:
         control = self.control
-        return self.ratio(control, control[:-len(AA_SUFFIX)]) if control else None
+        return self.ratio(control, control.config) if control else None
 
     @property
     def untrusted_reason(self) -> str | None:
-        """Why this shape's ratios should not be trusted, or None."""
         aa = self.aa_ratio
         if aa is None or not aa.excludes(1 - AA_TOLERANCE, 1 + AA_TOLERANCE):
             return None
@@ -192,16 +203,15 @@ class ShapeTiming:
 
     @property
     def clock_range_mhz(self) -> tuple[float, float] | None:
-        """Lowest and highest per-arm median SM clock, or None when no clock was read."""
         clocks = [a.median_clock_mhz for a in self.arms if a.median_clock_mhz is not None]
         return (min(clocks), max(clocks)) if clocks else None
 
     def to_dict(self) -> dict:
-        activity = self.gpu_activity.to_dict() if self.gpu_activity is not None else None
         return {"shape": self.shape_name, "flop": self.flop, "calls_per_batch": self.calls_per_batch,
                 "buffer_sets": self.buffer_sets, "rounds": self.rounds, "elapsed_s": self.elapsed_s,
                 "stop_reason": self.stop_reason, "discards": self.discards.to_dict(),
                 "clock_floor_mhz": self.clock_floor_mhz, "trusted": self.trusted,
                 "untrusted_reason": self.untrusted_reason, "noise_floor": self.noise_floor,
-                "gpu_activity": activity, "options": self.options,
-                "arms": [a.to_dict() for a in self.arms], "ratios": [r.to_dict() for r in self.ratios]}
+                "gpu_activity": self.gpu_activity.to_dict() if self.gpu_activity is not None else None,
+                "options": self.options, "arms": [a.to_dict() for a in self.arms],
+                "ratios": [r.to_dict() for r in self.ratios]}

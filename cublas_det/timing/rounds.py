@@ -1,8 +1,5 @@
-"""The round loop of side-by-side timing, apart from the GPU: order, redo, pair, stop.
-
-A round below the clock floor, or with the stream not held, is redone up to ``MAX_REDOS`` a shape,
-then kept and counted, so a GPU that stays throttled still ends. Tests supply synthetic rounds.
-"""
+"""The round loop of side-by-side timing, apart from the GPU: order, redo, pair, stop. A round below the
+clock floor, or unheld, is redone up to ``MAX_REDOS`` a shape, then kept and counted, so it still ends."""
 
 from __future__ import annotations
 
@@ -20,8 +17,8 @@ THROTTLE_FRACTION = 0.75  # nvbench's floor: samples below 75% of the default SM
 
 @dataclasses.dataclass(frozen=True)
 class Sample:
-    """One arm's batch in one round: seconds per call (graph replay, and eager where the round took
-    it), the SM clock, and whether the blocking kernel held the stream until the batch was queued."""
+    """One arm's batch in one round: seconds per call (graph, and eager where taken), the SM clock, and
+    whether the blocking kernel held the stream until the batch was queued."""
 
     graph_s: float
     eager_s: float | None
@@ -51,9 +48,8 @@ def round_problem(samples: dict, clock_floor_mhz: float | None) -> str | None:
 def take_round(measure_round, order: list[str], setup: int, discards: Discards, *,
                clock_floor_mhz: float | None = None, max_redos: int = MAX_REDOS, eager: bool = True,
                sleep=time.sleep) -> tuple[dict, Discards]:
-    """One round, ``measure_round(order, setup, eager)``, retaken in the same order while
-    :func:`round_problem` finds one, until ``discards`` holds ``max_redos`` redos; return its samples
-    and ``discards`` with this round's redos and keeps counted."""
+    """One round, ``measure_round(order, setup, eager)``, retaken in the same order while it has a
+    problem, until ``discards`` holds ``max_redos`` redos; its samples and the discards counted."""
     while True:
         measured = measure_round(order, setup, eager)
         problem = round_problem(measured, clock_floor_mhz)
@@ -68,8 +64,8 @@ def take_round(measure_round, order: list[str], setup: int, discards: Discards, 
 
 
 class KeptRounds:
-    """One shape's kept rounds so far, one :class:`Sample` per arm and round, and what was redone.
-    The Williams order follows the kept rounds, so visits of whole cycles keep a shape balanced."""
+    """One shape's kept rounds, a :class:`Sample` per arm and round, and what was redone; the Williams
+    order follows the kept rounds, so visits of whole cycles keep a shape balanced."""
 
     def __init__(self, names: list[str]):
         self.names = list(names)
@@ -82,8 +78,7 @@ class KeptRounds:
 
     def take(self, measure_round, count: int, setup: int = 0, *, clock_floor_mhz: float | None = None,
              max_redos: int = MAX_REDOS, eager: bool = True, sleep=time.sleep) -> None:
-        """``count`` more rounds of ``measure_round(order, setup, eager)`` (:func:`take_round`); with
-        ``eager``, the first also times each arm eagerly."""
+        """``count`` more rounds (:func:`take_round`); with ``eager``, the first also times each arm eagerly."""
         for index in range(count):
             measured, self.discards = take_round(measure_round, round_order(self.names, self.rounds), setup,
                                                  self.discards, clock_floor_mhz=clock_floor_mhz,
@@ -92,7 +87,6 @@ class KeptRounds:
                 self.kept[name].append(measured[name])
 
     def keep_first(self, count: int) -> None:
-        """Drop the rounds after the first ``count`` (what was redone stays counted)."""
         for name in self.names:
             del self.kept[name][count:]
 
@@ -100,16 +94,15 @@ class KeptRounds:
         """The paired ratios of the kept rounds; taken on several setups, their spread widens the intervals."""
         taken_on = [s.setup for s in self.kept[self.names[0]]]
         setups = taken_on if len(set(taken_on)) > 1 else None
-        return tuple(paired_ratio(n, d, [s.graph_s for s in self.kept[n]], [s.graph_s for s in self.kept[d]], setups)
-                     for n, d in ratio_pairs(self.names))
+        return tuple(paired_ratio(str(n), str(d), [s.graph_s for s in self.kept[n]],
+                                  [s.graph_s for s in self.kept[d]], setups) for n, d in ratio_pairs(self.names))
 
 
 def run_rounds(names: list[str], measure_round, *, min_rounds: int = 12, max_rounds: int = 100,
                budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
                clock_floor_mhz: float | None = None, started: float | None = None, max_redos: int = MAX_REDOS,
                now=time.perf_counter, sleep=time.sleep) -> RoundsOutcome:
-    """Rounds of one setup until the stopping rule says stop; ``started`` is when the shape's budget began.
-    (A run's shapes are timed in visits instead: ``visits.run_visits``.)"""
+    """Rounds of one setup until the stopping rule says stop; ``started``: when the shape's budget began."""
     started = now() if started is None else started
     rounds = KeptRounds(names)
     cycle = cycle_length(len(names))

@@ -1,5 +1,4 @@
-"""The statistics of side-by-side timing: intervals, paired ratios, batch sizes, when to stop.
-Pure Python on lists of floats, so every rule is tested on synthetic samples without a GPU."""
+"""The statistics of side-by-side timing (intervals, paired ratios, batch sizes, when to stop), on floats."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ Z_975 = 1.959964
 
 
 def t_975(dof: int) -> float:
-    """Student's t, two-sided 95%, for ``dof`` degrees of freedom: the table up to 15, then the
-    Cornish-Fisher expansion about the normal quantile (within 0.001 of the exact value from 16 on)."""
+    """Student's t, two-sided 95%: the table up to 15, then the Cornish-Fisher expansion (within 0.001)."""
     if dof < 1:
         raise ValueError("Student's t needs at least one degree of freedom")
     if dof in T_975:
@@ -42,8 +40,8 @@ def quartiles(values) -> tuple[float, float, float]:
 
 
 def median_ci(values, confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free interval for the median from order statistics (normal approximation): ranks
-    j = floor(n/2 - z*sqrt(n)/2) and k = ceil(n/2 + 1 + z*sqrt(n)/2), 1-based, clamped to 1..n."""
+    """Distribution-free interval for the median from order statistics: ranks floor(n/2 - z*sqrt(n)/2) and
+    ceil(n/2 + 1 + z*sqrt(n)/2), 1-based, clamped to 1..n."""
     if confidence != 0.95:
         raise ValueError("only the 95% interval is implemented")
     values = sorted(values)
@@ -57,9 +55,8 @@ def median_ci(values, confidence: float = 0.95) -> tuple[float, float]:
 
 
 def between_term(values, setups) -> tuple[float, int]:
-    """The between-setup term of a 95% interval for the median of ``values`` (t x the standard error
-    of the setups' medians, in the values' units) and its degrees of freedom; (0, 0) with one setup.
-    ``setups[i]``: the setup (a visit) that took ``values[i]``: a bias more visits shrink, not rounds."""
+    """The between-setup term of a 95% interval for the median (t x the standard error of the setups'
+    medians; ``setups[i]`` took ``values[i]``) and its degrees of freedom; (0, 0) with one setup."""
     groups: dict = {}
     for value, setup in zip(values, setups):
         groups.setdefault(setup, []).append(value)
@@ -71,13 +68,11 @@ def between_term(values, setups) -> tuple[float, int]:
 
 
 def widened_ci(values, setups=None) -> tuple[float, float]:
-    """:func:`median_ci`, widened by :func:`between_term` when the values come from several setups
-    (the two half-widths added in quadrature, around the median of all values)."""
+    """:func:`median_ci`, widened in quadrature by :func:`between_term` when values come from several setups."""
     return _widened(values, between_term(values, setups)[0] if setups else 0.0)
 
 
 def _widened(values, between: float) -> tuple[float, float]:
-    """:func:`median_ci` of ``values`` with ``between`` added in quadrature to each side."""
     low, high = median_ci(values)
     if not between:
         return low, high
@@ -88,9 +83,8 @@ def _widened(values, between: float) -> tuple[float, float]:
 
 @dataclasses.dataclass(frozen=True)
 class Ratio:
-    """Median of per-round ratios numerator/denominator, with its 95% interval; from several setups
-    it holds the between-setup term too (:func:`between_term`), whose size relative to the median and
-    degrees of freedom are ``setup_half_width`` and ``setup_dof`` (0 with one setup)."""
+    """Median of per-round ratios numerator/denominator, with its 95% interval; ``setup_half_width`` and
+    ``setup_dof``: the between-setup term's relative size and degrees of freedom (0 with one setup)."""
 
     numerator: str
     denominator: str
@@ -103,11 +97,9 @@ class Ratio:
 
     @property
     def half_width(self) -> float:
-        """Half the interval, relative to the median."""
         return (self.ci_high - self.ci_low) / 2 / self.median if self.median else math.inf
 
     def excludes(self, low: float, high: float) -> bool:
-        """True when the whole interval lies outside [low, high]."""
         return self.ci_low > high or self.ci_high < low
 
     def __str__(self) -> str:
@@ -118,8 +110,7 @@ class Ratio:
 
 
 def paired_ratio(numerator: str, denominator: str, num_samples, den_samples, setups=None) -> Ratio:
-    """Ratio of two arms from samples taken in the same rounds (paired: drift cancels); ``setups``:
-    the setup of each round, whose spread widens the interval (:func:`widened_ci`)."""
+    """Ratio of two arms from samples of the same rounds (paired: drift cancels), widened by ``setups``' spread."""
     if len(num_samples) != len(den_samples) or not num_samples:
         raise ValueError("paired samples need the same, non-zero number of rounds")
     ratios = [n / d for n, d in zip(num_samples, den_samples)]
@@ -141,12 +132,8 @@ class StopReason(str, enum.Enum):
 def stop_reason(ratios: list[Ratio], rounds: int, elapsed_s: float, *, min_rounds: int = 12,
                 max_rounds: int = 100, budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
                 cycle: int = 1, budget_floor: int = BUDGET_FLOOR_ROUNDS) -> StopReason | None:
-    """Whether to stop after ``rounds`` kept rounds, and why; None to go on.
-
-    The interval rule waits for a whole number of order cycles (``cycle`` rounds), so every arm has
-    followed every other equally often. The budget stops a shape only after ``budget_floor`` rounds
-    (or min_rounds, if fewer), so a long GEMM still gets an interval, just a wider one.
-    """
+    """Why to stop after ``rounds`` kept rounds, or None. The interval rule waits for whole order cycles; the
+    budget stops a shape only after ``budget_floor`` rounds (or min_rounds), so a long GEMM gets an interval."""
     if rounds >= min_rounds and rounds % cycle == 0 and all(r.half_width <= target_half_width for r in ratios):
         return StopReason.INTERVAL
     if rounds >= max_rounds:
@@ -157,19 +144,13 @@ def stop_reason(ratios: list[Ratio], rounds: int, elapsed_s: float, *, min_round
 
 
 def batch_size(per_call_s: float, target_s: float = TARGET_BATCH_S, cap: int = MAX_BATCH) -> int:
-    """Calls per batch so that a batch lasts at least ``target_s``."""
-    if per_call_s <= 0:
-        return cap
-    return max(1, min(cap, math.ceil(target_s / per_call_s)))
+    return cap if per_call_s <= 0 else max(1, min(cap, math.ceil(target_s / per_call_s)))
 
 
 def probe_calls(single_call_s: float, target_s: float = TARGET_BATCH_S, cap: int = PROBE_MAX_CALLS) -> int:
-    """Calls of the second calibration probe, after a first probe of one call took ``single_call_s``:
-    0 when one call already lasts a batch, else enough for ``target_s``, at most ``cap`` (so a long
-    GEMM does not spend its budget calibrating, and a short one outlasts the event resolution)."""
-    if single_call_s >= target_s:
-        return 0
-    return batch_size(single_call_s, target_s, cap)
+    """Calls of the second calibration probe after one call took ``single_call_s``: 0 when one call lasts a
+    batch, else enough for ``target_s``, at most ``cap``."""
+    return 0 if single_call_s >= target_s else batch_size(single_call_s, target_s, cap)
 
 
 def buffer_sets(footprint_bytes: int, l2_bytes: int, budget_bytes: int = 2 * 2**30) -> int:

@@ -1,9 +1,5 @@
-"""A run's timing in visits: each shape is timed in short visits, round-robin over the run's shapes,
-each visit on a setup made anew (by an ``open_visit`` callback: no GPU here).
-
-Why: a setup, and the moment it is timed at, keeps a bias its own rounds do not show; with a
-sample's setup its visit, the interval's between-setup term (``stats.between_term``) holds it.
-"""
+"""A run's timing in visits, round-robin over its shapes, each on a setup made anew (``open_visit``): a setup
+keeps a bias its own rounds do not show, which the interval's between-setup term holds."""
 
 from __future__ import annotations
 
@@ -32,8 +28,7 @@ class VisitsOutcome:
 
 @dataclasses.dataclass
 class VisitsRun:
-    """What a run of visits gave: the shapes timed, the shapes whose timing failed (why, in one line),
-    and whether Ctrl-C ended it (shapes with fewer than two visits then have no interval and are left out)."""
+    """The shapes timed, those whose timing failed (why, in one line), and whether Ctrl-C ended the run."""
 
     outcomes: dict = dataclasses.field(default_factory=dict)  # key -> VisitsOutcome
     errors: dict = dataclasses.field(default_factory=dict)  # key -> "timing failed: ..."
@@ -41,8 +36,7 @@ class VisitsRun:
 
 
 def _visit(open_visit, key, visit: int, rounds: KeptRounds, cycle: int, now, **take) -> float:
-    """One visit: a Williams cycle of rounds on the setup ``open_visit`` makes; the seconds its rounds
-    took. A function of its own so that the setup is gone before the next visit's is made."""
+    """A Williams cycle of rounds on a setup of its own (gone before the next is made); its rounds' seconds."""
     with open_visit(key, visit) as measure_round:
         start = now()
         rounds.take(measure_round, cycle, visit, **take)
@@ -53,14 +47,11 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
                target_half_width: float = TARGET_HALF_WIDTH, clock_floor_mhz: float | None = None,
                max_redos: int = MAX_REDOS, failures: tuple = (), on_visit=None, now=time.perf_counter,
                sleep=time.sleep, budget_floor_visits: int = BUDGET_FLOOR_VISITS) -> VisitsRun:
-    """Visit every shape of ``keys`` in turn, again and again, until each stops.
+    """Visit every shape of ``keys`` in turn until each stops (:func:`~.stats.stop_reason` over its visits).
 
-    ``open_visit(key, visit)`` is a context manager that makes a setup of shape ``key`` and gives
-    its ``measure_round(order, setup, eager)``; a visit takes one Williams cycle of rounds on it.
-    A shape stops by :func:`~.stats.stop_reason` over all its visits (``min_visits`` two at least).
-    An exception of ``failures`` ends that shape's timing with the reason in one line; the others
-    go on. ``on_visit(visit, going)``: called after each turn with the number of shapes still going.
-    Ctrl-C ends the run as interrupted: each shape keeps its whole visits.
+    ``open_visit(key, visit)`` makes a setup and gives its ``measure_round(order, setup, eager)``. An
+    exception of ``failures`` ends that shape's timing; ``on_visit(visit, going)`` follows each turn. Ctrl-C
+    ends the run as interrupted, each shape keeping its whole visits.
     """
     cycle = cycle_length(len(names))
     min_visits = max(min_visits, MIN_VISITS_FOR_INTERVAL)  # one visit has no between-visit term to show
