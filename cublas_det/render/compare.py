@@ -82,10 +82,8 @@ def _legacy_notes(runs: list[StoredRun]) -> list[str]:
 
 def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = None) -> Comparison:
     """A baseline against a new run, result by result (the A/A timing controls are no results of their own)."""
-    head = [f"{base.source}: {base.describe()}, {base.datetime}", f"{new.source}: {new.describe()}, {new.datetime}"]
-    head += _legacy_notes([base, new])
-    base_entries = tuple(e for e in base.entries if not is_control(e.config))
-    new_entries = tuple(e for e in new.entries if not is_control(e.config))
+    head = [f"{run.source}: {run.describe()}, {run.datetime}" for run in (base, new)] + _legacy_notes([base, new])
+    base_entries, new_entries = (tuple(e for e in run.entries if not is_control(e.config)) for run in (base, new))
     pairs = _pair(base_entries, new_entries)
     counts: Counter = Counter()
     regressed, lines = [], []
@@ -131,9 +129,8 @@ def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = No
         more = f", and {len(regressed) - 5} more marked REGRESSION below" if len(regressed) > 5 else ""
         answer.append(f"time REGRESSION: {plural(len(regressed), 'result')} slower by more than {fail_on_pct:g}% "
                       f"(--fail-on): {shown}{more}")
-    legend = time_legend(fail_on_pct) if timed else []
     exit_code = ExitCode.FINDING if counts[DIFFER] or regressed else ExitCode.OK if compared else ExitCode.USAGE
-    return Comparison(answer, head + lines + legend, exit_code)
+    return Comparison(answer, head + lines + (time_legend(fail_on_pct) if timed else []), exit_code)
 
 
 def _pair(base: tuple[Entry, ...], new: tuple[Entry, ...]) -> dict:
@@ -207,7 +204,7 @@ def _by_inputs(members: list[Member]) -> list[list[Member]]:
 
 
 def _agreement(members: list[Member]) -> tuple[str, bool]:
-    """(``all 3 agree (digest)`` or the digest groups, each with its machines; whether they all agree)."""
+    """(``all 3 agree (digest)``, or the digest groups with their machines; whether all agree)."""
     groups = digest_groups((member, member.digest) for member in members)
     if len(groups) == 1:
         return f"all {len(members)} agree ({next(iter(groups))[:12]})", True
@@ -220,7 +217,6 @@ def compare_fleet(runs: list[StoredRun]) -> Comparison:
     """Per GEMM and configuration, which files (and devices) agree, grouped by digest and named by machine.
     Only the same inputs in two or more files are compared; a file with none compared never agrees."""
     head = [f"fleet of {len(runs)} files:"] + [f"  {os.path.basename(r.source)}: {r.describe()}" for r in runs]
-    head += _legacy_notes(runs)
     lines = []
     compared = differing = alone = other_inputs = 0
     in_a_comparison: set = set()  # the indices of the files some result of which was compared
@@ -261,4 +257,4 @@ def compare_fleet(runs: list[StoredRun]) -> Comparison:
         answer.append(f"compared with nothing: {', '.join(unmatched)} (no result with the same GEMM, configuration "
                       "and inputs in another file): not counted as agreeing")
     exit_code = ExitCode.FINDING if differing else ExitCode.USAGE if not compared or unmatched else ExitCode.OK
-    return Comparison(answer, head + lines, exit_code)
+    return Comparison(answer, head + _legacy_notes(runs) + lines, exit_code)

@@ -1,6 +1,5 @@
-"""A benchmark's results as a run file (:func:`to_json`), and a run file back as the
-:class:`BenchResult` it was written from (:func:`bench_result`); the schema is :mod:`cublas_det.store.run`'s.
-"""
+"""A benchmark's results as a run file (:func:`to_json`), and a run file back as the :class:`BenchResult`
+it was written from (:func:`bench_result`); the schema is :mod:`cublas_det.store.run`'s."""
 
 from __future__ import annotations
 
@@ -26,14 +25,12 @@ def to_json(result: BenchResult) -> dict:
     """The run file of ``result``: an entry per shape and configuration, the run's facts under ``cublas_det``."""
     benchmarks = []
     for report in result.shapes:
-        modes = list(report.checks)
-        if report.timing:
-            modes += [a.name for a in report.timing.arms if a.name not in modes]
-        for mode in modes:
+        arms = report.timing.arms if report.timing else ()
+        for mode in list(report.checks) + [a.name for a in arms if a.name not in report.checks]:
             check = report.checks.get(mode)
             arm = report.timing.arm(mode) if report.timing else None
-            calls = report.timing.calls_per_batch if report.timing else None
-            benchmarks.append(benchmark_entry(report.shape, mode, stats(arm.graph_us, calls) if arm else None, {
+            graph = stats(arm.graph_us, report.timing.calls_per_batch) if arm else None
+            benchmarks.append(benchmark_entry(report.shape, mode, graph, {
                 "shape": report.shape.to_dict(),
                 "identity": identity(report.shape, mode, check.seed if check else result.seed,
                                      check.input_digests if check else None,
@@ -85,8 +82,7 @@ def bench_result(run: StoredRun) -> BenchResult:
     for entry in run.entries:
         groups.setdefault(entry.shape_name, []).append(entry)
     info = run.data.get("cublas_det") or {}
-    ratios = info.get("ratios") or {}
-    timings = info.get("timing") or {}
+    ratios, timings = info.get("ratios") or {}, info.get("timing") or {}
     reports = tuple(_shape_report(name, entries, run, ratios.get(name) or [], timings.get(name) or {})
                     for name, entries in groups.items())
     seeds = {(e.identity or {}).get("seed") for e in run.entries} - {None}

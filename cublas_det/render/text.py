@@ -18,8 +18,7 @@ from .timing_text import KERNEL_NOTE, TIME_NOTE, how_timed, timing_warnings, tru
 from .verdicts import check_failures, hazards_cell, label, modes_cell, modes_group, reproducible_cell
 
 NOISY_REL_IQR = 0.10
-HEADER = ["mode", "repro", "changed by", "same bits as", "rel. err", "graph µs", "eager µs", "TFLOP/s",
-          "vs PEDANTIC"]
+HEADER = ["mode", "repro", "changed by", "same bits as", "rel. err", "graph µs", "eager µs", "TFLOP/s", "vs PEDANTIC"]
 KERNEL_HEADER = ["kernel µs", "kernels"]  # with --kernels
 OPTIONAL = ("kernels", "TFLOP/s", "eager µs", "rel. err")  # left out of a narrow report, the first first
 LEGEND = ("repro: the guarantees gave the same bits (which did not: above); changed by: the hazards that changed "
@@ -199,8 +198,7 @@ def hazard_line(checks: list[tuple[str, GemmCheck]]) -> str | None:
 
 def same_bits_line(result: BenchResult) -> str | None:
     """Which configurations gave PEDANTIC's bits, counted over the shapes the modes scenario compared."""
-    counts: Counter = Counter()
-    shapes = 0
+    counts, shapes = Counter(), 0
     for report in result.shapes:
         pedantic = next((c for mode, c in report.checks.items() if role(mode) == "PEDANTIC"), None)
         group = modes_group(pedantic)
