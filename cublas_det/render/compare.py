@@ -100,15 +100,13 @@ def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = No
             continue
         bits = _bits(match, entry)
         counts[bits] += 1
-        devices = [len(e.extra_info.get("device_digests") or {}) for e in (entry, match)]
-        detail = (f" ({plural(devices[0], 'device')} in {new.source}, {devices[1]} in {base.source})"
-                  if any(devices) else "")
+        per_device, in_base = (e.extra_info.get("device_digests") or {} for e in (entry, match))
+        detail = (f" ({plural(len(per_device), 'device')} in {new.source}, {len(in_base)} in {base.source})"
+                  if per_device or in_base else "")
         if bits == DIFFER and match.digests == entry.digests:  # the same digests: each file's devices disagree
-            per_device = entry.extra_info.get("device_digests") or {}
-            alike = per_device == (match.extra_info.get("device_digests") or {})
             detail = (" (the devices of each file disagree, " + (
                 "alike in both: " + ", ".join(f"device {d} {digest[:12]}" for d, digest in sorted(per_device.items()))
-                if alike else f"the same {len(entry.digests)} digests in both on other devices") + ")")
+                if per_device == in_base else f"the same {len(entry.digests)} digests in both on other devices") + ")")
         verdict = time_verdict(match, entry, fail_on_pct)  # FASTER, SLOWER, SAME or UNSURE; REGRESSION past --fail-on
         if verdict is not None:
             times[verdict.label] += 1
@@ -214,8 +212,8 @@ def _agreement(members: list[Member]) -> tuple[str, bool]:
 
 
 def compare_fleet(runs: list[StoredRun]) -> Comparison:
-    """Per GEMM and configuration, which files (and devices) agree, grouped by digest and named by machine.
-    Only the same inputs in two or more files are compared; a file with none compared never agrees."""
+    """Per GEMM and configuration, the files (and devices) grouped by digest; only the same inputs in two or more
+    files are compared, and a file with none compared never agrees."""
     head = [f"fleet of {len(runs)} files:"] + [f"  {os.path.basename(r.source)}: {r.describe()}" for r in runs]
     lines = []
     compared = differing = alone = other_inputs = 0

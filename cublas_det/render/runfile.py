@@ -74,8 +74,7 @@ def timing_record(timing, mode: str) -> dict:
 
 
 def bench_result(run: StoredRun) -> BenchResult:
-    """The :class:`BenchResult` a stored benchmark run was written from; a value only the result types
-    can refuse (a math mode or scenario this version does not know) is one line naming the field."""
+    """The :class:`BenchResult` a stored run was written from; a value this version cannot read: one line naming it."""
     if run.sweep:
         raise InputFileError(f"{run.source}: a --devices sweep has no per-mode tables; give it to compare")
     groups: dict[str, list[Entry]] = {}
@@ -187,8 +186,7 @@ def _catalogue_shape(shape: GemmShape) -> GemmShape:
 
 
 def stored_ratios(run: StoredRun, numerator: str, denominator: str) -> dict:
-    """{shape name: (Ratio, setups)} of a stored run's ``numerator``/``denominator`` ratios;
-    :class:`InputFileError` (one line) when there is none, or one that cannot be a time ratio."""
+    """{shape name: (Ratio, setups)} of a stored run; :class:`InputFileError` if none is, or one is no time ratio."""
     found = {}
     for report in bench_result(run).shapes:
         timing = report.timing

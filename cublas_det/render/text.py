@@ -174,8 +174,7 @@ def reproducibility_line(checks: list[tuple[str, GemmCheck]]) -> str:
 
 
 def _untold(checks: list[tuple[str, GemmCheck]]) -> str:
-    """``; workspace config compared nothing in 1``: guarantees in a check that compared nothing (an
-    earlier version's file could not tell), which the line's count does not cover."""
+    """Guarantees that compared nothing (old files), uncounted: ``; workspace config compared nothing in 1``."""
     untold = Counter(r.scenario for _, c in checks for r in c.of_kind(Kind.GUARANTEE)
                      if r.outcome is Outcome.NOTHING_COMPARED)
     return "".join(f"; {label(name)} compared nothing in {count}" for name, count in untold.items())
@@ -248,8 +247,7 @@ def _change(low: float, high: float) -> str:
 
 
 def cost_lines(result: BenchResult) -> list[str]:
-    """What determinism costs, as ranges per preset: PEDANTIC against DEFAULT, the rest against PEDANTIC;
-    a ratio whose interval holds 1 is no measurable cost."""
+    """What determinism costs per preset: PEDANTIC vs DEFAULT, the rest vs PEDANTIC; an interval holding 1: none."""
     pairs: dict = {}  # (numerator role, denominator role) -> [(report, ratio)]
     for report in (report for report in result.shapes if report.timing):
         pedantic, default = report.timing.arm_name("PEDANTIC"), report.timing.arm_name("DEFAULT")
