@@ -40,15 +40,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _unmatched_pattern(path: str) -> bool:
-    """A shell pattern that matched no file: the shell passes it on as written."""
-    return glob.has_magic(path) and not os.path.exists(path)
-
-
 def run(argv: list[str], prog: str) -> int:
-    parser = build_parser(prog)
-    args = parser.parse_args(argv)
-    patterns = [path for path in args.files if _unmatched_pattern(path)]
+    args = build_parser(prog).parse_args(argv)
+    # a shell pattern that matched no file: the shell passes it on as written
+    patterns = [path for path in args.files if glob.has_magic(path) and not os.path.exists(path)]
     if patterns:
         raise UsageError(f"{', '.join(patterns)}: no file matches the pattern; check the path")
     if len(args.files) < 2:

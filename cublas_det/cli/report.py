@@ -1,7 +1,6 @@
 """cublas-det report RUN.json: render a stored run again (table, summary, Markdown, plot). No GPU needed.
 
-The exit code is the stored verdict's, so that CI can gate on a stored run.
-"""
+The exit code is the stored verdict's, so that CI can gate on a stored run."""
 
 from __future__ import annotations
 
@@ -11,8 +10,8 @@ from ..errors import ExitCode
 from ..render.markdown import to_markdown
 from ..render.plot import write_plot
 from ..render.runfile import bench_result
-from ..store.run import load_run, old_file_note
 from ..render.text import render_text, run_failed
+from ..store.run import load_run, old_file_note
 from .common import ArgumentParser, check_outputs, command_main, exit_codes, write_file, write_text
 
 EPILOG = """example:
@@ -38,9 +37,7 @@ def run(argv: list[str], prog: str) -> int:
     result = bench_result(run)
     notes = [note for note in [old_file_note(run)] if note]
     print(render_text(result, notes=notes))
-    written = True
-    if args.markdown:
-        written &= write_text(args.markdown, to_markdown(result, notes), prog)
+    written = write_text(args.markdown, to_markdown(result, notes), prog) if args.markdown else True
     if args.plot:
         written &= write_file(args.plot, prog, lambda: write_plot(result, args.plot))
     if run_failed(result):  # the stored verdict stands, whatever output could not be written
@@ -49,4 +46,3 @@ def run(argv: list[str], prog: str) -> int:
 
 
 main = command_main(run)
-

@@ -1,2 +1,1 @@
-"""Rendering only: the words of a verdict, the terminal table and summary, JSON, Markdown, a plot,
-the device sweep's report, and the comparison with a baseline. Nothing here runs a GEMM."""
+"""Rendering only: the words, tables, JSON, Markdown and plot of a result, and comparisons. Runs no GEMM."""

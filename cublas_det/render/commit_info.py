@@ -6,8 +6,6 @@ import functools
 import os
 import subprocess
 
-PROJECT = "cublas_det"
-
 
 def _git(directory: str, *args: str) -> str:
     return subprocess.run(["git", "-C", directory, *args], capture_output=True, text=True, check=True,
@@ -17,9 +15,8 @@ def _git(directory: str, *args: str) -> str:
 @functools.cache
 def commit_info(directory: str | None = None) -> dict:
     """pytest-benchmark's commit fields of the checkout holding this package; id ``unversioned`` outside git."""
-    # The directory holding the cublas_det package: the repository root of a checkout.
     directory = directory or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    info = {"id": "unversioned", "time": None, "author_time": None, "dirty": False, "project": PROJECT,
+    info = {"id": "unversioned", "time": None, "author_time": None, "dirty": False, "project": "cublas_det",
             "branch": "(unknown)"}
     try:
         # Only a checkout of this project: a wheel installed in some other project's tree is unversioned.

@@ -1,15 +1,12 @@
-"""Comparing stored runs: a baseline and a new run, or a fleet (three or more, e.g. one per node).
-
-Results are matched on the GEMM (M, N, K, op) and its configuration, never on display names, and
-their inputs are checked before their bits: *identical bits*, *bits DIFFER*, *inputs differ* (and
-why), or *only in* one file. Exit codes: 1 when bits differ under identical inputs (or a time
-regressed past ``--fail-on``); else 2 when nothing comparable was found; else 0.
-"""
+"""Comparing stored runs: a baseline and a new run, or a fleet (three or more, e.g. one per node), matched
+on the GEMM and its configuration, inputs checked before bits. Exit 1 when bits differ under identical
+inputs (or a time regressed past ``--fail-on``); else 2 when nothing was comparable; else 0."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections import Counter
 
 from ..bits.digest import digest_groups
 from ..errors import ExitCode
@@ -24,7 +21,7 @@ IDENTICAL, DIFFER, INPUTS_DIFFER = "identical bits", "bits DIFFER", "inputs diff
 
 @dataclasses.dataclass(frozen=True)
 class Comparison:
-    """The answer, then the rest, and the exit code they imply; lines unwrapped (:meth:`text` wraps them)."""
+    """The answer, then the rest, unwrapped, and the exit code they imply."""
 
     answer: list
     details: list
@@ -35,17 +32,12 @@ class Comparison:
         return self.answer + self.details
 
     def text(self, width: int) -> str:
-        """The answer, a blank line, the rest: every line within ``width`` columns, a wrapped line's rest indented."""
         return "\n".join(part for line in self.answer + [""] + self.details for part in wrapped(line, width, "    "))
 
 
-def result_name(shape_name: str, spec: str, config: str) -> str:
-    """How both forms name a result: ``trunk/W_in/dW[PEDANTIC] (128x56x4096:nt)``, a custom shape by its spec."""
-    return f"{shape_name}[{config}]" + (f" ({spec})" if spec != shape_name else "")
-
-
 def _named(entry: Entry) -> str:
-    return result_name(entry.shape_name, entry.spec, entry.config)
+    """``trunk/W_in/dW[PEDANTIC] (128x56x4096:nt)``; a custom shape by its spec alone."""
+    return f"{entry.shape_name}[{entry.config}]" + (f" ({entry.spec})" if entry.spec != entry.shape_name else "")
 
 
 def inputs_differ(base: Entry, new: Entry) -> str | None:
@@ -74,37 +66,26 @@ def _bits(base: Entry, new: Entry) -> str:
     return IDENTICAL if base.digests == new.digests and len(new.digests) == 1 else DIFFER
 
 
-def _time(verdict) -> str:
-    """FASTER / SLOWER / SAME / UNSURE from both runs' intervals, and REGRESSION when past --fail-on."""
-    if verdict is None:
-        return ""
-    return f", {verdict}" + (" REGRESSION" if verdict.fails else "")
-
-
 def time_legend(fail_on_pct: float | None) -> list[str]:
     """What the time verdicts mean, and the thresholds behind them."""
-    lines = ["time: the change of the median, its interval from both runs' 95% intervals; FASTER or SLOWER:",
-             f"  all of it beyond ±{CLEAR_GAP:.1%}; SAME: within ±{SAME_CENTER:.0%} (or centred there, intervals "
-             + "overlapping);", "  UNSURE: neither (docs/method.md)"]
-    if fail_on_pct is not None:
-        lines.append(f"  REGRESSION: SLOWER by more than {fail_on_pct:g}% (--fail-on)")
-    return lines
+    return ["time: the change of the median, its interval from both runs' 95% intervals; FASTER or SLOWER:",
+            f"  all of it beyond ±{CLEAR_GAP:.1%}; SAME: within ±{SAME_CENTER:.0%} (or centred there, intervals "
+            "overlapping);", "  UNSURE: neither (docs/method.md)"] + (
+        [f"  REGRESSION: SLOWER by more than {fail_on_pct:g}% (--fail-on)"] if fail_on_pct is not None else [])
 
 
 def _legacy_notes(runs: list[StoredRun]) -> list[str]:
-    return [f"note: {run.source} was written by cublas_det {run.version}, which recorded {NO_IDENTITY}: its results are "
-            "matched on M, N, K, op and configuration, and their inputs are assumed to be the same"
+    return [f"note: {run.source} was written by cublas_det {run.version}, which recorded {NO_IDENTITY}: its results "
+            "are matched on M, N, K, op and configuration, and their inputs are assumed to be the same"
             for run in runs if run.legacy]
 
 
 def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = None) -> Comparison:
     """A baseline against a new run, result by result (the A/A timing controls are no results of their own)."""
-    head = [f"{base.source}: {base.describe()}, {base.datetime}", f"{new.source}: {new.describe()}, {new.datetime}"]
-    head += _legacy_notes([base, new])
-    base_entries = tuple(e for e in base.entries if not is_control(e.config))
-    new_entries = tuple(e for e in new.entries if not is_control(e.config))
+    head = [f"{run.source}: {run.describe()}, {run.datetime}" for run in (base, new)] + _legacy_notes([base, new])
+    base_entries, new_entries = (tuple(e for e in run.entries if not is_control(e.config)) for run in (base, new))
     pairs = _pair(base_entries, new_entries)
-    counts = {IDENTICAL: 0, DIFFER: 0, INPUTS_DIFFER: 0, "no digest": 0}
+    counts: Counter = Counter()
     regressed, lines = [], []
     times = dict.fromkeys((TimeLabel.SAME, TimeLabel.FASTER, TimeLabel.SLOWER, TimeLabel.UNSURE), 0)
     for entry in new_entries:
@@ -119,21 +100,19 @@ def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = No
             continue
         bits = _bits(match, entry)
         counts[bits] += 1
-        devices = [len(e.extra_info.get("device_digests") or {}) for e in (entry, match)]
-        detail = (f" ({plural(devices[0], 'device')} in {new.source}, {devices[1]} in {base.source})"
-                  if any(devices) else "")
+        per_device, in_base = (e.extra_info.get("device_digests") or {} for e in (entry, match))
+        detail = (f" ({plural(len(per_device), 'device')} in {new.source}, {len(in_base)} in {base.source})"
+                  if per_device or in_base else "")
         if bits == DIFFER and match.digests == entry.digests:  # the same digests: each file's devices disagree
-            per_device = entry.extra_info.get("device_digests") or {}
-            alike = per_device == (match.extra_info.get("device_digests") or {})
             detail = (" (the devices of each file disagree, " + (
                 "alike in both: " + ", ".join(f"device {d} {digest[:12]}" for d, digest in sorted(per_device.items()))
-                if alike else f"the same {len(entry.digests)} digests in both on other devices") + ")")
-        verdict = time_verdict(match, entry, fail_on_pct)
+                if per_device == in_base else f"the same {len(entry.digests)} digests in both on other devices") + ")")
+        verdict = time_verdict(match, entry, fail_on_pct)  # FASTER, SLOWER, SAME or UNSURE; REGRESSION past --fail-on
         if verdict is not None:
             times[verdict.label] += 1
-            if verdict.fails:
-                regressed.append((_named(entry), verdict))
-        lines.append(f"{_named(entry)}: {bits}{detail}{_time(verdict)}")
+            regressed += [(_named(entry), verdict)] * verdict.fails
+            detail += f", {verdict}" + " REGRESSION" * verdict.fails
+        lines.append(f"{_named(entry)}: {bits}{detail}")
     paired = {id(match) for match in pairs.values()}
     lines += [f"{_named(entry)}: only in {base.source}" for entry in base_entries if id(entry) not in paired]
     compared = counts[IDENTICAL] + counts[DIFFER]
@@ -148,9 +127,8 @@ def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = No
         more = f", and {len(regressed) - 5} more marked REGRESSION below" if len(regressed) > 5 else ""
         answer.append(f"time REGRESSION: {plural(len(regressed), 'result')} slower by more than {fail_on_pct:g}% "
                       f"(--fail-on): {shown}{more}")
-    legend = time_legend(fail_on_pct) if timed else []
     exit_code = ExitCode.FINDING if counts[DIFFER] or regressed else ExitCode.OK if compared else ExitCode.USAGE
-    return Comparison(answer, head + lines + legend, exit_code)
+    return Comparison(answer, head + lines + (time_legend(fail_on_pct) if timed else []), exit_code)
 
 
 def _pair(base: tuple[Entry, ...], new: tuple[Entry, ...]) -> dict:
@@ -199,18 +177,13 @@ def _fleet_groups(runs: list[StoredRun]) -> dict:
             if members:  # a result without a digest takes no part
                 files.setdefault(entry.key, set()).add(index)
     roles_of_gemm: dict = {}
-    for key, members in keys.items():
-        if members:
-            roles_of_gemm.setdefault(members[0].entry.gemm_key, []).append(key)
+    for key in (key for key, members in keys.items() if members):
+        roles_of_gemm.setdefault(keys[key][0].entry.gemm_key, []).append(key)
     for roles in roles_of_gemm.values():
         # The role in the most files first, a preset's before a custom spec, then by name: order-independent.
         roles.sort(key=lambda key: (-len(files[key]), keys[key][0].entry.shape_name == keys[key][0].entry.spec, key))
-        for target in roles:
-            if target not in keys:
-                continue
-            for other in roles:
-                if other == target or other not in keys or files[other] & files[target]:
-                    continue
+        for target in (role for role in roles if role in keys):
+            for other in (o for o in roles if o != target and o in keys and not files[o] & files[target]):
                 keys[target] += [dataclasses.replace(member, label=f"{member.label} as {member.entry.shape_name}")
                                  for member in keys.pop(other)]
                 files[target] |= files.pop(other)
@@ -221,16 +194,15 @@ def _by_inputs(members: list[Member]) -> list[list[Member]]:
     """Members with the same inputs together (as :func:`inputs_differ` tells), the largest group first."""
     groups: list[list[Member]] = []
     for member in members:
-        group = next((g for g in groups if not inputs_differ(g[0].entry, member.entry)), None)
-        if group is None:
-            groups.append([member])
-        else:
-            group.append(member)
+        group = next((g for g in groups if not inputs_differ(g[0].entry, member.entry)), [])
+        if not group:
+            groups.append(group)
+        group.append(member)
     return sorted(groups, key=lambda group: -len({m.file for m in group}))
 
 
 def _agreement(members: list[Member]) -> tuple[str, bool]:
-    """(``all 3 agree (digest)`` or the digest groups, each with its machines; whether they all agree)."""
+    """(``all 3 agree (digest)``, or the digest groups with their machines; whether all agree)."""
     groups = digest_groups((member, member.digest) for member in members)
     if len(groups) == 1:
         return f"all {len(members)} agree ({next(iter(groups))[:12]})", True
@@ -240,17 +212,16 @@ def _agreement(members: list[Member]) -> tuple[str, bool]:
 
 
 def compare_fleet(runs: list[StoredRun]) -> Comparison:
-    """Per GEMM and configuration, which files (and devices) agree, grouped by digest and named by machine.
-    Only the same inputs in two or more files are compared; a file with none compared never agrees."""
+    """Per GEMM and configuration, the files (and devices) grouped by digest; only the same inputs in two or more
+    files are compared, and a file with none compared never agrees."""
     head = [f"fleet of {len(runs)} files:"] + [f"  {os.path.basename(r.source)}: {r.describe()}" for r in runs]
-    head += _legacy_notes(runs)
     lines = []
     compared = differing = alone = other_inputs = 0
     in_a_comparison: set = set()  # the indices of the files some result of which was compared
-    for (name, config), members in _fleet_groups(runs).items():
+    for members in _fleet_groups(runs).values():
         if not members:
             continue  # no digest in any file
-        named = result_name(name, members[0].entry.spec, config)
+        named = _named(members[0].entry)
         groups = _by_inputs(members)
         comparable = [group for group in groups if len({m.file for m in group}) > 1]
         if not comparable:
@@ -262,10 +233,9 @@ def compare_fleet(runs: list[StoredRun]) -> Comparison:
                 lines.append(f"{named}: {INPUTS_DIFFER} in every file: not comparable ("
                              f"{inputs_differ(groups[0][0].entry, groups[1][0].entry)})")
             continue
-        for group in groups:
-            if group not in comparable:
-                lines.append(f"{named}: {INPUTS_DIFFER} in {', '.join(m.label for m in group)}: not comparable with "
-                             f"{comparable[0][0].label} ({inputs_differ(comparable[0][0].entry, group[0].entry)})")
+        lines += [f"{named}: {INPUTS_DIFFER} in {', '.join(m.label for m in group)}: not comparable with "
+                  f"{comparable[0][0].label} ({inputs_differ(comparable[0][0].entry, group[0].entry)})"
+                  for group in groups if group not in comparable]
         for group in comparable:
             compared += 1
             in_a_comparison |= {m.file for m in group}
@@ -285,4 +255,4 @@ def compare_fleet(runs: list[StoredRun]) -> Comparison:
         answer.append(f"compared with nothing: {', '.join(unmatched)} (no result with the same GEMM, configuration "
                       "and inputs in another file): not counted as agreeing")
     exit_code = ExitCode.FINDING if differing else ExitCode.USAGE if not compared or unmatched else ExitCode.OK
-    return Comparison(answer, head + lines, exit_code)
+    return Comparison(answer, head + _legacy_notes(runs) + lines, exit_code)

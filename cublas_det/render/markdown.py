@@ -26,10 +26,8 @@ def to_markdown(result: BenchResult, notes=()) -> str:
             lines += [f"error: {report.error}", ""]
         rows = table_rows(report, kernels)
         if rows:
-            lines.append("| " + " | ".join(columns) + " |")
-            lines.append("|" + "---|" * len(columns))
-            lines += ["| " + " | ".join(row) + " |" for row in rows]
-            lines.append("")
+            lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+            lines += ["| " + " | ".join(row) + " |" for row in rows] + [""]
         if kernels:
             lines += [f"- {line}" for line in kernel_lines(report)] + [""]
     notes = warnings_for(result)

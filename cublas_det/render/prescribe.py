@@ -3,59 +3,46 @@ verified cures, and the cures that failed with what the verification saw."""
 
 from __future__ import annotations
 
-from ..check.scenarios import REGISTRY
 from ..words import plural, table, wrapped
-
-
-def _label(scenario: str) -> str:
-    return REGISTRY[scenario].label if scenario in REGISTRY else scenario
+from .verdicts import label
 
 
 def _cost(cure) -> str:
     if cure.config is None:
         return "no time cost (the same GEMM)"
-    ratio = cure.ratio
-    if ratio is None:
+    if cure.ratio is None:
         return "not timed"
-    pct = lambda x: f"{100 * (x - 1):+.1f}%"  # noqa: E731
-    return f"{pct(ratio.median)} [{pct(ratio.ci_low)}, {pct(ratio.ci_high)}]"
+    median, low, high = (f"{100 * (x - 1):+.1f}%" for x in (cure.ratio.median, cure.ratio.ci_low, cure.ratio.ci_high))
+    return f"{median} [{low}, {high}]"
 
 
-def _item(text: str) -> list[str]:
-    """A line under a GEMM, its rest indented under its first words."""
-    return wrapped(text, indent="      ", first="  ")
+def _items(texts) -> list[str]:
+    """Lines under a GEMM, each one's rest indented under its first words."""
+    return [part for text in texts for part in wrapped(text, indent="      ", first="  ")]
 
 
 def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), kernels: bool = False) -> str:
     lines = wrapped("Prescriptions: for each GEMM and hazard that changed its bits, the cures verified bitwise "
                     "against that hazard, and what each costs (graph time against the configuration it "
                     "replaces: median and 95% interval; + is slower)", indent="    ")
-    for problem in problems:
-        lines += _item(f"not judged: {problem}")
+    lines += _items(f"not judged: {problem}" for problem in problems)
     if not prescriptions:
         return "\n".join(lines + ["", "No hazard changed the bits of these GEMMs: nothing to cure."
                                    + (" (but see 'not judged' above)" if problems else "")])
-    uncured = 0
     for p in prescriptions:
-        lines.append("")
-        lines.append(f"{p.shape.name} ({p.shape.spec})  {p.config.name}  {_label(p.hazard)}")
         best = p.best
-        if best is None:
-            uncured += 1
-            lines += _item("no verified cure among those tried" + (" (below)" if p.cures else ""))
-        else:
-            keeps = "; keeps today's bits" if best.keeps_bits else "; other bits than today's"
-            lines += _item(f"cure: {best.label}: {best.evidence}; {_cost(best)}{keeps}")
-        for cure in p.cures:
-            if cure is best:
-                continue
+        items = [f"cure: {best.label}: {best.evidence}; {_cost(best)}; "
+                 + ("keeps today's bits" if best.keeps_bits else "other bits than today's")] if best else [
+            "no verified cure among those tried" + (" (below)" if p.cures else "")]
+        for cure in (cure for cure in p.cures if cure is not best):
             if cure.verified:
-                lines += _item(f"also: {cure.label}: {_cost(cure)}"
-                               + (f"; brings in: {', '.join(map(_label, cure.introduces))}" if cure.introduces else ""))
-            elif cure.untested:
-                lines += _item(f"untested: {cure.label}: {_cost(cure)}; {cure.evidence}")
+                items.append(f"also: {cure.label}: {_cost(cure)}"
+                             + (f"; brings in: {', '.join(map(label, cure.introduces))}" if cure.introduces else ""))
             else:
-                lines += _item(f"failed: {cure.label}: {cure.evidence}")
+                items.append(f"untested: {cure.label}: {_cost(cure)}; {cure.evidence}" if cure.untested
+                             else f"failed: {cure.label}: {cure.evidence}")
+        lines += ["", f"{p.shape.name} ({p.shape.spec})  {p.config.name}  {label(p.hazard)}", *_items(items)]
+    uncured = sum(p.best is None for p in prescriptions)
     cured = len(prescriptions) - uncured
     checked = [count for count in fleet if count <= sm_count]
     tally = (f"{cured} of {plural(len(prescriptions), 'hazard')} cured by a verified configuration"
@@ -90,9 +77,7 @@ def render_lock(lock, written, refused) -> str:
         rows.append((str(entry.key), entry.source, checked, _lock_cost(entry)))
     lines += table(rows, indent="  ")
     if refused:
-        lines += ["", "Not locked (their bits still change, pinned; they run as before):"]
-        for why in refused:
-            lines += _item(why)
+        lines += ["", "Not locked (their bits still change, pinned; they run as before):", *_items(refused)]
     lines += ["", *wrapped(f"Apply it: cublas-det run --lock {lock.path} -- python train.py  "
                            "(or cublas_det.torch.lock)")]
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""What a benchmark run measured, shape by shape: the checks, the timing, any error; where and when it ran."""
+"""What a benchmark run measured, shape by shape, and where and when it ran."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from ..shapes import GemmShape
 
 @dataclasses.dataclass(frozen=True)
 class ShapeReport:
-    """Everything a benchmark measured for one shape: a check per configuration, the timing, any error."""
-
+    """Everything a benchmark measured for one shape."""
     shape: GemmShape
     checks: dict  # configuration name -> GemmCheck
     timing: object = None  # ShapeTiming, or None when not timed
@@ -19,8 +18,7 @@ class ShapeReport:
 
 @dataclasses.dataclass(frozen=True)
 class BenchResult:
-    """A benchmark run: its shapes, where it ran, when, for how long, and whether Ctrl-C cut it short."""
-
+    """A benchmark run; ``interrupted``: Ctrl-C cut it short."""
     shapes: tuple[ShapeReport, ...]
     provenance: dict
     started: str

@@ -1,6 +1,5 @@
-"""A benchmark's results as a run file (:func:`to_json`), and a run file back as the
-:class:`BenchResult` it was written from (:func:`bench_result`); the schema is :mod:`cublas_det.store.run`'s.
-"""
+"""A benchmark's results as a run file (:func:`to_json`), and a run file back as the :class:`BenchResult`
+it was written from (:func:`bench_result`); the schema is :mod:`cublas_det.store.run`'s."""
 
 from __future__ import annotations
 
@@ -26,14 +25,12 @@ def to_json(result: BenchResult) -> dict:
     """The run file of ``result``: an entry per shape and configuration, the run's facts under ``cublas_det``."""
     benchmarks = []
     for report in result.shapes:
-        modes = list(report.checks)
-        if report.timing:
-            modes += [a.name for a in report.timing.arms if a.name not in modes]
-        for mode in modes:
+        arms = report.timing.arms if report.timing else ()
+        for mode in list(report.checks) + [a.name for a in arms if a.name not in report.checks]:
             check = report.checks.get(mode)
             arm = report.timing.arm(mode) if report.timing else None
-            calls = report.timing.calls_per_batch if report.timing else None
-            benchmarks.append(benchmark_entry(report.shape, mode, stats(arm.graph_us, calls) if arm else None, {
+            graph = stats(arm.graph_us, report.timing.calls_per_batch) if arm else None
+            benchmarks.append(benchmark_entry(report.shape, mode, graph, {
                 "shape": report.shape.to_dict(),
                 "identity": identity(report.shape, mode, check.seed if check else result.seed,
                                      check.input_digests if check else None,
@@ -77,16 +74,14 @@ def timing_record(timing, mode: str) -> dict:
 
 
 def bench_result(run: StoredRun) -> BenchResult:
-    """The :class:`BenchResult` a stored benchmark run was written from; a value only the result types
-    can refuse (a math mode or scenario this version does not know) is one line naming the field."""
+    """The :class:`BenchResult` a stored run was written from; a value this version cannot read: one line naming it."""
     if run.sweep:
         raise InputFileError(f"{run.source}: a --devices sweep has no per-mode tables; give it to compare")
     groups: dict[str, list[Entry]] = {}
     for entry in run.entries:
         groups.setdefault(entry.shape_name, []).append(entry)
     info = run.data.get("cublas_det") or {}
-    ratios = info.get("ratios") or {}
-    timings = info.get("timing") or {}
+    ratios, timings = info.get("ratios") or {}, info.get("timing") or {}
     reports = tuple(_shape_report(name, entries, run, ratios.get(name) or [], timings.get(name) or {})
                     for name, entries in groups.items())
     seeds = {(e.identity or {}).get("seed") for e in run.entries} - {None}
@@ -192,8 +187,7 @@ def _catalogue_shape(shape: GemmShape) -> GemmShape:
 
 
 def stored_ratios(run: StoredRun, numerator: str, denominator: str) -> dict:
-    """{shape name: (Ratio, setups)} of a stored run's ``numerator``/``denominator`` ratios;
-    :class:`InputFileError` (one line) when there is none, or one that cannot be a time ratio."""
+    """{shape name: (Ratio, setups)} of a stored run; :class:`InputFileError` if none is, or one is no time ratio."""
     found = {}
     for report in bench_result(run).shapes:
         timing = report.timing

@@ -19,12 +19,10 @@ def _verdict(agreement: Agreement, devices: int) -> str:
 
 def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
     """The devices, then a row per shape and mode: do the devices agree, on which digest, who differs."""
-    lines = ["Devices"]
-    lines += [part for run in runs for part in wrapped(
+    lines = ["Devices"] + [part for run in runs for part in wrapped(
         f"  {run.device_id}: {run.describe()}" + (f" ({run.elapsed_s:.1f} s)" if not run.error else ""), indent="    ")]
     by_id = {run.device_id: run for run in runs}
-    header = ["shape", "mode", "devices agree", "digest", "differs / missing"]
-    rows = []
+    rows = [["shape", "mode", "devices agree", "digest", "differs / missing"]]
     for agreement in found:
         notes = [by_id[d].short() + f": {agreement.digests[d][:12]}" for d in agreement.outliers]
         notes += [f"device {d}: " + ("no results (see Devices)" if by_id[d].error else error)
@@ -33,17 +31,15 @@ def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
             agreement.scenario_failures.items())]
         rows.append([agreement.shape.name, agreement.mode_name, _verdict(agreement, len(runs)),
                      (agreement.majority or "-")[:12], "; ".join(notes)])
-    lines.append("")
-    lines += table([header, *rows])
-    lines += ["", "Summary"]
+    lines += ["", *table(rows), "", "Summary"]
     lines += [part for line in sweep_summary(runs, found) for part in wrapped("  " + line, indent="    ")]
     return "\n".join(lines)
 
 
 def sweep_summary(runs: list[DeviceRun], found: list[Agreement]) -> list[str]:
     lines = [f"device {run.device_id} gave no results: {run.error}" for run in runs if run.error]
-    for run in runs:
-        missing = [a for a in found if run.device_id in a.errors] if not run.error else []
+    for run in (run for run in runs if not run.error):
+        missing = [a for a in found if run.device_id in a.errors]
         if missing:
             lines.append(f"device {run.device_id} could not run {plural(len(missing), 'shape/mode pair')}, e.g. "
                          f"{missing[0].shape.name} {missing[0].mode_name}: {missing[0].errors[run.device_id]}")
@@ -77,21 +73,15 @@ def sweep_summary(runs: list[DeviceRun], found: list[Agreement]) -> list[str]:
 def sweep_to_json(runs: list[DeviceRun], found: list[Agreement], provenance: dict, started: str, wall_s: float,
                   version: str, seed: int | None = None) -> dict:
     """pytest-benchmark's layout (no timing stats), with every device's digest per shape and mode."""
-    benchmarks = []
-    for agreement in found:
-        benchmarks.append(benchmark_entry(agreement.shape, agreement.mode_name, None, {
-                "shape": agreement.shape.to_dict(),
-                "identity": identity(agreement.shape, agreement.mode_name, seed, agreement.input_digests,
-                                     provenance.get("numpy_version")),
-                "digest": agreement.majority,
-                "device_digests": {str(d): digest for d, digest in sorted(agreement.digests.items())},
-                "device_errors": {str(d): error for d, error in sorted(agreement.errors.items())},
-                "devices_agree": agreement.agree,
-                "outliers": agreement.outliers,
-                "config": agreement.config.to_dict(),
-                "scenario_failures": {str(d): s for d, s in sorted(agreement.scenario_failures.items())},
-                "findings": {str(d): s for d, s in sorted(agreement.findings.items())},
-            }))
+    benchmarks = [benchmark_entry(a.shape, a.mode_name, None, {
+        "shape": a.shape.to_dict(),
+        "identity": identity(a.shape, a.mode_name, seed, a.input_digests, provenance.get("numpy_version")),
+        "digest": a.majority, "device_digests": {str(d): digest for d, digest in sorted(a.digests.items())},
+        "device_errors": {str(d): error for d, error in sorted(a.errors.items())},
+        "devices_agree": a.agree, "outliers": a.outliers, "config": a.config.to_dict(),
+        "scenario_failures": {str(d): s for d, s in sorted(a.scenario_failures.items())},
+        "findings": {str(d): s for d, s in sorted(a.findings.items())},
+    }) for a in found]
     devices = [{"device_id": run.device_id, "provenance": run.provenance, "error": run.error,
                 "elapsed_s": run.elapsed_s} for run in runs]
     return {"machine_info": {**provenance, "devices": devices}, "commit_info": {}, "benchmarks": benchmarks,

@@ -1,11 +1,11 @@
-"""The terminal report of a benchmark run: the answer to the user's three questions (reproducible?
-which hazards? what cost?) first, then a table per shape, then the warnings, within the report's width.
-"""
+"""The terminal report of a benchmark run: the answers (reproducible? which hazards? what cost?) first,
+then a table per shape, then the warnings, within the report's width."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 
 from .._cublas import ComputeType, MathMode
 from ..check.results import GemmCheck, Kind, Outcome, Reproducible
@@ -18,13 +18,11 @@ from .timing_text import KERNEL_NOTE, TIME_NOTE, how_timed, timing_warnings, tru
 from .verdicts import check_failures, hazards_cell, label, modes_cell, modes_group, reproducible_cell
 
 NOISY_REL_IQR = 0.10
-HEADER = ["mode", "repro", "changed by", "same bits as", "rel. err", "graph µs", "eager µs", "TFLOP/s",
-          "vs PEDANTIC"]
+HEADER = ["mode", "repro", "changed by", "same bits as", "rel. err", "graph µs", "eager µs", "TFLOP/s", "vs PEDANTIC"]
 KERNEL_HEADER = ["kernel µs", "kernels"]  # with --kernels
-# Columns a narrow report leaves out, the first first (the legend says where they are).
-OPTIONAL = ("kernels", "TFLOP/s", "eager µs", "rel. err")
-LEGEND = ("repro: the guarantees gave the same bits (which did not: above); changed by: the hazards that changed them; same bits "
-          "as: the modes with this one's bits. graph µs: per GEMM in a CUDA-graph replay; eager µs: "
+OPTIONAL = ("kernels", "TFLOP/s", "eager µs", "rel. err")  # left out of a narrow report, the first first
+LEGEND = ("repro: the guarantees gave the same bits (which did not: above); changed by: the hazards that changed "
+          "them; same bits as: the modes with this one's bits. graph µs: per GEMM in a CUDA-graph replay; eager µs: "
           "launched from Python; vs PEDANTIC: time ratio ± its 95% interval.")
 
 
@@ -35,7 +33,7 @@ def _fmt_us(value: float | None) -> str:
 
 
 def has_kernels(result: BenchResult) -> bool:
-    """Whether the run recorded kernels (--kernels): the tables then carry the kernel columns."""
+    """Whether the run recorded kernels (--kernels), for the kernel columns."""
     return any(check.kernels for _, check in _checks(result)) or any(
         arm.kernel_us is not None for report in result.shapes if report.timing for arm in report.timing.arms)
 
@@ -44,18 +42,8 @@ def header(kernels: bool) -> list[str]:
     return HEADER + KERNEL_HEADER if kernels else HEADER
 
 
-def _kernel_cells(check: GemmCheck | None, arm) -> list[str]:
-    """Kernel time per GEMM (CUPTI, held graph replays) and the reference call's kernels, briefly."""
-    return [_fmt_us(arm.kernel_us if arm else None), check.kernels.brief if check and check.kernels else "-"]
-
-
-def _ratio_cell(ratio, timing) -> str:
-    """``0.780 ±0.4%``: the time ratio and the half-width of its 95% interval (--json keeps both ends)."""
-    return f"{ratio.median:.3f} ±{100 * ratio.half_width:.1f}%{trust_suffix(timing)}" if ratio else "-"
-
-
 def repro_cell(check: GemmCheck | None) -> str:
-    """The repro column: ``NO: fresh-process``, or the first failure and how many more (``NO: repeat +2``)."""
+    """The repro column: the first failure and how many more (``NO: repeat +2``)."""
     cell = reproducible_cell(check)
     verdict, _, names = cell.partition(": ")
     names = names.split(", ")
@@ -68,27 +56,26 @@ def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
     timing = report.timing
     modes = list(report.checks) or ([a.name for a in timing.arms if not is_control(a.name)] if timing else [])
     reference = timing.arm_name("PEDANTIC") if timing else None
-    shown = {mode: role(mode) for mode in modes}
-    if len(set(shown.values())) < len(shown):  # what tells two configurations apart is what role() leaves out
-        shown = {mode: mode for mode in modes}
-    for mode in modes:
+    roles = [role(mode) for mode in modes]  # unless two share one: then what tells them apart is what role() drops
+    for mode, shown in zip(modes, roles if len(set(roles)) == len(roles) else modes):
         check = report.checks.get(mode)
         arm = timing.arm(mode) if timing else None
         tflops = timing.tflops(mode) if arm else None
+        ratio = timing.ratio(mode, reference) if reference and mode != reference else None  # ± its 95% interval
+        vs = f"{ratio.median:.3f} ±{100 * ratio.half_width:.1f}%{trust_suffix(timing)}" if ratio else "-"
         rows.append([
-            shown[mode], repro_cell(check), hazards_cell(check), ", ".join(map(role, modes_group(check) or ()))
+            shown, repro_cell(check), hazards_cell(check), ", ".join(map(role, modes_group(check) or ()))
             or modes_cell(check),
             f"{check.rel_error:.1e}" if check and not math.isnan(check.rel_error) else "-",
             _fmt_us(arm.median_us if arm else None), _fmt_us(arm.eager_median_us if arm and arm.eager_us else None),
-            f"{tflops:.1f}" if tflops else "-",
-            "" if mode == reference else _ratio_cell(timing.ratio(mode, reference) if reference else None, timing),
-        ] + (_kernel_cells(check, arm) if kernels else []))
+            f"{tflops:.1f}" if tflops else "-", "" if mode == reference else vs,
+        ] + ([_fmt_us(arm.kernel_us if arm else None), check.kernels.brief if check and check.kernels else "-"]
+             if kernels else []))
     return rows
 
 
 def fitted(header: list[str], tables: list[list[list[str]]], width: int) -> tuple[list[list[str]], list[str]]:
-    """Each table of rows laid out with the same columns and widths, within ``width``: OPTIONAL columns
-    are left out until every line fits. Returns the tables' lines and the columns left out."""
+    """The tables' lines, in the same columns, within ``width`` (leaving out OPTIONAL columns), and those left out."""
     dropped = []
     for name in (None, *OPTIONAL):
         if name in header:
@@ -105,58 +92,51 @@ def fitted(header: list[str], tables: list[list[list[str]]], width: int) -> tupl
 def title(result: BenchResult) -> str:
     configs = {check.config for _, check in _checks(result)}
     types = {(c.input_dtype, c.output_dtype) for c in configs} - {("float32", "float32")}
-    what = f"{plural(len(result.shapes), 'shape')} x {plural(len(configs) or len(_timed_modes(result)), 'mode')}"
+    timed = {a.name for r in result.shapes if r.timing for a in r.timing.arms if not is_control(a.name)}
+    what = f"{plural(len(result.shapes), 'shape')} x {plural(len(configs) or len(timed), 'mode')}"
     if len(types) == 1:
         what += ", {} -> {}".format(*types.pop())
     machine = describe_machine(result.provenance, ("gpu", "sm_count", "cublas", "driver"), ("sm_count",))
     return f"cublas_det {result.version} on {machine}: {what}, {result.wall_s:.1f} s"
 
 
-def _timed_modes(result: BenchResult) -> set:
-    return {a.name for r in result.shapes if r.timing for a in r.timing.arms if not is_control(a.name)}
+def _wrap(lines, width: int, indent: str = "  ", lead: str = "") -> list[str]:
+    return [part for line in lines for part in wrapped(lead + line, width, indent)]
 
 
 def render_text(result: BenchResult, *, verbose: bool = False, width: int | None = None, notes=()) -> str:
     """``notes``: lines said under the title (what a stored file of an earlier version cannot tell)."""
     width = width or report_width()
-    lines = wrapped(title(result), width) + [part for note in notes for part in wrapped(note, width)] + [""]
-    lines += [part for line in summary_lines(result) for part in wrapped(line, width)]
+    kernels = has_kernels(result)
+    lines = _wrap([title(result), *notes], width) + [""] + _wrap(summary_lines(result), width)
     details = detail_lines(result)
     if details:
-        lines += [""] + [part for line in details for part in wrapped(line, width, "    ")]
-    kernels = has_kernels(result)
+        lines += [""] + _wrap(details, width, "    ")
     if any(report.timing for report in result.shapes):
         lines += [""] + wrapped(TIME_NOTE + (" " + KERNEL_NOTE if kernels else ""), width)
     lines += wrapped(LEGEND, width) + [""]
     tables, left_out = fitted(header(kernels), [table_rows(report, kernels) for report in result.shapes], width - 2)
     for report, table_lines in zip(result.shapes, tables):
-        shape = report.shape
+        shape, timing = report.shape, report.timing
         batch = f", a batch of {shape.batch}" if shape.batch > 1 else ""
-        heading = (f"{shape.name}  {shape.m}x{shape.n}x{shape.k} op {shape.cublas_op}{batch}, "
-                   f"{shape.flop / 1e9:.3f} GFLOP")
-        lines += wrapped(heading, width)
-        if verbose and report.timing:
-            lines += wrapped(f"  timed: {how_timed(report.timing)}", width, "    ")
-        if report.timing and not report.timing.trusted:
-            lines += wrapped(f"  ratios not trusted: {report.timing.untrusted_reason}", width, "    ")
-        if report.error:
-            lines += wrapped(f"  error: {report.error}", width, "    ")
-        lines += ["  " + line for line in table_lines]
-        if kernels:
-            lines += [part for line in kernel_lines(report) for part in wrapped("  " + line, width, "    ")]
-        lines.append("")
+        said = [f"timed: {how_timed(timing)}"] if verbose and timing else []
+        said += [f"ratios not trusted: {timing.untrusted_reason}"] if timing and not timing.trusted else []
+        said += [f"error: {report.error}"] if report.error else []
+        lines += wrapped(f"{shape.name}  {shape.m}x{shape.n}x{shape.k} op {shape.cublas_op}{batch}, "
+                         f"{shape.flop / 1e9:.3f} GFLOP", width)
+        lines += _wrap(said, width, "    ", "  ") + ["  " + line for line in table_lines]
+        lines += _wrap(kernel_lines(report) if kernels else [], width, "    ", "  ") + [""]
     if left_out:
         lines += wrapped(f"Left out to fit {width} columns: {', '.join(left_out)} (a wider terminal, or "
                          "COLUMNS=120, shows them)", width) + [""]
-    notes = warnings_for(result)
-    if notes:
-        lines.append("Warnings")
-        lines += [part for note in notes for part in wrapped("  " + note, width, "    ")]
+    warnings = warnings_for(result)
+    if warnings:
+        lines += ["Warnings"] + _wrap(warnings, width, "    ", "  ")
     return "\n".join(lines).rstrip("\n")
 
 
 def kernel_lines(report: ShapeReport) -> list[str]:
-    """Every kernel each configuration's reference call ran, with its grid (the table shows them briefly)."""
+    """Every kernel each configuration's reference call ran, with its grid."""
     return [f"kernels {role(mode)}: {check.kernels.describe()}" for mode, check in report.checks.items()
             if check.kernels]
 
@@ -171,53 +151,39 @@ def summary_lines(result: BenchResult) -> list[str]:
     if not result.shapes:
         return ["no shape completed"]
     checks = _checks(result)
-    lines = [reproducibility_line(checks)]
-    lines += [line for line in (hazard_line(checks), same_bits_line(result)) if line]
-    lines += precision_lines(result) + cost_lines(result)
-    lines.append(verdict_line(result))
-    return lines
-
-
-def _labels(names) -> str:
-    return ", ".join(label(name) for name in names)
+    lines = [line for line in (reproducibility_line(checks), hazard_line(checks), same_bits_line(result)) if line]
+    return lines + precision_lines(result) + cost_lines(result) + [verdict_line(result)]
 
 
 def reproducibility_line(checks: list[tuple[str, GemmCheck]]) -> str:
     """The verdict on the guarantee scenarios, counted: never a claim about what did not run."""
     if not checks:
         return "Reproducible: not checked (no scenario ran)"
-    counts = {verdict: sum(c.verdict is verdict for _, c in checks) for verdict in Reproducible}
-    ran = sorted({r.scenario for _, c in checks for r in c.of_kind(Kind.GUARANTEE) if r.compared},
-                 key=list(REGISTRY).index)
-    total = len(checks)
+    counts = Counter(c.verdict for _, c in checks)
+    ran = ", ".join(map(label, sorted({r.scenario for _, c in checks for r in c.of_kind(Kind.GUARANTEE) if r.compared},
+                                      key=list(REGISTRY).index)))
+    total, pairs = len(checks), plural(len(checks), "shape/mode pair")
     if counts[Reproducible.YES] == total:
-        return (f"Reproducible: yes, {'all ' * (total > 1)}{plural(total, 'shape/mode pair')} gave the same bits "
-                f"in every guarantee checked ({_labels(ran)})" + _untold(checks))
+        return (f"Reproducible: yes, {'all ' * (total > 1)}{pairs} gave the same bits in every guarantee checked "
+                f"({ran})" + _untold(checks))
     if counts[Reproducible.NOT_CHECKED] == total:
-        return f"Reproducible: not checked (no guarantee scenario ran for the {plural(total, 'shape/mode pair')})"
+        return f"Reproducible: not checked (no guarantee scenario ran for the {pairs})"
     order = (Reproducible.NO, Reproducible.ERROR, Reproducible.NOT_CHECKED, Reproducible.YES)
     parts = ", ".join(f"{verdict.value} for {counts[verdict]}" for verdict in order if counts[verdict])
-    return (f"Reproducible: {parts} of {plural(total, 'shape/mode pair')}"
-            + (f" (guarantees checked: {_labels(ran)})" if ran else "") + _untold(checks))
+    return f"Reproducible: {parts} of {pairs}" + (f" (guarantees checked: {ran})" if ran else "") + _untold(checks)
 
 
 def _untold(checks: list[tuple[str, GemmCheck]]) -> str:
-    """``; workspace config compared nothing in 1``: guarantees present in a check without a comparison
-    (a stored result an earlier version could not tell), which the line's count does not cover."""
-    untold: dict = {}
-    for _, check in checks:
-        for r in check.of_kind(Kind.GUARANTEE):
-            if r.outcome is Outcome.NOTHING_COMPARED:
-                untold[r.scenario] = untold.get(r.scenario, 0) + 1
+    """Guarantees that compared nothing (old files), uncounted: ``; workspace config compared nothing in 1``."""
+    untold = Counter(r.scenario for _, c in checks for r in c.of_kind(Kind.GUARANTEE)
+                     if r.outcome is Outcome.NOTHING_COMPARED)
     return "".join(f"; {label(name)} compared nothing in {count}" for name, count in untold.items())
 
 
 def hazard_line(checks: list[tuple[str, GemmCheck]]) -> str | None:
     """Per hazard that ran: in how many pairs it changed the bits, as cuBLAS warns they may."""
     parts = []
-    for name, scenario in REGISTRY.items():
-        if scenario.kind is not Kind.HAZARD:
-            continue
+    for name, scenario in ((n, s) for n, s in REGISTRY.items() if s.kind is Kind.HAZARD):
         results = [c.scenario(name) for _, c in checks if c.scenario(name) is not None]
         ran = [r for r in results if r.compared]
         skipped = sum(r.outcome is Outcome.NOT_APPLICABLE for r in results)
@@ -226,15 +192,12 @@ def hazard_line(checks: list[tuple[str, GemmCheck]]) -> str | None:
             parts.append(part + (f" (not applicable to {skipped})" if skipped else ""))
         elif skipped:
             parts.append(f"{scenario.label} not applicable ({plural(skipped, 'pair')})")
-    if not parts:
-        return None
-    return "Hazards (bits changed, as cuBLAS warns; findings, never failures): " + ", ".join(parts)
+    return "Hazards (bits changed, as cuBLAS warns; findings, never failures): " + ", ".join(parts) if parts else None
 
 
 def same_bits_line(result: BenchResult) -> str | None:
     """Which configurations gave PEDANTIC's bits, counted over the shapes the modes scenario compared."""
-    counts: dict = {}
-    shapes = 0
+    counts, shapes = Counter(), 0
     for report in result.shapes:
         pedantic = next((c for mode, c in report.checks.items() if role(mode) == "PEDANTIC"), None)
         group = modes_group(pedantic)
@@ -243,21 +206,14 @@ def same_bits_line(result: BenchResult) -> str | None:
         shapes += 1
         for mode in report.checks:
             if mode != pedantic.mode_name:
-                counts[role(mode)] = counts.get(role(mode), 0) + (mode in group)
-    if not shapes or not counts:
-        return None
+                counts[role(mode)] += mode in group
     return "Same bits as PEDANTIC: " + ", ".join(f"{name} on {count} of {plural(shapes, 'shape')}"
-                                                 for name, count in counts.items())
-
-
-def _short(cell: str) -> str:
-    """A matrix cell's name without what the run's cells share and the default compute type, for a sentence."""
-    return "/".join(part for part in role(cell).split("/") if part != "COMPUTE_32F")
+                                                 for name, count in counts.items()) if counts else None
 
 
 def precision_lines(result: BenchResult) -> list[str]:
     """In half precision: which cells of the math-mode x compute-type matrix gave PEDANTIC's bits."""
-    same, changed, shapes, dtype = {}, {}, 0, ""
+    same, changed, shapes, dtype = Counter(), Counter(), 0, ""
     for report in result.shapes:
         check = next(iter(report.checks.values()), None)
         modes = check.scenario("modes") if check else None
@@ -266,14 +222,12 @@ def precision_lines(result: BenchResult) -> list[str]:
             continue
         shapes += 1
         dtype = check.config.input_dtype
-        base = dataclasses.replace(check.config, math_mode=MathMode.PEDANTIC, disallow_reduced_precision_reduction=False,
-                                   compute_type=ComputeType.COMPUTE_32F).name + "/COMPUTE_32F"
+        base = dataclasses.replace(check.config, math_mode=MathMode.PEDANTIC, compute_type=ComputeType.COMPUTE_32F,
+                                   disallow_reduced_precision_reduction=False).name + "/COMPUTE_32F"
         group = next((g for g in modes.extra["all_groups"] if base in g), [base])
-        for cell, value in modes.extra["matrix"].items():
-            if value.get("digest") is None:  # a cell cuBLASLt has no algorithm for
-                continue
-            target = same if cell in group else changed
-            target[_short(cell)] = target.get(_short(cell), 0) + 1
+        # the cells cuBLASLt has an algorithm for, named without what the run's cells share and COMPUTE_32F
+        for cell in (cell for cell, value in modes.extra["matrix"].items() if value.get("digest") is not None):
+            (same if cell in group else changed)["/".join(p for p in role(cell).split("/") if p != "COMPUTE_32F")] += 1
     if not shapes:
         return []
     always = [name for name, count in same.items() if count == shapes and name not in changed]
@@ -285,32 +239,23 @@ def precision_lines(result: BenchResult) -> list[str]:
 
 def _change(low: float, high: float) -> str:
     """A range of time ratios in words: ``1.20-1.66x faster``, ``20-60x the time``, ``+0.3% to +0.8%``."""
-    def span(a: str, b: str) -> str:
-        return a if a == b else f"{a}-{b}"
-
     if 0.9 < low and high < 1.1:
         a, b = f"{100 * (low - 1):+.1f}%", f"{100 * (high - 1):+.1f}%"
         return a if a == b else f"{a} to {b}"
-    if high < 1:
-        return span(f"{1 / high:.2f}", f"{1 / low:.2f}") + "x faster"
-    return span(f"{low:.2f}", f"{high:.2f}") + "x the time"
+    a, b = (f"{1 / high:.2f}", f"{1 / low:.2f}") if high < 1 else (f"{low:.2f}", f"{high:.2f}")
+    return (a if a == b else f"{a}-{b}") + ("x faster" if high < 1 else "x the time")
 
 
 def cost_lines(result: BenchResult) -> list[str]:
-    """What determinism costs, as ranges per preset: PEDANTIC against DEFAULT, the rest against PEDANTIC;
-    a ratio whose interval holds 1 is no measurable cost."""
+    """What determinism costs per preset: PEDANTIC vs DEFAULT, the rest vs PEDANTIC; an interval holding 1: none."""
     pairs: dict = {}  # (numerator role, denominator role) -> [(report, ratio)]
-    for report in result.shapes:
-        timing = report.timing
-        if timing is None:
-            continue
-        pedantic, default = timing.arm_name("PEDANTIC"), timing.arm_name("DEFAULT")
-        for ratio in timing.ratios:
-            against_pedantic = ratio.denominator == pedantic and ratio.numerator not in (default, pedantic)
-            if is_control(ratio.numerator) or not (against_pedantic or (ratio.numerator, ratio.denominator) == (
-                    pedantic, default)):
-                continue
-            pairs.setdefault((role(ratio.numerator), role(ratio.denominator)), []).append((report, ratio))
+    for report in (report for report in result.shapes if report.timing):
+        pedantic, default = report.timing.arm_name("PEDANTIC"), report.timing.arm_name("DEFAULT")
+        for r in report.timing.ratios:
+            wanted = (r.numerator, r.denominator) == (pedantic, default) or (
+                r.denominator == pedantic and r.numerator not in (default, pedantic))
+            if wanted and not is_control(r.numerator):
+                pairs.setdefault((role(r.numerator), role(r.denominator)), []).append((report, r))
     lines = []
     for (numerator, denominator), found in sorted(pairs.items(), key=lambda item: item[0][1] != "DEFAULT"):
         flat = [r for _, r in found if r.ci_low <= 1 <= r.ci_high]
@@ -337,8 +282,8 @@ def verdict_line(result: BenchResult) -> str:
     errors += [r.shape.name for r in result.shapes if r.error]
     if not failed and not errors:
         held = any(c.verdict is Reproducible.YES for _, c in checks)
-        return ("Verdict: pass, every guarantee held (exit 0)" if held else
-                "Verdict: pass, no guarantee was checked (exit 0)" if checks else "Verdict: pass, nothing failed (exit 0)")
+        return "Verdict: pass, " + ("every guarantee held" if held else "no guarantee was checked" if checks
+                                    else "nothing failed") + " (exit 0)"
     parts = [f"{plural(len(failed), 'pair')} gave other bits under a guarantee"] if failed else []
     parts += [f"{len(errors)} could not be checked or timed"] if errors else []
     return f"Verdict: FAIL (exit 1): {'; '.join(parts)}; details below"
@@ -357,9 +302,7 @@ def detail_lines(result: BenchResult) -> list[str]:
     if errors:
         lines.append(f"Could not run ({plural(len(errors), 'scenario run')}): "
                      + "; ".join(f"{where} {r.scenario}: {r.error}" for where, r in errors[:3]))
-    for name, scenario in REGISTRY.items():
-        if scenario.kind is not Kind.HAZARD:
-            continue
+    for name, scenario in ((n, s) for n, s in REGISTRY.items() if s.kind is Kind.HAZARD):
         changed = [(where, c.scenario(name)) for where, c in checks
                    if c.scenario(name) is not None and c.scenario(name).changed_bits]
         if changed:
@@ -382,20 +325,11 @@ def warnings_for(result: BenchResult) -> list[str]:
         if check and not math.isnan(check.rel_error) and check.rel_error < 1e-5:
             notes.append(f"{report.shape.name}: TF32 was requested but not engaged (rel. error "
                          f"{check.rel_error:.1e} looks like fp32)")
-        if report.timing:
-            for arm in report.timing.arms:
-                if arm.rel_iqr > NOISY_REL_IQR:
-                    notes.append(f"{report.shape.name} {arm.name}: noisy timing, IQR {100 * arm.rel_iqr:.0f}% of "
-                                 "the median")
-    notes += timing_warnings(result)
-    return notes
+        notes += [f"{report.shape.name} {arm.name}: noisy timing, IQR {100 * arm.rel_iqr:.0f}% of the median"
+                  for arm in (report.timing.arms if report.timing else ()) if arm.rel_iqr > NOISY_REL_IQR]
+    return notes + timing_warnings(result)
 
 
 def run_failed(result: BenchResult) -> bool:
-    """Exit-1 condition of a benchmark: a guarantee failed or could not be checked (its scenario, the
-    GEMM or the shape's timing could not run). A hazard never fails a run, whatever it found."""
+    """Exit 1: a guarantee failed or could not be checked (scenario, GEMM or timing); a hazard never fails a run."""
     return any(check_failures(check) for _, check in _checks(result)) or any(r.error for r in result.shapes)
-
-
-__all__ = ["HEADER", "fitted", "header", "kernel_lines", "render_text", "run_failed", "summary_lines",
-           "table_rows", "warnings_for"]

@@ -1,6 +1,5 @@
-"""The cells and counts every report shows for a check. A failed guarantee ("reproducible: NO") and
-a hazard that changed bits (under "hazards") never share a word or a column.
-"""
+"""The cells every report shows for a check: a failed guarantee ("reproducible: NO") and a hazard that
+changed bits (under "hazards") never share a word or a column."""
 
 from __future__ import annotations
 
@@ -10,29 +9,25 @@ from ..check.scenarios import REGISTRY
 
 def label(name: str) -> str:
     """A scenario's few words for tables ("batch size"); the name itself for one not registered."""
-    scenario = REGISTRY.get(name)
-    return scenario.label if scenario else name
+    return REGISTRY[name].label if name in REGISTRY else name
 
 
 def reproducible_cell(check: GemmCheck | None) -> str:
     """``yes``, ``NO: <guarantees that gave other bits>``, ``error: <what could not run>``, ``not checked``."""
     if check is None:
         return "-"
-    verdict = check.verdict
-    if verdict is Reproducible.NO:
+    if check.verdict is Reproducible.NO:
         return "NO: " + ", ".join(r.scenario for r in check.guarantee_failures)
-    if verdict is Reproducible.ERROR:
+    if check.verdict is Reproducible.ERROR:
         failed = [r.scenario for r in check.errors if r.kind is Kind.GUARANTEE]
         return "error: " + (", ".join(failed) if failed and not check.error else "no output")
-    return verdict.value
+    return check.verdict.value
 
 
 def hazards_cell(check: GemmCheck | None) -> str:
-    """The hazards that changed bits, in words (``batch size, SM count``); ``none`` when those checked
-    did not; ``-`` when none was checked. One that could not run says so."""
-    if check is None or check.error:
-        return "-"
-    hazards = [r for r in check.of_kind(Kind.HAZARD) if r.compared or r.error]
+    """The hazards that changed bits (``batch size, SM count``) or could not run; ``none``: those checked did
+    not; ``-``: none was checked."""
+    hazards = [r for r in check.of_kind(Kind.HAZARD) if r.compared or r.error] if check and not check.error else []
     if not hazards:
         return "-"
     words = [label(r.scenario) for r in hazards if r.changed_bits]
@@ -59,8 +54,8 @@ def modes_cell(check: GemmCheck | None) -> str:
 
 
 def check_failures(check: GemmCheck) -> list[str]:
-    """What fails the run (exit 1): guarantee scenarios that gave other bits or could not run, and a GEMM
-    that could not be computed. A hazard or comparison that could not run is reported, not failed."""
+    """What fails the run (exit 1): a guarantee that gave other bits or could not run, or a GEMM that could
+    not be computed; a hazard or comparison that could not run is reported, not failed."""
     failed = [r.scenario for r in check.guarantee_failures]
     failed += [r.scenario for r in check.errors if r.kind is Kind.GUARANTEE]
     return list(dict.fromkeys(failed)) or (["reference"] if check.error else [])
