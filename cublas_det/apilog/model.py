@@ -52,11 +52,8 @@ class GemmDefinition:
         return self.api == "cublasLtMatmul"
 
     def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["strides"] = list(self.strides) if self.strides else None
-        data["preference"] = dict(self.preference)
-        data["lt_algo"] = dict(self.lt_algo)
-        return data
+        return {**dataclasses.asdict(self), "strides": list(self.strides) if self.strides else None,
+                "preference": dict(self.preference), "lt_algo": dict(self.lt_algo)}
 
     def __post_init__(self):
         # Here, so that every definition the parser makes is one the file's reader takes back.
@@ -89,11 +86,9 @@ class GemmDefinition:
     def from_dict(cls, data: dict) -> GemmDefinition:
         """The definition of a capture file's GEMM, its fields' types checked (store.capture.GEMM)."""
         values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
-        values["strides"] = tuple(values["strides"]) if values.get("strides") else None
-        for name in ("preference", "lt_algo"):
-            values[name] = tuple(sorted((values.get(name) or {}).items()))
-        values["bias"] = bool(values.get("bias"))
-        return cls(**values)
+        return cls(**{**values, "strides": tuple(values["strides"]) if values.get("strides") else None,
+                      "bias": bool(values.get("bias")),
+                      **{name: tuple(sorted((values.get(name) or {}).items())) for name in ("preference", "lt_algo")}})
 
 
 def _check_int(name: str, value, low: int) -> None:

@@ -38,10 +38,7 @@ _RECORD_END = b"i! COMPILED WITH"  # a call's last line (after its context line,
 
 def base_name(function: str) -> str:
     """``cublasSgemm`` for ``cublasSgemm_v2_64``: the name without its ABI suffixes."""
-    for suffix in ("_64", "_v2"):
-        if function.endswith(suffix):
-            function = function[: -len(suffix)]
-    return function
+    return function.removesuffix("_64").removesuffix("_v2")
 
 
 def _kind(function: bytes):
@@ -172,8 +169,7 @@ class CublasLogParser(_LogParser):
             math.clear()
         headers = list(_HEADER.finditer(text))
         self.stats.calls += len(headers)
-        lines = text.count(b"\n")
-        if lines != text.count(b"\ni!") + text.startswith(b"i!") + len(headers):
+        if text.count(b"\n") != text.count(b"\ni!") + text.startswith(b"i!") + len(headers):
             self._unknown_lines(text)
         kinds = self._kinds
         ends = [header.start() for header in headers[1:]] + [len(text)]
@@ -366,10 +362,9 @@ class LtLogParser(_LogParser):
             if _LT_WANTED.search(text):
                 self.stats.bad("cut", b"the log ends inside this line: " + text[:100] + b"...")
             return
-        lines = text.count(b"\n")
         ours = text.count(b"][cublasLt][")
         self.stats.calls += ours
-        if lines != ours:
+        if text.count(b"\n") != ours:
             for line in text.split(b"\n"):
                 if line.strip() and b"][cublasLt][" not in line:
                     self.stats.bad("unknown line", line)
@@ -390,9 +385,9 @@ class LtLogParser(_LogParser):
         parsed = self._parsed.get(key)
         if parsed is None:
             pairs = dict(_LT_PAIR.findall(key[1]))
-            preference = {k: v for k, v in _inner(pairs.get(b"preference", b"")).items()
-                          if not k.startswith("minBytesAlignment")}
-            parsed = self._parsed.put(key, (_descriptors(pairs), tuple(sorted(preference.items()))))
+            preference = sorted(item for item in _inner(pairs.get(b"preference", b"")).items()
+                                if not item[0].startswith("minBytesAlignment"))
+            parsed = self._parsed.put(key, (_descriptors(pairs), tuple(preference)))
         return parsed
 
     def _matmul(self, thread: int, function: bytes, rest: bytes) -> None:
