@@ -41,7 +41,8 @@ def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None 
                              "cuBLAS log (the log cut?)")
     elif unmatched:
         capture.notes.append(f"{unmatched:,} cuBLASLt kernel launches (cublasLt...Matmul) were made inside cuBLAS "
-                             "calls, which are in the cuBLAS log, not read: give it too (--from CUBLAS_LOG CUBLASLT_LOG)")
+                             "calls, which are in the cuBLAS log, not read: give it too "
+                             "(--from CUBLAS_LOG CUBLASLT_LOG)")
     ids = gemm_ids(capture)
     gemms = [{"id": ids[definition], "calls": stats.calls, **definition.to_dict(),
               "math_mode_name": math_mode_name(definition.math_mode) if not definition.is_lt else None,

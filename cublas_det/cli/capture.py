@@ -92,9 +92,7 @@ def _read_logs(paths: list[str], capture: Capture) -> None:
             head = file.peek(4096)[:4096]
             if not head.strip():  # a program that never called cuBLAS leaves an empty log
                 capture.notes.append(f"{path}: empty, nothing to read")
-                logs.append(("empty", path, file))
-                continue
-            logs.append((log_kind(path, head), path, file))
+            logs.append((log_kind(path, head) if head.strip() else "empty", path, file))
         kinds = [kind for kind, _, _ in logs]
         for kind in ("cublas", "cublaslt"):
             if kinds.count(kind) > 1:
