@@ -1,12 +1,11 @@
-"""A capture as its file's document (:mod:`cublas_det.store.capture`), and the document back as the
-GEMMs, findings and replay plans it holds."""
+"""A capture as its file's document (:mod:`cublas_det.store.capture`), and back as its GEMMs, findings and plans."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from ..errors import InputFileError
 from ..config import math_mode_name
+from ..errors import InputFileError
 from ..store import capture as document
 from ..store.capture import FORMAT, HINT, VERSION
 from . import model
@@ -28,10 +27,6 @@ class CaptureFile:
     def plans(self) -> list[ReplayPlan]:
         return plans(self.gemms)
 
-    @property
-    def complete(self) -> bool:
-        return bool(self.data.get("complete"))
-
 
 def gemm_ids(capture: Capture) -> dict:
     """``g1``, ``g2`` ... by call count, most first (then in the order first seen)."""
@@ -46,23 +41,24 @@ def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None 
                              "cuBLAS log (the log cut?)")
     elif unmatched:
         capture.notes.append(f"{unmatched:,} cuBLASLt kernel launches (cublasLt...Matmul) were made inside cuBLAS "
-                             "calls, which are in the cuBLAS log, not read: give it too (--from CUBLAS_LOG CUBLASLT_LOG)")
+                             "calls, which are in the cuBLAS log, not read: give it too "
+                             "(--from CUBLAS_LOG CUBLASLT_LOG)")
     ids = gemm_ids(capture)
-    gemms = []
-    for definition, stats in sorted(capture.gemms.items(), key=lambda item: int(ids[item[0]][1:])):
-        gemms.append({"id": ids[definition], "calls": stats.calls, **definition.to_dict(),
-                      "math_mode_name": math_mode_name(definition.math_mode) if not definition.is_lt else None,
-                      "sites": [{**dataclasses.asdict(site), "calls": n} for site, n in stats.sites.most_common()],
-                      "lt_kernels": [{"algo": dict(algo), "calls": n} for algo, n in stats.internal.most_common()]})
+    gemms = [{"id": ids[definition], "calls": stats.calls, **definition.to_dict(),
+              "math_mode_name": math_mode_name(definition.math_mode) if not definition.is_lt else None,
+              "sites": [{**dataclasses.asdict(site), "calls": n} for site, n in stats.sites.most_common()],
+              "lt_kernels": [{"algo": dict(algo), "calls": n} for algo, n in stats.internal.most_common()]}
+             for definition, stats in sorted(capture.gemms.items(), key=lambda item: int(ids[item[0]][1:]))]
     handles = [{"process": h.process, "handle": h.handle, "calls": h.calls, "streams": dict(h.streams),
                 "threads": sorted(t for t in h.threads if t is not None),
                 "math_modes": sorted(math_mode_name(m) for m in h.math_modes),
-                "workspaces": sorted((w for w in h.workspaces), key=lambda w: -1 if w is None else w)}
+                "workspaces": sorted(h.workspaces, key=lambda w: -1 if w is None else w)}
                for h in capture.handles().values()]
     return {
         "format": FORMAT, "version": VERSION, "command": capture.command, "exit_status": capture.exit_status,
         "complete": complete, "notes": capture.notes, "cublas_versions": sorted(capture.versions),
-        "gpu": capture.gpu, "environment": capture.environment, "logs": {kind: dataclasses.asdict(stats) for kind, stats in capture.logs.items()},
+        "gpu": capture.gpu, "environment": capture.environment,
+        "logs": {kind: dataclasses.asdict(stats) for kind, stats in capture.logs.items()},
         "calls": sum(s.calls for s in capture.gemms.values()), "dropped_calls": capture.dropped_calls,
         "kept": {"gemms": model.MAX_GEMMS, "sites_per_gemm": model.MAX_SITES},
         "unattributed_calls": capture.unattributed_calls, "lt_kernels_unmatched": unmatched,

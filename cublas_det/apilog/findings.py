@@ -1,9 +1,5 @@
-"""What a capture says about how the program calls cuBLAS: findings naming the handles and streams.
-
-Kinds: ``hazard`` (cuBLAS's documented reproducibility does not apply: a handle shared by streams or
-threads, SM-count-dependent split-K), ``precision`` (below fp32: TF32, reduced-precision reductions)
-or ``setup`` (differing handles, a small workspace). Findings describe calls, never check bits.
-"""
+"""What a capture says about how the program calls cuBLAS, naming handles and streams: a ``hazard`` (cuBLAS's
+documented reproducibility does not apply), ``precision`` (below fp32) or ``setup`` finding; none checks bits."""
 
 from __future__ import annotations
 
@@ -19,6 +15,7 @@ OTHER_WORKSPACE = 4 << 20  # cuBLAS's recommended workspace before Hopper
 _REDUCED_COMPUTE = ("COMPUTE_32F_FAST_TF32", "COMPUTE_32F_FAST_16F", "COMPUTE_32F_FAST_16BF", "COMPUTE_16F",
                     "COMPUTE_16F_PEDANTIC")
 _HALF = ("R_16F", "R_16BF")
+_FP32_MODES = {MathMode.TF32: "tf32-math", MathMode.FP32_EMULATED_BF16X9: "bf16x9-math"}  # fp32 not computed as fp32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,8 +28,7 @@ class Finding:
     gemms: tuple = ()  # ids of the GEMMs concerned
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "text": self.text, "handles": list(self.handles),
-                "streams": list(self.streams), "gemms": list(self.gemms)}
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in vars(self).items()}
 
 
 def _mib(n: int | None) -> str:
@@ -47,19 +43,16 @@ def findings(capture: Capture, ids: dict, compute_capability: int | None = None)
         where = f"handle {handle.handle}" + (f" of process {handle.process}" if handle.process is not None else "")
         if len(handle.streams) > 1:
             streams = tuple(sorted(handle.streams))
-            own = all(len(handle.stream_workspaces.get(s, ())) == 1 for s in streams) and len(
-                set().union(*(handle.stream_workspaces.get(s, set()) for s in streams))) == len(streams)
-            text = (f"{where} ran GEMMs on {len(streams)} streams ({', '.join(streams)}): cuBLAS documents "
-                    "identical bits only with one stream per handle; ")
+            addresses = [handle.stream_workspaces.get(stream, set()) for stream in streams]
+            own = all(len(a) == 1 for a in addresses) and len(set().union(*addresses)) == len(streams)
             config = capture.environment.get("CUBLAS_WORKSPACE_CONFIG")
-            if own:
-                text += "each stream had a workspace of its own (cuBLAS's documented remedy)"
-            elif config:
-                text += (f"CUBLAS_WORKSPACE_CONFIG={config} was set (it sizes cuBLAS's own pool, not a user "
-                         "workspace); else give each stream its own handle or workspace")
-            else:
-                text += ("give each stream its own handle, or its own workspace (cublasSetWorkspace after each "
-                         "cublasSetStream), or set CUBLAS_WORKSPACE_CONFIG=:4096:8")
+            text = (f"{where} ran GEMMs on {len(streams)} streams ({', '.join(streams)}): cuBLAS documents "
+                    "identical bits only with one stream per handle; " + (
+                        "each stream had a workspace of its own (cuBLAS's documented remedy)" if own else
+                        f"CUBLAS_WORKSPACE_CONFIG={config} was set (it sizes cuBLAS's own pool, not a user "
+                        "workspace); else give each stream its own handle or workspace" if config else
+                        "give each stream its own handle, or its own workspace (cublasSetWorkspace after each "
+                        "cublasSetStream), or set CUBLAS_WORKSPACE_CONFIG=:4096:8"))
             found.append(Finding("shared-handle-streams", "hazard" if not own else "setup", text,
                                  (handle.handle,), streams))
         if len(handle.threads) > 1:
@@ -89,11 +82,9 @@ def _per_gemm(capture: Capture, ids: dict, compute_capability: int | None) -> li
         gid = ids[definition]
         noted = []  # (finding, the GEMM as it lists it)
         mode = definition.math_mode
-        if definition.a_type == "R_32F" and mode is not None and definition.compute_type == "COMPUTE_32F":
-            if mode & ~DISALLOW_RPR == MathMode.TF32:
-                noted.append(("tf32-math", gid))
-            elif mode & ~DISALLOW_RPR == MathMode.FP32_EMULATED_BF16X9:
-                noted.append(("bf16x9-math", gid))
+        if definition.a_type == "R_32F" and mode is not None and definition.compute_type == "COMPUTE_32F" \
+                and mode & ~DISALLOW_RPR in _FP32_MODES:
+            noted.append((_FP32_MODES[mode & ~DISALLOW_RPR], gid))
         if definition.compute_type in _REDUCED_COMPUTE:
             noted.append(("reduced-compute", f"{gid} ({definition.compute_type})"))
         if definition.a_type in _HALF and not definition.is_lt and mode is not None and not mode & DISALLOW_RPR:

@@ -1,9 +1,5 @@
-"""cuBLAS's API log read inside a Python process, each thread's calls kept whole.
-
-Threads that call at once mix their log lines; the logger callback gets each line on its thread, so
-lines are gathered per thread and each whole call goes to the capture's pipe in one locked write.
-cuBLAS's own file output is turned off, so no call is read twice.
-"""
+"""cuBLAS's API log taken over inside a Python process (its own file output off): the logger callback gathers
+each thread's lines, and each whole call goes to the capture's pipe in one locked write, never mixed."""
 
 from __future__ import annotations
 

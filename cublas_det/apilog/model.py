@@ -1,10 +1,5 @@
-"""What a capture holds: the distinct GEMMs a program ran, its handles, streams and threads, and
-what the logs could not tell.
-
-A GEMM is kept as cuBLAS saw it (column-major, type names without ``CUDA_``/``CUBLAS_``); the
-shim's row-major shapes are :mod:`cublas_det.apilog.replay`'s. Memory stays bounded: calls are
-counted per distinct GEMM, and past the caps below counted, not kept.
-"""
+"""What a capture holds: the distinct GEMMs a program ran as cuBLAS saw them (column-major), its handles,
+streams and threads, and what the logs could not tell; past the caps below calls are counted, not kept."""
 
 from __future__ import annotations
 
@@ -57,20 +52,15 @@ class GemmDefinition:
         return self.api == "cublasLtMatmul"
 
     def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["strides"] = list(self.strides) if self.strides else None
-        data["preference"] = dict(self.preference)
-        data["lt_algo"] = dict(self.lt_algo)
-        return data
+        return {**dataclasses.asdict(self), "strides": list(self.strides) if self.strides else None,
+                "preference": dict(self.preference), "lt_algo": dict(self.lt_algo)}
 
     def __post_init__(self):
         # Here, so that every definition the parser makes is one the file's reader takes back.
-        for name in ("api", "transa", "transb", "a_type", "b_type", "c_type", "compute_type"):
-            if not isinstance(getattr(self, name), str):
-                raise InvalidGemm(f"{name} must be a string, not {getattr(self, name)!r}")
-        for name in ("scale_type", "epilogue"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
-                raise InvalidGemm(f"{name} must be a string or null, not {getattr(self, name)!r}")
+        for name in ("api", "transa", "transb", "a_type", "b_type", "c_type", "compute_type", "scale_type", "epilogue"):
+            value, nullable = getattr(self, name), name in ("scale_type", "epilogue")
+            if not isinstance(value, str) and not (nullable and value is None):
+                raise InvalidGemm(f"{name} must be a string{' or null' * nullable}, not {value!r}")
         if self.transa not in ("N", "T", "C") or self.transb not in ("N", "T", "C"):
             raise InvalidGemm(f"transa and transb must be N, T or C, not {self.transa!r}, {self.transb!r}")
         for name in ("m", "n", "k", "lda", "ldb", "ldc", "batch_count"):
@@ -78,11 +68,10 @@ class GemmDefinition:
         for name, low in (("algo", -MAX_INT), ("math_mode", 0), ("workspace_bytes", 0), ("sm_count_target", 0)):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), low)
-        if self.strides is not None:
-            if len(self.strides) != 3:
-                raise InvalidGemm(f"strides must be 3 (A, B, C), not {len(self.strides)}")
-            for name, value in zip(("strideA", "strideB", "strideC"), self.strides):
-                _check_int(name, value, 0)  # 0: one matrix broadcast over the batch
+        if self.strides is not None and len(self.strides) != 3:
+            raise InvalidGemm(f"strides must be 3 (A, B, C), not {len(self.strides)}")
+        for name, value in zip(("strideA", "strideB", "strideC"), self.strides or ()):
+            _check_int(name, value, 0)  # 0: one matrix broadcast over the batch
         for ld, rows in (("lda", "m" if self.transa == "N" else "k"), ("ldb", "k" if self.transb == "N" else "n"),
                          ("ldc", "m")):
             if getattr(self, ld) < getattr(self, rows):
@@ -96,13 +85,10 @@ class GemmDefinition:
     @classmethod
     def from_dict(cls, data: dict) -> GemmDefinition:
         """The definition of a capture file's GEMM, its fields' types checked (store.capture.GEMM)."""
-        fields = {f.name for f in dataclasses.fields(cls)}
-        values = {key: value for key, value in data.items() if key in fields}
-        values["strides"] = tuple(values["strides"]) if values.get("strides") else None
-        for name in ("preference", "lt_algo"):
-            values[name] = tuple(sorted((values.get(name) or {}).items()))
-        values["bias"] = bool(values.get("bias"))
-        return cls(**values)
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        return cls(**{**values, "strides": tuple(values["strides"]) if values.get("strides") else None,
+                      "bias": bool(values.get("bias")),
+                      **{name: tuple(sorted((values.get(name) or {}).items())) for name in ("preference", "lt_algo")}})
 
 
 def _check_int(name: str, value, low: int) -> None:
@@ -164,21 +150,14 @@ class LogStats:
 
     def bad(self, kind: str, text: bytes | str, gemm: bool = False) -> None:
         """One call (or, for ``unknown line``, one line) unread: ``malformed``, ``invalid`` or ``cut``."""
-        if kind == "malformed":
-            self.malformed += 1
-            self.malformed_gemms += gemm
-        elif kind == "invalid":
-            self.invalid_gemms += 1
-        elif kind == "cut":
-            self.cut += 1
-        else:
-            self.unknown_lines += 1
+        field = {"malformed": "malformed", "invalid": "invalid_gemms", "cut": "cut"}.get(kind, "unknown_lines")
+        setattr(self, field, getattr(self, field) + 1)
+        self.malformed_gemms += gemm and kind == "malformed"
         self.sample(kind, text)
 
     def sample(self, kind: str, text: bytes | str) -> None:
         if len(self.samples) < MAX_SAMPLES:
-            if isinstance(text, bytes):
-                text = text.decode("utf-8", "replace")
+            text = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
             self.samples.append(f"{kind}: {text.strip()[:160]}")
 
 
@@ -207,11 +186,10 @@ class Capture:
     def add_gemm(self, definition: GemmDefinition, site: Site, workspace_address: str | None = None) -> None:
         """One call: counted per GEMM and site only (it runs per logged call); the rest is derived at the end."""
         stats = self.gemms.get(definition)
-        if stats is None:
-            if len(self.gemms) >= MAX_GEMMS:
-                self.dropped_calls += 1
-                return
-            stats = self.gemms[definition] = GemmStats()
+        if stats is None and len(self.gemms) >= MAX_GEMMS:
+            self.dropped_calls += 1
+            return
+        stats = stats or self.gemms.setdefault(definition, GemmStats())
         stats.calls += 1
         sites = stats.sites
         if site in sites or len(sites) < MAX_SITES:

@@ -1,9 +1,6 @@
-"""Streaming parsers of cuBLAS's API log (``CUBLAS_LOGINFO_DBG``) and cuBLASLt's (``CUBLASLT_LOG_LEVEL``).
-
-Each is fed chunks of any size and keeps only the call it is in the middle of; an unreadable line is
-counted and quoted, never fatal. One C-speed regular expression finds the calls that matter, and a
-call's text with pointers and times taken out keys its already parsed definition.
-"""
+"""Streaming parsers of cuBLAS's API log (``CUBLAS_LOGINFO_DBG``) and cuBLASLt's (``CUBLASLT_LOG_LEVEL``): fed
+chunks of any size, an unreadable line counted and quoted, never fatal; a call's text less its pointers and times
+keys its already parsed definition."""
 
 from __future__ import annotations
 
@@ -41,10 +38,7 @@ _RECORD_END = b"i! COMPILED WITH"  # a call's last line (after its context line,
 
 def base_name(function: str) -> str:
     """``cublasSgemm`` for ``cublasSgemm_v2_64``: the name without its ABI suffixes."""
-    for suffix in ("_64", "_v2"):
-        if function.endswith(suffix):
-            function = function[: -len(suffix)]
-    return function
+    return function.removesuffix("_64").removesuffix("_v2")
 
 
 def _kind(function: bytes):
@@ -59,10 +53,9 @@ def _hex(text: bytes) -> str:
     return "0x" + text.decode().lower() if text and text != b"(nil)" else "0x0"
 
 
-def _enum_name(value: bytes, prefix: str = "") -> str:
-    """``T`` for ``CUBLAS_OP_T(1)``, ``R_16BF`` for ``CUDA_R_16BF(14)`` (``prefix`` stripped)."""
-    text = value.split(b"(", 1)[0].decode()
-    return text[len(prefix):] if prefix and text.startswith(prefix) else text
+def _enum_name(value: bytes, prefix: str) -> str:
+    """``T`` for ``CUBLAS_OP_T(1)`` and the prefix ``CUBLAS_OP_``."""
+    return value.split(b"(", 1)[0].decode().removeprefix(prefix)
 
 
 def _math_mode(text: bytes) -> int | None:
@@ -154,24 +147,20 @@ class CublasLogParser(_LogParser):
         self._modes: dict = {}  # a context line's math-mode text -> its value
         self._kinds: dict = {}  # function name -> (_kind(), the parameters of its prototype)
         self._threads: set = set()  # (process, thread) of the context lines: one alone, and nothing interleaves
-        self._unsure = []  # calls of bad shape while one thread was seen: [calls, GEMM calls, samples]
+        self._unsure = (0, 0, [])  # calls of bad shape while one thread was seen: calls, GEMM calls, samples
 
     def close(self) -> None:
         super().close()
-        if self._unsure:  # the whole log came from one thread: nothing interleaved, the calls are malformed
+        if self._unsure[0]:  # the whole log came from one thread: nothing interleaved, the calls are malformed
             self._resolve("malformed")
 
     def _resolve(self, kind: str) -> None:
         """The calls of bad shape held in ``_unsure``: interleaved once a second thread is seen, else malformed."""
         calls, gemms, samples = self._unsure
-        self._unsure = []
-        if kind == "interleaved":
-            self.stats.interleaved += calls
-            self.stats.interleaved_gemms += gemms
-            return
-        self.stats.malformed += calls
-        self.stats.malformed_gemms += gemms
-        for sample in samples:
+        self._unsure = (0, 0, [])
+        setattr(self.stats, kind, getattr(self.stats, kind) + calls)
+        setattr(self.stats, f"{kind}_gemms", getattr(self.stats, f"{kind}_gemms") + gemms)
+        for sample in samples if kind == "malformed" else ():
             self.stats.sample("malformed", sample)
 
     def _text(self, text: bytes, complete: bool) -> None:
@@ -180,12 +169,10 @@ class CublasLogParser(_LogParser):
             math.clear()
         headers = list(_HEADER.finditer(text))
         self.stats.calls += len(headers)
-        lines = text.count(b"\n")
-        if lines != text.count(b"\ni!") + text.startswith(b"i!") + len(headers):
+        if text.count(b"\n") != text.count(b"\ni!") + text.startswith(b"i!") + len(headers):
             self._unknown_lines(text)
         kinds = self._kinds
-        ends = [header.start() for header in headers[1:]]
-        ends.append(len(text))
+        ends = [header.start() for header in headers[1:]] + [len(text)]
         last = -1 if complete else len(text)  # where a call may be cut: at the end of the log
         for header, end in zip(headers, ends):
             function = header[2]
@@ -225,17 +212,17 @@ class CublasLogParser(_LogParser):
         """A call of bad shape: interleaved where another thread logs too; else malformed (told at the end)."""
         for found in _THREAD.finditer(block):
             self._thread((int(found.group(1)), int(found.group(2))))
-        calls, gemms, samples = self._unsure or (0, 0, [])
+        calls, gemms, samples = self._unsure
         if len(samples) < MAX_SAMPLES:
             samples.append(f"{err}: {_quoted(header)}")
-        self._unsure = [calls + 1, gemms + gemm, samples]
+        self._unsure = (calls + 1, gemms + gemm, samples)
         if len(self._threads) > 1:
             self._resolve("interleaved")
 
     def _thread(self, thread: tuple) -> None:
         if thread not in self._threads:
             self._threads.add(thread)
-            if len(self._threads) == 2 and self._unsure:
+            if len(self._threads) == 2 and self._unsure[0]:
                 self._resolve("interleaved")
 
     def _unknown_lines(self, text: bytes) -> None:
@@ -375,10 +362,9 @@ class LtLogParser(_LogParser):
             if _LT_WANTED.search(text):
                 self.stats.bad("cut", b"the log ends inside this line: " + text[:100] + b"...")
             return
-        lines = text.count(b"\n")
         ours = text.count(b"][cublasLt][")
         self.stats.calls += ours
-        if lines != ours:
+        if text.count(b"\n") != ours:
             for line in text.split(b"\n"):
                 if line.strip() and b"][cublasLt][" not in line:
                     self.stats.bad("unknown line", line)
@@ -399,9 +385,9 @@ class LtLogParser(_LogParser):
         parsed = self._parsed.get(key)
         if parsed is None:
             pairs = dict(_LT_PAIR.findall(key[1]))
-            preference = {k: v for k, v in _inner(pairs.get(b"preference", b"")).items()
-                          if not k.startswith("minBytesAlignment")}
-            parsed = self._parsed.put(key, (_descriptors(pairs), tuple(sorted(preference.items()))))
+            preference = sorted(item for item in _inner(pairs.get(b"preference", b"")).items()
+                                if not item[0].startswith("minBytesAlignment"))
+            parsed = self._parsed.put(key, (_descriptors(pairs), tuple(preference)))
         return parsed
 
     def _matmul(self, thread: int, function: bytes, rest: bytes) -> None:
@@ -470,9 +456,6 @@ def _descriptors(pairs: dict) -> tuple:
 
 def parse_stream(parser, stream, chunk: int = CHUNK) -> None:
     """Feed ``parser`` from a binary file object until its end."""
-    while True:
-        data = stream.read(chunk)
-        if not data:
-            break
+    for data in iter(lambda: stream.read(chunk), b""):
         parser.feed(data)
     parser.close()

@@ -1,9 +1,5 @@
-"""From a captured cuBLAS call to the shim's own: a row-major shape and a configuration, or why not.
-
-cuBLAS computes column-major ``C[m, n] = op(A) op(B)``; the shim computes row-major ``op(a) @ op(b)``
-by passing ``op(b)`` first, so a captured call is ``M, N, K = n, m, k``, ``trans_a = (transb != N)``,
-``trans_b = (transa != N)``: the same cuBLAS call when the leading dimensions are packed.
-"""
+"""From a captured (column-major) cuBLAS call to the shim's own: a row-major shape and a configuration, or why
+not; ``M, N, K = n, m, k`` with the transposes swapped is the same cuBLAS call when operands are packed."""
 
 from __future__ import annotations
 
@@ -16,8 +12,8 @@ from ..shapes import GemmShape, catalogue_entry, other_layout, packed_strides
 from .model import GemmDefinition
 
 _DTYPES = {element.cuda_name: name for name, element in GEMM_TYPES.items()}  # R_32F -> float32 ...
-_REPLAYED_APIS = tuple(f"cublas{name}{form}" for name in ("Sgemm", "Hgemm") for form in ("", "StridedBatched", "Batched")) \
-    + ("cublasGemmEx", "cublasGemmStridedBatchedEx", "cublasGemmBatchedEx")
+_REPLAYED_APIS = {f"cublas{name}{form}{ex}" for name, ex in (("Sgemm", ""), ("Hgemm", ""), ("Gemm", "Ex"))
+                  for form in ("", "StridedBatched", "Batched")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,28 +53,13 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
     reason = _unsupported(definition)
     if reason:
         return dataclasses.replace(base, reason=reason)
-    mode = definition.math_mode
-    note = ""
+    notes = []
     try:
-        if definition.is_lt:  # cuBLASLt takes no math mode: its compute type says it all
-            config = GemmConfig(MathMode.DEFAULT, False, ComputeType[definition.compute_type],
-                                _DTYPES[definition.a_type], _DTYPES[definition.c_type],
-                                workspace_bytes=definition.workspace_bytes, api="lt",
-                                lt_epilogue="BIAS" if definition.epilogue == "EPILOGUE_BIAS" else "",
-                                lt_sm_count_target=_own_target(definition))
-        else:
-            if mode & ~DISALLOW_RPR in (MathMode.TF32, MathMode.FP32_EMULATED_BF16X9) and definition.a_type != "R_32F":
-                note = f"{MathMode(mode & ~DISALLOW_RPR).name} math has no effect on {definition.a_type} inputs: replayed as DEFAULT"
-                mode = int(MathMode.DEFAULT) | (mode & DISALLOW_RPR)
-            config = GemmConfig(MathMode(mode & ~DISALLOW_RPR), bool(mode & DISALLOW_RPR),
-                                ComputeType[definition.compute_type], _DTYPES[definition.a_type],
-                                _DTYPES[definition.c_type], -1 if definition.algo is None else definition.algo,
-                                definition.workspace_bytes)
+        config = _config(definition, notes)
     except ValueError as err:
         return dataclasses.replace(base, reason=f"needs what the shim refuses: {err}")
-    name = f"{gemm_id} {role}" if role else f"{gemm_id} capture"
-    shape = GemmShape(name, m, n, k, trans_a, trans_b, preset="capture", batch=definition.batch_count)
-    notes = [note]
+    shape = GemmShape(f"{gemm_id} {role or 'capture'}", m, n, k, trans_a, trans_b, preset="capture",
+                      batch=definition.batch_count)
     tight = (shape.b_shape[-1], shape.a_shape[-1], n)  # cuBLAS's lda, ldb, ldc of packed operands
     captured = (definition.lda, definition.ldb, definition.ldc)
     if captured != tight:
@@ -86,20 +67,29 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
                      f"packed {', '.join(map(str, tight))}")
     if definition.batch_count == 1 and "Batched" in definition.api:
         notes.append(f"a batch of one: replayed as one GEMM (cublasGemmEx), not as {definition.api}")
-    if definition.batch_count > 1:
-        packed = packed_strides(m, n, k)
-        if definition.strides is None:
-            notes.append("the call passed arrays of pointers: replayed as one strided batch "
-                         "(cublasGemmStridedBatchedEx) of packed matrices")
-        elif tuple(definition.strides) != packed:
-            notes.append(f"replayed with packed matrices: the call's strides were "
-                         f"{', '.join(map(str, definition.strides))}, packed {', '.join(map(str, packed))}")
-    return dataclasses.replace(base, shape=shape, config=config, note="; ".join(filter(None, notes)))
+    packed = packed_strides(m, n, k)
+    if definition.batch_count > 1 and definition.strides is None:
+        notes.append("the call passed arrays of pointers: replayed as one strided batch "
+                     "(cublasGemmStridedBatchedEx) of packed matrices")
+    elif definition.batch_count > 1 and tuple(definition.strides) != packed:
+        notes.append(f"replayed with packed matrices: the call's strides were "
+                     f"{', '.join(map(str, definition.strides))}, packed {', '.join(map(str, packed))}")
+    return dataclasses.replace(base, shape=shape, config=config, note="; ".join(notes))
 
 
-def _own_target(definition: GemmDefinition) -> int:
-    """The SM-count target a cuBLASLt call set itself (0: none; the log prints none unless set)."""
-    return definition.sm_count_target or 0
+def _config(definition: GemmDefinition, notes: list) -> GemmConfig:
+    """The shim's configuration of a call ``_unsupported`` passed, a note where it differs; ValueError if refused."""
+    types = (ComputeType[definition.compute_type], _DTYPES[definition.a_type], _DTYPES[definition.c_type])
+    if definition.is_lt:  # cuBLASLt takes no math mode: its compute type says it all
+        return GemmConfig(MathMode.DEFAULT, False, *types, workspace_bytes=definition.workspace_bytes, api="lt",
+                          lt_epilogue="BIAS" if definition.epilogue == "EPILOGUE_BIAS" else "",
+                          lt_sm_count_target=definition.sm_count_target or 0)  # 0: the call set none
+    mode, flag = definition.math_mode & ~DISALLOW_RPR, definition.math_mode & DISALLOW_RPR
+    if mode in (MathMode.TF32, MathMode.FP32_EMULATED_BF16X9) and definition.a_type != "R_32F":
+        notes.append(f"{MathMode(mode).name} math has no effect on {definition.a_type} inputs: replayed as DEFAULT")
+        mode = MathMode.DEFAULT
+    return GemmConfig(MathMode(mode), bool(flag), *types, -1 if definition.algo is None else definition.algo,
+                      definition.workspace_bytes)
 
 
 def _unsupported(definition: GemmDefinition) -> str:

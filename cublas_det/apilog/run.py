@@ -1,8 +1,5 @@
-"""Run a program with cuBLAS's and cuBLASLt's logs streamed through named pipes into the parsers.
-
-Nothing is written to disk. A write end is held open here too, so the program's writers never block
-on ``open`` nor end the stream early; it ends once the program is done and every writer has closed.
-"""
+"""Run a program with cuBLAS's and cuBLASLt's logs streamed through named pipes into the parsers, nothing on disk;
+a write end held open here keeps the program's writers from blocking on ``open`` or ending the stream early."""
 
 from __future__ import annotations
 
@@ -45,7 +42,8 @@ class _PipeReader(threading.Thread):
             self.parser.close()
         except BaseException as err:  # a parser bug: reported by the caller, with its traceback
             self.error = err
-            self._drain()  # closing the pipe now would kill the program at its next log line (SIGPIPE)
+            for _ in self._chunks():  # closing the pipe now would kill the program at its next log line (SIGPIPE)
+                pass
         finally:
             os.close(self.read_fd)
 
@@ -74,10 +72,6 @@ class _PipeReader(threading.Thread):
                 continue
             yield data
         self.parser.stats.stopped_after_exit_s = AFTER_EXIT_S
-
-    def _drain(self) -> None:
-        for _ in self._chunks():
-            pass
 
     def finish(self, survivors: list[int] = ()) -> None:
         self.survivors = list(survivors)

@@ -10,13 +10,14 @@ CUBLAS_LOGDEST_DBG=FILE, CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=FILE), gzipped o
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import re
 import zlib
 
 from ..apilog.file import from_data, to_dict
 from ..apilog.model import Capture
-from ..apilog.parse import CHUNK, CublasLogParser, LtLogParser, parse_stream
+from ..apilog.parse import CublasLogParser, LtLogParser, parse_stream
 from ..apilog.run import run_captured, signal_name
 from ..errors import ExitCode, InputFileError, UsageError
 from ..store.files import open_regular
@@ -57,73 +58,41 @@ def log_kind(path: str, head: bytes) -> str:
                          "(lines '[time][cublasLt]...'); give the files CUBLAS_LOGDEST_DBG and CUBLASLT_LOG_FILE named")
 
 
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
-class _Gunzipped:
-    """A gzip file's text, read as it decompresses (bounded memory, members one after another); a
-    file cut short ends where its data does, with ``cut`` set."""
+class _Gunzipped(gzip.GzipFile):
+    """A gzip log's text as it decompresses (members one after another); one cut short ends where its data
+    does, with ``cut`` set."""
 
     def __init__(self, path: str, raw):
-        self.path, self.raw, self.cut = path, raw, False
-        self._inflate = zlib.decompressobj(wbits=31)
-        self._ready = b""
+        super().__init__(fileobj=raw)
+        self.path, self.cut = path, False
 
-    def _more(self, size: int) -> bytes:
-        inflate = self._inflate
+    def _guarded(self, read, size: int) -> bytes:
         try:
-            while True:
-                if inflate.unconsumed_tail:
-                    data = inflate.decompress(inflate.unconsumed_tail, size)
-                elif inflate.eof and inflate.unused_data.strip(b"\0"):  # the next member
-                    rest, inflate = inflate.unused_data, zlib.decompressobj(wbits=31)
-                    self._inflate = inflate
-                    data = inflate.decompress(rest, size)
-                else:
-                    raw = self.raw.read(CHUNK)
-                    if not raw:
-                        self.cut = not inflate.eof
-                        return b""
-                    data = inflate.decompress(inflate.unused_data + raw if inflate.eof else raw, size)
-                if data:
-                    return data
-        except zlib.error as err:
+            return read(size)
+        except EOFError:
+            self.cut = True
+            return b""
+        except (zlib.error, gzip.BadGzipFile) as err:
             raise InputFileError(f"{self.path}: a gzip file that does not decompress ({err}); give the log "
                                  "itself") from None
 
     def peek(self, size: int) -> bytes:
-        while len(self._ready) < size:
-            data = self._more(CHUNK)
-            if not data:
-                break
-            self._ready += data
-        return self._ready
+        return self._guarded(super().peek, size)
 
     def read(self, size: int) -> bytes:
-        if self._ready:
-            data, self._ready = self._ready[:size], self._ready[size:]
-            return data
-        return self._more(size)
-
-
-def _open_log(path: str, opened: list):
-    """``path`` opened for reading (appended to ``opened``), decompressed as read when it is gzip."""
-    file = open_regular(path, "give the log file itself", what="log")
-    opened.append(file)
-    return _Gunzipped(path, file) if file.peek(2)[:2] == _GZIP_MAGIC else file
+        return self._guarded(super().read1, size)  # read1: what came before a cut is never lost
 
 
 def _read_logs(paths: list[str], capture: Capture) -> None:
     logs, files = [], []  # (kind, path, file), every file checked before any is parsed; what to close
     try:
         for path in paths:
-            file = _open_log(path, files)
+            files.append(open_regular(path, "give the log file itself", what="log"))
+            file = _Gunzipped(path, files[-1]) if files[-1].peek(2)[:2] == b"\x1f\x8b" else files[-1]
             head = file.peek(4096)[:4096]
             if not head.strip():  # a program that never called cuBLAS leaves an empty log
                 capture.notes.append(f"{path}: empty, nothing to read")
-                logs.append(("empty", path, file))
-                continue
-            logs.append((log_kind(path, head), path, file))
+            logs.append((log_kind(path, head) if head.strip() else "empty", path, file))
         kinds = [kind for kind, _, _ in logs]
         for kind in ("cublas", "cublaslt"):
             if kinds.count(kind) > 1:
@@ -170,15 +139,11 @@ def run(argv: list[str], prog: str) -> int:
         except OSError as err:  # not found, not executable, not a program (ENOEXEC) ...
             raise UsageError(f"cannot run {command[0]!r}: {err.strerror or err}") from None
         capture.exit_status = status
-        if interrupted:
-            capture.notes.append("interrupted (Ctrl-C)")
-            complete, status = False, ExitCode.INTERRUPTED
-        elif signal_name(status):
-            capture.notes.append(f"the command was ended by {signal_name(status)}")
-            complete = False
-        elif status:
-            capture.notes.append(f"the command failed (exit {status})")
-            complete = False
+        note = ("interrupted (Ctrl-C)" if interrupted else f"the command was ended by {signal_name(status)}"
+                if signal_name(status) else f"the command failed (exit {status})" if status else "")
+        if note:
+            capture.notes.append(note)
+            complete, status = False, ExitCode.INTERRUPTED if interrupted else status
     data = to_dict(capture, complete=complete, compute_capability=_compute_capability())
     written = write_json(args.out, data, prog)
     if not args.quiet:

@@ -7,6 +7,7 @@ import shlex
 from ..config import math_mode_name
 from ..dtypes import BY_CUDA_NAME
 from ..words import WIDTH, plural, size, table, wrapped
+
 _HEADER = ("id", "calls", "M x N x K:op", "types", "compute", "math", "wkspace")
 _LAST_COLUMN = 30  # the least room for "like / replay"; less, and it goes on a line of its own
 
@@ -33,38 +34,31 @@ def render_capture(capture, path: str) -> str:
         lines += _item("incomplete: the program did not end normally; " + (
             "the GEMMs it ran up to then are below" if capture.gemms else "it logged no GEMM before it ended"))
     lines.append("")
-    if capture.findings:
-        lines.append("Findings")
-    elif capture.gemms:
-        lines.append("Findings: none of those looked for (docs/capture.md lists them)")
-    for finding in capture.findings:
-        lines += _item(f"{finding.kind:<9}  {finding.text}")
     if capture.findings or capture.gemms:
+        lines.append("Findings" if capture.findings else
+                     "Findings: none of those looked for (docs/capture.md lists them)")
+        for finding in capture.findings:
+            lines += _item(f"{finding.kind:<9}  {finding.text}")
         lines.append("")
     plans = capture.plans
     if not plans:
         lines += wrapped(_no_gemms(data))
         return "\n".join(lines)
     lines.append("GEMMs, row-major as the shim runs them (cuBLAS's own arguments are in the file)")
-    lines += _table(plans)
-    lines += _handle_lines(data, plans)
+    lines += _table(plans) + _handle_lines(data)
     replayable = sum(plan.replayed for plan in plans)
-    lines.append("")
     if replayable and path:
-        lines.append(f"Replay the {plural(replayable, 'replayable GEMM')}, checked and timed:")
-        lines.append(f"  cublas-det bench --capture {shlex.quote(path)}")
-    elif replayable:
-        lines.append("The capture file could not be written: nothing to replay from.")
+        lines += ["", f"Replay the {plural(replayable, 'replayable GEMM')}, checked and timed:",
+                  f"  cublas-det bench --capture {shlex.quote(path)}"]
     else:
-        lines.append("Nothing here can be replayed by this version (see 'not replayable' above).")
+        lines += ["", "The capture file could not be written: nothing to replay from." if replayable else
+                  "Nothing here can be replayed by this version (see 'not replayable' above)."]
     return "\n".join(lines)
 
 
 def _unread(logs: dict, path: str) -> list[str]:
     """What the logs held that was not read, by kind, each with where it is quoted."""
-    quoted = f"quoted in {path}: logs.*.samples" if path else "quoted in the capture file: logs.*.samples"
-    lines = []
-    parts = []
+    lines, parts = [], []
     for kind, log in logs.items():
         for field, noun, what in (("malformed", "call", "malformed"), ("unknown_lines", "line", f"not {kind}'s"),
                                   ("cut", "call", "cut at the log's end")):
@@ -73,7 +67,7 @@ def _unread(logs: dict, path: str) -> list[str]:
                     "malformed_gemms") else ""
                 parts.append(f"{plural(log[field], noun)} {what} ({kind} log{gemms})")
     if parts:
-        lines.append(f"unread: {', '.join(parts)}; {quoted}")
+        lines.append(f"unread: {', '.join(parts)}; quoted in {path or 'the capture file'}: logs.*.samples")
     mixed, gemms = (logs.get("cublas", {}).get(field, 0) for field in ("interleaved", "interleaved_gemms"))
     if mixed:
         lines.append(f"unread: {plural(mixed, 'call')} ({gemms:,} of them GEMMs) whose log lines interleave with "
@@ -82,10 +76,10 @@ def _unread(logs: dict, path: str) -> list[str]:
     stopped = {kind: log["stopped_after_exit_s"] for kind, log in logs.items() if log.get("stopped_after_exit_s")}
     if stopped:
         lines.append(f"unread: capture stopped reading the {' and '.join(stopped)} log{'s' * (len(stopped) > 1)} "
-                     f"{max(stopped.values()):g} s "
-                     "after the program ended, a process it left still running or holding the log open: what that "
-                     "process wrote later is not here. To capture a job whose processes outlive it, let the job write the logs itself (CUBLAS_LOGINFO_DBG=1 CUBLAS_LOGDEST_DBG=FILE, "
-                     "CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=FILE) and read them with --from")
+                     f"{max(stopped.values()):g} s after the program ended, a process it left still running or "
+                     "holding the log open: what that process wrote later is not here. To capture a job whose "
+                     "processes outlive it, let the job write the logs itself (CUBLAS_LOGINFO_DBG=1 "
+                     "CUBLAS_LOGDEST_DBG=FILE, CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=FILE) and read them with --from")
     return lines
 
 
@@ -139,9 +133,8 @@ def _table(plans) -> list[str]:
         d = plan.definition
         op = (d.transa + d.transb).lower()
         batch = f" x{d.batch_count}" if d.batch_count > 1 else ""
-        status = plan.like or ("replayable" if plan.replayed else "")
-        if not plan.replayed:
-            status = (f"{plan.like}; " if plan.like else "") + f"not replayable: {plan.reason}"
+        status = (plan.like or "replayable") if plan.replayed else \
+            (f"{plan.like}; " if plan.like else "") + f"not replayable: {plan.reason}"
         rows.append(((plan.gemm_id, f"{plan.calls:,}", f"{d.n}x{d.m}x{d.k}:{op}{batch}",
                       f"{_label(d.a_type)}->{_label(d.c_type)}",
                       d.compute_type.removeprefix("COMPUTE_"), "(Lt)" if d.is_lt else data_mode(d.math_mode),
@@ -150,20 +143,16 @@ def _table(plans) -> list[str]:
     lead = max(map(len, heads)) + 1  # the widest line has every column at its full width
     heads = [line.ljust(lead) for line in heads]
     own_line = WIDTH - lead < _LAST_COLUMN
-    lines = wrapped("like / replay", WIDTH, first=heads[0]) if not own_line else \
-        [heads[0].rstrip(), "      like / replay"]
-    for (values, status, note), row in zip(rows, heads[1:]):
-        if own_line:
-            lines.append(row.rstrip())
-            lines += wrapped(status, WIDTH, " " * 8, first=" " * 6)
-        else:
-            lines += wrapped(status, WIDTH, " " * lead, first=row)
+    lines = [heads[0].rstrip(), "      like / replay"] if own_line else wrapped("like / replay", first=heads[0])
+    for (_, status, note), row in zip(rows, heads[1:]):
+        lines += ([row.rstrip()] + wrapped(status, indent=" " * 8, first=" " * 6) if own_line
+                  else wrapped(status, indent=" " * lead, first=row))
         if note:
             lines += wrapped(note, indent=" " * 10, first=" " * 8)
     return lines
 
 
-def _handle_lines(data: dict, plans) -> list[str]:
+def _handle_lines(data: dict) -> list[str]:
     """Where the GEMMs came from: each handle's process, threads, streams and GEMMs."""
     by_handle: dict = {}
     for gemm in data.get("gemms", []):
@@ -194,5 +183,4 @@ def data_mode(value) -> str:
 
 def _label(cuda_name: str) -> str:
     """``fp32`` for ``R_32F``: an element type as the table names it."""
-    element = BY_CUDA_NAME.get(cuda_name)
-    return element.label if element else cuda_name
+    return getattr(BY_CUDA_NAME.get(cuda_name), "label", cuda_name)

@@ -1,6 +1,5 @@
-"""The capture file's document (``"format": "cublas_det.capture"``): command and exit status, what
-each log gave, the distinct GEMMs with their sites and kernels, the handles, and the findings.
-"""
+"""The capture file's document (``"format": "cublas_det.capture"``): command and exit status, what each log gave,
+the distinct GEMMs with their sites and kernels, the handles, and the findings."""
 
 from __future__ import annotations
 
