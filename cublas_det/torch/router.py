@@ -184,10 +184,8 @@ class Router:
             a, b, out=a.new_empty((a.shape[0], a.shape[1], b.shape[2]))))
 
     def _addmm(self, bias, a, b, *, beta=1, alpha=1):
-        def fall():
-            return torch.ops.aten.addmm.out(bias, a, b, beta=beta, alpha=alpha,
-                                            out=a.new_empty((a.shape[0], b.shape[1])))
-        return self._route(a, b, bias, alpha, beta, fall=fall)
+        return self._route(a, b, bias, alpha, beta, fall=lambda: torch.ops.aten.addmm.out(
+            bias, a, b, beta=beta, alpha=alpha, out=a.new_empty((a.shape[0], b.shape[1]))))
 
     def _baddbmm(self, c, a, b, *, beta=1, alpha=1):
         def fall():
