@@ -1,8 +1,5 @@
-"""Reading the files a user names and writing ours. Every reader opens its file here, so each
-refuses in one line naming the file: a FIFO, device, socket or directory before a byte is read; a
-file larger than its kind ever is; JSON numbers no writer makes (``1e400``, 5000 digits) and too
-deep nesting. ``NaN`` and ``Infinity`` are read: a field that must be finite says so where checked.
-"""
+"""Reading the files a user names and writing ours: each refusal is one line naming the file (not a
+regular file, too large, a JSON number no writer makes, too deep); ``NaN`` and ``Infinity`` are read."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ MAX_INT_DIGITS = 40  # twice the digits of a 64-bit seed, size or count
 
 
 def file_kind(mode: int) -> str:
-    """``a directory``, ``a FIFO``, ``a character device`` ... for the ``st_mode`` of what is not a file."""
+    """``a directory``, ``a FIFO (named pipe)`` ... for the ``st_mode`` of what is not a file."""
     for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket")):
@@ -41,8 +38,8 @@ def regular_file_size(path: str, hint: str = "give a regular file", *, error=Inp
 
 def open_regular(path: str, hint: str = "give a regular file", *, max_bytes: int | None = None,
                  what: str = "file", error=InputFileError, buffering: int = -1):
-    """``path`` opened for binary reading once known to be a regular file of at most ``max_bytes``:
-    checked before opening (a FIFO's open blocks) and again on the open file."""
+    """``path`` opened for binary reading, a regular file of at most ``max_bytes`` (checked before a FIFO's
+    open could block, and again on the open file)."""
     size = regular_file_size(path, hint, error=error)
     if max_bytes is not None and size > max_bytes:
         raise error(f"{path}: {size:,} bytes, more than a {what} ever is ({max_bytes:,} at most); {hint}")
@@ -59,7 +56,7 @@ def open_regular(path: str, hint: str = "give a regular file", *, max_bytes: int
 
 
 class _Refused(ValueError):
-    """A JSON number or nesting that no writer makes (raised inside the parser, turned into the caller's error)."""
+    """A JSON number no writer makes, raised inside the parser."""
 
 
 def _parse_int(text: str) -> int:
@@ -114,9 +111,8 @@ def check_format(data, path: str, format_name: str, version: int, what: str, hin
 
 
 def write_json(path: str, data, *, whole: bool = False, compact: bool = False, default=None) -> None:
-    """``data`` as our files hold JSON: one-space indents and a final newline, or one line (``compact``);
-    ``whole``: written beside ``path`` and renamed over it; ``default``: as :func:`json.dumps`'s. An
-    :class:`OSError` is the caller's."""
+    """``data`` as JSON with one-space indents and a final newline, or one line (``compact``); ``whole``:
+    written beside ``path`` and renamed over it; ``default``: as :func:`json.dumps`'s."""
     text = json.dumps(data, default=default) if compact else json.dumps(data, indent=1, default=default) + "\n"
     target = f"{path}.tmp{os.getpid()}" if whole else path
     try:

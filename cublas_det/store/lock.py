@@ -1,11 +1,5 @@
-"""The lock file: for each GEMM, the verified configuration that keeps its bits, and where it holds.
-
-An entry's key is what a caller knows before it multiplies (types, ops, N, K, batch, epilogue; M
-only where M is not the batch); its configuration is cuBLASLt's with the algorithm pinned. An entry
-for any M was verified on the row ladder m = 1 ... M; one that could not be (a dW GEMM, an algorithm
-not running every smaller M) holds for its M alone. :meth:`Lock.check_here` refuses another GPU,
-SM count or cuBLAS.
-"""
+"""The lock file: for each GEMM (keyed by what a caller knows before it multiplies), the verified cuBLASLt
+configuration, its algorithm pinned, that keeps its bits, for any M or its own; and where it holds."""
 
 from __future__ import annotations
 
@@ -52,7 +46,7 @@ class GemmKey:
 
     @classmethod
     def of(cls, shape, config: GemmConfig, any_m: bool = True) -> GemmKey:
-        """The key of ``shape`` (a :class:`~cublas_det.shapes.GemmShape`) run in ``config``: for any M, or its own."""
+        """The key of ``shape`` run in ``config``: for any M, or its own."""
         return cls(config.input_dtype, config.output_dtype, effective_compute(config).name, shape.trans_a,
                    shape.trans_b, shape.n, shape.k, shape.batch, config.lt_epilogue, 0 if any_m else shape.m)
 
@@ -61,7 +55,7 @@ class GemmKey:
 
     @property
     def spec(self) -> str:
-        """``MxNxK:op``, M left open (``M``) in a key for any M, as ``--shape`` takes it once M is filled in."""
+        """``MxNxK:op``, M left open (``M``) in a key for any M."""
         return shape_spec(self.m or "M", self.n, self.k, cublas_op(self.trans_a, self.trans_b), self.batch)
 
     def __str__(self) -> str:
@@ -100,22 +94,21 @@ class Lock:
     path: str = ""
 
     def entry_for(self, key: GemmKey, m: int) -> LockEntry | None:
-        """The entry of a GEMM of key ``key`` (any M) at M = ``m``: the entry for any M, else the one for ``m``."""
-        return self.entries.get(key.at(m)) or self.entries.get(key)  # verified at this very M first
+        """The entry of ``key`` (any M) at M = ``m``: the one verified at this very M, else the one for any M."""
+        return self.entries.get(key.at(m)) or self.entries.get(key)
 
     def config_for(self, key: GemmKey, m: int = 0) -> GemmConfig | None:
         entry = self.entry_for(key, m)
         return entry.config if entry else None
 
     def locked(self, shape, config: GemmConfig) -> GemmConfig | None:
-        """The configuration to run ``shape`` (a :class:`~cublas_det.shapes.GemmShape` or ``MxNxK[:op]``)
-        in, for a caller that would run it in ``config``: the lock's pinned one, or None."""
+        """The lock's configuration for ``shape`` (a GemmShape or ``MxNxK[:op]``) that would run in ``config``."""
         if isinstance(shape, str):
             shape = parse_shape(shape)
         return self.config_for(GemmKey.of(shape, config), shape.m)
 
     def check_here(self, here: dict) -> None:
-        """Raise :class:`LockMismatch` (one line) unless this lock was written where ``here`` describes."""
+        """Raise :class:`LockMismatch` unless this lock was written where ``here`` describes."""
         differ = [f"{field.replace('_', ' ')} {self.where.get(field)} there, {here.get(field)} here"
                   for field in WHERE_FIELDS if self.where.get(field) != here.get(field)]
         if differ:
@@ -140,7 +133,7 @@ def where_here(fingerprint: dict) -> dict:
 
 
 def write(lock: Lock, path: str) -> None:
-    """Write ``lock`` to ``path`` whole or not at all (a temporary file renamed over it)."""
+    """Write ``lock`` to ``path`` whole or not at all."""
     try:
         write_json(path, lock.to_dict(), whole=True)
     except OSError as err:
@@ -152,11 +145,7 @@ def load(path: str) -> Lock:
     return from_data(read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="lock file"), path)
 
 
-def _dimension(low: int):
-    return lambda value: is_int(value, low, MAX_DIMENSION - 1)
-
-
-_DIMENSION = ("an integer from 1 to 2**31 - 1", _dimension(1))
+_DIMENSION = ("an integer from 1 to 2**31 - 1", lambda value: is_int(value, 1, MAX_DIMENSION - 1))
 _ELEMENT_TYPE = (f"one of {', '.join(GEMM_TYPES)}", lambda value: isinstance(value, str) and value in GEMM_TYPES)
 _GEMM = Record({
     "input_dtype": _ELEMENT_TYPE, "output_dtype": _ELEMENT_TYPE,
@@ -164,7 +153,7 @@ _GEMM = Record({
                      lambda value: isinstance(value, str) and value in ComputeType.__members__),
     "trans_a": "true or false", "trans_b": "true or false", "n": _DIMENSION, "k": _DIMENSION, "batch": _DIMENSION,
     "epilogue": ('"" or "BIAS"', lambda value: value in ("", "BIAS")),
-    "m": ("0 (any M) or an integer up to 2**31 - 1", _dimension(0))},  # absent: any M
+    "m": ("0 (any M) or an integer up to 2**31 - 1", lambda value: is_int(value, 0, MAX_DIMENSION - 1))},
     required=("input_dtype", "output_dtype", "compute_type", "trans_a", "trans_b", "n", "k", "batch", "epilogue"),
     null=False)
 _ENTRY = Record({"gemm": _GEMM, "config": "an object", "verified": "an object", "cost": "an object",
@@ -178,7 +167,7 @@ REPORT_HINT = "a process under `cublas-det run` writes it at exit"
 
 
 def from_data(data, path: str) -> Lock:
-    """A lock file's parsed JSON, checked field by field, as a :class:`Lock`."""
+    """A lock file's parsed JSON, checked, as a :class:`Lock`."""
     check_format(data, path, FORMAT, VERSION, "lock file", HINT, "prescribe again")
     check(data, f"{path}:", _LOCK, hint=HINT)
     found = {}
@@ -253,14 +242,13 @@ class LockReport:
         return found
 
     def write(self, folder: str) -> None:
-        """This process's report into ``folder``, whole or not at all: ``run`` reads every file it finds."""
+        """This process's report into ``folder``, whole or not at all."""
         write_json(os.path.join(folder, f"{os.getpid()}.json"), self.to_dict(), whole=True, compact=True)
 
     @classmethod
     def merge(cls, reports) -> LockReport:
-        """One report of several processes' (``run``: one a process)."""
-        locked, fell = collections.Counter(), {}
-        path = ""
+        """One report of several processes'."""
+        locked, fell, path = collections.Counter(), {}, ""
         for report in reports:
             locked.update(report.locked)
             path = path or report.lock_path

@@ -1,10 +1,5 @@
-"""The ``--json`` run file: its schema, read back and checked, and the pytest-benchmark entries written.
-
-In pytest-benchmark's layout (``pytest-benchmark compare`` reads it): seconds per GEMM, ``iterations``
-= GEMMs per sample, ``rounds`` 0 when not timed. Read back with every field checked: a malformed file
-is one :class:`~cublas_det.errors.InputFileError` before any GPU work. Files of cublas_det 0.1 carry
-no identity: :attr:`StoredRun.legacy`.
-"""
+"""The ``--json`` run file in pytest-benchmark's layout (seconds per GEMM, ``iterations`` = GEMMs per
+sample, ``rounds`` 0 when not timed): its entries written, and read back with every field checked."""
 
 from __future__ import annotations
 
@@ -26,7 +21,7 @@ HINT = "give a file that --json wrote"  # the fix of every error reading one
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    """One shape in one configuration of a stored run: what identifies it, its bits and its time."""
+    """One shape in one configuration of a stored run."""
 
     name: str  # "trunk/W_in/dW[PEDANTIC]"
     shape_name: str
@@ -40,7 +35,7 @@ class Entry:
 
     @property
     def key(self) -> tuple[str, str]:
-        """Pairs results: the shape's role (a custom shape's spec) and the configuration; identity is checked too."""
+        """Pairs results: the shape's role (a custom shape's spec) and the configuration."""
         return self.shape_name, self.config
 
     @property
@@ -56,7 +51,6 @@ class Entry:
 @dataclasses.dataclass(frozen=True)
 class StoredRun:
     """A stored run: where it came from and its entries in file order."""
-
     source: str
     machine_info: dict
     version: str
@@ -66,7 +60,7 @@ class StoredRun:
 
     @property
     def legacy(self) -> bool:
-        """Written by a version that recorded no identity (seed, T, input digests)."""
+        """Written by cublas_det 0.1, which recorded no identity (seed, T, input digests)."""
         return any(entry.identity is None for entry in self.entries)
 
     @property
@@ -79,8 +73,8 @@ class StoredRun:
 
 
 def load_run(path: str, suite_advice: str | None = None) -> StoredRun:
-    """Read and check a ``--json`` file; :class:`InputFileError` (one line) on any trouble. ``suite_advice``:
-    what to tell a user who gave the pytest-benchmark suite's file instead (the line names that file)."""
+    """Read and check a ``--json`` file, else one :class:`InputFileError` line; ``suite_advice``: what to tell
+    a user who gave the pytest-benchmark suite's file instead."""
     data = read_json(path, HINT, max_bytes=MAX_RUN_FILE_BYTES, what="--json file")
     try:
         return run_from_dict(data, path)
@@ -92,7 +86,7 @@ def load_run(path: str, suite_advice: str | None = None) -> StoredRun:
 
 
 def is_suite_data(data) -> bool:
-    """Whether parsed JSON is the pytest-benchmark suite's (entries carry ``gemms_per_sample``), refused."""
+    """Whether parsed JSON is the pytest-benchmark suite's (entries carry ``gemms_per_sample``)."""
     benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
     return isinstance(benchmarks, list) and any(
         isinstance(b, dict) and isinstance(b.get("extra_info"), dict) and "gemms_per_sample" in b["extra_info"]
@@ -100,7 +94,7 @@ def is_suite_data(data) -> bool:
 
 
 def run_from_dict(data, source: str) -> StoredRun:
-    """Check a run's layout and every field a reader uses, and read its entries (``source`` names it)."""
+    """Check a run's layout and every field a reader uses, and read its entries."""
     if not isinstance(data, dict):
         raise InputFileError(f"{source}: expected a JSON object written by --json, found {kind_of(data)}")
     benchmarks = data.get("benchmarks")
@@ -128,14 +122,12 @@ def _entry(raw, index: int, source: str) -> Entry:
     check(raw, where, _ENTRY)
     info = raw["extra_info"]
     shape = info["shape"]
-    # files before batched shapes have no batch: one matrix
-    spec = shape_spec(shape["m"], shape["n"], shape["k"], shape["cublas_op"], shape.get("batch", 1))
+    spec = shape_spec(shape["m"], shape["n"], shape["k"], shape["cublas_op"], shape.get("batch", 1))  # older: no batch
     interval = info.get("median_ci_s")
     if interval is not None and (len(interval) != 2 or interval[0] > interval[1]):
         raise InputFileError(f"{where}.extra_info.median_ci_s: expected [low, high] seconds, low <= high, found "
                              f"{interval[:3]}")
-    params = raw.get("params") or {}
-    config = (info.get("config") or {}).get("name") or params.get("mode")
+    config = (info.get("config") or {}).get("name") or (raw.get("params") or {}).get("mode")
     if not isinstance(config, str) or not config:
         raise InputFileError(f"{where}: no configuration (extra_info.config.name or params.mode)")
     stats = raw.get("stats")
@@ -143,10 +135,9 @@ def _entry(raw, index: int, source: str) -> Entry:
         stats = None  # not timed: pytest-benchmark needs every stats field, so --json writes them with 0 rounds
     if stats is not None:
         check(stats, f"{where}.stats", _TIMED_STATS)
-    identity = info.get("identity")
     digests = frozenset((info.get("device_digests") or {}).values()) or frozenset({info.get("digest")} - {None, ""})
-    return Entry(name, raw.get("group") or shape.get("name") or spec, spec, config, digests, identity, stats, info,
-                 where)
+    return Entry(name, raw.get("group") or shape.get("name") or spec, spec, config, digests, info.get("identity"),
+                 stats, info, where)
 
 
 _STATS = Record({"median": "a positive number of seconds", "data": "a list of positive numbers of seconds",
@@ -201,8 +192,8 @@ TIMER = "CUDA events around a CUDA-graph batch, queued behind a blocking kernel"
 
 
 def identity(shape, config_name: str, seed: int | None, input_digests: dict | None, numpy_version: str | None) -> dict:
-    """What makes two results comparable: the GEMM, its configuration, its preset and T, the seed, the
-    sha256 digests of the inputs, and the NumPy that made them (its seeded stream is promised per build)."""
+    """What makes two results comparable: the GEMM, configuration, preset, T, seed, the inputs' digests and
+    the NumPy that made them."""
     batch = {"batch": shape.batch} if shape.batch > 1 else {}
     return {"m": shape.m, "n": shape.n, "k": shape.k, "op": shape.cublas_op, **batch, "config": config_name,
             "preset": shape.preset, "tokens": shape.tokens, "seed": seed, "inputs": input_digests or None,
@@ -218,7 +209,7 @@ def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict, opti
 
 
 def _quartile(data: list, rounds: int, upper: bool) -> float:
-    """pytest-benchmark's q1/q3: Wikipedia's method 3 for an odd count, method 2 (medians of halves) for even."""
+    """pytest-benchmark's q1/q3: Wikipedia's method 3 for an odd count, method 2 for even."""
     if rounds == 1:
         return data[0]
     if rounds % 2:
@@ -268,7 +259,7 @@ def timing_options(timing) -> dict:
 
 
 def timing_extra(timing, mode: str) -> dict:
-    """The timing facts of one arm for ``extra_info``: its interval, clock, the shape's trust and stop."""
+    """The timing facts of one arm for ``extra_info``."""
     arm = timing.arm(mode)
     low, high = arm.median_ci_us
     kernels = {"kernel_time_s": arm.kernel_us * 1e-6, "timed_kernels": arm.kernels} if arm.kernel_us else {}
@@ -289,7 +280,7 @@ UNTOLD_WORKSPACE_CONFIG = ("not told: the checker compared the worker's streams 
 
 def untold_workspace_config(raw: dict) -> bool:
     """A workspace-config difference recorded before the first output was checked against this process's
-    bits and operands were complete before use: it may be in that output, not in the streams."""
+    bits: it may be in that output, not in the streams."""
     return (raw["scenario"] == "workspace-config" and bool(raw.get("differing_runs")) and not raw.get("error")
             and "reference_digest" not in (raw.get("extra") or {}))
 
@@ -301,8 +292,8 @@ def untold_batch(raw: dict, shape: GemmShape) -> bool:
 
 
 def old_file_note(run: StoredRun) -> str | None:
-    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...`` (what a file of an earlier
-    version cannot tell, a phrase each), or None for a file of this version."""
+    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...``, or None for a file of this
+    version."""
     limits = [f"the inputs it ran on ({NO_IDENTITY} recorded)"] if run.legacy else []
     untold, batch = [], 0
     for entry in run.entries:

@@ -1,9 +1,6 @@
-"""The one validator of every file we read: a document described by its records, checked by :func:`check`.
-
-A field's expectation is a phrase of :data:`EXPECTED`, one of :data:`ITEMS`, a ``(phrase, test)``
-pair, a nested :class:`Record` or :class:`Each`. An error is one :class:`InputFileError` line naming
-the field's path, what it must be, what it is, and (``hint``) how to get a good file.
-"""
+"""The one validator of every file we read. A field expects a phrase of :data:`EXPECTED` or :data:`ITEMS`,
+a ``(phrase, test)`` pair, a :class:`Record` or an :class:`Each`; an error is one line naming the field's
+path, what it must be, what it is, and (``hint``) how to get a good file."""
 
 from __future__ import annotations
 
@@ -18,8 +15,8 @@ def is_number(value) -> bool:
     return is_int(value) or isinstance(value, float)
 
 
-def _finite_above(low: float, *, inclusive: bool):
-    return lambda v: is_number(v) and math.isfinite(v) and (v >= low if inclusive else v > low)
+def _finite(v) -> bool:
+    return is_number(v) and math.isfinite(v)
 
 
 # Each expectation, in the words an error says it in.
@@ -33,9 +30,9 @@ EXPECTED = {
     "an integer >= 0": lambda v: is_int(v, 0),
     "a positive integer": lambda v: is_int(v, 1),
     "a number": is_number,  # NaN included: a check that failed has no error against float64
-    "a finite number >= 0": _finite_above(0, inclusive=True),
-    "a positive number": _finite_above(0, inclusive=False),
-    "a positive number of seconds": _finite_above(0, inclusive=False),
+    "a finite number >= 0": lambda v: _finite(v) and v >= 0,
+    "a positive number": lambda v: _finite(v) and v > 0,
+    "a positive number of seconds": lambda v: _finite(v) and v > 0,
 }
 # Lists and objects of one kind: each item is checked, and an error names the item.
 ITEMS = {"a list of positive numbers of seconds": (list, "a positive number of seconds"),
@@ -49,9 +46,8 @@ ITEMS = {"a list of positive numbers of seconds": (list, "a positive number of s
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """An object's fields (name -> expectation) and those it must have. A field absent or null is not
-    checked unless required (files of earlier versions lack many); ``null``: a field may be null, as our
-    writers write what they do not know."""
+    """An object's fields (name -> expectation) and those it must have; one absent or null is not checked
+    unless required (older files lack many); ``null``: a field may be null (what a writer did not know)."""
 
     fields: dict
     required: tuple = ()
@@ -73,9 +69,8 @@ class Each:
 
 
 def check(value, where: str, record: Record, *, hint: str = "", error=InputFileError):
-    """``value`` if it is an object as ``record`` describes, else one ``error`` line (``error``: the
-    reader's own :class:`InputFileError`). ``where`` names it: ``"run.json:"`` (its fields follow a
-    space) or ``"run.json: gpu"`` (they follow a dot)."""
+    """``value`` if it is an object as ``record`` describes, else one ``error`` line; ``where`` names it:
+    ``"run.json:"`` (its fields follow a space) or ``"run.json: gpu"`` (they follow a dot)."""
     if not isinstance(value, dict):
         _refuse(f"{where.rstrip(':')}: expected an object, found {kind_of(value)}", hint, error)
     where += " " if where.endswith(":") else "."

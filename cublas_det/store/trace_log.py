@@ -1,8 +1,5 @@
-"""The training run's trace log, ``trace.jsonl``: one JSON object a line per recorded tensor.
-
-:data:`ENTRY` describes a line (:data:`ENTRY_WITH_FILE` one naming its raw file); :func:`read` gives
-the checked lines and a note where the last is cut. Written by :mod:`cublas_det.rundiff.recorder`.
-"""
+"""A training run's trace log, ``trace.jsonl`` (:mod:`cublas_det.rundiff.recorder` writes it): one JSON
+object a line per recorded tensor, as :data:`ENTRY` (or :data:`ENTRY_WITH_FILE`) describes it."""
 
 from __future__ import annotations
 
@@ -48,8 +45,8 @@ ENTRY_WITH_FILE = Record(_FIELDS, required=("step", "leaf", "dtype", "shape"))  
 
 
 def read(log_path: str, *, error=InputFileError) -> tuple[list, list]:
-    """``([(where, line's object) ...], notes)``: the log's lines, each checked against :data:`ENTRY`
-    (``where`` is ``path:line``); one ``error`` line for any that is not a log's."""
+    """``([(path:line, line's object) ...], notes)``: the log's lines, each checked; one ``error`` line for
+    any that is not a log's, a note for a last line cut short."""
     entries, notes = [], []
     with open_regular(log_path, HINT, error=error) as stream:
         for number, line in enumerate(_lines(stream, log_path, error), 1):

@@ -1,16 +1,5 @@
-"""The lock applied to an unchanged PyTorch program, and the audit of a whole step.
-
-::
-
-    import cublas_det.torch as cdt
-
-    with cdt.lock("lock.json"):        # CUDA mm, addmm, bmm, baddbmm of the lock's GEMMs: pinned
-        loss = model(x).sum(); loss.backward()
-    print(cdt.audit(step, batch=4))     # the first op whose bits depend on the batch, or do not repeat
-
-``cublas-det run --lock lock.json -- python train.py`` does the same for a script that never
-imports ``cublas_det``. Needs PyTorch; nothing else in ``cublas_det`` does.
-"""
+"""The lock applied to an unchanged PyTorch program (``with cdt.lock("lock.json"): ...``), and the audit
+of a whole step (``cdt.audit(step, batch=4)``); see docs/lock.md. Needs PyTorch, as nothing else does."""
 
 from __future__ import annotations
 
@@ -30,12 +19,8 @@ _active: Router | None = None
 
 
 def enable(lock: str | lockfile.Lock, *, check: bool = True) -> Router:
-    """Route the lock's GEMMs through their pinned configurations until :func:`disable`.
-
-    ``lock``: a lock file's path, or a :class:`~cublas_det.store.lock.Lock`; ``check``: refuse one
-    written on another GPU, SM count or cuBLAS (LockMismatch). Raises InputFileError, LockMismatch,
-    NoGpuError.
-    """
+    """Route the lock's GEMMs (a lock file's path, or a Lock) through their pinned configurations until
+    :func:`disable`; ``check``: refuse one written on another GPU, SM count or cuBLAS (LockMismatch)."""
     global _active
     if _active is not None:
         raise RuntimeError("a lock is already enabled; disable() it first")
@@ -60,8 +45,7 @@ def disable() -> LockReport | None:
 
 
 def audit(step, batch: int = 4, **options) -> AuditReport:
-    """:func:`cublas_det.torch.audit.audit` with the enabled lock, if any: the first op of ``step`` whose
-    bits depend on the batch or do not repeat, and whether each GEMM was locked."""
+    """:func:`cublas_det.torch.audit.audit` with the enabled lock, if any."""
     return _audit(step, batch, router=_active, **options)
 
 
@@ -72,8 +56,8 @@ def active() -> Router | None:
 
 @contextlib.contextmanager
 def lock(path: str | lockfile.Lock, *, report=sys.stderr):
-    """:func:`enable` for the ``with`` block, then :func:`disable`; the report is written to ``report``
-    (a file, None for silence) and kept as the router's ``.last_report``."""
+    """:func:`enable` for the ``with`` block, then :func:`disable`; the report is printed to ``report`` (None:
+    silence) and kept as the router's ``.last_report``."""
     router = enable(path)
     try:
         yield router

@@ -1,11 +1,5 @@
-"""The audit of a whole step: the first op whose bits depend on the batch, or do not repeat.
-
-A ``TorchDispatchMode`` sees every op below autograd (forward and backward). The step runs at batch
-1, keeping each op's outputs; then at batch B, comparing sample 0's slice of each output (the first
-rows along the one dimension that grew B-fold) with them, bit for bit. For the repeat audit it runs
-twice at batch B and compares whole outputs. The first op whose bits differ is named with its
-module; what follows it differs because it did.
-"""
+"""The audit of a whole step: under a ``TorchDispatchMode`` (every op, forward and backward), the first op
+whose sample-0 bits change from batch 1 to batch B, or whose bits do not repeat at B (docs/lock.md)."""
 
 from __future__ import annotations
 
@@ -36,8 +30,8 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 def _digest(t: torch.Tensor) -> torch.Tensor:
-    """Two sums over the bits, weighted by position: equal for equal bits, and what is kept of an output
-    past the memory budget (on the device, a chunk at a time: no copy of the output is made)."""
+    """Two position-weighted sums over the bits, kept of an output past the memory budget (a chunk at a
+    time: no copy of the output is made)."""
     flat = _bits(t).reshape(-1)
     total = torch.zeros(2, dtype=torch.int64, device=t.device)
     for start in range(0, flat.numel(), DIGEST_CHUNK):
@@ -106,12 +100,10 @@ class AuditPart:
         head = f"{self.what}: {plural(self.compared, 'op')} compared"
         if self.digests:
             head += f" ({self.digests:,} outputs by digest, past the memory budget)"
-        gemms = [g for g in self.gemms]
-        same = sum(1 for g in gemms if g[3])
-        locked = [g for g in gemms if g[2]]
-        gemm_text = f"{plural(len(gemms), 'GEMM call')}, {same} identical"
+        gemms = self.gemms
+        gemm_text = f"{plural(len(gemms), 'GEMM call')}, {sum(1 for g in gemms if g[3])} identical"
         if any(g[2] is not None for g in gemms):
-            gemm_text += f", {len(locked)} locked"
+            gemm_text += f", {sum(1 for g in gemms if g[2])} locked"
         lines = [f"{head}; {gemm_text}"]
         if self.first is None:
             lines.append("  every op identical" + (f" up to where it stopped: {self.note}" if self.note else ""))
@@ -183,21 +175,16 @@ class _Recorder(TorchDispatchMode):
     def __init__(self, modules: _Modules, reference=None, batch: int = 0, budget_bytes: int = 0, router=None):
         super().__init__()
         self.modules, self.reference, self.batch = modules, reference, batch
-        self.budget = budget_bytes
-        self.router = router
+        self.budget, self.router = budget_bytes, router
         self.kept = []  # per op: (name, [tensor or None])
-        self.compared = self.skipped = 0
-        self.first = None
         self.gemms = []
-        self.note = ""
-        self.digests = 0  # outputs compared by digest: past the memory budget
+        self.compared = self.skipped = self.digests = 0  # digests: outputs past the memory budget
+        self.first, self.note = None, ""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        plan = None
         packet = func.overloadpacket.__name__
-        if packet in _GEMMS and self.router is not None:
-            plan = self._plan(packet, args, kwargs)
+        plan = self._plan(packet, args, kwargs) if packet in _GEMMS and self.router is not None else None
         out = func(*args, **kwargs)
         if func.is_view:
             return out
@@ -209,7 +196,7 @@ class _Recorder(TorchDispatchMode):
         return out
 
     def _plan(self, packet, args, kwargs):
-        if packet == "mm" or packet == "bmm":
+        if packet in ("mm", "bmm"):
             return self.router.plan(args[0], args[1])
         if packet == "addmm":
             return self.router.plan(args[1], args[2], args[0], kwargs.get("alpha", 1), kwargs.get("beta", 1))
@@ -299,33 +286,24 @@ def _run(step, n, modules, **options):
 
 def audit(step, batch: int = 4, *, repeat: bool = True, model=None, memory_fraction: float = 0.25,
           router=None) -> AuditReport:
-    """Run ``step(n)`` (the step on the first ``n`` samples: sample 0 the same at every ``n``) at batch 1
-    and at ``batch``, and, with ``repeat``, twice at ``batch``; name the first op whose bits differ.
-
-    The step must leave the state it starts from (no optimizer step; gradients zeroed at its start,
-    or set to None), and a loss that sums over samples keeps the backward's per-sample tensors
-    comparable. ``model``: names the modules ops ran in. Outputs are kept on their device up to
-    ``memory_fraction`` of its free memory; ops past that are not compared (the report says so).
-    ``router``: the enabled lock's (:func:`cublas_det.torch.active`), so every GEMM is said to be locked or not.
-    """
+    """Run ``step(n)`` (the step on the first ``n`` samples) at batch 1 and at ``batch``, and, with ``repeat``,
+    twice at ``batch``; name the first op whose bits differ. The step must leave the state it starts from;
+    ``model`` names the modules; outputs are kept up to ``memory_fraction`` of the free device memory, and
+    compared by digest past it; ``router``: the enabled lock's, to say whether each GEMM was locked."""
     if not is_int(batch, 2):
         raise ValueError(f"batch must be an int >= 2, not {batch!r}")
     budget = int(torch.cuda.mem_get_info()[0] * memory_fraction) if torch.cuda.is_available() else 8 << 30
-    parts = []
+    parts = [None, None]
     with _Modules(model) as modules:
-        for what, sizes in ((f"batch 1 vs {batch}, sample 0", (1, batch)),
-                            (f"repeat at batch {batch}", (batch, batch)) if repeat else (None, None)):
-            if what is None:
-                parts.append(None)
-                continue
-            reference = _run(step, sizes[0], modules, budget_bytes=budget)
-            again = _run(step, sizes[1], modules, reference=reference, batch=batch if sizes[0] == 1 else 0,
-                         router=router)
+        for index, first in enumerate((1, batch) if repeat else (1,)):
+            what = f"batch 1 vs {batch}, sample 0" if first == 1 else f"repeat at batch {batch}"
+            reference = _run(step, first, modules, budget_bytes=budget)
+            again = _run(step, batch, modules, reference=reference, batch=batch if first == 1 else 0, router=router)
             note = again.note
             if not note and len(reference.kept) > again.compared + again.skipped:
                 note = f"the step ran fewer ops than the reference run ({again.compared + again.skipped} of " \
                        f"{len(reference.kept)})"
-            parts.append(AuditPart(what, again.compared, again.skipped, again.first, tuple(again.gemms), note,
-                                   again.digests))
+            parts[index] = AuditPart(what, again.compared, again.skipped, again.first, tuple(again.gemms), note,
+                                     again.digests)
             del reference, again
-    return AuditReport(parts[0], parts[1])
+    return AuditReport(*parts)

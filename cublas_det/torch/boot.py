@@ -11,8 +11,8 @@ LOCK_ENV, REPORT_ENV = "CUBLAS_DET_LOCK", "CUBLAS_DET_LOCK_REPORT"
 
 
 def start() -> None:
-    """Enable the lock that ``CUBLAS_DET_LOCK`` names (checked by ``run`` against this machine: no CUDA
-    is touched here, so a program may still fork workers), and write the report at exit."""
+    """Enable the lock ``CUBLAS_DET_LOCK`` names (``run`` checked it: no CUDA is touched, so a program may
+    still fork workers), and write the report at exit."""
     enable(os.environ[LOCK_ENV], check=False)
     atexit.register(_finish, os.environ.get(REPORT_ENV))
 

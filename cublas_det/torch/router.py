@@ -1,11 +1,6 @@
-"""The lock applied to PyTorch: CUDA ``aten::mm``, ``addmm``, ``bmm`` and ``baddbmm`` through the
-pinned cuBLASLt call of the lock.
-
-Each op is registered anew on its CUDA key (``torch.library``), below autograd, so the backward's
-GEMMs come here too. A call the lock has runs ``cublasLtMatmul`` with the pinned algorithm on torch's
-current stream; any other goes to the op's ``out=`` overload, the kernel torch's own op runs (the
-same bits), and is counted as fallen through.
-"""
+"""The lock applied to PyTorch: CUDA ``aten::mm``, ``addmm``, ``bmm`` and ``baddbmm`` registered anew below
+autograd (``torch.library``); a call the lock has runs its pinned cuBLASLt algorithm on torch's current
+stream, any other the op's ``out=`` overload (torch's own kernel and bits), counted as fallen through."""
 
 from __future__ import annotations
 
@@ -31,8 +26,8 @@ OPS = ("mm", "addmm", "bmm", "baddbmm")
 
 
 def _layout(t: torch.Tensor):
-    """``(transposed, leading dimension)`` of a matrix (or each matrix of a batch) as cuBLAS reads it
-    row-major, or None when its strides are neither (torch would copy it)."""
+    """``(transposed, leading dimension)`` of a matrix (or each of a batch) as cuBLAS reads it row-major, or
+    None when its strides are neither (torch would copy it)."""
     rows, cols = t.shape[-2:]
     row_stride, col_stride = t.stride()[-2:]
     # A dimension of size 1 has no stride that matters (as torch's is_contiguous says): row-major first.
@@ -44,7 +39,7 @@ def _layout(t: torch.Tensor):
 
 
 def _current_stream(device: int) -> int:
-    """torch's current stream on ``device`` (the raw call where this torch has it: no Stream object per GEMM)."""
+    """torch's current stream on ``device`` (the raw call where this torch has it: no Stream object)."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     return raw(device) if raw else torch.cuda.current_stream(device).cuda_stream
 
@@ -58,7 +53,7 @@ def _compute(dtype: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """What the lock makes of one GEMM call: its key (None if it has none), the reason it falls through."""
+    """What the lock makes of one GEMM call: its key (None if none), the reason it falls through."""
 
     key: GemmKey | None  # for any M; the entry's own key once locked
     m: int = 0
@@ -128,24 +123,16 @@ class Router:
                 mode = "tf32" if plan.key.compute_type == "COMPUTE_32F_FAST_TF32" else "default"
                 item.update(m=plan.m, spec=plan.key.spec.replace("M", str(plan.m), 1), dtype=dtype, mode=mode)
 
-    def _path(self, key: GemmKey, device: int) -> LtPath:
-        path = self._paths.get((device, key))
-        if path is None:
-            with self._count:  # one cuBLASLt handle per device and GEMM, made once
-                path = self._paths.get((device, key))
-                if path is None:
-                    path = self._paths[(device, key)] = LtPath(self.lock.entries[key].config, 0, 0)
-        return path
-
-    def _workspace(self, device: int, stream: int) -> tuple:
-        workspace = self._workspaces.get((device, stream))
-        if workspace is None:
+    def _once(self, cache: dict, key, make):
+        """``cache[key]``, made once (``make()``) under the lock: a cuBLASLt path per device and GEMM, a
+        workspace per stream."""
+        value = cache.get(key)
+        if value is None:
             with self._count:
-                workspace = self._workspaces.get((device, stream))
-                if workspace is None:
-                    workspace = self._workspaces[(device, stream)] = torch.empty(
-                        self._workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", device))
-        return workspace.data_ptr(), self._workspace_bytes
+                value = cache.get(key)
+                if value is None:
+                    value = cache[key] = make()
+        return value
 
     def gemm(self, plan: Plan, a, b, bias=None):
         """Issue a locked GEMM (``plan.locked``) into a new tensor: ``(out, "")``, or ``(None, why)``
@@ -166,8 +153,11 @@ class Router:
         stream = _current_stream(device)
         try:
             with torch.cuda.device(device):  # a kernel registered from Python gets no device guard
-                self._path(key, device).issue(args, stream, bias_ptr=bias.data_ptr() if bias is not None else 0,
-                                              workspace=self._workspace(device, stream))
+                path = self._once(self._paths, (device, key), lambda: LtPath(config, 0, 0))
+                bias_ptr = bias.data_ptr() if bias is not None else 0
+                workspace = self._once(self._workspaces, (device, stream), lambda: torch.empty(
+                    self._workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", device)))
+                path.issue(args, stream, bias_ptr=bias_ptr, workspace=(workspace.data_ptr(), self._workspace_bytes))
         except CublasError as err:  # the algorithm, verified on the rows up to its M, does not run this M
             status = STATUS_TEXT.get(err.status, (str(err.status),))[0]
             return None, f"the pinned algorithm does not run M = {m} ({status})"
@@ -194,10 +184,8 @@ class Router:
             a, b, out=a.new_empty((a.shape[0], a.shape[1], b.shape[2]))))
 
     def _addmm(self, bias, a, b, *, beta=1, alpha=1):
-        def fall():
-            return torch.ops.aten.addmm.out(bias, a, b, beta=beta, alpha=alpha,
-                                            out=a.new_empty((a.shape[0], b.shape[1])))
-        return self._route(a, b, bias, alpha, beta, fall=fall)
+        return self._route(a, b, bias, alpha, beta, fall=lambda: torch.ops.aten.addmm.out(
+            bias, a, b, beta=beta, alpha=alpha, out=a.new_empty((a.shape[0], b.shape[1]))))
 
     def _baddbmm(self, c, a, b, *, beta=1, alpha=1):
         def fall():
@@ -220,8 +208,7 @@ class Router:
         self._library = library
 
     def disable(self) -> None:
-        """Give the ops back to torch (its own kernels, as before); :meth:`enable` takes them again, the
-        descriptors made so far kept."""
+        """Give the ops back to torch's own kernels; :meth:`enable` takes them again, descriptors kept."""
         if self._library is not None:
             self._library._destroy()
             self._library = None
