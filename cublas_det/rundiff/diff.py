@@ -66,8 +66,7 @@ class LeafDiff:
         data = {"step": self.step, "leaf": self.leaf, "status": self.status.value,
                 "dtype_a": self.dtype_a, "dtype_b": self.dtype_b,
                 "shape_a": list(self.shape_a) if self.shape_a is not None else None,
-                "shape_b": list(self.shape_b) if self.shape_b is not None else None,
-                "compared_by": self.compared_by}
+                "shape_b": list(self.shape_b) if self.shape_b is not None else None, "compared_by": self.compared_by}
         if self.stats is not None:
             index = self.first_index
             data.update(self.stats.to_dict(), first_index=list(index) if index is not None else None,
@@ -152,7 +151,7 @@ class RunDiff:
         return f"{self.ended} ends at step {last.step}{inside}{more}"
 
     def verdict(self) -> str:
-        """One sentence: the first divergence, ``identical: ...``, ``nothing compared: ...`` or ``not finished: ...``."""
+        """One sentence: the first divergence, ``identical...``, ``nothing compared: ...`` or ``not finished: ...``."""
         first = self.first_divergence
         if first is not None:
             reason = "" if first.status is LeafStatus.DIVERGE else f" ({first.status.value})"
@@ -163,8 +162,9 @@ class RunDiff:
             return f"not finished: {self.error}" + (f"; before it {_earlier_steps(done)}" if done else "")
         if self.nothing_compared:
             skipped = f"; skipped {listing(self.skipped)}" if self.skipped else ""
-            return (f"nothing compared: no leaf is in both runs ({plural(sum(len(s.leaves) for s in self.steps), 'leaf')}"
-                    f" in {plural(len(self.steps), 'step')} of one run or the other){skipped}; diff reads {LAYOUTS}")
+            leaves = plural(sum(len(step.leaves) for step in self.steps), "leaf")
+            return (f"nothing compared: no leaf is in both runs ({leaves} in {plural(len(self.steps), 'step')} of one "
+                    f"run or the other){skipped}; diff reads {LAYOUTS}")
         compared = f"{plural(self.compared_leaves, 'leaf')} in {plural(len(self.steps), 'step')}, all bits equal"
         if self.ended:  # the other run's later steps first: exit 0 does not cover them
             return f"identical as far as {self.ended} goes: {self.ending()}; {compared}"
@@ -208,9 +208,8 @@ def _earlier_steps(steps: list[int]) -> str:
 
 def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None = None, all_steps: bool = False,
               chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> RunDiff:
-    """Compare two runs step by step; stop after the first divergent step unless ``all_steps``.
-    ``order``: leaf names first (then A's order, then B's); a run that ends first ends the walk
-    (:attr:`RunDiff.ended`). Raises :class:`IncompleteDiff` when a leaf cannot be read."""
+    """Compare two runs step by step, stopping after the first divergent step unless ``all_steps``; ``order``: leaf
+    names first (then A's order, then B's). Raises :class:`IncompleteDiff` when a leaf cannot be read."""
     if chunk_bytes <= 0 or chunk_bytes % 8:
         raise ValueError(f"chunk size must be a positive multiple of 8 bytes, not {chunk_bytes}")
     steps = sorted(set(run_a.steps) | set(run_b.steps))
@@ -234,22 +233,15 @@ def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None
             leaves = [compare_leaf(step, name, leaves_a.get(name), leaves_b.get(name), chunk_bytes) for name in names]
         except RunLayoutError as err:
             raise IncompleteDiff(str(err), result(compared, steps[position:], f"step {step}: {err}")) from None
-        if ended and step == steps[-1]:
-            leaves = _not_reached(leaves, ended)
+        if ended and step == steps[-1]:  # what the run that ends lacks here was not reached, if the rest is
+            other = "B" if ended == "A" else "A"  # part of the other's step (a run stopped mid-write)
+            if not any(leaf.status is LeafStatus[f"MISSING_IN_{other}"] for leaf in leaves):
+                leaves = [dataclasses.replace(leaf, status=LeafStatus[f"ENDED_IN_{ended}"])
+                          if leaf.status is LeafStatus[f"MISSING_IN_{ended}"] else leaf for leaf in leaves]
         compared.append(StepDiff(step, tuple(leaves)))
         if not compared[-1].equal and not all_steps:
             return result(compared, steps[position + 1:])
     return result(compared)
-
-
-def _not_reached(leaves: list[LeafDiff], ended: str) -> list[LeafDiff]:
-    """The last step of the run that ends first: its missing leaves were not reached, when what it has
-    is part of the other's step (a run stopped mid-write); else the step differs."""
-    other = "B" if ended == "A" else "A"
-    if any(leaf.status is LeafStatus[f"MISSING_IN_{other}"] for leaf in leaves):
-        return leaves
-    return [dataclasses.replace(leaf, status=LeafStatus[f"ENDED_IN_{ended}"])
-            if leaf.status is LeafStatus[f"MISSING_IN_{ended}"] else leaf for leaf in leaves]
 
 
 def compare_leaf(step: int, name: str, a: Leaf | None, b: Leaf | None,
@@ -318,10 +310,8 @@ def _read_exactly(reader, buffer, count: int, source: DataSource) -> None:
     try:
         while got < count and (read := reader.readinto(view[got:])):
             got += read
-    except OSError as err:
-        raise RunLayoutError(f"{source.describe()}: read failed: {err.strerror or err}") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError) as err:  # a damaged .npz member (bad CRC, bad deflate data)
-        raise RunLayoutError(f"{source.describe()}: read failed: {err}") from None
+    except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:  # the latter: a damaged .npz member
+        raise RunLayoutError(f"{source.describe()}: read failed: {getattr(err, 'strerror', None) or err}") from None
     if got < count:
         raise RunLayoutError(f"{source.describe()}: truncated: ended before the {source.nbytes} bytes "
                              "its dtype and shape need")
@@ -331,25 +321,19 @@ TABLE_HEADER = ("leaf", "status", "mismatched", "max ULP", "max |delta|", "first
 
 
 def leaf_row(leaf: LeafDiff) -> tuple[str, ...]:
-    """The cells of one table row."""
     if leaf.equal:
         return (leaf.leaf, leaf.status.value) + ("",) * 5
     if leaf.status is not LeafStatus.DIVERGE:
         note = "not compared" if leaf.status in _ENDED else _presence_note(leaf)
         return (leaf.leaf, leaf.status.value, "", "", "", "", note)
     if leaf.compared_by == "digest":
-        return (leaf.leaf, leaf.status.value, "digest differs", "-", "-", "-",
-                "recorded as a digest: no element facts")
+        return (leaf.leaf, leaf.status.value, "digest differs", "-", "-", "-", "recorded as a digest: no element facts")
     stats = leaf.stats
     mismatched = f"{stats.mismatched}/{stats.elements} ({percent(stats.mismatched, stats.elements)})"
     dtype = lookup_dtype(leaf.dtype_a)
     max_ulp = "-" if not dtype.is_float else "nan" if stats.nan_mismatches else str(stats.max_ulp)
     delta = "-" if stats.max_abs_delta is None else f"{stats.max_abs_delta:.3g}"
     index = "[" + ", ".join(map(str, leaf.first_index)) + "]"
-    return (leaf.leaf, leaf.status.value, mismatched, max_ulp, delta, index, _value_note(stats, dtype))
-
-
-def _value_note(stats: BitStats, dtype) -> str:
     notes = [f"A {dtype.format_value(stats.first_a)}, B {dtype.format_value(stats.first_b)}"]
     if stats.only_signed_zeros:
         notes.append("signed zero only")
@@ -358,7 +342,7 @@ def _value_note(stats: BitStats, dtype) -> str:
     if stats.nan_mismatches:
         finite = f"; others up to {stats.max_ulp} ULP" if stats.max_ulp is not None else ""
         notes.append(f"{stats.nan_mismatches} with NaN{finite}")
-    return "; ".join(notes)
+    return (leaf.leaf, leaf.status.value, mismatched, max_ulp, delta, index, "; ".join(notes))
 
 
 def describe_leaf_type(dtype, shape) -> str:

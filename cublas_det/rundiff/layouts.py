@@ -20,9 +20,8 @@ import numpy as np
 from ..bits.streams import dtype_name_of, lookup_dtype
 from ..dtypes import ELEMENT_TYPES
 from ..errors import InputFileError
-from ..store import trace_log
 from ..store.files import file_kind, open_regular, parse_json, regular_file_size
-from ..store.trace_log import LOG_NAME, is_shape
+from ..store.trace_log import LOG_NAME, is_shape, read as read_trace_log
 from ..words import plural
 
 STEP_DIR = re.compile(r"^step_?(\d+)$")
@@ -59,9 +58,21 @@ class DataSource:
         """A reader with ``readinto(buffer) -> int`` and ``close()``, positioned at the first byte."""
         try:
             if self.torch_key is not None:
-                return _torch_reader(self)
-            if self.fortran_order:
-                return _c_order_reader(self, chunk_bytes)
+                import torch
+                tensor = dict(_flattened(_torch_state(self.path, _stamp(self.path)), ""))[self.torch_key]
+                tensor = tensor.detach().contiguous()
+                if tensor.dtype == torch.bfloat16:  # NumPy has no bfloat16: the same bits as int16
+                    tensor = tensor.view(torch.int16)
+                return _BlockReader([_bytes_of(tensor.numpy())])
+            if self.fortran_order:  # C order through numpy, a block of leading-axis slices at a time
+                if self.member is None:
+                    array = np.load(self.path, mmap_mode="r", allow_pickle=False)
+                else:  # a .npz member loaded whole
+                    with np.load(self.path, allow_pickle=False) as archive:
+                        array = archive[self.member[:-4]]
+                array = array.view(lookup_dtype(self.dtype).bits_dtype)
+                rows = max(1, chunk_bytes // max(1, self.nbytes // max(1, self.shape[0])))
+                return _BlockReader(_bytes_of(array[row:row + rows]) for row in range(0, array.shape[0], rows))
             if self.member is not None:
                 blocks = _zip_member_blocks(self.path, self.member, chunk_bytes)
                 next(blocks)  # opened, past the header
@@ -92,9 +103,8 @@ class Leaf:
 
 @dataclasses.dataclass(frozen=True)
 class TrainingRun:
-    """A run: its steps in ascending order, each a tuple of leaves in recording (or name) order.
-    ``skipped``: files no layout reads (and why); ``notes``: what was left out while reading;
-    ``stopped``: the log's last line is cut."""
+    """Steps in ascending order, each a tuple of leaves in recording (or name) order; ``skipped``: files no
+    layout reads (and why); ``notes``: what was left out while reading; ``stopped``: the log's last line is cut."""
 
     path: str
     layout: str
@@ -143,7 +153,6 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     found: dict[int, dict[str, Leaf]] = {}
     kinds: set[str] = set()
     skipped: list[str] = []
-
     def add(step: int, extension: str, file_path: str, name: str, where: str) -> None:
         leaves, left_out = _file_leaves(file_path, extension, raw_dtype, name)
         skipped.extend(where + reason for reason in left_out)
@@ -167,10 +176,9 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
             found.setdefault(step, {})
             for file_path, relative in _step_files(entry.path):
                 extension = os.path.splitext(file_path)[1]
-                if extension in LEAF_EXTENSIONS:
-                    add(step, extension, file_path, relative[:-len(extension)], "")
-                elif extension in CHECKPOINT_EXTENSIONS:
-                    add(step, extension, file_path, f"{relative}:", f"{entry.name}/{relative}")
+                if extension in LEAF_EXTENSIONS + CHECKPOINT_EXTENSIONS:
+                    name = relative[:-len(extension)] if extension in LEAF_EXTENSIONS else f"{relative}:"
+                    add(step, extension, file_path, name, f"{entry.name}/{relative}")
                 else:
                     skipped.append(f"{entry.name}/{relative}")
         elif step_file and not entry.is_file():
@@ -193,8 +201,7 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
 def listing(names, most: int = 5) -> str:
     """``a, b, c`` or ``a, b, c, d, e and 7 more``."""
     names = list(names)
-    shown = ", ".join(names[:most])
-    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _step_files(step_dir: str):
@@ -207,8 +214,7 @@ def _step_files(step_dir: str):
 
 
 def _file_leaves(path: str, extension: str, raw_dtype: str, name: str):
-    """(leaves, what was left out) of a file: a .bin or .npy file is leaf ``name``, a checkpoint's leaves
-    are named ``<name><key>``; leaves None for a .pt file without PyTorch."""
+    """(leaves, what was left out): a .bin or .npy file is leaf ``name``, a checkpoint's leaves ``<name><key>``."""
     if extension == ".npz":
         return _npz_leaves(path, raw_dtype, name), ()
     if extension == ".safetensors":
@@ -233,13 +239,9 @@ def _file_leaves(path: str, extension: str, raw_dtype: str, name: str):
 def _leaf(name: str, dtype: str, shape, path: str, offset: int = 0, fortran: bool = False, **key) -> Leaf:
     """A leaf whose bytes are in ``path`` from ``offset`` (``key``: a zip ``member`` or a ``torch_key``)."""
     shape = tuple(shape)
-    source = DataSource(path, offset, _nbytes(dtype, shape), fortran_order=fortran and len(shape) > 1, shape=shape,
-                        dtype=dtype, **key)
-    return Leaf(name, dtype, shape, source)
-
-
-def _nbytes(dtype: str, shape) -> int:
-    return math.prod(shape) * lookup_dtype(dtype).itemsize
+    nbytes = math.prod(shape) * lookup_dtype(dtype).itemsize
+    return Leaf(name, dtype, shape, DataSource(path, offset, nbytes, fortran_order=fortran and len(shape) > 1,
+                                               shape=shape, dtype=dtype, **key))
 
 
 def _brief(value, most: int = 60) -> str:
@@ -278,11 +280,11 @@ def _npz_leaves(path: str, raw_dtype: str, prefix: str) -> tuple[Leaf, ...]:
                 with archive.open(member) as stream:
                     dtype, shape, fortran = _npy_header(stream, where, raw_dtype)
                     header = stream.tell()
-                expected, size = header + _nbytes(dtype, shape), archive.getinfo(member).file_size
+                leaves.append(_leaf(prefix + member[:-4], dtype, shape, path, header, fortran, member=member))
+                expected, size = header + leaves[-1].source.nbytes, archive.getinfo(member).file_size
                 if size != expected:
                     raise RunLayoutError(f"{where}: {size} bytes, but its header, dtype and shape say {expected}: "
                                          f"{'truncated' if size < expected else 'longer than its header says'}")
-                leaves.append(_leaf(prefix + member[:-4], dtype, shape, path, header, fortran, member=member))
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as err:
         raise RunLayoutError(f"{path}: not a readable .npz file ({err})") from None
     return tuple(leaves)
@@ -305,9 +307,29 @@ def _safetensors_leaves(path: str, prefix: str) -> tuple[Leaf, ...]:
         raise RunLayoutError(f"{path}: not a safetensors file (bad JSON header: {err})") from None
     if not isinstance(header, dict):
         raise RunLayoutError(f"{path}: not a safetensors file (the header is not a JSON object)")
-    data_bytes = size - 8 - header_size
-    leaves = [_safetensors_leaf(path, name, header[name], 8 + header_size, data_bytes, prefix)
-              for name in sorted(key for key in header if key != "__metadata__")]
+    data_bytes, leaves = size - 8 - header_size, []
+    for name in sorted(key for key in header if key != "__metadata__"):
+        where, entry = f"{path}: tensor {name!r}", header[name]
+        if not isinstance(entry, dict):
+            raise RunLayoutError(f"{where}: expected an object with dtype, shape and data_offsets, found "
+                                 f"{_brief(entry)}")
+        missing = [key for key in ("dtype", "shape", "data_offsets") if key not in entry]
+        if missing:
+            raise RunLayoutError(f"{where}: header entry lacks {', '.join(missing)}")
+        dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
+            raise RunLayoutError(f"{where} has dtype {_brief(dtype)}, not supported; supported: "
+                                 f"{', '.join(SAFETENSORS_DTYPES)}")
+        if not is_shape(shape):
+            raise RunLayoutError(f"{where}: shape must be a list of integers >= 0, not {_brief(shape)}")
+        if not (is_shape(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1]):
+            raise RunLayoutError(f"{where}: data_offsets must be [begin, end], integers with 0 <= begin <= end, "
+                                 f"not {_brief(offsets)}")
+        (begin, end), dtype = offsets, SAFETENSORS_DTYPES[dtype]
+        leaves.append(_leaf(prefix + name, dtype, shape, path, 8 + header_size + begin))
+        if end - begin != leaves[-1].source.nbytes or end > data_bytes:
+            raise RunLayoutError(f"{where}: data_offsets [{begin}, {end}] do not hold {dtype}{list(shape)} "
+                                 f"({leaves[-1].source.nbytes} bytes) within the file's {data_bytes} bytes of data")
     covered = max((leaf.source.offset - 8 - header_size + leaf.source.nbytes for leaf in leaves), default=0)
     if covered < data_bytes:
         raise RunLayoutError(f"{path}: {data_bytes - covered} bytes after the last tensor's data: longer than its "
@@ -315,33 +337,9 @@ def _safetensors_leaves(path: str, prefix: str) -> tuple[Leaf, ...]:
     return tuple(leaves)
 
 
-def _safetensors_leaf(path: str, name: str, entry, base: int, data_bytes: int, prefix: str) -> Leaf:
-    where = f"{path}: tensor {name!r}"
-    if not isinstance(entry, dict):
-        raise RunLayoutError(f"{where}: expected an object with dtype, shape and data_offsets, found {_brief(entry)}")
-    missing = [key for key in ("dtype", "shape", "data_offsets") if key not in entry]
-    if missing:
-        raise RunLayoutError(f"{where}: header entry lacks {', '.join(missing)}")
-    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
-        raise RunLayoutError(f"{where} has dtype {_brief(dtype)}, not supported; supported: "
-                             f"{', '.join(SAFETENSORS_DTYPES)}")
-    if not is_shape(shape):
-        raise RunLayoutError(f"{where}: shape must be a list of integers >= 0, not {_brief(shape)}")
-    if not (is_shape(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1]):
-        raise RunLayoutError(f"{where}: data_offsets must be [begin, end], integers with 0 <= begin <= end, not "
-                             f"{_brief(offsets)}")
-    begin, end = offsets
-    leaf = _leaf(prefix + name, SAFETENSORS_DTYPES[dtype], shape, path, base + begin)
-    if end - begin != leaf.source.nbytes or end > data_bytes:
-        raise RunLayoutError(f"{where}: data_offsets [{begin}, {end}] do not hold {leaf.dtype}{list(shape)} "
-                             f"({leaf.source.nbytes} bytes) within the file's {data_bytes} bytes of data")
-    return leaf
-
-
 def _torch_leaves(path: str, prefix: str):
-    """(leaves, values that are not tensors) of a ``torch.save``'d dict of tensors (nested dicts and lists
-    flattened, keys joined with ``.``); leaves None when PyTorch is not installed."""
+    """(leaves, values that are not tensors) of a ``torch.save``'d dict of tensors (nested dicts and lists flattened,
+    keys joined with ``.``); leaves None when PyTorch is not installed."""
     try:
         import torch
     except ImportError:
@@ -362,14 +360,10 @@ def _torch_leaves(path: str, prefix: str):
 
 def _flattened(value, key: str):
     """(key, value) of the leaves of nested dicts, lists and tuples."""
-    if isinstance(value, Mapping):
-        items = value.items()
-    elif isinstance(value, (list, tuple)):
-        items = enumerate(value)
-    else:
+    if not isinstance(value, (Mapping, list, tuple)):
         yield key, value
         return
-    for name, item in items:
+    for name, item in value.items() if isinstance(value, Mapping) else enumerate(value):
         yield from _flattened(item, f"{key}.{name}" if key else str(name))
 
 
@@ -387,24 +381,15 @@ def _torch_state(path: str, stamp) -> object:
             return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         except RuntimeError:  # a file of the legacy format cannot be memory-mapped
             return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 -- torch.load raises a dozen kinds for a bad file (pickle, zip, EOF, runtime ...)
+    except Exception as err:  # noqa: BLE001 -- torch.load raises a dozen kinds for a bad file (pickle, zip, EOF ...)
         raise RunLayoutError(f"{path}: not a readable .pt file of tensors ({type(err).__name__}: "
                              f"{' '.join(str(err).split())[:200]})") from None
-
-
-def _torch_reader(source: DataSource) -> _BlockReader:
-    import torch
-    tensor = dict(_flattened(_torch_state(source.path, _stamp(source.path)), ""))[source.torch_key]
-    tensor = tensor.detach().contiguous()
-    if tensor.dtype == torch.bfloat16:  # NumPy has no bfloat16: the same bits as int16
-        tensor = tensor.view(torch.int16)
-    return _BlockReader([_bytes_of(tensor.numpy())])
 
 
 def _read_log(log_path: str, run_path: str | None = None) -> TrainingRun:
     base = os.path.dirname(os.path.abspath(log_path))
     found: dict[int, dict[str, Leaf]] = {}
-    entries, notes = trace_log.read(log_path, error=RunLayoutError)
+    entries, notes = read_trace_log(log_path, error=RunLayoutError)
     for where, entry in entries:
         try:
             dtype = lookup_dtype(entry["dtype"]).name
@@ -456,19 +441,6 @@ def _zip_member_blocks(path: str, member: str, chunk_bytes: int):
         yield None
         while block := stream.read(chunk_bytes):
             yield memoryview(block)
-
-
-def _c_order_reader(source: DataSource, chunk_bytes: int) -> _BlockReader:
-    """The C-order bytes of a Fortran-order .npy/.npz array, a block of leading-axis slices at a time
-    (a .npy memory-mapped; a .npz member loaded whole)."""
-    if source.member is None:
-        array = np.load(source.path, mmap_mode="r", allow_pickle=False)
-    else:
-        with np.load(source.path, allow_pickle=False) as archive:
-            array = archive[source.member[:-4]]
-    array = array.view(lookup_dtype(source.dtype).bits_dtype)
-    rows = max(1, chunk_bytes // max(1, source.nbytes // max(1, source.shape[0])))
-    return _BlockReader(_bytes_of(array[row:row + rows]) for row in range(0, array.shape[0], rows))
 
 
 def _bytes_of(array) -> memoryview:

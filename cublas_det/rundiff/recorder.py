@@ -70,8 +70,8 @@ class _DeviceSums:
 
 
 class Recorder:
-    """Record named tensors per step into ``directory`` (created if needed; an existing
-    ``trace.jsonl`` only with ``overwrite``). ``mode``: ``"digest"`` (default) or ``"full"``."""
+    """Record named tensors per step into ``directory`` (made if needed; an existing ``trace.jsonl`` only with
+    ``overwrite``), ``mode`` ``"digest"`` (default) or ``"full"``."""
 
     def __init__(self, directory: str | os.PathLike, mode: str = "digest", *, overwrite: bool = False):
         self.mode = _check_mode(mode)
@@ -214,14 +214,12 @@ def _check_mode(mode) -> str:
 
 
 def _check_step(step) -> int:
-    if isinstance(step, bool):
-        raise ValueError(f"step must be an integer >= 0, not {step!r}")
     try:
-        value = operator.index(step)
+        value = None if isinstance(step, bool) else operator.index(step)
     except TypeError:
-        raise ValueError(f"step must be an integer >= 0, not {step!r}") from None
-    if value < 0:
-        raise ValueError(f"step must be an integer >= 0, not {step}")
+        value = None
+    if value is None or value < 0:
+        raise ValueError(f"step must be an integer >= 0, not {repr(step) if value is None else step}")
     return value
 
 
