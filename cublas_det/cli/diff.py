@@ -5,9 +5,6 @@ safetensors, or the digest logs of cublas_det.trace.Recorder), compares them ste
 and leaf by leaf, and prints per step a table of leaves (equal, or DIVERGE with the mismatched
 elements, the greatest ULP distance and |difference|, and the first mismatched index), then a
 verdict. Streams: at most four chunks of one leaf (two per side) are in memory at a time.
-
-A read error during the comparison comes after the report of the steps compared before it; a --json
-file that cannot be written leaves a divergence's exit code 1 as it is.
 """
 
 from __future__ import annotations

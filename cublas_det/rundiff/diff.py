@@ -1,11 +1,6 @@
-"""Comparing two runs step by step, leaf by leaf: where do their bits first differ?
-
-:func:`diff_runs` walks the steps in ascending order and each step's leaves in recording (else name,
-or a given) order. Leaves with bytes on both sides are compared element by element, streamed in
-chunks so memory stays bounded; a leaf with only a digest on one side is compared by digest. What
-was not compared is never called identical (:attr:`RunDiff.nothing_compared`); a run that ends early
-ends the walk; a read error raises :class:`IncompleteDiff`.
-"""
+"""Where two runs' bits first differ: steps in ascending order, leaves in recording (else name, or a
+given) order, compared by bits (streamed, so memory stays bounded) or by digest. What was not
+compared is never called identical; a run that ends early ends the walk."""
 
 from __future__ import annotations
 
@@ -21,15 +16,7 @@ import numpy as np
 from ..bits.digest import DigestAccumulator
 from ..bits.streams import BitComparison, BitStats, lookup_dtype
 from ..words import percent, plural, table, wrapped
-from .layouts import (
-    LAYOUTS,
-    DataSource,
-    Leaf,
-    RunLayoutError,
-    TrainingRun,
-    listing,
-    read_into,
-)
+from .layouts import LAYOUTS, DataSource, Leaf, RunLayoutError, TrainingRun, listing
 
 DEFAULT_CHUNK_BYTES = 4 << 20
 
@@ -79,8 +66,7 @@ class LeafDiff:
         data = {"step": self.step, "leaf": self.leaf, "status": self.status.value,
                 "dtype_a": self.dtype_a, "dtype_b": self.dtype_b,
                 "shape_a": list(self.shape_a) if self.shape_a is not None else None,
-                "shape_b": list(self.shape_b) if self.shape_b is not None else None,
-                "compared_by": self.compared_by}
+                "shape_b": list(self.shape_b) if self.shape_b is not None else None, "compared_by": self.compared_by}
         if self.stats is not None:
             index = self.first_index
             data.update(self.stats.to_dict(), first_index=list(index) if index is not None else None,
@@ -147,10 +133,7 @@ class RunDiff:
 
     @property
     def first_divergence(self) -> LeafDiff | None:
-        for step in self.steps:
-            if step.diverged:
-                return step.diverged[0]
-        return None
+        return next((step.diverged[0] for step in self.steps if step.diverged), None)
 
     @property
     def divergent_steps(self) -> tuple[int, ...]:
@@ -168,8 +151,7 @@ class RunDiff:
         return f"{self.ended} ends at step {last.step}{inside}{more}"
 
     def verdict(self) -> str:
-        """One sentence: ``first divergence at step 2 in leaf X; all of step 1 equal``, ``identical: ...``,
-        ``nothing compared: ...`` or ``not finished: <read error> ...``."""
+        """One sentence: the first divergence, ``identical...``, ``nothing compared: ...`` or ``not finished: ...``."""
         first = self.first_divergence
         if first is not None:
             reason = "" if first.status is LeafStatus.DIVERGE else f" ({first.status.value})"
@@ -177,12 +159,12 @@ class RunDiff:
             return f"first divergence at step {first.step} in leaf {first.leaf}{reason}; {_earlier_steps(earlier)}"
         if self.error is not None:
             done = [step.step for step in self.steps]
-            return f"not finished: {self.error}; before it {_earlier_steps(done)}" if done else \
-                f"not finished: {self.error}"
+            return f"not finished: {self.error}" + (f"; before it {_earlier_steps(done)}" if done else "")
         if self.nothing_compared:
             skipped = f"; skipped {listing(self.skipped)}" if self.skipped else ""
-            return (f"nothing compared: no leaf is in both runs ({plural(sum(len(s.leaves) for s in self.steps), 'leaf')}"
-                    f" in {plural(len(self.steps), 'step')} of one run or the other){skipped}; diff reads {LAYOUTS}")
+            leaves = plural(sum(len(step.leaves) for step in self.steps), "leaf")
+            return (f"nothing compared: no leaf is in both runs ({leaves} in {plural(len(self.steps), 'step')} of one "
+                    f"run or the other){skipped}; diff reads {LAYOUTS}")
         compared = f"{plural(self.compared_leaves, 'leaf')} in {plural(len(self.steps), 'step')}, all bits equal"
         if self.ended:  # the other run's later steps first: exit 0 does not cover them
             return f"identical as far as {self.ended} goes: {self.ending()}; {compared}"
@@ -207,11 +189,6 @@ class IncompleteDiff(RunLayoutError):
         self.diff = diff
 
 
-def all_equal(leaves: int) -> str:
-    """``all 3 leaves equal``; ``1 leaf, equal``."""
-    return f"all {plural(leaves, 'leaf')} equal" if leaves != 1 else "1 leaf, equal"
-
-
 def diverging(diverged: int, leaves: int) -> str:
     """``2 of 3 leaves diverge``; ``1 of 1 leaf diverges``."""
     return f"{diverged} of {plural(leaves, 'leaf')} diverge{'s' if diverged == 1 else ''}"
@@ -230,10 +207,9 @@ def _earlier_steps(steps: list[int]) -> str:
 
 
 def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None = None, all_steps: bool = False,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> RunDiff:
-    """Compare two runs step by step; stop after the first divergent step unless ``all_steps``.
-    ``order``: leaf names first (then A's order, then B's); a run that ends first ends the walk
-    (:attr:`RunDiff.ended`). Raises :class:`IncompleteDiff` when a leaf cannot be read."""
+              chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> RunDiff:
+    """Compare two runs step by step, stopping after the first divergent step unless ``all_steps``; ``order``: leaf
+    names first (then A's order, then B's). Raises :class:`IncompleteDiff` when a leaf cannot be read."""
     if chunk_bytes <= 0 or chunk_bytes % 8:
         raise ValueError(f"chunk size must be a positive multiple of 8 bytes, not {chunk_bytes}")
     steps = sorted(set(run_a.steps) | set(run_b.steps))
@@ -251,46 +227,28 @@ def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None
     for position, step in enumerate(steps):
         leaves_a = {leaf.name: leaf for leaf in run_a.steps.get(step, ())}
         leaves_b = {leaf.name: leaf for leaf in run_b.steps.get(step, ())}
-        names = _leaf_order(run_a.steps.get(step, ()), run_b.steps.get(step, ()), order)
+        names = dict.fromkeys([*leaves_a, *leaves_b])  # A's order, then B's; the names of `order` first
+        names = dict.fromkeys([*(name for name in order or () if name in names), *names])
         try:
             leaves = [compare_leaf(step, name, leaves_a.get(name), leaves_b.get(name), chunk_bytes) for name in names]
         except RunLayoutError as err:
             raise IncompleteDiff(str(err), result(compared, steps[position:], f"step {step}: {err}")) from None
-        if ended and step == steps[-1]:
-            leaves = _not_reached(leaves, ended)
+        if ended and step == steps[-1]:  # what the run that ends lacks here was not reached, if the rest is
+            other = "B" if ended == "A" else "A"  # part of the other's step (a run stopped mid-write)
+            if not any(leaf.status is LeafStatus[f"MISSING_IN_{other}"] for leaf in leaves):
+                leaves = [dataclasses.replace(leaf, status=LeafStatus[f"ENDED_IN_{ended}"])
+                          if leaf.status is LeafStatus[f"MISSING_IN_{ended}"] else leaf for leaf in leaves]
         compared.append(StepDiff(step, tuple(leaves)))
         if not compared[-1].equal and not all_steps:
             return result(compared, steps[position + 1:])
     return result(compared)
 
 
-def _not_reached(leaves: list[LeafDiff], ended: str) -> list[LeafDiff]:
-    """The last step of the run that ends first: its missing leaves were not reached, when what it has
-    is part of the other's step (a run stopped mid-write); else the step differs."""
-    missing, extra, status = ((LeafStatus.MISSING_IN_A, LeafStatus.MISSING_IN_B, LeafStatus.ENDED_IN_A)
-                              if ended == "A" else (LeafStatus.MISSING_IN_B, LeafStatus.MISSING_IN_A,
-                                                    LeafStatus.ENDED_IN_B))
-    if any(leaf.status is extra for leaf in leaves):
-        return leaves
-    return [dataclasses.replace(leaf, status=status) if leaf.status is missing else leaf for leaf in leaves]
-
-
-def _leaf_order(leaves_a, leaves_b, order) -> list[str]:
-    names = [leaf.name for leaf in leaves_a]
-    names += [leaf.name for leaf in leaves_b if leaf.name not in set(names)]
-    if not order:
-        return names
-    present = set(names)
-    first = [name for name in dict.fromkeys(order) if name in present]
-    return first + [name for name in names if name not in set(first)]
-
-
 def compare_leaf(step: int, name: str, a: Leaf | None, b: Leaf | None,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> LeafDiff:
     """Compare one leaf of one step: presence, dtype, shape, then bits (or digests)."""
-    facts = {"step": step, "leaf": name,
-             "dtype_a": a.dtype if a else None, "dtype_b": b.dtype if b else None,
-             "shape_a": a.shape if a else None, "shape_b": b.shape if b else None}
+    facts = {"step": step, "leaf": name, "dtype_a": a and a.dtype, "dtype_b": b and b.dtype,
+             "shape_a": a and a.shape, "shape_b": b and b.shape}
     if a is None or b is None:
         return LeafDiff(status=LeafStatus.MISSING_IN_A if a is None else LeafStatus.MISSING_IN_B, **facts)
     if a.dtype != b.dtype:
@@ -317,24 +275,18 @@ def compare_sources(source_a: DataSource, source_b: DataSource, dtype: str,
     size = min(chunk, nbytes)
     buffers = [(bytearray(size), bytearray(size)), (bytearray(size), bytearray(size))]
     with contextlib.ExitStack() as stack:
-        reader_a, reader_b = (stack.enter_context(contextlib.closing(source.open(chunk)))
-                              for source in (source_a, source_b))
+        readers = [stack.enter_context(contextlib.closing(source.open(chunk))) for source in (source_a, source_b)]
         pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(max_workers=2))
-        def read(pair: int, count: int):
-            buffer_a, buffer_b = buffers[pair]
-            return (pool.submit(_read_exactly, reader_a, buffer_a, count, source_a),
-                    pool.submit(_read_exactly, reader_b, buffer_b, count, source_b))
-        position, pair = 0, 0
-        pending = read(pair, min(chunk, nbytes))
-        while position < nbytes:
-            count = min(chunk, nbytes - position)
+        def read(pair: int, position: int):
+            return [pool.submit(_read_exactly, reader, buffer, min(chunk, nbytes - position), source)
+                    for reader, buffer, source in zip(readers, buffers[pair], (source_a, source_b))]
+        pending = read(0, 0)
+        for index, position in enumerate(range(0, nbytes, chunk)):
             for future in pending:
                 future.result()  # raises the read's RunLayoutError here
-            position += count
-            if position < nbytes:  # read the next pair into the other buffers while this one is compared
-                pending = read(1 - pair, min(chunk, nbytes - position))
-            comparison.update(*buffers[pair], count)
-            pair = 1 - pair
+            if position + chunk < nbytes:  # read the next pair into the other buffers while this one is compared
+                pending = read((index + 1) % 2, position + chunk)
+            comparison.update(*buffers[index % 2], min(chunk, nbytes - position))
     return comparison.stats()
 
 
@@ -342,26 +294,24 @@ def leaf_digest(leaf: Leaf, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> str:
     """The leaf's recorded digest, or the digest of its bytes (streamed)."""
     if leaf.digest is not None:
         return leaf.digest
-    source = leaf.source
-    accumulator = DigestAccumulator()
+    source, accumulator = leaf.source, DigestAccumulator()
     buffer = bytearray(min(chunk_bytes, source.nbytes))
     with contextlib.closing(source.open(chunk_bytes)) as reader:
-        remaining = source.nbytes
-        while remaining:
-            count = min(chunk_bytes, remaining)
+        for position in range(0, source.nbytes, chunk_bytes):
+            count = min(chunk_bytes, source.nbytes - position)
             _read_exactly(reader, buffer, count, source)
             accumulator.update(memoryview(buffer)[:count])
-            remaining -= count
     return accumulator.hexdigest()
 
 
 def _read_exactly(reader, buffer, count: int, source: DataSource) -> None:
+    """Fill ``buffer[:count]`` from ``reader``, short reads retried; RunLayoutError if it ends first."""
+    view, got = memoryview(buffer)[:count], 0
     try:
-        got = read_into(reader, buffer, count)
-    except OSError as err:
-        raise RunLayoutError(f"{source.describe()}: read failed: {err.strerror or err}") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError) as err:  # a damaged .npz member (bad CRC, bad deflate data)
-        raise RunLayoutError(f"{source.describe()}: read failed: {err}") from None
+        while got < count and (read := reader.readinto(view[got:])):
+            got += read
+    except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:  # the latter: a damaged .npz member
+        raise RunLayoutError(f"{source.describe()}: read failed: {getattr(err, 'strerror', None) or err}") from None
     if got < count:
         raise RunLayoutError(f"{source.describe()}: truncated: ended before the {source.nbytes} bytes "
                              "its dtype and shape need")
@@ -371,27 +321,19 @@ TABLE_HEADER = ("leaf", "status", "mismatched", "max ULP", "max |delta|", "first
 
 
 def leaf_row(leaf: LeafDiff) -> tuple[str, ...]:
-    """The cells of one table row."""
     if leaf.equal:
         return (leaf.leaf, leaf.status.value) + ("",) * 5
-    if leaf.status in _ENDED:
-        return (leaf.leaf, leaf.status.value, "", "", "", "", "not compared")
     if leaf.status is not LeafStatus.DIVERGE:
-        return (leaf.leaf, leaf.status.value, "", "", "", "", _presence_note(leaf))
+        note = "not compared" if leaf.status in _ENDED else _presence_note(leaf)
+        return (leaf.leaf, leaf.status.value, "", "", "", "", note)
     if leaf.compared_by == "digest":
-        return (leaf.leaf, leaf.status.value, "digest differs", "-", "-", "-",
-                "recorded as a digest: no element facts")
+        return (leaf.leaf, leaf.status.value, "digest differs", "-", "-", "-", "recorded as a digest: no element facts")
     stats = leaf.stats
     mismatched = f"{stats.mismatched}/{stats.elements} ({percent(stats.mismatched, stats.elements)})"
     dtype = lookup_dtype(leaf.dtype_a)
     max_ulp = "-" if not dtype.is_float else "nan" if stats.nan_mismatches else str(stats.max_ulp)
     delta = "-" if stats.max_abs_delta is None else f"{stats.max_abs_delta:.3g}"
     index = "[" + ", ".join(map(str, leaf.first_index)) + "]"
-    return (leaf.leaf, leaf.status.value, mismatched, max_ulp, delta, index, _value_note(leaf, dtype))
-
-
-def _value_note(leaf: LeafDiff, dtype) -> str:
-    stats = leaf.stats
     notes = [f"A {dtype.format_value(stats.first_a)}, B {dtype.format_value(stats.first_b)}"]
     if stats.only_signed_zeros:
         notes.append("signed zero only")
@@ -400,7 +342,7 @@ def _value_note(leaf: LeafDiff, dtype) -> str:
     if stats.nan_mismatches:
         finite = f"; others up to {stats.max_ulp} ULP" if stats.max_ulp is not None else ""
         notes.append(f"{stats.nan_mismatches} with NaN{finite}")
-    return "; ".join(notes)
+    return (leaf.leaf, leaf.status.value, mismatched, max_ulp, delta, index, "; ".join(notes))
 
 
 def describe_leaf_type(dtype, shape) -> str:
@@ -409,12 +351,11 @@ def describe_leaf_type(dtype, shape) -> str:
 
 
 def _presence_note(leaf: LeafDiff) -> str:
-    describe = describe_leaf_type
     if leaf.status is LeafStatus.MISSING_IN_A:
-        return f"only B has it: {describe(leaf.dtype_b, leaf.shape_b)}"
+        return f"only B has it: {describe_leaf_type(leaf.dtype_b, leaf.shape_b)}"
     if leaf.status is LeafStatus.MISSING_IN_B:
-        return f"only A has it: {describe(leaf.dtype_a, leaf.shape_a)}"
-    return f"A {describe(leaf.dtype_a, leaf.shape_a)}, B {describe(leaf.dtype_b, leaf.shape_b)}"
+        return f"only A has it: {describe_leaf_type(leaf.dtype_a, leaf.shape_a)}"
+    return f"A {describe_leaf_type(leaf.dtype_a, leaf.shape_a)}, B {describe_leaf_type(leaf.dtype_b, leaf.shape_b)}"
 
 
 def report_lines(diff: RunDiff, *, verbose: bool = False, width: int | None = None) -> list[str]:
@@ -428,7 +369,8 @@ def report_lines(diff: RunDiff, *, verbose: bool = False, width: int | None = No
     lines = [f"A: {diff.run_a}", f"B: {diff.run_b}", *prose(answer), ""]
     for step in diff.steps:
         ended = f"; {diff.ended} ended before the other {step.not_reached}" if step.not_reached else ""
-        heading = f"{all_equal(step.compared)}{ended}" if step.equal else diverging(len(step.diverged), len(step.leaves))
+        equal = f"all {plural(step.compared, 'leaf')} equal" if step.compared != 1 else "1 leaf, equal"
+        heading = equal + ended if step.equal else diverging(len(step.diverged), len(step.leaves))
         lines.append(f"step {step.step}: {heading}")
         if verbose or not step.equal:
             lines += table([TABLE_HEADER, *(leaf_row(leaf) for leaf in step.leaves)], indent="  ")

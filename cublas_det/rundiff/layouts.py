@@ -1,9 +1,5 @@
-"""Reading a run: its steps, each step's leaves (named tensors), and where their bytes are.
-
-The layouts are those :data:`LAYOUTS` names (docs/diff.md). Nothing is loaded beyond headers: each
-leaf's :class:`DataSource` streams its bytes (C order) on demand. Unread files are listed in
-:attr:`TrainingRun.skipped`; a FIFO or device is refused, and sizes are checked before allocating.
-"""
+"""A run's steps, each step's leaves (named tensors), and where their bytes are, in the layouts of
+:data:`LAYOUTS`: only headers are read; a leaf's :class:`DataSource` streams its bytes on demand."""
 
 from __future__ import annotations
 
@@ -24,14 +20,12 @@ import numpy as np
 from ..bits.streams import dtype_name_of, lookup_dtype
 from ..dtypes import ELEMENT_TYPES
 from ..errors import InputFileError
-from ..store import trace_log
 from ..store.files import file_kind, open_regular, parse_json, regular_file_size
-from ..store.trace_log import LOG_NAME, is_shape
+from ..store.trace_log import LOG_NAME, is_shape, read as read_trace_log
 from ..words import plural
 
 STEP_DIR = re.compile(r"^step_?(\d+)$")
-FLAT_FILE = re.compile(r"^step_?(\d+)_(.+)\.(bin|npy)$")
-STEP_CONTAINER = re.compile(r"^step_?(\d+)\.(npz|safetensors)$")
+STEP_FILE = re.compile(r"^step_?(\d+)(?:_(.+)\.(bin|npy)|\.(npz|safetensors))$")  # never a .pt, which needs PyTorch
 LEAF_EXTENSIONS = (".bin", ".npy")
 CHECKPOINT_EXTENSIONS = (".npz", ".safetensors", ".pt")
 _KIND_NAMES = {".npy": "numpy .npy", ".npz": "numpy .npz", ".safetensors": "safetensors", ".pt": "PyTorch .pt"}
@@ -64,11 +58,25 @@ class DataSource:
         """A reader with ``readinto(buffer) -> int`` and ``close()``, positioned at the first byte."""
         try:
             if self.torch_key is not None:
-                return _torch_reader(self)
-            if self.fortran_order:
-                return _c_order_reader(self, chunk_bytes)
+                import torch
+                tensor = dict(_flattened(_torch_state(self.path, _stamp(self.path)), ""))[self.torch_key]
+                tensor = tensor.detach().contiguous()
+                if tensor.dtype == torch.bfloat16:  # NumPy has no bfloat16: the same bits as int16
+                    tensor = tensor.view(torch.int16)
+                return _BlockReader([_bytes_of(tensor.numpy())])
+            if self.fortran_order:  # C order through numpy, a block of leading-axis slices at a time
+                if self.member is None:
+                    array = np.load(self.path, mmap_mode="r", allow_pickle=False)
+                else:  # a .npz member loaded whole
+                    with np.load(self.path, allow_pickle=False) as archive:
+                        array = archive[self.member[:-4]]
+                array = array.view(lookup_dtype(self.dtype).bits_dtype)
+                rows = max(1, chunk_bytes // max(1, self.nbytes // max(1, self.shape[0])))
+                return _BlockReader(_bytes_of(array[row:row + rows]) for row in range(0, array.shape[0], rows))
             if self.member is not None:
-                return _ZipMemberReader(self.path, self.member)
+                blocks = _zip_member_blocks(self.path, self.member, chunk_bytes)
+                next(blocks)  # opened, past the header
+                return _BlockReader(blocks)
             stream = open_regular(self.path, "give a readable regular file", error=RunLayoutError, buffering=0)
             stream.seek(self.offset)
             return stream
@@ -92,16 +100,11 @@ class Leaf:
     source: DataSource | None = None
     digest: str | None = None
 
-    @property
-    def nbytes(self) -> int:
-        return _nbytes(self.dtype, self.shape)
-
 
 @dataclasses.dataclass(frozen=True)
 class TrainingRun:
-    """A run: its steps in ascending order, each a tuple of leaves in recording (or name) order.
-    ``skipped``: files no layout reads (and why); ``notes``: what was left out while reading;
-    ``stopped``: the log's last line is cut."""
+    """Steps in ascending order, each a tuple of leaves in recording (or name) order; ``skipped``: files no
+    layout reads (and why); ``notes``: what was left out while reading; ``stopped``: the log's last line is cut."""
 
     path: str
     layout: str
@@ -118,8 +121,7 @@ class TrainingRun:
 
 
 def open_run(path: str, *, raw_dtype: str = "float32") -> TrainingRun:
-    """Discover the run at ``path``; ``raw_dtype`` is the dtype of ``.bin`` files without a log. Raises
-    :class:`RunLayoutError` (no path or steps, a malformed file, a bad size, a duplicate leaf ...)."""
+    """The run at ``path``; ``raw_dtype``: of ``.bin`` files without a log. RunLayoutError if it cannot be read."""
     raw = lookup_dtype(raw_dtype)
     try:
         mode = os.stat(path).st_mode
@@ -133,7 +135,7 @@ def open_run(path: str, *, raw_dtype: str = "float32") -> TrainingRun:
             return _read_log(path)
         extension = next((kind for kind in CHECKPOINT_EXTENSIONS if path.endswith(kind)), None)
         if extension:
-            leaves, skipped = _checkpoint_leaves(path, extension, raw.name, "")
+            leaves, skipped = _file_leaves(path, extension, raw.name, "")
             if leaves is None:
                 raise RunLayoutError(f"{path}: a .pt file is read through PyTorch, which is not installed: "
                                      "pip install torch")
@@ -151,11 +153,16 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     found: dict[int, dict[str, Leaf]] = {}
     kinds: set[str] = set()
     skipped: list[str] = []
-    def add(step: int, leaves, where: str) -> None:
+    def add(step: int, extension: str, file_path: str, name: str, where: str) -> None:
+        leaves, left_out = _file_leaves(file_path, extension, raw_dtype, name)
+        skipped.extend(where + reason for reason in left_out)
+        if leaves is None:
+            return
+        kinds.add(extension)
         step_leaves = found.setdefault(step, {})
         for leaf in leaves:
             if leaf.name in step_leaves:
-                raise RunLayoutError(f"{where}: leaf {leaf.name!r} of step {step} is also in "
+                raise RunLayoutError(f"{file_path}: leaf {leaf.name!r} of step {step} is also in "
                                      f"{step_leaves[leaf.name].source.describe()}; keep one of them")
             step_leaves[leaf.name] = leaf
     try:
@@ -163,37 +170,23 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     except OSError as err:
         raise RunLayoutError(f"{path}: cannot list: {err.strerror or err}") from None
     for entry in entries:
-        step_dir = STEP_DIR.match(entry.name)
-        flat = FLAT_FILE.match(entry.name)
-        container = STEP_CONTAINER.match(entry.name)
+        step_dir, step_file = STEP_DIR.match(entry.name), STEP_FILE.match(entry.name)
         if step_dir and entry.is_dir():
             step = int(step_dir.group(1))
             found.setdefault(step, {})
             for file_path, relative in _step_files(entry.path):
                 extension = os.path.splitext(file_path)[1]
-                where = f"{entry.name}/{relative}"
-                if extension in LEAF_EXTENSIONS:
-                    leaves = [_file_leaf(file_path, relative[:-len(extension)], raw_dtype)]
-                elif extension in CHECKPOINT_EXTENSIONS:
-                    leaves, left_out = _checkpoint_leaves(file_path, extension, raw_dtype, f"{relative}:")
-                    skipped += [f"{where}{reason}" for reason in left_out]
-                    if leaves is None:
-                        continue
+                if extension in LEAF_EXTENSIONS + CHECKPOINT_EXTENSIONS:
+                    name = relative[:-len(extension)] if extension in LEAF_EXTENSIONS else f"{relative}:"
+                    add(step, extension, file_path, name, f"{entry.name}/{relative}")
                 else:
-                    skipped.append(where)
-                    continue
-                kinds.add(extension)
-                add(step, leaves, file_path)
-        elif (flat or container) and not entry.is_file():
-            regular_file_size(entry.path, "give a regular file", error=RunLayoutError)  # says what it is instead
+                    skipped.append(f"{entry.name}/{relative}")
+        elif step_file and not entry.is_file():
+            regular_file_size(entry.path, error=RunLayoutError)  # says what it is instead
             raise RunLayoutError(f"{entry.path}: not a regular file")
-        elif flat:
-            kinds.add("." + flat.group(3))
-            add(int(flat.group(1)), [_file_leaf(entry.path, flat.group(2), raw_dtype)], entry.path)
-        elif container:  # step_<N>.npz or .safetensors: never a .pt, which needs PyTorch
-            kind = "." + container.group(2)
-            kinds.add(kind)
-            add(int(container.group(1)), _checkpoint_leaves(entry.path, kind, raw_dtype, "")[0], entry.path)
+        elif step_file:
+            step, name, leaf_kind, container_kind = step_file.groups()
+            add(int(step), "." + (leaf_kind or container_kind), entry.path, name or "", "")
         else:
             skipped.append(entry.name + ("/" if entry.is_dir() else ""))
     if not found:
@@ -208,8 +201,7 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
 def listing(names, most: int = 5) -> str:
     """``a, b, c`` or ``a, b, c, d, e and 7 more``."""
     names = list(names)
-    shown = ", ".join(names[:most])
-    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _step_files(step_dir: str):
@@ -221,43 +213,35 @@ def _step_files(step_dir: str):
             yield file_path, os.path.relpath(file_path, step_dir).replace(os.sep, "/")
 
 
-def _checkpoint_leaves(path: str, extension: str, raw_dtype: str, prefix: str):
-    """(leaves, what was left out) of a checkpoint file in a step directory, its leaves named ``<prefix><key>``;
-    leaves None when the file cannot be read here (a .pt file without PyTorch)."""
+def _file_leaves(path: str, extension: str, raw_dtype: str, name: str):
+    """(leaves, what was left out): a .bin or .npy file is leaf ``name``, a checkpoint's leaves ``<name><key>``."""
     if extension == ".npz":
-        return _npz_leaves(path, raw_dtype, prefix), ()
+        return _npz_leaves(path, raw_dtype, name), ()
     if extension == ".safetensors":
-        return _safetensors_leaves(path, prefix), ()
-    leaves, skipped = _torch_leaves(path, prefix)
-    if leaves is None:
-        return None, (" (a .pt file: PyTorch is not installed to read it; pip install torch)",)
-    return leaves, skipped
-
-
-def _file_leaf(path: str, name: str, raw_dtype: str) -> Leaf:
-    if path.endswith(".npy"):
-        with _opened(path) as stream:
+        return _safetensors_leaves(path, name), ()
+    if extension == ".pt":
+        return _torch_leaves(path, name)
+    if extension == ".npy":
+        with open_regular(path, error=RunLayoutError) as stream:
             dtype, shape, fortran = _npy_header(stream, path, raw_dtype)
             offset = stream.tell()
-        leaf = _leaf_with_source(name, dtype, shape, path, offset, fortran)
-        _check_size(path, offset + leaf.nbytes)
-        return leaf
+        leaf = _leaf(name, dtype, shape, path, offset, fortran)
+        _check_size(path, offset + leaf.source.nbytes)
+        return (leaf,), ()
     itemsize = lookup_dtype(raw_dtype).itemsize
-    size = _file_size(path)
+    size = regular_file_size(path, error=RunLayoutError)
     if size % itemsize:
         raise RunLayoutError(f"{path}: {size} bytes is not a whole number of {raw_dtype} elements "
                              f"({itemsize} bytes each); is --dtype right?")
-    return _leaf_with_source(name, raw_dtype, (size // itemsize,), path, 0, False)
+    return (_leaf(name, raw_dtype, (size // itemsize,), path),), ()
 
 
-def _leaf_with_source(name, dtype, shape, path, offset, fortran, member=None, torch_key=None) -> Leaf:
-    source = DataSource(path, offset, _nbytes(dtype, shape), member, fortran and len(shape) > 1, tuple(shape), dtype,
-                        torch_key)
-    return Leaf(name, dtype, tuple(shape), source)
-
-
-def _nbytes(dtype: str, shape) -> int:
-    return math.prod(shape) * lookup_dtype(dtype).itemsize
+def _leaf(name: str, dtype: str, shape, path: str, offset: int = 0, fortran: bool = False, **key) -> Leaf:
+    """A leaf whose bytes are in ``path`` from ``offset`` (``key``: a zip ``member`` or a ``torch_key``)."""
+    shape = tuple(shape)
+    nbytes = math.prod(shape) * lookup_dtype(dtype).itemsize
+    return Leaf(name, dtype, shape, DataSource(path, offset, nbytes, fortran_order=fortran and len(shape) > 1,
+                                               shape=shape, dtype=dtype, **key))
 
 
 def _brief(value, most: int = 60) -> str:
@@ -269,16 +253,14 @@ def _npy_header(stream, where: str, raw_dtype: str):
     """(dtype name, shape, fortran_order) from a .npy header; the stream is left at the data."""
     try:
         version = np.lib.format.read_magic(stream)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
-        else:
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(stream)
     except (ValueError, OSError, SyntaxError, EOFError, TypeError) as err:
         raise RunLayoutError(f"{where}: not a readable .npy file ({err})") from None
     if not is_shape(shape):
         raise RunLayoutError(f"{where}: not a readable .npy file (shape {_brief(shape)}: expected integers >= 0)")
-    if dtype.kind == "V" and dtype.itemsize == 2 and dtype.names is None:
-        # numpy writes ml_dtypes' bfloat16 as untyped 2-byte elements ('<V2')
+    if dtype.kind == "V" and dtype.itemsize == 2 and dtype.names is None:  # how numpy writes ml_dtypes' bfloat16
         if raw_dtype != "bfloat16":
             raise RunLayoutError(f"{where}: untyped 2-byte elements (how numpy saves bfloat16); "
                                  "pass --dtype bfloat16 if they are")
@@ -289,29 +271,27 @@ def _npy_header(stream, where: str, raw_dtype: str):
         raise RunLayoutError(f"{where}: {err}") from None
 
 
-def _npz_leaves(path: str, raw_dtype: str, prefix: str = "") -> tuple[Leaf, ...]:
+def _npz_leaves(path: str, raw_dtype: str, prefix: str) -> tuple[Leaf, ...]:
     leaves = []
     try:
-        with _opened(path) as file, zipfile.ZipFile(file) as archive:
-            for member in sorted(archive.namelist()):
-                if not member.endswith(".npy"):
-                    continue
+        with open_regular(path, error=RunLayoutError) as file, zipfile.ZipFile(file) as archive:
+            for member in sorted(name for name in archive.namelist() if name.endswith(".npy")):
                 where = f"{path}[{member}]"
                 with archive.open(member) as stream:
                     dtype, shape, fortran = _npy_header(stream, where, raw_dtype)
                     header = stream.tell()
-                expected, size = header + _nbytes(dtype, shape), archive.getinfo(member).file_size
+                leaves.append(_leaf(prefix + member[:-4], dtype, shape, path, header, fortran, member=member))
+                expected, size = header + leaves[-1].source.nbytes, archive.getinfo(member).file_size
                 if size != expected:
                     raise RunLayoutError(f"{where}: {size} bytes, but its header, dtype and shape say {expected}: "
                                          f"{'truncated' if size < expected else 'longer than its header says'}")
-                leaves.append(_leaf_with_source(prefix + member[:-4], dtype, shape, path, header, fortran, member))
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as err:
         raise RunLayoutError(f"{path}: not a readable .npz file ({err})") from None
     return tuple(leaves)
 
 
-def _safetensors_leaves(path: str, prefix: str = "") -> tuple[Leaf, ...]:
-    with _opened(path) as stream:
+def _safetensors_leaves(path: str, prefix: str) -> tuple[Leaf, ...]:
+    with open_regular(path, error=RunLayoutError) as stream:
         size = os.fstat(stream.fileno()).st_size
         head = stream.read(8)
         if len(head) < 8:
@@ -327,49 +307,43 @@ def _safetensors_leaves(path: str, prefix: str = "") -> tuple[Leaf, ...]:
         raise RunLayoutError(f"{path}: not a safetensors file (bad JSON header: {err})") from None
     if not isinstance(header, dict):
         raise RunLayoutError(f"{path}: not a safetensors file (the header is not a JSON object)")
-    data_bytes = size - 8 - header_size
-    leaves, covered = [], 0
+    data_bytes, leaves = size - 8 - header_size, []
     for name in sorted(key for key in header if key != "__metadata__"):
-        leaf = _safetensors_leaf(path, name, header[name], 8 + header_size, data_bytes, prefix)
-        covered = max(covered, leaf.source.offset - 8 - header_size + leaf.nbytes)
-        leaves.append(leaf)
+        where, entry = f"{path}: tensor {name!r}", header[name]
+        if not isinstance(entry, dict):
+            raise RunLayoutError(f"{where}: expected an object with dtype, shape and data_offsets, found "
+                                 f"{_brief(entry)}")
+        missing = [key for key in ("dtype", "shape", "data_offsets") if key not in entry]
+        if missing:
+            raise RunLayoutError(f"{where}: header entry lacks {', '.join(missing)}")
+        dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
+            raise RunLayoutError(f"{where} has dtype {_brief(dtype)}, not supported; supported: "
+                                 f"{', '.join(SAFETENSORS_DTYPES)}")
+        if not is_shape(shape):
+            raise RunLayoutError(f"{where}: shape must be a list of integers >= 0, not {_brief(shape)}")
+        if not (is_shape(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1]):
+            raise RunLayoutError(f"{where}: data_offsets must be [begin, end], integers with 0 <= begin <= end, "
+                                 f"not {_brief(offsets)}")
+        (begin, end), dtype = offsets, SAFETENSORS_DTYPES[dtype]
+        leaves.append(_leaf(prefix + name, dtype, shape, path, 8 + header_size + begin))
+        if end - begin != leaves[-1].source.nbytes or end > data_bytes:
+            raise RunLayoutError(f"{where}: data_offsets [{begin}, {end}] do not hold {dtype}{list(shape)} "
+                                 f"({leaves[-1].source.nbytes} bytes) within the file's {data_bytes} bytes of data")
+    covered = max((leaf.source.offset - 8 - header_size + leaf.source.nbytes for leaf in leaves), default=0)
     if covered < data_bytes:
         raise RunLayoutError(f"{path}: {data_bytes - covered} bytes after the last tensor's data: longer than its "
                              "header says")
     return tuple(leaves)
 
 
-def _safetensors_leaf(path: str, name: str, entry, base: int, data_bytes: int, prefix: str) -> Leaf:
-    where = f"{path}: tensor {name!r}"
-    if not isinstance(entry, dict):
-        raise RunLayoutError(f"{where}: expected an object with dtype, shape and data_offsets, found {_brief(entry)}")
-    missing = [key for key in ("dtype", "shape", "data_offsets") if key not in entry]
-    if missing:
-        raise RunLayoutError(f"{where}: header entry lacks {', '.join(missing)}")
-    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
-        raise RunLayoutError(f"{where} has dtype {_brief(dtype)}, not supported; supported: "
-                             f"{', '.join(SAFETENSORS_DTYPES)}")
-    if not is_shape(shape):
-        raise RunLayoutError(f"{where}: shape must be a list of integers >= 0, not {_brief(shape)}")
-    if not (is_shape(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1]):
-        raise RunLayoutError(f"{where}: data_offsets must be [begin, end], integers with 0 <= begin <= end, not "
-                             f"{_brief(offsets)}")
-    begin, end = offsets
-    leaf = _leaf_with_source(prefix + name, SAFETENSORS_DTYPES[dtype], shape, path, base + begin, False)
-    if end - begin != leaf.nbytes or end > data_bytes:
-        raise RunLayoutError(f"{where}: data_offsets [{begin}, {end}] do not hold {leaf.dtype}{list(shape)} "
-                             f"({leaf.nbytes} bytes) within the file's {data_bytes} bytes of data")
-    return leaf
-
-
 def _torch_leaves(path: str, prefix: str):
-    """(leaves, values that are not tensors) of a ``torch.save``'d dict of tensors (nested dicts and lists
-    flattened, keys joined with ``.``); (None, ()) when PyTorch is not installed."""
+    """(leaves, values that are not tensors) of a ``torch.save``'d dict of tensors (nested dicts and lists flattened,
+    keys joined with ``.``); leaves None when PyTorch is not installed."""
     try:
         import torch
     except ImportError:
-        return None, ()
+        return None, (" (a .pt file: PyTorch is not installed to read it; pip install torch)",)
     leaves, skipped = [], []
     for key, value in _flattened(_torch_state(path, _stamp(path)), ""):
         if not isinstance(value, torch.Tensor):
@@ -380,20 +354,16 @@ def _torch_leaves(path: str, prefix: str):
             lookup_dtype(dtype)
         except ValueError as err:
             raise RunLayoutError(f"{path}: tensor {key!r}: {err}") from None
-        leaves.append(_leaf_with_source(prefix + key, dtype, tuple(value.shape), path, 0, False, torch_key=key))
+        leaves.append(_leaf(prefix + key, dtype, value.shape, path, torch_key=key))
     return tuple(sorted(leaves, key=lambda leaf: leaf.name)), tuple(skipped)
 
 
 def _flattened(value, key: str):
     """(key, value) of the leaves of nested dicts, lists and tuples."""
-    if isinstance(value, Mapping):
-        items = value.items()
-    elif isinstance(value, (list, tuple)):
-        items = enumerate(value)
-    else:
+    if not isinstance(value, (Mapping, list, tuple)):
         yield key, value
         return
-    for name, item in items:
+    for name, item in value.items() if isinstance(value, Mapping) else enumerate(value):
         yield from _flattened(item, f"{key}.{name}" if key else str(name))
 
 
@@ -405,73 +375,47 @@ def _stamp(path: str) -> tuple[int, int]:
 @functools.lru_cache(maxsize=2)  # the two files one leaf is compared from: each loaded once per run of leaves
 def _torch_state(path: str, stamp) -> object:
     import torch
-    regular_file_size(path, "give a regular file", error=RunLayoutError)
+    regular_file_size(path, error=RunLayoutError)
     try:
         try:
             return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         except RuntimeError:  # a file of the legacy format cannot be memory-mapped
             return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 -- torch.load raises a dozen kinds for a bad file (pickle, zip, EOF, runtime ...)
+    except Exception as err:  # noqa: BLE001 -- torch.load raises a dozen kinds for a bad file (pickle, zip, EOF ...)
         raise RunLayoutError(f"{path}: not a readable .pt file of tensors ({type(err).__name__}: "
                              f"{' '.join(str(err).split())[:200]})") from None
-
-
-def _torch_reader(source: DataSource) -> _BlockReader:
-    """The bytes of one tensor of a PyTorch file (memory-mapped where the file allows it)."""
-    import torch
-    tensor = dict(_flattened(_torch_state(source.path, _stamp(source.path)), ""))[source.torch_key]
-    tensor = tensor.detach().contiguous()
-    if tensor.dtype == torch.bfloat16:  # NumPy has no bfloat16: the same bits as int16
-        tensor = tensor.view(torch.int16)
-    return _BlockReader([_bytes_of(tensor.numpy())])
 
 
 def _read_log(log_path: str, run_path: str | None = None) -> TrainingRun:
     base = os.path.dirname(os.path.abspath(log_path))
     found: dict[int, dict[str, Leaf]] = {}
-    files = 0
-    entries, notes = trace_log.read(log_path, error=RunLayoutError)
+    entries, notes = read_trace_log(log_path, error=RunLayoutError)
     for where, entry in entries:
-        step, leaf = _log_leaf(entry, where, base)
+        try:
+            dtype = lookup_dtype(entry["dtype"]).name
+        except ValueError as err:
+            raise RunLayoutError(f"{where}: {err}") from None
+        name, shape, digest, step = entry["leaf"], tuple(entry["shape"]), entry.get("digest"), entry["step"]
+        leaf = Leaf(name, dtype, shape, None, digest)
+        if entry.get("file") is not None:
+            file_path = os.path.join(base, *entry["file"].split("/"))
+            leaf = dataclasses.replace(_leaf(name, dtype, shape, file_path), digest=digest)
+            _check_size(file_path, leaf.source.nbytes)
         leaves = found.setdefault(step, {})
-        if leaf.name in leaves:
-            raise RunLayoutError(f"{where}: leaf {leaf.name!r} of step {step} was recorded twice")
-        leaves[leaf.name] = leaf
-        files += leaf.source is not None
+        if name in leaves:
+            raise RunLayoutError(f"{where}: leaf {name!r} of step {step} was recorded twice")
+        leaves[name] = leaf
     if not found:
         raise RunLayoutError(f"{log_path}: empty trace log: no steps recorded")
+    files = any(leaf.source for leaves in found.values() for leaf in leaves.values())
     layout = "trace log, digests" + (" and tensor files" if files else "")
     steps = {step: tuple(found[step].values()) for step in sorted(found)}
     return TrainingRun(run_path or log_path, layout, steps, notes=tuple(notes), stopped=bool(notes))
 
 
-def _log_leaf(entry: dict, where: str, base: str) -> tuple[int, Leaf]:
-    """The step and leaf of a checked log line (:data:`~cublas_det.store.trace_log.ENTRY`)."""
-    try:
-        dtype = lookup_dtype(entry["dtype"]).name
-    except ValueError as err:
-        raise RunLayoutError(f"{where}: {err}") from None
-    name, shape, digest = entry["leaf"], entry["shape"], entry.get("digest")
-    leaf = Leaf(name, dtype, tuple(shape), None, digest)
-    if entry.get("file") is not None:
-        file_path = os.path.join(base, *entry["file"].split("/"))
-        leaf = dataclasses.replace(_leaf_with_source(name, dtype, shape, file_path, 0, False), digest=digest)
-        _check_size(file_path, leaf.nbytes)
-    return entry["step"], leaf
-
-
-def _opened(path: str):
-    """``path`` opened for reading once it is known to be a regular file (a FIFO or device never is)."""
-    return open_regular(path, "give a regular file", error=RunLayoutError)
-
-
-def _file_size(path: str) -> int:
-    return regular_file_size(path, "give a regular file", error=RunLayoutError)
-
-
 def _check_size(path: str, expected: int) -> None:
     """A file holds exactly the bytes its dtype and shape (and header) say: fewer is cut, more never compared."""
-    size = _file_size(path)
+    size = regular_file_size(path, error=RunLayoutError)
     if size != expected:
         longer = "" if size < expected else ": longer than its dtype and shape say"
         raise RunLayoutError(f"{path}: {size} bytes, but its dtype and shape need {expected}{longer}")
@@ -489,39 +433,14 @@ def read_order_file(path: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-class _ZipMemberReader:
-    """A zip member's bytes after its .npy header (decompressed while read)."""
-
-    def __init__(self, path: str, member: str):
-        self._file = _opened(path)
-        try:
-            self._archive = zipfile.ZipFile(self._file)
-            self._stream = self._archive.open(member)
-            _npy_header(self._stream, f"{path}[{member}]", "bfloat16")
-        except BaseException:
-            self._file.close()
-            raise
-
-    def readinto(self, buffer) -> int:
-        return self._stream.readinto(buffer)
-
-    def close(self) -> None:
-        self._stream.close()
-        self._archive.close()
-        self._file.close()
-
-
-def _c_order_reader(source: DataSource, chunk_bytes: int) -> _BlockReader:
-    """The C-order bytes of a Fortran-order .npy/.npz array, a block of leading-axis slices at a time
-    (a .npy memory-mapped; a .npz member loaded whole)."""
-    if source.member is None:
-        array = np.load(source.path, mmap_mode="r", allow_pickle=False)
-    else:
-        with np.load(source.path, allow_pickle=False) as archive:
-            array = archive[source.member[:-4]]
-    array = array.view(lookup_dtype(source.dtype).bits_dtype)
-    rows = max(1, chunk_bytes // max(1, source.nbytes // max(1, source.shape[0])))
-    return _BlockReader(_bytes_of(array[row:row + rows]) for row in range(0, array.shape[0], rows))
+def _zip_member_blocks(path: str, member: str, chunk_bytes: int):
+    """A zip member's bytes after its .npy header (decompressed while read), once it yields None (opened)."""
+    with open_regular(path, error=RunLayoutError) as file, zipfile.ZipFile(file) as archive, \
+            archive.open(member) as stream:
+        _npy_header(stream, f"{path}[{member}]", "bfloat16")
+        yield None
+        while block := stream.read(chunk_bytes):
+            yield memoryview(block)
 
 
 def _bytes_of(array) -> memoryview:
@@ -529,39 +448,23 @@ def _bytes_of(array) -> memoryview:
 
 
 class _BlockReader:
-    """``readinto`` over blocks of bytes (memoryviews), each taken when the one before is used up."""
+    """``readinto`` over blocks of bytes (memoryviews), each taken when the one before is used up;
+    a read stops at the end of a block."""
 
     def __init__(self, blocks):
         self._blocks = iter(blocks)
         self._pending = memoryview(b"")
 
     def readinto(self, buffer) -> int:
-        view = memoryview(buffer).cast("B")
-        filled = 0
-        while filled < len(view):
-            if not self._pending:
-                self._pending = next(self._blocks, None)
-                if self._pending is None:
-                    self._pending = memoryview(b"")
-                    break
-            take = min(len(self._pending), len(view) - filled)
-            view[filled:filled + take] = self._pending[:take]
-            self._pending = self._pending[take:]
-            filled += take
-        return filled
+        while not self._pending:
+            self._pending = next(self._blocks, None)
+            if self._pending is None:
+                self._pending = memoryview(b"")
+                return 0
+        take = min(len(self._pending), len(buffer))
+        memoryview(buffer).cast("B")[:take] = self._pending[:take]
+        self._pending = self._pending[take:]
+        return take
 
     def close(self) -> None:
-        self._blocks, self._pending = iter(()), memoryview(b"")
-
-
-def read_into(reader, buffer, nbytes: int) -> int:
-    """Fill ``buffer[:nbytes]`` from ``reader`` (short reads retried); the bytes read (less only at the end)."""
-    view = memoryview(buffer)[:nbytes]
-    filled = 0
-    while filled < nbytes:
-        count = reader.readinto(view[filled:])
-        if not count:
-            break
-        filled += count
-    return filled
-
+        self._blocks, self._pending = iter(()), memoryview(b"")  # a generator's files close with it

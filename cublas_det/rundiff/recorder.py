@@ -1,11 +1,7 @@
-"""Recording a run's named tensors, step by step, for ``python -m cublas_det.diff`` (docs/diff.md).
-
-Writes ``DIR/trace.jsonl``, one JSON object per tensor. ``mode="digest"`` records the digest only,
-computed on the GPU on the current CuPy stream (no host copy; sums copied back when the step
-changes or on ``flush``/``close``); ``mode="full"`` also writes ``DIR/step_<N>/<leaf>.bin``.
-A GPU digest equals the digest of the same bytes on disk. Do not overwrite a tensor from another
-stream before its step is flushed. Not thread-safe.
-"""
+"""Recording a run's named tensors, step by step, into ``DIR/trace.jsonl`` for ``cublas-det diff``
+(docs/diff.md): a digest per tensor, hashed on the GPU on the current CuPy stream, and in ``"full"`` mode
+its bytes in ``DIR/step_<N>/<leaf>.bin``. Do not overwrite a tensor from another stream before its step
+is flushed. Not thread-safe."""
 
 from __future__ import annotations
 
@@ -22,28 +18,6 @@ from ..store.trace_log import LOG_NAME
 
 MODES = ("digest", "full")
 _SLOTS = 4096  # digests pending on the GPU before a flush is forced (16 bytes each)
-
-
-@dataclasses.dataclass
-class _Pending:
-    """A recorded tensor whose log line is not written yet."""
-
-    step: int
-    leaf: str
-    dtype: str
-    shape: tuple[int, ...]
-    nbytes: int
-    digest: str | None = None  # known (host tensors) ...
-    device: int | None = None  # ... or waiting in slot `slot` of that device's sums
-    slot: int | None = None
-    file: str | None = None
-
-    def line(self) -> str:
-        entry = {"step": self.step, "leaf": self.leaf, "dtype": self.dtype, "shape": list(self.shape),
-                 "digest": self.digest, "algorithm": ALGORITHM}
-        if self.file is not None:
-            entry["file"] = self.file
-        return json.dumps(entry)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,8 +70,8 @@ class _DeviceSums:
 
 
 class Recorder:
-    """Record named tensors per step into ``directory`` (created if needed; an existing
-    ``trace.jsonl`` only with ``overwrite``). ``mode``: ``"digest"`` (default) or ``"full"``."""
+    """Record named tensors per step into ``directory`` (made if needed; an existing ``trace.jsonl`` only with
+    ``overwrite``), ``mode`` ``"digest"`` (default) or ``"full"``."""
 
     def __init__(self, directory: str | os.PathLike, mode: str = "digest", *, overwrite: bool = False):
         self.mode = _check_mode(mode)
@@ -107,7 +81,7 @@ class Recorder:
         if os.path.exists(self.log_path) and not overwrite:
             raise FileExistsError(f"{self.log_path} exists: record into a new directory, or pass overwrite=True")
         self._log = open(self.log_path, "w", encoding="utf-8")
-        self._pending: list[_Pending] = []
+        self._pending: list[tuple[dict, int, int | None, int | None]] = []  # line, bytes, device and slot of its sums
         self._recorded: set[tuple[int, str]] = set()
         self._devices: dict[int, _DeviceSums] = {}
         self._step: int | None = None
@@ -131,29 +105,29 @@ class Recorder:
         if self._step is not None and step != self._step:
             self.flush()  # the previous step's digests have long been computed: this rarely waits
         self._step = step
-        entry = _Pending(step, name, tensor.dtype, tensor.shape, tensor.nbytes)
+        line = {"step": step, "leaf": name, "dtype": tensor.dtype, "shape": list(tensor.shape), "digest": None,
+                "algorithm": ALGORITHM}
+        device = slot = None
         if tensor.on_gpu:
-            entry.device = tensor.array.device.id
-            entry.slot = self._device_sums(entry.device).queue(tensor.array)
+            device = tensor.array.device.id
+            slot = self._device_sums(device).queue(tensor.array)
         else:
-            entry.digest = host_digest(tensor.array)
+            line["digest"] = host_digest(tensor.array)
         if mode == "full":
-            entry.file = self._write(step, name, tensor)
+            line["file"] = self._write(step, name, tensor)
         self._recorded.add((step, name))
-        self._pending.append(entry)
+        self._pending.append((line, tensor.nbytes, device, slot))
 
     def flush(self) -> None:
         """Write the log lines of everything recorded so far (waits for pending GPU digests)."""
         if not self._pending:
             return
         sums = {device_id: device.collect() for device_id, device in self._devices.items() if device.used}
-        lines = []
-        for entry in self._pending:
-            if entry.digest is None:
-                s1, s2 = (int(value) for value in sums[entry.device][entry.slot])
-                entry.digest = finish(s1, s2, entry.nbytes)
-            lines.append(entry.line())
-        self._log.write("\n".join(lines) + "\n")
+        for line, nbytes, device, slot in self._pending:
+            if line["digest"] is None:
+                s1, s2 = (int(value) for value in sums[device][slot])
+                line["digest"] = finish(s1, s2, nbytes)
+        self._log.write("\n".join(json.dumps(line) for line, *_ in self._pending) + "\n")
         self._log.flush()
         self._pending.clear()
 
@@ -198,16 +172,25 @@ def as_tensor(array) -> _Tensor:
     copy for GPU tensors; bfloat16 PyTorch tensors pass through DLPack as int16."""
     module = type(array).__module__.split(".")[0]
     if isinstance(array, (np.ndarray, np.generic)):
-        host = np.asarray(array)
-        return _Tensor(host, _dtype_name(host.dtype), tuple(host.shape), False)
+        return _tensor(np.asarray(array), on_gpu=False)
     if module == "cupy":
-        return _Tensor(array, _dtype_name(array.dtype), tuple(array.shape), True)
+        return _tensor(array, on_gpu=True)
     if module == "torch":
         return _from_torch(array)
     if hasattr(array, "__dlpack__") and hasattr(array, "__dlpack_device__"):
-        return _from_dlpack(array)
+        device_type = int(array.__dlpack_device__()[0])
+        if device_type in (2, 13):  # kDLCUDA, kDLCUDAManaged
+            import cupy
+            return _tensor(cupy.from_dlpack(array), on_gpu=True)
+        if device_type in (1, 3):  # kDLCPU, kDLCUDAHost
+            return _tensor(np.from_dlpack(array), on_gpu=False)
+        raise TypeError(f"cannot record a tensor on DLPack device type {device_type}: only CPU and CUDA")
     raise TypeError(f"cannot record a {type(array).__module__}.{type(array).__name__}: give a CuPy, NumPy or "
                     "PyTorch array (or another DLPack producer)")
+
+
+def _tensor(array, on_gpu: bool) -> _Tensor:
+    return _Tensor(array, dtype_name_of(array.dtype), tuple(array.shape), on_gpu)
 
 
 def _from_torch(tensor) -> _Tensor:
@@ -224,22 +207,6 @@ def _from_torch(tensor) -> _Tensor:
     return _Tensor(np.from_dlpack(tensor), name, shape, False)
 
 
-def _from_dlpack(array) -> _Tensor:
-    device_type = int(array.__dlpack_device__()[0])
-    if device_type in (2, 13):  # kDLCUDA, kDLCUDAManaged
-        import cupy
-        converted = cupy.from_dlpack(array)
-        return _Tensor(converted, _dtype_name(converted.dtype), tuple(converted.shape), True)
-    if device_type in (1, 3):  # kDLCPU, kDLCUDAHost
-        converted = np.from_dlpack(array)
-        return _Tensor(converted, _dtype_name(converted.dtype), tuple(converted.shape), False)
-    raise TypeError(f"cannot record a tensor on DLPack device type {device_type}: only CPU and CUDA")
-
-
-def _dtype_name(dtype) -> str:
-    return dtype_name_of(np.dtype(dtype))
-
-
 def _check_mode(mode) -> str:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -247,14 +214,12 @@ def _check_mode(mode) -> str:
 
 
 def _check_step(step) -> int:
-    if isinstance(step, bool):
-        raise ValueError(f"step must be an integer >= 0, not {step!r}")
     try:
-        value = operator.index(step)
+        value = None if isinstance(step, bool) else operator.index(step)
     except TypeError:
-        raise ValueError(f"step must be an integer >= 0, not {step!r}") from None
-    if value < 0:
-        raise ValueError(f"step must be an integer >= 0, not {step}")
+        value = None
+    if value is None or value < 0:
+        raise ValueError(f"step must be an integer >= 0, not {repr(step) if value is None else step}")
     return value
 
 
@@ -262,8 +227,7 @@ def _check_name(name) -> str:
     """A leaf name is a relative path of non-empty parts (``/`` makes subdirectories in full mode)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"leaf name must be a non-empty string, not {name!r}")
-    parts = name.split("/")
-    if "\\" in name or "\0" in name or any(part in ("", ".", "..") for part in parts):
+    if "\\" in name or "\0" in name or any(part in ("", ".", "..") for part in name.split("/")):
         raise ValueError(f"leaf name {name!r} must be a relative path of non-empty parts without '.', '..', "
                          "backslashes or NUL (e.g. 'layer1.dW' or 'layer1/dW')")
     return name
