@@ -1,7 +1,5 @@
-"""The ``cublas-det`` command: one entry point, a subcommand for each task, each its own module here.
-
-``python -m cublas_det.bench``, ``.compare``, ``.report``, ``.diff`` and ``.capture`` run the same subcommands.
-"""
+"""The ``cublas-det`` command: a subcommand for each task, each its own module here (``python -m
+cublas_det.bench``, ``.compare``, ``.report``, ``.diff`` and ``.capture`` run the same subcommands)."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ import sys
 
 from .. import __version__
 from ..errors import ExitCode
+from ..words import table
 from .common import error_line, exit_codes, prog_name
 
 # name (of its module here) -> what it does. A command's module is imported when it runs, so that
@@ -34,9 +33,8 @@ def main_of(name: str):
 
 
 def usage(prog: str) -> str:
-    width = max(map(len, COMMANDS))
     lines = [f"usage: {prog} [--version] [COMMAND] [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<{width}}  {text}" for name, text in COMMANDS.items()]
+    lines += table(list(COMMANDS.items()), indent="  ")
     lines += ["", f"'{prog} COMMAND --help' says more; with no command, '{prog}' runs 'env'.", ""]
     lines += [exit_codes().rstrip()]
     return "\n".join(lines)

@@ -60,12 +60,10 @@ class _AsCommand(argparse.Action):
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    parser = family_parser(
-        prog, ("shapes", "capture", "configs", "scenarios", "checks", "kernels", "json", "reports",
-                              "timed"),
-        None, {"--lock": "--lock writes what prescribe verifies; add --prescribe",
-             "--sm-counts": "--sm-counts is the fleet of prescribe; add --prescribe"},
-        **help_texts(__doc__, EPILOG))
+    special = {"--lock": "--lock writes what prescribe verifies; add --prescribe",
+               "--sm-counts": "--sm-counts is the fleet of prescribe; add --prescribe"}
+    parser = family_parser(prog, ("shapes", "capture", "configs", "scenarios", "checks", "kernels", "json", "reports",
+                                  "timed"), None, special, **help_texts(__doc__, EPILOG))
     others = parser.add_argument_group("other commands, as bench flags")
     others.add_argument("--prescribe", nargs=0, action=_AsCommand,
                         help="the cures of each hazard found, verified and timed: `cublas-det prescribe --help`")
@@ -109,9 +107,8 @@ def run(argv: list[str], prog: str) -> int:
     with phases("startup"):
         require_gpu()
     kernels = args.kernels and kernels_available(prog)
-    refused = {}
-    for group_shapes, group_configs in groups:
-        refused.update(_refused_for_memory(group_shapes, group_configs, timing=not args.no_timing))
+    refused = {name: why for group_shapes, group_configs in groups
+               for name, why in _refused_for_memory(group_shapes, group_configs, timing=not args.no_timing).items()}
     return _bench(args, groups, scenarios, repeats, base, refused, kernels, phases, prog)
 
 
@@ -137,12 +134,9 @@ def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
 class Progress:
     """A one-line progress bar on stderr; without a terminal, a line at each tenth of the run."""
 
-    LOG_LINES = 10
-
     def __init__(self, total: int):
         self.total, self.done, self.started = max(1, total), 0, time.perf_counter()
-        self.tty = sys.stderr.isatty()
-        self.logged = 0  # tenths printed so far, where stderr is no terminal
+        self.tty, self.logged = sys.stderr.isatty(), 0  # logged: tenths printed so far, where stderr is no terminal
 
     def step(self, label: str, skip: int = 0) -> None:
         """One step done (and ``skip`` more that will not be taken)."""
@@ -153,7 +147,7 @@ class Progress:
         if self.tty:
             print(f"\r\033[K{line[:shutil.get_terminal_size().columns - 1]}", end="", file=sys.stderr, flush=True)
             return
-        tenth = self.LOG_LINES * self.done // self.total
+        tenth = 10 * self.done // self.total
         if tenth > self.logged:
             self.logged = tenth
             print(line, file=sys.stderr, flush=True)
@@ -165,21 +159,19 @@ class Progress:
 
 def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, phases=None, prog="bench") -> int:
     phases = phases or Phases()
-    started_iso = now_iso()
-    started = time.perf_counter()
+    started_iso, started = now_iso(), time.perf_counter()
     with phases("startup"):
         provenance = fingerprint()
     timing = not args.no_timing
     shapes = [shape for group_shapes, _ in groups for shape in group_shapes]
     # refused: one line each, no GPU work. A group is shapes that run in the same configurations.
-    groups = [([shape for shape in group_shapes if shape.name not in refused], configs) for group_shapes, configs in groups]
+    groups = [([s for s in group_shapes if s.name not in refused], configs) for group_shapes, configs in groups]
     groups = [(runnable, configs) for runnable, configs in groups if runnable]
     budget = timing_budget(args.quick)
     progress = Progress(sum(len(runnable) * len(configs) for runnable, configs in groups) * bool(scenarios)
                         + budget["max_visits"] * len(groups) * bool(timing))
     checks, timings, errors = {}, {}, dict(refused)
-    interrupted = False
-    monitor = None
+    interrupted, monitor = False, None
     operands = HostOperands(args.seed)  # drawn once for the checks and the timing
     try:
         if scenarios:
@@ -246,21 +238,12 @@ def _time(groups, seed, budget, progress, monitor, kernels, operands, phases, ti
 
 
 def _report(args, result, baseline, phases, prog: str) -> int:
-    """Print the run and write its outputs, then the comparison with the baseline; the exit code."""
+    """Print the run and write each output on its own (before comparing: a bad baseline never costs the run),
+    then the comparison with the baseline; the exit code."""
     with phases("report"):
         text = render_text(result, verbose=args.verbose)
     print(text)
     data = to_json(result)
-    written = _write_outputs(args, result, data, prog)  # before comparing: a bad baseline never costs the run
-    if args.verbose:
-        print("phases (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.seconds.items()),
-              file=sys.stderr)
-    comparison = _print_comparison(args, baseline, data)
-    return exit_code(prog, run_failed(result), result.interrupted, comparison, written)
-
-
-def _write_outputs(args, result, data, prog: str) -> bool:
-    """Write each requested output on its own; False when one could not be written (said in one line)."""
     written = True
     if args.json:
         written &= write_json(args.json, data, prog)
@@ -268,7 +251,10 @@ def _write_outputs(args, result, data, prog: str) -> bool:
         written &= write_text(args.markdown, to_markdown(result), prog)
     if args.plot and any(r.timing for r in result.shapes):
         written &= write_file(args.plot, prog, lambda: write_plot(result, args.plot))
-    return written
+    if args.verbose:
+        print("phases (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.seconds.items()),
+              file=sys.stderr)
+    return exit_code(prog, run_failed(result), result.interrupted, _print_comparison(args, baseline, data), written)
 
 
 main = command_main(run)

@@ -151,33 +151,29 @@ def command_main(run):
     return main
 
 
-def check_writable(path: str, flag: str) -> None:
-    """Raise :class:`UsageError` unless ``path`` can be written as a file, by opening it (``os.access`` says
-    yes to root for ``/proc/x.json``)."""
-    if not path or not path.strip():
-        raise UsageError(f"{flag}: the path is empty; give a file name")
-    if os.path.isdir(path):
-        raise UsageError(f"{flag} {path}: is a directory; give a file name")
-    existed = os.path.exists(path)
-    if existed and stat.S_ISFIFO(os.stat(path).st_mode):  # opening it would wait for a reader
-        raise UsageError(f"{flag} {path}: is a FIFO (named pipe); give a file name")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise UsageError(f"{flag} {path}: directory {directory} does not exist")
-    try:
-        open(path, "a").close()  # "a": an existing file is not truncated by the check
-    except OSError:
-        raise UsageError(f"{flag} {path}: cannot be written; choose another path") from None
-    if not existed:
-        os.remove(path)
-
-
 def check_outputs(args, *flags: str) -> None:
-    """Refuse, before any work, an output of ``flags`` that cannot be written, and --plot without matplotlib."""
-    for flag in flags:
-        path = getattr(args, flag.replace("-", "_"))
-        if path is not None:
-            check_writable(path, f"--{flag}")
+    """Refuse, before any work, an output of ``flags`` that cannot be written as a file (found by opening it:
+    ``os.access`` says yes to root for ``/proc/x.json``), and --plot without matplotlib."""
+    for name in flags:
+        path, flag = getattr(args, name.replace("-", "_")), f"--{name}"
+        if path is None:
+            continue
+        if not path.strip():
+            raise UsageError(f"{flag}: the path is empty; give a file name")
+        if os.path.isdir(path):
+            raise UsageError(f"{flag} {path}: is a directory; give a file name")
+        existed = os.path.exists(path)
+        if existed and stat.S_ISFIFO(os.stat(path).st_mode):  # opening it would wait for a reader
+            raise UsageError(f"{flag} {path}: is a FIFO (named pipe); give a file name")
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise UsageError(f"{flag} {path}: directory {directory} does not exist")
+        try:
+            open(path, "a").close()  # "a": an existing file is not truncated by the check
+        except OSError:
+            raise UsageError(f"{flag} {path}: cannot be written; choose another path") from None
+        if not existed:
+            os.remove(path)
     if "plot" in flags and args.plot:
         try:
             import matplotlib  # noqa: F401

@@ -1,6 +1,5 @@
-"""The GEMMs that bench, sweep, prescribe and explain run: the options they share (parent parsers), read
-into shapes, scenarios and configurations before any GPU work, and how each run ends (its comparison
-with a baseline, its exit code)."""
+"""The GEMMs that bench, sweep, prescribe and explain run: their shared options (parent parsers), read before any
+GPU work, and how each run ends (its comparison with a baseline, its exit code)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,8 @@ from .._cublas import ComputeType
 from ..apilog.file import load as load_capture
 from ..check.devices import parse_devices
 from ..check.scenarios import REGISTRY, validate_scenarios, without_workers
-from ..config import DEFAULT_MODES, HALF_DEFAULT_MODES, MODE_CHOICES, PRECISIONS, GemmConfig, canonical_dtype
+from ..config import (DEFAULT_MODES, HALF_DEFAULT_MODES, MODE_CHOICES, PRECISIONS, GemmConfig, canonical_dtype,
+                      check_types)
 from ..dtypes import ALIASES, GEMM_TYPES
 from ..errors import ExitCode, UsageError
 from ..kernels.recorder import cupti_unavailable
@@ -186,10 +186,8 @@ def _configurations(args) -> list:
         if key not in ComputeType.__members__:
             raise UsageError(f"--compute-type {name!r} is not a cuBLAS compute type; choose from "
                              f"{', '.join(ComputeType.__members__)}")
-        try:  # a compute type the element types refuse is --compute-type's error, whatever the mode
-            GemmConfig(compute_type=ComputeType[key], input_dtype=dtype, output_dtype=out_dtype)
-        except ValueError as err:
-            raise UsageError(f"--compute-type {name}: {str(err).removeprefix('GemmConfig: ')}") from None
+        # a compute type the element types refuse is --compute-type's error, whatever the mode
+        check_types(dtype, out_dtype, ComputeType[key], f"--compute-type {name}: ")
         computes.append(ComputeType[key])
     configs = []
     for mode in args.modes or (DEFAULT_MODES if dtype == "float32" else HALF_DEFAULT_MODES):
