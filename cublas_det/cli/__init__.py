@@ -28,16 +28,11 @@ COMMANDS = {
 }
 
 
-def main_of(name: str):
-    return importlib.import_module(f".{name}", __name__).main
-
-
 def usage(prog: str) -> str:
-    lines = [f"usage: {prog} [--version] [COMMAND] [ARGS...]", "", "commands:"]
-    lines += table(list(COMMANDS.items()), indent="  ")
-    lines += ["", f"'{prog} COMMAND --help' says more; with no command, '{prog}' runs 'env'.", ""]
-    lines += [exit_codes().rstrip()]
-    return "\n".join(lines)
+    return "\n".join([f"usage: {prog} [--version] [COMMAND] [ARGS...]", "", "commands:",
+                      *table(list(COMMANDS.items()), indent="  "), "",
+                      f"'{prog} COMMAND --help' says more; with no command, '{prog}' runs 'env'.", "",
+                      exit_codes().rstrip()])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,9 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cublas-det {__version__}")
         return ExitCode.OK
     if not argv or argv[0].startswith("-"):  # no command: env, as `python -m cublas_det` always was
-        return main_of("env")(argv, prog=prog)
-    command, rest = argv[0], argv[1:]
-    if command not in COMMANDS:
-        error_line(prog, f"no command {command!r}; choose one of {', '.join(COMMANDS)} (see {prog} --help)")
+        command, rest, name = "env", argv, prog
+    elif argv[0] in COMMANDS:
+        command, rest, name = argv[0], argv[1:], f"{prog} {argv[0]}"
+    else:
+        error_line(prog, f"no command {argv[0]!r}; choose one of {', '.join(COMMANDS)} (see {prog} --help)")
         return ExitCode.USAGE
-    return main_of(command)(rest, prog=f"{prog} {command}")
+    return importlib.import_module(f".{command}", __name__).main(rest, prog=name)

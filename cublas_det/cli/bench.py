@@ -74,27 +74,26 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     return parser
 
 
-def _as_command(argv: list[str]):
-    """``(command, its arguments, what its name adds)`` when a flag of AS_COMMANDS is given in full, else None."""
+def _as_command(argv: list[str], prog: str) -> int | None:
+    """The exit code of the command a flag of AS_COMMANDS runs when it is given in full, else None."""
     for flag, command in AS_COMMANDS.items():
         for at, word in enumerate(argv):
             name, equals, value = word.partition("=")
             if name != flag:
                 continue
             if command is sweep:
-                return command, argv, ""
+                return command.main(argv, prog)
             if command is prescribe:
-                return command, argv[:at] + argv[at + 1:], f" {flag}"
+                return command.main(argv[:at] + argv[at + 1:], f"{prog} {flag}")
             shape = [value] if equals else argv[at + 1:at + 2]  # explain's shape comes first
-            return command, shape + argv[:at] + argv[at + (1 if equals else 2):], f" {flag}"
+            return command.main(shape + argv[:at] + argv[at + (1 if equals else 2):], f"{prog} {flag}")
     return None
 
 
 def run(argv: list[str], prog: str) -> int:
-    other = _as_command(argv)
-    if other:
-        command, rest, flag = other
-        return command.main(rest, prog + flag)
+    code = _as_command(argv, prog)
+    if code is not None:
+        return code
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     shapes, scenarios, repeats, configs = read_options(args)
@@ -182,9 +181,8 @@ def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, p
                     monitor = GpuMonitor.start()  # other processes, clocks, power: before and while timing runs
                     warm_up(0.1 if args.quick else 0.5)  # after the checks: the clocks are mostly up
             except gpu_failures() as err:  # the checks above are kept; every shape's timing says why
-                for runnable, _ in groups:
-                    for shape in runnable:
-                        errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
+                for shape in (s for runnable, _ in groups for s in runnable):
+                    errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
                 groups = []
             interrupted = _time(groups, args.seed, budget, progress, monitor, kernels, operands, phases, timings,
                                 errors)

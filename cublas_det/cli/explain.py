@@ -25,8 +25,7 @@ EPILOG = """examples:
 
 def explain_target(spec: str, tokens: int):
     """The shape to explain: a catalogue name (any preset at ``tokens``) or MxNxK[:op]."""
-    shape = catalogue_entry(lambda s: s.name == spec, (tokens,))
-    if shape:
+    if shape := catalogue_entry(lambda s: s.name == spec, (tokens,)):
         return shape
     if not spec.strip()[:1].isdigit():
         raise UsageError(f"{spec!r} to explain: neither a shape like 128x56x4096:nt nor a catalogue name "
