@@ -143,11 +143,10 @@ class Progress:
         filled = int(30 * self.done / self.total)
         line = (f"[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
                 f"{time.perf_counter() - self.started:5.1f}s {label}")
+        tenth = 10 * self.done // self.total
         if self.tty:
             print(f"\r\033[K{line[:shutil.get_terminal_size().columns - 1]}", end="", file=sys.stderr, flush=True)
-            return
-        tenth = 10 * self.done // self.total
-        if tenth > self.logged:
+        elif tenth > self.logged:
             self.logged = tenth
             print(line, file=sys.stderr, flush=True)
 

@@ -69,8 +69,7 @@ def _print_libraries() -> list[str]:
 def _report() -> int:
     require_gpu()
     info = fingerprint()
-    gpu = info.pop("gpu")
-    env = info.pop("env")
+    gpu, env = info.pop("gpu"), info.pop("env")
     print("cublas_det environment")
     print(f"  GPU                 {gpu['name']} (device {gpu['device_id']}, compute capability "
           f"{gpu['compute_capability']}, {gpu['sm_count']} SMs, L2 {gpu['l2_cache_bytes'] // 2**20} MiB)")
