@@ -1,8 +1,6 @@
 """``python -m cublas_det``: the ``cublas-det`` command (:mod:`cublas_det.cli`)."""
 
-import sys
-
 from .cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,8 +1,6 @@
 """``python -m cublas_det.bench``: the benchmark, as ``cublas-det bench`` (:mod:`cublas_det.cli.bench`)."""
 
-import sys
-
 from .cli.bench import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

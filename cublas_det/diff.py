@@ -1,8 +1,6 @@
 """``python -m cublas_det.diff``: as ``cublas-det diff`` (:mod:`cublas_det.cli.diff`)."""
 
-import sys
-
 from .cli.diff import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

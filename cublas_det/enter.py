@@ -1,8 +1,6 @@
-"""Entering a Python program that never imports ``cublas_det``: ``cublas-det run`` and ``capture``.
-
-``cublas_det/_site`` goes first on the program's ``PYTHONPATH``; its ``sitecustomize`` runs, in
-every Python process, the ``module:function`` tasks ``CUBLAS_DET_ENTER`` names, then the one it shadows.
-"""
+"""Entering a Python program that never imports ``cublas_det`` (``cublas-det run`` and ``capture``): ``_site``
+goes first on its ``PYTHONPATH``; that ``sitecustomize`` runs, in every Python process, the ``module:function``
+tasks ``CUBLAS_DET_ENTER`` names, then the one it shadows."""
 
 from __future__ import annotations
 
@@ -43,17 +41,16 @@ def run_program(command: list[str], env: dict) -> tuple[int, bool]:
     interrupted = False
     previous = {sig: signal.signal(sig, _as_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
+        status = process.wait()
+    except KeyboardInterrupt as stop:
+        interrupted = True
+        if getattr(stop, "signal", None):
+            process.send_signal(stop.signal)
         try:
+            status = process.wait(timeout=10)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            process.kill()
             status = process.wait()
-        except KeyboardInterrupt as stop:
-            interrupted = True
-            if getattr(stop, "signal", None):
-                process.send_signal(stop.signal)
-            try:
-                status = process.wait(timeout=10)
-            except (subprocess.TimeoutExpired, KeyboardInterrupt):
-                process.kill()
-                status = process.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

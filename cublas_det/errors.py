@@ -1,8 +1,5 @@
-"""The project's own expected errors, each one line saying what was wrong and how to fix it.
-
-The entry points turn these (and only these) into one line on stderr and exit code 2. Each derives
-from the built-in a caller would expect (``ValueError``, ``MemoryError`` ...).
-"""
+"""The project's own expected errors, each one line saying what was wrong and how to fix it (the entry points
+make it one line on stderr and exit code 2); each derives from the built-in a caller would expect."""
 
 from __future__ import annotations
 

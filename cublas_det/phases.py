@@ -18,10 +18,4 @@ class Phases:
         try:
             yield
         finally:
-            self.add(name, time.perf_counter() - started)
-
-    def add(self, name: str, seconds: float) -> None:
-        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
-
-    def to_dict(self) -> dict:
-        return {name: round(seconds, 3) for name, seconds in self.seconds.items()}
+            self.seconds[name] = self.seconds.get(name, 0.0) + (time.perf_counter() - started)

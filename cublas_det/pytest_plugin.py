@@ -1,9 +1,6 @@
-"""pytest plugin (entry point ``pytest11``): the ``gpu`` marker, ``cublas_handle`` and math-mode parametrization.
-
-``@pytest.mark.gpu`` skips without a GPU; ``cublas_handle`` is a :class:`cublas_det.Handle` in the
-mode of ``cublas_math_mode`` (``--cublas-math-mode``, else ``CUBLAS_DET_MATH_MODE``, else PEDANTIC);
-``@pytest.mark.all_math_modes`` runs a test once per mode (PEDANTIC, DEFAULT, TF32).
-"""
+"""pytest plugin (entry point ``pytest11``): ``@pytest.mark.gpu`` skips without a GPU; ``cublas_handle`` is a
+:class:`cublas_det.Handle` in the mode of ``cublas_math_mode`` (``--cublas-math-mode``, else
+``CUBLAS_DET_MATH_MODE``, else PEDANTIC); ``@pytest.mark.all_math_modes`` runs a test once per math mode."""
 
 from __future__ import annotations
 
@@ -14,7 +11,6 @@ from .config import DEFAULT_MODES, MODE_CHOICES, GemmConfig, math_modes, resolve
 from .device import NoGpuError, require_gpu
 from .handle import create_handle
 
-# The math modes of the benchmark's defaults, each once.
 ALL_MODES = tuple(mode.name for mode in math_modes(DEFAULT_MODES))
 
 
@@ -40,21 +36,18 @@ def pytest_configure(config):
 
 
 def pytest_generate_tests(metafunc):
-    if metafunc.definition.get_closest_marker("all_math_modes") is None:
-        return
-    if "cublas_math_mode" in metafunc.fixturenames or "cublas_handle" in metafunc.fixturenames:
+    if (metafunc.definition.get_closest_marker("all_math_modes") is not None
+            and {"cublas_math_mode", "cublas_handle"} & set(metafunc.fixturenames)):
         metafunc.parametrize("cublas_math_mode", ALL_MODES, indirect=True, ids=[m.lower() for m in ALL_MODES])
 
 
 @pytest.hookimpl(tryfirst=True)  # before fixtures such as cublas_handle are set up
 def pytest_runtest_setup(item):
-    if item.get_closest_marker("gpu") is None:
-        return
-    try:
-        require_gpu()  # probes once per process
-    except NoGpuError as err:
-        # Raised here, not a skip mark, so `pytest -ra` folds every skip into one summary line.
-        pytest.skip(str(err))
+    if item.get_closest_marker("gpu") is not None:
+        try:
+            require_gpu()  # probes once per process
+        except NoGpuError as err:  # raised here, not a skip mark: `pytest -ra` folds every skip into one line
+            pytest.skip(str(err))
 
 
 @pytest.fixture
@@ -72,8 +65,5 @@ def cublas_handle(request, cublas_math_mode):
     ``default``, or ``argument`` when parametrized or ``--cublas-math-mode`` is given."""
     explicit = (request.node.get_closest_marker("all_math_modes") is not None
                 or request.config.getoption("--cublas-math-mode") is not None)
-    handle = create_handle(cublas_math_mode if explicit else None)
-    try:
+    with create_handle(cublas_math_mode if explicit else None) as handle:
         yield handle
-    finally:
-        handle.close()

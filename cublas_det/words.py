@@ -21,13 +21,11 @@ def report_width() -> int:
 
 
 def plural(count: int, noun: str) -> str:
-    """``1 step``, ``2,000 steps``, ``0 leaves``."""
     return f"{count:,} {noun if count == 1 else IRREGULAR.get(noun, noun + 's')}"
 
 
 def percent(part: int, whole: int) -> str:
-    """``part`` of ``whole`` as a percentage of one decimal; a share of some but under 0.1% is ``<0.1%``
-    and one short of all but over 99.9% is ``>99.9%``, never 0.0% or 100.0%."""
+    """``part`` of ``whole`` as a percentage of one decimal, never 0.0% for some nor 100.0% for not all."""
     share = 100.0 * part / whole if whole else 0.0
     if 0 < share < 0.1:
         return "<0.1%"
@@ -49,8 +47,7 @@ def size(n: float, unit: str = "", places: int | None = None) -> str:
 
 
 def wrapped(text: str, width: int = WIDTH, indent: str = "  ", first: str = "") -> list[str]:
-    """``text`` in lines of at most ``width`` columns, the first led by ``first``, the rest by ``indent``;
-    neither a hyphenated name (``fresh-handle``) nor a word longer than a line is split."""
+    """``text`` in lines of ``width`` columns led by ``first``, then ``indent``; no word or hyphenated name split."""
     return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent, break_on_hyphens=False,
                          break_long_words=False) or [first.rstrip()]
 
@@ -60,8 +57,7 @@ def column_widths(rows) -> list[int]:
 
 
 def table(rows, indent: str = "", gap: str = "  ", right=(), widths=None) -> list[str]:
-    """``rows`` (the header first) as lines of columns ``gap`` apart, each as wide as its widest cell
-    (or as ``widths`` says), left-aligned but the ``right`` ones; a line's trailing blanks trimmed."""
+    """``rows`` (the header first) as aligned columns ``gap`` apart, left-aligned but the ``right`` ones."""
     widths = widths or column_widths(rows)
     return [(indent + gap.join(cell.rjust(width) if i in right else cell.ljust(width)
                                for i, (cell, width) in enumerate(zip(row, widths)))).rstrip() for row in rows]

@@ -1,7 +1,5 @@
-"""The ``cublas-det`` command: one entry point, a subcommand for each task, each its own module here.
-
-``python -m cublas_det.bench``, ``.compare``, ``.report``, ``.diff`` and ``.capture`` run the same subcommands.
-"""
+"""The ``cublas-det`` command: a subcommand for each task, each its own module here (``python -m
+cublas_det.bench``, ``.compare``, ``.report``, ``.diff`` and ``.capture`` run the same subcommands)."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ import sys
 
 from .. import __version__
 from ..errors import ExitCode
+from ..words import table
 from .common import error_line, exit_codes, prog_name
 
 # name (of its module here) -> what it does. A command's module is imported when it runs, so that
@@ -29,17 +28,11 @@ COMMANDS = {
 }
 
 
-def main_of(name: str):
-    return importlib.import_module(f".{name}", __name__).main
-
-
 def usage(prog: str) -> str:
-    width = max(map(len, COMMANDS))
-    lines = [f"usage: {prog} [--version] [COMMAND] [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<{width}}  {text}" for name, text in COMMANDS.items()]
-    lines += ["", f"'{prog} COMMAND --help' says more; with no command, '{prog}' runs 'env'.", ""]
-    lines += [exit_codes().rstrip()]
-    return "\n".join(lines)
+    return "\n".join([f"usage: {prog} [--version] [COMMAND] [ARGS...]", "", "commands:",
+                      *table(list(COMMANDS.items()), indent="  "), "",
+                      f"'{prog} COMMAND --help' says more; with no command, '{prog}' runs 'env'.", "",
+                      exit_codes().rstrip()])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,9 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cublas-det {__version__}")
         return ExitCode.OK
     if not argv or argv[0].startswith("-"):  # no command: env, as `python -m cublas_det` always was
-        return main_of("env")(argv, prog=prog)
-    command, rest = argv[0], argv[1:]
-    if command not in COMMANDS:
-        error_line(prog, f"no command {command!r}; choose one of {', '.join(COMMANDS)} (see {prog} --help)")
+        command, rest, name = "env", argv, prog
+    elif argv[0] in COMMANDS:
+        command, rest, name = argv[0], argv[1:], f"{prog} {argv[0]}"
+    else:
+        error_line(prog, f"no command {argv[0]!r}; choose one of {', '.join(COMMANDS)} (see {prog} --help)")
         return ExitCode.USAGE
-    return main_of(command)(rest, prog=f"{prog} {command}")
+    return importlib.import_module(f".{command}", __name__).main(rest, prog=name)

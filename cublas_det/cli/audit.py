@@ -23,17 +23,8 @@ EPILOG = """examples:
 """ + exit_codes("1 when an op is not batch-invariant or does not repeat (named)")
 
 
-def build_parser(prog: str | None = None) -> ArgumentParser:
-    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG))
-    parser.add_argument("step", metavar="FILE.py:FUNCTION", help="the step to audit")
-    parser.add_argument("--batch", type=int, default=4, help="the batch to compare with batch 1 (default: %(default)s)")
-    parser.add_argument("--lock", metavar="FILE", help="run the step's GEMMs under this lock")
-    parser.add_argument("--no-repeat", action="store_true", help="only batch 1 against --batch")
-    return parser
-
-
 def load_step(spec: str):
-    """The function ``FILE.py:FUNCTION`` names, and the file's module-level ``model`` (or None)."""
+    """The function ``FILE.py:FUNCTION`` names, and the file's module-level ``model`` if it is one (or None)."""
     path, _, name = spec.rpartition(":")
     if not path or not name:
         raise UsageError(f"{spec!r}: give FILE.py:FUNCTION, e.g. step.py:train_step")
@@ -47,11 +38,17 @@ def load_step(spec: str):
     step = getattr(module, name, None)
     if not callable(step):
         raise UsageError(f"{path} defines no function {name!r}")
-    return step, getattr(module, "model", None)
+    model = getattr(module, "model", None)
+    return step, model if hasattr(model, "named_modules") else None
 
 
 def run(argv: list[str], prog: str) -> int:
-    args = build_parser(prog).parse_args(argv)
+    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG))
+    parser.add_argument("step", metavar="FILE.py:FUNCTION", help="the step to audit")
+    parser.add_argument("--batch", type=int, default=4, help="the batch to compare with batch 1 (default: %(default)s)")
+    parser.add_argument("--lock", metavar="FILE", help="run the step's GEMMs under this lock")
+    parser.add_argument("--no-repeat", action="store_true", help="only batch 1 against --batch")
+    args = parser.parse_args(argv)
     if args.batch < 2:
         raise UsageError(f"--batch {args.batch}: give 2 or more (batch 1 is what it is compared with)")
     import cublas_det.torch as locked  # PyTorch: imported only for this command
@@ -59,8 +56,7 @@ def run(argv: list[str], prog: str) -> int:
         locked.enable(args.lock)
     step, model = load_step(args.step)
     try:
-        report = locked.audit(step, args.batch, repeat=not args.no_repeat,
-                              model=model if hasattr(model, "named_modules") else None)
+        report = locked.audit(step, args.batch, repeat=not args.no_repeat, model=model)
     finally:
         lock_report = locked.disable() if args.lock else None
     print(report)

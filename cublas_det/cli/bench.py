@@ -60,12 +60,10 @@ class _AsCommand(argparse.Action):
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    parser = family_parser(
-        prog, ("shapes", "capture", "configs", "scenarios", "checks", "kernels", "json", "reports",
-                              "timed"),
-        None, {"--lock": "--lock writes what prescribe verifies; add --prescribe",
-             "--sm-counts": "--sm-counts is the fleet of prescribe; add --prescribe"},
-        **help_texts(__doc__, EPILOG))
+    special = {"--lock": "--lock writes what prescribe verifies; add --prescribe",
+               "--sm-counts": "--sm-counts is the fleet of prescribe; add --prescribe"}
+    parser = family_parser(prog, ("shapes", "capture", "configs", "scenarios", "checks", "kernels", "json", "reports",
+                                  "timed"), None, special, **help_texts(__doc__, EPILOG))
     others = parser.add_argument_group("other commands, as bench flags")
     others.add_argument("--prescribe", nargs=0, action=_AsCommand,
                         help="the cures of each hazard found, verified and timed: `cublas-det prescribe --help`")
@@ -76,27 +74,26 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     return parser
 
 
-def _as_command(argv: list[str]):
-    """``(command, its arguments, what its name adds)`` when a flag of AS_COMMANDS is given in full, else None."""
+def _as_command(argv: list[str], prog: str) -> int | None:
+    """The exit code of the command a flag of AS_COMMANDS runs when it is given in full, else None."""
     for flag, command in AS_COMMANDS.items():
         for at, word in enumerate(argv):
             name, equals, value = word.partition("=")
             if name != flag:
                 continue
             if command is sweep:
-                return command, argv, ""
+                return command.main(argv, prog)
             if command is prescribe:
-                return command, argv[:at] + argv[at + 1:], f" {flag}"
+                return command.main(argv[:at] + argv[at + 1:], f"{prog} {flag}")
             shape = [value] if equals else argv[at + 1:at + 2]  # explain's shape comes first
-            return command, shape + argv[:at] + argv[at + (1 if equals else 2):], f" {flag}"
+            return command.main(shape + argv[:at] + argv[at + (1 if equals else 2):], f"{prog} {flag}")
     return None
 
 
 def run(argv: list[str], prog: str) -> int:
-    other = _as_command(argv)
-    if other:
-        command, rest, flag = other
-        return command.main(rest, prog + flag)
+    code = _as_command(argv, prog)
+    if code is not None:
+        return code
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     shapes, scenarios, repeats, configs = read_options(args)
@@ -109,9 +106,8 @@ def run(argv: list[str], prog: str) -> int:
     with phases("startup"):
         require_gpu()
     kernels = args.kernels and kernels_available(prog)
-    refused = {}
-    for group_shapes, group_configs in groups:
-        refused.update(_refused_for_memory(group_shapes, group_configs, timing=not args.no_timing))
+    refused = {name: why for group_shapes, group_configs in groups
+               for name, why in _refused_for_memory(group_shapes, group_configs, timing=not args.no_timing).items()}
     return _bench(args, groups, scenarios, repeats, base, refused, kernels, phases, prog)
 
 
@@ -137,12 +133,9 @@ def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:
 class Progress:
     """A one-line progress bar on stderr; without a terminal, a line at each tenth of the run."""
 
-    LOG_LINES = 10
-
     def __init__(self, total: int):
         self.total, self.done, self.started = max(1, total), 0, time.perf_counter()
-        self.tty = sys.stderr.isatty()
-        self.logged = 0  # tenths printed so far, where stderr is no terminal
+        self.tty, self.logged = sys.stderr.isatty(), 0  # logged: tenths printed so far, where stderr is no terminal
 
     def step(self, label: str, skip: int = 0) -> None:
         """One step done (and ``skip`` more that will not be taken)."""
@@ -150,11 +143,10 @@ class Progress:
         filled = int(30 * self.done / self.total)
         line = (f"[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
                 f"{time.perf_counter() - self.started:5.1f}s {label}")
+        tenth = 10 * self.done // self.total
         if self.tty:
             print(f"\r\033[K{line[:shutil.get_terminal_size().columns - 1]}", end="", file=sys.stderr, flush=True)
-            return
-        tenth = self.LOG_LINES * self.done // self.total
-        if tenth > self.logged:
+        elif tenth > self.logged:
             self.logged = tenth
             print(line, file=sys.stderr, flush=True)
 
@@ -165,21 +157,19 @@ class Progress:
 
 def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, phases=None, prog="bench") -> int:
     phases = phases or Phases()
-    started_iso = now_iso()
-    started = time.perf_counter()
+    started_iso, started = now_iso(), time.perf_counter()
     with phases("startup"):
         provenance = fingerprint()
     timing = not args.no_timing
     shapes = [shape for group_shapes, _ in groups for shape in group_shapes]
     # refused: one line each, no GPU work. A group is shapes that run in the same configurations.
-    groups = [([shape for shape in group_shapes if shape.name not in refused], configs) for group_shapes, configs in groups]
+    groups = [([s for s in group_shapes if s.name not in refused], configs) for group_shapes, configs in groups]
     groups = [(runnable, configs) for runnable, configs in groups if runnable]
     budget = timing_budget(args.quick)
     progress = Progress(sum(len(runnable) * len(configs) for runnable, configs in groups) * bool(scenarios)
                         + budget["max_visits"] * len(groups) * bool(timing))
     checks, timings, errors = {}, {}, dict(refused)
-    interrupted = False
-    monitor = None
+    interrupted, monitor = False, None
     operands = HostOperands(args.seed)  # drawn once for the checks and the timing
     try:
         if scenarios:
@@ -190,9 +180,8 @@ def _bench(args, groups, scenarios, repeats, baseline, refused, kernels=False, p
                     monitor = GpuMonitor.start()  # other processes, clocks, power: before and while timing runs
                     warm_up(0.1 if args.quick else 0.5)  # after the checks: the clocks are mostly up
             except gpu_failures() as err:  # the checks above are kept; every shape's timing says why
-                for runnable, _ in groups:
-                    for shape in runnable:
-                        errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
+                for shape in (s for runnable, _ in groups for s in runnable):
+                    errors.setdefault(shape.name, f"timing failed: {type(err).__name__}: {err}")
                 groups = []
             interrupted = _time(groups, args.seed, budget, progress, monitor, kernels, operands, phases, timings,
                                 errors)
@@ -246,21 +235,12 @@ def _time(groups, seed, budget, progress, monitor, kernels, operands, phases, ti
 
 
 def _report(args, result, baseline, phases, prog: str) -> int:
-    """Print the run and write its outputs, then the comparison with the baseline; the exit code."""
+    """Print the run and write each output on its own (before comparing: a bad baseline never costs the run),
+    then the comparison with the baseline; the exit code."""
     with phases("report"):
         text = render_text(result, verbose=args.verbose)
     print(text)
     data = to_json(result)
-    written = _write_outputs(args, result, data, prog)  # before comparing: a bad baseline never costs the run
-    if args.verbose:
-        print("phases (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.seconds.items()),
-              file=sys.stderr)
-    comparison = _print_comparison(args, baseline, data)
-    return exit_code(prog, run_failed(result), result.interrupted, comparison, written)
-
-
-def _write_outputs(args, result, data, prog: str) -> bool:
-    """Write each requested output on its own; False when one could not be written (said in one line)."""
     written = True
     if args.json:
         written &= write_json(args.json, data, prog)
@@ -268,7 +248,10 @@ def _write_outputs(args, result, data, prog: str) -> bool:
         written &= write_text(args.markdown, to_markdown(result), prog)
     if args.plot and any(r.timing for r in result.shapes):
         written &= write_file(args.plot, prog, lambda: write_plot(result, args.plot))
-    return written
+    if args.verbose:
+        print("phases (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.seconds.items()),
+              file=sys.stderr)
+    return exit_code(prog, run_failed(result), result.interrupted, _print_comparison(args, baseline, data), written)
 
 
 main = command_main(run)

@@ -1,17 +1,17 @@
-"""What every command-line entry point shares: its name, one-line errors and refusals, exit codes, and
-output files checked before any work (by opening them for writing: ``os.access`` says yes to root for
-``/proc/x.json``) and written each on its own (one that fails is one line; the others are still written).
-"""
+"""What every command-line entry point shares: its name, one-line errors and refusals, exit codes, and output
+files checked before any work and written each on its own (one that fails is one line; the others are written)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import shutil
 import stat
 import sys
 import textwrap
+from pathlib import Path
 
 from ..device import INSTALL_HINT, NoGpuError
 from ..errors import CublasDetError, ExitCode, UsageError
@@ -52,9 +52,8 @@ _FORMATTERS = {argparse.HelpFormatter: HelpFormatter, argparse.RawDescriptionHel
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser with a one-line usage error (``PROG: error: message``) and :class:`HelpFormatter`.
-    ``refusals`` maps a sibling command's option this one does not take to why, with the fix (``{}``: the
-    options given): it is refused in those words, not as unknown."""
+    """argparse's parser with a one-line usage error and :class:`HelpFormatter`. ``refusals`` maps a sibling
+    command's option this one does not take to why, with the fix (``{}``: the options given)."""
 
     def __init__(self, prog=None, *args, formatter_class=argparse.HelpFormatter, **kwargs):
         super().__init__(prog or prog_name(), *args, formatter_class=_FORMATTERS.get(formatter_class, formatter_class),
@@ -69,8 +68,8 @@ class ArgumentParser(argparse.ArgumentParser):
         return parsed
 
     def refuse(self, options, why) -> None:
-        """Exit with one line if one of ``options`` has a reason in ``why`` (an option -> reason mapping,
-        or one reason for all); the options with the first one's reason are named together."""
+        """Exit with one line if one of ``options`` has a reason in ``why`` (a mapping, or one reason for all);
+        the options with the first one's reason are named together."""
         reasons = {option: why.get(option) if isinstance(why, dict) else why for option in options}
         named = [option for option, reason in reasons.items() if reason]
         if named:  # a refusal names its fix, and so needs no pointer to --help
@@ -106,31 +105,25 @@ class ExtendList(argparse.Action):
 
 
 def help_texts(doc: str, epilog: str, paragraphs: slice = slice(1, 2)) -> dict:
-    """A command parser's description (``paragraphs`` of ``doc``, filled) and epilog (kept as written)."""
-    return {"description": wrap_paragraphs("\n\n".join(doc.split("\n\n")[paragraphs])), "epilog": epilog,
-            "formatter_class": RawDescriptionHelpFormatter}
-
-
-def wrap_paragraphs(text: str) -> str:
-    """``text``'s paragraphs filled to argparse's help width (RawDescriptionHelpFormatter wraps none)."""
+    """A command parser's description (``paragraphs`` of ``doc``, filled to argparse's width) and epilog
+    (kept as written)."""
     width = max(shutil.get_terminal_size().columns - 2, 40)  # argparse.HelpFormatter's width
-    return "\n\n".join(textwrap.fill(" ".join(part.split()), width, break_on_hyphens=False)
-                       for part in text.strip().split("\n\n"))
+    description = "\n\n".join(textwrap.fill(" ".join(part.split()), width, break_on_hyphens=False)
+                              for part in "\n\n".join(doc.split("\n\n")[paragraphs]).strip().split("\n\n"))
+    return {"description": description, "epilog": epilog, "formatter_class": RawDescriptionHelpFormatter}
 
 
-def error_line(prog: str, message: str) -> None:
-    print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
+def error_line(prog: str, message: str, kind: str = "error") -> None:
+    """``prog: error: message`` (or another ``kind``) on stderr, on one line."""
+    print(f"{prog}: {kind}: {' '.join(str(message).split())}", file=sys.stderr)
 
 
-def warning_line(prog: str, message: str) -> None:
-    """Print ``prog: warning: message`` on stderr, on one line: the run goes on."""
-    print(f"{prog}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+warning_line = functools.partial(error_line, kind="warning")  # the run goes on
 
 
 def run_guarded(prog: str, body) -> int:
     """Run ``body()`` and turn expected failures into one line on stderr and exit code 2: the project's
-    own errors (:mod:`cublas_det.errors`), a missing third-party module, Ctrl-C (130). Anything else is a
-    bug and keeps its traceback."""
+    own errors, a missing third-party module, Ctrl-C (130). Anything else is a bug and keeps its traceback."""
     try:
         return body()
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
@@ -143,17 +136,11 @@ def run_guarded(prog: str, body) -> int:
         top = (err.name or "cublas_det").partition(".")[0]
         if top == "cublas_det":  # a module of ours missing is a bug
             raise
-        if top in ("cupy", "cupy_backends"):
-            error_line(prog, f"CuPy is not installed ({err}); install it: {INSTALL_HINT}")
-        else:
-            error_line(prog, f"{err}; install it with pip")
-        return ExitCode.USAGE
-    except NoGpuError as err:
-        error_line(prog, f"{err}; {WITHOUT_GPU}")
-        return ExitCode.USAGE
+        error_line(prog, f"CuPy is not installed ({err}); install it: {INSTALL_HINT}"
+                   if top in ("cupy", "cupy_backends") else f"{err}; install it with pip")
     except CublasDetError as err:
-        error_line(prog, str(err))
-        return ExitCode.USAGE
+        error_line(prog, f"{err}; {WITHOUT_GPU}" if isinstance(err, NoGpuError) else str(err))
+    return ExitCode.USAGE
 
 
 def command_main(run):
@@ -164,33 +151,29 @@ def command_main(run):
     return main
 
 
-def check_writable(path: str, flag: str) -> None:
-    """Raise :class:`UsageError` (one line) unless ``path`` can be written as a file."""
-    if not path or not path.strip():
-        raise UsageError(f"{flag}: the path is empty; give a file name")
-    if os.path.isdir(path):
-        raise UsageError(f"{flag} {path}: is a directory; give a file name")
-    if os.path.exists(path) and stat.S_ISFIFO(os.stat(path).st_mode):  # opening it would wait for a reader
-        raise UsageError(f"{flag} {path}: is a FIFO (named pipe); give a file name")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise UsageError(f"{flag} {path}: directory {directory} does not exist")
-    existed = os.path.exists(path)
-    try:
-        with open(path, "a"):  # "a": an existing file is not truncated by the check
-            pass
-    except OSError:
-        raise UsageError(f"{flag} {path}: cannot be written; choose another path") from None
-    if not existed:
-        os.remove(path)
-
-
 def check_outputs(args, *flags: str) -> None:
-    """Refuse, before any work, an output of ``flags`` that cannot be written, and --plot without matplotlib."""
-    for flag in flags:
-        path = getattr(args, flag.replace("-", "_"))
-        if path is not None:
-            check_writable(path, f"--{flag}")
+    """Refuse, before any work, an output of ``flags`` that cannot be written as a file (found by opening it:
+    ``os.access`` says yes to root for ``/proc/x.json``), and --plot without matplotlib."""
+    for name in flags:
+        path, flag = getattr(args, name.replace("-", "_")), f"--{name}"
+        if path is None:
+            continue
+        if not path.strip():
+            raise UsageError(f"{flag}: the path is empty; give a file name")
+        if os.path.isdir(path):
+            raise UsageError(f"{flag} {path}: is a directory; give a file name")
+        existed = os.path.exists(path)
+        if existed and stat.S_ISFIFO(os.stat(path).st_mode):  # opening it would wait for a reader
+            raise UsageError(f"{flag} {path}: is a FIFO (named pipe); give a file name")
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise UsageError(f"{flag} {path}: directory {directory} does not exist")
+        try:
+            open(path, "a").close()  # "a": an existing file is not truncated by the check
+        except OSError:
+            raise UsageError(f"{flag} {path}: cannot be written; choose another path") from None
+        if not existed:
+            os.remove(path)
     if "plot" in flags and args.plot:
         try:
             import matplotlib  # noqa: F401
@@ -205,11 +188,7 @@ def check_fail_on(percent: float | None) -> None:
 
 
 def write_text(path: str, text: str, prog: str) -> bool:
-    """Write ``text`` to ``path``; on failure print one line and return False (the caller goes on)."""
-    def write():
-        with open(path, "w") as file:
-            file.write(text)
-    return write_file(path, prog, write)
+    return write_file(path, prog, lambda: Path(path).write_text(text))
 
 
 def write_json(path: str, data: dict, prog: str) -> bool:
@@ -217,7 +196,7 @@ def write_json(path: str, data: dict, prog: str) -> bool:
 
 
 def write_file(path: str, prog: str, write) -> bool:
-    """Whether ``write()`` wrote ``path``, said on stderr either way (a failure in one line)."""
+    """Whether ``write()`` wrote ``path``, said on stderr either way (a failure in one line; the caller goes on)."""
     try:
         write()
     except OSError as err:

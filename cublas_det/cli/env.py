@@ -42,8 +42,7 @@ def library_locations() -> dict[str, str]:
             continue
         how = [f"found via {loaded.found_via}"] if getattr(loaded, "found_via", None) else []
         wheel = _owning_distribution(loaded.abs_path)
-        if wheel:
-            how.append(f"wheel {wheel}")
+        how += [f"wheel {wheel}"] if wheel else []
         found[name] = loaded.abs_path + (f" ({'; '.join(how)})" if how else "")
     return found
 
@@ -58,28 +57,19 @@ def _owning_distribution(path: str) -> str | None:
     return None
 
 
-def _print_libraries(found: dict[str, str]) -> list[str]:
+def _print_libraries() -> list[str]:
     """Print where each library was found; return the names of those not found."""
+    found = library_locations()
     print("CUDA libraries (cuda.pathfinder, the search CuPy makes):")
     for name, where in found.items():
         print(f"  {LIBRARIES[name]:<9} {where}")
     return [LIBRARIES[name] for name, where in found.items() if where.startswith("not found")]
 
 
-def _libraries_only(prog: str) -> int:
-    missing = _print_libraries(library_locations())
-    if missing:
-        error_line(prog, f"{', '.join(missing)} not found; install the CUDA libraries: "
-                         "pip install 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' (or ==13.* with cupy-cuda13x)")
-        return ExitCode.USAGE
-    return ExitCode.OK
-
-
 def _report() -> int:
     require_gpu()
     info = fingerprint()
-    gpu = info.pop("gpu")
-    env = info.pop("env")
+    gpu, env = info.pop("gpu"), info.pop("env")
     print("cublas_det environment")
     print(f"  GPU                 {gpu['name']} (device {gpu['device_id']}, compute capability "
           f"{gpu['compute_capability']}, {gpu['sm_count']} SMs, L2 {gpu['l2_cache_bytes'] // 2**20} MiB)")
@@ -88,7 +78,7 @@ def _report() -> int:
     print("  cuBLAS-relevant environment variables:" + ("" if env else " none set"))
     for name, value in env.items():
         print(f"    {name}={value}")
-    _print_libraries(library_locations())
+    _print_libraries()
     print("handles (mode set, then read back with cublasGetMathMode):")
     for mode in (MathMode.PEDANTIC, MathMode.DEFAULT, MathMode.TF32):
         with create_handle(mode) as handle:
@@ -101,26 +91,20 @@ def _report() -> int:
     return ExitCode.OK
 
 
-def build_parser(prog: str | None = None) -> ArgumentParser:
+def run(argv: list[str], prog: str) -> int:
     parser = ArgumentParser(prog, **help_texts(DESCRIPTION, EPILOG, slice(None)))
     parser.add_argument("--libs", action="store_true",
                         help="only print where libcublas, cudart and NVRTC were found (no GPU needed)")
-    return parser
-
-
-def _check_env() -> None:
-    """A bad CUBLAS_DET_MATH_MODE is a usage error before the GPU is probed (one line, exit 2)."""
-    try:
+    if parser.parse_args(argv).libs:
+        missing = _print_libraries()
+        if missing:
+            error_line(prog, f"{', '.join(missing)} not found; install the CUDA libraries: "
+                             "pip install 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' (or ==13.* with cupy-cuda13x)")
+        return ExitCode.USAGE if missing else ExitCode.OK
+    try:  # a bad CUBLAS_DET_MATH_MODE is a usage error before the GPU is probed
         resolve_config(None)
     except ValueError as err:
         raise UsageError(str(err)) from None
-
-
-def run(argv: list[str], prog: str) -> int:
-    args = build_parser(prog).parse_args(argv)
-    if args.libs:
-        return _libraries_only(prog)
-    _check_env()
     return _report()
 
 

@@ -7,7 +7,6 @@ or a catalogue name such as mamba2-130m/in_proj/dW (see cublas-det bench --list)
 
 from __future__ import annotations
 
-
 from ..device import require_gpu
 from ..errors import ExitCode, UsageError
 from ..explain import explain_shape, render_explanation
@@ -24,17 +23,9 @@ EPILOG = """examples:
 """ + exit_codes()
 
 
-def build_parser(prog: str | None = None):
-    parser = family_parser(prog, ("configs",), "explain prints one table and exits; drop {}",
-                           usage="%(prog)s SHAPE [options]", **help_texts(__doc__, EPILOG))
-    parser.add_argument("target", metavar="SHAPE", help="MxNxK[:op], or a catalogue name")
-    return parser
-
-
 def explain_target(spec: str, tokens: int):
     """The shape to explain: a catalogue name (any preset at ``tokens``) or MxNxK[:op]."""
-    shape = catalogue_entry(lambda s: s.name == spec, (tokens,))
-    if shape:
+    if shape := catalogue_entry(lambda s: s.name == spec, (tokens,)):
         return shape
     if not spec.strip()[:1].isdigit():
         raise UsageError(f"{spec!r} to explain: neither a shape like 128x56x4096:nt nor a catalogue name "
@@ -48,7 +39,9 @@ def explain_target(spec: str, tokens: int):
 def run(argv: list[str], prog: str) -> int:
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         raise UsageError(f"a shape comes first, e.g. {prog} 128x56x4096:nt --modes pedantic tf32 (see {prog} --help)")
-    parser = build_parser(prog)
+    parser = family_parser(prog, ("configs",), "explain prints one table and exits; drop {}",
+                           usage="%(prog)s SHAPE [options]", **help_texts(__doc__, EPILOG))
+    parser.add_argument("target", metavar="SHAPE", help="MxNxK[:op], or a catalogue name")
     args = parser.parse_args(argv)
     _, _, _, configs = read_options(args)
     shape = explain_target(args.target, args.tokens)

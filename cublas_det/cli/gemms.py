@@ -1,6 +1,5 @@
-"""The GEMMs that bench, sweep, prescribe and explain run: the options they share (parent parsers), read
-into shapes, scenarios and configurations before any GPU work, and how each run ends (its comparison
-with a baseline, its exit code)."""
+"""The GEMMs that bench, sweep, prescribe and explain run: their shared options (parent parsers), read before any
+GPU work, and how each run ends (its comparison with a baseline, its exit code)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,8 @@ from .._cublas import ComputeType
 from ..apilog.file import load as load_capture
 from ..check.devices import parse_devices
 from ..check.scenarios import REGISTRY, validate_scenarios, without_workers
-from ..config import DEFAULT_MODES, HALF_DEFAULT_MODES, MODE_CHOICES, PRECISIONS, GemmConfig, canonical_dtype
+from ..config import (DEFAULT_MODES, HALF_DEFAULT_MODES, MODE_CHOICES, PRECISIONS, GemmConfig, canonical_dtype,
+                      check_types)
 from ..dtypes import ALIASES, GEMM_TYPES
 from ..errors import ExitCode, UsageError
 from ..kernels.recorder import cupti_unavailable
@@ -28,7 +28,7 @@ DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 VISITS = (4, 8)
 QUICK_VISITS = (2, 3)
 BUDGET_S, QUICK_BUDGET_S = 1.0, 0.2  # seconds of rounds a shape may spend (after its first visits)
-WHAT = "what to run"
+WHAT, OUTPUTS = "what to run", "outputs"
 
 
 def timing_budget(quick: bool) -> dict:
@@ -47,95 +47,81 @@ def _sm_counts(text: str) -> tuple:
     return counts
 
 
-KERNELS, OUTPUTS = "kernels (CUPTI: the kernels-cuda13 extra, or kernels-cuda12 for CUDA 12)", "outputs"
-# The options of each parent parser: (group, flags, argparse's keywords); a command is made of the
-# parents it takes. Every list option takes `--flag a b` and repeated flags alike (ExtendList).
+KERNELS = "kernels (CUPTI: the kernels-cuda13 extra, or kernels-cuda12 for CUDA 12)"
+LISTED = dict(nargs="+", action=ExtendList)  # every list option takes `--flag a b` and repeated flags alike
+# Each parent parser: its group and its options (flags, argparse's keywords); a command is made of the parents it takes.
 OPTIONS = {
-    "shapes": [
-        (WHAT, "--preset", dict(nargs="+", action=ExtendList, metavar="NAME",
-                                help=f"one or more shape presets: {', '.join(PRESETS)} (default: "
-                                     f"{' '.join(DEFAULT_PRESETS)})")),
-        (WHAT, "--shape", dict(nargs="+", action=ExtendList, metavar="MxNxK[:op]",
-                               help="custom row-major shapes; op is the cuBLAS transa+transb (nn, nt, tn, tt); a "
-                                    ":bB suffix makes a strided batch of B matrices (64x64x512:nt:b8)")),
-        (WHAT, "--list", dict(action="store_true", help="print the shapes that would run, and exit (no GPU needed)"))],
-    "capture": [
-        (WHAT, "--capture", dict(metavar="FILE", help="check and time exactly the GEMMs of a capture file "
-                                                      "(cublas-det capture), each in its captured configuration"))],
-    "configs": [
-        (WHAT, "--tokens", dict(type=int, default=DEFAULT_TOKENS, metavar="T",
-                                help="tokens (batch x seqlen) for the Mamba2 presets (default: %(default)s)")),
-        (WHAT, "--modes", dict(nargs="+", action=ExtendList, type=str.lower, metavar="MODE",
-                               help=f"math modes: {', '.join(MODE_CHOICES)}, each optionally +disallow-rpr, or run "
-                                    "through cuBLASLt with +lt, +lt-nosplitk (no split-K) or +lt-smN (planned for N "
-                                    f"SMs), e.g. default+lt-nosplitk (default: {' '.join(DEFAULT_MODES)}; in half "
-                                    f"precision: {' '.join(HALF_DEFAULT_MODES)})")),
-        (WHAT, "--dtype", dict(type=str.lower, metavar="TYPE", help=f"input element type: {', '.join(GEMM_TYPES)} "
-                               f"({', '.join(a for a, name in ALIASES.items() if name in GEMM_TYPES)}) "
-                               "(default: float32)")),
-        (WHAT, "--out-dtype", dict(type=str.lower, metavar="TYPE",
-                                   help="output element type: the input type or float32 (default: the input type)")),
-        (WHAT, "--compute-type", dict(nargs="+", action=ExtendList, metavar="TYPE",
-                                      help="cuBLAS compute types, each run in every mode, with or without COMPUTE_ and "
-                                           "in any case: 32f 16f, or COMPUTE_32F_PEDANTIC (default: 32f)")),
-        (WHAT, "--precision", dict(choices=tuple(PRECISIONS), metavar="NAME", help="a named precision: " + "; ".join(
+    "shapes": (WHAT, [
+        ("--preset", dict(**LISTED, metavar="NAME", help=f"one or more shape presets: {', '.join(PRESETS)} (default: "
+                          f"{' '.join(DEFAULT_PRESETS)})")),
+        ("--shape", dict(**LISTED, metavar="MxNxK[:op]", help="custom row-major shapes; op is the cuBLAS transa+transb "
+                         "(nn, nt, tn, tt); a :bB suffix makes a strided batch of B matrices (64x64x512:nt:b8)")),
+        ("--list", dict(action="store_true", help="print the shapes that would run, and exit (no GPU needed)"))]),
+    "capture": (WHAT, [
+        ("--capture", dict(metavar="FILE", help="check and time exactly the GEMMs of a capture file (cublas-det "
+                           "capture), each in its captured configuration"))]),
+    "configs": (WHAT, [
+        ("--tokens", dict(type=int, default=DEFAULT_TOKENS, metavar="T",
+                          help="tokens (batch x seqlen) for the Mamba2 presets (default: %(default)s)")),
+        ("--modes", dict(**LISTED, type=str.lower, metavar="MODE", help=f"math modes: {', '.join(MODE_CHOICES)}, each "
+                         "optionally +disallow-rpr, or run through cuBLASLt with +lt, +lt-nosplitk (no split-K) or "
+                         "+lt-smN (planned for N SMs), e.g. default+lt-nosplitk (default: "
+                         f"{' '.join(DEFAULT_MODES)}; in half precision: {' '.join(HALF_DEFAULT_MODES)})")),
+        ("--dtype", dict(type=str.lower, metavar="TYPE", help=f"input element type: {', '.join(GEMM_TYPES)} "
+                         f"({', '.join(a for a, name in ALIASES.items() if name in GEMM_TYPES)}) (default: float32)")),
+        ("--out-dtype", dict(type=str.lower, metavar="TYPE",
+                             help="output element type: the input type or float32 (default: the input type)")),
+        ("--compute-type", dict(**LISTED, metavar="TYPE", help="cuBLAS compute types, each run in every mode, with or "
+                                "without COMPUTE_ and in any case: 32f 16f, or COMPUTE_32F_PEDANTIC (default: 32f)")),
+        ("--precision", dict(choices=tuple(PRECISIONS), metavar="NAME", help="a named precision: " + "; ".join(
             f"{name}: {text}" for name, (text, _) in PRECISIONS.items()))),
-        (WHAT, "--seed", dict(type=int, default=0, help="input seed (default: %(default)s)"))],
-    "scenarios": [
-        (WHAT, "--scenarios", dict(nargs="+", action=ExtendList, metavar="NAME",
-                                   help="reproducibility scenarios, or 'all' or 'none' (default: all; in a sweep: "
-                                        f"repeat): {', '.join(REGISTRY)}"))],
-    "checks": [
-        (WHAT, "--repeats", dict(type=int, default=20, metavar="N", help="runs per scenario (default: %(default)s)")),
-        (WHAT, "--quick", dict(action="store_true",
-                               help=f"5 repeats, {QUICK_VISITS[0]}-{QUICK_VISITS[1]} timing visits a shape, no "
-                                    "scenario that needs worker processes ("
-                                    f"{', '.join(name for name, s in REGISTRY.items() if s.in_worker)})"))],
-    "devices": [
-        (WHAT, "--devices", dict(nargs="+", action=ExtendList, default=["all"], metavar="all|ID",
-                                 help="the GPUs: 'all' or ids (0,1 or 0 1) (default: all)"))],
-    "kernels": [
-        (KERNELS, "--kernels", dict(action="store_true",
-                                    help="record the kernels each GEMM ran: a kernels column, kernel time per GEMM "
-                                         "beside graph time, and the kernel change behind each bit change (sm-count, "
-                                         "batch-invariance, streams-shared-handle), and in prescribe behind each "
-                                         "failed cure. Timing is unchanged: kernels are recorded after the timed "
-                                         "rounds"))],
-    "prescriptions": [
-        ("prescriptions", "--lock", dict(metavar="FILE",
-                                         help="pin cuBLASLt's algorithm for every GEMM (of the shapes, presets or "
-                                              "--capture), verify it bitwise (rows m = 1 ... M, SM counts, 4 streams, "
-                                              "repeats), time it, and write the lock that `cublas-det run --lock FILE` "
-                                              "applies to a PyTorch program; an existing FILE of this machine gets "
-                                              "the new GEMMs added")),
-        ("prescriptions", "--sm-counts", dict(metavar="N,N", type=_sm_counts,
-                                              help="the SM counts of your fleet (e.g. 132,114): verify the cures "
-                                                   "under them too, and try cuBLASLt planning for the smallest"))],
-    "json": [
-        (OUTPUTS, "--json", dict(metavar="PATH",
-                                 help="write results in pytest-benchmark's JSON layout, with digests"))],
-    "reports": [
-        (OUTPUTS, "--markdown", dict(metavar="PATH", help="write the tables and summary as Markdown")),
-        (OUTPUTS, "--compare", dict(metavar="BASE.json", help="compare bits and times with an earlier --json")),
-        (OUTPUTS, "--fail-on", dict(type=float, metavar="PCT",
-                                    help="with --compare: exit 1 if a median time grew by more than PCT percent"))],
-    "timed": [
-        (OUTPUTS, "--plot", dict(metavar="PATH", help="write a PNG of time per mode per shape (needs matplotlib: "
-                                                      "the plot extra)")),
-        (OUTPUTS, "-v --verbose", dict(action="store_true",
-                                       help="also how each shape was timed (GEMMs per batch, buffer sets, visits, SM "
-                                            "clock) and the seconds of each phase of the run")),
-        (OUTPUTS, "--no-timing", dict(action="store_true", help="only the reproducibility checks"))],
+        ("--seed", dict(type=int, default=0, help="input seed (default: %(default)s)"))]),
+    "scenarios": (WHAT, [
+        ("--scenarios", dict(**LISTED, metavar="NAME", help="reproducibility scenarios, or 'all' or 'none' (default: "
+                             f"all; in a sweep: repeat): {', '.join(REGISTRY)}"))]),
+    "checks": (WHAT, [
+        ("--repeats", dict(type=int, default=20, metavar="N", help="runs per scenario (default: %(default)s)")),
+        ("--quick", dict(action="store_true", help=f"5 repeats, {QUICK_VISITS[0]}-{QUICK_VISITS[1]} timing visits a "
+                         "shape, no scenario that needs worker processes ("
+                         f"{', '.join(name for name, s in REGISTRY.items() if s.in_worker)})"))]),
+    "devices": (WHAT, [
+        ("--devices", dict(**LISTED, default=["all"], metavar="all|ID",
+                           help="the GPUs: 'all' or ids (0,1 or 0 1) (default: all)"))]),
+    "kernels": (KERNELS, [
+        ("--kernels", dict(action="store_true", help="record the kernels each GEMM ran: a kernels column, kernel time "
+                           "per GEMM beside graph time, and the kernel change behind each bit change (sm-count, "
+                           "batch-invariance, streams-shared-handle), and in prescribe behind each failed cure. "
+                           "Timing is unchanged: kernels are recorded after the timed rounds"))]),
+    "prescriptions": ("prescriptions", [
+        ("--lock", dict(metavar="FILE", help="pin cuBLASLt's algorithm for every GEMM (of the shapes, presets or "
+                        "--capture), verify it bitwise (rows m = 1 ... M, SM counts, 4 streams, repeats), time it, "
+                        "and write the lock that `cublas-det run --lock FILE` applies to a PyTorch program; an "
+                        "existing FILE of this machine gets the new GEMMs added")),
+        ("--sm-counts", dict(metavar="N,N", type=_sm_counts, help="the SM counts of your fleet (e.g. 132,114): verify "
+                             "the cures under them too, and try cuBLASLt planning for the smallest"))]),
+    "json": (OUTPUTS, [
+        ("--json", dict(metavar="PATH", help="write results in pytest-benchmark's JSON layout, with digests"))]),
+    "reports": (OUTPUTS, [
+        ("--markdown", dict(metavar="PATH", help="write the tables and summary as Markdown")),
+        ("--compare", dict(metavar="BASE.json", help="compare bits and times with an earlier --json")),
+        ("--fail-on", dict(type=float, metavar="PCT",
+                           help="with --compare: exit 1 if a median time grew by more than PCT percent"))]),
+    "timed": (OUTPUTS, [
+        ("--plot", dict(metavar="PATH",
+                        help="write a PNG of time per mode per shape (needs matplotlib: the plot extra)")),
+        ("-v --verbose", dict(action="store_true", help="also how each shape was timed (GEMMs per batch, buffer sets, "
+                              "visits, SM clock) and the seconds of each phase of the run")),
+        ("--no-timing", dict(action="store_true", help="only the reproducibility checks"))]),
 }
 
 
 @functools.cache
 def parent(name: str) -> ArgumentParser:
-    parser, groups = ArgumentParser(add_help=False), {}
-    for group, flags, keywords in OPTIONS[name]:
-        if group not in groups:
-            groups[group] = parser.add_argument_group(group)
-        groups[group].add_argument(*flags.split(), **keywords)
+    parser = ArgumentParser(add_help=False)
+    title, options = OPTIONS[name]
+    group = parser.add_argument_group(title)
+    for flags, keywords in options:
+        group.add_argument(*flags.split(), **keywords)
     return parser
 
 
@@ -153,41 +139,36 @@ def family_parser(prog: str, parents: tuple[str, ...], why: str, special: dict |
 def read_options(args):
     """The shapes, scenarios, repeats and configurations the command line asks for, checked and parsed
     before any GPU work; a value that does not parse is a :class:`UsageError` (one line, exit 2)."""
-    try:
-        return _read_options(args)
-    except UsageError:
-        raise
-    except ValueError as err:  # the parsers of user input (shapes, presets, modes ...) say what is wrong
-        raise UsageError(str(err)) from None
-
-
-def _read_options(args):
     # a command without --repeats or --scenarios (explain, prescribe) runs no scenario itself
     repeats, scenarios = getattr(args, "repeats", 2), getattr(args, "scenarios", ["none"])
-    if repeats < 2:
-        raise UsageError(f"--repeats {repeats}: expected an integer >= 2")
-    if args.seed < 0:
-        raise UsageError(f"--seed {args.seed}: expected an integer >= 0")
-    if getattr(args, "devices", None):
-        parse_devices(args.devices, None)  # the syntax now; the ids once the GPUs are counted
-    presets = getattr(args, "preset", None) or []
-    unknown = [name for name in presets if name not in PRESETS]
-    if unknown:  # not argparse's choices: the presets are too many for its one line
-        raise UsageError(f"--preset: invalid choice: {unknown[0]!r}; choose from the presets --help lists")
-    specs = presets + (getattr(args, "shape", None) or [])
-    shapes = resolve_shapes(specs or DEFAULT_PRESETS, tokens=args.tokens)
-    if scenarios is None:
-        scenarios = ["repeat"] if getattr(args, "devices", None) else list(REGISTRY)
-    elif scenarios == ["all"]:
-        scenarios = list(REGISTRY)
-    elif scenarios == ["none"]:
-        scenarios = []
-    else:
-        scenarios = list(validate_scenarios(scenarios, listed_in="--help"))
-    if getattr(args, "quick", False):
-        scenarios = list(without_workers(scenarios))
-        repeats = min(repeats, 5)
-    return shapes, scenarios, repeats, _configurations(args)
+    try:  # the parsers of user input (shapes, presets, modes ...) say what is wrong in a ValueError
+        if repeats < 2:
+            raise UsageError(f"--repeats {repeats}: expected an integer >= 2")
+        if args.seed < 0:
+            raise UsageError(f"--seed {args.seed}: expected an integer >= 0")
+        if getattr(args, "devices", None):
+            parse_devices(args.devices, None)  # the syntax now; the ids once the GPUs are counted
+        presets = getattr(args, "preset", None) or []
+        unknown = [name for name in presets if name not in PRESETS]
+        if unknown:  # not argparse's choices: the presets are too many for its one line
+            raise UsageError(f"--preset: invalid choice: {unknown[0]!r}; choose from the presets --help lists")
+        shapes = resolve_shapes(presets + (getattr(args, "shape", None) or []) or DEFAULT_PRESETS, tokens=args.tokens)
+        if scenarios is None:
+            scenarios = ["repeat"] if getattr(args, "devices", None) else list(REGISTRY)
+        elif scenarios == ["all"]:
+            scenarios = list(REGISTRY)
+        elif scenarios == ["none"]:
+            scenarios = []
+        else:
+            scenarios = list(validate_scenarios(scenarios, listed_in="--help"))
+        if getattr(args, "quick", False):
+            scenarios = list(without_workers(scenarios))
+            repeats = min(repeats, 5)
+        return shapes, scenarios, repeats, _configurations(args)
+    except UsageError:
+        raise
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def _configurations(args) -> list:
@@ -199,20 +180,17 @@ def _configurations(args) -> list:
         return list(PRECISIONS[args.precision][1])
     dtype = canonical_dtype(args.dtype or "float32", "--dtype")
     out_dtype = canonical_dtype(args.out_dtype or dtype, "--out-dtype")
-    modes = args.modes or (DEFAULT_MODES if dtype == "float32" else HALF_DEFAULT_MODES)
     computes = []
     for name in args.compute_type or ["COMPUTE_32F"]:
-        key = name.upper() if name.upper().startswith("COMPUTE_") else "COMPUTE_" + name.upper()
+        key = "COMPUTE_" + name.upper().removeprefix("COMPUTE_")
         if key not in ComputeType.__members__:
             raise UsageError(f"--compute-type {name!r} is not a cuBLAS compute type; choose from "
                              f"{', '.join(ComputeType.__members__)}")
-        try:  # a compute type the element types refuse is --compute-type's error, whatever the mode
-            GemmConfig(compute_type=ComputeType[key], input_dtype=dtype, output_dtype=out_dtype)
-        except ValueError as err:
-            raise UsageError(f"--compute-type {name}: {str(err).removeprefix('GemmConfig: ')}") from None
+        # a compute type the element types refuse is --compute-type's error, whatever the mode
+        check_types(dtype, out_dtype, ComputeType[key], f"--compute-type {name}: ")
         computes.append(ComputeType[key])
     configs = []
-    for mode in modes:
+    for mode in args.modes or (DEFAULT_MODES if dtype == "float32" else HALF_DEFAULT_MODES):
         parsed = GemmConfig.parse(mode, source="--modes")
         for compute in computes:
             try:

@@ -29,22 +29,17 @@ EPILOG = """examples (cures that hold on H200s and H100s alike; the lock that `c
 WHY = "prescribe runs its own checks and timing; drop {}"
 
 
-def build_parser(prog: str | None = None):
-    return family_parser(prog, ("shapes", "capture", "configs", "checks", "kernels", "prescriptions", "json"), WHY,
-                         **help_texts(__doc__, EPILOG))
-
-
 def run(argv: list[str], prog: str) -> int:
-    parser = build_parser(prog)
+    parser = family_parser(prog, ("shapes", "capture", "configs", "checks", "kernels", "prescriptions", "json"), WHY,
+                           **help_texts(__doc__, EPILOG))
     args = parser.parse_args(argv)
     shapes, _, _, configs = read_options(args)
     if not args.lock:
         parser.refuse(given(args, "capture"), WHY)
     groups = capture_groups(args, parser) if args.capture else [(shapes, configs)]
-    old_lock = None
     if args.lock:
         check_outputs(args, "lock")
-        old_lock = lockfile.load(args.lock) if os.path.exists(args.lock) else None
+    old_lock = lockfile.load(args.lock) if args.lock and os.path.exists(args.lock) else None
     if args.list:
         print(listing(args, groups))
         return ExitCode.OK

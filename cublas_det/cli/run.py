@@ -13,12 +13,12 @@ import shutil
 import sys
 import tempfile
 
-from ..store import lock as lockfile
-from ..store.lock import LockReport
-from ..words import plural
 from ..device import fingerprint, require_gpu
 from ..enter import python_env, run_program
 from ..errors import ExitCode, UsageError
+from ..store import lock as lockfile
+from ..store.lock import LockReport
+from ..words import plural
 from .common import ArgumentParser, command_main, exit_codes, help_texts, warning_line
 
 EPILOG = """examples:
@@ -30,17 +30,13 @@ EPILOG = """examples:
                  "lock that cannot be read or was written on another GPU or cuBLAS")
 
 
-def build_parser(prog: str | None = None) -> ArgumentParser:
-    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG),
-                            usage="%(prog)s --lock FILE [--quiet] -- CMD [ARGS...]")
+def run(argv: list[str], prog: str) -> int:
+    parser = ArgumentParser(prog, usage="%(prog)s --lock FILE [--quiet] -- CMD [ARGS...]",
+                            **help_texts(__doc__, EPILOG))
     parser.add_argument("--lock", required=True, metavar="FILE", help="the lock that bench --prescribe --lock wrote")
     parser.add_argument("--quiet", action="store_true", help="print no report (a GEMM that fell through still warns)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
-    return parser
-
-
-def run(argv: list[str], prog: str) -> int:
-    args = build_parser(prog).parse_args(argv)
+    args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise UsageError("give the command to run after --, e.g. -- python train.py")
@@ -58,13 +54,12 @@ def run(argv: list[str], prog: str) -> int:
         reports = LockReport.read(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if not reports:
+    report = LockReport.merge(reports) if reports else None
+    if report is None:
         warning_line(prog, "no process of the command applied the lock (not a Python program, or one without "
                            "PyTorch or cublas_det: see the lines above)")
-    else:
-        report = LockReport.merge(reports)
-        if not args.quiet or report.fell_through:
-            print(f"{prog}: {plural(len(reports), 'process')}, {report}", file=sys.stderr)
+    elif not args.quiet or report.fell_through:
+        print(f"{prog}: {plural(len(reports), 'process')}, {report}", file=sys.stderr)
     return ExitCode.INTERRUPTED if interrupted else status
 
 

@@ -68,9 +68,8 @@ def run(argv: list[str], prog: str) -> int:
         written &= write_json(args.json, data, prog)
     if args.markdown:
         written &= write_text(args.markdown, f"# cublas_det device sweep\n\n{started_iso}\n\n```\n{text}\n```\n", prog)
-    comparison = _print_comparison(args, base, data)
-    return exit_code(prog, sweep_failed(runs, found), any(run.error == INTERRUPTED for run in runs), comparison,
-                     written)
+    interrupted = any(run.error == INTERRUPTED for run in runs)
+    return exit_code(prog, sweep_failed(runs, found), interrupted, _print_comparison(args, base, data), written)
 
 
 main = command_main(run)
