@@ -3,6 +3,7 @@ fingerprint a result records (GPU, driver, CUDA runtime, cuBLAS, CuPy, the varia
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import platform
@@ -115,7 +116,22 @@ def device_properties(device_id: int | None = None) -> dict:
     return {"device_id": device_id, "name": name.decode() if isinstance(name, bytes) else str(name),
             "compute_capability": f"{props['major']}.{props['minor']}", "sm_count": int(props["multiProcessorCount"]),
             "l2_cache_bytes": int(props["l2CacheSize"]), "total_memory_bytes": int(props["totalGlobalMem"]),
-            "pci_bus_id": pci_bus_id, "uuid": gpu_uuid(props.get("uuid"))}
+            "pci_bus_id": pci_bus_id, "uuid": gpu_uuid(_uuid_bytes(device_id, props.get("uuid")))}
+
+
+def _uuid_bytes(device_id: int, raw) -> bytes | None:
+    """The device's 16 UUID bytes. CuPy's property stops at the first NUL byte, so a UUID that holds one is
+    asked of the driver (cuDeviceGetUuid_v2)."""
+    if isinstance(raw, (bytes, bytearray)) and len(raw) == 16:
+        return bytes(raw)
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+        device, uuid = ctypes.c_int(), (ctypes.c_char * 16)()
+        if driver.cuDeviceGet(ctypes.byref(device), device_id) or driver.cuDeviceGetUuid_v2(uuid, device):
+            return None
+    except (OSError, AttributeError):
+        return None
+    return uuid.raw
 
 
 def gpu_uuid(raw) -> str | None:

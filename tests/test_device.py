@@ -83,6 +83,25 @@ def test_gpu_uuid_is_written_as_nvidia_smi_writes_it():
     assert _device.gpu_uuid(None) is None and _device.gpu_uuid(b"short") is None and _device.gpu_uuid("text") is None
 
 
+def test_a_uuid_cut_at_a_nul_byte_is_asked_of_the_driver(monkeypatch):
+    raw = bytes.fromhex("bd28456887afc5ff665f3718c892de74")
+    assert _device._uuid_bytes(0, raw) == raw  # CuPy's whole 16 bytes are used as they are
+
+    class Driver:  # libcuda: device 0 is CUdevice 0, and its UUID holds a NUL byte
+        def cuDeviceGet(self, device, ordinal):
+            device._obj.value = ordinal
+            return 0
+
+        def cuDeviceGetUuid_v2(self, uuid, device):
+            uuid.raw = bytes.fromhex("bd00456887afc5ff665f3718c892de74")
+            return 0
+
+    monkeypatch.setattr(_device.ctypes, "CDLL", lambda name: Driver())
+    assert _device.gpu_uuid(_device._uuid_bytes(0, b"\xbd")) == "GPU-bd004568-87af-c5ff-665f-3718c892de74"
+    monkeypatch.setattr(_device.ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError("no libcuda")))
+    assert _device._uuid_bytes(0, b"\xbd") is None  # no driver: no UUID, never a wrong one
+
+
 def test_one_describer_names_a_machine_for_runs_sweeps_and_the_title():
     info = {"gpu": {"name": "NVIDIA H200", "sm_count": 132, "compute_capability": "9.0"},
             "driver_version": "13.0", "cublas_version": "13.1.0"}
