@@ -10,8 +10,9 @@ from collections import Counter
 from .._cublas import ComputeType, MathMode
 from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
+from ..config import name_role
 from ..device import describe_machine
-from ..timing.results import is_control, role
+from ..timing.results import is_control
 from ..words import column_widths, plural, report_width, table, wrapped
 from .results import BenchResult, ShapeReport
 from .timing_text import KERNEL_NOTE, TIME_NOTE, how_timed, timing_warnings, trust_suffix
@@ -54,17 +55,18 @@ def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
     """One row per configuration (A/A controls are none), named without the element types the run shares."""
     rows = []
     timing = report.timing
-    modes = list(report.checks) or ([a.name for a in timing.arms if not is_control(a.name)] if timing else [])
+    configs = {mode: check.config for mode, check in report.checks.items()} or (
+        {a.name: a.name.config for a in timing.arms if not a.name.control} if timing else {})
     reference = timing.arm_name("PEDANTIC") if timing else None
-    roles = [role(mode) for mode in modes]  # unless two share one: then what tells them apart is what role() drops
-    for mode, shown in zip(modes, roles if len(set(roles)) == len(roles) else modes):
+    roles = [config.role for config in configs.values()]  # unless two share one: then their names tell them apart
+    for mode, shown in zip(configs, roles if len(set(roles)) == len(roles) else configs):
         check = report.checks.get(mode)
         arm = timing.arm(mode) if timing else None
         tflops = timing.tflops(mode) if arm else None
         ratio = timing.ratio(mode, reference) if reference and mode != reference else None  # ± its 95% interval
         vs = f"{ratio.median:.3f} ±{100 * ratio.half_width:.1f}%{trust_suffix(timing)}" if ratio else "-"
         rows.append([
-            shown, repro_cell(check), hazards_cell(check), ", ".join(map(role, modes_group(check) or ()))
+            shown, repro_cell(check), hazards_cell(check), ", ".join(map(name_role, modes_group(check) or ()))
             or modes_cell(check),
             f"{check.rel_error:.1e}" if check and not math.isnan(check.rel_error) else "-",
             _fmt_us(arm.median_us if arm else None), _fmt_us(arm.eager_median_us if arm and arm.eager_us else None),
@@ -137,13 +139,13 @@ def render_text(result: BenchResult, *, verbose: bool = False, width: int | None
 
 def kernel_lines(report: ShapeReport) -> list[str]:
     """Every kernel each configuration's reference call ran, with its grid."""
-    return [f"kernels {role(mode)}: {check.kernels.describe()}" for mode, check in report.checks.items()
+    return [f"kernels {check.config.role}: {check.kernels.describe()}" for check in report.checks.values()
             if check.kernels]
 
 
 def _checks(result: BenchResult) -> list[tuple[str, GemmCheck]]:
-    return [(f"{report.shape.name} {role(mode)}", check) for report in result.shapes
-            for mode, check in report.checks.items()]
+    return [(f"{report.shape.name} {check.config.role}", check) for report in result.shapes
+            for check in report.checks.values()]
 
 
 def summary_lines(result: BenchResult) -> list[str]:
@@ -199,14 +201,14 @@ def same_bits_line(result: BenchResult) -> str | None:
     """Which configurations gave PEDANTIC's bits, counted over the shapes the modes scenario compared."""
     counts, shapes = Counter(), 0
     for report in result.shapes:
-        pedantic = next((c for mode, c in report.checks.items() if role(mode) == "PEDANTIC"), None)
+        pedantic = next((c for c in report.checks.values() if c.config.role == "PEDANTIC"), None)
         group = modes_group(pedantic)
         if group is None:
             continue
         shapes += 1
-        for mode in report.checks:
+        for mode, check in report.checks.items():
             if mode != pedantic.mode_name:
-                counts[role(mode)] += mode in group
+                counts[check.config.role] += mode in group
     return "Same bits as PEDANTIC: " + ", ".join(f"{name} on {count} of {plural(shapes, 'shape')}"
                                                  for name, count in counts.items()) if counts else None
 
@@ -227,7 +229,7 @@ def precision_lines(result: BenchResult) -> list[str]:
         group = next((g for g in modes.extra["all_groups"] if base in g), [base])
         # the cells cuBLASLt has an algorithm for, named without what the run's cells share and COMPUTE_32F
         for cell in (cell for cell, value in modes.extra["matrix"].items() if value.get("digest") is not None):
-            (same if cell in group else changed)["/".join(p for p in role(cell).split("/") if p != "COMPUTE_32F")] += 1
+            (same if cell in group else changed)["/".join(p for p in name_role(cell).split("/") if p != "COMPUTE_32F")] += 1
     if not shapes:
         return []
     always = [name for name, count in same.items() if count == shapes and name not in changed]
@@ -251,11 +253,12 @@ def cost_lines(result: BenchResult) -> list[str]:
     pairs: dict = {}  # (numerator role, denominator role) -> [(report, ratio)]
     for report in (report for report in result.shapes if report.timing):
         pedantic, default = report.timing.arm_name("PEDANTIC"), report.timing.arm_name("DEFAULT")
+        roles = {arm.name: arm.name.config.role for arm in report.timing.arms}
         for r in report.timing.ratios:
             wanted = (r.numerator, r.denominator) == (pedantic, default) or (
                 r.denominator == pedantic and r.numerator not in (default, pedantic))
             if wanted and not is_control(r.numerator):
-                pairs.setdefault((role(r.numerator), role(r.denominator)), []).append((report, r))
+                pairs.setdefault((roles[r.numerator], roles[r.denominator]), []).append((report, r))
     lines = []
     for (numerator, denominator), found in sorted(pairs.items(), key=lambda item: item[0][1] != "DEFAULT"):
         flat = [r for _, r in found if r.ci_low <= 1 <= r.ci_high]
