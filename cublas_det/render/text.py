@@ -1,5 +1,5 @@
-"""The terminal report of a benchmark run: the answers (reproducible? which hazards? what cost?) first,
-then a table per shape, then the warnings, within the report's width."""
+"""What a benchmark run measured (:class:`BenchResult`) and its terminal report: the answers (reproducible?
+which hazards? what cost?) first, then a table per shape, then the warnings, within the report's width."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
 from ..config import name_role
 from ..device import describe_machine
+from ..shapes import GemmShape
 from ..timing.results import is_control
 from ..words import column_widths, plural, report_width, table, wrapped
-from .results import BenchResult, ShapeReport
 from .timing_text import KERNEL_NOTE, TIME_NOTE, how_timed, timing_warnings, trust_suffix
-from .verdicts import check_failures, hazards_cell, label, modes_cell, modes_group, reproducible_cell
 
 NOISY_REL_IQR = 0.10
 HEADER = ["mode", "repro", "changed by", "same bits as", "rel. err", "graph µs", "eager µs", "TFLOP/s", "vs PEDANTIC"]
@@ -25,6 +24,84 @@ OPTIONAL = ("kernels", "TFLOP/s", "eager µs", "rel. err")  # left out of a narr
 LEGEND = ("repro: the guarantees gave the same bits (which did not: above); changed by: the hazards that changed "
           "them; same bits as: the modes with this one's bits. graph µs: per GEMM in a CUDA-graph replay; eager µs: "
           "launched from Python; vs PEDANTIC: time ratio ± its 95% interval.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeReport:
+    """Everything a benchmark measured for one shape."""
+    shape: GemmShape
+    checks: dict  # configuration name -> GemmCheck
+    timing: object = None  # ShapeTiming, or None when not timed
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchResult:
+    """A benchmark run; ``interrupted``: Ctrl-C cut it short."""
+    shapes: tuple[ShapeReport, ...]
+    provenance: dict
+    started: str
+    wall_s: float
+    version: str
+    interrupted: bool = False
+    seed: int | None = None  # the input seed of the run (also in each check)
+    phases: dict = dataclasses.field(default_factory=dict)  # phase name -> wall seconds
+
+
+# The cells every report shows for a check: a failed guarantee ("reproducible: NO") and a hazard that changed
+# bits (under "hazards") never share a word or a column.
+def label(name: str) -> str:
+    """A scenario's few words for tables ("batch size"); the name itself for one not registered."""
+    return REGISTRY[name].label if name in REGISTRY else name
+
+
+def reproducible_cell(check: GemmCheck | None) -> str:
+    """``yes``, ``NO: <guarantees that gave other bits>``, ``error: <what could not run>``, ``not checked``."""
+    if check is None:
+        return "-"
+    if check.verdict is Reproducible.NO:
+        return "NO: " + ", ".join(r.scenario for r in check.guarantee_failures)
+    if check.verdict is Reproducible.ERROR:
+        failed = [r.scenario for r in check.errors if r.kind is Kind.GUARANTEE]
+        return "error: " + (", ".join(failed) if failed and not check.error else "no output")
+    return check.verdict.value
+
+
+def hazards_cell(check: GemmCheck | None) -> str:
+    """The hazards that changed bits (``batch size, SM count``) or could not run; ``none``: those checked did
+    not; ``-``: none was checked."""
+    hazards = [r for r in check.of_kind(Kind.HAZARD) if r.compared or r.error] if check and not check.error else []
+    if not hazards:
+        return "-"
+    words = [label(r.scenario) for r in hazards if r.changed_bits]
+    words += [f"error: {r.scenario}" for r in hazards if r.error]
+    return ", ".join(words) or "none"
+
+
+def modes_group(check: GemmCheck | None) -> list[str] | None:
+    """The configurations that gave this one's bits (itself excluded), or None when ``modes`` did not run."""
+    result = check.scenario("modes") if check else None
+    if result is None or not result.compared or "groups" not in result.extra:
+        return None
+    if "same_bits_as" in result.extra:  # compared with this configuration's own output
+        return list(result.extra["same_bits_as"])
+    for group in result.extra["groups"]:  # files of earlier versions: by the groups of modes
+        if check.mode_name in group:
+            return [name for name in group if name != check.mode_name]
+    return []
+
+
+def modes_cell(check: GemmCheck | None) -> str:
+    group = modes_group(check)
+    return "-" if group is None else ", ".join(group) or "none"
+
+
+def check_failures(check: GemmCheck) -> list[str]:
+    """What fails the run (exit 1): a guarantee that gave other bits or could not run, or a GEMM that could
+    not be computed; a hazard or comparison that could not run is reported, not failed."""
+    failed = [r.scenario for r in check.guarantee_failures]
+    failed += [r.scenario for r in check.errors if r.kind is Kind.GUARANTEE]
+    return list(dict.fromkeys(failed)) or (["reference"] if check.error else [])
 
 
 def _fmt_us(value: float | None) -> str:
@@ -229,7 +306,8 @@ def precision_lines(result: BenchResult) -> list[str]:
         group = next((g for g in modes.extra["all_groups"] if base in g), [base])
         # the cells cuBLASLt has an algorithm for, named without what the run's cells share and COMPUTE_32F
         for cell in (cell for cell, value in modes.extra["matrix"].items() if value.get("digest") is not None):
-            (same if cell in group else changed)["/".join(p for p in name_role(cell).split("/") if p != "COMPUTE_32F")] += 1
+            shown = "/".join(p for p in name_role(cell).split("/") if p != "COMPUTE_32F")
+            (same if cell in group else changed)[shown] += 1
     if not shapes:
         return []
     always = [name for name, count in same.items() if count == shapes and name not in changed]
