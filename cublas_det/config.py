@@ -154,18 +154,26 @@ class GemmConfig:
     @property
     def name(self) -> str:
         """``PEDANTIC``, ``TF32/COMPUTE_32F_PEDANTIC`` ...: what differs from the defaults (stored runs' names hold)."""
+        return self._name(role=False)
+
+    @property
+    def role(self) -> str:
+        """The name without element types, algo and workspace: what tells a run's configurations apart."""
+        return self._name(role=True)
+
+    def _name(self, role: bool) -> str:
         name = self.math_mode.name
         if self.disallow_reduced_precision_reduction:
             name += "+" + FLAG_NAME.name
         if self.compute_type is not ComputeType.COMPUTE_32F:
             name += "/" + self.compute_type.name
-        if self.algo != GemmAlgo.DEFAULT:
+        if self.algo != GemmAlgo.DEFAULT and not role:
             name += f"/algo{self.algo}"
-        if self.workspace_bytes is not None:
+        if self.workspace_bytes is not None and not role:
             name += f"/ws{_size(self.workspace_bytes)}"
         if self.api == "lt":
             name += "/" + self.lt_name
-        if (self.input_dtype, self.output_dtype) != ("float32", "float32"):
+        if (self.input_dtype, self.output_dtype) != ("float32", "float32") and not role:
             name += f"/{self.input_dtype}->{self.output_dtype}"
         return name
 
@@ -324,6 +332,12 @@ def name_part(piece: str):
     if found := _TYPES.fullmatch(lower):
         return "types", found.groups()
     return None
+
+
+def name_role(name: str) -> str:
+    """:attr:`GemmConfig.role` of a name stored without its configuration (a modes scenario's groups and cells)."""
+    return "/".join(part for part in name.split("/")
+                    if (name_part(part) or ("",))[0] not in ("types", "algo", "workspace_bytes"))
 
 
 def _size(n: int) -> str:

@@ -61,3 +61,9 @@ def table(rows, indent: str = "", gap: str = "  ", right=(), widths=None) -> lis
     widths = widths or column_widths(rows)
     return [(indent + gap.join(cell.rjust(width) if i in right else cell.ljust(width)
                                for i, (cell, width) in enumerate(zip(row, widths)))).rstrip() for row in rows]
+
+
+def listing(names, most: int = 5) -> str:
+    """``a, b, c`` or ``a, b, c, d, e and 7 more``."""
+    names = list(names)
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")

@@ -14,7 +14,7 @@ from cublas_det.config import GemmConfig
 from cublas_det.render import markdown, text
 from cublas_det.render import runfile as json_file
 from cublas_det.store import run as run_file
-from cublas_det.render.results import BenchResult, ShapeReport
+from cublas_det.render.text import BenchResult, ShapeReport
 from cublas_det.timing.results import Arm
 
 

@@ -10,7 +10,7 @@ from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
 from cublas_det.cli import bench, gemms
 from cublas_det.config import GemmConfig
 from cublas_det.errors import UsageError
-from cublas_det.render.results import BenchResult, ShapeReport
+from cublas_det.render.text import BenchResult, ShapeReport
 from cublas_det.render.text import cost_lines, precision_lines, table_rows, title
 from cublas_det.shapes import parse_shape
 from cublas_det.timing.results import ArmTiming, Ratio, ShapeTiming

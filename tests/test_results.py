@@ -13,7 +13,7 @@ from cublas_det.check.results import (
     ScenarioResult,
 )
 from cublas_det.config import GemmConfig
-from cublas_det.render.results import BenchResult, ShapeReport
+from cublas_det.render.text import BenchResult, ShapeReport
 from cublas_det.render.runfile import bench_result, to_json
 from cublas_det.shapes import parse_shape
 from cublas_det.store.run import run_from_dict

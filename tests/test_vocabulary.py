@@ -35,7 +35,7 @@ from cublas_det.dtypes import ALIASES, BY_CUDA, ELEMENT_TYPES, GEMM_TYPES
 from cublas_det.render import capture as capture_report
 from cublas_det.rundiff import layouts
 from cublas_det.shapes import parse_shape
-from cublas_det.timing.results import role
+from cublas_det.config import name_role as role
 
 # cudaDataType_t (library_types.h): CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUDA_C_32F = 4,
 # CUDA_C_64F = 5, CUDA_R_16BF = 14.
@@ -162,6 +162,7 @@ def test_a_timing_role_leaves_out_what_a_run_s_configurations_share():
              "DEFAULT/lt-nosplitk": "DEFAULT/lt-nosplitk",
              "PEDANTIC/lt-pin20k66.3fa2c1-bias/bfloat16->float32": "PEDANTIC/lt-pin20k66.3fa2c1-bias"}
     assert {name: role(name) for name in cases} == cases
+    assert all(GemmConfig.parse(name).role == shown for name, shown in cases.items() if "-pin" not in name)
 
 
 def test_the_modes_matrix_runs_the_default_modes_of_the_benchmark():

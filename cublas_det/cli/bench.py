@@ -22,7 +22,7 @@ from ..operands import HostOperands
 from ..phases import Phases
 from ..render.markdown import to_markdown
 from ..render.plot import write_plot
-from ..render.results import BenchResult, ShapeReport
+from ..render.text import BenchResult, ShapeReport
 from ..render.runfile import to_json
 from ..store.run import now_iso
 from ..render.text import render_text, run_failed

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..timing.results import is_control
-from .results import BenchResult
+from .text import BenchResult
 
 
 def write_plot(result: BenchResult, path: str) -> None:

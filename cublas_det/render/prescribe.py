@@ -4,7 +4,7 @@ verified cures, and the cures that failed with what the verification saw."""
 from __future__ import annotations
 
 from ..words import plural, table, wrapped
-from .verdicts import label
+from .text import label
 
 
 def _cost(cure) -> str:

@@ -4,6 +4,9 @@ it was written from (:func:`bench_result`); the schema is :mod:`cublas_det.store
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
+import subprocess
 
 from ..check.results import CallKernels, GemmCheck, ScenarioResult
 from ..check.scenarios import REGISTRY
@@ -15,10 +18,31 @@ from ..store.run import (UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_en
                          timing_extra, timing_options, untold_batch, untold_workspace_config)
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Arm, Discards
-from .commit_info import commit_info
-from .results import BenchResult, ShapeReport
-from .text import summary_lines, warnings_for
-from .verdicts import check_failures, modes_group
+from .text import BenchResult, ShapeReport, check_failures, modes_group, summary_lines, warnings_for
+
+
+def _git(directory: str, *args: str) -> str:
+    return subprocess.run(["git", "-C", directory, *args], capture_output=True, text=True, check=True,
+                          timeout=10).stdout.strip()
+
+
+@functools.cache
+def commit_info(directory: str | None = None) -> dict:
+    """pytest-benchmark's commit fields of the checkout holding this package; id ``unversioned`` outside git."""
+    directory = directory or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    info = {"id": "unversioned", "time": None, "author_time": None, "dirty": False, "project": "cublas_det",
+            "branch": "(unknown)"}
+    try:
+        # Only a checkout of this project: a wheel installed in some other project's tree is unversioned.
+        if os.path.realpath(_git(directory, "rev-parse", "--show-toplevel")) != os.path.realpath(directory):
+            return info
+        commit, committed, authored = _git(directory, "show", "-s", "--pretty=format:%H %cI %aI").split()
+        branch = _git(directory, "rev-parse", "--abbrev-ref", "HEAD")
+        dirty = bool(_git(directory, "status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return info
+    return {**info, "id": commit, "time": committed, "author_time": authored, "dirty": dirty,
+            "branch": "(detached head)" if branch == "HEAD" else branch}
 
 
 def to_json(result: BenchResult) -> dict:

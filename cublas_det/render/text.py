@@ -1,5 +1,5 @@
-"""The terminal report of a benchmark run: the answers (reproducible? which hazards? what cost?) first,
-then a table per shape, then the warnings, within the report's width."""
+"""What a benchmark run measured (:class:`BenchResult`) and its terminal report: the answers (reproducible?
+which hazards? what cost?) first, then a table per shape, then the warnings, within the report's width."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from collections import Counter
 from .._cublas import ComputeType, MathMode
 from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
+from ..config import name_role
 from ..device import describe_machine
-from ..timing.results import is_control, role
+from ..shapes import GemmShape
+from ..timing.results import is_control
 from ..words import column_widths, plural, report_width, table, wrapped
-from .results import BenchResult, ShapeReport
 from .timing_text import KERNEL_NOTE, TIME_NOTE, how_timed, timing_warnings, trust_suffix
-from .verdicts import check_failures, hazards_cell, label, modes_cell, modes_group, reproducible_cell
 
 NOISY_REL_IQR = 0.10
 HEADER = ["mode", "repro", "changed by", "same bits as", "rel. err", "graph µs", "eager µs", "TFLOP/s", "vs PEDANTIC"]
@@ -24,6 +24,84 @@ OPTIONAL = ("kernels", "TFLOP/s", "eager µs", "rel. err")  # left out of a narr
 LEGEND = ("repro: the guarantees gave the same bits (which did not: above); changed by: the hazards that changed "
           "them; same bits as: the modes with this one's bits. graph µs: per GEMM in a CUDA-graph replay; eager µs: "
           "launched from Python; vs PEDANTIC: time ratio ± its 95% interval.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeReport:
+    """Everything a benchmark measured for one shape."""
+    shape: GemmShape
+    checks: dict  # configuration name -> GemmCheck
+    timing: object = None  # ShapeTiming, or None when not timed
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchResult:
+    """A benchmark run; ``interrupted``: Ctrl-C cut it short."""
+    shapes: tuple[ShapeReport, ...]
+    provenance: dict
+    started: str
+    wall_s: float
+    version: str
+    interrupted: bool = False
+    seed: int | None = None  # the input seed of the run (also in each check)
+    phases: dict = dataclasses.field(default_factory=dict)  # phase name -> wall seconds
+
+
+# The cells every report shows for a check: a failed guarantee ("reproducible: NO") and a hazard that changed
+# bits (under "hazards") never share a word or a column.
+def label(name: str) -> str:
+    """A scenario's few words for tables ("batch size"); the name itself for one not registered."""
+    return REGISTRY[name].label if name in REGISTRY else name
+
+
+def reproducible_cell(check: GemmCheck | None) -> str:
+    """``yes``, ``NO: <guarantees that gave other bits>``, ``error: <what could not run>``, ``not checked``."""
+    if check is None:
+        return "-"
+    if check.verdict is Reproducible.NO:
+        return "NO: " + ", ".join(r.scenario for r in check.guarantee_failures)
+    if check.verdict is Reproducible.ERROR:
+        failed = [r.scenario for r in check.errors if r.kind is Kind.GUARANTEE]
+        return "error: " + (", ".join(failed) if failed and not check.error else "no output")
+    return check.verdict.value
+
+
+def hazards_cell(check: GemmCheck | None) -> str:
+    """The hazards that changed bits (``batch size, SM count``) or could not run; ``none``: those checked did
+    not; ``-``: none was checked."""
+    hazards = [r for r in check.of_kind(Kind.HAZARD) if r.compared or r.error] if check and not check.error else []
+    if not hazards:
+        return "-"
+    words = [label(r.scenario) for r in hazards if r.changed_bits]
+    words += [f"error: {r.scenario}" for r in hazards if r.error]
+    return ", ".join(words) or "none"
+
+
+def modes_group(check: GemmCheck | None) -> list[str] | None:
+    """The configurations that gave this one's bits (itself excluded), or None when ``modes`` did not run."""
+    result = check.scenario("modes") if check else None
+    if result is None or not result.compared or "groups" not in result.extra:
+        return None
+    if "same_bits_as" in result.extra:  # compared with this configuration's own output
+        return list(result.extra["same_bits_as"])
+    for group in result.extra["groups"]:  # files of earlier versions: by the groups of modes
+        if check.mode_name in group:
+            return [name for name in group if name != check.mode_name]
+    return []
+
+
+def modes_cell(check: GemmCheck | None) -> str:
+    group = modes_group(check)
+    return "-" if group is None else ", ".join(group) or "none"
+
+
+def check_failures(check: GemmCheck) -> list[str]:
+    """What fails the run (exit 1): a guarantee that gave other bits or could not run, or a GEMM that could
+    not be computed; a hazard or comparison that could not run is reported, not failed."""
+    failed = [r.scenario for r in check.guarantee_failures]
+    failed += [r.scenario for r in check.errors if r.kind is Kind.GUARANTEE]
+    return list(dict.fromkeys(failed)) or (["reference"] if check.error else [])
 
 
 def _fmt_us(value: float | None) -> str:
@@ -54,17 +132,18 @@ def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
     """One row per configuration (A/A controls are none), named without the element types the run shares."""
     rows = []
     timing = report.timing
-    modes = list(report.checks) or ([a.name for a in timing.arms if not is_control(a.name)] if timing else [])
+    configs = {mode: check.config for mode, check in report.checks.items()} or (
+        {a.name: a.name.config for a in timing.arms if not a.name.control} if timing else {})
     reference = timing.arm_name("PEDANTIC") if timing else None
-    roles = [role(mode) for mode in modes]  # unless two share one: then what tells them apart is what role() drops
-    for mode, shown in zip(modes, roles if len(set(roles)) == len(roles) else modes):
+    roles = [config.role for config in configs.values()]  # unless two share one: then their names tell them apart
+    for mode, shown in zip(configs, roles if len(set(roles)) == len(roles) else configs):
         check = report.checks.get(mode)
         arm = timing.arm(mode) if timing else None
         tflops = timing.tflops(mode) if arm else None
         ratio = timing.ratio(mode, reference) if reference and mode != reference else None  # ± its 95% interval
         vs = f"{ratio.median:.3f} ±{100 * ratio.half_width:.1f}%{trust_suffix(timing)}" if ratio else "-"
         rows.append([
-            shown, repro_cell(check), hazards_cell(check), ", ".join(map(role, modes_group(check) or ()))
+            shown, repro_cell(check), hazards_cell(check), ", ".join(map(name_role, modes_group(check) or ()))
             or modes_cell(check),
             f"{check.rel_error:.1e}" if check and not math.isnan(check.rel_error) else "-",
             _fmt_us(arm.median_us if arm else None), _fmt_us(arm.eager_median_us if arm and arm.eager_us else None),
@@ -137,13 +216,13 @@ def render_text(result: BenchResult, *, verbose: bool = False, width: int | None
 
 def kernel_lines(report: ShapeReport) -> list[str]:
     """Every kernel each configuration's reference call ran, with its grid."""
-    return [f"kernels {role(mode)}: {check.kernels.describe()}" for mode, check in report.checks.items()
+    return [f"kernels {check.config.role}: {check.kernels.describe()}" for check in report.checks.values()
             if check.kernels]
 
 
 def _checks(result: BenchResult) -> list[tuple[str, GemmCheck]]:
-    return [(f"{report.shape.name} {role(mode)}", check) for report in result.shapes
-            for mode, check in report.checks.items()]
+    return [(f"{report.shape.name} {check.config.role}", check) for report in result.shapes
+            for check in report.checks.values()]
 
 
 def summary_lines(result: BenchResult) -> list[str]:
@@ -199,14 +278,14 @@ def same_bits_line(result: BenchResult) -> str | None:
     """Which configurations gave PEDANTIC's bits, counted over the shapes the modes scenario compared."""
     counts, shapes = Counter(), 0
     for report in result.shapes:
-        pedantic = next((c for mode, c in report.checks.items() if role(mode) == "PEDANTIC"), None)
+        pedantic = next((c for c in report.checks.values() if c.config.role == "PEDANTIC"), None)
         group = modes_group(pedantic)
         if group is None:
             continue
         shapes += 1
-        for mode in report.checks:
+        for mode, check in report.checks.items():
             if mode != pedantic.mode_name:
-                counts[role(mode)] += mode in group
+                counts[check.config.role] += mode in group
     return "Same bits as PEDANTIC: " + ", ".join(f"{name} on {count} of {plural(shapes, 'shape')}"
                                                  for name, count in counts.items()) if counts else None
 
@@ -227,7 +306,8 @@ def precision_lines(result: BenchResult) -> list[str]:
         group = next((g for g in modes.extra["all_groups"] if base in g), [base])
         # the cells cuBLASLt has an algorithm for, named without what the run's cells share and COMPUTE_32F
         for cell in (cell for cell, value in modes.extra["matrix"].items() if value.get("digest") is not None):
-            (same if cell in group else changed)["/".join(p for p in role(cell).split("/") if p != "COMPUTE_32F")] += 1
+            shown = "/".join(p for p in name_role(cell).split("/") if p != "COMPUTE_32F")
+            (same if cell in group else changed)[shown] += 1
     if not shapes:
         return []
     always = [name for name, count in same.items() if count == shapes and name not in changed]
@@ -251,11 +331,12 @@ def cost_lines(result: BenchResult) -> list[str]:
     pairs: dict = {}  # (numerator role, denominator role) -> [(report, ratio)]
     for report in (report for report in result.shapes if report.timing):
         pedantic, default = report.timing.arm_name("PEDANTIC"), report.timing.arm_name("DEFAULT")
+        roles = {arm.name: arm.name.config.role for arm in report.timing.arms}
         for r in report.timing.ratios:
             wanted = (r.numerator, r.denominator) == (pedantic, default) or (
                 r.denominator == pedantic and r.numerator not in (default, pedantic))
             if wanted and not is_control(r.numerator):
-                pairs.setdefault((role(r.numerator), role(r.denominator)), []).append((report, r))
+                pairs.setdefault((roles[r.numerator], roles[r.denominator]), []).append((report, r))
     lines = []
     for (numerator, denominator), found in sorted(pairs.items(), key=lambda item: item[0][1] != "DEFAULT"):
         flat = [r for _, r in found if r.ci_low <= 1 <= r.ci_high]

@@ -15,8 +15,8 @@ import numpy as np
 
 from ..bits.digest import DigestAccumulator
 from ..bits.streams import BitComparison, BitStats, lookup_dtype
-from ..words import percent, plural, table, wrapped
-from .layouts import LAYOUTS, DataSource, Leaf, RunLayoutError, TrainingRun, listing
+from ..words import listing, percent, plural, table, wrapped
+from .layouts import LAYOUTS, DataSource, Leaf, RunLayoutError, TrainingRun
 
 DEFAULT_CHUNK_BYTES = 4 << 20
 

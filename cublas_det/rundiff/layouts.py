@@ -22,7 +22,7 @@ from ..dtypes import ELEMENT_TYPES
 from ..errors import InputFileError
 from ..store.files import file_kind, open_regular, parse_json, regular_file_size
 from ..store.trace_log import LOG_NAME, is_shape, read as read_trace_log
-from ..words import plural
+from ..words import listing, plural
 
 STEP_DIR = re.compile(r"^step_?(\d+)$")
 STEP_FILE = re.compile(r"^step_?(\d+)(?:_(.+)\.(bin|npy)|\.(npz|safetensors))$")  # never a .pt, which needs PyTorch
@@ -196,12 +196,6 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     layout = " + ".join(names[kind] for kind in sorted(kinds)) or "empty step directories"
     steps = {step: tuple(sorted(found[step].values(), key=lambda leaf: leaf.name)) for step in sorted(found)}
     return TrainingRun(path, layout, steps, skipped=tuple(skipped))
-
-
-def listing(names, most: int = 5) -> str:
-    """``a, b, c`` or ``a, b, c, d, e and 7 more``."""
-    names = list(names)
-    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _step_files(step_dir: str):

@@ -7,7 +7,7 @@ import dataclasses
 import statistics
 
 from .._cublas import ComputeType
-from ..config import GemmConfig, name_part
+from ..config import GemmConfig
 from .stats import Ratio, quartiles, widened_ci
 
 AA_SUFFIX = "-AA"
@@ -32,12 +32,6 @@ class Arm(str):
         """The arm a run file names, its configuration from ``known`` ({name: GemmConfig}) or the name."""
         base = name.removesuffix(AA_SUFFIX)
         return cls((known or {}).get(base) or GemmConfig.parse(base, source="arm"), base != name)
-
-
-def role(name: str) -> str:
-    """A configuration's name without its element types, algo and workspace (what a run's arms share)."""
-    return "/".join(part for part in name.split("/")
-                    if (name_part(part) or ("",))[0] not in ("types", "algo", "workspace_bytes"))
 
 
 def arm_with_role(arms, mode: str) -> Arm | None:
