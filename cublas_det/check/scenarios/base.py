@@ -96,6 +96,11 @@ class Scenario:
                    extra: dict | None = None) -> ScenarioResult:
         return ScenarioResult.from_worst(self.name, self.kind, runs, differing_runs, worst, detail, extra)
 
+    def from_mismatches(self, mismatches: list[Mismatch], detail: str, extra: dict) -> ScenarioResult:
+        """One comparison per run, summed up by :func:`worst_of`."""
+        return self.from_worst(len(mismatches), sum(not m.identical for m in mismatches), worst_of(mismatches),
+                               detail, extra)
+
     def failed(self, error: str) -> ScenarioResult:
         return ScenarioResult(self.name, self.kind, 0, 0, error=error)
 

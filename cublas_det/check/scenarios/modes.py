@@ -12,7 +12,7 @@ from ...config import COMPUTE_TYPES, DEFAULT_MODES, HALF_DEFAULT_MODES, GemmConf
 from ...handle import create_handle
 from ...operands import fp64_reference, output
 from ..results import Kind
-from .base import Scenario, ScenarioContext, worst_of
+from .base import Scenario, ScenarioContext
 
 MODES = math_modes(DEFAULT_MODES)
 MATRIX_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_32F_FAST_TF32)
@@ -122,13 +122,12 @@ def _modes(context: ScenarioContext):
     table = context.shared[key]
     others = {name: out for name, out in table["outputs"].items() if name != context.config.name}
     mismatches = [compare(context.reference, out) for out in others.values()]
-    differing = sum(not m.identical for m in mismatches)
     # Compared with this configuration's own output: right also for a compute type in no group of modes.
     same = [name for name, mismatch in zip(others, mismatches) if mismatch.identical]
     extra = {"matrix": table["cells"], "digest_algorithm": CELL_DIGEST, "groups": table["groups"],
              "all_groups": table["all_groups"], "same_bits_as": same}
-    return MODES_SCENARIO.from_worst(len(others), differing, worst_of(mismatches),
-                                     " | ".join(" = ".join(group) for group in table["groups"]), extra)
+    return MODES_SCENARIO.from_mismatches(mismatches, " | ".join(" = ".join(group) for group in table["groups"]),
+                                          extra)
 
 
 MODES_SCENARIO = Scenario("modes", "which math modes give identical bits, and the math-mode x compute-type matrix",
