@@ -106,9 +106,6 @@ def _matrix(context: ScenarioContext) -> dict:
     return {"cells": cells, "groups": groups, "all_groups": all_groups, "outputs": outputs}
 
 
-CELL_DIGEST = ALGORITHM  # the matrix's digests: the recorder's device digest, not the sha256 of a result
-
-
 def matrix_key(config: GemmConfig, run_configs=()) -> tuple:
     """A configuration's matrix is its cells: equal keys, one matrix computed for both."""
     return ("modes",) + tuple(f"{cell.name}/{compute.name}" for cell, compute in matrix(config, run_configs))
@@ -124,7 +121,8 @@ def _modes(context: ScenarioContext):
     mismatches = [compare(context.reference, out) for out in others.values()]
     # Compared with this configuration's own output: right also for a compute type in no group of modes.
     same = [name for name, mismatch in zip(others, mismatches) if mismatch.identical]
-    extra = {"matrix": table["cells"], "digest_algorithm": CELL_DIGEST, "groups": table["groups"],
+    # The matrix's digests are the device digest, not the sha256 of a result.
+    extra = {"matrix": table["cells"], "digest_algorithm": ALGORITHM, "groups": table["groups"],
              "all_groups": table["all_groups"], "same_bits_as": same}
     return MODES_SCENARIO.from_mismatches(mismatches, " | ".join(" = ".join(group) for group in table["groups"]),
                                           extra)
