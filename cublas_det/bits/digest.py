@@ -25,6 +25,7 @@ import threading
 import numpy as np
 
 from .compare import array_module
+from .gpu import sm_count
 
 
 def digest(array) -> str:
@@ -297,12 +298,6 @@ def _kernel():
     return cupy.RawKernel(cuda_source(), "cublas_det_digest")
 
 
-@functools.cache
-def _sm_count(device_id: int) -> int:
-    import cupy
-    return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
-
-
 def device_bytes(array):
     """A CuPy array's C-order bytes as a 16-byte-aligned 1-D uint8 CuPy array (the kernel loads 16 bytes
     at a time), copied on the device only when not C-contiguous or not aligned."""
@@ -328,7 +323,7 @@ def queue_device_sums(array, sums, *, blocks: int | None = None, threads: int = 
     sums.data.memset_async(0, 16, stream)
     if blocks is None:
         pairs = nbytes // 16
-        blocks = max(1, min(-(-pairs // (threads * 4)), _sm_count(data.data.device_id) * BLOCKS_PER_SM))
+        blocks = max(1, min(-(-pairs // (threads * 4)), sm_count(data.data.device_id) * BLOCKS_PER_SM))
     _kernel()((blocks,), (threads,), (data, np.uint64(nbytes), sums))
     return nbytes
 

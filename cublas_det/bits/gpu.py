@@ -128,13 +128,13 @@ def launch(kernel: str, like, arrays, record) -> None:
     name = kernel_format(like.dtype)
     n = int(like.size)
     device = cupy.cuda.runtime.getDevice()
-    blocks = max(1, min(-(-n // THREADS), 8 * _sm_count(device)))
+    blocks = max(1, min(-(-n // THREADS), 8 * sm_count(device)))
     function = _module(device).get_function(f"cublas_det_{kernel}_{name}")
     function((blocks,), (THREADS,), (*arrays, cupy.int64(n), record))
 
 
 @functools.cache
-def _sm_count(device_id: int) -> int:
+def sm_count(device_id: int) -> int:
     import cupy
 
     runtime = cupy.cuda.runtime

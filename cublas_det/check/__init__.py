@@ -14,11 +14,10 @@ from ..bits.compare import relative_error
 from ..bits.digest import digest_later
 from ..call import shape_gemm
 from ..config import GemmConfig, resolve_config
-from ..device import fingerprint, gpu_failures, require_gpu
+from ..device import fingerprint, require_gpu
 from ..handle import create_handle
 from ..integers import is_int
 from ..kernels.recorder import require_cupti
-from ..kernels.signature import recorded_signature
 from ..memory import check_fits
 from ..operands import HostOperands, Operands, fp64_reference, output, same_seed
 from ..phases import Phases
@@ -31,6 +30,7 @@ from .scenarios import (
     ScenarioContext,
     validate_scenarios,
 )
+from .scenarios.base import guarded, traced
 from .scenarios.modes import RUN_CONFIGS
 from .scenarios.sm_count import SM_TARGETS
 from .worker.parent import INTERRUPTED, collect, kill_all, spawn
@@ -111,7 +111,7 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
                 started = time.perf_counter()
                 if config.input_dtype not in uploaded:
                     with phases("operands"):
-                        uploaded[config.input_dtype] = _guarded(functools.partial(_operands, shape, config, operands))
+                        uploaded[config.input_dtype] = guarded(functools.partial(_operands, shape, config, operands))
                 check = _check_one(shape, config, source, seed, names, repeats, uploaded[config.input_dtype],
                                    gemm_fn or shape_gemm, shared, provenance, kernels, phases)
                 check = dataclasses.replace(check, elapsed_s=time.perf_counter() - started)
@@ -136,16 +136,6 @@ def _operands(shape: GemmShape, config: GemmConfig, operands: HostOperands) -> O
     return operands.upload(shape, config)
 
 
-def _guarded(make):
-    """``make()``, or the GPU failure it raised (out of memory, a CUDA or cuBLAS error); a bug propagates."""
-    try:
-        return make()
-    except gpu_failures() as err:
-        import cupy
-        cupy.get_default_memory_pool().free_all_blocks()
-        return err
-
-
 def _check_one(shape, config, source, seed, names, repeats, operands, run, shared, provenance,
                kernels, phases) -> GemmCheck:
     import cupy
@@ -160,13 +150,13 @@ def _check_one(shape, config, source, seed, names, repeats, operands, run, share
         return failed("operands", operands)
     a, b = operands.a, operands.b
     stream = cupy.cuda.Stream(non_blocking=True)
-    handle = _guarded(lambda: create_handle(config, stream=stream))
+    handle = guarded(lambda: create_handle(config, stream=stream))
     if isinstance(handle, BaseException):
         return failed("handle", handle, operands.digests)
     try:
         with stream:
             with phases("references"):
-                reference = _guarded(lambda: _reference(shape, config, a, b, handle, run, kernels, shared))
+                reference = guarded(lambda: _reference(shape, config, a, b, handle, run, kernels, shared))
             if isinstance(reference, BaseException):
                 return failed("reference", reference, operands.digests)
             reference, digest, rel_error, signature = reference
@@ -181,7 +171,7 @@ def _check_one(shape, config, source, seed, names, repeats, operands, run, share
                                    if scenario.in_worker else scenario.run(context))
     finally:
         handle.close()
-    digest = _guarded(digest.result)  # the copy runs in a thread: a GPU failure there is this check's
+    digest = guarded(digest.result)  # the copy runs in a thread: a GPU failure there is this check's
     if isinstance(digest, BaseException):
         return failed("reference digest", digest, operands.digests)
     return GemmCheck(shape, config, source.value, seed, digest, rel_error, tuple(results), provenance,
@@ -193,11 +183,7 @@ def _reference(shape, config, a, b, handle, run, kernels, shared):
     """The first output, its digest (a future), its error against float64, and (with ``kernels``) the
     :class:`KernelSignature` of its call."""
     reference = output(shape, config)
-    if kernels:
-        signature = recorded_signature(lambda: run(a, b, reference, handle, shape), 1)
-    else:
-        run(a, b, reference, handle, shape)
-        signature = None
+    signature = traced(lambda: run(a, b, reference, handle, shape), kernels)
     return (reference, digest_later(reference),
             relative_error(reference, fp64_reference(shape, a, b, shared)), signature)
 

@@ -88,17 +88,13 @@ class ScenarioResult:
         return self.outcome in (Outcome.IDENTICAL, Outcome.DIFFER)
 
     def __str__(self) -> str:
-        if self.error:
-            return f"{self.scenario}: error: {self.error}"
-        if self.not_applicable:
-            return f"{self.scenario}: not applicable: {self.not_applicable}"
-        if not self.runs:
-            return f"{self.scenario}: nothing compared" + (f" ({self.detail})" if self.detail else "")
-        if self.identical:
-            return f"{self.scenario}: identical in {self.runs} runs"
         where = f" at {self.index}" if self.index is not None else ""
-        return (f"{self.scenario}: {self.differing_runs}/{self.runs} runs differ, up to "
-                f"{self.mismatched_elements} elements, {self.max_ulp} ULP{where}")
+        text = {Outcome.ERROR: f"error: {self.error}", Outcome.NOT_APPLICABLE: f"not applicable: {self.not_applicable}",
+                Outcome.NOTHING_COMPARED: "nothing compared" + (f" ({self.detail})" if self.detail else ""),
+                Outcome.IDENTICAL: f"identical in {self.runs} runs",
+                Outcome.DIFFER: f"{self.differing_runs}/{self.runs} runs differ, up to {self.mismatched_elements} "
+                                f"elements, {self.max_ulp} ULP{where}"}
+        return f"{self.scenario}: {text[self.outcome]}"
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

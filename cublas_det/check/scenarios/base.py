@@ -18,6 +18,14 @@ from ..results import NO_MISMATCH, Kind, ScenarioResult
 GemmFunction = Callable[[Any, Any, Any, Any, GemmShape], None]
 
 
+def traced(run, kernels: bool, calls: int | None = 1):
+    """Run ``run()``; with ``kernels``, the :class:`KernelSignature` of its ``calls`` GEMM calls (None: all)."""
+    if not kernels:
+        run()
+        return None
+    return recorded_signature(run, calls)
+
+
 @dataclasses.dataclass(frozen=True)
 class ScenarioContext:
     """Everything a scenario needs for one GEMM shape in one configuration: ``reference`` is the first
@@ -39,11 +47,7 @@ class ScenarioContext:
     reference_kernels: Any = None  # KernelSignature of the reference output's call, with ``kernels``
 
     def traced(self, run, calls: int | None = 1):
-        """Run ``run()``; with ``kernels``, the :class:`KernelSignature` of its ``calls`` GEMM calls (None: all)."""
-        if not self.kernels:
-            run()
-            return None
-        return recorded_signature(run, calls)
+        return traced(run, self.kernels, calls)
 
     def kernel_extra(self, signatures: dict, differing, **change) -> dict:
         """The ``extra`` entries for signatures by label ("66 SMs"): each signature, and for each label whose
@@ -60,6 +64,16 @@ class ScenarioContext:
 
     def new_output(self, rows: int | None = None):
         return output(self.shape, self.config, rows)
+
+
+def guarded(make):
+    """``make()``, or the GPU failure it raised (out of memory, a CUDA or cuBLAS error); a bug propagates."""
+    try:
+        return make()
+    except gpu_failures() as err:
+        import cupy
+        cupy.get_default_memory_pool().free_all_blocks()
+        return err
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,12 +96,8 @@ class Scenario:
 
     def run(self, context: ScenarioContext) -> ScenarioResult:
         """Run the scenario; a GPU failure becomes a recorded error, a bug propagates."""
-        try:
-            return self.body(context)
-        except gpu_failures() as err:
-            import cupy
-            cupy.get_default_memory_pool().free_all_blocks()
-            return self.failed(f"{type(err).__name__}: {err}")
+        result = guarded(lambda: self.body(context))
+        return self.failed(f"{type(result).__name__}: {result}") if isinstance(result, BaseException) else result
 
     def from_runs(self, summary: RunsSummary, detail: str = "", **extra) -> ScenarioResult:
         return self.from_worst(summary.runs, summary.differing_runs, summary.worst, detail, extra)
@@ -95,6 +105,11 @@ class Scenario:
     def from_worst(self, runs: int, differing_runs: int, worst: Mismatch = NO_MISMATCH, detail: str = "",
                    extra: dict | None = None) -> ScenarioResult:
         return ScenarioResult.from_worst(self.name, self.kind, runs, differing_runs, worst, detail, extra)
+
+    def from_mismatches(self, mismatches: list[Mismatch], detail: str, extra: dict) -> ScenarioResult:
+        """One comparison per run, summed up by :func:`worst_of`."""
+        return self.from_worst(len(mismatches), sum(not m.identical for m in mismatches), worst_of(mismatches),
+                               detail, extra)
 
     def failed(self, error: str) -> ScenarioResult:
         return ScenarioResult(self.name, self.kind, 0, 0, error=error)

@@ -12,7 +12,7 @@ from ...config import COMPUTE_TYPES, DEFAULT_MODES, HALF_DEFAULT_MODES, GemmConf
 from ...handle import create_handle
 from ...operands import fp64_reference, output
 from ..results import Kind
-from .base import Scenario, ScenarioContext, worst_of
+from .base import Scenario, ScenarioContext
 
 MODES = math_modes(DEFAULT_MODES)
 MATRIX_COMPUTE_TYPES = (ComputeType.COMPUTE_32F, ComputeType.COMPUTE_32F_PEDANTIC, ComputeType.COMPUTE_32F_FAST_TF32)
@@ -106,9 +106,6 @@ def _matrix(context: ScenarioContext) -> dict:
     return {"cells": cells, "groups": groups, "all_groups": all_groups, "outputs": outputs}
 
 
-CELL_DIGEST = ALGORITHM  # the matrix's digests: the recorder's device digest, not the sha256 of a result
-
-
 def matrix_key(config: GemmConfig, run_configs=()) -> tuple:
     """A configuration's matrix is its cells: equal keys, one matrix computed for both."""
     return ("modes",) + tuple(f"{cell.name}/{compute.name}" for cell, compute in matrix(config, run_configs))
@@ -122,13 +119,13 @@ def _modes(context: ScenarioContext):
     table = context.shared[key]
     others = {name: out for name, out in table["outputs"].items() if name != context.config.name}
     mismatches = [compare(context.reference, out) for out in others.values()]
-    differing = sum(not m.identical for m in mismatches)
     # Compared with this configuration's own output: right also for a compute type in no group of modes.
     same = [name for name, mismatch in zip(others, mismatches) if mismatch.identical]
-    extra = {"matrix": table["cells"], "digest_algorithm": CELL_DIGEST, "groups": table["groups"],
+    # The matrix's digests are the device digest, not the sha256 of a result.
+    extra = {"matrix": table["cells"], "digest_algorithm": ALGORITHM, "groups": table["groups"],
              "all_groups": table["all_groups"], "same_bits_as": same}
-    return MODES_SCENARIO.from_worst(len(others), differing, worst_of(mismatches),
-                                     " | ".join(" = ".join(group) for group in table["groups"]), extra)
+    return MODES_SCENARIO.from_mismatches(mismatches, " | ".join(" = ".join(group) for group in table["groups"]),
+                                          extra)
 
 
 MODES_SCENARIO = Scenario("modes", "which math modes give identical bits, and the math-mode x compute-type matrix",

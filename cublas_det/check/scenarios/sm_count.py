@@ -6,7 +6,7 @@ from ...bits.compare import compare
 from ...device import device_properties
 from ...shapes import sm_count_ladder
 from ..results import Kind
-from .base import Scenario, ScenarioContext, worst_of
+from .base import Scenario, ScenarioContext
 
 
 SM_TARGETS = "sm-count targets"  # key in ScenarioContext.shared: targets asked for instead of the ladder's
@@ -35,8 +35,7 @@ def _sm_count(context: ScenarioContext):
     detail = ", ".join(f"{label[t]}: {'identical' if n == 0 else f'{n} elements differ'}"
                        + (f" ({changes[label[t]]})" if label[t] in changes else "")
                        for t, n in per_target.items()) + f" (device has {sm_count})"
-    differing = sum(not m.identical for m in mismatches)
-    return SM_COUNT.from_worst(len(targets), differing, worst_of(mismatches), detail, extra)
+    return SM_COUNT.from_mismatches(mismatches, detail, extra)
 
 
 def _untestable(cure) -> str:

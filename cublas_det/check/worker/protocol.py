@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from ...config import GemmConfig
 from ...shapes import GemmShape, gemm_key, parse_shape
@@ -14,8 +15,33 @@ def task_key(shape: GemmShape, config: GemmConfig) -> str:
     return gemm_key(shape.spec, config.name)
 
 
+def _encoded(value):
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, (tuple, list)):
+        return [_encoded(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _encoded(item) for key, item in value.items()}
+    return value
+
+
+class Record:
+    """A dataclass sent as JSON: its fields in order, each through its own ``to_dict``; read back with the
+    field's ``DECODE`` function, a field missing taking its default."""
+
+    DECODE: ClassVar[dict] = {}
+
+    def to_dict(self) -> dict:
+        return {field.name: _encoded(getattr(self, field.name)) for field in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        return cls(**{field.name: cls.DECODE.get(field.name, lambda value: value)(data[field.name])
+                      for field in dataclasses.fields(cls) if field.name in data})
+
+
 @dataclasses.dataclass(frozen=True)
-class Task:
+class Task(Record):
     """One GEMM to check."""
 
     shape: GemmShape
@@ -28,8 +54,7 @@ class Task:
 
     def to_dict(self) -> dict:
         # The whole shape, not only its spec: the scenarios read its pass (a dW GEMM's batch is K).
-        return {"spec": self.shape.spec, "shape": self.shape.to_dict(), "config": self.config.to_dict(),
-                "seed": self.seed}
+        return {"spec": self.shape.spec, **super().to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict) -> Task:
@@ -39,27 +64,23 @@ class Task:
 
 
 @dataclasses.dataclass(frozen=True)
-class Request:
+class Request(Record):
     """Check every task on ``device`` under ``scenarios`` (in-process ones), ``repeats`` runs each."""
+
+    DECODE: ClassVar[dict] = {"device": int, "tasks": lambda tasks: tuple(map(Task.from_dict, tasks)),
+                              "scenarios": tuple, "repeats": int}
 
     device: int
     tasks: tuple[Task, ...]
     scenarios: tuple[str, ...] = ()
     repeats: int = 20
 
-    def to_dict(self) -> dict:
-        return {"device": self.device, "tasks": [t.to_dict() for t in self.tasks], "scenarios": list(self.scenarios),
-                "repeats": self.repeats}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Request:
-        return cls(int(data.get("device", 0)), tuple(Task.from_dict(t) for t in data["tasks"]),
-                   tuple(data.get("scenarios", ())), int(data.get("repeats", 20)))
-
 
 @dataclasses.dataclass(frozen=True)
-class TaskAnswer:
+class TaskAnswer(Record):
     """One task's outcome in the worker, or why it failed."""
+
+    DECODE: ClassVar[dict] = {"scenarios": lambda results: tuple(map(ScenarioResult.from_dict, results))}
 
     digest: str = ""
     rel_error: float = float("nan")
@@ -67,30 +88,15 @@ class TaskAnswer:
     error: str | None = None
     input_digests: dict = dataclasses.field(default_factory=dict)
 
-    def to_dict(self) -> dict:
-        return {"digest": self.digest, "rel_error": self.rel_error, "scenarios": [r.to_dict() for r in self.scenarios],
-                "error": self.error, "input_digests": self.input_digests}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TaskAnswer:
-        return cls(data.get("digest", ""), data.get("rel_error", float("nan")),
-                   tuple(ScenarioResult.from_dict(r) for r in data.get("scenarios", ())), data.get("error"),
-                   data.get("input_digests", {}))
-
 
 @dataclasses.dataclass(frozen=True)
-class Answer:
+class Answer(Record):
     """A worker's answer."""
+
+    DECODE: ClassVar[dict] = {"results": lambda results: {key: TaskAnswer.from_dict(value)
+                                                          for key, value in results.items()},
+                              "elapsed_s": float}
 
     results: dict  # task key -> TaskAnswer
     provenance: dict = dataclasses.field(default_factory=dict)
     elapsed_s: float = 0.0
-
-    def to_dict(self) -> dict:
-        return {"results": {key: answer.to_dict() for key, answer in self.results.items()},
-                "provenance": self.provenance, "elapsed_s": self.elapsed_s}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Answer:
-        return cls({key: TaskAnswer.from_dict(value) for key, value in data["results"].items()},
-                   data.get("provenance", {}), float(data.get("elapsed_s", 0.0)))
