@@ -283,8 +283,7 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visi
                      on_visit=on_visit, budget_floor_visits=min(BUDGET_FLOOR_VISITS, min_visits))
     activity = monitor.activity_since(mark) if monitor is not None else None
     limits = {"min_visits": min_visits, "max_visits": max_visits, "budget_s": budget_s}
-    timings = {shape.name: _shape_timing(shape, run.outcomes[shape.name], setups.calls[shape.name],
-                                         setups.sets[shape.name], setups.open_s[shape.name], floor, activity, limits)
+    timings = {shape.name: _shape_timing(shape, run.outcomes[shape.name], setups, floor, activity, limits)
                for shape in shapes if shape.name in run.outcomes}  # in the order given, not the order they stopped
     interrupted = run.interrupted
     if kernels and not interrupted:
@@ -296,7 +295,8 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visi
     return RunTiming(timings, run.errors, interrupted)
 
 
-def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor, activity, limits: dict):
+def _shape_timing(shape, outcome, setups: ShapeSetups, floor, activity, limits: dict):
+    sets = setups.sets[shape.name]
     cycle = outcome.rounds.rounds // outcome.visits
     options = {"min_rounds": limits["min_visits"] * cycle, "max_rounds": limits["max_visits"] * cycle,
                **limits, "target_half_width": TARGET_HALF_WIDTH, "order": "williams", "sets": sets,
@@ -306,8 +306,9 @@ def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor
                            tuple(s.eager_s * 1e6 for s in samples if s.eager_s is not None),
                            tuple(s.clock_mhz for s in samples), setups=tuple(s.setup for s in samples))
                  for name, samples in outcome.rounds.kept.items())
-    return ShapeTiming(shape.name, shape.flop, calls, sets, outcome.rounds.rounds, arms, outcome.ratios, elapsed_s,
-                       outcome.stop_reason.value, outcome.rounds.discards, floor, activity, options)
+    return ShapeTiming(shape.name, shape.flop, setups.calls[shape.name], sets, outcome.rounds.rounds, arms,
+                       outcome.ratios, setups.open_s[shape.name], outcome.stop_reason.value, outcome.rounds.discards,
+                       floor, activity, options)
 
 
 def _with_kernels(timing: ShapeTiming, setup, key, failures) -> ShapeTiming:
