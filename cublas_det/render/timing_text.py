@@ -38,19 +38,16 @@ def shape_warnings(name: str, timing) -> list[str]:
     notes = []
     if not timing.trusted:
         notes.append(f"{name}: ratios not trusted: {timing.untrusted_reason}")
-    discards = timing.discards
     floor = f"{timing.clock_floor_mhz:.0f} MHz" if timing.clock_floor_mhz else "the floor"
-    if discards.throttled or discards.kept_throttled:
-        text = (f"{name}: SM clock below {floor} ({THROTTLE_FRACTION:.0%} of the default) in "
-                f"{plural(discards.throttled + discards.kept_throttled, 'round')}: {discards.throttled} redone")
-        if discards.kept_throttled:
-            text += f", {discards.kept_throttled} kept after {MAX_REDOS} redos (their times are at a low clock)"
-        notes.append(text)
-    if discards.unheld or discards.kept_unheld:
-        notes.append(f"{name}: the blocking kernel let go before the batch was queued in "
-                     f"{plural(discards.unheld + discards.kept_unheld, 'round')} (a stalled host): "
-                     f"{discards.unheld} redone"
-                     + (f", {discards.kept_unheld} kept with launch latency inside" if discards.kept_unheld else ""))
+    causes = {"throttled": (f"SM clock below {floor} ({THROTTLE_FRACTION:.0%} of the default) in {{}}",
+                            f"after {MAX_REDOS} redos (their times are at a low clock)"),
+              "unheld": ("the blocking kernel let go before the batch was queued in {} (a stalled host)",
+                         "with launch latency inside")}
+    for cause, (seen, kept_note) in causes.items():
+        redone, kept = getattr(timing.discards, cause), getattr(timing.discards, "kept_" + cause)
+        if redone or kept:
+            notes.append(f"{name}: {seen.format(plural(redone + kept, 'round'))}: {redone} redone"
+                         + (f", {kept} kept {kept_note}" if kept else ""))
     return notes
 
 

@@ -112,33 +112,35 @@ class ShapeBench:
         graph.upload(self.stream)
         return graph
 
-    def held_launch(self, graph, slot: int = 0, stamps: bool = False):
-        """Queue ``graph`` between two events behind the blocking kernel, release it, and return the
-        (start, end) events. ``stamps``: SM 0 clock stamps outside the interval into slot ``slot``,
-        whose outcome word says whether the kernel held the stream until the release."""
+    @contextlib.contextmanager
+    def _held(self, slot: int = 0):
+        """What is queued on the stream inside waits behind the blocking kernel (its outcome word in slot
+        ``slot``: whether it held the stream until the release) and is released at the end."""
         with self.stream:
             self.hold.hold(self._outcomes[slot:slot + 1])
             try:
-                if stamps:
-                    self.hold.stamp(self._stamps[slot, 0])
-                start = self.stream.record()
-                graph.launch(self.stream)
-                end = self.stream.record()
-                if stamps:
-                    self.hold.stamp(self._stamps[slot, 1])
+                yield
             finally:
                 self.hold.release()
+
+    def held_launch(self, graph, slot: int = 0, stamps: bool = False):
+        """Queue ``graph`` between two events behind the blocking kernel, release it, and return the
+        (start, end) events. ``stamps``: SM 0 clock stamps outside the interval into slot ``slot``."""
+        with self._held(slot):
+            if stamps:
+                self.hold.stamp(self._stamps[slot, 0])
+            start = self.stream.record()
+            graph.launch(self.stream)
+            end = self.stream.record()
+            if stamps:
+                self.hold.stamp(self._stamps[slot, 1])
         return start, end
 
     def held_replays(self, name: str, replays: int) -> None:
-        """``replays`` replays of arm ``name``'s batch back to back behind the blocking kernel,."""
-        with self.stream:
-            self.hold.hold(self._outcomes[:1])
-            try:
-                for _ in range(replays):
-                    self.graphs[name].launch(self.stream)
-            finally:
-                self.hold.release()
+        """``replays`` replays of arm ``name``'s batch back to back behind the blocking kernel."""
+        with self._held():
+            for _ in range(replays):
+                self.graphs[name].launch(self.stream)
 
     def kernel_signatures(self, replays: int = 2) -> dict:
         """{arm: KernelSignature} of ``replays`` held replays of each arm's batch, recorded by CUPTI (untimed)."""
@@ -281,8 +283,7 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visi
                      on_visit=on_visit, budget_floor_visits=min(BUDGET_FLOOR_VISITS, min_visits))
     activity = monitor.activity_since(mark) if monitor is not None else None
     limits = {"min_visits": min_visits, "max_visits": max_visits, "budget_s": budget_s}
-    timings = {shape.name: _shape_timing(shape, run.outcomes[shape.name], setups.calls[shape.name],
-                                         setups.sets[shape.name], setups.open_s[shape.name], floor, activity, limits)
+    timings = {shape.name: _shape_timing(shape, run.outcomes[shape.name], setups, floor, activity, limits)
                for shape in shapes if shape.name in run.outcomes}  # in the order given, not the order they stopped
     interrupted = run.interrupted
     if kernels and not interrupted:
@@ -294,24 +295,20 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visi
     return RunTiming(timings, run.errors, interrupted)
 
 
-def _shape_timing(shape, outcome, calls: int, sets: int, elapsed_s: float, floor, activity, limits: dict):
+def _shape_timing(shape, outcome, setups: ShapeSetups, floor, activity, limits: dict):
+    sets = setups.sets[shape.name]
     cycle = outcome.rounds.rounds // outcome.visits
     options = {"min_rounds": limits["min_visits"] * cycle, "max_rounds": limits["max_visits"] * cycle,
                **limits, "target_half_width": TARGET_HALF_WIDTH, "order": "williams", "sets": sets,
                "schedule": "visits", "visits": outcome.visits, "setups": outcome.visits, "rounds_per_visit": cycle}
-    arms = arm_timings(outcome.rounds.kept, with_setups=True)
-    return ShapeTiming(shape.name, shape.flop, calls, sets, outcome.rounds.rounds, arms, outcome.ratios, elapsed_s,
-                       outcome.stop_reason.value, outcome.rounds.discards, floor, activity, options)
-
-
-def arm_timings(kept: dict, with_setups: bool) -> tuple[ArmTiming, ...]:
-    """Each arm's :class:`ArmTiming` from its kept samples ({arm: [Sample]}), in µs per GEMM; ``with_setups``:
-    keep each sample's setup (visit), whose spread widens the arm's interval."""
-    return tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in samples),
+    # µs per GEMM, each sample with its setup (visit), whose spread widens the arm's interval
+    arms = tuple(ArmTiming(name, tuple(s.graph_s * 1e6 for s in samples),
                            tuple(s.eager_s * 1e6 for s in samples if s.eager_s is not None),
-                           tuple(s.clock_mhz for s in samples),
-                           setups=tuple(s.setup for s in samples) if with_setups else ())
-                 for name, samples in kept.items())
+                           tuple(s.clock_mhz for s in samples), setups=tuple(s.setup for s in samples))
+                 for name, samples in outcome.rounds.kept.items())
+    return ShapeTiming(shape.name, shape.flop, setups.calls[shape.name], sets, outcome.rounds.rounds, arms,
+                       outcome.ratios, setups.open_s[shape.name], outcome.stop_reason.value, outcome.rounds.discards,
+                       floor, activity, options)
 
 
 def _with_kernels(timing: ShapeTiming, setup, key, failures) -> ShapeTiming:

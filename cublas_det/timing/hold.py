@@ -59,10 +59,9 @@ class StreamHold:
         self._flag = ctypes.c_uint32.from_address(self._host_ptr)
         self._flag.value = 0
         try:
-            device_ptr = runtime.pointerGetAttributes(self._host_ptr).devicePointer or self._host_ptr
+            self._device_ptr = runtime.pointerGetAttributes(self._host_ptr).devicePointer or self._host_ptr
         except runtime.CUDARuntimeError:
-            device_ptr = self._host_ptr
-        self._device_ptr = device_ptr
+            self._device_ptr = self._host_ptr
         self._ticket = 0
 
     def hold(self, outcome) -> None:

@@ -18,8 +18,8 @@ EVENT_REASONS = {0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPower
                  0x10: "SyncBoost", 0x20: "SwThermalSlowdown", 0x40: "HwThermalSlowdown",
                  0x80: "HwPowerBrakeSlowdown", 0x100: "DisplayClockSetting"}
 SLOWDOWN_REASONS = ("HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown")
-NO_NVML = "nvidia-ml-py is not installed: GPU clocks, power, temperature and other processes are not recorded " \
-          "(pip install nvidia-ml-py)"
+NOT_RECORDED = "GPU clocks, power, temperature and other processes are not recorded"
+NO_NVML = f"nvidia-ml-py is not installed: {NOT_RECORDED} (pip install nvidia-ml-py)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,9 +28,6 @@ class ProcessSeen:
     name: str = ""  # from /proc when the PID is visible here
     used_mib: float | None = None
     sm_util: int | None = None  # percent, where NVML keeps per-process samples
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +69,7 @@ class GpuActivity:
         return tuple(r for r in self.event_reasons if r in SLOWDOWN_REASONS)
 
     def to_dict(self) -> dict:
-        return {"samples": self.samples, "other_processes": [p.to_dict() for p in self.others],
+        return {"samples": self.samples, "other_processes": [dataclasses.asdict(p) for p in self.others],
                 "other_count": self.other_count, "ambiguous_pids": self.ambiguous,
                 "sm_clock_mhz": list(self.sm_mhz) if self.sm_mhz else None,
                 "temperature_c_max": self.temperature_c_max, "power_w_max": self.power_w_max,
@@ -87,10 +84,6 @@ def others_in(processes, own_pid: int) -> tuple[tuple[ProcessSeen, ...], bool]:
     return tuple(processes), True
 
 
-def reason_names(bits: int) -> tuple[str, ...]:
-    return tuple(name for bit, name in EVENT_REASONS.items() if bits & bit)
-
-
 def summarize(samples, own_pid: int) -> GpuActivity:
     merged: dict[int, ProcessSeen] = {}
     ambiguous = False
@@ -102,14 +95,12 @@ def summarize(samples, own_pid: int) -> GpuActivity:
             merged[p.pid] = p if old is None else ProcessSeen(
                 p.pid, p.name or old.name, _max(old.used_mib, p.used_mib), _max(old.sm_util, p.sm_util))
     clocks = [s.sm_mhz for s in samples if s.sm_mhz is not None]
-    bits = 0
-    for s in samples:
-        bits |= s.event_reasons or 0
+    reasons = tuple(name for bit, name in EVENT_REASONS.items() if any((s.event_reasons or 0) & bit for s in samples))
     return GpuActivity(
         len(samples), tuple(merged[pid] for pid in sorted(merged)), ambiguous and len(merged) > 0,
         (min(clocks), max(clocks)) if clocks else None,
         _max(*(s.temperature_c for s in samples)), _max(*(s.power_w for s in samples)),
-        _max(*(s.gpu_util for s in samples)), reason_names(bits))
+        _max(*(s.gpu_util for s in samples)), reasons)
 
 
 def _max(*values):
@@ -134,18 +125,18 @@ class NvmlReader:
         self.handle = nvml.nvmlDeviceGetHandleByPciBusId(bus_id) if bus_id else nvml.nvmlDeviceGetHandleByIndex(index)
         self._last_util_ts = 0
 
-    def _call(self, name: str, *args):
-        """One NVML query; None where the function is missing or NVML declines (not supported, no data)."""
+    def _call(self, name: str, *args, scale: int = 1):
+        """One NVML query, divided by ``scale``; None where the function is missing or NVML declines."""
         function = getattr(self.nvml, name, None)
         if function is None:
             return None
         try:
-            return function(self.handle, *args)
+            value = function(self.handle, *args)
         except self.nvml.NVMLError:
             return None
+        return value / scale if scale != 1 else value
 
     def sample(self) -> GpuSample:
-        nvml = self.nvml
         util_by_pid = {}
         for entry in self._call("nvmlDeviceGetProcessUtilization", self._last_util_ts) or []:
             util_by_pid[entry.pid] = max(util_by_pid.get(entry.pid, 0), entry.smUtil)
@@ -157,27 +148,24 @@ class NvmlReader:
                 seen[entry.pid] = ProcessSeen(entry.pid, _process_name(entry.pid),
                                               used / 2**20 if isinstance(used, int) else None,
                                               util_by_pid.get(entry.pid))
-        power = self._call("nvmlDeviceGetPowerUsage")
+        power = self._call("nvmlDeviceGetPowerUsage", scale=1000)
         util = self._call("nvmlDeviceGetUtilizationRates")
         reasons = self._call("nvmlDeviceGetCurrentClocksEventReasons")
         if reasons is None:
             reasons = self._call("nvmlDeviceGetCurrentClocksThrottleReasons")
-        return GpuSample(time.perf_counter(), tuple(seen.values()), self._call("nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_SM),
-                         self._call("nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU),
-                         power / 1000 if power is not None else None, util.gpu if util is not None else None, reasons)
+        sm_clock = self.nvml.NVML_CLOCK_SM
+        return GpuSample(time.perf_counter(), tuple(seen.values()), self._call("nvmlDeviceGetClockInfo", sm_clock),
+                         self._call("nvmlDeviceGetTemperature", self.nvml.NVML_TEMPERATURE_GPU), power,
+                         util.gpu if util is not None else None, reasons)
 
     def limits(self) -> dict:
-        nvml = self.nvml
-        name = self._call("nvmlDeviceGetName")
-        limit = self._call("nvmlDeviceGetPowerManagementLimit")
-        enforced = self._call("nvmlDeviceGetEnforcedPowerLimit")
+        name, sm = self._call("nvmlDeviceGetName"), self.nvml.NVML_CLOCK_SM
         return {"name": name.decode() if isinstance(name, bytes) else name,
-                "sm_clock_max_mhz": self._call("nvmlDeviceGetMaxClockInfo", nvml.NVML_CLOCK_SM),
-                "sm_clock_default_applications_mhz": self._call("nvmlDeviceGetDefaultApplicationsClock",
-                                                                nvml.NVML_CLOCK_SM),
-                "sm_clock_applications_mhz": self._call("nvmlDeviceGetApplicationsClock", nvml.NVML_CLOCK_SM),
-                "power_limit_w": limit / 1000 if limit is not None else None,
-                "enforced_power_limit_w": enforced / 1000 if enforced is not None else None}
+                "sm_clock_max_mhz": self._call("nvmlDeviceGetMaxClockInfo", sm),
+                "sm_clock_default_applications_mhz": self._call("nvmlDeviceGetDefaultApplicationsClock", sm),
+                "sm_clock_applications_mhz": self._call("nvmlDeviceGetApplicationsClock", sm),
+                "power_limit_w": self._call("nvmlDeviceGetPowerManagementLimit", scale=1000),
+                "enforced_power_limit_w": self._call("nvmlDeviceGetEnforcedPowerLimit", scale=1000)}
 
     def close(self) -> None:
         try:
@@ -202,7 +190,7 @@ def open_reader(device_id: int | None = None) -> tuple[NvmlReader | None, str | 
     try:
         return NvmlReader(pynvml, bus_id), None
     except pynvml.NVMLError as err:
-        return None, f"NVML could not be read ({err}): GPU clocks, power, temperature and other processes are not recorded"
+        return None, f"NVML could not be read ({err}): {NOT_RECORDED}"
 
 
 _told = set()
@@ -254,8 +242,6 @@ class GpuMonitor:
             self.sample_now()
 
     def sample_now(self) -> None:
-        if self.reader is None:
-            return
         sample = self.reader.sample()
         with self._lock:
             self.samples.append(sample)

@@ -45,24 +45,6 @@ def round_problem(samples: dict, clock_floor_mhz: float | None) -> str | None:
     return None
 
 
-def take_round(measure_round, order: list[str], setup: int, discards: Discards, *,
-               clock_floor_mhz: float | None = None, max_redos: int = MAX_REDOS, eager: bool = True,
-               sleep=time.sleep) -> tuple[dict, Discards]:
-    """One round, ``measure_round(order, setup, eager)``, retaken in the same order while it has a
-    problem, until ``discards`` holds ``max_redos`` redos; its samples and the discards counted."""
-    while True:
-        measured = measure_round(order, setup, eager)
-        problem = round_problem(measured, clock_floor_mhz)
-        if problem is None:
-            return measured, discards
-        redo = discards.redone < max_redos
-        discards = discards.add(problem, kept=not redo)
-        if not redo:
-            return measured, discards
-        if problem == "throttled":
-            sleep(THROTTLE_PAUSE_S)
-
-
 class KeptRounds:
     """One shape's kept rounds, a :class:`Sample` per arm and round, and what was redone; the Williams
     order follows the kept rounds, so visits of whole cycles keep a shape balanced."""
@@ -78,11 +60,21 @@ class KeptRounds:
 
     def take(self, measure_round, count: int, setup: int = 0, *, clock_floor_mhz: float | None = None,
              max_redos: int = MAX_REDOS, eager: bool = True, sleep=time.sleep) -> None:
-        """``count`` more rounds (:func:`take_round`); with ``eager``, the first also times each arm eagerly."""
+        """``count`` more rounds, ``measure_round(order, setup, eager)``, each retaken in its order while it has
+        a problem, until ``max_redos`` are redone; with ``eager``, the first also times each arm eagerly."""
         for index in range(count):
-            measured, self.discards = take_round(measure_round, round_order(self.names, self.rounds), setup,
-                                                 self.discards, clock_floor_mhz=clock_floor_mhz,
-                                                 max_redos=max_redos, eager=eager and index == 0, sleep=sleep)
+            order = round_order(self.names, self.rounds)
+            while True:
+                measured = measure_round(order, setup, eager and index == 0)
+                problem = round_problem(measured, clock_floor_mhz)
+                if problem is None:
+                    break
+                redo = self.discards.redone < max_redos
+                self.discards = self.discards.add(problem, kept=not redo)
+                if not redo:
+                    break
+                if problem == "throttled":
+                    sleep(THROTTLE_PAUSE_S)
             for name in self.names:
                 self.kept[name].append(measured[name])
 

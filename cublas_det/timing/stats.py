@@ -35,15 +35,12 @@ def quartiles(values) -> tuple[float, float, float]:
         raise ValueError("no samples")
     if len(values) == 1:
         return values[0], values[0], values[0]
-    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, q2, q3
+    return tuple(statistics.quantiles(values, n=4, method="inclusive"))
 
 
-def median_ci(values, confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free interval for the median from order statistics: ranks floor(n/2 - z*sqrt(n)/2) and
+def median_ci(values) -> tuple[float, float]:
+    """Distribution-free 95% interval for the median from order statistics: ranks floor(n/2 - z*sqrt(n)/2) and
     ceil(n/2 + 1 + z*sqrt(n)/2), 1-based, clamped to 1..n."""
-    if confidence != 0.95:
-        raise ValueError("only the 95% interval is implemented")
     values = sorted(values)
     n = len(values)
     if n == 0:
@@ -69,10 +66,7 @@ def between_term(values, setups) -> tuple[float, int]:
 
 def widened_ci(values, setups=None) -> tuple[float, float]:
     """:func:`median_ci`, widened in quadrature by :func:`between_term` when values come from several setups."""
-    return _widened(values, between_term(values, setups)[0] if setups else 0.0)
-
-
-def _widened(values, between: float) -> tuple[float, float]:
+    between = between_term(values, setups)[0] if setups else 0.0
     low, high = median_ci(values)
     if not between:
         return low, high
@@ -115,7 +109,7 @@ def paired_ratio(numerator: str, denominator: str, num_samples, den_samples, set
         raise ValueError("paired samples need the same, non-zero number of rounds")
     ratios = [n / d for n, d in zip(num_samples, den_samples)]
     between, dof = between_term(ratios, setups) if setups else (0.0, 0)
-    low, high = _widened(ratios, between)  # widened_ci, with the term taken once
+    low, high = widened_ci(ratios, setups)
     median = statistics.median(ratios)
     return Ratio(numerator, denominator, median, low, high, len(ratios), between / median if median else 0.0, dof)
 

@@ -36,7 +36,8 @@ class VisitsRun:
 
 
 def _visit(open_visit, key, visit: int, rounds: KeptRounds, cycle: int, now, **take) -> float:
-    """A Williams cycle of rounds on a setup of its own (gone before the next is made); its rounds' seconds."""
+    """A Williams cycle of rounds on a setup of its own, gone with this frame before the next is made; its
+    rounds' seconds."""
     with open_visit(key, visit) as measure_round:
         start = now()
         rounds.take(measure_round, cycle, visit, **take)
