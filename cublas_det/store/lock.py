@@ -9,6 +9,7 @@ import os
 
 from .._cublas import ComputeType, MathMode
 from ..config import GemmConfig
+from ..device import fingerprint, require_gpu
 from ..dtypes import GEMM_TYPES
 from ..errors import InputFileError, UsageError
 from ..integers import is_int
@@ -107,8 +108,11 @@ class Lock:
             shape = parse_shape(shape)
         return self.config_for(GemmKey.of(shape, config), shape.m)
 
-    def check_here(self, here: dict) -> None:
-        """Raise :class:`LockMismatch` unless this lock was written where ``here`` describes."""
+    def check_here(self, here: dict | None = None) -> None:
+        """Raise :class:`LockMismatch` unless this lock was written ``here`` (default: this machine, on its GPU)."""
+        if here is None:
+            require_gpu()
+            here = where_here(fingerprint())
         differ = [f"{field.replace('_', ' ')} {self.where.get(field)} there, {here.get(field)} here"
                   for field in WHERE_FIELDS if self.where.get(field) != here.get(field)]
         if differ:
