@@ -7,7 +7,8 @@ import dataclasses
 from ..config import math_mode_name
 from ..errors import InputFileError
 from ..store import capture as document
-from ..store.capture import FORMAT, HINT, VERSION
+from ..store.capture import FORMAT, HINT, MAX_FILE_BYTES, VERSION
+from ..store.files import read_json
 from . import model
 from .findings import Finding, findings
 from .model import Capture, GemmDefinition
@@ -66,15 +67,12 @@ def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None 
 
 def load(path: str) -> CaptureFile:
     """Read a capture file, refusing (one line, :class:`InputFileError`) what no capture is."""
-    return _capture_file(document.read(path), path)
+    return from_data(read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="capture file"), path)
 
 
 def from_data(data, path: str) -> CaptureFile:
-    return _capture_file(document.check(data, path), path)
-
-
-def _capture_file(data: dict, path: str) -> CaptureFile:
-    """The :class:`CaptureFile` of a checked document: each GEMM's definition within bounds, each once."""
+    """The :class:`CaptureFile` of a document, checked: each GEMM's definition within bounds, each once."""
+    data = document.check(data, path)
     gemms = []
     for gemm in data["gemms"]:
         try:

@@ -4,7 +4,7 @@ the distinct GEMMs with their sites and kernels, the handles, and the findings."
 from __future__ import annotations
 
 from . import schema
-from .files import check_format, read_json
+from .files import check_format
 from .schema import Each, Record
 
 FORMAT, VERSION = "cublas_det.capture", 1
@@ -39,10 +39,6 @@ _CAPTURE = Record({
     "unattributed_calls": _COUNT, "lt_kernels_unmatched": _COUNT, "handles": Each(_HANDLE),
     "gemms": Each(Record({**_GEMM.fields, "sites": Each(_SITE)}, required=_GEMM.required)),
     "findings": Each(_FINDING)}, required=("gemms",))
-
-
-def read(path: str) -> dict:
-    return check(read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="capture file"), path)
 
 
 def check(data, path: str) -> dict:
