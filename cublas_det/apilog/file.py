@@ -7,7 +7,8 @@ import dataclasses
 from ..config import math_mode_name
 from ..errors import InputFileError
 from ..store import capture as document
-from ..store.capture import FORMAT, HINT, VERSION
+from ..store.capture import FORMAT, HINT, MAX_FILE_BYTES, VERSION
+from ..store.files import read_json
 from . import model
 from .findings import Finding, findings
 from .model import Capture, GemmDefinition
@@ -28,12 +29,6 @@ class CaptureFile:
         return plans(self.gemms)
 
 
-def gemm_ids(capture: Capture) -> dict:
-    """``g1``, ``g2`` ... by call count, most first (then in the order first seen)."""
-    ordered = sorted(capture.gemms.items(), key=lambda item: -item[1].calls)
-    return {definition: f"g{i}" for i, (definition, _) in enumerate(ordered, 1)}
-
-
 def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None = None) -> dict:
     unmatched = capture.joined()
     if unmatched and "cublas" in capture.logs:
@@ -43,12 +38,13 @@ def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None 
         capture.notes.append(f"{unmatched:,} cuBLASLt kernel launches (cublasLt...Matmul) were made inside cuBLAS "
                              "calls, which are in the cuBLAS log, not read: give it too "
                              "(--from CUBLAS_LOG CUBLASLT_LOG)")
-    ids = gemm_ids(capture)
+    ordered = sorted(capture.gemms.items(), key=lambda item: -item[1].calls)  # then in the order first seen
+    ids = {definition: f"g{i}" for i, (definition, _) in enumerate(ordered, 1)}
     gemms = [{"id": ids[definition], "calls": stats.calls, **definition.to_dict(),
               "math_mode_name": math_mode_name(definition.math_mode) if not definition.is_lt else None,
               "sites": [{**dataclasses.asdict(site), "calls": n} for site, n in stats.sites.most_common()],
               "lt_kernels": [{"algo": dict(algo), "calls": n} for algo, n in stats.internal.most_common()]}
-             for definition, stats in sorted(capture.gemms.items(), key=lambda item: int(ids[item[0]][1:]))]
+             for definition, stats in ordered]
     handles = [{"process": h.process, "handle": h.handle, "calls": h.calls, "streams": dict(h.streams),
                 "threads": sorted(t for t in h.threads if t is not None),
                 "math_modes": sorted(math_mode_name(m) for m in h.math_modes),
@@ -71,15 +67,12 @@ def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None 
 
 def load(path: str) -> CaptureFile:
     """Read a capture file, refusing (one line, :class:`InputFileError`) what no capture is."""
-    return _capture_file(document.read(path), path)
+    return from_data(read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="capture file"), path)
 
 
 def from_data(data, path: str) -> CaptureFile:
-    return _capture_file(document.check(data, path), path)
-
-
-def _capture_file(data: dict, path: str) -> CaptureFile:
-    """The :class:`CaptureFile` of a checked document: each GEMM's definition within bounds, each once."""
+    """The :class:`CaptureFile` of a document, checked: each GEMM's definition within bounds, each once."""
+    data = document.check(data, path)
     gemms = []
     for gemm in data["gemms"]:
         try:

@@ -10,7 +10,6 @@ The answer comes first.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 
@@ -32,16 +31,12 @@ then compare the files on any machine.
 """ + exit_codes("2 also when, in a fleet, a file was compared with no other (named)")
 
 
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+def run(argv: list[str], prog: str) -> int:
     parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG, slice(1, 3)))
     parser.add_argument("files", nargs="+", metavar="RUN.json", help="files written by --json (two, or a fleet)")
     parser.add_argument("--fail-on", type=float, metavar="PCT",
                         help="with two files: exit 1 if a median time grew by more than PCT percent")
-    return parser
-
-
-def run(argv: list[str], prog: str) -> int:
-    args = build_parser(prog).parse_args(argv)
+    args = parser.parse_args(argv)
     # a shell pattern that matched no file: the shell passes it on as written
     patterns = [path for path in args.files if glob.has_magic(path) and not os.path.exists(path)]
     if patterns:

@@ -21,17 +21,13 @@ EPILOG = """example:
                                  "checked)")
 
 
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+def run(argv: list[str], prog: str) -> int:
     parser = ArgumentParser(prog, description=__doc__.split("\n\n")[0].split(": ", 1)[1],
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", metavar="RUN.json", help="a file written by bench --json")
     parser.add_argument("--markdown", metavar="PATH", help="also write the tables and summary as Markdown")
     parser.add_argument("--plot", metavar="PATH", help="also write a PNG of time per mode per shape (needs matplotlib)")
-    return parser
-
-
-def run(argv: list[str], prog: str) -> int:
-    args = build_parser(prog).parse_args(argv)
+    args = parser.parse_args(argv)
     check_outputs(args, "markdown", "plot")
     run = load_run(args.file)
     result = bench_result(run)

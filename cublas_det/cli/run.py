@@ -13,7 +13,6 @@ import shutil
 import sys
 import tempfile
 
-from ..device import fingerprint, require_gpu
 from ..enter import python_env, run_program
 from ..errors import ExitCode, UsageError
 from ..store import lock as lockfile
@@ -40,9 +39,7 @@ def run(argv: list[str], prog: str) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise UsageError("give the command to run after --, e.g. -- python train.py")
-    lock = lockfile.load(args.lock)
-    require_gpu()
-    lock.check_here(lockfile.where_here(fingerprint()))
+    lockfile.load(args.lock).check_here()
     folder = tempfile.mkdtemp(prefix="cublas-det-run-")
     try:
         env = python_env(["cublas_det.torch.boot:start"],

@@ -4,7 +4,7 @@ the distinct GEMMs with their sites and kernels, the handles, and the findings."
 from __future__ import annotations
 
 from . import schema
-from .files import check_format, read_json
+from .files import check_format
 from .schema import Each, Record
 
 FORMAT, VERSION = "cublas_det.capture", 1
@@ -12,15 +12,14 @@ MAX_FILE_BYTES = 256 << 20
 HINT = "give a file that `cublas-det capture` wrote"
 
 # A GEMM's arguments as the log gave them; their bounds are the definition's own (capture.model).
+_REQUIRED = {"id": "a non-empty string", "calls": "a positive integer", "api": "a string", "transa": "a string",
+             "transb": "a string", **dict.fromkeys(("m", "n", "k", "lda", "ldb", "ldc"), "an integer"),
+             **dict.fromkeys(("a_type", "b_type", "c_type", "compute_type"), "a string")}
 _GEMM = Record({
-    "id": "a non-empty string", "calls": "a positive integer", "api": "a string", "transa": "a string",
-    "transb": "a string", **dict.fromkeys(("m", "n", "k", "lda", "ldb", "ldc"), "an integer"),
-    "a_type": "a string", "b_type": "a string", "c_type": "a string", "compute_type": "a string",
-    "algo": "an integer", "batch_count": "an integer", "strides": "a list of integers", "math_mode": "an integer",
-    "workspace_bytes": "an integer", "scale_type": "a string", "epilogue": "a string", "bias": "true or false",
-    "sm_count_target": "an integer", "preference": "an object", "lt_algo": "an object"},
-    required=("id", "calls", "api", "transa", "transb", "m", "n", "k", "lda", "ldb", "ldc", "a_type", "b_type",
-              "c_type", "compute_type"))
+    **_REQUIRED, "algo": "an integer", "batch_count": "an integer", "strides": "a list of integers",
+    "math_mode": "an integer", "workspace_bytes": "an integer", "scale_type": "a string", "epilogue": "a string",
+    "bias": "true or false", "sm_count_target": "an integer", "preference": "an object", "lt_algo": "an object"},
+    required=tuple(_REQUIRED))
 _FINDING = Record({"id": "a string", "kind": "a string", "text": "a string", "handles": "a list",
                    "streams": "a list", "gemms": "a list"}, required=("id", "kind", "text"))
 _COUNT = "an integer >= 0"
@@ -40,10 +39,6 @@ _CAPTURE = Record({
     "unattributed_calls": _COUNT, "lt_kernels_unmatched": _COUNT, "handles": Each(_HANDLE),
     "gemms": Each(Record({**_GEMM.fields, "sites": Each(_SITE)}, required=_GEMM.required)),
     "findings": Each(_FINDING)}, required=("gemms",))
-
-
-def read(path: str) -> dict:
-    return check(read_json(path, HINT, max_bytes=MAX_FILE_BYTES, what="capture file"), path)
 
 
 def check(data, path: str) -> dict:

@@ -9,6 +9,7 @@ import os
 
 from .._cublas import ComputeType, MathMode
 from ..config import GemmConfig
+from ..device import fingerprint, require_gpu
 from ..dtypes import GEMM_TYPES
 from ..errors import InputFileError, UsageError
 from ..integers import is_int
@@ -107,8 +108,11 @@ class Lock:
             shape = parse_shape(shape)
         return self.config_for(GemmKey.of(shape, config), shape.m)
 
-    def check_here(self, here: dict) -> None:
-        """Raise :class:`LockMismatch` unless this lock was written where ``here`` describes."""
+    def check_here(self, here: dict | None = None) -> None:
+        """Raise :class:`LockMismatch` unless this lock was written ``here`` (default: this machine, on its GPU)."""
+        if here is None:
+            require_gpu()
+            here = where_here(fingerprint())
         differ = [f"{field.replace('_', ' ')} {self.where.get(field)} there, {here.get(field)} here"
                   for field in WHERE_FIELDS if self.where.get(field) != here.get(field)]
         if differ:
@@ -147,15 +151,14 @@ def load(path: str) -> Lock:
 
 _DIMENSION = ("an integer from 1 to 2**31 - 1", lambda value: is_int(value, 1, MAX_DIMENSION - 1))
 _ELEMENT_TYPE = (f"one of {', '.join(GEMM_TYPES)}", lambda value: isinstance(value, str) and value in GEMM_TYPES)
-_GEMM = Record({
+_KEY = {  # GemmKey's fields, in order
     "input_dtype": _ELEMENT_TYPE, "output_dtype": _ELEMENT_TYPE,
     "compute_type": ("a cuBLAS compute type such as COMPUTE_32F",
                      lambda value: isinstance(value, str) and value in ComputeType.__members__),
     "trans_a": "true or false", "trans_b": "true or false", "n": _DIMENSION, "k": _DIMENSION, "batch": _DIMENSION,
     "epilogue": ('"" or "BIAS"', lambda value: value in ("", "BIAS")),
-    "m": ("0 (any M) or an integer up to 2**31 - 1", lambda value: is_int(value, 0, MAX_DIMENSION - 1))},
-    required=("input_dtype", "output_dtype", "compute_type", "trans_a", "trans_b", "n", "k", "batch", "epilogue"),
-    null=False)
+    "m": ("0 (any M) or an integer up to 2**31 - 1", lambda value: is_int(value, 0, MAX_DIMENSION - 1))}
+_GEMM = Record(_KEY, required=tuple(_KEY)[:-1], null=False)  # m absent: any M
 _ENTRY = Record({"gemm": _GEMM, "config": "an object", "verified": "an object", "cost": "an object",
                  "source": "a string"}, required=("gemm", "config", "verified"))
 _WHERE = Record({"gpu": "a string", "sm_count": "an integer", "compute_capability": "a string",

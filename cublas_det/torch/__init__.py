@@ -7,7 +7,6 @@ import contextlib
 import sys
 
 from ..store import lock as lockfile
-from ..device import fingerprint, require_gpu
 from .audit import AuditReport
 from .audit import audit as _audit
 from ..store.lock import LockReport
@@ -26,8 +25,7 @@ def enable(lock: str | lockfile.Lock, *, check: bool = True) -> Router:
         raise RuntimeError("a lock is already enabled; disable() it first")
     loaded = lockfile.load(lock) if isinstance(lock, str) else lock
     if check:
-        require_gpu()
-        loaded.check_here(lockfile.where_here(fingerprint()))
+        loaded.check_here()
     router = Router(loaded)
     router.enable()
     _active = router
