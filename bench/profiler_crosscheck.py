@@ -63,7 +63,8 @@ def main() -> int:
     from cublas_det.shapes import parse_shape
     from cublas_det.timing import ShapeBench, warm_up
     from cublas_det.timing.clocks import default_sm_clock_mhz
-    from cublas_det.timing.rounds import THROTTLE_FRACTION
+    from cublas_det.timing.results import ArmTiming
+    from cublas_det.timing.rounds import THROTTLE_FRACTION, run_rounds
 
     parser = ArgumentParser(prog=prog_name(), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", action="append", metavar="MxNxK[:op]", help=f"repeatable (default: {' '.join(SHAPES)})")
@@ -83,17 +84,20 @@ def main() -> int:
         with ShapeBench(shape, configs, aa_control=False) as bench:
             started = time.perf_counter()
             bench.prepare()
-            timing = bench.time(started=started, min_rounds=20, max_rounds=60,
-                                clock_floor_mhz=THROTTLE_FRACTION * default if default else None)
+            outcome = run_rounds(bench.names, bench.measure_round, min_rounds=20, max_rounds=60, started=started,
+                                 clock_floor_mhz=THROTTLE_FRACTION * default if default else None)
+            arms = {name: ArmTiming(name, tuple(s.graph_s * 1e6 for s in kept),
+                                    tuple(s.eager_s * 1e6 for s in kept if s.eager_s is not None),
+                                    tuple(s.clock_mhz for s in kept)) for name, kept in outcome.samples.items()}
             for config in configs:
-                arm = timing.arm(config.name)
+                arm = arms[config.name]
                 span_us, busy_us, names, per_gemm = profiled_us_per_gemm(bench, config.name, args.replays)
                 ratio = arm.median_us / span_us
                 ok = within(ratio, args.tolerance)
                 if not ok:
                     failed.append(f"{shape.spec} {config.name}")
                 print(f"{shape.spec} {config.name}: cublas_det graph {arm.median_us:.2f} µs/GEMM (eager "
-                      f"{arm.eager_median_us:.2f}; {timing.calls_per_batch} GEMMs/batch, {timing.buffer_sets} "
+                      f"{arm.eager_median_us:.2f}; {bench.calls} GEMMs/batch, {bench.sets} "
                       f"buffer sets, SM {arm.median_clock_mhz or 0:.0f} MHz); torch profiler: kernel span "
                       f"{span_us:.2f} µs/GEMM -> ratio {ratio:.3f} {'ok' if ok else 'FAIL'} (within ±{args.tolerance:.0%}"
                       f"), kernel busy {busy_us:.2f} µs/GEMM ({per_gemm:.0f} kernels/GEMM: {names})")

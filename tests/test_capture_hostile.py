@@ -50,6 +50,15 @@ def test_a_gzip_log_cut_short_is_read_up_to_the_cut_and_a_corrupt_one_refused_in
     assert code == 2 and "does not decompress" in err and "Traceback" not in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize("split", [0, 5, 1000], ids=["newline-member-first", "first-line-split", "1000-byte-members"])
+def test_a_gzip_log_of_several_members_reads_whole(tmp_path, capsys, split):
+    text = log("block", "cublas")
+    parts = [b"\n", text] if split == 0 else [text[i:i + split] for i in range(0, len(text), split)]
+    code, _, err, data = run_from(tmp_path, capsys, ("m.gz", b"".join(gzip.compress(part) for part in parts)))
+    assert code == 0 and "neither" not in err and "empty" not in err, err
+    assert data["calls"] == 18 and len(data["gemms"]) == 6
+
+
 def _blocks(text: bytes) -> list[bytes]:
     """A cuBLAS log's call records, each with its ``I! cuBLAS`` line and its line ends."""
     return [b"I! cuBLAS " + b for b in (b"\n" + text).split(b"\nI! cuBLAS ")[1:]]

@@ -64,7 +64,7 @@ class _Gunzipped(gzip.GzipFile):
 
     def __init__(self, path: str, raw):
         super().__init__(fileobj=raw)
-        self.path, self.cut = path, False
+        self.path, self.cut, self._ready = path, False, b""
 
     def _guarded(self, read, size: int) -> bytes:
         try:
@@ -77,9 +77,15 @@ class _Gunzipped(gzip.GzipFile):
                                  "itself") from None
 
     def peek(self, size: int) -> bytes:
-        return self._guarded(super().peek, size)
+        """``size`` bytes or all there are, across members: gzip's own peek stops at a member's end."""
+        while len(self._ready) < size and (data := self._guarded(super().read1, size)):
+            self._ready += data
+        return self._ready
 
     def read(self, size: int) -> bytes:
+        if self._ready:
+            data, self._ready = self._ready[:size], self._ready[size:]
+            return data
         return self._guarded(super().read1, size)  # read1: what came before a cut is never lost
 
 

@@ -132,11 +132,11 @@ def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
     """One row per configuration (A/A controls are none), named without the element types the run shares."""
     rows = []
     timing = report.timing
-    configs = {mode: check.config for mode, check in report.checks.items()} or (
-        {a.name: a.name.config for a in timing.arms if not a.name.control} if timing else {})
+    role_of = {mode: check.config.role for mode, check in report.checks.items()} or (
+        {a.name: a.name.role for a in timing.arms if not a.name.control} if timing else {})
     reference = timing.arm_name("PEDANTIC") if timing else None
-    roles = [config.role for config in configs.values()]  # unless two share one: then their names tell them apart
-    for mode, shown in zip(configs, roles if len(set(roles)) == len(roles) else configs):
+    roles = list(role_of.values())  # unless two share one: then their names tell them apart
+    for mode, shown in zip(role_of, roles if len(set(roles)) == len(roles) else role_of):
         check = report.checks.get(mode)
         arm = timing.arm(mode) if timing else None
         tflops = timing.tflops(mode) if arm else None
@@ -331,7 +331,7 @@ def cost_lines(result: BenchResult) -> list[str]:
     pairs: dict = {}  # (numerator role, denominator role) -> [(report, ratio)]
     for report in (report for report in result.shapes if report.timing):
         pedantic, default = report.timing.arm_name("PEDANTIC"), report.timing.arm_name("DEFAULT")
-        roles = {arm.name: arm.name.config.role for arm in report.timing.arms}
+        roles = {arm.name: arm.name.role for arm in report.timing.arms}
         for r in report.timing.ratios:
             wanted = (r.numerator, r.denominator) == (pedantic, default) or (
                 r.denominator == pedantic and r.numerator not in (default, pedantic))

@@ -7,7 +7,7 @@ import dataclasses
 import statistics
 
 from .._cublas import ComputeType
-from ..config import GemmConfig
+from ..config import GemmConfig, name_role
 from .stats import Ratio, quartiles, widened_ci
 
 AA_SUFFIX = "-AA"
@@ -17,27 +17,43 @@ AA_TOLERANCE = 0.005
 
 class Arm(str):
     """An arm's name, as tables, JSON and ratios show it, carrying the configuration it times and whether
-    it is the A/A control (a second handle of that configuration): nothing parses the name back."""
+    it is the A/A control (a second handle of that configuration): nothing parses the name back. A stored
+    name no configuration reads back (a pinned algorithm's, a foreign one) keeps ``config`` None."""
 
-    def __new__(cls, config: GemmConfig, control: bool = False):
-        arm = super().__new__(cls, config.name + (AA_SUFFIX if control else ""))
+    def __new__(cls, config: GemmConfig | None, control: bool = False, name: str | None = None):
+        arm = super().__new__(cls, (config.name if config else name) + (AA_SUFFIX if control else ""))
         arm.config, arm.control = config, control
         return arm
 
     def __reduce__(self):
-        return Arm, (self.config, self.control)
+        return Arm, (self.config, self.control, None if self.config else self.base)
+
+    @property
+    def base(self) -> str:
+        """The name without the A/A suffix: the arm a control repeats."""
+        return self.removesuffix(AA_SUFFIX)
+
+    @property
+    def role(self) -> str:
+        return self.config.role if self.config else name_role(self.base)
 
     @classmethod
     def read(cls, name: str, known: dict | None = None) -> Arm:
         """The arm a run file names, its configuration from ``known`` ({name: GemmConfig}) or the name."""
         base = name.removesuffix(AA_SUFFIX)
-        return cls((known or {}).get(base) or GemmConfig.parse(base, source="arm"), base != name)
+        config = (known or {}).get(base)
+        if config is None:
+            try:
+                config = GemmConfig.parse(base, source="arm")
+            except ValueError:
+                return cls(None, base != name, base)  # shown and paired by its name, as the file has it
+        return cls(config, base != name)
 
 
 def arm_with_role(arms, mode: str) -> Arm | None:
     """The (first) arm of math mode ``mode`` (``PEDANTIC``) and nothing else but element types, algo and
     workspace, A/A controls excluded: a bf16 run finds its arms as an fp32 run does."""
-    return next((a for a in arms if not a.control and a.config.math_mode.name == mode
+    return next((a for a in arms if not a.control and a.config and a.config.math_mode.name == mode
                  and not a.config.disallow_reduced_precision_reduction
                  and a.config.compute_type is ComputeType.COMPUTE_32F and a.config.api == "gemm_ex"), None)
 
@@ -61,7 +77,7 @@ def ratio_pairs(arms: list[Arm]) -> list[tuple[Arm, Arm]]:
     pairs = [(arm, reference) for arm in modes if reference and arm != reference]
     if pedantic and default:
         pairs.append((pedantic, default))
-    return pairs + [(arm, Arm(arm.config)) for arm in arms if arm.control and Arm(arm.config) in modes]
+    return pairs + [(arm, mode) for arm in arms if arm.control for mode in modes if mode == arm.base]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +191,7 @@ class ShapeTiming:
     @property
     def aa_ratio(self) -> Ratio | None:
         control = self.control
-        return self.ratio(control, control.config) if control else None
+        return self.ratio(control, control.base) if control else None
 
     @property
     def untrusted_reason(self) -> str | None:
