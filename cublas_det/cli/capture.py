@@ -145,11 +145,15 @@ def run(argv: list[str], prog: str) -> int:
         except OSError as err:  # not found, not executable, not a program (ENOEXEC) ...
             raise UsageError(f"cannot run {command[0]!r}: {err.strerror or err}") from None
         capture.exit_status = status
-        note = ("interrupted (Ctrl-C)" if interrupted else f"the command was ended by {signal_name(status)}"
-                if signal_name(status) else f"the command failed (exit {status})" if status else "")
-        if note:
-            capture.notes.append(note)
-            complete, status = False, ExitCode.INTERRUPTED if interrupted else status
+        if interrupted:
+            capture.notes.append("interrupted (Ctrl-C)")
+            complete, status = False, ExitCode.INTERRUPTED
+        elif signal_name(status):
+            capture.notes.append(f"the command was ended by {signal_name(status)}")
+            complete = False
+        elif status:
+            capture.notes.append(f"the command failed (exit {status})")
+            complete = False
     data = to_dict(capture, complete=complete, compute_capability=_compute_capability())
     written = write_json(args.out, data, prog)
     if not args.quiet:
