@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from packaging.requirements import Requirement
 
 from cublas_det import device as _device
@@ -100,6 +101,25 @@ def test_a_uuid_cut_at_a_nul_byte_is_asked_of_the_driver(monkeypatch):
     assert _device.gpu_uuid(_device._uuid_bytes(0, b"\xbd")) == "GPU-bd004568-87af-c5ff-665f-3718c892de74"
     monkeypatch.setattr(_device.ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError("no libcuda")))
     assert _device._uuid_bytes(0, b"\xbd") is None  # no driver: no UUID, never a wrong one
+
+
+@pytest.mark.gpu
+def test_the_driver_gives_this_gpu_the_uuid_cupy_and_nvml_give_it():
+    import cupy
+
+    raw = cupy.cuda.runtime.getDeviceProperties(0)["uuid"]
+    from_driver = _device._uuid_bytes(0, b"")  # a cut UUID: asked of the driver
+    assert from_driver is not None and len(from_driver) == 16
+    assert from_driver.startswith(raw)  # CuPy's bytes, whole or up to a NUL byte
+    assert _device.device_properties(0)["uuid"] == _device.gpu_uuid(from_driver)
+    pynvml = pytest.importorskip("pynvml", reason="NVML's UUID needs nvidia-ml-py")
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByPciBusId(_device.device_properties(0)["pci_bus_id"])
+        uuid = pynvml.nvmlDeviceGetUUID(handle)
+        assert (uuid.decode() if isinstance(uuid, bytes) else uuid) == _device.gpu_uuid(from_driver)
+    finally:
+        pynvml.nvmlShutdown()
 
 
 def test_one_describer_names_a_machine_for_runs_sweeps_and_the_title():
