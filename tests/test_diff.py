@@ -79,7 +79,8 @@ def test_seed_note_runs_first_divergence_at_step_2_in_the_planted_leaf(seed_runs
     assert "step 2: 1 of 26 leaves diverges" in lines
     row = next(line.split() for line in lines if line.strip().startswith(PLANTED))
     a, b = seed_values(2, 7, False).astype(np.float64), seed_values(2, 7, True).astype(np.float64)
-    assert row[:7] == [PLANTED, "DIVERGE", "3/4096", "(<0.1%)", "2", f"{np.abs(a - b).max():.3g}", "[130]"]
+    # located at the worst element (2 ULP at 4000), not at the first mismatch (130)
+    assert row[:7] == [PLANTED, "DIVERGE", "3/4096", "(<0.1%)", "2", f"{np.abs(a - b).max():.3g}", "[4000]"]
     assert "step 3" not in result.stdout and "1 later step not compared" in result.stdout
     assert lines[-1] == f"first divergence at step 2 in leaf {PLANTED}; all of step 1 equal"
 
@@ -295,7 +296,8 @@ def test_json_output(seed_runs, tmp_path, capsys):
     data = json.loads((tmp_path / "diff.json").read_text())
     assert code == 1 and data["identical"] is False and data["first_divergence"] == {"step": 2, "leaf": PLANTED}
     planted = next(leaf for leaf in data["steps"][1]["leaves"] if leaf["leaf"] == PLANTED)
-    assert planted["mismatched"] == 3 and planted["max_ulp"] == 2 and planted["first_index"] == [130]
+    assert planted["mismatched_elements"] == 3 and planted["max_ulp"] == 2 and planted["index"] == [4000]
+    assert planted["total_elements"] == 4096 and planted["nan_mismatches"] == planted["signed_zero_mismatches"] == 0
     assert data["not_compared"] == [3]
 
 
@@ -306,7 +308,7 @@ def test_chunk_size_does_not_change_the_result(seed_runs):
     large = diff_runs(run_a, run_b, all_steps=True)
     assert small == large
     planted = next(leaf for leaf in large.steps[1].leaves if leaf.leaf == PLANTED)
-    assert planted.status is LeafStatus.DIVERGE and planted.stats.first_index == 130
+    assert planted.status is LeafStatus.DIVERGE and planted.stats.index == (4000,)
 
 
 def test_memory_stays_bounded_while_streaming(tmp_path):
@@ -326,7 +328,7 @@ def test_memory_stays_bounded_while_streaming(tmp_path):
         _, diverged_peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert equal.identical and every.steps[0].leaves[0].stats.mismatched == n
+    assert equal.identical and every.steps[0].leaves[0].stats.mismatched_elements == n
     assert equal_peak < 8 << 20 and diverged_peak < 8 << 20, (equal_peak, diverged_peak)  # half of one leaf
 
 
