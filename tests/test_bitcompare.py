@@ -139,3 +139,16 @@ def test_bfloat16_values_print_with_the_fewest_digits_that_name_them():
         printed = float(bf16.format_value(value))
         rounded = int(np.array([printed], np.float32).view(np.uint32)[0])
         assert (rounded + 0x7FFF + ((rounded >> 16) & 1)) >> 16 == bits
+
+
+def test_ints_and_bools_are_located_at_the_greatest_difference_the_first_on_a_tie():
+    a, b = np.array([[0, 5], [-3, 9]], np.int16), np.array([[1, 5], [4, 2]], np.int16)  # |a - b|: 1, 0, 7, 7
+    ints = compare_arrays(a, b, "int16")
+    assert (ints.mismatched_elements, ints.max_abs_diff, ints.max_ulp) == (3, 7.0, None)
+    assert ints.index == (1, 0) and (ints.reference_value, ints.actual_value) == (-3, 4)
+    streamed = BitComparison(lookup_dtype("int16"), a.shape)
+    streamed.update(a.tobytes()[:6], b.tobytes()[:6], 6)  # the tie across two chunks: the earlier one stays
+    streamed.update(a.tobytes()[6:], b.tobytes()[6:], 2)
+    assert streamed.stats() == ints
+    flags = compare_arrays(np.array([True, False, True]), np.array([False, False, False]), "bool")
+    assert (flags.mismatched_elements, flags.max_abs_diff, flags.index, flags.reference_value) == (2, 1.0, (0,), True)

@@ -265,6 +265,27 @@ def test_nan_and_signed_zero_cases(tmp_path, capsys):
     assert "signed zero only" in rows["zeros"] and "A 0.0, B -0.0" in rows["zeros"]
 
 
+def test_a_nan_pair_beside_numbers_is_counted_apart_and_the_worst_number_located(tmp_path, capsys):
+    """The record's policy in the table and the JSON: NaN pairs outside max_ulp, the location a number's."""
+    nan = np.float32(np.nan)
+    w = np.array([[nan, 1.0, 2.0], [0.0, 4.0, 8.0]], np.float32)
+    w_b = np.array([[1.0, np.nextafter(np.float32(1), np.float32(2)), 2.0], [-0.0, 4.0, 8.0 + 2.0 ** -19]],
+                   np.float32)  # a NaN pair first, then 1 ULP, a signed zero, 2 ULP
+    a, b = _npy_run(tmp_path / "a", {0: {"w": w}}), _npy_run(tmp_path / "b", {0: {"w": w_b}})
+    code, out, _ = _main(capsys, a, b, "--json", tmp_path / "diff.json")
+    row = next(line for line in out.splitlines() if line.strip().startswith("w "))
+    assert code == 1 and row.split()[1:6] == ["DIVERGE", "4/6", "(66.7%)", "nan", "1.91e-06"] and "[1, 2]" in row
+    assert "A 8.0, B 8.000002" in row
+    assert "1 signed zero" in row and "1 with NaN; others up to 2 ULP" in row
+    (leaf,) = json.loads((tmp_path / "diff.json").read_text())["steps"][0]["leaves"]
+    assert {key: leaf[key] for key in ("mismatched_elements", "total_elements", "max_ulp", "index",
+                                       "nan_mismatches", "signed_zero_mismatches")} == \
+        {"mismatched_elements": 4, "total_elements": 6, "max_ulp": 2, "index": [1, 2], "nan_mismatches": 1,
+         "signed_zero_mismatches": 1}
+    assert leaf["max_abs_diff"] == 2.0 ** -19
+    assert (leaf["reference_value"], leaf["actual_value"]) == (8.0, 8 + 2.0 ** -19)
+
+
 def test_missing_reshaped_and_retyped_leaves_and_steps_are_reported(tmp_path, capsys):
     w = np.zeros((2, 3), np.float32)
     a = _npy_run(tmp_path / "a", {0: {"w": w, "only_a": w, "shape": w, "dtype": w}, 1: {"w": w}})
