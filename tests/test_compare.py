@@ -172,12 +172,13 @@ def test_16_bit_formats_compare_bit_for_bit_with_ulps():
 
 
 def _planted(dtype, seed):
-    """A reference and three outputs with planted differences of every kind the definitions name: a few
-    ULP, a signed zero, a NaN, a ULP tie later in the array, and a far value at a power of two."""
+    """A reference and four outputs with planted differences of every kind the policy names: a few ULP, a
+    signed zero, a NaN beside a number, a ULP tie later in the array, a far value at a power of two, and
+    NaN pairs alone."""
     rng = np.random.default_rng(seed)
     ref = rng.standard_normal((257, 129)).astype(dtype)
     ref[3, 4], ref[200, 100] = 0.0, 2.0
-    outs = [ref.copy() for _ in range(3)]
+    outs = [ref.copy() for _ in range(4)]
     bits = outs[0].view(np.uint16 if np.dtype(dtype).itemsize == 2 else np.uint32)
     bits[10, 10] += 3
     bits[250, 1] += 3  # the same distance later: the first one is the location
@@ -185,6 +186,7 @@ def _planted(dtype, seed):
     outs[1][7, 7] = np.nan
     outs[1].view(bits.dtype)[20, 20] -= 1  # a finite difference beside the NaN (NaN != NaN in ==)
     outs[2][200, 100] = -2.0
+    outs[3][5, 6] = outs[3][100, 3] = np.nan  # only NaN pairs: no ULP, located at the first
     return ref, outs
 
 
@@ -196,20 +198,24 @@ def test_the_gpu_module_gives_the_numpy_definition_bit_for_bit(dtype_name):
     dtype = np.float32 if dtype_name == "float32" else np.float16
     if dtype_name == "bfloat16":
         dtype = pytest.importorskip("ml_dtypes").bfloat16
-    def same(a, b) -> bool:  # field by field, a NaN equal to a NaN (the planted NaN is a located value)
-        return all(x == y or (x != x and y != y) for x, y in zip(dataclasses.astuple(a), dataclasses.astuple(b)))
-
     ref, outs = _planted(dtype, seed=1)
     for out in outs + [ref.copy()]:
-        assert same(compare(cupy.asarray(ref), cupy.asarray(out)), compare(ref, out))
-    assert np.isnan(compare(ref, outs[1]).actual_value)  # the NaN is the farthest value: its location
+        assert _same_record(compare(cupy.asarray(ref), cupy.asarray(out)), compare(ref, out))
+    tie = compare(ref, outs[0])
+    assert tie.index == (10, 10) and tie.max_ulp == 3 and tie.signed_zero_mismatches == 1
+    beside = compare(ref, outs[1])  # the NaN pair ranks below the 1-ULP number: counted apart, not located
+    assert beside.index == (20, 20) and beside.max_ulp == 1 and beside.nan_mismatches == 1
+    assert not np.isnan(beside.actual_value) and not np.isnan(beside.max_abs_diff)
+    alone = compare(ref, outs[3])
+    assert alone.max_ulp is None and alone.max_abs_diff is None and alone.index == (5, 6) and alone.nan_mismatches == 2
     host, device = MismatchTracker(ref, len(outs)), MismatchTracker(cupy.asarray(ref), len(outs))
     for out in outs:
         host.record(out)
         device.record(cupy.asarray(out))
-    assert same(device.summary().worst, host.summary().worst)
-    assert device.summary().runs == host.summary().runs == 3
-    assert device.summary().differing_run_indices == (0, 1, 2)
+    assert _same_record(device.summary().worst, host.summary().worst)
+    assert device.summary().worst.index == (200, 100) and device.summary().worst.signed_zero_mismatches == 1
+    assert device.summary().runs == host.summary().runs == 4
+    assert device.summary().differing_run_indices == (0, 1, 2, 3)
     ref64 = ref.astype(np.float64) * 1.001
     assert relative_error(cupy.asarray(outs[0]), cupy.asarray(ref64)) == relative_error(outs[0], ref64)
     assert np.isnan(relative_error(cupy.asarray(outs[1]), cupy.asarray(ref64)))
@@ -289,3 +295,17 @@ def test_tracker_ranks_nan_pairs_below_numbers_across_runs():
     alone = compare(ref, nan_only)
     assert alone.max_ulp is None and alone.max_abs_diff is None and alone.index == (0, 0)
     assert alone.reference_value == 1.0 and np.isnan(alone.actual_value) and alone.nan_mismatches == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", POLICY_CASES)
+def test_the_gpu_kernels_follow_the_one_policy(case):
+    """NaN on either side, two NaN payloads, signed zeros, a tie: the kernels' record is the policy's."""
+    import cupy
+
+    ref, out, expected = POLICY_CASES[case]
+    assert _same_record(compare(cupy.asarray(ref), cupy.asarray(out)), expected)
+    tracker = MismatchTracker(cupy.asarray(ref), 2)
+    tracker.record(cupy.asarray(ref))
+    tracker.record(cupy.asarray(out))
+    assert _same_record(tracker.summary().worst, expected)
