@@ -108,7 +108,7 @@ class MismatchTracker:
         rank = max(records[i][3] for i in differing)
         # The first element of the greatest rank; on a tie between runs, the earliest run's value there.
         key = min((records[i][5] >> 32, i) for i in differing if records[i][3] == rank)
-        index = unravel(key[0], self._reference.shape)  # on the host: cupy.unravel_index rejects Python ints
+        index = unravel(key[0], self._reference.shape)
         actual_bits = records[key[1]][5] & 0xFFFFFFFF
         width = numpy.uint16 if self._reference.dtype.itemsize == 2 else numpy.uint32
         actual_value = float(numpy.array(actual_bits, width).view(self._reference.dtype))

@@ -79,7 +79,7 @@ class Mismatch:
 
 
 def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """A flat (C-order) index in ``shape``, as Python ints (numpy's: cupy.unravel_index rejects them)."""
+    """A flat (C-order) index in ``shape``, as Python ints; by numpy (cupy.unravel_index rejects Python ints)."""
     return tuple(int(i) for i in np.unravel_index(flat, shape))
 
 
