@@ -72,9 +72,11 @@ def _scenario_lines(result: ScenarioResult) -> list[str]:
         lines.append(f"Mismatched elements: {result.mismatched_elements} / {result.total_elements} ({share})"
                      " in the worst run")
     if result.index is not None:
-        lines.append(f"Greatest absolute difference: {result.max_abs_diff:.3g}; greatest ULP distance: "
-                     f"{result.max_ulp} at index {result.index} (expected {result.reference_value!r}, "
-                     f"got {result.actual_value!r})")
+        diff = "none" if result.max_abs_diff is None else f"{result.max_abs_diff:.3g}"
+        nans = f"; {result.nan_mismatches} with NaN (no ULP distance)" if result.nan_mismatches else ""
+        lines.append(f"Greatest absolute difference: {diff}; greatest ULP distance: "
+                     f"{'none' if result.max_ulp is None else result.max_ulp} at index {result.index} "
+                     f"(expected {result.reference_value!r}, got {result.actual_value!r}){nans}")
     return lines + [""]
 
 
@@ -119,17 +121,17 @@ def _run_leaf_facts(leaf) -> str:
     if leaf.stats is None:
         return f"Leaf {leaf.leaf}: digests differ (recorded as a digest: no element facts)"
     stats, dtype = leaf.stats, lookup_dtype(leaf.dtype_a)
-    text = (f"Leaf {leaf.leaf}: {stats.mismatched} / {stats.elements} elements differ "
-            f"({percent(stats.mismatched, stats.elements)})")
+    text = (f"Leaf {leaf.leaf}: {stats.mismatched_elements} / {stats.total_elements} elements differ "
+            f"({percent(stats.mismatched_elements, stats.total_elements)})")
     if stats.only_signed_zeros:
         text += "; signed zero only (+0 against -0, 0 ULP)"
     elif dtype.is_float:
         ulp = "nan" if stats.nan_mismatches else str(stats.max_ulp)
         text += f"; greatest ULP distance {ulp}"
-    if stats.max_abs_delta is not None and not stats.only_signed_zeros:
-        text += f"; greatest absolute difference {stats.max_abs_delta:.3g}"
+    if stats.max_abs_diff is not None and not stats.only_signed_zeros:
+        text += f"; greatest absolute difference {stats.max_abs_diff:.3g}"
     if stats.nan_mismatches:
         text += f"; {stats.nan_mismatches} with NaN"
-    index = ", ".join(map(str, leaf.first_index))
-    return (text + f"; first at index [{index}] (A {dtype.format_value(stats.first_a)}, "
-            f"B {dtype.format_value(stats.first_b)})")
+    index = ", ".join(map(str, stats.index))
+    return (text + f"; worst at index [{index}] (A {dtype.format_value(stats.reference_value)}, "
+            f"B {dtype.format_value(stats.actual_value)})")

@@ -29,7 +29,7 @@ def test_assert_runs_identical_message_header_blank_line_then_facts(tmp_path):
     assert lines[2].startswith("Run A: ") and lines[3].startswith("Run B: ")
     assert "Step 2: 1 of 26 leaves diverges" in lines
     fact = next(line for line in lines if line.startswith(f"  Leaf {PLANTED}:"))
-    assert "3 / 4096 elements differ (<0.1%); greatest ULP distance 2" in fact and "first at index [130]" in fact
+    assert "3 / 4096 elements differ (<0.1%); greatest ULP distance 2" in fact and "worst at index [4000]" in fact
     assert lines[-1] == "Later steps not compared: 1 (all_steps=True compares them)"
 
 

@@ -46,7 +46,7 @@ def test_bfloat16_is_decoded_by_bits_without_ml_dtypes():
     assert dtype.values(bits).tolist() == [1.0, -2.5, 2.0 ** 100, -(2.0 ** -130), np.inf]
     one, next_up = _bf16_bits([1.0])[0], np.uint16(_bf16_bits([1.0])[0] + 1)
     stats = compare_arrays(np.array([one]), np.array([next_up]), "bfloat16")
-    assert stats.max_ulp == 1 and stats.max_abs_delta == 2.0 ** -7
+    assert stats.max_ulp == 1 and stats.max_abs_diff == 2.0 ** -7
 
 
 def test_bfloat16_values_match_ml_dtypes_when_installed():
@@ -60,31 +60,35 @@ def test_nan_rules():
     nan = np.float32(np.nan)
     other_nan = np.array([0x7FC00001], np.uint32).view(np.float32)[0]
     same = compare_arrays(np.array([nan, 1.0], np.float32), np.array([nan, 1.0], np.float32), "float32")
-    assert same.equal  # NaN against NaN with the same bits is equal
+    assert same.identical  # NaN against NaN with the same bits is equal
     stats = compare_arrays(np.array([nan, 1.0, nan, 2.0], np.float32),
                            np.array([1.0, 1.0, other_nan, 2.0 + 2.0 ** -22], np.float32), "float32")
-    assert stats.mismatched == 3 and stats.nan_mismatches == 2
-    assert stats.max_ulp == 1 and stats.max_abs_delta == 2.0 ** -22  # taken over the pairs without NaN
-    assert stats.first_index == 0 and np.isnan(stats.first_a) and stats.first_b == 1.0
+    assert stats.mismatched_elements == 3 and stats.nan_mismatches == 2
+    assert stats.max_ulp == 1 and stats.max_abs_diff == 2.0 ** -22  # taken over the pairs without NaN
+    # a NaN pair ranks below every number: the location is the one pair with a distance
+    assert stats.index == (3,) and stats.reference_value == 2.0 and stats.actual_value == 2.0 + 2.0 ** -22
     only_nan = compare_arrays(np.array([nan], np.float32), np.array([0.0], np.float32), "float32")
-    assert only_nan.max_ulp is None and only_nan.max_abs_delta is None and only_nan.nan_mismatches == 1
+    assert only_nan.max_ulp is None and only_nan.max_abs_diff is None and only_nan.nan_mismatches == 1
+    assert only_nan.index == (0,) and np.isnan(only_nan.reference_value) and only_nan.actual_value == 0.0
 
 
 def test_signed_zero_is_a_mismatch_of_zero_ulp():
     stats = compare_arrays(np.array([0.0, 1.0], np.float32), np.array([-0.0, 1.0], np.float32), "float32")
-    assert stats.mismatched == 1 and stats.signed_zero_mismatches == 1 and stats.only_signed_zeros
-    assert stats.max_ulp == 0 and stats.max_abs_delta == 0.0 and stats.first_index == 0
+    assert stats.mismatched_elements == 1 and stats.signed_zero_mismatches == 1 and stats.only_signed_zeros
+    assert stats.max_ulp == 0 and stats.max_abs_diff == 0.0 and stats.index == (0,)
     mixed = compare_arrays(np.array([0.0, 1.0], np.float16), np.array([-0.0, 2.0], np.float16), "float16")
     assert mixed.signed_zero_mismatches == 1 and not mixed.only_signed_zeros and mixed.max_ulp == 1024
+    assert mixed.index == (1,)  # 1024 ULP outranks the signed zero's 0
 
 
 def test_infinities_and_integers():
     stats = compare_arrays(np.array([np.inf], np.float32), np.array([-np.inf], np.float32), "float32")
-    assert stats.max_abs_delta == np.inf and stats.max_ulp == 2 * 0x7F800000
+    assert stats.max_abs_diff == np.inf and stats.max_ulp == 2 * 0x7F800000
     ints = compare_arrays(np.array([5, -3, 7], np.int32), np.array([5, 4, 7], np.int32), "int32")
-    assert ints.mismatched == 1 and ints.max_ulp is None and ints.max_abs_delta == 7.0 and ints.first_b == 4
+    assert ints.mismatched_elements == 1 and ints.max_ulp is None and ints.max_abs_diff == 7.0
+    assert ints.actual_value == 4 and ints.nan_mismatches == ints.signed_zero_mismatches == 0
     flags = compare_arrays(np.array([True, False]), np.array([True, True]), "bool")
-    assert flags.first_index == 1 and flags.first_a is False and flags.first_b is True
+    assert flags.index == (1,) and flags.reference_value is False and flags.actual_value is True
 
 
 @pytest.mark.parametrize("chunk_elements", [1, 7, 1000, 10_000])
@@ -106,7 +110,8 @@ def test_results_do_not_depend_on_chunks_or_blocks(monkeypatch, chunk_elements, 
         piece_a, piece_b = bytearray(raw_a[start:start + step]), bytearray(raw_b[start:start + step])
         comparison.update(piece_a, piece_b, len(piece_a))
     assert comparison.stats() == expected
-    assert expected.mismatched == 6 and expected.first_index == 17 and expected.nan_mismatches == 1
+    assert expected.mismatched_elements == 6 and expected.nan_mismatches == 1
+    assert expected.index == (4000,)  # the sign flip: the greatest ULP distance, whatever the chunk holding it
 
 
 def test_lookup_names_and_errors():
@@ -134,3 +139,16 @@ def test_bfloat16_values_print_with_the_fewest_digits_that_name_them():
         printed = float(bf16.format_value(value))
         rounded = int(np.array([printed], np.float32).view(np.uint32)[0])
         assert (rounded + 0x7FFF + ((rounded >> 16) & 1)) >> 16 == bits
+
+
+def test_ints_and_bools_are_located_at_the_greatest_difference_the_first_on_a_tie():
+    a, b = np.array([[0, 5], [-3, 9]], np.int16), np.array([[1, 5], [4, 2]], np.int16)  # |a - b|: 1, 0, 7, 7
+    ints = compare_arrays(a, b, "int16")
+    assert (ints.mismatched_elements, ints.max_abs_diff, ints.max_ulp) == (3, 7.0, None)
+    assert ints.index == (1, 0) and (ints.reference_value, ints.actual_value) == (-3, 4)
+    streamed = BitComparison(lookup_dtype("int16"), a.shape)
+    streamed.update(a.tobytes()[:6], b.tobytes()[:6], 6)  # the tie across two chunks: the earlier one stays
+    streamed.update(a.tobytes()[6:], b.tobytes()[6:], 2)
+    assert streamed.stats() == ints
+    flags = compare_arrays(np.array([True, False, True]), np.array([False, False, False]), "bool")
+    assert (flags.mismatched_elements, flags.max_abs_diff, flags.index, flags.reference_value) == (2, 1.0, (0,), True)

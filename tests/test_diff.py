@@ -79,7 +79,8 @@ def test_seed_note_runs_first_divergence_at_step_2_in_the_planted_leaf(seed_runs
     assert "step 2: 1 of 26 leaves diverges" in lines
     row = next(line.split() for line in lines if line.strip().startswith(PLANTED))
     a, b = seed_values(2, 7, False).astype(np.float64), seed_values(2, 7, True).astype(np.float64)
-    assert row[:7] == [PLANTED, "DIVERGE", "3/4096", "(<0.1%)", "2", f"{np.abs(a - b).max():.3g}", "[130]"]
+    # located at the worst element (2 ULP at 4000), not at the first mismatch (130)
+    assert row[:7] == [PLANTED, "DIVERGE", "3/4096", "(<0.1%)", "2", f"{np.abs(a - b).max():.3g}", "[4000]"]
     assert "step 3" not in result.stdout and "1 later step not compared" in result.stdout
     assert lines[-1] == f"first divergence at step 2 in leaf {PLANTED}; all of step 1 equal"
 
@@ -264,6 +265,27 @@ def test_nan_and_signed_zero_cases(tmp_path, capsys):
     assert "signed zero only" in rows["zeros"] and "A 0.0, B -0.0" in rows["zeros"]
 
 
+def test_a_nan_pair_beside_numbers_is_counted_apart_and_the_worst_number_located(tmp_path, capsys):
+    """The record's policy in the table and the JSON: NaN pairs outside max_ulp, the location a number's."""
+    nan = np.float32(np.nan)
+    w = np.array([[nan, 1.0, 2.0], [0.0, 4.0, 8.0]], np.float32)
+    w_b = np.array([[1.0, np.nextafter(np.float32(1), np.float32(2)), 2.0], [-0.0, 4.0, 8.0 + 2.0 ** -19]],
+                   np.float32)  # a NaN pair first, then 1 ULP, a signed zero, 2 ULP
+    a, b = _npy_run(tmp_path / "a", {0: {"w": w}}), _npy_run(tmp_path / "b", {0: {"w": w_b}})
+    code, out, _ = _main(capsys, a, b, "--json", tmp_path / "diff.json")
+    row = next(line for line in out.splitlines() if line.strip().startswith("w "))
+    assert code == 1 and row.split()[1:6] == ["DIVERGE", "4/6", "(66.7%)", "nan", "1.91e-06"] and "[1, 2]" in row
+    assert "A 8.0, B 8.000002" in row
+    assert "1 signed zero" in row and "1 with NaN; others up to 2 ULP" in row
+    (leaf,) = json.loads((tmp_path / "diff.json").read_text())["steps"][0]["leaves"]
+    assert {key: leaf[key] for key in ("mismatched_elements", "total_elements", "max_ulp", "index",
+                                       "nan_mismatches", "signed_zero_mismatches")} == \
+        {"mismatched_elements": 4, "total_elements": 6, "max_ulp": 2, "index": [1, 2], "nan_mismatches": 1,
+         "signed_zero_mismatches": 1}
+    assert leaf["max_abs_diff"] == 2.0 ** -19
+    assert (leaf["reference_value"], leaf["actual_value"]) == (8.0, 8 + 2.0 ** -19)
+
+
 def test_missing_reshaped_and_retyped_leaves_and_steps_are_reported(tmp_path, capsys):
     w = np.zeros((2, 3), np.float32)
     a = _npy_run(tmp_path / "a", {0: {"w": w, "only_a": w, "shape": w, "dtype": w}, 1: {"w": w}})
@@ -295,7 +317,8 @@ def test_json_output(seed_runs, tmp_path, capsys):
     data = json.loads((tmp_path / "diff.json").read_text())
     assert code == 1 and data["identical"] is False and data["first_divergence"] == {"step": 2, "leaf": PLANTED}
     planted = next(leaf for leaf in data["steps"][1]["leaves"] if leaf["leaf"] == PLANTED)
-    assert planted["mismatched"] == 3 and planted["max_ulp"] == 2 and planted["first_index"] == [130]
+    assert planted["mismatched_elements"] == 3 and planted["max_ulp"] == 2 and planted["index"] == [4000]
+    assert planted["total_elements"] == 4096 and planted["nan_mismatches"] == planted["signed_zero_mismatches"] == 0
     assert data["not_compared"] == [3]
 
 
@@ -306,7 +329,7 @@ def test_chunk_size_does_not_change_the_result(seed_runs):
     large = diff_runs(run_a, run_b, all_steps=True)
     assert small == large
     planted = next(leaf for leaf in large.steps[1].leaves if leaf.leaf == PLANTED)
-    assert planted.status is LeafStatus.DIVERGE and planted.stats.first_index == 130
+    assert planted.status is LeafStatus.DIVERGE and planted.stats.index == (4000,)
 
 
 def test_memory_stays_bounded_while_streaming(tmp_path):
@@ -326,7 +349,7 @@ def test_memory_stays_bounded_while_streaming(tmp_path):
         _, diverged_peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert equal.identical and every.steps[0].leaves[0].stats.mismatched == n
+    assert equal.identical and every.steps[0].leaves[0].stats.mismatched_elements == n
     assert equal_peak < 8 << 20 and diverged_peak < 8 << 20, (equal_peak, diverged_peak)  # half of one leaf
 
 

@@ -86,3 +86,19 @@ def test_a_result_carries_its_worst_mismatch_field_for_field():
     result = ScenarioResult.from_worst("sm-count", H, 2, 1, worst, "66 SMs", {"a": 1})
     assert Mismatch(**{f.name: getattr(result, f.name) for f in dataclasses.fields(Mismatch)}) == worst
     assert (result.detail, result.extra, result.runs, result.differing_runs) == ("66 SMs", {"a": 1}, 2, 1)
+
+
+def test_a_nan_only_result_is_said_and_stored_with_its_counts():
+    """No ULP distance (null in the run file), the NaN pairs counted; the counts read back."""
+    worst = Mismatch(2, 4096, None, None, (0, 5), 1.0, float("nan"), nan_mismatches=2)
+    result = ScenarioResult.from_worst("repeat", G, 20, 1, worst)
+    assert str(result) == "repeat: 1/20 runs differ, up to 2 elements (2 with NaN), NaN only at (0, 5)"
+    data = result.to_dict()
+    assert (data["max_ulp"], data["max_abs_diff"], data["nan_mismatches"], data["signed_zero_mismatches"]) == \
+        (None, None, 2, 0)
+    zero = ScenarioResult.from_worst("fresh-handle", G, 10, 1, Mismatch(1, 4096, 0.0, 0, (1, 1), 0.0, -0.0,
+                                                                        signed_zero_mismatches=1))
+    stored, back = _stored(_check(result, zero))
+    assert [s["nan_mismatches"] for s in stored["scenarios"]] == [2, 0] and stored["scenarios"][0]["max_ulp"] is None
+    assert back.scenario("repeat").nan_mismatches == 2 and back.scenario("fresh-handle").signed_zero_mismatches == 1
+    assert str(back.scenario("fresh-handle")) == "fresh-handle: 1/10 runs differ, up to 1 elements, 0 ULP at (1, 1)"

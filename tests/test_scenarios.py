@@ -222,3 +222,16 @@ def test_worst_of_counts_the_elements_of_the_comparison_they_describe():
     assert (worst.max_ulp, worst.index, worst.reference_value, worst.actual_value) == (9, (0, 3), 1.0, 1.5)
     assert worst.max_abs_diff == 2.0
     assert worst_of([Mismatch(0, 100, 0.0, 0, None)]) is NO_MISMATCH
+
+
+def test_worst_of_ranks_a_nan_only_comparison_below_every_number():
+    from cublas_det.bits.compare import Mismatch
+    from cublas_det.check.scenarios.base import worst_of
+
+    nan_only = Mismatch(4, 100, None, None, (0, 0), 1.0, float("nan"), nan_mismatches=4)
+    zero = Mismatch(1, 100, 0.0, 0, (2, 2), 0.0, -0.0, signed_zero_mismatches=1)
+    worst = worst_of([nan_only, zero])
+    assert (worst.max_ulp, worst.index, worst.max_abs_diff) == (0, (2, 2), 0.0)  # the signed zero: 0 ULP > NaN
+    assert (worst.mismatched_elements, worst.nan_mismatches, worst.signed_zero_mismatches) == (4, 4, 0)  # the most
+    alone = worst_of([nan_only])
+    assert alone.max_ulp is None and alone.max_abs_diff is None and alone.index == (0, 0)

@@ -29,6 +29,13 @@ def test_message_has_header_blank_line_then_the_facts():
     assert "Scenario: repeat" not in message
 
 
+def test_message_of_nan_pairs_says_their_count_and_no_distance():
+    only_nan = ScenarioResult("repeat", G, 20, 1, 2, 4096, None, None, (0, 5), 1.0, float("nan"), nan_mismatches=2)
+    lines = format_failure(_check(only_nan)).splitlines()
+    assert ("Greatest absolute difference: none; greatest ULP distance: none at index (0, 5) (expected 1.0, got nan); "
+            "2 with NaN (no ULP distance)") in lines
+
+
 def test_scenario_that_could_not_run_is_a_failure_with_its_error():
     check = _check(ScenarioResult("repeat", G, 20, 0),
                    ScenarioResult("fresh-process", G, 0, 0, error="worker exited with code 1: boom"))

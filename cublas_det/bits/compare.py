@@ -1,9 +1,5 @@
-"""Bitwise comparison of GEMM outputs (float32, bfloat16, float16) on numpy or CuPy arrays (no host copy).
-
-Elements *mismatch* when their bits differ (+0.0 and -0.0 do, 0 ULP apart). A mismatch is located at
-the first element of greatest ULP distance; the greatest absolute difference is over every mismatching
-element of every run (NaN when only NaNs differ).
-"""
+"""Bitwise comparison of GEMM outputs (float32, bfloat16, float16) on numpy or CuPy arrays (no host copy),
+into :class:`~.streams.Mismatch` (its docstring holds the policy), on the GPU through :mod:`.gpu`."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ import dataclasses
 import numpy
 
 from .gpu import kernel_format, launch
-from .streams import lookup_dtype, ulp_distance
+from .streams import Mismatch, compare_arrays, unravel
 
 
 def array_module(array):
@@ -29,33 +25,8 @@ def _bits(xp, array):
     return array.view(xp.uint16 if array.dtype.itemsize == 2 else xp.uint32)
 
 
-@dataclasses.dataclass(frozen=True)
-class Mismatch:
-    """How a GEMM output differs from the reference, bit for bit.
-
-    NaN policy: unlike :class:`.streams.BitStats` (the diff tool, which counts NaN pairs apart), a NaN
-    here is ranked by its bit pattern's ULP distance, so that a NaN output is located as the worst
-    element: the GPU kernels and the run files' ``max_ulp`` and ``index`` have always meant that.
-    """
-
-    mismatched_elements: int
-    total_elements: int
-    max_abs_diff: float
-    max_ulp: int
-    index: tuple[int, ...] | None  # where the greatest ULP distance is; None when identical
-    reference_value: float | None = None
-    actual_value: float | None = None
-
-    @property
-    def identical(self) -> bool:
-        return self.mismatched_elements == 0
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
 def compare(reference, actual) -> Mismatch:
-    """Compare two arrays of one shape and float type bit for bit and locate the worst element."""
+    """Compare two arrays of one shape and float type bit for bit."""
     if reference.shape != actual.shape or reference.dtype != actual.dtype:
         raise ValueError(f"cannot compare {reference.dtype}{reference.shape} with {actual.dtype}{actual.shape}")
     tracker = MismatchTracker(reference, 1)
@@ -85,7 +56,7 @@ class RunsSummary:
 
     runs: int
     differing_runs: int
-    worst: Mismatch  # the most mismatched elements of one run; ULP and location over all runs
+    worst: Mismatch  # the counts of the run with the most mismatched elements; ULP, |diff| and location over all runs
     differing_run_indices: tuple[int, ...] = ()
 
 
@@ -95,9 +66,10 @@ NO_KEY = 2**64 - 1  # a run's location key before any mismatch was seen
 class MismatchTracker:
     """Compare many outputs with one reference, syncing once in ``summary()``.
 
-    Per output it keeps (on the device, for CuPy arrays) the mismatched element count, the greatest ULP
-    distance, the greatest absolute difference (+1, as the bits of a non-negative double; 0 when no
-    mismatch had a finite one) and the location key (index << 32 | the output's bits there).
+    Per output it keeps (on the device, for CuPy arrays) six numbers: the mismatched elements, those with
+    a NaN on either side, the signed zeros, the greatest rank (a pair's ULP distance + 1; 0 for a NaN pair),
+    the greatest absolute difference over pairs without NaN (+1, as the bits of a non-negative double; 0 for
+    none) and the location key (index << 32 | the output's bits there) of the first element of that rank.
     """
 
     def __init__(self, reference, max_runs: int):
@@ -106,8 +78,8 @@ class MismatchTracker:
         if reference.size >= 2**32:
             raise ValueError(f"cannot compare {reference.size} elements: the location key holds 2**32 at most")
         self._reference = xp.ascontiguousarray(reference)
-        records = numpy.zeros((max_runs, 4), numpy.uint64)
-        records[:, 3] = NO_KEY
+        records = numpy.zeros((max_runs, 6), numpy.uint64)
+        records[:, 5] = NO_KEY
         self._records = xp.asarray(records)  # made on the host: no fill kernel to compile
         self._runs = 0
 
@@ -129,21 +101,20 @@ class MismatchTracker:
         records = self._records[: self._runs]
         records = [[int(v) for v in row] for row in (records.get() if xp.__name__ == "cupy" else records)]
         size = int(self._reference.size)
-        differing = tuple(i for i, (count, *_) in enumerate(records) if count)
+        differing = tuple(i for i, row in enumerate(records) if row[0])
         if not differing:
-            return RunsSummary(self._runs, 0, Mismatch(0, size, 0.0, 0, None))
-        max_ulp = max(records[i][1] for i in differing)
-        # The first element at the greatest distance; on a tie between runs, the earliest run's value there.
-        key = min((records[i][3] >> 32, i) for i in differing if records[i][1] == max_ulp)
-        # On the host: cupy.unravel_index rejects Python ints under NEP 50.
-        index = tuple(int(i) for i in numpy.unravel_index(key[0], self._reference.shape))
-        actual_bits = records[key[1]][3] & 0xFFFFFFFF
+            return RunsSummary(self._runs, 0, Mismatch(0, size))
+        most = max((records[i] for i in differing), key=lambda row: row[0])  # the first such run
+        rank = max(records[i][3] for i in differing)
+        # The first element of the greatest rank; on a tie between runs, the earliest run's value there.
+        key = min((records[i][5] >> 32, i) for i in differing if records[i][3] == rank)
+        index = unravel(key[0], self._reference.shape)
+        actual_bits = records[key[1]][5] & 0xFFFFFFFF
         width = numpy.uint16 if self._reference.dtype.itemsize == 2 else numpy.uint32
         actual_value = float(numpy.array(actual_bits, width).view(self._reference.dtype))
-        largest = max(records[i][2] for i in differing)
-        worst = Mismatch(max(records[i][0] for i in differing), size,
-                         _decoded(largest) if largest else float("nan"), max_ulp, index,
-                         float(self._reference[index]), actual_value)
+        largest = max(records[i][4] for i in differing)
+        worst = Mismatch(most[0], size, _decoded(largest) if largest else None, rank - 1 if rank else None, index,
+                         float(self._reference[index]), actual_value, most[1], most[2])
         return RunsSummary(self._runs, len(differing), worst, differing)
 
 
@@ -153,16 +124,13 @@ def _decoded(encoded: int) -> float:
 
 
 def _host_record(reference, actual) -> list[int]:
-    """One run's four numbers (see :class:`MismatchTracker`) with numpy."""
-    ref_bits, out_bits = _bits(numpy, reference).reshape(-1), _bits(numpy, actual).reshape(-1)
-    differ = numpy.flatnonzero(ref_bits != out_bits)
-    if differ.size == 0:
-        return [0, 0, 0, NO_KEY]
-    ulps = ulp_distance(ref_bits[differ], out_bits[differ], lookup_dtype(reference.dtype.name)).astype(numpy.int64)
-    with numpy.errstate(invalid="ignore"):
-        diff = numpy.abs(reference.reshape(-1)[differ].astype(numpy.float64)
-                         - actual.reshape(-1)[differ].astype(numpy.float64))
-    finite = diff[~numpy.isnan(diff)]
-    largest = int(finite.max().view(numpy.uint64)) + 1 if finite.size else 0
-    at = int(numpy.argmax(ulps))
-    return [int(differ.size), int(ulps[at]), largest, (int(differ[at]) << 32) | int(out_bits[differ[at]])]
+    """One run's six numbers (see :class:`MismatchTracker`) with numpy, from the streams' comparison."""
+    found = compare_arrays(reference.reshape(-1), actual.reshape(-1), reference.dtype.name)
+    if found.identical:
+        return [0, 0, 0, 0, 0, NO_KEY]
+    (flat,) = found.index
+    rank = 0 if found.max_ulp is None else found.max_ulp + 1
+    largest = 0 if found.max_abs_diff is None else int(numpy.float64(found.max_abs_diff).view(numpy.uint64)) + 1
+    out_bits = int(_bits(numpy, actual).reshape(-1)[flat])
+    return [found.mismatched_elements, found.nan_mismatches, found.signed_zero_mismatches, rank, largest,
+            (flat << 32) | out_bits]

@@ -48,36 +48,47 @@ __device__ u64 ulps(i64 a, i64 b) { return a > b ? (u64)(a - b) : (u64)(b - a); 
 // A non-negative double's bits order as its values do; +1 leaves 0 for "none".
 __device__ u64 encoded(double v) { return (u64)__double_as_longlong(v) + 1; }
 
-// record: count of differing elements, greatest ULP distance, greatest |difference| (encoded).
+// A differing pair's rank: its ULP distance + 1, or 0 with a NaN on either side (no distance; the
+// difference of a differing pair is NaN only then: equal infinities have equal bits).
+template <typename F>
+__device__ u64 rank(typename F::bits r, typename F::bits o) {
+    return isnan(F::value(r) - F::value(o)) ? 0 : ulps(F::ordered(r), F::ordered(o)) + 1;
+}
+
+// record: differing elements, those with a NaN, signed zeros (rank 1: +0 against -0, the one pair 0 ULP
+// apart), the greatest rank, the greatest |difference| over pairs without NaN (encoded).
 template <typename F>
 __device__ void stats(const typename F::bits* ref, const typename F::bits* out, i64 n, u64* record) {
-    u64 count = 0, ulp = 0, diff = 0;
+    u64 count = 0, nan = 0, zero = 0, worst = 0, diff = 0;
     for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         typename F::bits r = ref[i], o = out[i];
         if (r != o) {
             count++;
-            ulp = larger(ulp, ulps(F::ordered(r), F::ordered(o)));
-            double d = fabs(F::value(r) - F::value(o));
-            if (!isnan(d)) diff = larger(diff, encoded(d));  // NaN differences are not recorded
+            u64 k = rank<F>(r, o);
+            if (k == 0) { nan++; continue; }
+            zero += k == 1;
+            worst = larger(worst, k);
+            diff = larger(diff, encoded(fabs(F::value(r) - F::value(o))));
         }
     }
-    count = warp_sum(count); ulp = warp_max(ulp); diff = warp_max(diff);
+    count = warp_sum(count); nan = warp_sum(nan); zero = warp_sum(zero); worst = warp_max(worst); diff = warp_max(diff);
     if ((threadIdx.x & 31) == 0 && count) {
-        atomicAdd(record, count); atomicMax(record + 1, ulp); atomicMax(record + 2, diff);
+        atomicAdd(record, count); atomicAdd(record + 1, nan); atomicAdd(record + 2, zero);
+        atomicMax(record + 3, worst); atomicMax(record + 4, diff);
     }
 }
 
-// record[3]: index << 32 | the output's bits, of the first differing element at record[1]'s distance.
+// record[5]: index << 32 | the output's bits, of the first differing element of record[3]'s rank.
 template <typename F>
 __device__ void locate(const typename F::bits* ref, const typename F::bits* out, i64 n, u64* record) {
-    const u64 worst = record[1];
+    const u64 worst = record[3];
     u64 key = ~0ULL;
     for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         typename F::bits r = ref[i], o = out[i];
-        if (r != o && ulps(F::ordered(r), F::ordered(o)) == worst) key = smaller(key, ((u64)i << 32) | (u64)o);
+        if (r != o && rank<F>(r, o) == worst) key = smaller(key, ((u64)i << 32) | (u64)o);
     }
     key = warp_min(key);
-    if ((threadIdx.x & 31) == 0 && key != ~0ULL) atomicMin(record + 3, key);
+    if ((threadIdx.x & 31) == 0 && key != ~0ULL) atomicMin(record + 5, key);
 }
 
 // record: greatest |actual - ref|, greatest |ref| (both encoded), 1 if either was NaN.

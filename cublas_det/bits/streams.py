@@ -1,9 +1,5 @@
-"""Bit-for-bit comparison of two element streams of one dtype, chunk by chunk, with ULP distances.
-
-Equal bits are equal, NaNs included. The ULP distance orders bit patterns like the floats (+0 against
--0 is a *signed zero* mismatch of 0 ULP); a pair with a NaN has no distance and is counted apart; the
-greatest |a - b| is over pairs without NaN. Integers and bools have only ``|a - b|``.
-"""
+"""Bit-for-bit comparison of two element streams of one dtype, chunk by chunk, with ULP distances (the
+ULP distance orders bit patterns like the floats): the :class:`Mismatch` record and its policy."""
 
 from __future__ import annotations
 
@@ -47,40 +43,56 @@ def ulp_distance(bits_a: np.ndarray, bits_b: np.ndarray, dtype: ElementType) -> 
 
 
 @dataclasses.dataclass(frozen=True)
-class BitStats:
-    """How two equally long element streams differ, bit for bit (NaN policy: see :class:`.compare.Mismatch`)."""
+class Mismatch:
+    """How two arrays (or element streams) of one type differ, bit for bit: the one record of the checks
+    and of the diff (A is the reference, B the actual values).
 
-    elements: int
-    mismatched: int = 0
-    nan_mismatches: int = 0  # mismatched pairs where either side is NaN (no ULP distance)
-    signed_zero_mismatches: int = 0  # +0 against -0: other bits, 0 ULP
-    max_ulp: int | None = None  # over mismatched pairs without NaN; None: none, or not a float dtype
-    max_abs_delta: float | None = None  # over mismatched pairs without NaN
-    first_index: int | None = None  # flat index of the first mismatched element
-    first_a: float | int | bool | None = None
-    first_b: float | int | bool | None = None
+    Equal bits are equal, NaNs included. A mismatched pair with a NaN on either side has no ULP distance:
+    it is counted in ``nan_mismatches`` and enters neither ``max_ulp`` nor ``max_abs_diff``. +0 against -0
+    is a mismatch of 0 ULP, counted in ``signed_zero_mismatches``. ``max_ulp`` is None when no mismatched
+    pair without NaN exists (or the type is not a float); so is ``max_abs_diff``. The location (``index``,
+    in the array's shape, and both values there) is the first element (lowest flat index) of the greatest
+    distance: the ULP distance for floats, |a - b| for integers and bools; a NaN pair ranks below every
+    number, so it is located only when only NaN pairs differ.
+    """
+
+    mismatched_elements: int
+    total_elements: int
+    max_abs_diff: float | None = None
+    max_ulp: int | None = None
+    index: tuple[int, ...] | None = None  # None when identical
+    reference_value: float | int | bool | None = None
+    actual_value: float | int | bool | None = None
+    nan_mismatches: int = 0
+    signed_zero_mismatches: int = 0
 
     @property
-    def equal(self) -> bool:
-        return self.mismatched == 0
+    def identical(self) -> bool:
+        return self.mismatched_elements == 0
 
     @property
     def only_signed_zeros(self) -> bool:
-        return self.mismatched > 0 and self.signed_zero_mismatches == self.mismatched
+        return self.mismatched_elements > 0 and self.signed_zero_mismatches == self.mismatched_elements
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**vars(self), "index": list(self.index) if self.index is not None else None}
+
+
+def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A flat (C-order) index in ``shape``, as Python ints; by numpy (cupy.unravel_index rejects Python ints)."""
+    return tuple(int(i) for i in np.unravel_index(flat, shape))
 
 
 class BitComparison:
-    """Running counts over chunks of two element streams: ``update`` each pair of chunks, then ``stats``."""
+    """The :class:`Mismatch` of two element streams, chunk by chunk: ``update`` each pair of chunks, then
+    ``stats``; ``shape``: the arrays' (the location's; flat when not given)."""
 
-    def __init__(self, dtype: ElementType):
-        self.dtype = dtype
+    def __init__(self, dtype: ElementType, shape: tuple[int, ...] | None = None):
+        self.dtype, self.shape = dtype, shape
         self._elements = self._mismatched = self._nan = self._signed_zero = 0
-        self._max_ulp: int | None = None
         self._max_delta: float | None = None
-        self._first: tuple[int, object, object] | None = None
+        self._worst: tuple | None = None  # (distance, flat index, a, b): the first at the greatest distance
+        self._first_nan: tuple | None = None  # (flat index, a, b) of the first NaN pair
         self._scratch = _Scratch()
 
     def update(self, chunk_a, chunk_b, nbytes: int) -> None:
@@ -107,36 +119,52 @@ class BitComparison:
         if not count:
             return
         self._mismatched += count
-        if self._first is None:
-            where = int(np.argmax(differ))
-            self._first = (offset + where, self.dtype.value(a[where:where + 1]), self.dtype.value(b[where:where + 1]))
         values_a = self.dtype.values(a, scratch.values_a[:n], scratch.widened[:n])
         values_b = self.dtype.values(b, scratch.values_b[:n], scratch.widened[:n])
-        numbers = differ
+        numbers, ulps = differ, None
         if self.dtype.is_float:
             with_nan = np.isnan(values_a, out=scratch.mask[:n])
             with_nan |= np.isnan(values_b, out=scratch.numbers[:n])
             with_nan &= differ
-            self._nan += int(np.count_nonzero(with_nan))
+            nans = int(np.count_nonzero(with_nan))
+            if nans and self._first_nan is None:
+                self._first_nan = self._values_at(a, b, offset, int(np.argmax(with_nan)))
+            self._nan += nans
             numbers = np.logical_not(with_nan, out=scratch.numbers[:n])
             numbers &= differ
             zeros = np.equal(values_a, 0.0, out=scratch.mask[:n])
             zeros &= values_b == 0.0
             zeros &= differ
             self._signed_zero += int(np.count_nonzero(zeros))
-            if numbers.any():
-                ulps = _ulp_distance_into(a, b, self.dtype, scratch, n)
-                self._max_ulp = max(self._max_ulp or 0, int(np.max(ulps, where=numbers, initial=0)))
-        if numbers.any():
-            with np.errstate(over="ignore", invalid="ignore"):
-                delta = np.subtract(values_a, values_b, out=values_a)
-                delta = float(np.max(np.abs(delta, out=delta), where=numbers, initial=0.0))
-            self._max_delta = delta if self._max_delta is None else max(self._max_delta, delta)
+            if count == nans:
+                return
+            ulps = _ulp_distance_into(a, b, self.dtype, scratch, n)
+        with np.errstate(over="ignore", invalid="ignore"):
+            delta = np.subtract(values_a, values_b, out=values_a)
+            delta = np.abs(delta, out=delta)
+        largest = float(np.max(delta, where=numbers, initial=0.0))
+        self._max_delta = largest if self._max_delta is None else max(self._max_delta, largest)
+        self._locate(delta if ulps is None else ulps, numbers, a, b, offset)
 
-    def stats(self) -> BitStats:
-        first_index, first_a, first_b = self._first if self._first is not None else (None, None, None)
-        return BitStats(self._elements, self._mismatched, self._nan, self._signed_zero, self._max_ulp,
-                        self._max_delta, first_index, first_a, first_b)
+    def _locate(self, distance: np.ndarray, numbers: np.ndarray, a: np.ndarray, b: np.ndarray, offset: int) -> None:
+        """Keep the first element of the greatest distance among ``numbers`` (earlier blocks win a tie)."""
+        largest = np.max(distance, where=numbers, initial=0).item()
+        if self._worst is None or largest > self._worst[0]:
+            at = np.equal(distance, largest, out=self._scratch.mask[:a.size])
+            at &= numbers
+            self._worst = (largest, *self._values_at(a, b, offset, int(np.argmax(at))))
+
+    def _values_at(self, a: np.ndarray, b: np.ndarray, offset: int, where: int) -> tuple:
+        return offset + where, self.dtype.value(a[where:where + 1]), self.dtype.value(b[where:where + 1])
+
+    def stats(self) -> Mismatch:
+        located = self._worst[1:] if self._worst is not None else self._first_nan
+        if located is None:
+            return Mismatch(0, self._elements)
+        max_ulp = self._worst[0] if self._worst is not None and self.dtype.is_float else None
+        shape = self.shape if self.shape is not None else (self._elements,)
+        return Mismatch(self._mismatched, self._elements, self._max_delta, max_ulp, unravel(located[0], shape),
+                        *located[1:], self._nan, self._signed_zero)
 
 
 class _Scratch:
@@ -182,13 +210,13 @@ def _same_bytes(chunk_a, chunk_b, nbytes: int) -> bool:
     return np.array_equal(np.frombuffer(chunk_a, np.uint8, nbytes), np.frombuffer(chunk_b, np.uint8, nbytes))
 
 
-def compare_arrays(a: np.ndarray, b: np.ndarray, dtype: ElementType | str) -> BitStats:
-    """Compare two in-memory arrays (C order) in one chunk."""
+def compare_arrays(a: np.ndarray, b: np.ndarray, dtype: ElementType | str) -> Mismatch:
+    """Compare two in-memory arrays (C order) in one chunk; the location in ``a``'s shape."""
     dtype = lookup_dtype(dtype) if isinstance(dtype, str) else dtype
     raw_a = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
     raw_b = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
     if raw_a.size != raw_b.size:
         raise ValueError(f"arrays of {raw_a.size} and {raw_b.size} bytes cannot be compared element by element")
-    comparison = BitComparison(dtype)
+    comparison = BitComparison(dtype, np.shape(a))
     comparison.update(raw_a.tobytes(), raw_b.tobytes(), raw_a.size)
     return comparison.stats()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from ..bits.compare import Mismatch
+from ..bits.streams import Mismatch
 from ..config import GemmConfig
 from ..shapes import GemmShape
 
@@ -39,12 +39,13 @@ class Reproducible(str, enum.Enum):
     ERROR = "error"
 
 
-NO_MISMATCH = Mismatch(0, 0, 0.0, 0, None)  # the starting "worst" of a scenario with several comparisons
+NO_MISMATCH = Mismatch(0, 0)  # the starting "worst" of a scenario with several comparisons
 
 
 @dataclasses.dataclass(frozen=True)
 class ScenarioResult:
-    """What one scenario saw; the mismatch fields are :class:`Mismatch`'s (:meth:`from_worst`)."""
+    """What one scenario saw; the mismatch fields are :class:`Mismatch`'s (:meth:`from_worst`), 0 where a
+    scenario has no element facts (an error, digests only)."""
 
     scenario: str
     kind: Kind
@@ -52,15 +53,17 @@ class ScenarioResult:
     differing_runs: int
     mismatched_elements: int = 0  # in the run with the most of them
     total_elements: int = 0  # of that run
-    max_abs_diff: float = 0.0  # over every mismatching element of every run
-    max_ulp: int = 0
-    index: tuple[int, ...] | None = None  # (row, column) of the greatest ULP distance
+    max_abs_diff: float | None = 0.0  # over every mismatched pair without NaN of every run
+    max_ulp: int | None = 0
+    index: tuple[int, ...] | None = None  # (row, column) of the worst element
     reference_value: float | None = None
     actual_value: float | None = None
     detail: str = ""
     extra: dict = dataclasses.field(default_factory=dict)
     error: str | None = None  # the scenario could not run (out of memory, a worker crashed ...)
     not_applicable: str | None = None  # why the scenario does not apply to this GEMM
+    nan_mismatches: int = 0  # this and the next: of the run with the most mismatched elements
+    signed_zero_mismatches: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "kind", Kind(self.kind))
@@ -89,11 +92,13 @@ class ScenarioResult:
 
     def __str__(self) -> str:
         where = f" at {self.index}" if self.index is not None else ""
+        ulp = "NaN only" if self.max_ulp is None else f"{self.max_ulp} ULP"
+        nans = f" ({self.nan_mismatches} with NaN)" if self.nan_mismatches else ""
         text = {Outcome.ERROR: f"error: {self.error}", Outcome.NOT_APPLICABLE: f"not applicable: {self.not_applicable}",
                 Outcome.NOTHING_COMPARED: "nothing compared" + (f" ({self.detail})" if self.detail else ""),
                 Outcome.IDENTICAL: f"identical in {self.runs} runs",
                 Outcome.DIFFER: f"{self.differing_runs}/{self.runs} runs differ, up to {self.mismatched_elements} "
-                                f"elements, {self.max_ulp} ULP{where}"}
+                                f"elements{nans}, {ulp}{where}"}
         return f"{self.scenario}: {text[self.outcome]}"
 
     def to_dict(self) -> dict:
@@ -115,7 +120,7 @@ class ScenarioResult:
     @classmethod
     def from_worst(cls, scenario: str, kind: Kind, runs: int, differing_runs: int, worst: Mismatch,
                    detail: str = "", extra: dict | None = None) -> ScenarioResult:
-        return cls(scenario, kind, runs, differing_runs, **worst.to_dict(), detail=detail,
+        return cls(scenario, kind, runs, differing_runs, **vars(worst), detail=detail,
                    extra=extra if extra is not None else {})
 
 

@@ -3,7 +3,7 @@
 Reads the dumps or trace logs of two runs of any framework (raw binaries, .npy, .npz,
 safetensors, or the digest logs of cublas_det.trace.Recorder), compares them step by step
 and leaf by leaf, and prints per step a table of leaves (equal, or DIVERGE with the mismatched
-elements, the greatest ULP distance and |difference|, and the first mismatched index), then a
+elements, the greatest ULP distance and |difference|, and the worst element's index), then a
 verdict. Streams: at most four chunks of one leaf (two per side) are in memory at a time.
 """
 

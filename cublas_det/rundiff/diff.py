@@ -11,10 +11,8 @@ import enum
 import zipfile
 import zlib
 
-import numpy as np
-
 from ..bits.digest import DigestAccumulator
-from ..bits.streams import BitComparison, BitStats, lookup_dtype
+from ..bits.streams import BitComparison, Mismatch, lookup_dtype
 from ..words import listing, percent, plural, table, wrapped
 from .layouts import LAYOUTS, DataSource, Leaf, RunLayoutError, TrainingRun
 
@@ -48,19 +46,11 @@ class LeafDiff:
     shape_a: tuple[int, ...] | None = None
     shape_b: tuple[int, ...] | None = None
     compared_by: str | None = None  # "bits", "digest", or None when dtype/shape/presence already differ
-    stats: BitStats | None = None  # when compared by bits
+    stats: Mismatch | None = None  # when compared by bits (A the reference)
 
     @property
     def equal(self) -> bool:
         return self.status is LeafStatus.EQUAL
-
-    @property
-    def first_index(self) -> tuple[int, ...] | None:
-        """The first mismatched element's index in the leaf's shape (C order)."""
-        if self.stats is None or self.stats.first_index is None:
-            return None
-        shape = self.shape_a or (self.stats.elements,)
-        return tuple(int(i) for i in np.unravel_index(self.stats.first_index, shape)) if shape else ()
 
     def to_dict(self) -> dict:
         data = {"step": self.step, "leaf": self.leaf, "status": self.status.value,
@@ -68,9 +58,7 @@ class LeafDiff:
                 "shape_a": list(self.shape_a) if self.shape_a is not None else None,
                 "shape_b": list(self.shape_b) if self.shape_b is not None else None, "compared_by": self.compared_by}
         if self.stats is not None:
-            index = self.first_index
-            data.update(self.stats.to_dict(), first_index=list(index) if index is not None else None,
-                        first_flat_index=self.stats.first_index)
+            data.update(self.stats.to_dict())
         return data
 
 
@@ -256,19 +244,20 @@ def compare_leaf(step: int, name: str, a: Leaf | None, b: Leaf | None,
     if a.shape != b.shape:
         return LeafDiff(status=LeafStatus.SHAPE_DIFFERS, **facts)
     if a.source is not None and b.source is not None:
-        stats = compare_sources(a.source, b.source, a.dtype, chunk_bytes)
-        status = LeafStatus.EQUAL if stats.equal else LeafStatus.DIVERGE
+        stats = compare_sources(a.source, b.source, a.dtype, chunk_bytes, a.shape)
+        status = LeafStatus.EQUAL if stats.identical else LeafStatus.DIVERGE
         return LeafDiff(status=status, compared_by="bits", stats=stats, **facts)
     same = leaf_digest(a, chunk_bytes) == leaf_digest(b, chunk_bytes)
     return LeafDiff(status=LeafStatus.EQUAL if same else LeafStatus.DIVERGE, compared_by="digest", **facts)
 
 
-def compare_sources(source_a: DataSource, source_b: DataSource, dtype: str,
-                    chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> BitStats:
-    """Stream two equally long sources through one :class:`BitComparison` (two reader threads, four chunks at most)."""
+def compare_sources(source_a: DataSource, source_b: DataSource, dtype: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                    shape: tuple[int, ...] | None = None) -> Mismatch:
+    """Stream two equally long sources through one :class:`BitComparison` (two reader threads, four chunks at most);
+    ``shape``: the leaf's, the location's."""
     bit_dtype = lookup_dtype(dtype)
     chunk = max(bit_dtype.itemsize, chunk_bytes - chunk_bytes % bit_dtype.itemsize)
-    comparison = BitComparison(bit_dtype)
+    comparison = BitComparison(bit_dtype, shape)
     nbytes = source_a.nbytes
     if nbytes == 0:
         return comparison.stats()
@@ -317,7 +306,7 @@ def _read_exactly(reader, buffer, count: int, source: DataSource) -> None:
                              "its dtype and shape need")
 
 
-TABLE_HEADER = ("leaf", "status", "mismatched", "max ULP", "max |delta|", "first index", "note")
+TABLE_HEADER = ("leaf", "status", "mismatched", "max ULP", "max |delta|", "worst index", "note")
 
 
 def leaf_row(leaf: LeafDiff) -> tuple[str, ...]:
@@ -329,12 +318,13 @@ def leaf_row(leaf: LeafDiff) -> tuple[str, ...]:
     if leaf.compared_by == "digest":
         return (leaf.leaf, leaf.status.value, "digest differs", "-", "-", "-", "recorded as a digest: no element facts")
     stats = leaf.stats
-    mismatched = f"{stats.mismatched}/{stats.elements} ({percent(stats.mismatched, stats.elements)})"
+    mismatched = (f"{stats.mismatched_elements}/{stats.total_elements} "
+                  f"({percent(stats.mismatched_elements, stats.total_elements)})")
     dtype = lookup_dtype(leaf.dtype_a)
     max_ulp = "-" if not dtype.is_float else "nan" if stats.nan_mismatches else str(stats.max_ulp)
-    delta = "-" if stats.max_abs_delta is None else f"{stats.max_abs_delta:.3g}"
-    index = "[" + ", ".join(map(str, leaf.first_index)) + "]"
-    notes = [f"A {dtype.format_value(stats.first_a)}, B {dtype.format_value(stats.first_b)}"]
+    delta = "-" if stats.max_abs_diff is None else f"{stats.max_abs_diff:.3g}"
+    index = "[" + ", ".join(map(str, stats.index)) + "]"
+    notes = [f"A {dtype.format_value(stats.reference_value)}, B {dtype.format_value(stats.actual_value)}"]
     if stats.only_signed_zeros:
         notes.append("signed zero only")
     elif stats.signed_zero_mismatches:

@@ -151,8 +151,9 @@ _SHAPE = Record({"name": "a string", **dict.fromkeys("mnk", "a positive integer"
 _IDENTITY = Record({"seed": "an integer >= 0", "inputs": "an object of strings", "tokens": "an integer >= 0",
                     "batch": "a positive integer", "numpy": "a string", "preset": "a string"})
 _SCENARIO = Record({"scenario": "a string", "kind": "a string",
-                    **dict.fromkeys(("runs", "differing_runs", "mismatched_elements", "total_elements"),
-                                    "an integer >= 0"), "max_abs_diff": "a number", "max_ulp": "an integer >= 0",
+                    **dict.fromkeys(("runs", "differing_runs", "mismatched_elements", "total_elements", "nan_mismatches",
+                                     "signed_zero_mismatches"), "an integer >= 0"),
+                    "max_abs_diff": "a number", "max_ulp": "an integer >= 0",  # null: none (only NaN pairs differ)
                     "index": "a list of integers", "detail": "a string", "extra": "an object", "error": "a string",
                     "not_applicable": "a string"}, required=("scenario",))
 _EXTRA_INFO = Record({

@@ -123,8 +123,9 @@ def worst_of(mismatches: list[Mismatch]) -> Mismatch:
     differing = [m for m in mismatches if not m.identical]
     if not differing:
         return NO_MISMATCH
-    top = max(differing, key=lambda m: m.max_ulp)
+    top = max(differing, key=lambda m: -1 if m.max_ulp is None else m.max_ulp)  # NaN only: below every number
     most = max(differing, key=lambda m: m.mismatched_elements)
-    finite = [m.max_abs_diff for m in differing if m.max_abs_diff == m.max_abs_diff]  # NaN != NaN
     return dataclasses.replace(top, mismatched_elements=most.mismatched_elements, total_elements=most.total_elements,
-                               max_abs_diff=max(finite) if finite else float("nan"))
+                               nan_mismatches=most.nan_mismatches, signed_zero_mismatches=most.signed_zero_mismatches,
+                               max_abs_diff=max((m.max_abs_diff for m in differing if m.max_abs_diff is not None),
+                                                default=None))
