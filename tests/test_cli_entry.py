@@ -169,6 +169,9 @@ def test_bench_flags_run_the_commands_and_their_messages_name_the_flag(typed):
     assert _one_error_line(typed(prog, "--prescribe", "--plot", "x.png"), f"{prog} --prescribe") == (
         f"{prog} --prescribe: error: prescribe runs its own checks and timing; drop --plot")
     assert typed(prog, "--prescribe", "--help").stdout.startswith(f"usage: {prog} --prescribe [-h] ")
+    for command in ("cublas-det prescribe", f"{prog} --prescribe"):
+        assert _one_error_line(typed(command, "--capture", "c.json"), command) == (
+            f"{command}: error: --capture needs --lock here (or use bench --capture)")
     assert _one_error_line(typed(prog, "--explain=12"), f"{prog} --explain").startswith(
         f"{prog} --explain: error: the shape to explain: bad shape '12'")
     assert "--plot draws times, and --devices does not time; drop --plot" in _one_error_line(

@@ -35,7 +35,7 @@ def run(argv: list[str], prog: str) -> int:
     args = parser.parse_args(argv)
     shapes, _, _, configs = read_options(args)
     if not args.lock:
-        parser.refuse(given(args, "capture"), WHY)
+        parser.refuse(given(args, "capture"), "--capture needs --lock here (or use bench --capture)")
     groups = capture_groups(args, parser) if args.capture else [(shapes, configs)]
     if args.lock:
         check_outputs(args, "lock")
