@@ -185,6 +185,17 @@ def test_bench_flags_run_the_commands_and_their_messages_name_the_flag(typed):
     assert typed(prog, "--devices", "0", "--list", "--shape", "8x8x8").stdout == listed
 
 
+def test_two_bench_flags_of_other_commands_or_list_with_an_output_are_refused(typed):
+    prog = "cublas-det bench"
+    assert _one_error_line(typed(prog, "--explain", "8x8x8", "--prescribe"), prog) == (
+        f"{prog}: error: --prescribe and --explain each run a command of their own; give one")
+    assert _one_error_line(typed(prog, "--devices", "all", "--explain=8x8x8", "--prescribe"), prog) == (
+        f"{prog}: error: --prescribe, --explain and --devices each run a command of their own; give one")
+    for output in ("--json", "--markdown", "--plot"):
+        assert _one_error_line(typed(prog, "--list", output, "x"), prog) == (
+            f"{prog}: error: --list prints the shapes and writes no file; drop {output}")
+
+
 def test_a_compute_type_the_element_types_refuse_is_a_compute_type_error(typed):
     line = _one_error_line(typed("cublas-det bench", "--compute-type", "64f", "--list"), "cublas-det bench")
     assert line.startswith("cublas-det bench: error: --compute-type 64f: compute type COMPUTE_64F does not take "

@@ -30,7 +30,8 @@ from ..timing import time_shapes, warm_up
 from ..timing.monitor import GpuMonitor
 from ..words import plural
 from . import explain, prescribe, sweep
-from .common import ArgumentParser, command_main, exit_codes, help_texts, write_file, write_json, write_text
+from .common import (ArgumentParser, command_main, error_line, exit_codes, help_texts, write_file, write_json,
+                     write_text)
 from .gemms import (_print_comparison, baseline, capture_groups, exit_code, family_parser, kernels_available, listing,
                     read_options, timing_budget)
 
@@ -48,7 +49,7 @@ EPILOG = """examples:
   %(prog)s --capture capture.json     # exactly the GEMMs a program ran
 
 """ + EXIT_CODES
-# The commands a bench flag runs, in lookup order; their messages name the flag (not --devices).
+# The commands a bench flag runs, one at a time; their messages name the flag (not --devices).
 AS_COMMANDS = {"--prescribe": prescribe, "--explain": explain, "--devices": sweep}
 
 
@@ -75,19 +76,25 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
 
 
 def _as_command(argv: list[str], prog: str) -> int | None:
-    """The exit code of the command a flag of AS_COMMANDS runs when it is given in full, else None."""
-    for flag, command in AS_COMMANDS.items():
-        for at, word in enumerate(argv):
-            name, equals, value = word.partition("=")
-            if name != flag:
-                continue
-            if command is sweep:
-                return command.main(argv, prog)
-            if command is prescribe:
-                return command.main(argv[:at] + argv[at + 1:], f"{prog} {flag}")
-            shape = [value] if equals else argv[at + 1:at + 2]  # explain's shape comes first
-            return command.main(shape + argv[:at] + argv[at + (1 if equals else 2):], f"{prog} {flag}")
-    return None
+    """The exit code of the command a flag of AS_COMMANDS runs when it is given in full, else None; two of
+    them given together are refused."""
+    found = {}
+    for at, word in enumerate(argv):
+        found.setdefault(word.partition("=")[0], at)
+    flags = [flag for flag in AS_COMMANDS if flag in found]
+    if len(flags) > 1:
+        error_line(prog, f"{', '.join(flags[:-1])} and {flags[-1]} each run a command of their own; give one")
+        raise SystemExit(ExitCode.USAGE)
+    if not flags:
+        return None
+    flag, command = flags[0], AS_COMMANDS[flags[0]]
+    at, (_, equals, value) = found[flag], argv[found[flag]].partition("=")
+    if command is sweep:
+        return command.main(argv, prog)
+    if command is prescribe:
+        return command.main(argv[:at] + argv[at + 1:], f"{prog} {flag}")
+    shape = [value] if equals else argv[at + 1:at + 2]  # explain's shape comes first
+    return command.main(shape + argv[:at] + argv[at + (1 if equals else 2):], f"{prog} {flag}")
 
 
 def run(argv: list[str], prog: str) -> int:

@@ -221,7 +221,10 @@ def capture_groups(args, parser) -> list:
 
 
 def listing(args, groups) -> str:
-    """--list: the shapes that would run, or the captured GEMMs, a table per configuration."""
+    """--list: the shapes that would run, or the captured GEMMs, a table per configuration; it writes no file."""
+    outputs = given(args, "json", "markdown", "plot")
+    if outputs:
+        raise UsageError(f"--list prints the shapes and writes no file; drop {', '.join(outputs)}")
     if not getattr(args, "capture", None):
         return format_catalogue(groups[0][0])
     return "\n\n".join(f"{plural(len(shapes), 'captured GEMM')} in {configs[0].name}:\n"
