@@ -181,6 +181,11 @@ def check_outputs(args, *flags: str) -> None:
             raise UsageError("--plot needs matplotlib: install the plot extra (pip install matplotlib)") from None
 
 
+def fail_on(when: str) -> dict:
+    """--fail-on's keywords for ``add_argument``, ``when`` it applies (``with two files``)."""
+    return dict(type=float, metavar="PCT", help=f"{when}: exit 1 if a median time grew by more than PCT percent")
+
+
 def check_fail_on(percent: float | None) -> None:
     """Refuse a --fail-on that is no percentage >= 0 (NaN included)."""
     if percent is not None and not (math.isfinite(percent) and percent >= 0):

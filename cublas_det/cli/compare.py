@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..render.compare import compare_fleet, compare_runs
 from ..store.run import load_run
 from ..words import report_width
-from .common import ArgumentParser, check_fail_on, command_main, exit_codes, help_texts
+from .common import ArgumentParser, check_fail_on, command_main, exit_codes, fail_on, help_texts
 
 EPILOG = """examples:
   %(prog)s base.json new.json               # yesterday against today
@@ -34,8 +34,7 @@ then compare the files on any machine.
 def run(argv: list[str], prog: str) -> int:
     parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG, slice(1, 3)))
     parser.add_argument("files", nargs="+", metavar="RUN.json", help="files written by --json (two, or a fleet)")
-    parser.add_argument("--fail-on", type=float, metavar="PCT",
-                        help="with two files: exit 1 if a median time grew by more than PCT percent")
+    parser.add_argument("--fail-on", **fail_on("with two files"))
     args = parser.parse_args(argv)
     # a shell pattern that matched no file: the shell passes it on as written
     patterns = [path for path in args.files if glob.has_magic(path) and not os.path.exists(path)]

@@ -20,7 +20,8 @@ from ..render.compare import compare_runs
 from ..store.run import load_run, run_from_dict
 from ..shapes import DEFAULT_TOKENS, PRESETS, format_catalogue, resolve_shapes
 from ..words import plural, report_width
-from .common import ArgumentParser, ExtendList, check_fail_on, check_outputs, error_line, given, warning_line
+from .common import (ArgumentParser, ExtendList, check_fail_on, check_outputs, error_line, fail_on, given,
+                     warning_line)
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 # Visits a shape takes at least and at most (``timing.visits``): one Williams cycle each on a setup
@@ -104,8 +105,7 @@ OPTIONS = {
     "reports": (OUTPUTS, [
         ("--markdown", dict(metavar="PATH", help="write the tables and summary as Markdown")),
         ("--compare", dict(metavar="BASE.json", help="compare bits and times with an earlier --json")),
-        ("--fail-on", dict(type=float, metavar="PCT",
-                           help="with --compare: exit 1 if a median time grew by more than PCT percent"))]),
+        ("--fail-on", fail_on("with --compare"))]),
     "timed": (OUTPUTS, [
         ("--plot", dict(metavar="PATH",
                         help="write a PNG of time per mode per shape (needs matplotlib: the plot extra)")),
@@ -233,10 +233,10 @@ def listing(args, groups) -> str:
 
 def baseline(args, parser, *outputs: str):
     """The --compare baseline (or None), after the outputs and --fail-on are checked: all before any GPU work."""
-    fail_on = getattr(args, "fail_on", None)
-    if fail_on is not None and not args.compare:
+    percent = getattr(args, "fail_on", None)
+    if percent is not None and not args.compare:
         parser.error("--fail-on needs --compare BASE.json")
-    check_fail_on(fail_on)
+    check_fail_on(percent)
     check_outputs(args, *outputs)
     return load_run(args.compare) if getattr(args, "compare", None) is not None else None
 
