@@ -10,13 +10,12 @@ import os
 import shutil
 import stat
 import sys
-import textwrap
 from pathlib import Path
 
 from ..device import INSTALL_HINT, NoGpuError
 from ..errors import CublasDetError, ExitCode, UsageError
 from ..store import files
-from ..words import wrapped
+from ..words import WIDTH, wrapped
 
 # Where a first run on a machine without a GPU learns what still runs there.
 WITHOUT_GPU = 'without one: cublas-det env --libs, and the README\'s "Try it without a GPU"'
@@ -89,9 +88,9 @@ def exit_codes(*notes: str) -> str:
     """The exit codes as every ``--help`` ends with them, then what is particular to this command."""
     lines = ["exit codes:"]
     for code in ExitCode:
-        lines += textwrap.wrap(code.meaning, 99, initial_indent=f"  {int(code):<4} ", subsequent_indent=" " * 7)
+        lines += wrapped(code.meaning, WIDTH - 1, indent=" " * 7, first=f"  {int(code):<4} ")
     for note in notes:
-        lines += textwrap.wrap(note, 99, initial_indent="  ", subsequent_indent="    ")
+        lines += wrapped(note, WIDTH - 1, indent="    ", first="  ")
     return "\n".join(lines) + "\n"
 
 
@@ -108,7 +107,7 @@ def help_texts(doc: str, epilog: str, paragraphs: slice = slice(1, 2)) -> dict:
     """A command parser's description (``paragraphs`` of ``doc``, filled to argparse's width) and epilog
     (kept as written)."""
     width = max(shutil.get_terminal_size().columns - 2, 40)  # argparse.HelpFormatter's width
-    description = "\n\n".join(textwrap.fill(" ".join(part.split()), width, break_on_hyphens=False)
+    description = "\n\n".join("\n".join(wrapped(" ".join(part.split()), width, indent=""))
                               for part in "\n\n".join(doc.split("\n\n")[paragraphs]).strip().split("\n\n"))
     return {"description": description, "epilog": epilog, "formatter_class": RawDescriptionHelpFormatter}
 
