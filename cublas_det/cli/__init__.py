@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--version"]:
         print(f"cublas-det {__version__}")
         return ExitCode.OK
-    if not argv or argv[0].startswith("-"):  # no command: env, as `python -m cublas_det` always was
+    if not argv or argv[0].startswith("-"):  # no command: env, the first look (GPU, cuBLAS, libraries)
         command, rest, name = "env", argv, prog
     elif argv[0] in COMMANDS:
         command, rest, name = argv[0], argv[1:], f"{prog} {argv[0]}"

@@ -216,7 +216,7 @@ def capture_groups(args, parser) -> list:
             warning_line(parser.prog, f"{plan.gemm_id}: {plan.note}")
     if not groups:
         raise UsageError(f"--capture {args.capture}: no GEMM in it can be replayed by this version "
-                         "(`cublas-det capture` lists why)")
+                         "(the capture command lists why)")
     return [(shapes, [config]) for config, shapes in groups.items()]
 
 
