@@ -187,6 +187,28 @@ def test_bench_flags_run_the_commands_and_their_messages_name_the_flag(typed):
     assert typed(prog, "--devices", "0", "--list", "--shape", "8x8x8").stdout == listed
 
 
+def test_each_subcommand_is_its_python_m_form_and_help_or_a_usage_error_imports_no_gpu_package(typed, monkeypatch):
+    import importlib
+
+    from cublas_det.cli import COMMANDS
+
+    monkeypatch.setenv("COLUMNS", "100")
+    for name in COMMANDS:  # one definition: the subparser of cublas-det is the command's own parser
+        own = importlib.import_module(f"cublas_det.cli.{name}").build_parser(f"cublas-det {name}")
+        assert typed(f"cublas-det {name}", "--help").stdout == own.format_help(), name
+    code = ("import sys\nfrom cublas_det.cli import main\n"
+            "def imported():\n    return sorted(m for m in sys.modules if m.startswith('cublas_det.cli.'))\n"
+            "for argv in (['--help'], ['frobnicate'], ['bench', '--no-such-flag'], ['explain']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "    print(argv[0], imported(), file=sys.stderr)\n"
+            "print(sorted(m for m in sys.modules if m.partition('.')[0] in ('cupy', 'torch', 'cupti')))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
+    assert "--help ['cublas_det.cli.common']" in result.stderr  # the top help imports no command
+    assert "frobnicate ['cublas_det.cli.common']" in result.stderr
+
+
 def test_two_bench_flags_of_other_commands_or_list_with_an_output_are_refused(typed):
     prog = "cublas-det bench"
     assert _one_error_line(typed(prog, "--explain", "8x8x8", "--prescribe"), prog) == (

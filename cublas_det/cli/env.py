@@ -13,7 +13,7 @@ from ..device import fingerprint, require_gpu, tf32_env_warnings
 from ..errors import ExitCode, UsageError
 from ..handle import create_handle
 from ..words import size, table
-from .common import ArgumentParser, command_main, error_line, exit_codes, help_texts
+from .common import command_main, describe, error_line, exit_codes
 
 DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version
 and library file, CuPy, the environment variables that change cuBLAS), where libcublas, cudart and
@@ -92,14 +92,17 @@ def _report() -> int:
     return ExitCode.OK
 
 
-def run(argv: list[str], prog: str) -> int:
-    parser = ArgumentParser(prog, **help_texts(DESCRIPTION, EPILOG, slice(None)))
+def add_arguments(parser) -> None:
+    describe(parser, DESCRIPTION, EPILOG, slice(None))
     parser.add_argument("--libs", action="store_true",
                         help="only print where libcublas, cudart and NVRTC were found (no GPU needed)")
-    if parser.parse_args(argv).libs:
+
+
+def run(args, parser) -> int:
+    if args.libs:
         missing = _print_libraries()
         if missing:
-            error_line(prog, f"{', '.join(missing)} not found; install the CUDA libraries: "
+            error_line(parser.prog, f"{', '.join(missing)} not found; install the CUDA libraries: "
                              "pip install 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' (or ==13.* with cupy-cuda13x)")
         return ExitCode.USAGE if missing else ExitCode.OK
     try:  # a bad CUBLAS_DET_MATH_MODE is a usage error before the GPU is probed
@@ -109,4 +112,4 @@ def run(argv: list[str], prog: str) -> int:
     return _report()
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)

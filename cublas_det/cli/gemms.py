@@ -1,11 +1,10 @@
-"""The GEMMs that bench, sweep, prescribe and explain run: their shared options (parent parsers), read before any
+"""The GEMMs that bench, sweep, prescribe and explain run: their shared options (families), read before any
 GPU work, and how each run ends (its comparison with a baseline, its exit code)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 
 from .._cublas import ComputeType
 from ..apilog.file import load as load_capture
@@ -20,7 +19,7 @@ from ..render.compare import compare_runs
 from ..store.run import load_run, run_from_dict
 from ..shapes import DEFAULT_TOKENS, PRESETS, format_catalogue, resolve_shapes
 from ..words import plural, report_width
-from .common import (ArgumentParser, ExtendList, check_fail_on, check_outputs, error_line, fail_on, given,
+from .common import (ExtendList, check_fail_on, check_outputs, error_line, fail_on, given,
                      warning_line)
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
@@ -50,7 +49,7 @@ def _sm_counts(text: str) -> tuple:
 
 KERNELS = "kernels (CUPTI: the kernels-cuda13 extra, or kernels-cuda12 for CUDA 12)"
 LISTED = dict(nargs="+", action=ExtendList)  # every list option takes `--flag a b` and repeated flags alike
-# Each parent parser: its group and its options (flags, argparse's keywords); a command is made of the parents it takes.
+# Each family: its group and its options (flags, argparse's keywords); a command is made of the families it takes.
 OPTIONS = {
     "shapes": (WHAT, [
         ("--preset", dict(**LISTED, metavar="NAME", help=f"one or more shape presets: {', '.join(PRESETS)} (default: "
@@ -115,25 +114,19 @@ OPTIONS = {
 }
 
 
-@functools.cache
-def parent(name: str) -> ArgumentParser:
-    parser = ArgumentParser(add_help=False)
-    title, options = OPTIONS[name]
-    group = parser.add_argument_group(title)
-    for flags, keywords in options:
-        group.add_argument(*flags.split(), **keywords)
-    return parser
-
-
-def family_parser(prog: str, parents: tuple[str, ...], why: str, special: dict | None = None, **kwargs):
-    """A command of the benchmark, made of ``parents``: an option of the others that it does not take is
-    refused with ``why`` (``{}`` stands for the options), or with its own reason in ``special``."""
-    parser = ArgumentParser(prog=prog, parents=[parent(name) for name in parents], **kwargs)
-    every = {option for name in OPTIONS for option in parent(name)._option_string_actions}
+def add_family(parser, families: tuple[str, ...], why: str | None, special: dict | None = None) -> None:
+    """A command of the benchmark, made of the options of ``families``: an option of the others that it does not
+    take is refused with ``why`` (``{}`` stands for the options), or with its own reason in ``special``."""
+    groups = {}
+    for name in families:
+        title, options = OPTIONS[name]
+        group = groups.get(title) or groups.setdefault(title, parser.add_argument_group(title))
+        for flags, keywords in options:
+            group.add_argument(*flags.split(), **keywords)
+    every = {flag for _, options in OPTIONS.values() for flags, _ in options for flag in flags.split()}
     every |= {"--explain", "--prescribe"}  # bench's flags for explain and prescribe
     parser.refusals = {option: (special or {}).get(option, why) for option in every
                        if option not in parser._option_string_actions}
-    return parser
 
 
 def read_options(args):
