@@ -147,6 +147,8 @@ def test_no_gpu_in_a_real_interpreter_is_one_line_exit_2_and_no_file(processes):
 def test_without_gpu_the_line_says_what_runs_without_one(typed):
     line = _one_error_line(typed("cublas-det"), "cublas-det")
     assert line.endswith('; without one: cublas-det env --libs, and the README\'s "Try it without a GPU"')
+    line = _one_error_line(typed("python -m cublas_det.bench"), f"{PYTHON} -m cublas_det.bench")
+    assert line.endswith(f'; without one: {PYTHON} -m cublas_det env --libs, and the README\'s "Try it without a GPU"')
 
 
 @pytest.mark.parametrize("entry, prog", [("cublas-det", "cublas-det explain"),
@@ -169,6 +171,9 @@ def test_bench_flags_run_the_commands_and_their_messages_name_the_flag(typed):
     assert _one_error_line(typed(prog, "--prescribe", "--plot", "x.png"), f"{prog} --prescribe") == (
         f"{prog} --prescribe: error: prescribe runs its own checks and timing; drop --plot")
     assert typed(prog, "--prescribe", "--help").stdout.startswith(f"usage: {prog} --prescribe [-h] ")
+    for command in ("cublas-det prescribe", f"{prog} --prescribe"):
+        assert _one_error_line(typed(command, "--capture", "c.json"), command) == (
+            f"{command}: error: --capture needs --lock here (or use bench --capture)")
     assert _one_error_line(typed(prog, "--explain=12"), f"{prog} --explain").startswith(
         f"{prog} --explain: error: the shape to explain: bad shape '12'")
     assert "--plot draws times, and --devices does not time; drop --plot" in _one_error_line(
@@ -180,6 +185,39 @@ def test_bench_flags_run_the_commands_and_their_messages_name_the_flag(typed):
     for command in ("cublas-det prescribe", "cublas-det sweep"):
         assert typed(command, "--list", "--shape", "8x8x8").stdout == listed, command
     assert typed(prog, "--devices", "0", "--list", "--shape", "8x8x8").stdout == listed
+
+
+def test_each_subcommand_is_its_python_m_form_and_help_or_a_usage_error_imports_no_gpu_package(typed, monkeypatch):
+    import importlib
+
+    from cublas_det.cli import COMMANDS
+
+    monkeypatch.setenv("COLUMNS", "100")
+    for name in COMMANDS:  # one definition: the subparser of cublas-det is the command's own parser
+        own = importlib.import_module(f"cublas_det.cli.{name}").build_parser(f"cublas-det {name}")
+        assert typed(f"cublas-det {name}", "--help").stdout == own.format_help(), name
+    code = ("import sys\nfrom cublas_det.cli import main\n"
+            "def imported():\n    return sorted(m for m in sys.modules if m.startswith('cublas_det.cli.'))\n"
+            "for argv in (['--help'], ['frobnicate'], ['bench', '--no-such-flag'], ['explain']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "    print(argv[0], imported(), file=sys.stderr)\n"
+            "print(sorted(m for m in sys.modules if m.partition('.')[0] in ('cupy', 'torch', 'cupti')))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
+    assert "--help ['cublas_det.cli.common']" in result.stderr  # the top help imports no command
+    assert "frobnicate ['cublas_det.cli.common']" in result.stderr
+
+
+def test_two_bench_flags_of_other_commands_or_list_with_an_output_are_refused(typed):
+    prog = "cublas-det bench"
+    assert _one_error_line(typed(prog, "--explain", "8x8x8", "--prescribe"), prog) == (
+        f"{prog}: error: --prescribe and --explain each run a command of their own; give one")
+    assert _one_error_line(typed(prog, "--devices", "all", "--explain=8x8x8", "--prescribe"), prog) == (
+        f"{prog}: error: --prescribe, --explain and --devices each run a command of their own; give one")
+    for output in ("--json", "--markdown", "--plot"):
+        assert _one_error_line(typed(prog, "--list", output, "x"), prog) == (
+            f"{prog}: error: --list prints the shapes and writes no file; drop {output}")
 
 
 def test_a_compute_type_the_element_types_refuse_is_a_compute_type_error(typed):

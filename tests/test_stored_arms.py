@@ -29,6 +29,6 @@ def test_a_run_timing_such_an_arm_reports(tmp_path, capsys):
     for entry in data["benchmarks"]:  # no check: the timing alone names the arm
         entry["extra_info"].pop("scenarios", None)
     (tmp_path / "odd.json").write_text(json.dumps(data))
-    assert report.run([str(tmp_path / "odd.json")], "cublas-det report") == 0
+    assert report.main([str(tmp_path / "odd.json")], "cublas-det report") == 0
     out = capsys.readouterr().out
     assert f"Time, {odd} vs PEDANTIC:" in out and f"  {odd}  " in out

@@ -3,16 +3,15 @@ cublas_det.bench``, ``.compare``, ``.report``, ``.diff`` and ``.capture`` run th
 
 from __future__ import annotations
 
+import argparse
+import functools
 import importlib
-import sys
 
 from .. import __version__
-from ..errors import ExitCode
-from ..words import table
-from .common import error_line, exit_codes, prog_name
+from .common import ArgumentParser, exit_codes, run_parsed, set_up
 
-# name (of its module here) -> what it does. A command's module is imported when it runs, so that
-# `cublas-det env` or `--help` does not import the benchmark's.
+# name (of its module here) -> what it does. A command's module is imported, and its options added to
+# its subparser, when it is chosen: `cublas-det env` or `--help` does not import the benchmark's.
 COMMANDS = {
     "bench": "check and time the GEMMs: reproducible? which hazards? what cost? (main job)",
     "prescribe": "the verified, timed cures of each hazard found; --lock: the lock `run` applies",
@@ -28,27 +27,35 @@ COMMANDS = {
 }
 
 
-def usage(prog: str) -> str:
-    return "\n".join([f"usage: {prog} [--version] [COMMAND] [ARGS...]", "", "commands:",
-                      *table(list(COMMANDS.items()), indent="  "), "",
-                      f"'{prog} COMMAND --help' says more; with no command, '{prog}' runs 'env'.", "",
-                      exit_codes().rstrip()])
+def _add_command(name: str, parser) -> None:
+    module = importlib.import_module(f".{name}", __name__)
+    set_up(parser, module.add_arguments, module.run)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    prog = prog_name()
-    if argv[:1] in (["-h"], ["--help"]):
-        print(usage(prog))
-        return ExitCode.OK
-    if argv[:1] == ["--version"]:
-        print(f"cublas-det {__version__}")
-        return ExitCode.OK
-    if not argv or argv[0].startswith("-"):  # no command: env, as `python -m cublas_det` always was
-        command, rest, name = "env", argv, prog
-    elif argv[0] in COMMANDS:
-        command, rest, name = argv[0], argv[1:], f"{prog} {argv[0]}"
-    else:
-        error_line(prog, f"no command {argv[0]!r}; choose one of {', '.join(COMMANDS)} (see {prog} --help)")
-        return ExitCode.USAGE
-    return importlib.import_module(f".{command}", __name__).main(rest, prog=name)
+def build_parser(prog: str | None = None) -> ArgumentParser:
+    """``cublas-det``: a subparser per command, made by the same ``add_arguments`` as its ``python -m`` form."""
+    parser = ArgumentParser(prog, usage="%(prog)s [--version] [COMMAND] [ARGS...]",
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
+                            epilog="'%(prog)s COMMAND --help' says more; with no command, '%(prog)s' runs 'env'.\n\n"
+                                   + exit_codes())
+    parser.add_argument("--version", action="version", version=f"cublas-det {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND [ARGS...]", help="(default: env)")
+    for name, summary in COMMANDS.items():
+        commands.add_parser(name, prog=f"{parser.prog} {name}", help=summary,
+                            build=functools.partial(_add_command, name))
+    parser.redirect = _env_or_unknown
+    return parser
+
+
+def _env_or_unknown(parser, argv: list[str]):
+    """No command: env (the first look: GPU, cuBLAS, libraries), under the program's own name; a word that
+    names no command is refused."""
+    if argv and (argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version")):
+        return None
+    if argv and not argv[0].startswith("-"):
+        parser.error(f"no command {argv[0]!r}; choose one of {', '.join(COMMANDS)}")
+    return ArgumentParser(parser.prog, build=functools.partial(_add_command, "env")), argv
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    return run_parsed(build_parser(prog).parse_args(argv))

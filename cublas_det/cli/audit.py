@@ -14,7 +14,7 @@ import os
 import sys
 
 from ..errors import ExitCode, UsageError
-from .common import ArgumentParser, command_main, exit_codes, help_texts
+from .common import command_main, describe, exit_codes
 
 EPILOG = """examples:
   %(prog)s step.py:train_step --batch 4
@@ -42,13 +42,15 @@ def load_step(spec: str):
     return step, model if hasattr(model, "named_modules") else None
 
 
-def run(argv: list[str], prog: str) -> int:
-    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG))
+def add_arguments(parser) -> None:
+    describe(parser, __doc__, EPILOG)
     parser.add_argument("step", metavar="FILE.py:FUNCTION", help="the step to audit")
     parser.add_argument("--batch", type=int, default=4, help="the batch to compare with batch 1 (default: %(default)s)")
     parser.add_argument("--lock", metavar="FILE", help="run the step's GEMMs under this lock")
     parser.add_argument("--no-repeat", action="store_true", help="only batch 1 against --batch")
-    args = parser.parse_args(argv)
+
+
+def run(args, parser) -> int:
     if args.batch < 2:
         raise UsageError(f"--batch {args.batch}: give 2 or more (batch 1 is what it is compared with)")
     import cublas_det.torch as locked  # PyTorch: imported only for this command
@@ -65,4 +67,4 @@ def run(argv: list[str], prog: str) -> int:
     return ExitCode.OK if report.clean else ExitCode.FINDING
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)

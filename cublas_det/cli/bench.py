@@ -30,8 +30,8 @@ from ..timing import time_shapes, warm_up
 from ..timing.monitor import GpuMonitor
 from ..words import plural
 from . import explain, prescribe, sweep
-from .common import ArgumentParser, command_main, exit_codes, help_texts, write_file, write_json, write_text
-from .gemms import (_print_comparison, baseline, capture_groups, exit_code, family_parser, kernels_available, listing,
+from .common import command_main, describe, exit_codes, write_file, write_json, write_text
+from .gemms import (_print_comparison, add_family, baseline, capture_groups, exit_code, kernels_available, listing,
                     read_options, timing_budget)
 
 EXIT_CODES = exit_codes("1 also when a scenario, the GEMM or its timing could not run; a hazard that changed bits "
@@ -48,7 +48,7 @@ EPILOG = """examples:
   %(prog)s --capture capture.json     # exactly the GEMMs a program ran
 
 """ + EXIT_CODES
-# The commands a bench flag runs, in lookup order; their messages name the flag (not --devices).
+# The commands a bench flag runs, one at a time; their messages name the flag (not --devices).
 AS_COMMANDS = {"--prescribe": prescribe, "--explain": explain, "--devices": sweep}
 
 
@@ -59,11 +59,12 @@ class _AsCommand(argparse.Action):
         parser.error(f"{option_string}: write {self.option_strings[0]} in full")
 
 
-def build_parser(prog: str | None = None) -> ArgumentParser:
+def add_arguments(parser) -> None:
     special = {"--lock": "--lock writes what prescribe verifies; add --prescribe",
                "--sm-counts": "--sm-counts is the fleet of prescribe; add --prescribe"}
-    parser = family_parser(prog, ("shapes", "capture", "configs", "scenarios", "checks", "kernels", "json", "reports",
-                                  "timed"), None, special, **help_texts(__doc__, EPILOG))
+    describe(parser, __doc__, EPILOG)
+    add_family(parser, ("shapes", "capture", "configs", "scenarios", "checks", "kernels", "json", "reports", "timed"),
+               None, special)
     others = parser.add_argument_group("other commands, as bench flags")
     others.add_argument("--prescribe", nargs=0, action=_AsCommand,
                         help="the cures of each hazard found, verified and timed: `cublas-det prescribe --help`")
@@ -71,31 +72,33 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
                         help="the kernels of one shape per configuration: `cublas-det explain --help`")
     others.add_argument("--devices", nargs="+", metavar="all|ID", action=_AsCommand,
                         help="every shape and mode on each GPU, the same bits?: `cublas-det sweep --help`")
-    return parser
+    parser.redirect = _as_command
 
 
-def _as_command(argv: list[str], prog: str) -> int | None:
-    """The exit code of the command a flag of AS_COMMANDS runs when it is given in full, else None."""
-    for flag, command in AS_COMMANDS.items():
-        for at, word in enumerate(argv):
-            name, equals, value = word.partition("=")
-            if name != flag:
-                continue
-            if command is sweep:
-                return command.main(argv, prog)
-            if command is prescribe:
-                return command.main(argv[:at] + argv[at + 1:], f"{prog} {flag}")
-            shape = [value] if equals else argv[at + 1:at + 2]  # explain's shape comes first
-            return command.main(shape + argv[:at] + argv[at + (1 if equals else 2):], f"{prog} {flag}")
-    return None
+def _as_command(parser, argv: list[str]):
+    """The parser and words of the command a flag of AS_COMMANDS runs when it is given in full, else None; two
+    of them given together are refused."""
+    found = {}
+    for at, word in enumerate(argv):
+        found.setdefault(word.partition("=")[0], at)
+    flags = [flag for flag in AS_COMMANDS if flag in found]
+    if len(flags) > 1:
+        parser.exit(ExitCode.USAGE, f"{parser.prog}: error: {', '.join(flags[:-1])} and {flags[-1]} each run a "
+                                    "command of their own; give one\n")
+    if not flags:
+        return None
+    flag, command = flags[0], AS_COMMANDS[flags[0]]
+    at, (_, equals, value) = found[flag], argv[found[flag]].partition("=")
+    if command is sweep:
+        return command.build_parser(parser.prog), argv
+    if command is prescribe:
+        return command.build_parser(f"{parser.prog} {flag}"), argv[:at] + argv[at + 1:]
+    shape = [value] if equals else argv[at + 1:at + 2]  # explain's shape comes first
+    return command.build_parser(f"{parser.prog} {flag}"), shape + argv[:at] + argv[at + (1 if equals else 2):]
 
 
-def run(argv: list[str], prog: str) -> int:
-    code = _as_command(argv, prog)
-    if code is not None:
-        return code
-    parser = build_parser(prog)
-    args = parser.parse_args(argv)
+def run(args, parser) -> int:
+    prog = parser.prog
     shapes, scenarios, repeats, configs = read_options(args)
     groups = capture_groups(args, parser) if args.capture else [(shapes, configs)]
     if args.list:
@@ -254,4 +257,4 @@ def _report(args, result, baseline, phases, prog: str) -> int:
     return exit_code(prog, run_failed(result), result.interrupted, _print_comparison(args, baseline, data), written)
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)

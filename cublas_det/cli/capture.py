@@ -22,7 +22,7 @@ from ..apilog.run import run_captured, signal_name
 from ..errors import ExitCode, InputFileError, UsageError
 from ..store.files import open_regular
 from ..render.capture import render_capture
-from .common import ArgumentParser, check_outputs, command_main, exit_codes, help_texts, write_json
+from .common import check_outputs, command_main, describe, exit_codes, write_json
 
 EPILOG = """examples:
   %(prog)s -- python train.py --steps 3   # writes capture.json and a report
@@ -34,17 +34,15 @@ EPILOG = """examples:
 _LT_LINE = re.compile(rb"^\[[^\]]*\]\[cublasLt\]")
 
 
-def build_parser(prog: str | None = None) -> ArgumentParser:
-    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG),
-                            usage="%(prog)s [--out FILE] [--quiet] -- CMD [ARGS...]\n"
-                                  "       %(prog)s [--out FILE] [--quiet] --from LOG [LOG ...]")
+def add_arguments(parser) -> None:
+    describe(parser, __doc__, EPILOG, usage="%(prog)s [--out FILE] [--quiet] -- CMD [ARGS...]\n"
+                                            "       %(prog)s [--out FILE] [--quiet] --from LOG [LOG ...]")
     parser.add_argument("--out", default="capture.json", metavar="FILE",
                         help="the capture file to write (default: %(default)s)")
     parser.add_argument("--from", dest="logs", nargs="+", metavar="LOG",
                         help="read these cuBLAS and/or cuBLASLt logs instead of running a command")
     parser.add_argument("--quiet", action="store_true", help="write the file, print no report")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
-    return parser
 
 
 def log_kind(path: str, head: bytes) -> str:
@@ -122,9 +120,8 @@ def _compute_capability() -> int | None:
         return None
 
 
-def run(argv: list[str], prog: str) -> int:
-    parser = build_parser(prog)
-    args = parser.parse_args(argv)
+def run(args, parser) -> int:
+    prog = parser.prog
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if bool(command) == bool(args.logs):
         parser.error("give a command after -- or logs with --from, one of the two")
@@ -161,4 +158,4 @@ def run(argv: list[str], prog: str) -> int:
     return status if written or status else ExitCode.USAGE  # the promised file is missing: a clean 0 becomes 2
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)

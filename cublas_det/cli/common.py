@@ -10,16 +10,13 @@ import os
 import shutil
 import stat
 import sys
-import textwrap
 from pathlib import Path
 
 from ..device import INSTALL_HINT, NoGpuError
 from ..errors import CublasDetError, ExitCode, UsageError
 from ..store import files
-from ..words import wrapped
+from ..words import WIDTH, wrapped
 
-# Where a first run on a machine without a GPU learns what still runs there.
-WITHOUT_GPU = 'without one: cublas-det env --libs, and the README\'s "Try it without a GPU"'
 
 
 def prog_name() -> str:
@@ -53,18 +50,32 @@ _FORMATTERS = {argparse.HelpFormatter: HelpFormatter, argparse.RawDescriptionHel
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser with a one-line usage error and :class:`HelpFormatter`. ``refusals`` maps a sibling
-    command's option this one does not take to why, with the fix (``{}``: the options given)."""
+    command's option this one does not take to why, with the fix (``{}``: the options given); ``build(parser)``
+    adds a command's options when it is chosen, so that a command's module is imported only when it runs;
+    ``redirect(parser, argv)`` reads the words first: None, or the parser and words to parse instead."""
 
-    def __init__(self, prog=None, *args, formatter_class=argparse.HelpFormatter, **kwargs):
+    def __init__(self, prog=None, *args, formatter_class=argparse.HelpFormatter, build=None, **kwargs):
         super().__init__(prog or prog_name(), *args, formatter_class=_FORMATTERS.get(formatter_class, formatter_class),
                          **kwargs)
         self.refusals: dict[str, str] = {}
+        self.build, self.redirect = build, None
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        if self.build:
+            build, self.build = self.build, None
+            build(self)
+        redirected = self.redirect(self, args) if self.redirect else None
+        if redirected:
+            return redirected[0].parse_known_args(redirected[1], namespace)
+        return super().parse_known_args(args, namespace)
 
     def parse_args(self, args=None, namespace=None):
         parsed, extras = self.parse_known_args(args, namespace)
-        self.refuse([word.partition("=")[0] for word in extras], self.refusals)
+        owner = getattr(parsed, "command_parser", self)  # the command's parser: its refusals, its name
+        owner.refuse([word.partition("=")[0] for word in extras], owner.refusals)
         if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
+            owner.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
 
     def refuse(self, options, why) -> None:
@@ -89,9 +100,9 @@ def exit_codes(*notes: str) -> str:
     """The exit codes as every ``--help`` ends with them, then what is particular to this command."""
     lines = ["exit codes:"]
     for code in ExitCode:
-        lines += textwrap.wrap(code.meaning, 99, initial_indent=f"  {int(code):<4} ", subsequent_indent=" " * 7)
+        lines += wrapped(code.meaning, WIDTH - 1, indent=" " * 7, first=f"  {int(code):<4} ")
     for note in notes:
-        lines += textwrap.wrap(note, 99, initial_indent="  ", subsequent_indent="    ")
+        lines += wrapped(note, WIDTH - 1, indent="    ", first="  ")
     return "\n".join(lines) + "\n"
 
 
@@ -104,13 +115,13 @@ class ExtendList(argparse.Action):
         setattr(namespace, self.dest, items + list(values))
 
 
-def help_texts(doc: str, epilog: str, paragraphs: slice = slice(1, 2)) -> dict:
-    """A command parser's description (``paragraphs`` of ``doc``, filled to argparse's width) and epilog
-    (kept as written)."""
+def describe(parser, doc: str, epilog: str, paragraphs: slice = slice(1, 2), **more) -> None:
+    """Give a command's parser its description (``paragraphs`` of ``doc``, filled to argparse's width), its
+    epilog (kept as written) and ``more`` (``usage``)."""
     width = max(shutil.get_terminal_size().columns - 2, 40)  # argparse.HelpFormatter's width
-    description = "\n\n".join(textwrap.fill(" ".join(part.split()), width, break_on_hyphens=False)
+    description = "\n\n".join("\n".join(wrapped(" ".join(part.split()), width, indent=""))
                               for part in "\n\n".join(doc.split("\n\n")[paragraphs]).strip().split("\n\n"))
-    return {"description": description, "epilog": epilog, "formatter_class": RawDescriptionHelpFormatter}
+    vars(parser).update(description=description, epilog=epilog, formatter_class=RawDescriptionHelpFormatter, **more)
 
 
 def error_line(prog: str, message: str, kind: str = "error") -> None:
@@ -119,6 +130,13 @@ def error_line(prog: str, message: str, kind: str = "error") -> None:
 
 
 warning_line = functools.partial(error_line, kind="warning")  # the run goes on
+
+
+def without_gpu(prog: str) -> str:
+    """Where a first run on a machine without a GPU learns what still runs there, under the name in use."""
+    python, dash_m, _ = prog.partition(" -m ")
+    return (f"without one: {f'{python} -m cublas_det' if dash_m else 'cublas-det'} env --libs, and the README's "
+            '"Try it without a GPU"')
 
 
 def run_guarded(prog: str, body) -> int:
@@ -139,16 +157,31 @@ def run_guarded(prog: str, body) -> int:
         error_line(prog, f"CuPy is not installed ({err}); install it: {INSTALL_HINT}"
                    if top in ("cupy", "cupy_backends") else f"{err}; install it with pip")
     except CublasDetError as err:
-        error_line(prog, f"{err}; {WITHOUT_GPU}" if isinstance(err, NoGpuError) else str(err))
+        error_line(prog, f"{err}; {without_gpu(prog)}" if isinstance(err, NoGpuError) else str(err))
     return ExitCode.USAGE
 
 
-def command_main(run):
-    """The ``main(argv=None, prog=None)`` of a command whose body is ``run(argv, prog)`` (:func:`run_guarded`)."""
+def command_main(add_arguments, run):
+    """A command's ``build_parser(prog=None)`` and ``main(argv=None, prog=None)``, from its ``add_arguments(parser)``
+    and its ``run(args, parser)`` (the ``python -m`` forms; ``cublas-det`` adds the same options to its subparser)."""
+    def build_parser(prog: str | None = None) -> ArgumentParser:
+        return set_up(ArgumentParser(prog), add_arguments, run)
+
     def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-        prog = prog or prog_name()
-        return run_guarded(prog, lambda: run(sys.argv[1:] if argv is None else list(argv), prog))
-    return main
+        return run_parsed(build_parser(prog).parse_args(argv))
+    return build_parser, main
+
+
+def set_up(parser, add_arguments, run):
+    """``parser`` with a command's options, and the command to run when it parses."""
+    add_arguments(parser)
+    parser.set_defaults(run_command=run, command_parser=parser)
+    return parser
+
+
+def run_parsed(args) -> int:
+    """The command ``args`` chose, run under its parser's name (:func:`run_guarded`)."""
+    return run_guarded(args.command_parser.prog, lambda: args.run_command(args, args.command_parser))
 
 
 def check_outputs(args, *flags: str) -> None:
@@ -179,6 +212,11 @@ def check_outputs(args, *flags: str) -> None:
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("--plot needs matplotlib: install the plot extra (pip install matplotlib)") from None
+
+
+def fail_on(when: str) -> dict:
+    """--fail-on's keywords for ``add_argument``, ``when`` it applies (``with two files``)."""
+    return dict(type=float, metavar="PCT", help=f"{when}: exit 1 if a median time grew by more than PCT percent")
 
 
 def check_fail_on(percent: float | None) -> None:

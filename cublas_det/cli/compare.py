@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..render.compare import compare_fleet, compare_runs
 from ..store.run import load_run
 from ..words import report_width
-from .common import ArgumentParser, check_fail_on, command_main, exit_codes, help_texts
+from .common import check_fail_on, command_main, describe, exit_codes, fail_on
 
 EPILOG = """examples:
   %(prog)s base.json new.json               # yesterday against today
@@ -31,12 +31,13 @@ then compare the files on any machine.
 """ + exit_codes("2 also when, in a fleet, a file was compared with no other (named)")
 
 
-def run(argv: list[str], prog: str) -> int:
-    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG, slice(1, 3)))
+def add_arguments(parser) -> None:
+    describe(parser, __doc__, EPILOG, slice(1, 3))
     parser.add_argument("files", nargs="+", metavar="RUN.json", help="files written by --json (two, or a fleet)")
-    parser.add_argument("--fail-on", type=float, metavar="PCT",
-                        help="with two files: exit 1 if a median time grew by more than PCT percent")
-    args = parser.parse_args(argv)
+    parser.add_argument("--fail-on", **fail_on("with two files"))
+
+
+def run(args, parser) -> int:
     # a shell pattern that matched no file: the shell passes it on as written
     patterns = [path for path in args.files if glob.has_magic(path) and not os.path.exists(path)]
     if patterns:
@@ -52,5 +53,5 @@ def run(argv: list[str], prog: str) -> int:
     return comparison.exit_code
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)
 

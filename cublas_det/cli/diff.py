@@ -17,8 +17,7 @@ from ..rundiff.diff import IncompleteDiff, diff_runs, report_lines
 from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
 from ..words import plural, report_width
 from ..errors import ExitCode
-from .common import (ArgumentParser, check_outputs, command_main, error_line, exit_codes, help_texts, warning_line,
-                     write_json)
+from .common import check_outputs, command_main, describe, error_line, exit_codes, warning_line, write_json
 
 EPILOG = """layouts (RUN is a directory unless said otherwise):
   RUN/trace.jsonl (or the .jsonl itself)   digests logged by cublas_det.trace.Recorder, in order
@@ -57,8 +56,8 @@ def _chunk_mib(value: str) -> int:
     return chunk
 
 
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog, **help_texts(__doc__, EPILOG))
+def add_arguments(parser) -> None:
+    describe(parser, __doc__, EPILOG)
     parser.add_argument("run_a", metavar="RUN_A", help="the first run: a directory of dumps, or a trace log")
     parser.add_argument("run_b", metavar="RUN_B", help="the second run, in any layout")
     parser.add_argument("--dtype", type=_dtype, default="float32", metavar="DTYPE",
@@ -73,11 +72,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="PATH", help="also write the comparison as JSON")
     parser.add_argument("--chunk-mib", type=_chunk_mib, default=4 << 20, dest="chunk_bytes", metavar="MIB",
                         help="bytes read per side per step of the stream, in MiB (default: 4)")
-    return parser
 
 
-def run(argv: list[str], prog: str) -> int:
-    args = build_parser(prog).parse_args(argv)
+def run(args, parser) -> int:
+    prog = parser.prog
     check_outputs(args, "json")
     order = read_order_file(args.order) if args.order else None
     runs = [open_run(path, raw_dtype=args.dtype) for path in (args.run_a, args.run_b)]
@@ -106,5 +104,5 @@ def run(argv: list[str], prog: str) -> int:
     return ExitCode.OK if written else ExitCode.USAGE
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)
 

@@ -8,11 +8,12 @@ import sys
 from importlib import metadata
 
 from .._cublas import MathMode
-from ..config import math_mode_name, resolve_config
+from ..config import DEFAULT_MODES, math_mode_name, resolve_config
 from ..device import fingerprint, require_gpu, tf32_env_warnings
 from ..errors import ExitCode, UsageError
 from ..handle import create_handle
-from .common import ArgumentParser, command_main, error_line, exit_codes, help_texts
+from ..words import size, table
+from .common import command_main, describe, error_line, exit_codes
 
 DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version
 and library file, CuPy, the environment variables that change cuBLAS), where libcublas, cudart and
@@ -61,8 +62,7 @@ def _print_libraries() -> list[str]:
     """Print where each library was found; return the names of those not found."""
     found = library_locations()
     print("CUDA libraries (cuda.pathfinder, the search CuPy makes):")
-    for name, where in found.items():
-        print(f"  {LIBRARIES[name]:<9} {where}")
+    print("\n".join(table([(LIBRARIES[name], where) for name, where in found.items()], indent="  ", gap=" ")))
     return [LIBRARIES[name] for name, where in found.items() if where.startswith("not found")]
 
 
@@ -71,18 +71,19 @@ def _report() -> int:
     info = fingerprint()
     gpu, env = info.pop("gpu"), info.pop("env")
     print("cublas_det environment")
-    print(f"  GPU                 {gpu['name']} (device {gpu['device_id']}, compute capability "
-          f"{gpu['compute_capability']}, {gpu['sm_count']} SMs, L2 {gpu['l2_cache_bytes'] // 2**20} MiB)")
-    for key, value in info.items():
-        print(f"  {key:<19} {value}")
+    gpu_line = (f"{gpu['name']} (device {gpu['device_id']}, compute capability {gpu['compute_capability']}, "
+                f"{gpu['sm_count']} SMs, L2 {size(gpu['l2_cache_bytes'], 'MiB')})")
+    print("\n".join(table([("GPU", gpu_line), *((key, str(value)) for key, value in info.items())], "  ", " ")))
     print("  cuBLAS-relevant environment variables:" + ("" if env else " none set"))
     for name, value in env.items():
         print(f"    {name}={value}")
     _print_libraries()
     print("handles (mode set, then read back with cublasGetMathMode):")
-    for mode in (MathMode.PEDANTIC, MathMode.DEFAULT, MathMode.TF32):
+    read_back = []
+    for mode in (MathMode[name.upper()] for name in DEFAULT_MODES):
         with create_handle(mode) as handle:
-            print(f"  {mode.name:<9} -> {math_mode_name(handle.read_math_mode())}")
+            read_back.append((mode.name, "->", math_mode_name(handle.read_math_mode())))
+    print("\n".join(table(read_back, "  ", " ")))
     with create_handle() as handle:
         print(f"  create_handle() with no argument -> {math_mode_name(handle.read_math_mode())} "
               f"(from {handle.mode_source.value})")
@@ -91,14 +92,17 @@ def _report() -> int:
     return ExitCode.OK
 
 
-def run(argv: list[str], prog: str) -> int:
-    parser = ArgumentParser(prog, **help_texts(DESCRIPTION, EPILOG, slice(None)))
+def add_arguments(parser) -> None:
+    describe(parser, DESCRIPTION, EPILOG, slice(None))
     parser.add_argument("--libs", action="store_true",
                         help="only print where libcublas, cudart and NVRTC were found (no GPU needed)")
-    if parser.parse_args(argv).libs:
+
+
+def run(args, parser) -> int:
+    if args.libs:
         missing = _print_libraries()
         if missing:
-            error_line(prog, f"{', '.join(missing)} not found; install the CUDA libraries: "
+            error_line(parser.prog, f"{', '.join(missing)} not found; install the CUDA libraries: "
                              "pip install 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' (or ==13.* with cupy-cuda13x)")
         return ExitCode.USAGE if missing else ExitCode.OK
     try:  # a bad CUBLAS_DET_MATH_MODE is a usage error before the GPU is probed
@@ -108,4 +112,4 @@ def run(argv: list[str], prog: str) -> int:
     return _report()
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)

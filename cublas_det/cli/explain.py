@@ -13,8 +13,8 @@ from ..explain import explain_shape, render_explanation
 from ..kernels.recorder import require_cupti
 from ..memory import check_fits
 from ..shapes import catalogue_entry, parse_shape
-from .common import command_main, exit_codes, help_texts
-from .gemms import family_parser, read_options
+from .common import command_main, describe, exit_codes
+from .gemms import add_family, read_options
 
 EPILOG = """examples:
   %(prog)s 128x56x4096:nt --modes pedantic tf32
@@ -36,13 +36,21 @@ def explain_target(spec: str, tokens: int):
         raise UsageError(f"the shape to explain: {err}") from None
 
 
-def run(argv: list[str], prog: str) -> int:
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
-        raise UsageError(f"a shape comes first, e.g. {prog} 128x56x4096:nt --modes pedantic tf32 (see {prog} --help)")
-    parser = family_parser(prog, ("configs",), "explain prints one table and exits; drop {}",
-                           usage="%(prog)s SHAPE [options]", **help_texts(__doc__, EPILOG))
+def add_arguments(parser) -> None:
+    describe(parser, __doc__, EPILOG, usage="%(prog)s SHAPE [options]")
+    add_family(parser, ("configs",), "explain prints one table and exits; drop {}")
     parser.add_argument("target", metavar="SHAPE", help="MxNxK[:op], or a catalogue name")
-    args = parser.parse_args(argv)
+    parser.redirect = _shape_first
+
+
+def _shape_first(parser, argv: list[str]) -> None:
+    """Refuse words that do not start with the shape (or --help)."""
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        parser.exit(ExitCode.USAGE, f"{parser.prog}: error: a shape comes first, e.g. {parser.prog} 128x56x4096:nt "
+                                    f"--modes pedantic tf32 (see {parser.prog} --help)\n")
+
+
+def run(args, parser) -> int:
     _, _, _, configs = read_options(args)
     shape = explain_target(args.target, args.tokens)
     require_gpu()
@@ -53,4 +61,4 @@ def run(argv: list[str], prog: str) -> int:
     return ExitCode.OK
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)

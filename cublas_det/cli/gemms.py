@@ -1,11 +1,10 @@
-"""The GEMMs that bench, sweep, prescribe and explain run: their shared options (parent parsers), read before any
+"""The GEMMs that bench, sweep, prescribe and explain run: their shared options (families), read before any
 GPU work, and how each run ends (its comparison with a baseline, its exit code)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 
 from .._cublas import ComputeType
 from ..apilog.file import load as load_capture
@@ -20,7 +19,8 @@ from ..render.compare import compare_runs
 from ..store.run import load_run, run_from_dict
 from ..shapes import DEFAULT_TOKENS, PRESETS, format_catalogue, resolve_shapes
 from ..words import plural, report_width
-from .common import ArgumentParser, ExtendList, check_fail_on, check_outputs, error_line, given, warning_line
+from .common import (ExtendList, check_fail_on, check_outputs, error_line, fail_on, given,
+                     warning_line)
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 # Visits a shape takes at least and at most (``timing.visits``): one Williams cycle each on a setup
@@ -49,7 +49,7 @@ def _sm_counts(text: str) -> tuple:
 
 KERNELS = "kernels (CUPTI: the kernels-cuda13 extra, or kernels-cuda12 for CUDA 12)"
 LISTED = dict(nargs="+", action=ExtendList)  # every list option takes `--flag a b` and repeated flags alike
-# Each parent parser: its group and its options (flags, argparse's keywords); a command is made of the parents it takes.
+# Each family: its group and its options (flags, argparse's keywords); a command is made of the families it takes.
 OPTIONS = {
     "shapes": (WHAT, [
         ("--preset", dict(**LISTED, metavar="NAME", help=f"one or more shape presets: {', '.join(PRESETS)} (default: "
@@ -104,8 +104,7 @@ OPTIONS = {
     "reports": (OUTPUTS, [
         ("--markdown", dict(metavar="PATH", help="write the tables and summary as Markdown")),
         ("--compare", dict(metavar="BASE.json", help="compare bits and times with an earlier --json")),
-        ("--fail-on", dict(type=float, metavar="PCT",
-                           help="with --compare: exit 1 if a median time grew by more than PCT percent"))]),
+        ("--fail-on", fail_on("with --compare"))]),
     "timed": (OUTPUTS, [
         ("--plot", dict(metavar="PATH",
                         help="write a PNG of time per mode per shape (needs matplotlib: the plot extra)")),
@@ -115,25 +114,19 @@ OPTIONS = {
 }
 
 
-@functools.cache
-def parent(name: str) -> ArgumentParser:
-    parser = ArgumentParser(add_help=False)
-    title, options = OPTIONS[name]
-    group = parser.add_argument_group(title)
-    for flags, keywords in options:
-        group.add_argument(*flags.split(), **keywords)
-    return parser
-
-
-def family_parser(prog: str, parents: tuple[str, ...], why: str, special: dict | None = None, **kwargs):
-    """A command of the benchmark, made of ``parents``: an option of the others that it does not take is
-    refused with ``why`` (``{}`` stands for the options), or with its own reason in ``special``."""
-    parser = ArgumentParser(prog=prog, parents=[parent(name) for name in parents], **kwargs)
-    every = {option for name in OPTIONS for option in parent(name)._option_string_actions}
+def add_family(parser, families: tuple[str, ...], why: str | None, special: dict | None = None) -> None:
+    """A command of the benchmark, made of the options of ``families``: an option of the others that it does not
+    take is refused with ``why`` (``{}`` stands for the options), or with its own reason in ``special``."""
+    groups = {}
+    for name in families:
+        title, options = OPTIONS[name]
+        group = groups.get(title) or groups.setdefault(title, parser.add_argument_group(title))
+        for flags, keywords in options:
+            group.add_argument(*flags.split(), **keywords)
+    every = {flag for _, options in OPTIONS.values() for flags, _ in options for flag in flags.split()}
     every |= {"--explain", "--prescribe"}  # bench's flags for explain and prescribe
     parser.refusals = {option: (special or {}).get(option, why) for option in every
                        if option not in parser._option_string_actions}
-    return parser
 
 
 def read_options(args):
@@ -216,12 +209,15 @@ def capture_groups(args, parser) -> list:
             warning_line(parser.prog, f"{plan.gemm_id}: {plan.note}")
     if not groups:
         raise UsageError(f"--capture {args.capture}: no GEMM in it can be replayed by this version "
-                         "(`cublas-det capture` lists why)")
+                         "(the capture command lists why)")
     return [(shapes, [config]) for config, shapes in groups.items()]
 
 
 def listing(args, groups) -> str:
-    """--list: the shapes that would run, or the captured GEMMs, a table per configuration."""
+    """--list: the shapes that would run, or the captured GEMMs, a table per configuration; it writes no file."""
+    outputs = given(args, "json", "markdown", "plot")
+    if outputs:
+        raise UsageError(f"--list prints the shapes and writes no file; drop {', '.join(outputs)}")
     if not getattr(args, "capture", None):
         return format_catalogue(groups[0][0])
     return "\n\n".join(f"{plural(len(shapes), 'captured GEMM')} in {configs[0].name}:\n"
@@ -230,10 +226,10 @@ def listing(args, groups) -> str:
 
 def baseline(args, parser, *outputs: str):
     """The --compare baseline (or None), after the outputs and --fail-on are checked: all before any GPU work."""
-    fail_on = getattr(args, "fail_on", None)
-    if fail_on is not None and not args.compare:
+    percent = getattr(args, "fail_on", None)
+    if percent is not None and not args.compare:
         parser.error("--fail-on needs --compare BASE.json")
-    check_fail_on(fail_on)
+    check_fail_on(percent)
     check_outputs(args, *outputs)
     return load_run(args.compare) if getattr(args, "compare", None) is not None else None
 

@@ -18,24 +18,27 @@ from ..errors import ExitCode
 from ..operands import HostOperands
 from ..prescribe import lock_entries, prescribe
 from ..render.prescribe import render_lock, render_prescriptions
-from .common import check_outputs, command_main, exit_codes, given, help_texts, write_json
-from .gemms import capture_groups, family_parser, kernels_available, listing, read_options, timing_budget
+from .common import check_outputs, command_main, describe, exit_codes, given, write_json
+from .gemms import add_family, capture_groups, kernels_available, listing, read_options, timing_budget
 
 EPILOG = """examples (cures that hold on H200s and H100s alike; the lock that `cublas-det run` applies):
   %(prog)s --sm-counts 132,114
   %(prog)s --lock lock.json --capture capture.json
 
 """ + exit_codes("1 also when a hazard has no verified cure, or a GEMM could not be locked")
-WHY = "prescribe runs its own checks and timing; drop {}"
 
 
-def run(argv: list[str], prog: str) -> int:
-    parser = family_parser(prog, ("shapes", "capture", "configs", "checks", "kernels", "prescriptions", "json"), WHY,
-                           **help_texts(__doc__, EPILOG))
-    args = parser.parse_args(argv)
+def add_arguments(parser) -> None:
+    describe(parser, __doc__, EPILOG)
+    add_family(parser, ("shapes", "capture", "configs", "checks", "kernels", "prescriptions", "json"),
+               "prescribe runs its own checks and timing; drop {}")
+
+
+def run(args, parser) -> int:
+    prog = parser.prog
     shapes, _, _, configs = read_options(args)
     if not args.lock:
-        parser.refuse(given(args, "capture"), WHY)
+        parser.refuse(given(args, "capture"), "--capture needs --lock here (or use bench --capture)")
     groups = capture_groups(args, parser) if args.capture else [(shapes, configs)]
     if args.lock:
         check_outputs(args, "lock")
@@ -92,4 +95,4 @@ def _lock(args, groups, old_lock) -> int:
     return ExitCode.FINDING if refused else ExitCode.OK
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)

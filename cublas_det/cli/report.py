@@ -4,15 +4,13 @@ The exit code is the stored verdict's, so that CI can gate on a stored run."""
 
 from __future__ import annotations
 
-import argparse
-
 from ..errors import ExitCode
 from ..render.markdown import to_markdown
 from ..render.plot import write_plot
 from ..render.runfile import bench_result
 from ..render.text import render_text, run_failed
 from ..store.run import load_run, old_file_note
-from .common import ArgumentParser, check_outputs, command_main, exit_codes, write_file, write_text
+from .common import check_outputs, command_main, describe, exit_codes, write_file, write_text
 
 EPILOG = """example:
   %(prog)s run.json --markdown run.md --plot run.png
@@ -21,13 +19,15 @@ EPILOG = """example:
                                  "checked)")
 
 
-def run(argv: list[str], prog: str) -> int:
-    parser = ArgumentParser(prog, description=__doc__.split("\n\n")[0].split(": ", 1)[1],
-                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser) -> None:
+    describe(parser, __doc__.split(": ", 1)[1], EPILOG, slice(0, 1))
     parser.add_argument("file", metavar="RUN.json", help="a file written by bench --json")
     parser.add_argument("--markdown", metavar="PATH", help="also write the tables and summary as Markdown")
     parser.add_argument("--plot", metavar="PATH", help="also write a PNG of time per mode per shape (needs matplotlib)")
-    args = parser.parse_args(argv)
+
+
+def run(args, parser) -> int:
+    prog = parser.prog
     check_outputs(args, "markdown", "plot")
     run = load_run(args.file)
     result = bench_result(run)
@@ -41,4 +41,4 @@ def run(argv: list[str], prog: str) -> int:
     return ExitCode.OK if written else ExitCode.USAGE
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)

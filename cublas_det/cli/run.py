@@ -18,7 +18,7 @@ from ..errors import ExitCode, UsageError
 from ..store import lock as lockfile
 from ..store.lock import LockReport
 from ..words import plural
-from .common import ArgumentParser, command_main, exit_codes, help_texts, warning_line
+from .common import command_main, describe, exit_codes, warning_line
 
 EPILOG = """examples:
   cublas-det bench --prescribe --lock lock.json --capture capture.json   # make the lock
@@ -29,13 +29,15 @@ EPILOG = """examples:
                  "lock that cannot be read or was written on another GPU or cuBLAS")
 
 
-def run(argv: list[str], prog: str) -> int:
-    parser = ArgumentParser(prog, usage="%(prog)s --lock FILE [--quiet] -- CMD [ARGS...]",
-                            **help_texts(__doc__, EPILOG))
+def add_arguments(parser) -> None:
+    describe(parser, __doc__, EPILOG, usage="%(prog)s --lock FILE [--quiet] -- CMD [ARGS...]")
     parser.add_argument("--lock", required=True, metavar="FILE", help="the lock that bench --prescribe --lock wrote")
     parser.add_argument("--quiet", action="store_true", help="print no report (a GEMM that fell through still warns)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
-    args = parser.parse_args(argv)
+
+
+def run(args, parser) -> int:
+    prog = parser.prog
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise UsageError("give the command to run after --, e.g. -- python train.py")
@@ -60,4 +62,4 @@ def run(argv: list[str], prog: str) -> int:
     return ExitCode.INTERRUPTED if interrupted else status
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)

@@ -16,8 +16,8 @@ from ..errors import ExitCode, UsageError
 from ..store.run import now_iso
 from ..render.sweep import render_sweep, sweep_to_json
 from ..words import plural
-from .common import command_main, exit_codes, help_texts, write_json, write_text
-from .gemms import _print_comparison, baseline, exit_code, family_parser, listing, read_options
+from .common import command_main, describe, exit_codes, write_json, write_text
+from .gemms import _print_comparison, add_family, baseline, exit_code, listing, read_options
 
 EPILOG = """examples:
   %(prog)s --devices all --json a.json     # same bits on every GPU here?
@@ -29,18 +29,16 @@ a cluster: let its launcher start one run per node, each writing its file, then 
 """ + exit_codes("1 also when the devices disagree")
 
 
-def build_parser(prog: str | None = None):
-    return family_parser(
-        prog, ("devices", "shapes", "configs", "scenarios", "checks", "json", "reports"),
-        "a sweep computes every shape and mode in worker processes, and times nothing; drop {}",
-        {"--plot": "--plot draws times, and --devices does not time; drop {}",
-         "--kernels": "--kernels records kernels in this process, and --devices runs worker processes; drop {}"},
-        **help_texts(__doc__, EPILOG))
+def add_arguments(parser) -> None:
+    describe(parser, __doc__, EPILOG)
+    add_family(parser, ("devices", "shapes", "configs", "scenarios", "checks", "json", "reports"),
+               "a sweep computes every shape and mode in worker processes, and times nothing; drop {}",
+               {"--plot": "--plot draws times, and --devices does not time; drop {}",
+                "--kernels": "--kernels records kernels in this process, and --devices runs worker processes; drop {}"})
 
 
-def run(argv: list[str], prog: str) -> int:
-    parser = build_parser(prog)
-    args = parser.parse_args(argv)
+def run(args, parser) -> int:
+    prog = parser.prog
     shapes, scenarios, repeats, configs = read_options(args)
     if args.list:
         print(listing(args, [(shapes, configs)]))
@@ -72,4 +70,4 @@ def run(argv: list[str], prog: str) -> int:
     return exit_code(prog, sweep_failed(runs, found), interrupted, _print_comparison(args, base, data), written)
 
 
-main = command_main(run)
+build_parser, main = command_main(add_arguments, run)
