@@ -27,6 +27,11 @@ def test_a_run_of_this_version_read_and_written_again_is_the_same_file(name):
     assert _same(json.loads(_rewritten(json.loads(written), name)), json.loads(written))
 
 
+def test_an_entry_is_labelled_as_this_version_names_it():
+    run = run_from_dict(json.loads((DATA / "h200_run_identity.json").read_text()), "run.json")
+    assert run.entries and all(entry.label == entry.name for entry in run.entries)
+
+
 def _rewritten(data: dict, name: str) -> str:
     return json.dumps(to_json(bench_result(run_from_dict(data, name))))
 

@@ -44,6 +44,11 @@ class Entry:
         return gemm_key(self.spec, self.config)
 
     @property
+    def label(self) -> str:
+        """``trunk/W_in/dW[PEDANTIC]``: the shape's role and the configuration, as a new entry is named."""
+        return entry_label(self.shape_name, self.config)
+
+    @property
     def tokens(self) -> int | None:
         return (self.identity or {}).get("tokens") or self.extra_info.get("shape", {}).get("tokens") or None
 
@@ -200,10 +205,15 @@ def identity(shape, config_name: str, seed: int | None, input_digests: dict | No
             "numpy": numpy_version}
 
 
+def entry_label(shape_name: str, config: str) -> str:
+    return f"{shape_name}[{config}]"
+
+
 def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict, options: dict | None = None) -> dict:
     """One shape in one configuration as a pytest-benchmark entry; ``stats`` None: :func:`empty_stats`."""
-    return {"group": shape.name, "name": f"{shape.name}[{mode}]",
-            "fullname": f"cublas_det.bench::{shape.name}[{mode}]", "params": {"shape": shape.spec, "mode": mode},
+    label = entry_label(shape.name, mode)
+    return {"group": shape.name, "name": label, "fullname": f"cublas_det.bench::{label}",
+            "params": {"shape": shape.spec, "mode": mode},
             "param": mode, "stats": stats if stats is not None else empty_stats(), "options": options or {},
             "extra_info": extra_info}
 
