@@ -103,7 +103,6 @@ _PROTOTYPES: dict[str, list] = {
     "cublasSetAtomicsMode": [c_void_p, c_int],
     "cublasGetAtomicsMode": [c_void_p, POINTER(c_int)],
     "cublasSetStream_v2": [c_void_p, c_void_p],
-    "cublasGetStream_v2": [c_void_p, POINTER(c_void_p)],
     "cublasSetWorkspace_v2": [c_void_p, c_void_p, c_size_t],
     "cublasSetSmCountTarget": [c_void_p, c_int],
     "cublasGetSmCountTarget": [c_void_p, POINTER(c_int)],
@@ -199,13 +198,6 @@ def cublas_get_version(handle: int = 0) -> int:
 def cublas_set_stream(handle: int, stream_ptr: int) -> None:
     """``cublasSetStream``: it resets any workspace set with ``cublasSetWorkspace``."""
     _call("cublasSetStream_v2", handle, stream_ptr or None)
-
-
-def cublas_get_stream(handle: int) -> int:
-    """0 is the legacy default stream."""
-    value = c_void_p()
-    _call("cublasGetStream_v2", handle, byref(value))
-    return int(value.value or 0)
 
 
 def cublas_set_workspace(handle: int, ptr: int, size_bytes: int) -> None:

@@ -11,7 +11,7 @@ import numpy
 from . import _cublas
 from ._cublas import GEMM_EX_ARGS, GemmAlgo, Operation
 from .config import COMPUTE_TYPES, HALF_SCALAR_COMPUTE, check_types
-from .dtypes import GEMM_TYPES
+from .dtypes import BFLOAT16_HINT, GEMM_TYPES
 from .handle import Handle, default_handle
 from .shapes import other_layout, packed_strides
 
@@ -177,8 +177,7 @@ def _as_cupy(name: str, value):
     try:
         return _cupy.from_dlpack(value)  # zero copy: the view shares the tensor's memory
     except (TypeError, ValueError, NotImplementedError, BufferError) as err:
-        hint = (" (CuPy takes bfloat16 from ml_dtypes: pip install ml-dtypes)" if "bfloat16" in str(err).lower()
-                else "")
+        hint = f" ({BFLOAT16_HINT})" if "bfloat16" in str(err).lower() else ""
         raise TypeError(f"{name}: CuPy cannot view this {type(value).__name__} through DLPack: {err}{hint}") from None
 
 

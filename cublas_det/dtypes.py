@@ -10,6 +10,7 @@ import numpy as np
 from .errors import UsageError
 
 _NUMPY_KIND = {"float": "f", "int": "i", "uint": "u", "bool": "u"}
+BFLOAT16_HINT = "CuPy takes bfloat16 from ml_dtypes: pip install ml-dtypes"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,8 +40,7 @@ class ElementType:
         try:
             import ml_dtypes
         except ImportError:
-            raise UsageError("bfloat16 needs the ml_dtypes package (CuPy takes bfloat16 from it): "
-                             "pip install ml-dtypes") from None
+            raise UsageError(f"bfloat16 needs the ml_dtypes package ({BFLOAT16_HINT})") from None
         return np.dtype(ml_dtypes.bfloat16)
 
     def values(self, bits: np.ndarray, out: np.ndarray | None = None, widened: np.ndarray | None = None):

@@ -273,12 +273,12 @@ def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, 
 
 
 def _lock_entry(shape, key, pinned, check, targets, repeats) -> tuple[LockEntry | None, str]:
-    results = {r.scenario: r for r in check.scenarios}
-    failed = [r for name, r in results.items() if name in ("repeat", "sm-count") and (r.changed_bits or r.error)]
+    parts = [(getattr(REGISTRY.get(r.scenario), "lock", ""), r) for r in check.scenarios]  # Scenario.lock
+    failed = [r for part, r in parts if part == "bits" and (r.changed_bits or r.error)]
     if check.error or failed or not check.reproducible:
         return None, check.error or "; ".join(f"{r.scenario}: {r.error or r.detail}" for r in failed) or \
             check.verdict.value
-    rows, shared = results.get("batch-invariance"), results.get("streams-shared-handle")
+    rows, shared = (dict(parts).get(part) for part in ("rows", "workspace"))
     any_m = bool(rows and rows.identical)
     verified = {"m": shape.m, "rows": batch_ladder(shape.m) if any_m else [],
                 "rows_note": "" if any_m else (rows.not_applicable or rows.error or rows.detail if rows else

@@ -235,8 +235,8 @@ def test_both_call_paths_give_the_same_bits(monkeypatch):
 @pytest.mark.gpu
 def test_handle_is_rebound_after_cupy_moved_it(monkeypatch):
     import cupy
+    from cupy_backends.cuda.libs import cublas
 
-    from cublas_det import _cublas
     from cublas_det import call as _gemm
 
     a, b = _trunk_dw_operands()
@@ -251,11 +251,11 @@ def test_handle_is_rebound_after_cupy_moved_it(monkeypatch):
         monkeypatch.setattr(_gemm, "_cupy_gemm_ex", cupy_gemm_ex)
         with second:
             gemm(a, b, out=out, handle=handle, trans_a=True)  # CuPy binds `second`
-        assert _cublas.cublas_get_stream(handle.ptr) == second.ptr
+        assert cublas.getStream(handle.ptr) == second.ptr
         monkeypatch.setattr(_gemm, "_cupy_gemm_ex", _gemm._no_cupy_binding)
         with first:
             gemm(a, b, out=out, handle=handle, trans_a=True)
-        assert _cublas.cublas_get_stream(handle.ptr) == first.ptr
+        assert cublas.getStream(handle.ptr) == first.ptr
         cupy.cuda.Device().synchronize()
 
 

@@ -96,7 +96,7 @@ def test_ten_thousand_create_close_cycles_leave_device_memory_unchanged():
 def test_atomics_workspace_sm_count_and_stream_round_trip():
     import cupy
 
-    from cublas_det import _cublas
+    from cupy_backends.cuda.libs import cublas
 
     stream = cupy.cuda.Stream(non_blocking=True)
     with create_handle("default", stream=stream, workspace_bytes=32 * 2**20, atomics=True) as handle:
@@ -105,7 +105,7 @@ def test_atomics_workspace_sm_count_and_stream_round_trip():
         assert handle.atomics_mode is AtomicsMode.NOT_ALLOWED
         assert handle.workspace_bytes == 32 * 2**20
         assert handle.stream is stream
-        assert _cublas.cublas_get_stream(handle.ptr) == stream.ptr
+        assert cublas.getStream(handle.ptr) == stream.ptr  # cuBLAS's own, through CuPy's binding as call.py's
         assert handle.sm_count_target == 0
         handle.sm_count_target = 66
         assert handle.sm_count_target == 66

@@ -100,6 +100,7 @@ def test_a_lock_from_elsewhere_is_refused_naming_the_difference(lock_path, field
         lockfile.load(lock_path).check_here(here)
     text = str(raised.value)
     assert f"{WHERE[field]} there, {value} here" in text and "\n" not in text
+    assert text.endswith("prescribe again on this machine (cublas-det prescribe --lock FILE)")
     lockfile.load(lock_path).check_here({**WHERE, "driver_version": "13.1"})  # another driver: the lock holds
 
 
@@ -158,6 +159,7 @@ def test_the_report_names_what_fell_through_and_the_command_that_adds_it():
     assert merged.locked_calls == 4 and merged.fell_through_calls == 3
     text = str(merged)
     assert text.startswith("locked 4 calls of 1 GEMM; 3 calls of 1 GEMM fell through to torch")
+    assert "  add: cublas-det prescribe --lock lock.json \\" in text.splitlines()  # the command that writes locks
     assert "--shape 8192x100x768:tn --dtype bf16 --modes default" in text  # the largest M
     assert max(len(line) for line in text.splitlines()) <= 100
 

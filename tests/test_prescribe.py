@@ -162,3 +162,10 @@ def test_the_times_keep_their_json_form(monkeypatch):
     assert timed.cost == {"against_heuristic": {"config": heuristic.name, "median": 1.2, "ci_low": 1.1,
                                                 "ci_high": 1.3},
                           "against": {"config": "PEDANTIC", "median": 1.2 / 1.5}}
+
+
+def test_the_scenarios_declare_their_part_in_a_lock_entry():
+    parts = {name: scenario.lock for name, scenario in REGISTRY.items() if scenario.lock}
+    assert parts == {"repeat": "bits", "sm-count": "bits", "batch-invariance": "rows",
+                     "streams-shared-handle": "workspace"}
+    assert set(parts) <= set(prescribe.VERIFY_SCENARIOS)

@@ -27,6 +27,11 @@ def test_a_run_of_this_version_read_and_written_again_is_the_same_file(name):
     assert _same(json.loads(_rewritten(json.loads(written), name)), json.loads(written))
 
 
+def test_an_entry_is_labelled_as_this_version_names_it():
+    run = run_from_dict(json.loads((DATA / "h200_run_identity.json").read_text()), "run.json")
+    assert run.entries and all(entry.label == entry.name for entry in run.entries)
+
+
 def _rewritten(data: dict, name: str) -> str:
     return json.dumps(to_json(bench_result(run_from_dict(data, name))))
 
@@ -45,9 +50,10 @@ def _same(a, b) -> bool:
 def test_the_validator_names_the_field_by_its_path_what_it_must_be_and_what_it_is_in_one_line():
     mode = ("PEDANTIC or DEFAULT", lambda v: v in ("PEDANTIC", "DEFAULT"))
     item = Record({"id": "a string"}, required=("id",))
+    pair = Each("an integer", whole=("[low, high], low <= high", lambda v: len(v) == 2 and v[0] <= v[1]))
     record = Record({"n": "a positive integer", "tags": "a list of strings", "mode": mode,
                      "gpu": Record({"name": "a string"}, null=False), "items": Each(item),
-                     "by_name": Each(Each(item), dict)}, required=("n",))
+                     "by_name": Each(Each(item), dict), "pair": pair}, required=("n",))
     good = {"n": 3, "tags": ["a"], "mode": "DEFAULT", "gpu": {"name": "H200"}, "items": [{"id": "g1"}],
             "by_name": {"x": [{"id": "g2"}]}}
     assert check(good, "f.json: x", record) is good
@@ -62,7 +68,9 @@ def test_the_validator_names_the_field_by_its_path_what_it_must_be_and_what_it_i
              ({"n": 1, "items": [{"id": "a"}, {}]}, "x.items[1].id: missing; expected a string"),
              ({"n": 1, "items": {}}, "x.items: expected a list of objects, found an object"),
              ({"n": 1, "by_name": {"x": [{"id": 5}]}}, "x.by_name['x'][0].id: expected a string, found 5"),
-             ({"n": 1, "by_name": {"x": 5}}, "x.by_name['x']: expected a list of objects, found 5")]
+             ({"n": 1, "by_name": {"x": 5}}, "x.by_name['x']: expected a list of objects, found 5"),
+             ({"n": 1, "pair": [2, "a"]}, "x.pair[1]: expected an integer, found 'a'"),  # the items first
+             ({"n": 1, "pair": [2, 1]}, "x.pair: expected [low, high], low <= high, found [2, 1]")]
     for value, message in cases:
         with pytest.raises(InputFileError) as raised:
             check(value, "f.json: x", record, hint="give a good file")

@@ -79,7 +79,7 @@ def test_devices_that_agree(fake_workers):
     runs = _sweep.run_sweep(SHAPES, [PEDANTIC], [0, 3], scenarios=["repeat"], repeats=5)
     assert [r.device for r in fake_workers] == [0, 3] and fake_workers[0].scenarios == ("repeat",)
     found = _sweep.agreements(SHAPES, [PEDANTIC], runs)
-    assert all(a.agree and a.ok for a in found) and not _sweep.sweep_failed(runs, found)
+    assert all(a.agree and not a.scenario_failures for a in found) and not _sweep.sweep_failed(runs, found)
     text = render_sweep(runs, found)
     assert "0: Fake GPU, cc 9.0, 132 SMs, PCI 0000:0:00.0, cuBLAS 13.1.0, driver 13.0 (0.5 s)" in text
     assert "all 2 devices gave identical bits for all 2 shape/mode pairs" in text
@@ -138,7 +138,7 @@ def test_hazards_and_modes_are_not_failures_but_a_broken_guarantee_is(fake_worke
     runs = _sweep.run_sweep(SHAPES, MODES, [0, 1], scenarios=["repeat", "sm-count", "modes"])
     found = _sweep.agreements(SHAPES[:1], MODES, runs)
     assert not _sweep.sweep_failed(runs, found)  # --devices all --scenarios repeat modes no longer exits 1
-    assert all(a.ok and a.findings == {0: ["sm-count"]} for a in found)
+    assert all(a.agree and not a.scenario_failures and a.findings == {0: ["sm-count"]} for a in found)
     summary = sweep_summary(runs, found)
     assert ("finding on device 0: bits changed under 1 hazard (sm-count) in 2 shape/mode pairs, as cuBLAS warns"
             in summary)
@@ -177,7 +177,7 @@ def test_one_real_device_gives_the_digest_this_process_computes():
     here = {config.name: check_gemm(shape, config, scenarios=[]).digest for config in MODES}
     assert {a.mode_name: a.digests[0] for a in found} == here
     assert here["PEDANTIC"] != here["TF32"]  # TF32 really is another computation: the digests tell devices apart
-    assert all(a.ok for a in found) and not _sweep.sweep_failed([run], found)
+    assert all(a.agree and not a.scenario_failures for a in found) and not _sweep.sweep_failed([run], found)
 
 
 @pytest.mark.gpu

@@ -1,7 +1,7 @@
 """One table per vocabulary: element types (cublas_det.dtypes) and math modes (cublas_det.config).
 
-The expected values are the literals the modules held before they read the tables, from the
-headers they come from; a GPU module that reads a table passes the same ints as before.
+The expected values are the headers' (library_types.h, cublas_api.h) and the spellings of the CLI and
+the logs; each module that uses a type or a mode, GPU modules included, is checked to take it from its table.
 """
 
 import dataclasses
@@ -42,10 +42,10 @@ from cublas_det.config import name_role as role
 CUDA_DATA_TYPES = {"float32": 0, "float64": 1, "float16": 2, "complex64": 4, "complex128": 5, "bfloat16": 14}
 ITEMSIZES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int8": 1, "int16": 2, "int32": 4,
              "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1}
-# bits/streams.ALIASES (config.DTYPE_ALIASES was its first six).
-OLD_ALIASES = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16", "fp16": "float16", "f16": "float16",
+# The aliases of the types that bits/streams reads (DTYPES: no complex type).
+FLOAT_ALIASES = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16", "fp16": "float16", "f16": "float16",
                "half": "float16", "fp64": "float64", "f64": "float64"}
-# cublasMath_t (cublas_api.h), as capture/parse.MATH_MODES spelled the log's enumerators.
+# cublasMath_t (cublas_api.h): the log's enumerators, as apilog/parse.MATH_MODES reads them.
 LOG_MATH_MODES = {"CUBLAS_DEFAULT_MATH": 0, "CUBLAS_TENSOR_OP_MATH": 1, "CUBLAS_PEDANTIC_MATH": 2,
                   "CUBLAS_TF32_TENSOR_OP_MATH": 3, "CUBLAS_FP32_EMULATED_BF16X9_MATH": 4,
                   "CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION": 16}
@@ -54,7 +54,7 @@ LOG_MATH_MODES = {"CUBLAS_DEFAULT_MATH": 0, "CUBLAS_TENSOR_OP_MATH": 1, "CUBLAS_
 def test_the_element_types_keep_their_cuda_enums_sizes_and_names():
     assert {name: t.cuda for name, t in ELEMENT_TYPES.items() if t.cuda is not None} == CUDA_DATA_TYPES
     assert {name: t.itemsize for name, t in streams.DTYPES.items()} == ITEMSIZES
-    assert {alias: name for alias, name in ALIASES.items() if name in streams.DTYPES} == OLD_ALIASES
+    assert {alias: name for alias, name in ALIASES.items() if name in streams.DTYPES} == FLOAT_ALIASES
     assert list(GEMM_TYPES) == ["float32", "bfloat16", "float16"]
     # The GPU modules' ints: cublasGemmEx's Atype/Ctype, cuBLASLt's scale type, the bias's type.
     assert call.CUDA_R_32F == 0 and {BY_CUDA[v].name for v in (0, 2, 14)} == set(GEMM_TYPES)
@@ -68,6 +68,7 @@ def test_the_element_types_keep_their_cuda_enums_sizes_and_names():
                             "H": ("R_16F", "COMPUTE_16F"), "C": ("C_32F", "COMPUTE_32F"),
                             "Z": ("C_64F", "COMPUTE_64F")}
     assert parse._GEMM.match("cublasZgemm") and not parse._GEMM.match("cublasQgemm")
+    assert findings._HALF == {"R_16F", "R_16BF"} and replay._SCALE_TYPES == (None, "R_32F", "R_16F")
     # The short labels of the capture's table and of a lock's entries.
     assert {n: capture_report._label(n) for n in ("R_32F", "R_16BF", "R_16F", "R_64F", "C_32F", "C_64F", "X")} == {
         "R_32F": "fp32", "R_16BF": "bf16", "R_16F": "fp16", "R_64F": "fp64", "C_32F": "c64", "C_64F": "c128", "X": "X"}
@@ -81,7 +82,7 @@ def test_the_math_modes_keep_their_values_and_spellings():
     assert parse.MATH_MODES == LOG_MATH_MODES and MATH_MODE_FLAGS == 16
     assert MODE_CHOICES == ("pedantic", "default", "tf32", "bf16x9")
     assert pytest_plugin.ALL_MODES == ("PEDANTIC", "DEFAULT", "TF32")  # the benchmark's default modes
-    # config._MODE_NAMES and _FLAG_NAMES before: the CLI's and cublas_api.h's names, any case.
+    # The CLI's and cublas_api.h's names of the modes and of the flag, in any case.
     for text, mode in {"pedantic": 2, "default": 0, "tf32": 3, "bf16x9": 4, "cublas_pedantic_math": 2,
                        "cublas_default_math": 0, "cublas_tf32_tensor_op_math": 3,
                        "cublas_fp32_emulated_bf16x9_math": 4}.items():
@@ -103,7 +104,7 @@ def test_the_math_modes_keep_their_values_and_spellings():
 
 
 def test_one_figure_for_cublas_s_recommended_workspace():
-    # cuBLAS's docs (cublasSetWorkspace): 32 MiB on Hopper and later, 4 MiB before; each literal before.
+    # cuBLAS's docs (cublasSetWorkspace): 32 MiB on Hopper and later, 4 MiB before; one constant each.
     assert memory.WORKSPACE_BYTES == LT_WORKSPACE_BYTES == HOPPER_WORKSPACE_BYTES == 32 << 20
     assert findings.OTHER_WORKSPACE == 4 << 20
 

@@ -7,14 +7,15 @@ import collections
 import dataclasses
 
 from .. import words
-from .._cublas import MATH_MODE_FLAGS as DISALLOW_RPR, MathMode
+from .._cublas import MATH_MODE_FLAGS, MathMode
 from ..config import HOPPER_WORKSPACE_BYTES, math_mode_name
+from ..dtypes import ELEMENT_TYPES
 from .model import Capture
 
 OTHER_WORKSPACE = 4 << 20  # cuBLAS's recommended workspace before Hopper
 _REDUCED_COMPUTE = ("COMPUTE_32F_FAST_TF32", "COMPUTE_32F_FAST_16F", "COMPUTE_32F_FAST_16BF", "COMPUTE_16F",
                     "COMPUTE_16F_PEDANTIC")
-_HALF = ("R_16F", "R_16BF")
+_HALF = {t.cuda_name for t in ELEMENT_TYPES.values() if t.is_float and t.itemsize == 2}  # R_16F, R_16BF
 _FP32_MODES = {MathMode.TF32: "tf32-math", MathMode.FP32_EMULATED_BF16X9: "bf16x9-math"}  # fp32 not computed as fp32
 
 
@@ -83,11 +84,11 @@ def _per_gemm(capture: Capture, ids: dict, compute_capability: int | None) -> li
         noted = []  # (finding, the GEMM as it lists it)
         mode = definition.math_mode
         if definition.a_type == "R_32F" and mode is not None and definition.compute_type == "COMPUTE_32F" \
-                and mode & ~DISALLOW_RPR in _FP32_MODES:
-            noted.append((_FP32_MODES[mode & ~DISALLOW_RPR], gid))
+                and mode & ~MATH_MODE_FLAGS in _FP32_MODES:
+            noted.append((_FP32_MODES[mode & ~MATH_MODE_FLAGS], gid))
         if definition.compute_type in _REDUCED_COMPUTE:
             noted.append(("reduced-compute", f"{gid} ({definition.compute_type})"))
-        if definition.a_type in _HALF and not definition.is_lt and mode is not None and not mode & DISALLOW_RPR:
+        if definition.a_type in _HALF and not definition.is_lt and mode is not None and not mode & MATH_MODE_FLAGS:
             noted.append(("rpr-allowed", gid))
         algos = [dict(algo) for algo in ([definition.lt_algo] if definition.is_lt else stats.internal)]
         splits = sorted({f"numSplitsK={a.get('numSplitsK')} {a.get('reductionScheme', '')}".strip() for a in algos

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from .._cublas import MATH_MODE_FLAGS as DISALLOW_RPR, ComputeType, MathMode
-from ..config import GemmConfig
+from .._cublas import MATH_MODE_FLAGS, ComputeType, MathMode
+from ..config import FP32_ONLY_MODES, GemmConfig
 from ..dtypes import GEMM_TYPES
 from ..shapes import GemmShape, catalogue_entry, other_layout, packed_strides
 from .model import GemmDefinition
 
 _DTYPES = {element.cuda_name: name for name, element in GEMM_TYPES.items()}  # R_32F -> float32 ...
+_SCALE_TYPES = (None, *(GEMM_TYPES[name].cuda_name for name in ("float32", "float16")))  # as handle.py sets them
 _REPLAYED_APIS = {f"cublas{name}{form}{ex}" for name, ex in (("Sgemm", ""), ("Hgemm", ""), ("Gemm", "Ex"))
                   for form in ("", "StridedBatched", "Batched")}
 
@@ -84,8 +85,8 @@ def _config(definition: GemmDefinition, notes: list) -> GemmConfig:
         return GemmConfig(MathMode.DEFAULT, False, *types, workspace_bytes=definition.workspace_bytes, api="lt",
                           lt_epilogue="BIAS" if definition.epilogue == "EPILOGUE_BIAS" else "",
                           lt_sm_count_target=definition.sm_count_target or 0)  # 0: the call set none
-    mode, flag = definition.math_mode & ~DISALLOW_RPR, definition.math_mode & DISALLOW_RPR
-    if mode in (MathMode.TF32, MathMode.FP32_EMULATED_BF16X9) and definition.a_type != "R_32F":
+    mode, flag = definition.math_mode & ~MATH_MODE_FLAGS, definition.math_mode & MATH_MODE_FLAGS
+    if mode in FP32_ONLY_MODES and _DTYPES[definition.a_type] != "float32":
         notes.append(f"{MathMode(mode).name} math has no effect on {definition.a_type} inputs: replayed as DEFAULT")
         mode = MathMode.DEFAULT
     return GemmConfig(MathMode(mode), bool(flag), *types, -1 if definition.algo is None else definition.algo,
@@ -95,7 +96,7 @@ def _config(definition: GemmDefinition, notes: list) -> GemmConfig:
 def _unsupported(definition: GemmDefinition) -> str:
     if definition.is_lt and definition.epilogue not in (None, "EPILOGUE_DEFAULT", "EPILOGUE_BIAS"):
         return f"needs the {definition.epilogue} epilogue in the cuBLASLt path (it has DEFAULT and BIAS)"
-    if definition.is_lt and definition.scale_type not in (None, "R_32F", "R_16F"):
+    if definition.is_lt and definition.scale_type not in _SCALE_TYPES:
         return f"needs scale type {definition.scale_type}"
     if definition.api not in _REPLAYED_APIS and not definition.is_lt:
         return f"needs {definition.api}"
@@ -109,8 +110,8 @@ def _unsupported(definition: GemmDefinition) -> str:
     mode = definition.math_mode
     if mode is None and not definition.is_lt:
         return "needs the handle's math mode, which the log does not show"
-    if mode is not None and mode & ~DISALLOW_RPR not in set(MathMode) - {MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION}:
-        return f"needs math mode {mode & ~DISALLOW_RPR}"
+    if mode is not None and mode & ~MATH_MODE_FLAGS not in set(MathMode) - {MathMode(MATH_MODE_FLAGS)}:
+        return f"needs math mode {mode & ~MATH_MODE_FLAGS}"
     return ""
 
 

@@ -74,10 +74,6 @@ class Agreement:
     def agree(self) -> bool:
         return bool(self.digests) and not self.errors and not self.disagree
 
-    @property
-    def ok(self) -> bool:
-        return self.agree and not self.scenario_failures
-
 
 def parse_devices(values: list[str] | str, count: int | None) -> list[int]:
     """``all`` or device ids (``0,1`` / ``0 1``), checked against the ``count`` visible devices (``None``:

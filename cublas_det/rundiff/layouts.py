@@ -21,6 +21,7 @@ from ..bits.streams import dtype_name_of, lookup_dtype
 from ..dtypes import ELEMENT_TYPES
 from ..errors import InputFileError
 from ..store.files import file_kind, open_regular, parse_json, regular_file_size
+from ..store import schema
 from ..store.trace_log import LOG_NAME, is_shape, read as read_trace_log
 from ..words import listing, plural
 
@@ -238,11 +239,6 @@ def _leaf(name: str, dtype: str, shape, path: str, offset: int = 0, fortran: boo
                                                shape=shape, dtype=dtype, **key))
 
 
-def _brief(value, most: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= most else text[:most] + "..."
-
-
 def _npy_header(stream, where: str, raw_dtype: str):
     """(dtype name, shape, fortran_order) from a .npy header; the stream is left at the data."""
     try:
@@ -253,7 +249,7 @@ def _npy_header(stream, where: str, raw_dtype: str):
     except (ValueError, OSError, SyntaxError, EOFError, TypeError) as err:
         raise RunLayoutError(f"{where}: not a readable .npy file ({err})") from None
     if not is_shape(shape):
-        raise RunLayoutError(f"{where}: not a readable .npy file (shape {_brief(shape)}: expected integers >= 0)")
+        raise RunLayoutError(f"{where}: not a readable .npy file (shape {schema.found(shape)}: expected integers >= 0)")
     if dtype.kind == "V" and dtype.itemsize == 2 and dtype.names is None:  # how numpy writes ml_dtypes' bfloat16
         if raw_dtype != "bfloat16":
             raise RunLayoutError(f"{where}: untyped 2-byte elements (how numpy saves bfloat16); "
@@ -306,19 +302,19 @@ def _safetensors_leaves(path: str, prefix: str) -> tuple[Leaf, ...]:
         where, entry = f"{path}: tensor {name!r}", header[name]
         if not isinstance(entry, dict):
             raise RunLayoutError(f"{where}: expected an object with dtype, shape and data_offsets, found "
-                                 f"{_brief(entry)}")
+                                 f"{schema.found(entry)}")
         missing = [key for key in ("dtype", "shape", "data_offsets") if key not in entry]
         if missing:
             raise RunLayoutError(f"{where}: header entry lacks {', '.join(missing)}")
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
         if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
-            raise RunLayoutError(f"{where} has dtype {_brief(dtype)}, not supported; supported: "
+            raise RunLayoutError(f"{where} has dtype {schema.found(dtype)}, not supported; supported: "
                                  f"{', '.join(SAFETENSORS_DTYPES)}")
         if not is_shape(shape):
-            raise RunLayoutError(f"{where}: shape must be a list of integers >= 0, not {_brief(shape)}")
+            raise RunLayoutError(f"{where}: shape must be a list of integers >= 0, not {schema.found(shape)}")
         if not (is_shape(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1]):
             raise RunLayoutError(f"{where}: data_offsets must be [begin, end], integers with 0 <= begin <= end, "
-                                 f"not {_brief(offsets)}")
+                                 f"not {schema.found(offsets)}")
         (begin, end), dtype = offsets, SAFETENSORS_DTYPES[dtype]
         leaves.append(_leaf(prefix + name, dtype, shape, path, 8 + header_size + begin))
         if end - begin != leaves[-1].source.nbytes or end > data_bytes:

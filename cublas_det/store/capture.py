@@ -11,7 +11,7 @@ FORMAT, VERSION = "cublas_det.capture", 1
 MAX_FILE_BYTES = 256 << 20
 HINT = "give a file that `cublas-det capture` wrote"
 
-# A GEMM's arguments as the log gave them; their bounds are the definition's own (capture.model).
+# A GEMM's arguments as the log gave them; their bounds are the definition's own (apilog.model).
 _REQUIRED = {"id": "a non-empty string", "calls": "a positive integer", "api": "a string", "transa": "a string",
              "transb": "a string", **dict.fromkeys(("m", "n", "k", "lda", "ldb", "ldc"), "an integer"),
              **dict.fromkeys(("a_type", "b_type", "c_type", "compute_type"), "a string")}

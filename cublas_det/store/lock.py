@@ -21,7 +21,7 @@ from .schema import Each, Record, check
 FORMAT, VERSION = "cublas_det.lock", 1
 MAX_FILE_BYTES = 16 << 20
 MAX_DIMENSION = 1 << 31  # cuBLASLt's layouts take 64-bit sizes; no GEMM of a lock is larger
-HINT = "give a file that `cublas-det bench --prescribe --lock FILE` wrote"
+HINT = "give a file that `cublas-det prescribe --lock FILE` wrote"
 _SHORT = {name: element.label for name, element in GEMM_TYPES.items()}  # float32 -> fp32 ...
 WHERE_FIELDS = ("gpu", "sm_count", "compute_capability", "cublas_version")  # a lock holds only where all agree
 
@@ -118,7 +118,7 @@ class Lock:
         if differ:
             raise LockMismatch(f"{self.path or 'the lock'} was written elsewhere ({'; '.join(differ)}): its "
                                "algorithms may not exist or keep their bits here; prescribe again on this machine "
-                               "(cublas-det bench --prescribe --lock FILE)")
+                               "(cublas-det prescribe --lock FILE)")
 
     def to_dict(self) -> dict:
         return {"format": FORMAT, "version": VERSION, "where": self.where,
@@ -221,10 +221,10 @@ class LockReport:
         if shapes:
             lock = self.lock_path or "lock.json"
             for spec, dtype, mode in dict.fromkeys(shapes):
-                lines += [f"  add: cublas-det bench --prescribe --lock {lock} \\",
+                lines += [f"  add: cublas-det prescribe --lock {lock} \\",
                           f"         --shape {spec} --dtype {_SHORT.get(dtype, dtype)} --modes {mode}"]
             lines.append("  or all of them: cublas-det capture --out cap.json -- python train.py, then the")
-            lines.append("  same bench command with --capture cap.json in place of --shape")
+            lines.append("  same prescribe command with --capture cap.json in place of --shape")
         return lines
 
     def __str__(self) -> str:

@@ -44,6 +44,11 @@ class Entry:
         return gemm_key(self.spec, self.config)
 
     @property
+    def label(self) -> str:
+        """``trunk/W_in/dW[PEDANTIC]``: the shape's role and the configuration, as a new entry is named."""
+        return entry_label(self.shape_name, self.config)
+
+    @property
     def tokens(self) -> int | None:
         return (self.identity or {}).get("tokens") or self.extra_info.get("shape", {}).get("tokens") or None
 
@@ -123,10 +128,6 @@ def _entry(raw, index: int, source: str) -> Entry:
     info = raw["extra_info"]
     shape = info["shape"]
     spec = shape_spec(shape["m"], shape["n"], shape["k"], shape["cublas_op"], shape.get("batch", 1))  # older: no batch
-    interval = info.get("median_ci_s")
-    if interval is not None and (len(interval) != 2 or interval[0] > interval[1]):
-        raise InputFileError(f"{where}.extra_info.median_ci_s: expected [low, high] seconds, low <= high, found "
-                             f"{interval[:3]}")
     config = (info.get("config") or {}).get("name") or (raw.get("params") or {}).get("mode")
     if not isinstance(config, str) or not config:
         raise InputFileError(f"{where}: no configuration (extra_info.config.name or params.mode)")
@@ -161,7 +162,9 @@ _EXTRA_INFO = Record({
     "device_digests": "an object of strings", "device_errors": "an object of strings", "mode_source": "a string",
     "error": "a string", "rel_error": "a number", "scenarios": Each(_SCENARIO), "eager_stats": _STATS,
     "kernels": "an object", "calls_per_batch": "an integer >= 0", "buffer_sets": "a positive integer",
-    "timing_elapsed_s": "a finite number >= 0", "median_ci_s": "a list of positive numbers of seconds",
+    "timing_elapsed_s": "a finite number >= 0",
+    "median_ci_s": Each("a positive number of seconds", phrase="a list of positive numbers of seconds",
+                        whole=("[low, high] seconds, low <= high", lambda v: len(v) == 2 and v[0] <= v[1])),
     "sm_clock_mhz": "a positive number", "kernel_time_s": "a positive number", "timed_kernels": "a string",
     "setups": "a list of integers >= 0", "stop_reason": "a string", "untrusted_reason": "a string",
     "noise_floor": "a finite number >= 0", "timing_trusted": "true or false"})
@@ -201,10 +204,15 @@ def identity(shape, config_name: str, seed: int | None, input_digests: dict | No
             "numpy": numpy_version}
 
 
+def entry_label(shape_name: str, config: str) -> str:
+    return f"{shape_name}[{config}]"
+
+
 def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict, options: dict | None = None) -> dict:
     """One shape in one configuration as a pytest-benchmark entry; ``stats`` None: :func:`empty_stats`."""
-    return {"group": shape.name, "name": f"{shape.name}[{mode}]",
-            "fullname": f"cublas_det.bench::{shape.name}[{mode}]", "params": {"shape": shape.spec, "mode": mode},
+    label = entry_label(shape.name, mode)
+    return {"group": shape.name, "name": label, "fullname": f"cublas_det.bench::{label}",
+            "params": {"shape": shape.spec, "mode": mode},
             "param": mode, "stats": stats if stats is not None else empty_stats(), "options": options or {},
             "extra_info": extra_info}
 

@@ -61,6 +61,7 @@ class Each:
     item: object
     container: type = list
     phrase: str = ""  # what an error calls it (an :data:`ITEMS` phrase), where not "a list of objects"
+    whole: tuple = ()  # a (phrase, test) pair the whole must meet once every item does
 
     @property
     def words(self) -> str:
@@ -109,7 +110,9 @@ def _check_value(value, path: str, expected, hint: str, error) -> None:
             _refuse(f"{path}: expected {expected.words}, found {found(value)}", hint, error)
         for name, item in (value.items() if expected.container is dict else enumerate(value)):
             _check_value(item, f"{path}[{name!r}]", expected.item, hint, error)
-        return
+        if not expected.whole:
+            return
+        expected = expected.whole
     words, test = expected if isinstance(expected, tuple) else (expected, EXPECTED[expected])
     if not test(value):
         _refuse(f"{path}: expected {words}, found {found(value)}", hint, error)

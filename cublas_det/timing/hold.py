@@ -12,7 +12,7 @@ import functools
 
 import numpy
 
-TIMEOUT_NS = 100_000_000  # 100 ms: host queueing takes tens of µs unless the host stalls
+TIMEOUT_NS = 100_000_000  # 100 ms: far longer than queueing a batch takes, unless the host stalls
 RELEASED, TIMED_OUT = 1, 2
 # What a profiler shows of this module (no GEMM): named with the prefix kernels.signature leaves out.
 KERNEL_NAMES = ("cublas_det_hold_stream", "cublas_det_stamp_clock")

@@ -93,6 +93,7 @@ class Scenario:
     setup_cures: tuple[tuple[str, str], ...] = ()
     # A hazard's: why it cannot test a cure configuration ("" where it can).
     untestable: Callable[[GemmConfig], str] | None = None
+    lock: str = ""  # its part in a lock entry: "bits" (a change refuses it), "rows" (which M), "workspace"
 
     def run(self, context: ScenarioContext) -> ScenarioResult:
         """Run the scenario; a GPU failure becomes a recorded error, a bug propagates."""

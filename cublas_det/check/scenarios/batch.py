@@ -50,4 +50,4 @@ def _batch_invariance(context: ScenarioContext):
 BATCH_INVARIANCE = Scenario(
     "batch-invariance", "rows of op(A)[:m] @ op(B) against the same rows of the full product for m = 1, 2, 4, "
     "..., M-1 (not in dW GEMMs, whose batch is the reduction axis)", Kind.HAZARD, "batch size",
-    _batch_invariance, evidence=lambda result, targets: "for every row count m checked")
+    _batch_invariance, evidence=lambda result, targets: "for every row count m checked", lock="rows")

@@ -33,6 +33,6 @@ def _fresh_handle(context: ScenarioContext):
 
 
 REPEAT = Scenario("repeat", "one handle on one stream runs the GEMM N times; every output is compared with the first",
-                  Kind.GUARANTEE, "repeat", _repeat)
+                  Kind.GUARANTEE, "repeat", _repeat, lock="bits")
 FRESH_HANDLE = Scenario("fresh-handle", "a new cuBLAS handle for every run, on the same stream",
                         Kind.GUARANTEE, "fresh handle", _fresh_handle)

@@ -47,6 +47,6 @@ def _untestable(cure) -> str:
 
 
 SM_COUNT = Scenario("sm-count", "cublasSetSmCountTarget below the device's SM count, as on a GPU with fewer SMs",
-                    Kind.HAZARD, "SM count", _sm_count, untestable=_untestable,
+                    Kind.HAZARD, "SM count", _sm_count, untestable=_untestable, lock="bits",
                     evidence=lambda result, targets: f"under SM-count targets {', '.join(map(str, targets))} "
                     "and the full count" if targets else "")

@@ -76,7 +76,7 @@ STREAMS_SHARED_HANDLE = Scenario(
     Kind.HAZARD, "shared handle", _shared_handle,
     evidence=lambda result, targets: f"in {result.runs} runs on {STREAMS} streams of one handle",
     setup_cures=(("streams-per-handle", "a handle and workspace per stream"),
-                 ("workspace-config", f"CUBLAS_WORKSPACE_CONFIG={WORKSPACE_CONFIG}")))
+                 ("workspace-config", f"CUBLAS_WORKSPACE_CONFIG={WORKSPACE_CONFIG}")), lock="workspace")
 STREAMS_PER_HANDLE = Scenario(
     "streams-per-handle", f"one handle per stream on {STREAMS} concurrent streams (the remedy cuBLAS documents)",
     Kind.GUARANTEE, "handle per stream", _handle_per_stream)
