@@ -2,7 +2,7 @@
 
 The kernels one shape runs in each configuration, under SM-count targets and at each batch size,
 and how long they take (CUPTI: the kernels-cuda13 or kernels-cuda12 extra). SHAPE is MxNxK[:op]
-or a catalogue name such as mamba2-130m/in_proj/dW (see cublas-det bench --list).
+or a catalogue name such as mamba2-130m/in_proj/dW (bench --list prints them).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def explain_target(spec: str, tokens: int):
         return shape
     if not spec.strip()[:1].isdigit():
         raise UsageError(f"{spec!r} to explain: neither a shape like 128x56x4096:nt nor a catalogue name "
-                         "(see cublas-det bench --list)")
+                         "(bench --list prints the names)")
     try:
         return parse_shape(spec)
     except ValueError as err:
