@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._cublas import MathMode
 from ..timing.results import is_control
 from .text import BenchResult
 
@@ -22,7 +23,7 @@ def write_plot(result: BenchResult, path: str) -> None:
         values = [r.timing.arm(mode).median_us if r.timing.arm(mode) else 0 for r in timed]
         ax.bar([x + i * width for x in range(len(timed))], values, width, label=mode)
     for x, report in enumerate(timed):
-        ratio = report.timing.ratio_by_role("TF32", "PEDANTIC")
+        ratio = report.timing.ratio_for(MathMode.TF32, MathMode.PEDANTIC)
         if ratio:
             top = max(a.median_us for a in report.timing.arms)
             ax.annotate(f"{1 / ratio.median:.1f}x", (x + 0.4, top), ha="center", va="bottom", fontsize=7)

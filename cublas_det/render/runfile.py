@@ -8,6 +8,7 @@ import functools
 import os
 import subprocess
 
+from .._cublas import MathMode
 from ..check.results import CallKernels, GemmCheck, ScenarioResult
 from ..check.scenarios import REGISTRY
 from ..check.scenarios.batch import not_applicable_reason
@@ -87,7 +88,7 @@ def check_record(check: GemmCheck | None) -> dict:
 def timing_record(timing, mode: str) -> dict:
     """The timing of configuration ``mode`` as ``extra_info`` holds it (nulls where not timed)."""
     arm = timing.arm(mode) if timing else None
-    pedantic = timing.arm_name("PEDANTIC") if timing else None
+    pedantic = timing.arm_for(MathMode.PEDANTIC) if timing else None
     ratio = timing.ratio(mode, pedantic) if pedantic else None
     return {"eager_stats": stats(arm.eager_us, timing.calls_per_batch) if arm else None,
             "calls_per_batch": timing.calls_per_batch if timing else None,
