@@ -14,7 +14,7 @@ from ..check.scenarios import REGISTRY
 from ..check.scenarios.batch import not_applicable_reason
 from ..config import GemmConfig
 from ..errors import InputFileError
-from ..shapes import PRESETS, GemmShape, preset
+from ..shapes import GemmShape, catalogue_entry, token_counts
 from ..store.run import (UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, stats,
                          timing_extra, timing_options, untold_batch, untold_workspace_config)
 from ..timing import ArmTiming, Ratio, ShapeTiming
@@ -199,16 +199,12 @@ def _scenario(raw: dict, shape: GemmShape) -> ScenarioResult:
 
 def _catalogue_shape(shape: GemmShape) -> GemmShape:
     """The catalogue's shape for a 0.1 file (no preset recorded) whose name and dimensions match; else as stored."""
-    prefix = shape.name.split("/", 1)[0]
-    if shape.preset or prefix not in PRESETS or not shape.gemm_pass:
+    if shape.preset or not shape.gemm_pass:
         return shape
-    try:
-        found = preset(prefix, shape.k if shape.gemm_pass == "dW" else shape.m)
-    except ValueError:
-        return shape
-    same = [s for s in found if s.name == shape.name and (s.m, s.n, s.k, s.trans_a, s.trans_b) == (
-        shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b)]
-    return dataclasses.replace(same[0], batch=shape.batch) if same else shape
+    stored = (shape.name, shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b)
+    found = catalogue_entry(lambda s: (s.name, s.m, s.n, s.k, s.trans_a, s.trans_b) == stored,
+                            token_counts(shape.m, shape.k, shape.gemm_pass))
+    return dataclasses.replace(found, batch=shape.batch) if found else shape
 
 
 def stored_ratios(run: StoredRun, numerator: str, denominator: str) -> dict:
