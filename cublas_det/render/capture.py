@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import shlex
 
+from ..apilog.replay import row_major
 from ..config import math_mode_name
 from ..dtypes import BY_CUDA_NAME
+from ..shapes import shape_spec
 from ..words import WIDTH, plural, size, table, wrapped
 
 _HEADER = ("id", "calls", "M x N x K:op", "types", "compute", "math", "wkspace")
@@ -131,11 +133,11 @@ def _table(plans) -> list[str]:
     rows = []
     for plan in plans:
         d = plan.definition
-        op = (d.transa + d.transb).lower()
+        m, n, k, _, _ = row_major(d)
         batch = f" x{d.batch_count}" if d.batch_count > 1 else ""
         status = (plan.like or "replayable") if plan.replayed else \
             (f"{plan.like}; " if plan.like else "") + f"not replayable: {plan.reason}"
-        rows.append(((plan.gemm_id, f"{plan.calls:,}", f"{d.n}x{d.m}x{d.k}:{op}{batch}",
+        rows.append(((plan.gemm_id, f"{plan.calls:,}", shape_spec(m, n, k, d.transa + d.transb) + batch,
                       f"{_label(d.a_type)}->{_label(d.c_type)}",
                       d.compute_type.removeprefix("COMPUTE_"), "(Lt)" if d.is_lt else data_mode(d.math_mode),
                       "cuBLAS" if d.workspace_bytes is None else size(d.workspace_bytes)), status, plan.note))
