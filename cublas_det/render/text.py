@@ -12,6 +12,7 @@ from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
 from ..config import name_role
 from ..device import describe_machine
+from ..errors import ExitCode
 from ..shapes import GemmShape
 from ..timing.results import is_control
 from ..words import column_widths, plural, report_width, table, wrapped
@@ -369,10 +370,10 @@ def verdict_line(result: BenchResult) -> str:
     if not failed and not errors:
         held = any(c.verdict is Reproducible.YES for _, c in checks)
         return "Verdict: pass, " + ("every guarantee held" if held else "no guarantee was checked" if checks
-                                    else "nothing failed") + " (exit 0)"
+                                    else "nothing failed") + f" (exit {ExitCode.OK:d})"
     parts = [f"{plural(len(failed), 'pair')} gave other bits under a guarantee"] if failed else []
     parts += [f"{len(errors)} could not be checked or timed"] if errors else []
-    return f"Verdict: FAIL (exit 1): {'; '.join(parts)}; details below"
+    return f"Verdict: FAIL (exit {ExitCode.FINDING:d}): {'; '.join(parts)}; details below"
 
 
 def detail_lines(result: BenchResult) -> list[str]:
