@@ -15,10 +15,11 @@ from ..check.scenarios.batch import not_applicable_reason
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..shapes import GemmShape, catalogue_entry, token_counts
-from ..store.run import (UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, stats,
+from ..store.run import (NO_IDENTITY, UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, stats,
                          timing_extra, timing_options, untold_batch, untold_workspace_config)
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Arm, Discards
+from ..words import plural
 from .text import BenchResult, ShapeReport, check_failures, modes_group, summary_lines, warnings_for
 
 
@@ -205,6 +206,27 @@ def _catalogue_shape(shape: GemmShape) -> GemmShape:
     found = catalogue_entry(lambda s: (s.name, s.m, s.n, s.k, s.trans_a, s.trans_b) == stored,
                             token_counts(shape.m, shape.k, shape.gemm_pass))
     return dataclasses.replace(found, batch=shape.batch) if found else shape
+
+
+def old_file_note(run: StoredRun) -> str | None:
+    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...``, or None for a file of this
+    version."""
+    limits = [f"the inputs it ran on ({NO_IDENTITY} recorded)"] if run.legacy else []
+    untold, batch = [], 0
+    for entry in run.entries:
+        shape = GemmShape.from_dict(entry.extra_info["shape"]) if entry.extra_info.get("scenarios") else None
+        for raw in entry.extra_info.get("scenarios") or ():
+            untold += [entry.name] if untold_workspace_config(raw) else []
+            batch += untold_batch(raw, shape)
+    if untold:
+        named = ", ".join(untold[:3]) + (", ..." if len(untold) > 3 else "")
+        limits.append(f"workspace config in {named} (a difference from the worker's own first output, whose operands "
+                      "could still be in flight: not counted)")
+    if batch:
+        limits.append(f"batch size in {plural(batch, 'dW result')} (run there, though their batch is the reduction "
+                      "axis: not counted)")
+    return (f"note: {run.source} was written by cublas_det {run.version}, which cannot tell: {'; '.join(limits)}"
+            if limits else None)
 
 
 def stored_ratios(run: StoredRun, numerator: str, denominator: str) -> dict:
