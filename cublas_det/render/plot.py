@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from .._cublas import MathMode
-from ..timing.results import is_control
 from .text import BenchResult
 
 
@@ -16,7 +15,7 @@ def write_plot(result: BenchResult, path: str) -> None:
     except ImportError as err:
         raise OSError(f"--plot needs matplotlib: pip install matplotlib ({err})") from err
     timed = [r for r in result.shapes if r.timing]
-    modes = [a.name for a in timed[0].timing.arms if not is_control(a.name)] if timed else []
+    modes = [a.name for a in timed[0].timing.arms if not a.name.control] if timed else []
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(timed) + 2), 4.5))
     width = 0.8 / max(1, len(modes))
     for i, mode in enumerate(modes):

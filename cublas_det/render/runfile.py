@@ -141,7 +141,8 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
             raise InputFileError(f"{e.where}.extra_info.eager_stats.data: missing; a timed entry has its eager times "
                                  "too")
     known = {mode: check.config for mode, check in checks.items()}
-    arms = tuple(ArmTiming(_read_back(f"{e.where}.name", lambda n: Arm.read(n, known), e.config), tuple(x * 1e6 for x in e.stats["data"]),
+    arms = tuple(ArmTiming(_read_back(f"{e.where}.name", lambda n: Arm.read(n, known), e.config),
+                           tuple(x * 1e6 for x in e.stats["data"]),
                            tuple(x * 1e6 for x in (e.extra_info.get("eager_stats") or {}).get("data") or ()),
                            # the file keeps the median SM clock of an arm, not each batch's
                            (e.extra_info["sm_clock_mhz"],) if e.extra_info.get("sm_clock_mhz") else (),
@@ -153,10 +154,10 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
     if arms:
         info = entries[0].extra_info
         where = f"{run.source}: cublas_det"
-        timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0), int(info.get("buffer_sets") or 1),
-                             len(arms[0].graph_us), arms,
-                             tuple(_read_back(f"{where}.ratios[{name!r}]", lambda r: Ratio(**_known_fields(Ratio, r)), r)
-                                   for r in ratios),
+        timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0),
+                             int(info.get("buffer_sets") or 1), len(arms[0].graph_us), arms,
+                             tuple(_read_back(f"{where}.ratios[{name!r}]",
+                                              lambda r: Ratio(**_known_fields(Ratio, r)), r) for r in ratios),
                              float(info.get("timing_elapsed_s") or 0.0), how.get("stop_reason") or "",
                              Discards(**_known_fields(Discards, how.get("discards") or {})), how.get("clock_floor_mhz"),
                              options=how.get("options") or {})

@@ -177,7 +177,7 @@ def fitted(header: list[str], tables: list[list[list[str]]], width: int) -> tupl
 def title(result: BenchResult) -> str:
     configs = {check.config for _, check in _checks(result)}
     types = {(c.input_dtype, c.output_dtype) for c in configs} - {("float32", "float32")}
-    timed = {a.name for r in result.shapes if r.timing for a in r.timing.arms if not is_control(a.name)}
+    timed = {a.name for r in result.shapes if r.timing for a in r.timing.arms if not a.name.control}
     what = f"{plural(len(result.shapes), 'shape')} x {plural(len(configs) or len(timed), 'mode')}"
     if len(types) == 1:
         what += ", {} -> {}".format(*types.pop())
