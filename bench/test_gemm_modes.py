@@ -29,6 +29,7 @@ import os
 
 import pytest
 
+from cublas_det import MathMode
 from cublas_det.shapes import GemmShape, resolve_shapes
 
 PRESETS = os.environ.get("CUBLAS_DET_BENCH_PRESETS", "trunk mamba2-130m").split()
@@ -101,7 +102,7 @@ def test_gemm(benchmark, shape, mode, request):
     timing = shape_timing(shape, selected_shapes(request.session.items), visits=DISABLED_VISITS if disabled else VISITS)
     if isinstance(timing, str):
         pytest.fail(f"{shape.name}: {timing}", pytrace=False)
-    per_gemm_s = [us * 1e-6 for us in timing.arm(timing.arm_name(mode)).graph_us]
+    per_gemm_s = [us * 1e-6 for us in timing.arm(timing.arm_for(MathMode[mode])).graph_us]
     benchmark.group = shape.name
     benchmark.extra_info.update(gemms_per_sample=timing.calls_per_batch, buffer_sets=timing.buffer_sets,
                                 visits=timing.options["visits"], setups=timing.options["setups"],

@@ -161,6 +161,11 @@ class GemmConfig:
         """The name without element types, algo and workspace: what tells a run's configurations apart."""
         return self._name(role=True)
 
+    def plain(self, mode: MathMode) -> bool:
+        """Whether this is math mode ``mode`` and nothing else but element types, algo and workspace."""
+        return (self.math_mode is mode and not self.disallow_reduced_precision_reduction
+                and self.compute_type is ComputeType.COMPUTE_32F and self.api == "gemm_ex")
+
     def _name(self, role: bool) -> str:
         name = self.math_mode.name
         if self.disallow_reduced_precision_reduction:
@@ -335,7 +340,8 @@ def name_part(piece: str):
 
 
 def name_role(name: str) -> str:
-    """:attr:`GemmConfig.role` of a name stored without its configuration (a modes scenario's groups and cells)."""
+    """:attr:`GemmConfig.role` of a name stored without its configuration (a modes scenario's groups and cells,
+    a stored arm no configuration reads back); where a configuration is at hand, its ``role``."""
     return "/".join(part for part in name.split("/")
                     if (name_part(part) or ("",))[0] not in ("types", "algo", "workspace_bytes"))
 

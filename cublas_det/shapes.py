@@ -135,6 +135,12 @@ def catalogue_entry(matches, tokens=(DEFAULT_TOKENS,)) -> GemmShape | None:
                  for shape in preset(name, count) if matches(shape)), None)
 
 
+def token_counts(m: int, k: int, gemm_pass: str = "") -> tuple[int, ...]:
+    """The token counts T a GEMM of these dimensions is a catalogue shape at: T is M, or K for dW (either
+    without the pass)."""
+    return (k,) if gemm_pass == "dW" else (m,) if gemm_pass else (m, k)
+
+
 _SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?::\s*([nNtT]{2}))?\s*(?::\s*[bB](\d+))?\s*$")
 
 

@@ -176,3 +176,9 @@ def test_catalogue_columns_stay_aligned_past_a_long_name():
 def test_a_token_count_below_one_has_no_catalogue_shapes():
     assert shapes.catalogue_entry(lambda s: True, (0, -5)) is None
     assert shapes.catalogue_entry(lambda s: True, (0, 7)) is not None
+
+
+def test_a_shapes_token_count_is_m_or_k_for_dw():
+    for shape in preset("mamba2-130m", 1024):
+        assert shapes.token_counts(shape.m, shape.k, shape.gemm_pass) == (shape.tokens,)
+    assert shapes.token_counts(1024, 768) == (1024, 768)  # the pass unknown (a captured call): either

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from cublas_det import MathMode
 from cublas_det.timing import (
     ArmTiming,
     Discards,
@@ -17,7 +18,7 @@ from cublas_det.timing import (
     run_rounds,
 )
 from cublas_det.timing.order import cycle_length, round_order, williams_rows
-from cublas_det.timing.results import aa_reference, ratio_pairs
+from cublas_det.timing.results import aa_reference, arm_with_role, ratio_pairs
 from cublas_det.timing.rounds import MAX_REDOS, THROTTLE_PAUSE_S, round_problem
 from cublas_det.timing.stats import (
     batch_size,
@@ -241,6 +242,13 @@ def test_ratio_pairs_keep_an_aa_control_whatever_the_modes():
     assert ratio_pairs(_arms("PEDANTIC", "TF32", "PEDANTIC-AA")) == [("TF32", "PEDANTIC"), ("PEDANTIC-AA", "PEDANTIC")]
     assert ratio_pairs(_arms("TF32", "TF32-AA")) == [("TF32-AA", "TF32")]
     assert ratio_pairs(_arms("TF32")) == []
+
+
+def test_arms_are_found_by_their_math_mode_not_their_name():
+    arms = _arms("PEDANTIC+DISALLOW_RPR/bfloat16->bfloat16", "PEDANTIC/bfloat16->bfloat16",
+                 "DEFAULT/bfloat16->bfloat16")
+    assert arm_with_role(arms, MathMode.PEDANTIC) == "PEDANTIC/bfloat16->bfloat16"  # the flag is another configuration
+    assert arm_with_role(arms, MathMode.TF32) is None and aa_reference(arms) == "DEFAULT/bfloat16->bfloat16"
 
 
 def _arms(*names):

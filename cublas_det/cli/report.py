@@ -7,9 +7,9 @@ from __future__ import annotations
 from ..errors import ExitCode
 from ..render.markdown import to_markdown
 from ..render.plot import write_plot
-from ..render.runfile import bench_result
+from ..render.runfile import bench_result, old_file_note
 from ..render.text import render_text, run_failed
-from ..store.run import load_run, old_file_note
+from ..store.run import load_run
 from .common import check_outputs, command_main, describe, exit_codes, write_file, write_text
 
 EPILOG = """example:

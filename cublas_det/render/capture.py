@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import shlex
 
+from ..apilog.replay import row_major
 from ..config import math_mode_name
 from ..dtypes import BY_CUDA_NAME
+from ..shapes import shape_spec
 from ..words import WIDTH, plural, size, table, wrapped
 
 _HEADER = ("id", "calls", "M x N x K:op", "types", "compute", "math", "wkspace")
+_KIND_WIDTH = len("precision")  # the longest finding kind: the findings of every report align alike
 _LAST_COLUMN = 30  # the least room for "like / replay"; less, and it goes on a line of its own
 
 
@@ -37,8 +40,8 @@ def render_capture(capture, path: str) -> str:
     if capture.findings or capture.gemms:
         lines.append("Findings" if capture.findings else
                      "Findings: none of those looked for (docs/capture.md lists them)")
-        for finding in capture.findings:
-            lines += _item(f"{finding.kind:<9}  {finding.text}")
+        for line in table([(finding.kind, finding.text) for finding in capture.findings], widths=(_KIND_WIDTH, 0)):
+            lines += _item(line)
         lines.append("")
     plans = capture.plans
     if not plans:
@@ -75,7 +78,8 @@ def _unread(logs: dict, path: str) -> list[str]:
                      "not in the table")
     stopped = {kind: log["stopped_after_exit_s"] for kind, log in logs.items() if log.get("stopped_after_exit_s")}
     if stopped:
-        lines.append(f"unread: capture stopped reading the {' and '.join(stopped)} log{'s' * (len(stopped) > 1)} "
+        noun = plural(len(stopped), "log").split(" ", 1)[1]  # the noun alone
+        lines.append(f"unread: capture stopped reading the {' and '.join(stopped)} {noun} "
                      f"{max(stopped.values()):g} s after the program ended, a process it left still running or "
                      "holding the log open: what that process wrote later is not here. To capture a job whose "
                      "processes outlive it, let the job write the logs itself (CUBLAS_LOGINFO_DBG=1 "
@@ -131,11 +135,11 @@ def _table(plans) -> list[str]:
     rows = []
     for plan in plans:
         d = plan.definition
-        op = (d.transa + d.transb).lower()
+        m, n, k, _, _ = row_major(d)
         batch = f" x{d.batch_count}" if d.batch_count > 1 else ""
         status = (plan.like or "replayable") if plan.replayed else \
             (f"{plan.like}; " if plan.like else "") + f"not replayable: {plan.reason}"
-        rows.append(((plan.gemm_id, f"{plan.calls:,}", f"{d.n}x{d.m}x{d.k}:{op}{batch}",
+        rows.append(((plan.gemm_id, f"{plan.calls:,}", shape_spec(m, n, k, d.transa + d.transb) + batch,
                       f"{_label(d.a_type)}->{_label(d.c_type)}",
                       d.compute_type.removeprefix("COMPUTE_"), "(Lt)" if d.is_lt else data_mode(d.math_mode),
                       "cuBLAS" if d.workspace_bytes is None else size(d.workspace_bytes)), status, plan.note))
@@ -170,8 +174,9 @@ def _handle_lines(data: dict) -> list[str]:
             lines += _item(f"{key[1]}: {', '.join(ids)}")
             continue
         streams = ", ".join(f"{stream} ({calls})" for stream, calls in handle["streams"].items())
+        noun = plural(len(handle["streams"]), "stream").split(" ", 1)[1]
         lines += _item(f"handle {key[1]} (process {handle['process']}, {plural(len(handle['threads']), 'thread')}, "
-                       f"{plural(handle['calls'], 'call')} on stream{'s' * (len(handle['streams']) != 1)} "
+                       f"{plural(handle['calls'], 'call')} on {noun} "
                        f"{streams}): {', '.join(ids)}")
     return lines
 

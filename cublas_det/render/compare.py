@@ -43,7 +43,8 @@ def _named(entry: Entry) -> str:
 def inputs_differ(base: Entry, new: Entry) -> str | None:
     """Why two paired results are not the same problem, or None when they are (as far as can be told)."""
     if base.spec != new.spec:
-        tokens = f", T {base.tokens} vs {new.tokens}" if base.tokens and new.tokens and base.tokens != new.tokens else ""
+        both = base.tokens and new.tokens and base.tokens != new.tokens
+        tokens = f", T {base.tokens} vs {new.tokens}" if both else ""
         return f"another GEMM: {base.spec} vs {new.spec}{tokens}"
     a, b = base.identity, new.identity
     if a is None or b is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..timing.results import is_control
+from .._cublas import MathMode
 from .text import BenchResult
 
 
@@ -15,14 +15,14 @@ def write_plot(result: BenchResult, path: str) -> None:
     except ImportError as err:
         raise OSError(f"--plot needs matplotlib: pip install matplotlib ({err})") from err
     timed = [r for r in result.shapes if r.timing]
-    modes = [a.name for a in timed[0].timing.arms if not is_control(a.name)] if timed else []
+    modes = [a.name for a in timed[0].timing.arms if not a.name.control] if timed else []
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(timed) + 2), 4.5))
     width = 0.8 / max(1, len(modes))
     for i, mode in enumerate(modes):
         values = [r.timing.arm(mode).median_us if r.timing.arm(mode) else 0 for r in timed]
         ax.bar([x + i * width for x in range(len(timed))], values, width, label=mode)
     for x, report in enumerate(timed):
-        ratio = report.timing.ratio_by_role("TF32", "PEDANTIC")
+        ratio = report.timing.ratio_for(MathMode.TF32, MathMode.PEDANTIC)
         if ratio:
             top = max(a.median_us for a in report.timing.arms)
             ax.annotate(f"{1 / ratio.median:.1f}x", (x + 0.4, top), ha="center", va="bottom", fontsize=7)

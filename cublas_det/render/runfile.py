@@ -8,16 +8,18 @@ import functools
 import os
 import subprocess
 
+from .._cublas import MathMode
 from ..check.results import CallKernels, GemmCheck, ScenarioResult
 from ..check.scenarios import REGISTRY
 from ..check.scenarios.batch import not_applicable_reason
 from ..config import GemmConfig
 from ..errors import InputFileError
-from ..shapes import PRESETS, GemmShape, preset
-from ..store.run import (UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, stats,
+from ..shapes import GemmShape, catalogue_entry, token_counts
+from ..store.run import (NO_IDENTITY, UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, stats,
                          timing_extra, timing_options, untold_batch, untold_workspace_config)
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Arm, Discards
+from ..words import plural
 from .text import BenchResult, ShapeReport, check_failures, modes_group, summary_lines, warnings_for
 
 
@@ -87,7 +89,7 @@ def check_record(check: GemmCheck | None) -> dict:
 def timing_record(timing, mode: str) -> dict:
     """The timing of configuration ``mode`` as ``extra_info`` holds it (nulls where not timed)."""
     arm = timing.arm(mode) if timing else None
-    pedantic = timing.arm_name("PEDANTIC") if timing else None
+    pedantic = timing.arm_for(MathMode.PEDANTIC) if timing else None
     ratio = timing.ratio(mode, pedantic) if pedantic else None
     return {"eager_stats": stats(arm.eager_us, timing.calls_per_batch) if arm else None,
             "calls_per_batch": timing.calls_per_batch if timing else None,
@@ -139,7 +141,8 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
             raise InputFileError(f"{e.where}.extra_info.eager_stats.data: missing; a timed entry has its eager times "
                                  "too")
     known = {mode: check.config for mode, check in checks.items()}
-    arms = tuple(ArmTiming(_read_back(f"{e.where}.name", lambda n: Arm.read(n, known), e.config), tuple(x * 1e6 for x in e.stats["data"]),
+    arms = tuple(ArmTiming(_read_back(f"{e.where}.name", lambda n: Arm.read(n, known), e.config),
+                           tuple(x * 1e6 for x in e.stats["data"]),
                            tuple(x * 1e6 for x in (e.extra_info.get("eager_stats") or {}).get("data") or ()),
                            # the file keeps the median SM clock of an arm, not each batch's
                            (e.extra_info["sm_clock_mhz"],) if e.extra_info.get("sm_clock_mhz") else (),
@@ -151,10 +154,10 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
     if arms:
         info = entries[0].extra_info
         where = f"{run.source}: cublas_det"
-        timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0), int(info.get("buffer_sets") or 1),
-                             len(arms[0].graph_us), arms,
-                             tuple(_read_back(f"{where}.ratios[{name!r}]", lambda r: Ratio(**_known_fields(Ratio, r)), r)
-                                   for r in ratios),
+        timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0),
+                             int(info.get("buffer_sets") or 1), len(arms[0].graph_us), arms,
+                             tuple(_read_back(f"{where}.ratios[{name!r}]",
+                                              lambda r: Ratio(**_known_fields(Ratio, r)), r) for r in ratios),
                              float(info.get("timing_elapsed_s") or 0.0), how.get("stop_reason") or "",
                              Discards(**_known_fields(Discards, how.get("discards") or {})), how.get("clock_floor_mhz"),
                              options=how.get("options") or {})
@@ -198,16 +201,33 @@ def _scenario(raw: dict, shape: GemmShape) -> ScenarioResult:
 
 def _catalogue_shape(shape: GemmShape) -> GemmShape:
     """The catalogue's shape for a 0.1 file (no preset recorded) whose name and dimensions match; else as stored."""
-    prefix = shape.name.split("/", 1)[0]
-    if shape.preset or prefix not in PRESETS or not shape.gemm_pass:
+    if shape.preset or not shape.gemm_pass:
         return shape
-    try:
-        found = preset(prefix, shape.k if shape.gemm_pass == "dW" else shape.m)
-    except ValueError:
-        return shape
-    same = [s for s in found if s.name == shape.name and (s.m, s.n, s.k, s.trans_a, s.trans_b) == (
-        shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b)]
-    return dataclasses.replace(same[0], batch=shape.batch) if same else shape
+    stored = (shape.name, shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b)
+    found = catalogue_entry(lambda s: (s.name, s.m, s.n, s.k, s.trans_a, s.trans_b) == stored,
+                            token_counts(shape.m, shape.k, shape.gemm_pass))
+    return dataclasses.replace(found, batch=shape.batch) if found else shape
+
+
+def old_file_note(run: StoredRun) -> str | None:
+    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...``, or None for a file of this
+    version."""
+    limits = [f"the inputs it ran on ({NO_IDENTITY} recorded)"] if run.legacy else []
+    untold, batch = [], 0
+    for entry in run.entries:
+        shape = GemmShape.from_dict(entry.extra_info["shape"]) if entry.extra_info.get("scenarios") else None
+        for raw in entry.extra_info.get("scenarios") or ():
+            untold += [entry.name] if untold_workspace_config(raw) else []
+            batch += untold_batch(raw, shape)
+    if untold:
+        named = ", ".join(untold[:3]) + (", ..." if len(untold) > 3 else "")
+        limits.append(f"workspace config in {named} (a difference from the worker's own first output, whose operands "
+                      "could still be in flight: not counted)")
+    if batch:
+        limits.append(f"batch size in {plural(batch, 'dW result')} (run there, though their batch is the reduction "
+                      "axis: not counted)")
+    return (f"note: {run.source} was written by cublas_det {run.version}, which cannot tell: {'; '.join(limits)}"
+            if limits else None)
 
 
 def stored_ratios(run: StoredRun, numerator: str, denominator: str) -> dict:

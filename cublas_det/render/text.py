@@ -12,6 +12,7 @@ from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
 from ..config import name_role
 from ..device import describe_machine
+from ..errors import ExitCode
 from ..shapes import GemmShape
 from ..timing.results import is_control
 from ..words import column_widths, plural, report_width, table, wrapped
@@ -33,6 +34,10 @@ class ShapeReport:
     checks: dict  # configuration name -> GemmCheck
     timing: object = None  # ShapeTiming, or None when not timed
     error: str | None = None
+
+    def check_for(self, mode: MathMode) -> GemmCheck | None:
+        """The (first) check of math mode ``mode`` and nothing else but element types, algo and workspace."""
+        return next((check for check in self.checks.values() if check.config.plain(mode)), None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +139,7 @@ def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
     timing = report.timing
     role_of = {mode: check.config.role for mode, check in report.checks.items()} or (
         {a.name: a.name.role for a in timing.arms if not a.name.control} if timing else {})
-    reference = timing.arm_name("PEDANTIC") if timing else None
+    reference = timing.arm_for(MathMode.PEDANTIC) if timing else None
     roles = list(role_of.values())  # unless two share one: then their names tell them apart
     for mode, shown in zip(role_of, roles if len(set(roles)) == len(roles) else role_of):
         check = report.checks.get(mode)
@@ -143,6 +148,7 @@ def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
         ratio = timing.ratio(mode, reference) if reference and mode != reference else None  # ± its 95% interval
         vs = f"{ratio.median:.3f} ±{100 * ratio.half_width:.1f}%{trust_suffix(timing)}" if ratio else "-"
         rows.append([
+            # the modes scenario's names, stored without their configurations
             shown, repro_cell(check), hazards_cell(check), ", ".join(map(name_role, modes_group(check) or ()))
             or modes_cell(check),
             f"{check.rel_error:.1e}" if check and not math.isnan(check.rel_error) else "-",
@@ -171,7 +177,7 @@ def fitted(header: list[str], tables: list[list[list[str]]], width: int) -> tupl
 def title(result: BenchResult) -> str:
     configs = {check.config for _, check in _checks(result)}
     types = {(c.input_dtype, c.output_dtype) for c in configs} - {("float32", "float32")}
-    timed = {a.name for r in result.shapes if r.timing for a in r.timing.arms if not is_control(a.name)}
+    timed = {a.name for r in result.shapes if r.timing for a in r.timing.arms if not a.name.control}
     what = f"{plural(len(result.shapes), 'shape')} x {plural(len(configs) or len(timed), 'mode')}"
     if len(types) == 1:
         what += ", {} -> {}".format(*types.pop())
@@ -278,7 +284,7 @@ def same_bits_line(result: BenchResult) -> str | None:
     """Which configurations gave PEDANTIC's bits, counted over the shapes the modes scenario compared."""
     counts, shapes = Counter(), 0
     for report in result.shapes:
-        pedantic = next((c for c in report.checks.values() if c.config.role == "PEDANTIC"), None)
+        pedantic = report.check_for(MathMode.PEDANTIC)
         group = modes_group(pedantic)
         if group is None:
             continue
@@ -328,17 +334,17 @@ def _change(low: float, high: float) -> str:
 
 def cost_lines(result: BenchResult) -> list[str]:
     """What determinism costs per preset: PEDANTIC vs DEFAULT, the rest vs PEDANTIC; an interval holding 1: none."""
-    pairs: dict = {}  # (numerator role, denominator role) -> [(report, ratio)]
+    pairs: dict = {}  # (PEDANTIC vs DEFAULT?, numerator role, denominator role) -> [(report, ratio)]
     for report in (report for report in result.shapes if report.timing):
-        pedantic, default = report.timing.arm_name("PEDANTIC"), report.timing.arm_name("DEFAULT")
+        pedantic, default = report.timing.arm_for(MathMode.PEDANTIC), report.timing.arm_for(MathMode.DEFAULT)
         roles = {arm.name: arm.name.role for arm in report.timing.arms}
         for r in report.timing.ratios:
-            wanted = (r.numerator, r.denominator) == (pedantic, default) or (
-                r.denominator == pedantic and r.numerator not in (default, pedantic))
-            if wanted and not is_control(r.numerator):
-                pairs.setdefault((roles[r.numerator], roles[r.denominator]), []).append((report, r))
+            cost = (r.numerator, r.denominator) == (pedantic, default)
+            if (cost or r.denominator == pedantic and r.numerator not in (default, pedantic)) \
+                    and not is_control(r.numerator):
+                pairs.setdefault((cost, roles[r.numerator], roles[r.denominator]), []).append((report, r))
     lines = []
-    for (numerator, denominator), found in sorted(pairs.items(), key=lambda item: item[0][1] != "DEFAULT"):
+    for (cost, numerator, denominator), found in sorted(pairs.items(), key=lambda item: not item[0][0]):
         flat = [r for _, r in found if r.ci_low <= 1 <= r.ci_high]
         by_preset: dict = {}
         for report, r in found:
@@ -347,7 +353,7 @@ def cost_lines(result: BenchResult) -> list[str]:
         parts = []
         if flat:
             widest = max(max(1 - r.ci_low, r.ci_high - 1) for r in flat)
-            what = "cost" if (numerator, denominator) == ("PEDANTIC", "DEFAULT") else "difference"
+            what = "cost" if cost else "difference"
             parts.append(f"no measurable {what} on {len(flat)} of {plural(len(found), 'shape')} "
                          f"(within ±{100 * widest:.1f}%)")
         parts += [f"{_change(min(v), max(v))} ({preset}" + (f", {plural(len(v), 'shape')})" if flat else ")")
@@ -364,10 +370,10 @@ def verdict_line(result: BenchResult) -> str:
     if not failed and not errors:
         held = any(c.verdict is Reproducible.YES for _, c in checks)
         return "Verdict: pass, " + ("every guarantee held" if held else "no guarantee was checked" if checks
-                                    else "nothing failed") + " (exit 0)"
+                                    else "nothing failed") + f" (exit {ExitCode.OK:d})"
     parts = [f"{plural(len(failed), 'pair')} gave other bits under a guarantee"] if failed else []
     parts += [f"{len(errors)} could not be checked or timed"] if errors else []
-    return f"Verdict: FAIL (exit 1): {'; '.join(parts)}; details below"
+    return f"Verdict: FAIL (exit {ExitCode.FINDING:d}): {'; '.join(parts)}; details below"
 
 
 def detail_lines(result: BenchResult) -> list[str]:
@@ -402,7 +408,7 @@ def warnings_for(result: BenchResult) -> list[str]:
     if env.get("NVIDIA_TF32_OVERRIDE") == "0":
         notes.append("NVIDIA_TF32_OVERRIDE=0 is set: TF32 requests run in fp32")
     for report in result.shapes:
-        check = report.checks.get("TF32")
+        check = report.check_for(MathMode.TF32)
         if check and not math.isnan(check.rel_error) and check.rel_error < 1e-5:
             notes.append(f"{report.shape.name}: TF32 was requested but not engaged (rel. error "
                          f"{check.rel_error:.1e} looks like fp32)")

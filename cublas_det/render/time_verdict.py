@@ -94,7 +94,8 @@ def time_verdict(base_entry, new_entry, fail_on_pct: float | None = None) -> Tim
         label, why = TimeLabel.SAME, f"the change {span} lies within ±{SAME_CENTER:.0%}"
     elif (abs(change) <= SAME_CENTER and overlap((base_low, base_high), (new_low, new_high)) >= SAME_OVERLAP
           and max(half_width(base), half_width(new)) <= DISPERSION_CEILING):
-        label, why = TimeLabel.SAME, f"the change {span} is centred within ±{SAME_CENTER:.0%}, the intervals overlapping"
+        label, why = TimeLabel.SAME, (f"the change {span} is centred within ±{SAME_CENTER:.0%}, the intervals "
+                                      "overlapping")
     else:
         label, why = TimeLabel.UNSURE, (f"the change {span}: no clear gap of {CLEAR_GAP:.1%}, and the intervals too "
                                         "wide or too far apart to call the same")

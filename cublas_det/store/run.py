@@ -11,7 +11,6 @@ from bisect import bisect_left, bisect_right
 from ..device import describe_machine
 from ..errors import InputFileError
 from ..shapes import GemmShape, gemm_key, shape_spec
-from ..words import plural
 from .files import read_json
 from .schema import Each, Record, check, kind_of
 
@@ -298,24 +297,3 @@ def untold_batch(raw: dict, shape: GemmShape) -> bool:
     """batch-invariance run by an earlier version on a dW GEMM, where it does not apply."""
     return (raw["scenario"] == "batch-invariance" and not raw.get("not_applicable") and not raw.get("error")
             and shape.gemm_pass == "dW")
-
-
-def old_file_note(run: StoredRun) -> str | None:
-    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...``, or None for a file of this
-    version."""
-    limits = [f"the inputs it ran on ({NO_IDENTITY} recorded)"] if run.legacy else []
-    untold, batch = [], 0
-    for entry in run.entries:
-        shape = GemmShape.from_dict(entry.extra_info["shape"]) if entry.extra_info.get("scenarios") else None
-        for raw in entry.extra_info.get("scenarios") or ():
-            untold += [entry.name] if untold_workspace_config(raw) else []
-            batch += untold_batch(raw, shape)
-    if untold:
-        named = ", ".join(untold[:3]) + (", ..." if len(untold) > 3 else "")
-        limits.append(f"workspace config in {named} (a difference from the worker's own first output, whose operands "
-                      "could still be in flight: not counted)")
-    if batch:
-        limits.append(f"batch size in {plural(batch, 'dW result')} (run there, though their batch is the reduction "
-                      "axis: not counted)")
-    return (f"note: {run.source} was written by cublas_det {run.version}, which cannot tell: {'; '.join(limits)}"
-            if limits else None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from .._cublas import ComputeType
+from .._cublas import MathMode
 from ..config import GemmConfig, name_role
 from .stats import Ratio, quartiles, widened_ci
 
@@ -50,18 +50,16 @@ class Arm(str):
         return cls(config, base != name)
 
 
-def arm_with_role(arms, mode: str) -> Arm | None:
-    """The (first) arm of math mode ``mode`` (``PEDANTIC``) and nothing else but element types, algo and
-    workspace, A/A controls excluded: a bf16 run finds its arms as an fp32 run does."""
-    return next((a for a in arms if not a.control and a.config and a.config.math_mode.name == mode
-                 and not a.config.disallow_reduced_precision_reduction
-                 and a.config.compute_type is ComputeType.COMPUTE_32F and a.config.api == "gemm_ex"), None)
+def arm_with_role(arms, mode: MathMode) -> Arm | None:
+    """The (first) arm of math mode ``mode`` and nothing else but element types, algo and workspace
+    (:meth:`GemmConfig.plain`), A/A controls excluded: a bf16 run finds its arms as an fp32 run does."""
+    return next((a for a in arms if not a.control and a.config and a.config.plain(mode)), None)
 
 
 def aa_reference(arms) -> Arm:
     """The arm the A/A control repeats: DEFAULT, else PEDANTIC, else the first arm."""
     arms = list(arms)
-    return arm_with_role(arms, "DEFAULT") or arm_with_role(arms, "PEDANTIC") or arms[0]
+    return arm_with_role(arms, MathMode.DEFAULT) or arm_with_role(arms, MathMode.PEDANTIC) or arms[0]
 
 
 def is_control(name: str) -> bool:
@@ -72,7 +70,7 @@ def ratio_pairs(arms: list[Arm]) -> list[tuple[Arm, Arm]]:
     """Every mode against PEDANTIC (or the first mode, without one), PEDANTIC against DEFAULT, and the
     A/A control against its reference."""
     modes = [arm for arm in arms if not arm.control]
-    pedantic, default = arm_with_role(modes, "PEDANTIC"), arm_with_role(modes, "DEFAULT")
+    pedantic, default = arm_with_role(modes, MathMode.PEDANTIC), arm_with_role(modes, MathMode.DEFAULT)
     reference = pedantic or (modes[0] if modes else None)  # without PEDANTIC: against the first (a prescription's)
     pairs = [(arm, reference) for arm in modes if reference and arm != reference]
     if pedantic and default:
@@ -171,13 +169,13 @@ class ShapeTiming:
         wanted = (str(numerator), str(denominator))
         return next((r for r in self.ratios if (r.numerator, r.denominator) == wanted), None)
 
-    def arm_name(self, mode: str) -> Arm | None:
-        """The arm of this math mode (``PEDANTIC`` finds ``PEDANTIC/bfloat16->bfloat16``)."""
+    def arm_for(self, mode: MathMode) -> Arm | None:
+        """The arm of this math mode (``MathMode.PEDANTIC`` finds ``PEDANTIC/bfloat16->bfloat16``)."""
         return arm_with_role([a.name for a in self.arms], mode)
 
-    def ratio_by_role(self, numerator: str, denominator: str) -> Ratio | None:
-        """:meth:`ratio` of the arms of these math modes (``ratio_by_role("TF32", "PEDANTIC")``)."""
-        num, den = self.arm_name(numerator), self.arm_name(denominator)
+    def ratio_for(self, numerator: MathMode, denominator: MathMode) -> Ratio | None:
+        """:meth:`ratio` of the arms of these math modes (``ratio_for(MathMode.TF32, MathMode.PEDANTIC)``)."""
+        num, den = self.arm_for(numerator), self.arm_for(denominator)
         return self.ratio(num, den) if num and den else None
 
     def tflops(self, arm) -> float:
