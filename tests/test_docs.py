@@ -8,6 +8,8 @@ import pathlib
 
 import pytest
 
+from cublas_det.errors import ExitCode
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 WIDTH = 100
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -52,3 +54,9 @@ def test_the_checker_finds_a_planted_long_line(tmp_path):
     assert long_prose_lines(page.read_text(encoding="utf-8")) == [(8, len(planted))]
     assert long_prose_lines("- " + planted) == [(1, len(planted) + 2)]  # a list item is prose
     assert long_prose_lines("```\n```\n" + planted) == [(3, len(planted))]  # after a closed fence
+
+
+def test_the_readme_gives_each_exit_code_the_meaning_errors_gives_it():
+    readme = " ".join((ROOT / "README.md").read_text().split())  # lines joined, as a reader reads them
+    for code in ExitCode:
+        assert f"- {int(code)} {code.meaning}" in readme, f"README's exit code {int(code)}: {code.meaning!r}"
