@@ -8,7 +8,7 @@ import dataclasses
 from .._cublas import MATH_MODE_FLAGS, ComputeType, MathMode
 from ..config import FP32_ONLY_MODES, GemmConfig
 from ..dtypes import GEMM_TYPES
-from ..shapes import GemmShape, catalogue_entry, other_layout, packed_strides
+from ..shapes import GemmShape, catalogue_entry, other_layout, packed_strides, token_counts
 from .model import GemmDefinition
 
 _DTYPES = {element.cuda_name: name for name, element in GEMM_TYPES.items()}  # R_32F -> float32 ...
@@ -43,7 +43,7 @@ def row_major(definition: GemmDefinition) -> tuple[int, int, int, bool, bool]:
 def like(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> str:
     """The catalogue name of the same row-major GEMM at any token count, or ``""``."""
     found = catalogue_entry(lambda s: (s.m, s.n, s.k, s.trans_a, s.trans_b) == (m, n, k, trans_a, trans_b),
-                            (m, k))  # T is M for forward and dX, K for dW
+                            token_counts(m, k))
     return found.name if found else ""
 
 
