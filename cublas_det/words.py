@@ -20,8 +20,13 @@ def report_width() -> int:
     return WIDTH
 
 
+def noun_for(count: int, noun: str) -> str:
+    """The noun alone, as ``count`` of it is said."""
+    return noun if count == 1 else IRREGULAR.get(noun, noun + "s")
+
+
 def plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun if count == 1 else IRREGULAR.get(noun, noun + 's')}"
+    return f"{count:,} {noun_for(count, noun)}"
 
 
 def percent(part: int, whole: int) -> str:

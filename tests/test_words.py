@@ -1,11 +1,12 @@
 """The shared words: counts, shares, sizes, wrapping, tables."""
 
-from cublas_det.words import percent, plural, size, table, wrapped
+from cublas_det.words import noun_for, percent, plural, size, table, wrapped
 
 
 def test_plural_counts_in_words():
     assert [plural(n, "leaf") for n in (0, 1, 2)] == ["0 leaves", "1 leaf", "2 leaves"]
     assert [plural(n, "step") for n in (1, 3)] == ["1 step", "3 steps"]
+    assert [noun_for(n, "leaf") for n in (1, 2)] == ["leaf", "leaves"]  # the noun alone, as the count says it
 
 
 def test_a_share_is_never_rounded_to_none_or_to_all():

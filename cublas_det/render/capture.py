@@ -8,7 +8,7 @@ from ..apilog.replay import row_major
 from ..config import math_mode_name
 from ..dtypes import BY_CUDA_NAME
 from ..shapes import shape_spec
-from ..words import WIDTH, plural, size, table, wrapped
+from ..words import WIDTH, noun_for, plural, size, table, wrapped
 
 _HEADER = ("id", "calls", "M x N x K:op", "types", "compute", "math", "wkspace")
 _KIND_WIDTH = len("precision")  # the longest finding kind: the findings of every report align alike
@@ -78,7 +78,7 @@ def _unread(logs: dict, path: str) -> list[str]:
                      "not in the table")
     stopped = {kind: log["stopped_after_exit_s"] for kind, log in logs.items() if log.get("stopped_after_exit_s")}
     if stopped:
-        noun = plural(len(stopped), "log").split(" ", 1)[1]  # the noun alone
+        noun = noun_for(len(stopped), "log")
         lines.append(f"unread: capture stopped reading the {' and '.join(stopped)} {noun} "
                      f"{max(stopped.values()):g} s after the program ended, a process it left still running or "
                      "holding the log open: what that process wrote later is not here. To capture a job whose "
@@ -174,7 +174,7 @@ def _handle_lines(data: dict) -> list[str]:
             lines += _item(f"{key[1]}: {', '.join(ids)}")
             continue
         streams = ", ".join(f"{stream} ({calls})" for stream, calls in handle["streams"].items())
-        noun = plural(len(handle["streams"]), "stream").split(" ", 1)[1]
+        noun = noun_for(len(handle["streams"]), "stream")
         lines += _item(f"handle {key[1]} (process {handle['process']}, {plural(len(handle['threads']), 'thread')}, "
                        f"{plural(handle['calls'], 'call')} on {noun} "
                        f"{streams}): {', '.join(ids)}")
