@@ -37,7 +37,7 @@ class Comparison:
 
 def _named(entry: Entry) -> str:
     """``trunk/W_in/dW[PEDANTIC] (128x56x4096:nt)``; a custom shape by its spec alone."""
-    return f"{entry.shape_name}[{entry.config}]" + (f" ({entry.spec})" if entry.spec != entry.shape_name else "")
+    return entry.label + (f" ({entry.spec})" if entry.spec != entry.shape_name else "")
 
 
 def inputs_differ(base: Entry, new: Entry) -> str | None:
