@@ -20,7 +20,7 @@ EPILOG = """examples:
   %(prog)s 128x56x4096:nt --modes pedantic tf32
   %(prog)s mamba2-130m/in_proj/dW
 
-""" + exit_codes()
+""" + exit_codes("2 also without cupti-python (the kernels-cuda13 or kernels-cuda12 extra)")
 
 
 def explain_target(spec: str, tokens: int):
