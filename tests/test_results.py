@@ -4,7 +4,10 @@ import dataclasses
 import json
 import math
 
-from cublas_det.bits.compare import Mismatch
+import numpy as np
+
+from cublas_det.bits.compare import Mismatch, compare
+from cublas_det.bits.streams import compare_arrays
 from cublas_det.check.results import (
     GemmCheck,
     Kind,
@@ -102,3 +105,13 @@ def test_a_nan_only_result_is_said_and_stored_with_its_counts():
     assert [s["nan_mismatches"] for s in stored["scenarios"]] == [2, 0] and stored["scenarios"][0]["max_ulp"] is None
     assert back.scenario("repeat").nan_mismatches == 2 and back.scenario("fresh-handle").signed_zero_mismatches == 1
     assert str(back.scenario("fresh-handle")) == "fresh-handle: 1/10 runs differ, up to 1 elements, 0 ULP at (1, 1)"
+
+
+def test_an_identical_result_stores_0_ulp_and_0_difference_as_stored_runs_do():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for found in (compare(a, a.copy()), compare_arrays(a, a.copy(), "float32")):
+        assert (found.identical, found.max_ulp, found.max_abs_diff, found.index) == (True, 0, 0.0, None)
+    stored = ScenarioResult.from_worst("repeat", G, 5, 0, compare(a, a.copy())).to_dict()
+    assert (stored["max_ulp"], stored["max_abs_diff"]) == (0, 0.0)  # as a 0.2.0 run file holds them
+    only_nan = compare(np.array([np.nan], np.float32), np.array([-np.nan], np.float32))
+    assert (only_nan.max_ulp, only_nan.max_abs_diff, only_nan.nan_mismatches) == (None, None, 1)

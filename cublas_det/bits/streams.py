@@ -49,8 +49,9 @@ class Mismatch:
 
     Equal bits are equal, NaNs included. A mismatched pair with a NaN on either side has no ULP distance:
     it is counted in ``nan_mismatches`` and enters neither ``max_ulp`` nor ``max_abs_diff``. +0 against -0
-    is a mismatch of 0 ULP, counted in ``signed_zero_mismatches``. ``max_ulp`` is None when no mismatched
-    pair without NaN exists (or the type is not a float); so is ``max_abs_diff``. The location (``index``,
+    is a mismatch of 0 ULP, counted in ``signed_zero_mismatches``. ``max_ulp`` and ``max_abs_diff`` are 0 when
+    nothing differs, and None when every mismatched pair holds a NaN (``max_ulp`` also for a type that is
+    not a float). The location (``index``,
     in the array's shape, and both values there) is the first element (lowest flat index) of the greatest
     distance: the ULP distance for floats, |a - b| for integers and bools; a NaN pair ranks below every
     number, so it is located only when only NaN pairs differ.
@@ -58,8 +59,8 @@ class Mismatch:
 
     mismatched_elements: int
     total_elements: int
-    max_abs_diff: float | None = None
-    max_ulp: int | None = None
+    max_abs_diff: float | None = 0.0
+    max_ulp: int | None = 0
     index: tuple[int, ...] | None = None  # None when identical
     reference_value: float | int | bool | None = None
     actual_value: float | int | bool | None = None
