@@ -491,3 +491,21 @@ def test_every_line_of_report_and_compare_on_the_shipped_runs_fits_100_columns(t
         # a path longer than a line is never split (so it can be copied): it stands alone on its line
         wide = [line for line in (result.stdout + result.stderr).splitlines() if len(line) > 100]
         assert all(len(line.split()) == 1 for line in wide), wide
+
+
+def test_report_says_a_nan_difference_of_an_older_file_was_ranked_by_its_bits(typed, tmp_path, stored):
+    def nan_repeat(data, **new_keys):
+        data = copy.deepcopy(data)
+        for entry in data["benchmarks"]:
+            for scenario in entry["extra_info"].get("scenarios") or ():
+                if entry["group"] == "trunk/W_a/dX" and scenario["scenario"] == "repeat":
+                    scenario.update(differing_runs=1, mismatched_elements=1, max_ulp=4194304, max_abs_diff=float("nan"),
+                                    index=[0, 0], reference_value=1.0, actual_value=float("nan"), identical=False,
+                                    outcome=None, **new_keys)
+        return data
+
+    said = "NaN in 3 differences (ranked there by a NaN's bit pattern"  # the group's repeat in 3 modes
+    older = typed("python -m cublas_det.report", _write(tmp_path, "older.json", nan_repeat(stored)))
+    assert said in " ".join(older.stdout.split()), older.stdout
+    counted = typed("python -m cublas_det.report", _write(tmp_path, "new.json", nan_repeat(stored, nan_mismatches=1)))
+    assert said not in " ".join(counted.stdout.split())  # a file that counts NaN pairs apart needs no note

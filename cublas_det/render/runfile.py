@@ -16,7 +16,7 @@ from ..config import GemmConfig
 from ..errors import InputFileError
 from ..shapes import GemmShape, catalogue_entry, token_counts
 from ..store.run import (NO_IDENTITY, UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, stats,
-                         timing_extra, timing_options, untold_batch, untold_workspace_config)
+                         timing_extra, timing_options, untold_batch, untold_nan, untold_workspace_config)
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Arm, Discards
 from ..words import plural
@@ -213,12 +213,13 @@ def old_file_note(run: StoredRun) -> str | None:
     """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...``, or None for a file of this
     version."""
     limits = [f"the inputs it ran on ({NO_IDENTITY} recorded)"] if run.legacy else []
-    untold, batch = [], 0
+    untold, batch, nan = [], 0, 0
     for entry in run.entries:
         shape = GemmShape.from_dict(entry.extra_info["shape"]) if entry.extra_info.get("scenarios") else None
         for raw in entry.extra_info.get("scenarios") or ():
             untold += [entry.name] if untold_workspace_config(raw) else []
             batch += untold_batch(raw, shape)
+            nan += untold_nan(raw)
     if untold:
         named = ", ".join(untold[:3]) + (", ..." if len(untold) > 3 else "")
         limits.append(f"workspace config in {named} (a difference from the worker's own first output, whose operands "
@@ -226,6 +227,9 @@ def old_file_note(run: StoredRun) -> str | None:
     if batch:
         limits.append(f"batch size in {plural(batch, 'dW result')} (run there, though their batch is the reduction "
                       "axis: not counted)")
+    if nan:
+        limits.append(f"NaN in {plural(nan, 'difference')} (ranked there by a NaN's bit pattern: its ULP distance "
+                      "and location may not be a number's)")
     return (f"note: {run.source} was written by cublas_det {run.version}, which cannot tell: {'; '.join(limits)}"
             if limits else None)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import statistics
 from bisect import bisect_left, bisect_right
 
@@ -291,6 +292,14 @@ def untold_workspace_config(raw: dict) -> bool:
     bits: it may be in that output, not in the streams."""
     return (raw["scenario"] == "workspace-config" and bool(raw.get("differing_runs")) and not raw.get("error")
             and "reference_digest" not in (raw.get("extra") or {}))
+
+
+def untold_nan(raw: dict) -> bool:
+    """A difference with a NaN recorded before NaN pairs were counted apart: its ULP distance and location
+    may be a NaN's bit pattern's, not a number's."""
+    values = (raw.get("max_abs_diff"), raw.get("reference_value"), raw.get("actual_value"))
+    return (bool(raw.get("mismatched_elements")) and "nan_mismatches" not in raw
+            and any(isinstance(v, float) and math.isnan(v) for v in values))
 
 
 def untold_batch(raw: dict, shape: GemmShape) -> bool:
