@@ -152,3 +152,10 @@ def test_ints_and_bools_are_located_at_the_greatest_difference_the_first_on_a_ti
     assert streamed.stats() == ints
     flags = compare_arrays(np.array([True, False, True]), np.array([False, False, False]), "bool")
     assert (flags.mismatched_elements, flags.max_abs_diff, flags.index, flags.reference_value) == (2, 1.0, (0,), True)
+
+
+def test_64_bit_integers_are_located_by_their_exact_difference():
+    # Both differences are 1; in float64 the first would round to 0 (or 2): the tie goes to the lowest index.
+    assert compare_arrays(np.array([2**60, 5, 7]), np.array([2**60 + 1, 5, 8]), "int64").index == (0,)
+    assert compare_arrays(np.array([-2**62, 7]), np.array([2**62, 8]), "int64").index == (0,)  # 2**63 apart
+    assert compare_arrays(np.array([2**63 + 10, 5], np.uint64), np.array([3, 9], np.uint64), "uint64").index == (0,)
