@@ -21,7 +21,7 @@ from ..words import plural
 from .common import command_main, describe, exit_codes, warning_line
 
 EPILOG = """examples:
-  cublas-det bench --prescribe --lock lock.json --capture capture.json   # make the lock
+  cublas-det prescribe --lock lock.json --capture capture.json   # make the lock
   %(prog)s --lock lock.json -- python train.py --steps 100
   %(prog)s --lock lock.json -- torchrun --nproc-per-node 8 train.py
 
@@ -31,7 +31,7 @@ EPILOG = """examples:
 
 def add_arguments(parser) -> None:
     describe(parser, __doc__, EPILOG, usage="%(prog)s --lock FILE [--quiet] -- CMD [ARGS...]")
-    parser.add_argument("--lock", required=True, metavar="FILE", help="the lock that bench --prescribe --lock wrote")
+    parser.add_argument("--lock", required=True, metavar="FILE", help="the lock that prescribe --lock wrote")
     parser.add_argument("--quiet", action="store_true", help="print no report (a GEMM that fell through still warns)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
 
