@@ -116,7 +116,7 @@ def _npy_run(root, arrays_per_step):
     return root
 
 
-def test_npy_runs_report_the_first_index_in_the_leaf_shape(tmp_path, capsys):
+def test_npy_runs_report_the_worst_index_in_the_leaf_shape(tmp_path, capsys):
     w = np.arange(12, dtype=np.float32).reshape(3, 4)
     w_b = w.copy()
     w_b[1, 2] += 0.5
