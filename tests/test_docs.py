@@ -59,4 +59,4 @@ def test_the_checker_finds_a_planted_long_line(tmp_path):
 def test_the_readme_gives_each_exit_code_the_meaning_errors_gives_it():
     readme = " ".join((ROOT / "README.md").read_text().split())  # lines joined, as a reader reads them
     for code in ExitCode:
-        assert f"- {int(code)} {code.meaning}" in readme, f"README's exit code {int(code)}: {code.meaning!r}"
+        assert f"{int(code)} {code.meaning}" in readme, f"README's exit code {int(code)}: {code.meaning!r}"
