@@ -18,7 +18,6 @@ from ..store import files
 from ..words import WIDTH, wrapped
 
 
-
 def prog_name() -> str:
     """The name the user typed, as argparse shows it from Python 3.14 on: ``python3 -m cublas_det.bench``
     for a module run with ``-m``, else the file name (``cublas-det-bench``, ``host_overhead.py``)."""
