@@ -56,6 +56,10 @@ class ComputeType(enum.IntEnum):
     COMPUTE_32F_FAST_TF32 = 77
 
 
+# Half-precision compute types take alpha and beta as half; every other one as float.
+HALF_SCALAR_COMPUTE = (ComputeType.COMPUTE_16F, ComputeType.COMPUTE_16F_PEDANTIC)
+
+
 class Operation(enum.IntEnum):
     """``cublasOperation_t``."""
     N = 0

@@ -1,14 +1,19 @@
-"""The ctypes layer of cuBLASLt: the libcublasLt beside CuPy's libcublas, its prototypes and enums.
-Like :mod:`cublas_det._cublas`, no policy: wrappers named after their C calls, plain ints, CublasError."""
+"""The ctypes layer of cuBLASLt: the libcublasLt beside CuPy's libcublas, its prototypes and enums; and
+:class:`LtPlan`, one matmul made once and run many times (as nvmath-python's ``Matmul``), the one place a
+row-major GEMM becomes cuBLASLt's column-major one. Like :mod:`cublas_det._cublas`, no policy: plain ints,
+CublasError; a plan is what ``Handle(api="lt")``, the lock's router and ``prescribe`` share."""
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import enum
 import functools
+import threading
 from ctypes import POINTER, byref, c_float, c_int, c_int64, c_size_t, c_uint16, c_uint32, c_uint64, c_void_p
 
-from ._cublas import CublasError, CublasNotFoundError, declared
+from ._cublas import HALF_SCALAR_COMPUTE, CublasError, CublasNotFoundError, declared
+from .dtypes import GEMM_TYPES
 
 BATCH_COUNT, STRIDED_BATCH_OFFSET = 5, 6  # cublasLtMatrixLayoutAttribute_t: int32, int64
 
@@ -192,3 +197,121 @@ def algo_init(handle: int, compute_type: int, scale_type: int, types: tuple, con
         if name != "algo_id" and name in config:
             _set("cublasLtMatmulAlgoConfigSetAttribute", byref(algo), attribute, kind(config[name]))
     return algo
+
+
+_F32 = GEMM_TYPES["float32"].cuda
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """A row-major GEMM ``D[M,N] = op(A)[M,K] @ op(B)[K,N]`` (+ a bias of N), each matrix of a strided batch:
+    element types (cudaDataType), compute type, leading dimensions; batch strides in elements (0: broadcast)."""
+
+    a_type: int
+    b_type: int
+    d_type: int
+    compute: int
+    trans_a: bool
+    trans_b: bool
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    ldd: int
+    batch: int = 1
+    strides: tuple = (0, 0, 0)  # A, B, D
+    epilogue: str = ""  # "BIAS"
+    sm_count_target: int = 0  # 0: the device's
+
+    def column_major(self) -> tuple:
+        """cuBLASLt's ``(op of its A, op of its B, layouts)``: its A is our B, its B our A, D transposed."""
+        b = (self.b_type, *((self.k, self.n) if self.trans_b else (self.n, self.k)), self.ldb, self.strides[1])
+        a = (self.a_type, *((self.m, self.k) if self.trans_a else (self.k, self.m)), self.lda, self.strides[0])
+        return self.trans_b, self.trans_a, (b, a, (self.d_type, self.n, self.m, self.ldd, self.strides[2]))
+
+
+class LtPlan:
+    """One cuBLASLt matmul, freed by its owner: the descriptor, layouts and algorithm of one :class:`Geometry`: ``algo`` pinned (an ``algo_config`` dict) or the heuristic's
+    first pick for ``workspace_bytes`` (and a reduction-scheme mask). :meth:`run` issues it; :meth:`close` frees."""
+
+    def __init__(self, lt_handle: int, geometry: Geometry, algo: dict | None = None, workspace_bytes: int = 0,
+                 reduction_scheme_mask: int | None = None):
+        self.handle, self.geometry = lt_handle, geometry
+        compute = geometry.compute
+        scale = geometry.d_type if compute in HALF_SCALAR_COMPUTE else _F32
+        self._owned: list = []
+        self._bias_lock = threading.Lock() if geometry.epilogue == "BIAS" else None
+        self._bias_ptr = None
+        try:
+            self.desc = self._own(matmul_desc_create(compute, scale), matmul_desc_destroy)
+            op_a, op_b, layouts = geometry.column_major()
+            matmul_desc_set(self.desc, MatmulDesc.TRANSA, int(op_a))
+            matmul_desc_set(self.desc, MatmulDesc.TRANSB, int(op_b))
+            if geometry.sm_count_target:
+                matmul_desc_set(self.desc, MatmulDesc.SM_COUNT_TARGET, geometry.sm_count_target)
+            if geometry.epilogue == "BIAS":
+                matmul_desc_set(self.desc, MatmulDesc.EPILOGUE, int(Epilogue.BIAS))
+            self.layouts = []
+            for data_type, rows, cols, ld, stride in layouts:
+                layout = self._own(layout_create(data_type, rows, cols, ld), layout_destroy)
+                if geometry.batch > 1:
+                    layout_batch(layout, geometry.batch, stride)
+                self.layouts.append(layout)
+            types = (geometry.b_type, geometry.a_type, geometry.d_type, geometry.d_type)
+            self.algo = (algo_init(lt_handle, compute, scale, types, algo) if algo else
+                         self._heuristic(workspace_bytes, reduction_scheme_mask))
+        except BaseException:
+            self.close()
+            raise
+        self._algo_ref = ctypes.pointer(self.algo)
+        self._matmul = library().cublasLtMatmul
+
+    def _own(self, value: int, destroy) -> int:
+        self._owned.append((value, destroy))
+        return value
+
+    def _heuristic(self, workspace_bytes: int, reduction_scheme_mask: int | None) -> MatmulAlgo:
+        preference = self._own(preference_create(), preference_destroy)
+        preference_set(preference, Preference.MAX_WORKSPACE_BYTES, workspace_bytes)
+        if reduction_scheme_mask is not None:
+            preference_set(preference, Preference.REDUCTION_SCHEME_MASK, reduction_scheme_mask,
+                                     c_int)
+        found = heuristic(self.handle, self.desc, (*self.layouts, self.layouts[2]), preference)
+        if not found:
+            raise CublasError(15, "cublasLtMatmulAlgoGetHeuristic (no algorithm for these options)")
+        return found[0].algo
+
+    def algorithm(self) -> tuple:
+        """The algorithm it runs, as sorted ``(name, value)`` pairs (a configuration's ``lt_algo``)."""
+        return tuple(sorted(algo_config(self.algo).items()))
+
+    def run(self, alpha: int, a: int, b: int, beta: int, d: int, workspace: int, workspace_bytes: int, stream: int,
+            bias: int = 0) -> None:
+        """``d = alpha op(a) @ op(b) + beta d`` (+ ``bias``) on ``stream``: device pointers, host scalars' addresses."""
+        if self._bias_lock is None:
+            status = self._matmul(self.handle, self.desc, alpha, b, self.layouts[0], a, self.layouts[1], beta, d,
+                                  self.layouts[2], d, self.layouts[2], self._algo_ref, workspace, workspace_bytes,
+                                  stream)
+        else:
+            with self._bias_lock:  # the bias is the descriptor's: set and used in one step
+                if bias != self._bias_ptr:
+                    matmul_desc_set(self.desc, MatmulDesc.BIAS_POINTER, bias, c_void_p)
+                    self._bias_ptr = bias
+                status = self._matmul(self.handle, self.desc, alpha, b, self.layouts[0], a, self.layouts[1], beta,
+                                      d, self.layouts[2], d, self.layouts[2], self._algo_ref, workspace,
+                                      workspace_bytes, stream)
+        if status:
+            raise CublasError(status, "cublasLtMatmul")
+
+    def close(self) -> None:
+        """Destroy its descriptors, all even if one fails; raise the first failure (idempotent)."""
+        owned, self._owned = self._owned, []
+        failures = []
+        for value, destroy in reversed(owned):
+            try:
+                destroy(value)
+            except CublasError as err:
+                failures.append(err)
+        if failures:
+            raise failures[0]

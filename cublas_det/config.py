@@ -10,7 +10,7 @@ import hashlib
 import os
 import re
 
-from ._cublas import MATH_MODE_FLAGS, ComputeType, GemmAlgo, MathMode
+from ._cublas import HALF_SCALAR_COMPUTE, MATH_MODE_FLAGS, ComputeType, GemmAlgo, MathMode
 from .dtypes import GEMM_TYPES, lookup
 from .integers import is_int
 
@@ -35,8 +35,6 @@ COMPUTE_TYPES = {
     ("float16", "float32"): _FP32_COMPUTE,
 }
 OUTPUT_TYPES = {a: tuple(c for a_type, c in COMPUTE_TYPES if a_type == a) for a in GEMM_TYPES}
-# Half-precision compute types take alpha and beta as half; every other one as float.
-HALF_SCALAR_COMPUTE = (ComputeType.COMPUTE_16F, ComputeType.COMPUTE_16F_PEDANTIC)
 # Math modes that only make sense with float32 inputs.
 FP32_ONLY_MODES = (MathMode.TF32, MathMode.FP32_EMULATED_BF16X9)
 

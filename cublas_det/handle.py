@@ -6,14 +6,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
-from ctypes import c_int, c_void_p
+from ctypes import c_void_p
 
 from . import _cublas, _cublaslt
 from ._cublas import GEMM_EX_ARGS, AtomicsMode, ComputeType, MathMode
-from .config import HALF_SCALAR_COMPUTE, LT_WORKSPACE_BYTES, GemmConfig, ModeSource, math_mode_name, resolve_config
+from .config import LT_WORKSPACE_BYTES, GemmConfig, ModeSource, math_mode_name, resolve_config
 from .device import require_gpu, tf32_env_warnings
-from .dtypes import BY_CUDA, GEMM_TYPES
+from .dtypes import BY_CUDA
 from .integers import is_int
+from ._cublaslt import Geometry, LtPlan
 
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
@@ -30,114 +31,63 @@ def _bias(length: int, data_type: int) -> int:
 
 
 class LtPath:
-    """``cublasLtMatmul`` for the GEMMs of one handle, with its configuration's options and workspace."""
+    """``cublasLtMatmul`` for the GEMMs of one handle, with its configuration's options and workspace: an
+    :class:`LtPlan` made for each GEMM (cublasGemmEx's arguments) on first use."""
 
     def __init__(self, config: GemmConfig, workspace_ptr: int, workspace_bytes: int):
         self.config = config
         self.handle = _cublaslt.create()
         self.workspace = (workspace_ptr, workspace_bytes)
-        self._prepared: dict = {}  # GEMM and SM-count target -> (descriptor, layouts, algorithm, owned)
-        self._lock = threading.Lock()  # a descriptor is set (bias) and used in one step; prepared once
+        self._plans: dict = {}  # Geometry -> LtPlan
+        self._lock = threading.Lock()  # a plan is made once
 
-    def _compute(self, compute: int) -> int:  # TF32 math in cuBLASLt is the COMPUTE_32F_FAST_TF32 compute type
+    def _plan(self, args: tuple, sm_count_target: int) -> tuple[LtPlan, tuple]:
+        """The plan of cublasGemmEx's ``args`` (B first: they are column-major) and its pointers, row-major."""
+        op_b, op_a, n, m, k, alpha, b, b_type, ldb, a, a_type, lda, beta, d, d_type, ldd, compute, _ = \
+            args[:GEMM_EX_ARGS]
+        batch, b_stride, a_stride, d_stride = args[GEMM_EX_ARGS:] or (1, 0, 0, 0)
         if compute == ComputeType.COMPUTE_32F and self.config.math_mode is MathMode.TF32:
-            return int(ComputeType.COMPUTE_32F_FAST_TF32)
-        return compute
-
-    def _target(self, sm_count_target: int) -> int:
-        """The SM count to plan for: the configuration's fixed target and the handle's, the smaller."""
-        targets = [t for t in (self.config.lt_sm_count_target, sm_count_target) if t]
-        return min(targets) if targets else 0
-
-    def _prepare(self, key: tuple):
-        op_a, op_b, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, target, batch = key
-        compute = self._compute(compute)
-        scale = c_type if compute in HALF_SCALAR_COMPUTE else GEMM_TYPES["float32"].cuda
-        owned = []
-        try:
-            desc = _cublaslt.matmul_desc_create(compute, scale)
-            owned.append((desc, _cublaslt.matmul_desc_destroy))
-            _cublaslt.matmul_desc_set(desc, _cublaslt.MatmulDesc.TRANSA, op_a)
-            _cublaslt.matmul_desc_set(desc, _cublaslt.MatmulDesc.TRANSB, op_b)
-            if target:
-                _cublaslt.matmul_desc_set(desc, _cublaslt.MatmulDesc.SM_COUNT_TARGET, target)
-            if self.config.lt_epilogue == "BIAS":
-                _cublaslt.matmul_desc_set(desc, _cublaslt.MatmulDesc.EPILOGUE, int(_cublaslt.Epilogue.BIAS))
-            shapes = ((a_type, *((k, m) if op_a else (m, k)), lda), (b_type, *((n, k) if op_b else (k, n)), ldb),
-                      (c_type, m, n, ldc))
-            layouts = []
-            for (data_type, rows, cols, ld), stride in zip(shapes, batch[1:] or (0, 0, 0)):
-                layouts.append(_cublaslt.layout_create(data_type, rows, cols, ld))
-                owned.append((layouts[-1], _cublaslt.layout_destroy))
-                if batch:  # a strided batch: (count, stride of A, of B, of C)
-                    _cublaslt.layout_batch(layouts[-1], batch[0], stride)
-            if self.config.lt_algo:
-                algo = _cublaslt.algo_init(self.handle, compute, scale, (a_type, b_type, c_type, c_type),
-                                    dict(self.config.lt_algo))
-            else:
-                preference = _cublaslt.preference_create()
-                owned.append((preference, _cublaslt.preference_destroy))
-                _cublaslt.preference_set(preference, _cublaslt.Preference.MAX_WORKSPACE_BYTES, self.workspace[1])
-                if self.config.lt_reduction_scheme_mask is not None:
-                    _cublaslt.preference_set(preference, _cublaslt.Preference.REDUCTION_SCHEME_MASK,
-                                      self.config.lt_reduction_scheme_mask, c_int)
-                found = _cublaslt.heuristic(self.handle, desc, (layouts[0], layouts[1], layouts[2], layouts[2]),
-                                            preference)
-                if not found:
-                    raise _cublaslt.CublasError(15, "cublasLtMatmulAlgoGetHeuristic (no algorithm for these options)")
-                algo = found[0].algo
-        except BaseException:
-            for value, destroy in reversed(owned):
-                destroy(value)
-            raise
-        prepared = self._prepared[key] = (desc, layouts, algo, owned)
-        return prepared
-
-    def _key(self, args: tuple, sm_count_target: int) -> tuple:
-        op_a, op_b, m, n, k, _, _, a_type, lda, _, b_type, ldb, _, _, c_type, ldc, compute, _ = args[:GEMM_EX_ARGS]
-        return (op_a, op_b, m, n, k, lda, ldb, ldc, a_type, b_type, c_type, compute, self._target(sm_count_target),
-                args[GEMM_EX_ARGS:])  # a batched call's count and strides
+            compute = int(ComputeType.COMPUTE_32F_FAST_TF32)  # TF32 math in cuBLASLt is a compute type
+        targets = [t for t in (self.config.lt_sm_count_target, sm_count_target) if t]  # the smaller of the two
+        geometry = Geometry(a_type, b_type, d_type, compute, bool(op_a), bool(op_b), m, n, k, lda, ldb, ldd, batch,
+                            (a_stride, b_stride, d_stride), self.config.lt_epilogue, min(targets) if targets else 0)
+        plan = self._plans.get(geometry)
+        if plan is None:
+            with self._lock:
+                plan = self._plans.get(geometry) or self._plans.setdefault(geometry, LtPlan(
+                    self.handle, geometry, dict(self.config.lt_algo) or None, self.workspace[1],
+                    self.config.lt_reduction_scheme_mask))
+        return plan, (alpha, a, b, beta, d)
 
     def issue(self, args: tuple, stream_ptr: int, sm_count_target: int = 0, bias_ptr: int = 0,
               workspace: tuple | None = None) -> None:
         """Run the GEMM of cublasGemmEx's ``args`` on ``stream_ptr`` (``workspace``: in place of the path's)."""
-        key = self._key(args, sm_count_target)
-        _, _, m, _, _, alpha, a, _, _, b, _, _, beta, c, c_type, _, _, _ = args[:GEMM_EX_ARGS]
-        with self._lock:
-            desc, layouts, algo, _ = self._prepared.get(key) or self._prepare(key)
-            if self.config.lt_epilogue == "BIAS":
-                _cublaslt.matmul_desc_set(desc, _cublaslt.MatmulDesc.BIAS_POINTER, bias_ptr or _bias(m, c_type),
-                                          c_void_p)
-            _cublaslt.matmul(self.handle, desc, alpha, a, layouts[0], b, layouts[1], beta, c, layouts[2], c, layouts[2],
-                      algo, *(workspace or self.workspace), stream_ptr)
+        plan, (alpha, a, b, beta, d) = self._plan(args, sm_count_target)
+        if plan.geometry.epilogue == "BIAS" and not bias_ptr:
+            bias_ptr = _bias(plan.geometry.n, plan.geometry.d_type)
+        plan.run(alpha, a, b, beta, d, *(workspace or self.workspace), stream_ptr, bias_ptr)
 
     def algorithm(self, args: tuple, sm_count_target: int = 0) -> tuple:
         """The algorithm this GEMM runs (sorted (name, value)): a configuration's ``lt_algo`` pins it."""
-        key = self._key(args, sm_count_target)
-        with self._lock:
-            return tuple(sorted(_cublaslt.algo_config((self._prepared.get(key) or self._prepare(key))[2]).items()))
+        return self._plan(args, sm_count_target)[0].algorithm()
 
     def close(self) -> None:
-        """Destroy every descriptor and the cuBLASLt handle, all even if one fails; raise the first failure."""
+        """Free every plan and the cuBLASLt handle, all even if one fails; raise the first failure."""
         failures = []
-        owned = [item for _, _, _, made in self._prepared.values() for item in reversed(made)]
-        self._prepared.clear()
-        if self.handle:
-            owned.append((self.handle, _cublaslt.destroy))
-            self.handle = 0
-        for value, destroy in owned:
+        plans, self._plans = list(self._plans.values()), {}
+        for plan in plans:
             try:
-                destroy(value)
+                plan.close()
+            except _cublaslt.CublasError as err:
+                failures.append(err)
+        if self.handle:
+            handle, self.handle = self.handle, 0
+            try:
+                _cublaslt.destroy(handle)
             except _cublaslt.CublasError as err:
                 failures.append(err)
         if failures:
             raise failures[0]
-
-
-def split_k(algo: tuple) -> bool:
-    """Whether an algorithm (``LtPath.algorithm``'s) splits K: its partial sums depend on how K is cut."""
-    config = dict(algo)
-    return config.get("splitk", 1) > 1 or config.get("reduction_scheme", 0) != 0
 
 
 _stream_ptr_getter = None  # set on first use: this module must import without CuPy

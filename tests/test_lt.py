@@ -10,18 +10,12 @@ from cublas_det import _cublaslt
 from cublas_det._cublas import MathMode
 from cublas_det.call import gemm_ex_args, shape_args
 from cublas_det.config import GemmConfig
-from cublas_det.handle import split_k
 from cublas_det.shapes import parse_shape
 
 
 def test_the_lt_structures_have_cublasLt_h_sizes():
     assert ctypes.sizeof(_cublaslt.MatmulAlgo) == 64  # uint64_t data[8]
     assert ctypes.sizeof(_cublaslt.HeuristicResult) == 96  # algo, size_t, status, float, int[4]
-
-
-def test_split_k_reads_the_algorithm_configuration():
-    assert split_k((("splitk", 4), ("reduction_scheme", 2)))
-    assert not split_k((("splitk", 1), ("reduction_scheme", 0)))
 
 
 def test_lt_configurations_parse_name_and_round_trip():
@@ -78,7 +72,8 @@ def test_lt_gemms_match_float64_and_a_pinned_algorithm_keeps_its_bits_under_othe
     assert cupy.array_equal(out.view(cupy.uint32), pinned.view(cupy.uint32))
     with create_handle("default+lt-nosplitk") as handle:
         handle.sm_count_target = 16
-        assert not split_k(handle._lt.algorithm(DW_ARGS, 16))
+        algo = dict(handle._lt.algorithm(DW_ARGS, 16))
+        assert algo["splitk"] <= 1 and algo["reduction_scheme"] == 0  # no split-K
 
 
 @pytest.mark.gpu
@@ -232,19 +227,20 @@ def test_lt_layouts_and_descriptor_follow_cublasgemmex_arguments(monkeypatch):
 
     made = []
 
-    class Fake:
-        CublasError = _cublaslt.CublasError
-        MatmulDesc, Preference, Epilogue = _cublaslt.MatmulDesc, _cublaslt.Preference, _cublaslt.Epilogue
+    def recorder(name):
+        def record(*args, **kwargs):
+            made.append((name, args))
+            if name == "heuristic":
+                return [type("Result", (), {"algo": _cublaslt.MatmulAlgo()})()]
+            if name == "library":
+                return type("Library", (), {"cublasLtMatmul": staticmethod(lambda *a: made.append(("matmul", a)) or 0)})
+            return len(made)
+        return record
 
-        def __getattr__(self, name):
-            def record(*args, **kwargs):
-                made.append((name, args))
-                if name == "heuristic":
-                    return [type("Result", (), {"algo": "the algorithm"})()]
-                return len(made)
-            return record
-
-    monkeypatch.setattr(lt_path, "_cublaslt", Fake())
+    for name in ("create", "destroy", "matmul_desc_create", "matmul_desc_set", "matmul_desc_destroy", "layout_create",
+                 "layout_batch", "layout_destroy", "preference_create", "preference_set", "preference_destroy",
+                 "heuristic", "algo_init", "library"):
+        monkeypatch.setattr(_cublaslt, name, recorder(name))
     path = lt_path.LtPath(GemmConfig(api="lt"), 0, 1 << 20)
     # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3): cublasGemmEx(N, T, 3, 7, 5, ..., ldb=3, lda=7, ldc=3)
     args = gemm_ex_args(True, False, 7, 3, 5, 7, 3, 0, 0, 0, 0, 0, 68)
