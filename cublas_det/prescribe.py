@@ -245,7 +245,7 @@ def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, 
     targets = verification_targets(device_properties()["sm_count"], fleet)
     entries, refused, done = [], [], set()
     chosen: dict = {}  # key -> (shape, configuration, pinned configuration), for the timing
-    for shape in sorted(shapes, key=lambda s: -s.m):
+    for shape in sorted(shapes, key=lambda s: (-s.m, -s.batch)):  # per GEMM, the largest first: it is verified
         for config in configs:
             if config.math_mode is MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math
                 refused.append(f"{shape.name} {config.name}: cuBLASLt has no BF16X9 math to pin")
@@ -279,8 +279,13 @@ def _lock_entry(shape, key, pinned, check, targets, repeats) -> tuple[LockEntry 
         return None, check.error or "; ".join(f"{r.scenario}: {r.error or r.detail}" for r in failed) or \
             check.verdict.value
     rows, shared = (dict(parts).get(part) for part in ("rows", "workspace"))
+    by_batch = ((rows.extra or {}) if rows else {}).get("mismatched_by_batch", {})
+    if any(by_batch.values()):  # one entry serves every batch count: this pin does not
+        differ = [count for count, mismatched in by_batch.items() if mismatched]
+        return None, f"the first b matrices differ from the full batch's for b = {differ}"
     any_m = bool(rows and rows.identical)
-    verified = {"m": shape.m, "rows": batch_ladder(shape.m) if any_m else [],
+    verified = {"m": shape.m, "rows": batch_ladder(shape.m) if any_m else [], "batch": shape.batch,
+                "batches": [int(b) for b in by_batch],
                 "rows_note": "" if any_m else (rows.not_applicable or rows.error or rows.detail if rows else
                                                "not checked") + f"; holds for M = {shape.m} alone",
                 "sm_count_targets": list(targets), "repeats": repeats,

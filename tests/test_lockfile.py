@@ -4,6 +4,7 @@ everything of the lock that runs without a GPU."""
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 
 from cublas_det import GemmConfig, MathMode
 from cublas_det.store import lock as lockfile
-from cublas_det.enter import SITE, TASKS_ENV, python_env
+from cublas_det.enter import SITE, TASKS_ENV, entry_failures, python_env
 from cublas_det.errors import InputFileError
 from cublas_det.store.lock import LockReport
 from cublas_det.render.prescribe import render_lock
@@ -149,6 +150,35 @@ def test_entering_a_python_program_runs_the_task_then_the_shadowed_sitecustomize
     assert SITE not in _python(env, "import sys; print(sys.path)").stdout  # the program's path is its own
 
 
+def test_entering_adds_nothing_to_a_program_where_no_sitecustomize_is_shadowed(tmp_path):
+    (tmp_path / "task_module.py").write_text("def start():\n    pass\n")
+    env = python_env(["task_module:start"], {})
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+    result = _python(env, "import sys; print(sys.modules['sitecustomize'].__file__)")
+    assert result.returncode == 0 and result.stderr == ""  # once "Error in sitecustomize ... KeyError"
+    assert result.stdout.strip() == os.path.join(SITE, "sitecustomize.py")
+
+
+def test_a_task_waits_for_its_module_and_a_failure_goes_to_the_log_not_the_program(tmp_path):
+    (tmp_path / "task_module.py").write_text(
+        "import os, sys\ndef start():\n    open(os.environ['MARKER'], 'w').write(str('trigger' in sys.modules))\n"
+        "def broken():\n    raise RuntimeError('no lock here')\n")
+    (tmp_path / "trigger.py").write_text("VALUE = 7\n")
+    marker, log = tmp_path / "marker", tmp_path / "enter.log"
+    env = python_env(["task_module:start@trigger", "task_module:broken@trigger"], {"MARKER": str(marker)},
+                     log=str(log))
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+    untouched = _python(env)  # never imports trigger: neither task runs, not even task_module is imported
+    assert untouched.stdout == "ran\n" and untouched.stderr == "" and not marker.exists() and not log.exists()
+    result = _python(env, "import trigger; print(trigger.VALUE, trigger.__spec__.loader.__class__.__name__)")
+    assert result.returncode == 0 and result.stdout == "7 SourceFileLoader\n" and result.stderr == ""
+    assert marker.read_text() == "True"  # after the module ran, whole
+    assert entry_failures(str(log)) == [line for line in log.read_text().splitlines()]
+    (failure,) = entry_failures(str(log))
+    assert failure.startswith("task_module:broken@trigger".split("@")[0] + " not entered in process")
+    assert "no lock here" in failure
+
+
 def test_the_report_names_what_fell_through_and_the_command_that_adds_it():
     one = LockReport({"Mx3352x768:tn bf16": 3}, {"Mx100x768:tn bf16": {
         "calls": 2, "reason": "not in the lock", "m": 4096, "spec": "4096x100x768:tn", "dtype": "bfloat16",
@@ -170,10 +200,13 @@ def test_each_process_report_is_written_as_one_line_and_read_back_checked(tmp_pa
     report.write(str(tmp_path))
     (written,) = tmp_path.iterdir()
     assert written.name.endswith(".json") and written.read_text() == json.dumps(report.to_dict())
-    assert LockReport.read(str(tmp_path)) == [report]
+    (tmp_path / "results.json").write_text("the program's own file")  # not a report: not ours to read
+    (tmp_path / "7.json.tmp7").write_text("{")
+    assert LockReport.read(str(tmp_path)) == ([report], [])
     written.write_text(json.dumps({**report.to_dict(), "locked": {"x": -1}}))
-    with pytest.raises(InputFileError, match=r"json: locked\['x'\]: expected an integer >= 0, found -1; a process"):
-        LockReport.read(str(tmp_path))
+    reports, unread = LockReport.read(str(tmp_path))  # a bad report is named, the others still count
+    assert reports == [] and len(unread) == 1
+    assert re.search(r"json: locked\['x'\]: expected an integer >= 0, found -1; a process", unread[0])
 
 
 def test_the_lock_report_aligns_its_columns_and_names_each_source_whole():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import re
 
 from .._cublas import ComputeType, MathMode
 from ..config import GemmConfig
@@ -32,7 +33,8 @@ class LockMismatch(UsageError):
 
 @dataclasses.dataclass(frozen=True)
 class GemmKey:
-    """What identifies a GEMM to a lock: everything but M (row-major ``op(A)[M,K] @ op(B)[K,N]``)."""
+    """What identifies a GEMM to a lock: everything but M and the batch count (row-major ``op(A)[M,K] @
+    op(B)[K,N]``, each matrix of a batch): one pinned algorithm serves every batch count and the unbatched call."""
 
     input_dtype: str
     output_dtype: str
@@ -41,7 +43,6 @@ class GemmKey:
     trans_b: bool
     n: int
     k: int
-    batch: int = 1
     epilogue: str = ""  # "BIAS": a bias vector of N added to each row
     m: int = 0  # 0: any M (the rows verified batch-invariant); else the one M the entry holds for
 
@@ -49,7 +50,7 @@ class GemmKey:
     def of(cls, shape, config: GemmConfig, any_m: bool = True) -> GemmKey:
         """The key of ``shape`` run in ``config``: for any M, or its own."""
         return cls(config.input_dtype, config.output_dtype, effective_compute(config).name, shape.trans_a,
-                   shape.trans_b, shape.n, shape.k, shape.batch, config.lt_epilogue, 0 if any_m else shape.m)
+                   shape.trans_b, shape.n, shape.k, config.lt_epilogue, 0 if any_m else shape.m)
 
     def at(self, m: int) -> GemmKey:
         return dataclasses.replace(self, m=m)
@@ -57,7 +58,7 @@ class GemmKey:
     @property
     def spec(self) -> str:
         """``MxNxK:op``, M left open (``M``) in a key for any M."""
-        return shape_spec(self.m or "M", self.n, self.k, cublas_op(self.trans_a, self.trans_b), self.batch)
+        return shape_spec(self.m or "M", self.n, self.k, cublas_op(self.trans_a, self.trans_b))
 
     def __str__(self) -> str:
         types = _SHORT[self.input_dtype]
@@ -155,7 +156,7 @@ _KEY = {  # GemmKey's fields, in order
     "input_dtype": _ELEMENT_TYPE, "output_dtype": _ELEMENT_TYPE,
     "compute_type": ("a cuBLAS compute type such as COMPUTE_32F",
                      lambda value: isinstance(value, str) and value in ComputeType.__members__),
-    "trans_a": "true or false", "trans_b": "true or false", "n": _DIMENSION, "k": _DIMENSION, "batch": _DIMENSION,
+    "trans_a": "true or false", "trans_b": "true or false", "n": _DIMENSION, "k": _DIMENSION,
     "epilogue": ('"" or "BIAS"', lambda value: value in ("", "BIAS")),
     "m": ("0 (any M) or an integer up to 2**31 - 1", lambda value: is_int(value, 0, MAX_DIMENSION - 1))}
 _GEMM = Record(_KEY, required=tuple(_KEY)[:-1], null=False)  # m absent: any M
@@ -167,6 +168,8 @@ _LOCK = Record({"where": _WHERE, "entries": Each(_ENTRY)}, required=("where", "e
 _REPORT = Record({"locked": "an object of integers >= 0", "fell_through": "an object of objects", "lock": "a string"},
                  required=("locked", "fell_through"))
 REPORT_HINT = "a process under `cublas-det run` writes it at exit"
+LOCK_ENV, REPORT_ENV = "CUBLAS_DET_LOCK", "CUBLAS_DET_LOCK_REPORT"  # what run tells each process it enters
+_REPORT_NAME = re.compile(r"[0-9]+\.json")
 
 
 def from_data(data, path: str) -> Lock:
@@ -234,15 +237,20 @@ class LockReport:
         return {"locked": self.locked, "fell_through": self.fell_through, "lock": self.lock_path}
 
     @classmethod
-    def read(cls, folder: str) -> list[LockReport]:
-        """The reports :meth:`write` left in ``folder``, one a process, in name order."""
-        found = []
-        for name in sorted(n for n in os.listdir(folder) if n.endswith(".json")):
+    def read(cls, folder: str) -> tuple[list[LockReport], list[str]]:
+        """The reports :meth:`write` left in ``folder`` (``PID.json``), in PID order, and a line for each that
+        could not be read; whatever else the folder holds is not ours."""
+        found, unread = [], []
+        for name in sorted((n for n in os.listdir(folder) if _REPORT_NAME.fullmatch(n)), key=lambda n: int(n[:-5])):
             path = os.path.join(folder, name)
-            data = check(read_json(path, REPORT_HINT, max_bytes=MAX_FILE_BYTES, what="lock report"), f"{path}:",
-                         _REPORT, hint=REPORT_HINT)
+            try:
+                data = check(read_json(path, REPORT_HINT, max_bytes=MAX_FILE_BYTES, what="lock report"), f"{path}:",
+                             _REPORT, hint=REPORT_HINT)
+            except InputFileError as err:
+                unread.append(f"process {name[:-5]}: {err}")
+                continue
             found.append(cls(data["locked"], data["fell_through"], data.get("lock") or ""))
-        return found
+        return found, unread
 
     def write(self, folder: str) -> None:
         """This process's report into ``folder``, whole or not at all."""
