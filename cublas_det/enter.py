@@ -1,37 +1,37 @@
 """Entering a Python program that never imports ``cublas_det`` (``cublas-det run`` and ``capture``): ``_site``
 goes first on its ``PYTHONPATH``; that ``sitecustomize`` runs, in every Python process, the ``module:function``
-tasks ``CUBLAS_DET_ENTER`` names, then the one it shadows."""
+tasks ``CUBLAS_DET_ENTER`` names (``module:function@name``: once the program imports ``name``), then the one it
+shadows. A task that fails adds a line to ``CUBLAS_DET_ENTER_LOG``, never to the program's output."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import subprocess
-import sys
 
-TASKS_ENV = "CUBLAS_DET_ENTER"
+TASKS_ENV, LOG_ENV = "CUBLAS_DET_ENTER", "CUBLAS_DET_ENTER_LOG"
 SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 
 
-def python_env(tasks: list[str], settings: dict, base=None) -> dict:
-    """``base`` (this process's environment) with ``tasks`` entered into every Python process."""
+def python_env(tasks: list[str], settings: dict, base=None, log: str | None = None) -> dict:
+    """``base`` (this process's environment) with ``tasks`` entered into every Python process, failures to
+    ``log`` (a file path; None: the program's stderr)."""
     env = dict(os.environ if base is None else base)
     env.update(settings)
     env[TASKS_ENV] = ",".join(tasks)
+    if log:
+        env[LOG_ENV] = log
     env["PYTHONPATH"] = os.pathsep.join([SITE] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
 
 
-def run_tasks() -> None:
-    """Run the tasks of ``CUBLAS_DET_ENTER`` (from ``sitecustomize``); one failing does not stop the program."""
-    for task in filter(None, os.environ.get(TASKS_ENV, "").split(",")):
-        module, _, function = task.partition(":")
-        try:
-            getattr(importlib.import_module(module), function)()
-        except Exception as err:  # the program runs on as it would without us; the line says what was lost
-            print(f"cublas-det: {task} not entered in process {os.getpid()}: {type(err).__name__}: {err}",
-                  file=sys.stderr)
+def entry_failures(log: str) -> list[str]:
+    """The lines of the tasks that failed (``python_env``'s ``log``), none if it was never written."""
+    try:
+        with open(log, errors="replace") as file:
+            return [line.rstrip("\n") for line in file if line.strip()]
+    except OSError:
+        return []
 
 
 def run_program(command: list[str], env: dict) -> tuple[int, bool]:

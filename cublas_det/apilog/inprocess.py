@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import errno
 import os
 import threading
 
@@ -45,7 +46,15 @@ class _Gatherer:
 def start() -> None:
     """Take cuBLAS's log over in this process (from ``sitecustomize``: ``CUBLAS_DET_CAPTURE_LOG`` names the pipe)."""
     cdll = _cublas.library()[0]
-    fd = os.open(os.environ[LOG_ENV], os.O_WRONLY | os.O_APPEND)
+    try:  # a process that starts after capture stopped reading finds no pipe, or one without a reader: not entered
+        fd = os.open(os.environ[LOG_ENV], os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
+    except (FileNotFoundError, BlockingIOError):
+        return
+    except OSError as err:
+        if err.errno == errno.ENXIO:
+            return
+        raise
+    os.set_blocking(fd, True)
     gatherer = _Gatherer(fd)
     # Exceptions cannot cross the C boundary: a failing line is lost, never the program.
     callback = _CALLBACK(lambda message: gatherer.line(message or b""))
@@ -57,4 +66,12 @@ def start() -> None:
     status = cdll.cublasLoggerConfigure(1, 0, 0, None)  # on, to the callback alone
     if status:
         raise _cublas.CublasError(status, "cublasLoggerConfigure")
-    atexit.register(gatherer.flush_all)
+    atexit.register(_stop, cdll, gatherer)
+
+
+def _stop(cdll, gatherer: _Gatherer) -> None:
+    """At exit, before the interpreter goes: the log off and the callback unset. cuBLAS logs the handles that
+    CuPy destroys after that, and a Python callback called once the interpreter is gone kills the process."""
+    cdll.cublasLoggerConfigure(0, 0, 0, None)
+    cdll.cublasSetLoggerCallback(None)
+    gatherer.flush_all()

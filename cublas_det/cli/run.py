@@ -13,10 +13,10 @@ import shutil
 import sys
 import tempfile
 
-from ..enter import python_env, run_program
+from ..enter import entry_failures, python_env, run_program
 from ..errors import ExitCode, UsageError
 from ..store import lock as lockfile
-from ..store.lock import LockReport
+from ..store.lock import LOCK_ENV, REPORT_ENV, LockReport
 from ..words import plural
 from .common import command_main, describe, exit_codes, warning_line
 
@@ -43,23 +43,44 @@ def run(args, parser) -> int:
         raise UsageError("give the command to run after --, e.g. -- python train.py")
     lockfile.load(args.lock).check_here()
     folder = tempfile.mkdtemp(prefix="cublas-det-run-")
+    log = os.path.join(folder, "enter.log")
     try:
-        env = python_env(["cublas_det.torch.boot:start"],
-                         {"CUBLAS_DET_LOCK": os.path.abspath(args.lock), "CUBLAS_DET_LOCK_REPORT": folder})
+        env = python_env(["cublas_det.torch.boot:start@torch"], {LOCK_ENV: os.path.abspath(args.lock),
+                                                                  REPORT_ENV: folder}, log=log)
         try:
             status, interrupted = run_program(command, env)
         except OSError as err:
             raise UsageError(f"cannot run {command[0]!r}: {err.strerror or err}") from None
-        reports = LockReport.read(folder)
+        for line in entry_failures(log):
+            warning_line(prog, line)
+        _report(prog, args, folder, status)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    report = LockReport.merge(reports) if reports else None
-    if report is None:
-        warning_line(prog, "no process of the command applied the lock (not a Python program, or one without "
-                           "PyTorch or cublas_det: see the lines above)")
-    elif not args.quiet or report.fell_through:
-        print(f"{prog}: {plural(len(reports), 'process')}, {report}", file=sys.stderr)
     return ExitCode.INTERRUPTED if interrupted else status
+
+
+def _report(prog: str, args, folder: str, status: int) -> None:
+    """What the processes that entered left in ``folder``; a program's own doing is said, never fatal."""
+    try:
+        entered = sum(name.endswith(".entered") for name in os.listdir(folder))
+        reports, unread = LockReport.read(folder)
+    except FileNotFoundError:
+        warning_line(prog, "the program removed the lock's report folder: no process's calls can be counted")
+        return
+    for line in unread:
+        warning_line(prog, f"a report could not be read ({line})")
+    if not entered:
+        why = (f"the command ended by signal {status - 128} before" if status > 128 else "no process of the "
+               "command imported PyTorch, or none could enter it (see above)")
+        warning_line(prog, f"the lock was applied nowhere: {why}")
+        return
+    processes = plural(entered, "process")
+    missing = entered - len(reports) - len(unread)
+    if missing:
+        processes += f" ({missing} ended without writing its report: killed, or by os._exit; not counted below)"
+    report = LockReport.merge(reports)
+    if not args.quiet or report.fell_through or missing:
+        print(f"{prog}: {processes}, {report}", file=sys.stderr)
 
 
 build_parser, main = command_main(add_arguments, run)
