@@ -1,10 +1,10 @@
-"""The lock applied to PyTorch: CUDA ``aten::mm``, ``addmm``, ``bmm`` and ``baddbmm`` registered anew below
-autograd (``torch.library``); a call the lock has runs its pinned cuBLASLt algorithm on torch's current
-stream, any other the op's ``out=`` overload (torch's own kernel and bits), counted as fallen through."""
+"""The lock applied to PyTorch: CUDA ``aten::mm``, ``addmm``, ``bmm``, ``baddbmm`` and their ``out=`` overloads
+(what torch.compile's code calls) registered anew below autograd (``torch.library``). A call the lock has runs
+its pinned cuBLASLt algorithm on torch's current stream; any other runs torch's own kernel (its bits), counted
+as fallen through, with the reason. A repeated call costs one look-up of what it reads per call."""
 
 from __future__ import annotations
 
-import collections
 import ctypes
 import dataclasses
 import threading
@@ -13,16 +13,22 @@ import warnings
 import torch
 
 from .._cublas import STATUS_TEXT, CublasError
-from ..call import gemm_ex_args
+from .. import _cublaslt
 from ..config import LT_WORKSPACE_BYTES
 from ..dtypes import GEMM_TYPES
-from ..store.lock import GemmKey, Lock, LockReport
-from ..handle import LtPath
+from .._cublaslt import Geometry, LtPlan
+from ..store.lock import GemmKey, Lock, LockReport, effective_compute
 
 DTYPES = {getattr(torch, name): name for name in GEMM_TYPES}  # torch.float32 -> float32 ...
-ALIGNMENT_BYTES = 16  # what cuBLASLt's heuristic assumed of the pointers when it chose the algorithm
+ALIGNMENT_BYTES = 256  # cuBLASLt's heuristic, which chose the pinned algorithm, assumes 256-byte aligned operands
 _ONE, _ZERO = ctypes.c_float(1.0), ctypes.c_float(0.0)  # alpha, beta: every locked call is D = op(A) op(B) (+ bias)
-OPS = ("mm", "addmm", "bmm", "baddbmm")
+_ONE_AT, _ZERO_AT = ctypes.addressof(_ONE), ctypes.addressof(_ZERO)
+OPS = ("mm", "addmm", "bmm", "baddbmm")  # each with its out= overload
+_CUDA = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda device: torch.cuda.current_stream(device).cuda_stream)
+_current_device = torch._C._cuda_getDevice
+_tf32 = getattr(torch._C, "_get_cublas_allow_tf32", None) or (lambda: torch.backends.cuda.matmul.allow_tf32)
 
 
 def _layout(t: torch.Tensor):
@@ -32,23 +38,17 @@ def _layout(t: torch.Tensor):
     row_stride, col_stride = t.stride()[-2:]
     # A dimension of size 1 has no stride that matters (as torch's is_contiguous says): row-major first.
     if (col_stride == 1 or cols == 1) and (row_stride >= max(cols, 1) or rows == 1):
-        return False, max(row_stride, cols) if rows == 1 else row_stride
+        return False, max(row_stride, cols, 1) if rows == 1 else row_stride
     if (row_stride == 1 or rows == 1) and (col_stride >= max(rows, 1) or cols == 1):
-        return True, max(col_stride, rows) if cols == 1 else col_stride
+        return True, max(col_stride, rows, 1) if cols == 1 else col_stride
     return None
 
 
-def _current_stream(device: int) -> int:
-    """torch's current stream on ``device`` (the raw call where this torch has it: no Stream object)."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device) if raw else torch.cuda.current_stream(device).cuda_stream
-
-
-def _compute(dtype: str) -> str:
-    """The compute type torch runs a GEMM of this element type with: TF32 where it allows it for float32."""
-    if dtype == "float32" and torch.backends.cuda.matmul.allow_tf32:
-        return "COMPUTE_32F_FAST_TF32"
-    return "COMPUTE_32F"
+def _batch_stride(t: torch.Tensor, batch: int) -> int | None:
+    """The elements between a batch's matrices (0: one matrix for all, as an expanded view has), or None."""
+    if t.dim() == 2:
+        return 0
+    return t.stride(0) if batch > 1 or t.shape[0] == 1 else 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,22 +64,34 @@ class Plan:
         return not self.reason
 
 
+class _Locked:
+    """A call signature the lock runs: its cuBLASLt plan, the output's size, this stream's workspace."""
+
+    __slots__ = ("key", "plan", "size", "workspace", "workspace_bytes", "calls")
+
+    def __init__(self, key: GemmKey, plan: LtPlan, size: tuple, workspace: int, workspace_bytes: int):
+        self.key, self.plan, self.size = key, plan, size
+        self.workspace, self.workspace_bytes, self.calls = workspace, workspace_bytes, 0
+
+
 class Router:
     """The lock's GEMMs routed through cuBLASLt; :meth:`report` counts what was locked."""
 
     def __init__(self, lock: Lock):
         self.lock = lock
-        self._paths: dict = {}  # GemmKey -> LtPath of its pinned configuration
+        self._calls: dict = {}  # call signature -> _Locked, or the Plan of a call that falls through
+        self._plans: dict = {}  # (device, Geometry, algorithm) -> LtPlan, shared by the signatures that run it
+        self._handles: dict = {}  # device -> cuBLASLt handle
         self._workspaces: dict = {}  # (device, stream) -> a torch tensor: one workspace per stream, as cuBLAS asks
         self._workspace_bytes = max([e.config.workspace_bytes or LT_WORKSPACE_BYTES for e in lock.entries.values()],
                                     default=LT_WORKSPACE_BYTES)
-        self._locked = collections.Counter()
         self._fell: dict = {}
         self._count = threading.Lock()
         self._library = None
+        self._native: dict = {}  # overload -> torch's own CUDA kernel
 
-    # -- planning: shared with the audit, which asks of every GEMM whether the lock has it
-    def plan(self, a, b, bias=None, alpha=1, beta=1) -> Plan:
+    # -- deciding: shared with the audit, which asks of every GEMM whether the lock has it
+    def plan(self, a, b, bias=None, alpha=1, beta=1, out=None) -> Plan:
         """What the lock does with ``op(a) @ op(b)`` (+ ``bias``), given as torch passes them to mm/bmm/addmm."""
         dtype = DTYPES.get(a.dtype)
         if dtype is None or b.dtype != a.dtype or not (a.is_cuda and b.is_cuda):
@@ -87,32 +99,96 @@ class Router:
                                      "float16)")
         # What torch's own kernel would refuse goes to it, so that it says why.
         if a.dim() != b.dim() or a.dim() not in (2, 3) or a.shape[-1] != b.shape[-2] or b.device != a.device or (
-                bias is not None and bias.device != a.device):
+                bias is not None and bias.device != a.device) or (a.dim() == 3 and a.shape[0] != b.shape[0]):
             return Plan(None, reason="operands torch refuses or moves (shapes, devices)")
-        batched = a.dim() == 3
         m, k = a.shape[-2:]
         n = b.shape[-1]
-        batch = a.shape[0] if batched else 1
         layouts = (_layout(a), _layout(b))
+        compute = "COMPUTE_32F_FAST_TF32" if dtype == "float32" and _tf32() else "COMPUTE_32F"
         key = None
-        if None not in layouts:
-            key = GemmKey(dtype, dtype, _compute(dtype), layouts[0][0], layouts[1][0], n, k, batch,
-                          "BIAS" if bias is not None else "")
+        if None not in layouts:  # one key for every batch count: the pinned algorithm is the per-matrix GEMM's
+            key = GemmKey(dtype, dtype, compute, layouts[0][0], layouts[1][0], n, k, 1, "BIAS" if bias is not None
+                          else "")
         if bias is not None and (alpha != 1 or beta != 1 or bias.dim() != 1 or bias.dtype != a.dtype
-                                 or not bias.is_contiguous() or bias.shape[0] != n):
+                                 or bias.stride(0) != 1 or bias.shape[0] != n):
             return Plan(key, m, "addmm with scalars or a bias that is not one vector of N (no epilogue does it)")
         if key is None:
             return Plan(None, m, "an operand whose strides cuBLAS cannot read (torch copies it)")
+        if out is not None and (out.dtype != a.dtype or tuple(out.shape) != (*a.shape[:-2], m, n)
+                                or (_layout(out) or (True,))[0]):
+            return Plan(key, m, "an out= tensor torch must resize or that is not row-major")
         if not (m and n and k):
             return Plan(key, m, "an empty GEMM")
         entry = self.lock.entry_for(key, m)
         if entry is None:
             return Plan(key, m, "not in the lock")
-        if any(t.data_ptr() % ALIGNMENT_BYTES for t in (a, b) + ((bias,) if bias is not None else ())):
+        if any(t.data_ptr() % ALIGNMENT_BYTES for t in (a, b, bias, out) if t is not None):
             return Plan(key, m, f"an operand not aligned to {ALIGNMENT_BYTES} bytes")
-        if batched and (a.shape[0] != b.shape[0]):
-            return Plan(key, m, "batches of two sizes")
         return Plan(entry.key, m)
+
+    # -- the hot path: one look-up of what a call reads, then cuBLASLt
+    def _gemm(self, op: str, a, b, bias=None, out=None, alpha=1, beta=1, args=(), kwargs=None):
+        device = a.get_device()
+        stream = _raw_stream(device) if device >= 0 else 0
+        a_ptr, b_ptr = a.data_ptr(), b.data_ptr()
+        bias_ptr = bias.data_ptr() if bias is not None else 0
+        signature = (a.shape, a.stride(), b.shape, b.stride(), a.dtype, b.dtype, device, b.get_device(), stream,
+                     (a_ptr | b_ptr | bias_ptr | (out.data_ptr() if out is not None else 0)) % ALIGNMENT_BYTES == 0,
+                     _tf32(), None if bias is None else (bias.shape, bias.stride(), bias.dtype, alpha, beta),
+                     None if out is None else (out.shape, out.stride(), out.dtype))
+        call = self._calls.get(signature)
+        if call is None:
+            call = self._resolve(signature, a, b, bias, out, alpha, beta, device, stream)
+        if type(call) is _Locked:
+            if out is None:
+                out = a.new_empty(call.size)
+            try:
+                if _current_device() == device:
+                    call.plan.run(_ONE_AT, a_ptr, b_ptr, _ZERO_AT, out.data_ptr(), call.workspace,
+                                  call.workspace_bytes, stream, bias_ptr)
+                else:  # a kernel registered from Python gets no device guard
+                    with torch.cuda.device(device):
+                        call.plan.run(_ONE_AT, a_ptr, b_ptr, _ZERO_AT, out.data_ptr(), call.workspace,
+                                      call.workspace_bytes, stream, bias_ptr)
+            except CublasError as err:  # the algorithm, verified on the rows up to its M, does not run this M
+                status = STATUS_TEXT.get(err.status, (str(err.status),))[0]
+                call = self._calls[signature] = Plan(call.key, a.shape[-2],
+                                                     f"the pinned algorithm does not run M = {a.shape[-2]} ({status})")
+            else:
+                with self._count:
+                    call.calls += 1
+                return out
+        self._fall(call, DTYPES.get(a.dtype, str(a.dtype)))
+        return self._native[op].call_boxed(_CUDA, *args, **(kwargs or {}))
+
+    def _resolve(self, signature, a, b, bias, out, alpha, beta, device, stream):
+        """The call a new signature makes: a :class:`_Locked` with its plan made, or the Plan that falls through."""
+        plan = self.plan(a, b, bias, alpha, beta, out)
+        call = plan
+        if plan.locked:
+            entry = self.lock.entries[plan.key]
+            config = entry.config
+            (trans_a, lda), (trans_b, ldb) = _layout(a), _layout(b)
+            m, k = a.shape[-2:]
+            n = b.shape[-1]
+            batch = a.shape[0] if a.dim() == 3 else 1
+            element = GEMM_TYPES[plan.key.input_dtype].cuda
+            ldd, d_stride = (n, m * n) if out is None else (_layout(out)[1], _batch_stride(out, batch))
+            strides = (_batch_stride(a, batch), _batch_stride(b, batch), d_stride) if batch > 1 else (0, 0, 0)
+            geometry = Geometry(element, element, element, int(effective_compute(config)), trans_a, trans_b, m, n, k,
+                                lda, ldb, ldd, batch, strides, plan.key.epilogue)
+            with torch.cuda.device(device), self._count:
+                lt = self._handles.get(device) or self._handles.setdefault(device, _cublaslt.create())
+                made = self._plans.get((device, geometry, config.lt_algo))
+                if made is None:
+                    made = self._plans[(device, geometry, config.lt_algo)] = LtPlan(lt, geometry, dict(config.lt_algo))
+                workspace = self._workspaces.get((device, stream))
+                if workspace is None:
+                    workspace = self._workspaces[(device, stream)] = torch.empty(
+                        self._workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", device))
+            call = _Locked(plan.key, made, (*a.shape[:-2], m, n), workspace.data_ptr(), self._workspace_bytes)
+        self._calls[signature] = call
+        return call
 
     def _fall(self, plan: Plan, dtype) -> None:
         name = str(plan.key) if plan.key else "a GEMM"
@@ -123,109 +199,90 @@ class Router:
                 mode = "tf32" if plan.key.compute_type == "COMPUTE_32F_FAST_TF32" else "default"
                 item.update(m=plan.m, spec=plan.key.spec.replace("M", str(plan.m), 1), dtype=dtype, mode=mode)
 
-    def _once(self, cache: dict, key, make):
-        """``cache[key]``, made once (``make()``) under the lock: a cuBLASLt path per device and GEMM, a
-        workspace per stream."""
-        value = cache.get(key)
-        if value is None:
-            with self._count:
-                value = cache.get(key)
-                if value is None:
-                    value = cache[key] = make()
-        return value
-
-    def gemm(self, plan: Plan, a, b, bias=None):
-        """Issue a locked GEMM (``plan.locked``) into a new tensor: ``(out, "")``, or ``(None, why)``
-        where cuBLASLt refused it."""
-        key = plan.key
-        config = self.lock.entries[key].config
-        (trans_a, lda), (trans_b, ldb) = _layout(a), _layout(b)
-        m, k = a.shape[-2:]
-        n = b.shape[-1]
-        out = torch.empty((*a.shape[:-2], m, n), dtype=a.dtype, device=a.device)
-        element = GEMM_TYPES[key.input_dtype].cuda
-        args = gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data_ptr(), b.data_ptr(), out.data_ptr(),
-                            ctypes.addressof(_ONE), ctypes.addressof(_ZERO), int(config.compute_type), element,
-                            element)
-        if key.batch > 1:  # cuBLAS's operand order: B, A, C
-            args += (key.batch, b.stride(0), a.stride(0), out.stride(0))
-        device = a.device.index if a.device.index is not None else torch.cuda.current_device()
-        stream = _current_stream(device)
-        try:
-            with torch.cuda.device(device):  # a kernel registered from Python gets no device guard
-                path = self._once(self._paths, (device, key), lambda: LtPath(config, 0, 0))
-                bias_ptr = bias.data_ptr() if bias is not None else 0
-                workspace = self._once(self._workspaces, (device, stream), lambda: torch.empty(
-                    self._workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", device)))
-                path.issue(args, stream, bias_ptr=bias_ptr, workspace=(workspace.data_ptr(), self._workspace_bytes))
-        except CublasError as err:  # the algorithm, verified on the rows up to its M, does not run this M
-            status = STATUS_TEXT.get(err.status, (str(err.status),))[0]
-            return None, f"the pinned algorithm does not run M = {m} ({status})"
-        with self._count:
-            self._locked[str(key)] += 1
-        return out, ""
-
-    def _route(self, a, b, bias=None, alpha=1, beta=1, fall=None):
-        plan = self.plan(a, b, bias, alpha, beta)
-        if plan.locked:
-            out, why = self.gemm(plan, a, b, bias)
-            if out is not None:
-                return out
-            plan = dataclasses.replace(plan, reason=why)
-        self._fall(plan, DTYPES.get(a.dtype, str(a.dtype)))
-        return fall()
-
     # -- the ops, as their schemas take them
     def _mm(self, a, b):
-        return self._route(a, b, fall=lambda: torch.ops.aten.mm.out(a, b, out=a.new_empty((a.shape[0], b.shape[1]))))
+        return self._gemm("mm", a, b, args=(a, b))
+
+    def _mm_out(self, a, b, *, out):
+        return self._gemm("mm.out", a, b, out=out, args=(a, b), kwargs={"out": out})
 
     def _bmm(self, a, b):
-        return self._route(a, b, fall=lambda: torch.ops.aten.bmm.out(
-            a, b, out=a.new_empty((a.shape[0], a.shape[1], b.shape[2]))))
+        return self._gemm("bmm", a, b, args=(a, b))
+
+    def _bmm_out(self, a, b, *, out):
+        return self._gemm("bmm.out", a, b, out=out, args=(a, b), kwargs={"out": out})
 
     def _addmm(self, bias, a, b, *, beta=1, alpha=1):
-        return self._route(a, b, bias, alpha, beta, fall=lambda: torch.ops.aten.addmm.out(
-            bias, a, b, beta=beta, alpha=alpha, out=a.new_empty((a.shape[0], b.shape[1]))))
+        return self._gemm("addmm", a, b, bias, None, alpha, beta, (bias, a, b), {"beta": beta, "alpha": alpha})
+
+    def _addmm_out(self, bias, a, b, *, beta=1, alpha=1, out):
+        return self._gemm("addmm.out", a, b, bias, out, alpha, beta, (bias, a, b),
+                          {"beta": beta, "alpha": alpha, "out": out})
 
     def _baddbmm(self, c, a, b, *, beta=1, alpha=1):
-        def fall():
-            return torch.ops.aten.baddbmm.out(c, a, b, beta=beta, alpha=alpha,
-                                              out=a.new_empty((a.shape[0], a.shape[1], b.shape[2])))
+        return self._baddbmm_any("baddbmm", c, a, b, beta, alpha, None)
+
+    def _baddbmm_out(self, c, a, b, *, beta=1, alpha=1, out):
+        return self._baddbmm_any("baddbmm.out", c, a, b, beta, alpha, out)
+
+    def _baddbmm_any(self, op, c, a, b, beta, alpha, out):
+        kwargs = {"beta": beta, "alpha": alpha, **({"out": out} if out is not None else {})}
         if beta == 0 and alpha == 1:  # c is ignored: a bmm
-            return self._route(a, b, fall=fall)
+            return self._gemm(op, a, b, out=out, args=(c, a, b), kwargs=kwargs)
         self._fall(Plan(self.plan(a, b).key, a.shape[1], "baddbmm that adds to its input"),
                    DTYPES.get(a.dtype, str(a.dtype)))
-        return fall()
+        return self._native[op].call_boxed(_CUDA, c, a, b, **kwargs)
 
     def enable(self) -> None:
         if self._library is not None:
             return
+        if not hasattr(torch.library, "get_kernel"):
+            raise RuntimeError(f"the lock needs PyTorch 2.9 or newer (torch.library.get_kernel); this is "
+                               f"{torch.__version__}")
+        kernels = {"mm": self._mm, "mm.out": self._mm_out, "addmm": self._addmm, "addmm.out": self._addmm_out,
+                   "bmm": self._bmm, "bmm.out": self._bmm_out, "baddbmm": self._baddbmm,
+                   "baddbmm.out": self._baddbmm_out}
+        self._native = {op: torch.library.get_kernel(f"aten::{op}", "CUDA") for op in kernels}
         library = torch.library.Library("aten", "IMPL")
         with warnings.catch_warnings():  # "Overriding a previously registered kernel": that is the point
             warnings.simplefilter("ignore", UserWarning)
-            for op, fn in zip(OPS, (self._mm, self._addmm, self._bmm, self._baddbmm)):
+            for op, fn in kernels.items():
                 library.impl(op, fn, "CUDA")
         self._library = library
 
     def disable(self) -> None:
-        """Give the ops back to torch's own kernels; :meth:`enable` takes them again, descriptors kept."""
+        """Give the ops back to torch's own kernels; :meth:`enable` takes them again, plans kept."""
         if self._library is not None:
             self._library._destroy()
             self._library = None
 
     def close(self) -> None:
-        """:meth:`disable`, and free the cuBLASLt handles and descriptors."""
+        """:meth:`disable`, and free the cuBLASLt plans and handles."""
         self.disable()
-        for path in self._paths.values():
-            with path._lock:  # no GEMM of another thread is using its descriptors
-                pass
-            path.close()
-        self._paths.clear()
-        self._workspaces.clear()
+        with self._count:  # no call is making a plan
+            plans, handles = list(self._plans.values()), list(self._handles.values())
+            self._plans.clear(), self._handles.clear(), self._calls.clear(), self._workspaces.clear()
+        for plan in plans:
+            plan.close()
+        for handle in handles:
+            _cublaslt.destroy(handle)
+
+    def reset_counts(self) -> None:
+        """Count from zero (a forked child's own calls)."""
+        with self._count:
+            for call in self._calls.values():
+                if type(call) is _Locked:
+                    call.calls = 0
+            self._fell.clear()
 
     def report(self) -> LockReport:
         with self._count:
+            locked: dict = {}
+            for call in self._calls.values():
+                if type(call) is _Locked and call.calls:
+                    name = str(call.key)
+                    locked[name] = locked.get(name, 0) + call.calls
             fell: dict = {}
             for (name, reason), item in self._fell.items():  # a GEMM that fell for two reasons: both said
                 fell[f"{name} ({reason})" if name in fell else name] = dict(item)
-            return LockReport(dict(self._locked), fell, self.lock.path)
+            return LockReport(locked, fell, self.lock.path)
