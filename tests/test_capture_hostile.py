@@ -50,6 +50,31 @@ def test_a_gzip_log_cut_short_is_read_up_to_the_cut_and_a_corrupt_one_refused_in
     assert code == 2 and "does not decompress" in err and "Traceback" not in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("blank", [b"\n" * 5000, b" \n" * 4097, b" " * 9000 + b"\n"], ids=["lines", "spaces", "a line"])
+def test_a_log_whose_first_kilobytes_are_blank_is_read_whole(tmp_path, capsys, blank, packed):
+    text = blank + log("block", "cublas")
+    code, out, err, data = run_from(tmp_path, capsys, ("b.log", gzip.compress(text) if packed else text))
+    assert code == 0 and not data["notes"] and "empty" not in out, out
+    assert data["calls"] == 18 and len(data["gemms"]) == 6 and data["logs"]["cublas"]["bytes"] == len(text)
+
+
+_CORRUPT = gzip.compress(b"")[:10] + b"\xff" * 64  # a deflate block of an invalid type
+_AFTER = {"garbage": (b"trailing garbage\n", "goes on with bytes that are not gzip"),
+          "a member's start": (b"\x1f\x8b\x08", "ends early (cut)"), "a corrupt member": (_CORRUPT, "has corrupt data")}
+
+
+@pytest.mark.parametrize("after", _AFTER)
+def test_a_gzip_log_followed_by_other_bytes_keeps_every_call_and_says_what_stopped_it(tmp_path, capsys, after):
+    text = log("block", "cublas")
+    members = gzip.compress(text[:len(text) // 2]) + gzip.compress(text[len(text) // 2:])
+    code, out, err, data = run_from(tmp_path, capsys, ("g.gz", members + _AFTER[after][0]))
+    assert code == 0 and data["calls"] == 18 and len(data["gemms"]) == 6, err
+    assert len(data["notes"]) == 1 and data["notes"][0].endswith(": read up to there") and not data["complete"]
+    assert f"the gzip file {_AFTER[after][1]}" in data["notes"][0]
+    assert "incomplete: a log is not whole" in " ".join(out.split())
+
+
 @pytest.mark.parametrize("split", [0, 5, 1000], ids=["newline-member-first", "first-line-split", "1000-byte-members"])
 def test_a_gzip_log_of_several_members_reads_whole(tmp_path, capsys, split):
     text = log("block", "cublas")
