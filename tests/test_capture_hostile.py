@@ -1,9 +1,13 @@
 """Capture against hostile logs and files: each case made in the test from the real logs of
 tests/data/capture (cut, CRLF, wrong types, out-of-bounds values, limits), no GPU needed."""
 
+import contextlib
 import gzip
 import json
+import os
 import re
+import signal
+import time
 
 import pytest
 
@@ -277,6 +281,23 @@ def test_logs_written_after_capture_stopped_reading_are_named_with_how_to_get_th
     text = " ".join(capsys.readouterr().out.split())
     assert "stopped reading the cublas and cublaslt logs 0.2 s after the program ended" in text
     assert "read them with --from" in text and "CUBLAS_LOGINFO_DBG=1?" not in text
+
+
+def test_a_process_left_opening_the_log_after_capture_stopped_reading_is_not_blocked(tmp_path, capsys, monkeypatch):
+    from cublas_det.apilog import run as capture_run
+
+    monkeypatch.setattr(capture_run, "AFTER_EXIT_S", 0.5)
+    opened, pid = tmp_path / "opened", tmp_path / "pid"  # the open's status, once it returns; the process left
+    program = f"""sh -c 'sleep 0.8; true > "$CUBLAS_LOGDEST_DBG"; echo $? > {opened}' >/dev/null 2>&1 & echo $! > {pid}"""
+    try:
+        assert capture_cli.main(["--out", str(tmp_path / "c.json"), "--", "sh", "-c", program]) == 0
+        deadline = time.monotonic() + 5
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert opened.exists(), "the process left blocks opening the log"
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid.read_text()), signal.SIGKILL)
 
 
 def _lines_fit(text: str) -> None:
