@@ -1,9 +1,13 @@
 """Capture against hostile logs and files: each case made in the test from the real logs of
 tests/data/capture (cut, CRLF, wrong types, out-of-bounds values, limits), no GPU needed."""
 
+import contextlib
 import gzip
 import json
+import os
 import re
+import signal
+import time
 
 import pytest
 
@@ -48,6 +52,31 @@ def test_a_gzip_log_cut_short_is_read_up_to_the_cut_and_a_corrupt_one_refused_in
     corrupt = packed[:20] + bytes(b ^ 0x55 for b in packed[20:200]) + packed[200:]
     code, text, err, data = run_from(tmp_path, capsys, ("bad.gz", corrupt))
     assert code == 2 and "does not decompress" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("blank", [b"\n" * 5000, b" \n" * 4097, b" " * 9000 + b"\n"], ids=["lines", "spaces", "a line"])
+def test_a_log_whose_first_kilobytes_are_blank_is_read_whole(tmp_path, capsys, blank, packed):
+    text = blank + log("block", "cublas")
+    code, out, err, data = run_from(tmp_path, capsys, ("b.log", gzip.compress(text) if packed else text))
+    assert code == 0 and not data["notes"] and "empty" not in out, out
+    assert data["calls"] == 18 and len(data["gemms"]) == 6 and data["logs"]["cublas"]["bytes"] == len(text)
+
+
+_CORRUPT = gzip.compress(b"")[:10] + b"\xff" * 64  # a deflate block of an invalid type
+_AFTER = {"garbage": (b"trailing garbage\n", "goes on with bytes that are not gzip"),
+          "a member's start": (b"\x1f\x8b\x08", "ends early (cut)"), "a corrupt member": (_CORRUPT, "has corrupt data")}
+
+
+@pytest.mark.parametrize("after", _AFTER)
+def test_a_gzip_log_followed_by_other_bytes_keeps_every_call_and_says_what_stopped_it(tmp_path, capsys, after):
+    text = log("block", "cublas")
+    members = gzip.compress(text[:len(text) // 2]) + gzip.compress(text[len(text) // 2:])
+    code, out, err, data = run_from(tmp_path, capsys, ("g.gz", members + _AFTER[after][0]))
+    assert code == 0 and data["calls"] == 18 and len(data["gemms"]) == 6, err
+    assert len(data["notes"]) == 1 and data["notes"][0].endswith(": read up to there") and not data["complete"]
+    assert f"the gzip file {_AFTER[after][1]}" in data["notes"][0]
+    assert "incomplete: a log is not whole" in " ".join(out.split())
 
 
 @pytest.mark.parametrize("split", [0, 5, 1000], ids=["newline-member-first", "first-line-split", "1000-byte-members"])
@@ -252,6 +281,23 @@ def test_logs_written_after_capture_stopped_reading_are_named_with_how_to_get_th
     text = " ".join(capsys.readouterr().out.split())
     assert "stopped reading the cublas and cublaslt logs 0.2 s after the program ended" in text
     assert "read them with --from" in text and "CUBLAS_LOGINFO_DBG=1?" not in text
+
+
+def test_a_process_left_opening_the_log_after_capture_stopped_reading_is_not_blocked(tmp_path, capsys, monkeypatch):
+    from cublas_det.apilog import run as capture_run
+
+    monkeypatch.setattr(capture_run, "AFTER_EXIT_S", 0.5)
+    opened, pid = tmp_path / "opened", tmp_path / "pid"  # the open's status, once it returns; the process left
+    program = f"""sh -c 'sleep 0.8; true > "$CUBLAS_LOGDEST_DBG"; echo $? > {opened}' >/dev/null 2>&1 & echo $! > {pid}"""
+    try:
+        assert capture_cli.main(["--out", str(tmp_path / "c.json"), "--", "sh", "-c", program]) == 0
+        deadline = time.monotonic() + 5
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert opened.exists(), "the process left blocks opening the log"
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid.read_text()), signal.SIGKILL)
 
 
 def _lines_fit(text: str) -> None:

@@ -1,5 +1,6 @@
 """Run a program with cuBLAS's and cuBLASLt's logs streamed through named pipes into the parsers, nothing on disk;
-a write end held open here keeps the program's writers from blocking on ``open`` or ending the stream early."""
+a write end held open here keeps the program's writers from blocking on ``open`` or ending the stream early, and
+a pipe is removed before its reader closes, so a process that opens it later finds no pipe, never one unread."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ LOG_ENV = ("CUBLAS_LOGINFO_DBG", "CUBLAS_LOGDEST_DBG", "CUBLASLT_LOG_LEVEL", "CU
 class _PipeReader(threading.Thread):
     def __init__(self, path: str, parser):
         super().__init__(daemon=True, name=f"capture {os.path.basename(path)}")
-        self.parser = parser
+        self.path, self.parser = path, parser
         self.read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         self.keep_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # a reader exists, so this does not block
         with contextlib.suppress(OSError, AttributeError):
@@ -45,6 +46,8 @@ class _PipeReader(threading.Thread):
             for _ in self._chunks():  # closing the pipe now would kill the program at its next log line (SIGPIPE)
                 pass
         finally:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)  # an open after this fails at once; one of a pipe without a reader would wait
             os.close(self.read_fd)
 
     def _chunks(self):
@@ -73,9 +76,12 @@ class _PipeReader(threading.Thread):
             yield data
         self.parser.stats.stopped_after_exit_s = AFTER_EXIT_S
 
-    def finish(self, survivors: list[int] = ()) -> None:
+    def stop(self, survivors: list[int]) -> None:
+        """The program ended: read on until its writers are done, ``AFTER_EXIT_S`` at most."""
         self.survivors = list(survivors)
         self.program_done.set()
+
+    def finish(self) -> None:
         self.join()
         if self.keep_fd is not None:
             os.close(self.keep_fd)
@@ -104,8 +110,10 @@ def run_captured(command: list[str], capture: Capture) -> tuple[int, bool]:
     finally:
         survivors = _writers(folder) if readers else []
         for reader in readers:
+            reader.stop(survivors)  # both at once: neither log's wait adds to the other's
+        for reader in readers:
             with contextlib.suppress(KeyboardInterrupt):
-                reader.finish(survivors)
+                reader.finish()
         shutil.rmtree(folder, ignore_errors=True)
         for reader in readers:
             if reader.error is not None:

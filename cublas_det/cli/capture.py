@@ -56,56 +56,84 @@ def log_kind(path: str, head: bytes) -> str:
                          "(lines '[time][cublasLt]...'); give the files CUBLAS_LOGDEST_DBG and CUBLASLT_LOG_FILE named")
 
 
-class _Gunzipped(gzip.GzipFile):
-    """A gzip log's text as it decompresses (members one after another); one cut short ends where its data
-    does, with ``cut`` set."""
+class _Log:
+    """A log file's bytes: ``peek`` looks as far ahead as asked, ``read`` returns what one read gives."""
 
     def __init__(self, path: str, raw):
-        super().__init__(fileobj=raw)
-        self.path, self.cut, self._ready = path, False, b""
+        self.path, self.raw, self.stop, self._ready = path, raw, "", b""
 
-    def _guarded(self, read, size: int) -> bytes:
-        try:
-            return read(size)
-        except EOFError:
-            self.cut = True
-            return b""
-        except (zlib.error, gzip.BadGzipFile) as err:
-            raise InputFileError(f"{self.path}: a gzip file that does not decompress ({err}); give the log "
-                                 "itself") from None
+    def _read1(self, size: int) -> bytes:
+        return self.raw.read1(size)
 
     def peek(self, size: int) -> bytes:
-        """``size`` bytes or all there are, across members: gzip's own peek stops at a member's end."""
-        while len(self._ready) < size and (data := self._guarded(super().read1, size)):
+        """``size`` bytes or all there are (a file's buffer, or a gzip member, may end sooner)."""
+        while len(self._ready) < size and (data := self._read1(size)):
             self._ready += data
-        return self._ready
+        return self._ready[:size]
 
     def read(self, size: int) -> bytes:
         if self._ready:
             data, self._ready = self._ready[:size], self._ready[size:]
             return data
-        return self._guarded(super().read1, size)  # read1: what came before a cut is never lost
+        return self._read1(size)  # one read: what came before a stop is never lost
 
 
-def _read_logs(paths: list[str], capture: Capture) -> None:
-    logs, files = [], []  # (kind, path, file), every file checked before any is parsed; what to close
+class _Gunzipped(_Log):
+    """A gzip log's text as it decompresses (members one after another), up to where it stops decompressing
+    (cut short, other bytes after the last member, corrupt data): ``stop`` then says why."""
+
+    def __init__(self, path: str, raw):
+        super().__init__(path, raw)
+        self.gzip, self.given = gzip.GzipFile(fileobj=raw), 0
+
+    def _read1(self, size: int) -> bytes:
+        try:
+            data = b"" if self.stop else self.gzip.read1(size)
+        except EOFError:
+            self.stop = "ends early (cut)"
+        except (zlib.error, gzip.BadGzipFile) as err:  # a new member's header is where other bytes are found
+            self.stop = ("goes on with bytes that are not gzip" if str(err).startswith("Not a gzipped file")
+                         else f"has corrupt data ({err})")
+        else:
+            self.given += len(data)
+            return data
+        if not self.given:
+            raise InputFileError(f"{self.path}: a gzip file that does not decompress (it {self.stop}); "
+                                 "give the log itself")
+        return b""
+
+
+def _kind(path: str, file: _Log) -> tuple[str, int]:
+    """The log's kind from its first line of text (``empty`` if it has none), and the blank bytes before that
+    line, read here: however many there are, the 4 KB looked at begin with text."""
+    skipped = 0
+    while (head := file.peek(4096)) and (blank := len(head) - len(head.lstrip())):
+        skipped += len(file.read(blank))
+    return (log_kind(path, head) if head else "empty"), skipped
+
+
+def _read_logs(paths: list[str], capture: Capture) -> bool:
+    """Parse the logs at ``paths`` into ``capture``; whether each was read to its end (a note says why not)."""
+    logs, files = [], []  # (kind, blank bytes before its text, path, file), every file checked before any is parsed
     try:
         for path in paths:
             files.append(open_regular(path, "give the log file itself", what="log"))
-            file = _Gunzipped(path, files[-1]) if files[-1].peek(2)[:2] == b"\x1f\x8b" else files[-1]
-            head = file.peek(4096)[:4096]
-            if not head.strip():  # a program that never called cuBLAS leaves an empty log
+            logs.append((*_kind(path, file := (_Gunzipped if files[-1].peek(2)[:2] == b"\x1f\x8b" else _Log)(
+                path, files[-1])), path, file))
+            if logs[-1][0] == "empty":  # a program that never called cuBLAS leaves an empty log
                 capture.notes.append(f"{path}: empty, nothing to read")
-            logs.append((log_kind(path, head) if head.strip() else "empty", path, file))
-        kinds = [kind for kind, _, _ in logs]
+        kinds = [kind for kind, _, _, _ in logs]
         for kind in ("cublas", "cublaslt"):
             if kinds.count(kind) > 1:
                 raise UsageError(f"--from: {kinds.count(kind)} {kind} logs; give at most one of each (one program's)")
-        for kind, path, file in logs:
+        for kind, skipped, path, file in logs:
             if kind != "empty":
-                parse_stream((CublasLogParser if kind == "cublas" else LtLogParser)(capture, path), file)
-            if getattr(file, "cut", False):
-                capture.notes.append(f"{path}: the gzip file ends early (cut): read up to there")
+                parser = (CublasLogParser if kind == "cublas" else LtLogParser)(capture, path)
+                parser.stats.bytes += skipped
+                parse_stream(parser, file)
+            if file.stop:
+                capture.notes.append(f"{path}: the gzip file {file.stop}: read up to there")
+        return not any(file.stop for _, _, _, file in logs)
     finally:
         for file in files:
             file.close()
@@ -132,7 +160,7 @@ def run(args, parser) -> int:
     capture = Capture()
     status, complete = ExitCode.OK, True
     if args.logs:
-        _read_logs(args.logs, capture)
+        complete = _read_logs(args.logs, capture)
     else:
         capture.command = command
         if os.environ.get("CUBLAS_WORKSPACE_CONFIG"):

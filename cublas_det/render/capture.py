@@ -29,13 +29,17 @@ def render_capture(capture, path: str) -> str:
     logs = data.get("logs", {})
     sizes = ", ".join(f"{kind} log {size(log.get('bytes', 0))}B" for kind, log in logs.items()) or "no log"
     unread = _unread(logs, path)
+    ran, complete = bool(data.get("command")), data.get("complete")  # a log read with --from is complete if whole
     lines += _item(f"{plural(data.get('calls', 0), 'GEMM call')}, {len(capture.gemms)} distinct; {sizes}; "
-                   + ("every line read" if not unread else "some unread (below)"))
+                   + ("every line read" if not unread and (ran or complete) else "some unread (below)"))
     for line in unread + _not_listed(data) + [f"note: {note}" for note in data.get("notes", [])]:
         lines += _item(line)
-    if not data.get("complete"):
-        lines += _item("incomplete: the program did not end normally; " + (
-            "the GEMMs it ran up to then are below" if capture.gemms else "it logged no GEMM before it ended"))
+    if not complete:
+        why, some, none = (("the program did not end normally", "the GEMMs it ran up to then are below",
+                            "it logged no GEMM before it ended") if ran else
+                           ("a log is not whole (see the note)", "the GEMMs read up to where it stops are below",
+                            "no GEMM was read before it stops"))
+        lines += _item(f"incomplete: {why}; {some if capture.gemms else none}")
     lines.append("")
     if capture.findings or capture.gemms:
         lines.append("Findings" if capture.findings else
