@@ -14,8 +14,10 @@ import os
 import sys
 
 from ..errors import ExitCode, UsageError
+from ..store import files
 from .common import command_main, describe, exit_codes
 
+MAX_BATCH = 1 << 16  # the step runs at --batch: past this, its outputs rarely fit
 EPILOG = """examples:
   %(prog)s step.py:train_step --batch 4
   %(prog)s step.py:forward --batch 8 --lock lock.json --no-repeat
@@ -23,13 +25,20 @@ EPILOG = """examples:
 """ + exit_codes("1 when an op is not batch-invariant or does not repeat (named)")
 
 
-def load_step(spec: str):
-    """The function ``FILE.py:FUNCTION`` names, and the file's module-level ``model`` if it is one (or None)."""
+def target(spec: str) -> tuple[str, str]:
+    """The file and function ``FILE.py:FUNCTION`` names, the file checked to be a readable ``.py`` file."""
     path, _, name = spec.rpartition(":")
     if not path or not name:
         raise UsageError(f"{spec!r}: give FILE.py:FUNCTION, e.g. step.py:train_step")
-    if not os.path.isfile(path):
-        raise UsageError(f"{path}: no such file; give the Python file that defines {name}")
+    hint = f"give the Python file that defines {name}"
+    files.open_regular(path, hint, error=UsageError).close()
+    if not path.endswith(".py"):
+        raise UsageError(f"{path}: not a .py file; {hint}")
+    return path, name
+
+
+def load_step(path: str, name: str):
+    """The function ``name`` of the file ``path``, and the file's module-level ``model`` if it is one (or None)."""
     module_spec = importlib.util.spec_from_file_location("cublas_det_audited", path)
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_spec.name] = module  # as an imported module is (dataclasses, pickling look it up)
@@ -45,18 +54,20 @@ def load_step(spec: str):
 def add_arguments(parser) -> None:
     describe(parser, __doc__, EPILOG)
     parser.add_argument("step", metavar="FILE.py:FUNCTION", help="the step to audit")
-    parser.add_argument("--batch", type=int, default=4, help="the batch to compare with batch 1 (default: %(default)s)")
+    parser.add_argument("--batch", type=int, default=4,
+                        help=f"the batch to compare with batch 1, 2 to {MAX_BATCH:,} (default: %(default)s)")
     parser.add_argument("--lock", metavar="FILE", help="run the step's GEMMs under this lock")
     parser.add_argument("--no-repeat", action="store_true", help="only batch 1 against --batch")
 
 
 def run(args, parser) -> int:
-    if args.batch < 2:
-        raise UsageError(f"--batch {args.batch}: give 2 or more (batch 1 is what it is compared with)")
-    import cublas_det.torch as locked  # PyTorch: imported only for this command
+    if not 2 <= args.batch <= MAX_BATCH:  # batch 1 is what it is compared with
+        raise UsageError(f"--batch {args.batch}: give 2 to {MAX_BATCH:,}")
+    path, name = target(args.step)
+    import cublas_det.torch as locked  # PyTorch: imported only for this command, once the file is known
     if args.lock:
         locked.enable(args.lock)
-    step, model = load_step(args.step)
+    step, model = load_step(path, name)
     try:
         report = locked.audit(step, args.batch, repeat=not args.no_repeat, model=model)
     finally:
