@@ -6,11 +6,14 @@ import importlib.util
 import os
 import pathlib
 import sys
+import types
 
 import pytest
 
+import cublas_det
 from cublas_det.cli import audit
 from cublas_det.errors import ExitCode
+from cublas_det.words import plural
 
 PROG = "cublas-det audit"
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -33,6 +36,16 @@ def step_file(tmp_path, monkeypatch):
 def _write(path: pathlib.Path, text: str) -> str:
     path.write_text(text)
     return str(path)
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    """cublas_det.torch's face as the command uses it, its audit given by the test (PyTorch is not needed
+    to run the user's file and step, or to judge a report)."""
+    fake = types.SimpleNamespace(enable=lambda path: None, disable=lambda: None, audit=None)
+    monkeypatch.setitem(sys.modules, "cublas_det.torch", fake)
+    monkeypatch.setattr(cublas_det, "torch", fake, raising=False)
+    return fake
 
 
 # -- the target and --batch: refused before anything runs (torch or not) ---------------------------
@@ -75,3 +88,48 @@ def test_batch_out_of_bounds_is_one_line_naming_the_bound(capsys, step_file, bat
 def test_without_torch_a_good_target_asks_for_torch(capsys, step_file):
     code, _, err = _audit(capsys, f"{step_file('def step(n): pass')}:step")
     assert code == ExitCode.USAGE and "No module named 'torch'" in err and "install it" in err, err
+
+
+# -- the user's errors: theirs, exit 2 ------------------------------------------------------------------
+
+def _their_error(capsys, spec, fake_torch, audit_step=lambda step, batch, **options: step(batch)):
+    fake_torch.audit = audit_step
+    code, out, err = _audit(capsys, spec)
+    assert code == ExitCode.USAGE and not out, err
+    assert os.path.dirname(cublas_det.__file__) not in err, err  # none of our frames
+    return err
+
+
+def test_a_step_that_raises_shows_its_traceback_as_theirs(capsys, step_file, fake_torch):
+    path = step_file("def helper(n):\n    return n / 0\n\n\ndef step(n):\n    return helper(n)\n")
+    err = _their_error(capsys, f"{path}:step", fake_torch)
+    lines = err.splitlines()
+    assert lines[0] == f"{PROG}: error: step(n) raised; its traceback, from your code:", err
+    assert lines[1] == "Traceback (most recent call last):"
+    assert f'File "{path}", line 6, in step' in err and f'File "{path}", line 2, in helper' in err
+    assert lines[-1] == "ZeroDivisionError: division by zero"
+
+
+def test_a_syntax_error_in_the_file_is_theirs(capsys, step_file, fake_torch):
+    path = step_file("def step(n):\n    return n +\n")
+    err = _their_error(capsys, f"{path}:step", fake_torch)
+    assert err.startswith(f"{PROG}: error: {path} raised as it was imported; its traceback, from your code:\n")
+    assert f'File "{path}", line 2' in err and "SyntaxError: invalid syntax" in err, err
+
+
+def test_an_import_error_in_the_file_is_theirs(capsys, step_file, fake_torch):
+    path = step_file("import no_such_module_of_theirs\n\ndef step(n):\n    pass\n")
+    err = _their_error(capsys, f"{path}:step", fake_torch)
+    assert f'File "{path}", line 1, in <module>' in err and "import no_such_module_of_theirs" in err, err
+    assert err.endswith("ModuleNotFoundError: No module named 'no_such_module_of_theirs'\n")
+
+
+def test_a_step_that_exits_is_theirs(capsys, step_file, fake_torch):
+    err = _their_error(capsys, f"{step_file('import sys' + chr(10) + 'def step(n): sys.exit(1)')}:step", fake_torch)
+    assert "step(n) raised" in err and err.endswith("SystemExit: 1\n"), err
+
+
+def test_a_bug_of_ours_keeps_its_traceback(capsys, step_file, fake_torch):
+    fake_torch.audit = lambda step, batch, **options: plural(None, "op")  # raises inside cublas_det
+    with pytest.raises(TypeError):
+        _audit(capsys, f"{step_file('def step(n): pass')}:step")

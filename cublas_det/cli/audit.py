@@ -12,17 +12,24 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import traceback
 
-from ..errors import ExitCode, UsageError
+from ..errors import CublasDetError, ExitCode, UsageError
 from ..store import files
-from .common import command_main, describe, exit_codes
+from .common import command_main, describe, error_line, exit_codes
 
 MAX_BATCH = 1 << 16  # the step runs at --batch: past this, its outputs rarely fit
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # frames of ours, not the user's
 EPILOG = """examples:
   %(prog)s step.py:train_step --batch 4
   %(prog)s step.py:forward --batch 8 --lock lock.json --no-repeat
 
-""" + exit_codes("1 when an op is not batch-invariant or does not repeat (named)")
+""" + exit_codes("1 when an op is not batch-invariant or does not repeat (named); 2 also when the step "
+                 "or its file raised (their traceback shown)")
+
+
+class TheirError(Exception):
+    """The user's file or step raised: ``args`` are what raised, and the traceback of their code."""
 
 
 def target(spec: str) -> tuple[str, str]:
@@ -43,12 +50,31 @@ def load_step(path: str, name: str):
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_spec.name] = module  # as an imported module is (dataclasses, pickling look it up)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # as `python FILE.py` would import its neighbours
-    module_spec.loader.exec_module(module)
+    theirs(f"{path} raised as it was imported", module_spec.loader.exec_module, module)
     step = getattr(module, name, None)
     if not callable(step):
         raise UsageError(f"{path} defines no function {name!r}")
     model = getattr(module, "model", None)
     return step, model if hasattr(model, "named_modules") else None
+
+
+def _ours(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(PACKAGE + os.sep)
+
+
+def theirs(what: str, call, *args, **kwargs):
+    """``call(*args, **kwargs)``, running the user's code: what it raises becomes :class:`TheirError`, with
+    their frames only (not ours, not importlib's); our own error or bug, raised in our frame, stays ours."""
+    try:
+        return call(*args, **kwargs)
+    except (Exception, SystemExit) as err:
+        frames = traceback.extract_tb(err.__traceback__)
+        if isinstance(err, CublasDetError) or (frames and _ours(frames[-1].filename)):
+            raise
+        frames = [f for f in frames if not (_ours(f.filename) or f.filename.startswith("<frozen importlib"))]
+        head = ["Traceback (most recent call last):\n", *traceback.format_list(frames)] if frames else []
+        text = "".join(head + traceback.format_exception_only(type(err), err))
+        raise TheirError(what, text) from None
 
 
 def add_arguments(parser) -> None:
@@ -67,9 +93,14 @@ def run(args, parser) -> int:
     import cublas_det.torch as locked  # PyTorch: imported only for this command, once the file is known
     if args.lock:
         locked.enable(args.lock)
-    step, model = load_step(path, name)
     try:
-        report = locked.audit(step, args.batch, repeat=not args.no_repeat, model=model)
+        step, model = load_step(path, name)
+        report = theirs(f"{name}(n) raised", locked.audit, step, args.batch, repeat=not args.no_repeat, model=model)
+    except TheirError as err:
+        what, their_traceback = err.args
+        error_line(parser.prog, f"{what}; its traceback, from your code:")
+        print(their_traceback, end="", file=sys.stderr)
+        return ExitCode.USAGE
     finally:
         lock_report = locked.disable() if args.lock else None
     print(report)
