@@ -38,6 +38,10 @@ def _write(path: pathlib.Path, text: str) -> str:
     return str(path)
 
 
+def _part(what, compared=3, first=None, note=""):
+    return types.SimpleNamespace(what=what, compared=compared, skipped=0, first=first, note=note)
+
+
 @pytest.fixture
 def fake_torch(monkeypatch):
     """cublas_det.torch's face as the command uses it, its audit given by the test (PyTorch is not needed
@@ -133,3 +137,39 @@ def test_a_bug_of_ours_keeps_its_traceback(capsys, step_file, fake_torch):
     fake_torch.audit = lambda step, batch, **options: plural(None, "op")  # raises inside cublas_det
     with pytest.raises(TypeError):
         _audit(capsys, f"{step_file('def step(n): pass')}:step")
+
+
+# -- the verdict: 1 only for an op named, 2 when nothing was compared -------------------------------------
+
+BATCH, REPEAT = "batch 1 vs 4, sample 0", "repeat at batch 4"
+
+
+@pytest.mark.parametrize("batch, repeat, code, start", [
+    (_part(BATCH), _part(REPEAT), ExitCode.OK, "Clean: every op batch-invariant and repeating"),
+    (_part(BATCH), None, ExitCode.OK, "Clean: every op batch-invariant."),
+    (_part(BATCH, first="aten.mm"), _part(REPEAT), ExitCode.FINDING, "Not clean: the op named first"),
+    (_part(BATCH, 0, note="x"), _part(REPEAT, first="aten.mm"), ExitCode.FINDING, "Not clean: the op named first"),
+    (_part(BATCH, 0, note="the step ran no op"), _part(REPEAT), ExitCode.USAGE,
+     f"No verdict: nothing was compared in {BATCH}"),
+    (_part(BATCH), _part(REPEAT, 0, note="x"), ExitCode.USAGE, f"No verdict: nothing was compared in {REPEAT}"),
+    (_part(BATCH, note="the step ran other ops from op 3"), _part(REPEAT), ExitCode.USAGE,
+     f"No verdict: {BATCH} stopped before the step's end"),
+    (None, None, ExitCode.USAGE, "No verdict: nothing was compared"),
+])
+def test_the_verdict_names_an_op_or_exits_2(batch, repeat, code, start):
+    got, line = audit.verdict(types.SimpleNamespace(batch=batch, repeat=repeat))
+    assert got == code and line.startswith(start) and len(line) <= 100, line
+    assert ("op named" in line) == (code == ExitCode.FINDING)
+
+
+def test_a_step_that_compared_nothing_exits_2(capsys, step_file, fake_torch):
+    class Report:
+        batch, repeat = _part(BATCH, 0, note="the step ran no op with an output to compare"), None
+
+        def __str__(self):
+            return f"{self.batch.what}: nothing compared ({self.batch.note})"
+    fake_torch.audit = lambda step, batch, **options: Report()
+    code, out, err = _audit(capsys, f"{step_file('def step(n): pass')}:step", "--no-repeat")
+    assert code == ExitCode.USAGE and not err, err
+    assert out.splitlines()[-1].startswith(f"No verdict: nothing was compared in {BATCH}"), out
+    assert "Not clean" not in out

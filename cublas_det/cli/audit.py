@@ -77,6 +77,24 @@ def theirs(what: str, call, *args, **kwargs):
         raise TheirError(what, text) from None
 
 
+def verdict(report) -> tuple[ExitCode, str]:
+    """The exit code and last line of an audit's ``report`` (its parts ``batch`` and ``repeat``, None where
+    not run): 1 only for an op named, 0 when every part compared ops and all were identical, else 2."""
+    parts = [(part, word) for part, word in ((report.batch, "batch-invariant"), (report.repeat, "repeating"))
+             if part is not None]
+    if any(part.first is not None for part, _ in parts):
+        return ExitCode.FINDING, ("Not clean: the op named first is where the bits part (what follows differs "
+                                  "through it).")
+    for part, _ in parts:
+        if not part.compared:
+            return ExitCode.USAGE, f"No verdict: nothing was compared in {part.what} (why: above)."
+        if part.note:
+            return ExitCode.USAGE, f"No verdict: {part.what} stopped before the step's end (why: above)."
+    if not parts:
+        return ExitCode.USAGE, "No verdict: nothing was compared."
+    return ExitCode.OK, f"Clean: every op {' and '.join(word for _, word in parts)}."
+
+
 def add_arguments(parser) -> None:
     describe(parser, __doc__, EPILOG)
     parser.add_argument("step", metavar="FILE.py:FUNCTION", help="the step to audit")
@@ -103,10 +121,11 @@ def run(args, parser) -> int:
         return ExitCode.USAGE
     finally:
         lock_report = locked.disable() if args.lock else None
-    print(report)
+    code, last = verdict(report)
+    print(f"{report}\n{last}")
     if lock_report is not None:
         print(f"Lock: {lock_report}")
-    return ExitCode.OK if report.clean else ExitCode.FINDING
+    return code
 
 
 build_parser, main = command_main(add_arguments, run)
