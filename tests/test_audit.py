@@ -173,3 +173,14 @@ def test_a_step_that_compared_nothing_exits_2(capsys, step_file, fake_torch):
     assert code == ExitCode.USAGE and not err, err
     assert out.splitlines()[-1].startswith(f"No verdict: nothing was compared in {BATCH}"), out
     assert "Not clean" not in out
+
+
+# -- words ------------------------------------------------------------------------------------------------
+
+def test_help_says_gradients_are_set_to_none_as_docs_lock_does():
+    """The audit compares the ops two runs run: gradients zeroed in place add zero_ and add_ ops to a run
+    that finds them, not to one that finds them None (a fresh model's first)."""
+    words = " ".join(audit.build_parser(PROG).format_help().split())
+    docs = " ".join((pathlib.Path(__file__).parent.parent / "docs" / "lock.md").read_text().split())
+    assert "gradients set to None first" in words and "gradients set to None first" in docs
+    assert "gradients zeroed" not in words

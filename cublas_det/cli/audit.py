@@ -1,10 +1,10 @@
 """cublas-det audit: the first op of a PyTorch step whose bits depend on the batch or do not repeat.
 
 FILE.py:FUNCTION names the step: FUNCTION(n) runs it on the first n samples (sample 0 the same for
-every n), leaving the state it found (no optimizer step; gradients zeroed first). It runs at batch 1
-and at --batch, comparing sample 0's slice of every op's output, and twice at --batch, comparing
-whole outputs; with --lock, its GEMMs run locked and each is said to be locked or not. A module-level
-`model` in FILE names the modules ops ran in.
+every n), leaving the state it found (no optimizer step; gradients set to None first, so that every
+run runs the same ops). It runs at batch 1 and at --batch, comparing sample 0's slice of every op's
+output, and twice at --batch, comparing whole outputs; with --lock, its GEMMs run locked and each is
+said to be locked or not. A module-level `model` in FILE names the modules ops ran in.
 """
 
 from __future__ import annotations
