@@ -96,7 +96,8 @@ class AuditPart:
 
     def lines(self) -> list[str]:
         if not self.compared:
-            return [f"{self.what}: nothing compared ({self.note or 'the step ran no op with an output to compare'})"]
+            why = self.note or "the step ran no op with an output to compare"
+            return wrapped(f"{self.what}: nothing compared ({why})", 98, "    ")
         head = f"{self.what}: {plural(self.compared, 'op')} compared"
         if self.digests:
             head += f" ({self.digests:,} outputs by digest, past the memory budget)"
@@ -127,13 +128,8 @@ class AuditReport:
         return bool(parts) and all(p.identical for p in parts)
 
     def lines(self) -> list[str]:
-        lines = []
-        for part in (self.batch, self.repeat):
-            if part is not None:
-                lines += part.lines()
-        lines.append("Clean: every op batch-invariant and repeating." if self.clean else
-                     "Not clean: the op named first is where the bits part (what follows differs through it).")
-        return lines
+        """Each part's lines; the verdict is the reader's (``clean``; the command's exit code)."""
+        return [line for part in (self.batch, self.repeat) if part is not None for line in part.lines()]
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -303,6 +299,9 @@ def audit(step, batch: int = 4, *, repeat: bool = True, model=None, memory_fract
             if not note and len(reference.kept) > again.compared + again.skipped:
                 note = f"the step ran fewer ops than the reference run ({again.compared + again.skipped} of " \
                        f"{len(reference.kept)})"
+            if not note and not again.compared and again.skipped:  # it ran ops, none with an output to compare
+                note = f"{plural(again.skipped, 'op')} ran, " + (f"no output grew {batch}-fold along one dimension: "
+                       "does the step take its first n samples?" if first == 1 else "none with an output to compare")
             parts[index] = AuditPart(what, again.compared, again.skipped, again.first, tuple(again.gemms), note,
                                      again.digests)
             del reference, again
