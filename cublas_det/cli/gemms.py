@@ -38,6 +38,13 @@ def timing_budget(quick: bool) -> dict:
     return {"min_visits": low, "max_visits": high, "budget_s": budget}
 
 
+def quick_help(timed: bool) -> str:
+    """--quick's help: the visits only for a command that times (a sweep does not)."""
+    visits = f", {QUICK_VISITS[0]}-{QUICK_VISITS[1]} timing visits a shape" if timed else ""
+    workers = ", ".join(name for name, s in REGISTRY.items() if s.in_worker)
+    return f"{QUICK_REPEATS} repeats{visits}, no scenario that needs worker processes ({workers})"
+
+
 def _sm_counts(text: str) -> tuple:
     try:
         counts = tuple(int(part) for part in text.replace(" ", ",").split(",") if part)
@@ -82,9 +89,7 @@ OPTIONS = {
                              f"all; in a sweep: repeat): {', '.join(REGISTRY)}"))]),
     "checks": (WHAT, [
         ("--repeats", dict(type=int, default=20, metavar="N", help="runs per scenario (default: %(default)s)")),
-        ("--quick", dict(action="store_true", help=f"{QUICK_REPEATS} repeats, {QUICK_VISITS[0]}-{QUICK_VISITS[1]} "
-                         "timing visits a shape, no scenario that needs worker processes ("
-                         f"{', '.join(name for name, s in REGISTRY.items() if s.in_worker)})"))]),
+        ("--quick", dict(action="store_true", help=quick_help(timed=True)))]),
     "devices": (WHAT, [
         ("--devices", dict(**LISTED, default=["all"], metavar="all|ID",
                            help="the GPUs: 'all' or ids (0,1 or 0 1) (default: all)"))]),
