@@ -114,8 +114,20 @@ def test_one_command_with_a_version_and_every_subcommand_within_100_columns(type
 @needs_no_gpu
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_without_gpu_one_line_exit_2(entry, typed):
-    line = _one_error_line(typed(entry), ENTRIES[entry][1])
+    env = ("env",) if entry in ("python -m cublas_det", "cublas-det") else ()  # alone, these print their help
+    line = _one_error_line(typed(entry, *env), ENTRIES[entry][1])
     assert "no GPU available: " in line
+
+
+@pytest.mark.parametrize("entry", ["python -m cublas_det", "cublas-det"])
+def test_the_command_alone_prints_its_commands_and_exits_0(entry, typed):
+    from cublas_det.cli import COMMANDS
+
+    alone = typed(entry)
+    assert alone.returncode == 0 and not alone.stderr
+    assert alone.stdout.startswith(f"usage: {ENTRIES[entry][1]} ") and all(f"  {name} " in alone.stdout
+                                                                         for name in COMMANDS)
+    assert max(len(line) for line in alone.stdout.splitlines()) <= 100
 
 
 @needs_no_gpu
