@@ -328,10 +328,10 @@ def test_libs_shows_where_each_library_was_found_without_a_gpu(typed):
     result = typed("python -m cublas_det", "--libs")
     assert result.returncode == 0, result.stderr
     rows = result.stdout.splitlines()[1:]
-    assert [row.split()[0] for row in rows] == ["libcublas", "cudart", "NVRTC"]
-    for row, stem in zip(rows, ("libcublas.so", "libcudart.so", "libnvrtc.so")):
-        path = pathlib.Path(row.split()[1])
-        assert path.name.startswith(stem) and path.is_file(), row
+    assert [row.split(":")[0].strip() for row in rows if not row.startswith("    ")] == ["libcublas", "cudart", "NVRTC"]
+    paths = [pathlib.Path(row.strip()) for row in rows if row.startswith("    ")]  # each on its own line
+    for path, stem in zip(paths, ("libcublas.so", "libcudart.so", "libnvrtc.so"), strict=True):
+        assert path.name.startswith(stem) and path.is_file(), path
 
 
 def test_missing_third_party_module_is_one_line_but_a_missing_module_of_ours_is_a_bug(capsys):
