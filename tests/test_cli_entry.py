@@ -157,7 +157,7 @@ def test_no_gpu_in_a_real_interpreter_is_one_line_exit_2_and_no_file(processes):
 
 @needs_no_gpu
 def test_without_gpu_the_line_says_what_runs_without_one(typed):
-    line = _one_error_line(typed("cublas-det"), "cublas-det")
+    line = _one_error_line(typed("cublas-det", "env"), "cublas-det")
     assert line.endswith('; without one: cublas-det env --libs, and the README\'s "Try it without a GPU"')
     line = _one_error_line(typed("python -m cublas_det.bench"), f"{PYTHON} -m cublas_det.bench")
     assert line.endswith(f'; without one: {PYTHON} -m cublas_det env --libs, and the README\'s "Try it without a GPU"')
