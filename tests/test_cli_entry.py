@@ -115,7 +115,7 @@ def test_one_command_with_a_version_and_every_subcommand_within_100_columns(type
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_without_gpu_one_line_exit_2(entry, typed):
     env = ("env",) if entry in ("python -m cublas_det", "cublas-det") else ()  # alone, these print their help
-    line = _one_error_line(typed(entry, *env), ENTRIES[entry][1])
+    line = _one_error_line(typed(entry, *env), " ".join([ENTRIES[entry][1], *env]))
     assert "no GPU available: " in line
 
 
@@ -157,7 +157,7 @@ def test_no_gpu_in_a_real_interpreter_is_one_line_exit_2_and_no_file(processes):
 
 @needs_no_gpu
 def test_without_gpu_the_line_says_what_runs_without_one(typed):
-    line = _one_error_line(typed("cublas-det", "env"), "cublas-det")
+    line = _one_error_line(typed("cublas-det", "env"), "cublas-det env")
     assert line.endswith('; without one: cublas-det env --libs, and the README\'s "Try it without a GPU"')
     line = _one_error_line(typed("python -m cublas_det.bench"), f"{PYTHON} -m cublas_det.bench")
     assert line.endswith(f'; without one: {PYTHON} -m cublas_det env --libs, and the README\'s "Try it without a GPU"')
