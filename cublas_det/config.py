@@ -240,8 +240,8 @@ class GemmConfig:
                 break
             fields[field[0]] = field[1]
         if mode is None or len(flags) > 1:
-            # One 100-column line after "cublas-det bench: error: --modes='fast'"; every form is in --help.
-            raise ValueError(f"{source}={text!r} is not a math mode: {', '.join(DEFAULT_MODES)} (+{FLAG_NAME.choice})")
+            # One 100-column line after "cublas-det bench: error: "; the +lt forms in full are in --help.
+            raise ValueError(f"{source}={text!r}: not {', '.join(MODE_CHOICES)} (+{FLAG_NAME.choice}, +lt...)")
         input_dtype, output_dtype = fields.pop("types", ("float32", "float32"))
         lt = fields.pop("lt", None)
         if lt:

@@ -114,8 +114,20 @@ def test_one_command_with_a_version_and_every_subcommand_within_100_columns(type
 @needs_no_gpu
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_without_gpu_one_line_exit_2(entry, typed):
-    line = _one_error_line(typed(entry), ENTRIES[entry][1])
+    env = ("env",) if entry in ("python -m cublas_det", "cublas-det") else ()  # alone, these print their help
+    line = _one_error_line(typed(entry, *env), " ".join([ENTRIES[entry][1], *env]))
     assert "no GPU available: " in line
+
+
+@pytest.mark.parametrize("entry", ["python -m cublas_det", "cublas-det"])
+def test_the_command_alone_prints_its_commands_and_exits_0(entry, typed):
+    from cublas_det.cli import COMMANDS
+
+    alone = typed(entry)
+    assert alone.returncode == 0 and not alone.stderr
+    assert alone.stdout.startswith(f"usage: {ENTRIES[entry][1]} ") and all(f"  {name} " in alone.stdout
+                                                                         for name in COMMANDS)
+    assert max(len(line) for line in alone.stdout.splitlines()) <= 100
 
 
 @needs_no_gpu
@@ -145,7 +157,7 @@ def test_no_gpu_in_a_real_interpreter_is_one_line_exit_2_and_no_file(processes):
 
 @needs_no_gpu
 def test_without_gpu_the_line_says_what_runs_without_one(typed):
-    line = _one_error_line(typed("cublas-det"), "cublas-det")
+    line = _one_error_line(typed("cublas-det", "env"), "cublas-det env")
     assert line.endswith('; without one: cublas-det env --libs, and the README\'s "Try it without a GPU"')
     line = _one_error_line(typed("python -m cublas_det.bench"), f"{PYTHON} -m cublas_det.bench")
     assert line.endswith(f'; without one: {PYTHON} -m cublas_det env --libs, and the README\'s "Try it without a GPU"')
@@ -316,10 +328,10 @@ def test_libs_shows_where_each_library_was_found_without_a_gpu(typed):
     result = typed("python -m cublas_det", "--libs")
     assert result.returncode == 0, result.stderr
     rows = result.stdout.splitlines()[1:]
-    assert [row.split()[0] for row in rows] == ["libcublas", "cudart", "NVRTC"]
-    for row, stem in zip(rows, ("libcublas.so", "libcudart.so", "libnvrtc.so")):
-        path = pathlib.Path(row.split()[1])
-        assert path.name.startswith(stem) and path.is_file(), row
+    assert [row.split(":")[0].strip() for row in rows if not row.startswith("    ")] == ["libcublas", "cudart", "NVRTC"]
+    paths = [pathlib.Path(row.strip()) for row in rows if row.startswith("    ")]  # each on its own line
+    for path, stem in zip(paths, ("libcublas.so", "libcudart.so", "libnvrtc.so"), strict=True):
+        assert path.name.startswith(stem) and path.is_file(), path
 
 
 def test_missing_third_party_module_is_one_line_but_a_missing_module_of_ours_is_a_bug(capsys):

@@ -26,6 +26,22 @@ def test_parse_rejects_with_the_choices(text):
     assert "pedantic, default, tf32" in message and "+disallow-rpr" in message
 
 
+def test_a_bad_mode_names_every_mode_parse_takes_and_fits_a_line():
+    from cublas_det.config import FLAG_NAME, MODE_CHOICES
+
+    with pytest.raises(ValueError) as info:
+        GemmConfig.parse("fast", source="--modes")
+    message = str(info.value)
+    named = message.split(": not ", 1)[1]
+    for mode in MODE_CHOICES:
+        assert mode in named
+        GemmConfig.parse(mode)  # each mode named is one parse takes
+    assert f"+{FLAG_NAME.choice}" in named and "+lt" in named
+    assert GemmConfig.parse(f"default+{FLAG_NAME.choice}").disallow_reduced_precision_reduction
+    assert GemmConfig.parse("default+lt").api == "lt"
+    assert len("cublas-det bench: error: " + message) <= 100
+
+
 def test_the_flag_is_part_of_the_configuration():
     config = GemmConfig.parse("Pedantic+DISALLOW-RPR")
     assert config == GemmConfig(MathMode.PEDANTIC, disallow_reduced_precision_reduction=True)

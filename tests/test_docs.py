@@ -5,6 +5,7 @@ word alone (a long link or path) may pass the width.
 """
 
 import pathlib
+import re
 
 import pytest
 
@@ -60,3 +61,18 @@ def test_the_readme_gives_each_exit_code_the_meaning_errors_gives_it():
     readme = " ".join((ROOT / "README.md").read_text().split())  # lines joined, as a reader reads them
     for code in ExitCode:
         assert f"{int(code)} {code.meaning}" in readme, f"README's exit code {int(code)}: {code.meaning!r}"
+
+
+def test_the_readme_sample_is_what_report_prints_of_the_run_it_names(typed):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## What it tells you\n", 1)[1]
+    (command,) = re.findall(r"`cublas-det report (\S+)`", section.split("```", 1)[0])
+    sample = section.split("```text\n", 1)[1].split("\n```", 1)[0].splitlines()
+    printed = [line.rstrip() for line in typed("cublas-det report", ROOT / command, env={"COLUMNS": "100"})
+               .stdout.splitlines()]
+    at = 0
+    for part in "\n".join(sample).split("\n...\n"):  # a line `...` stands for lines cut
+        lines = part.splitlines()
+        found = next((i for i in range(at, len(printed)) if printed[i:i + len(lines)] == lines), None)
+        assert found is not None and (found == 0 or at > 0), f"not printed (or not first): {lines[0]!r}"
+        at = found + len(lines)

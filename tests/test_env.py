@@ -49,3 +49,15 @@ def test_tf32_warnings(monkeypatch):
 def test_cuda_version_text():
     assert _device.cuda_version_text(13000) == "13.0"
     assert _device.cuda_version_text(12080) == "12.8"
+
+
+def test_libs_fits_100_columns_with_a_long_path(typed, monkeypatch):
+    from cublas_det.cli import env
+
+    path = "/root/.pyenv/versions/3.12.7/lib/python3.12/site-packages/nvidia/cu13/lib/libcublas.so.13"
+    where = (path, "found via site-packages; wheel nvidia-cublas 13.1.0.3")  # one line of 156 columns before
+    monkeypatch.setattr(env, "library_locations", lambda: {name: where for name in env.LIBRARIES})
+    result = typed("cublas-det env", "--libs")
+    lines = result.stdout.splitlines()
+    assert result.returncode == 0 and max(len(line) for line in lines) <= 100, result.stdout
+    assert lines.count(f"    {path}") == 3 and lines.count(f"  libcublas: {where[1]}") == 1

@@ -49,7 +49,7 @@ def test_the_mamba2_amp_precision():
     ({"dtype": "bf16", "modes": ["tf32"]}, "TF32 math applies to float32 inputs, not bfloat16"),
     ({"dtype": "float16", "out_dtype": "bfloat16"}, "float16 inputs with a bfloat16 output are not supported"),
     ({"compute_type": ["fast"]}, "--compute-type 'fast' is not a cuBLAS compute type"),
-    ({"modes": ["pedantic+rpr"]}, "--modes='pedantic+rpr' is not a math mode"),
+    ({"modes": ["pedantic+rpr"]}, "--modes='pedantic+rpr': not pedantic"),
 ])
 def test_bad_precisions_are_named(tmp_path, capsys, given, message):
     argv = []

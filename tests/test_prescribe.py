@@ -169,3 +169,17 @@ def test_the_scenarios_declare_their_part_in_a_lock_entry():
     assert parts == {"repeat": "bits", "sm-count": "bits", "batch-invariance": "rows",
                      "streams-shared-handle": "workspace"}
     assert set(parts) <= set(prescribe.VERIFY_SCENARIOS)
+
+
+def test_prescribe_runs_the_repeats_its_help_says():
+    import re
+
+    from cublas_det.cli import prescribe as command
+
+    parser = command.build_parser("cublas-det prescribe")
+    help_text = " ".join(parser.format_help().split())
+    most, quick, default = map(int, re.search(r"--repeats N runs per scenario, at most (\d+) \((\d+) with --quick\) "
+                                              r"\(default: (\d+)\)", help_text).groups())
+    assert f"--quick {quick} repeats," in help_text
+    for argv, runs in (([], default), (["--repeats", "1000"], most), (["--quick"], quick)):
+        assert command._steps(parser.parse_args(argv))["repeats"] == runs, argv

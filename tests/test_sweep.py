@@ -201,3 +201,12 @@ def test_devices_cli_on_this_machine(tmp_path):
                               "128x56x4096:tn"], capture_output=True, text=True, check=False)
     assert missing.returncode == 2 and f"there is no device {count}" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_sweep_help_offers_no_timing_and_bench_help_does(typed):
+    from cublas_det.cli.gemms import QUICK_REPEATS
+
+    sweep = " ".join(typed("cublas-det sweep", "--help").stdout.split())
+    bench = " ".join(typed("cublas-det bench", "--help").stdout.split())
+    assert f"--quick {QUICK_REPEATS} repeats, no scenario that needs worker processes" in sweep
+    assert "timing visits" not in sweep and f"--quick {QUICK_REPEATS} repeats, 2-3 timing visits a shape" in bench

@@ -23,7 +23,7 @@ COMMANDS = {
     "capture": "run a program and capture the GEMMs it runs, from cuBLAS's own logs; findings",
     "run": "run a PyTorch program with the lock applied, unchanged; what was locked",
     "audit": "the first op of a PyTorch step that is not batch-invariant or does not repeat",
-    "env": "the environment fingerprint, and where the CUDA libraries were found (default)",
+    "env": "the environment fingerprint, and where the CUDA libraries were found",
 }
 
 
@@ -36,10 +36,11 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
     """``cublas-det``: a subparser per command, made by the same ``add_arguments`` as its ``python -m`` form."""
     parser = ArgumentParser(prog, usage="%(prog)s [--version] [COMMAND] [ARGS...]",
                             formatter_class=argparse.RawDescriptionHelpFormatter,
-                            epilog="'%(prog)s COMMAND --help' says more; with no command, '%(prog)s' runs 'env'.\n\n"
+                            epilog="'%(prog)s COMMAND --help' says more; options without a command are env's:\n"
+                                   "'%(prog)s --libs' (no GPU needed).\n\n"
                                    + exit_codes())
     parser.add_argument("--version", action="version", version=f"cublas-det {__version__}")
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND [ARGS...]", help="(default: env)")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND [ARGS...]", help="(options alone: env)")
     for name, summary in COMMANDS.items():
         commands.add_parser(name, prog=f"{parser.prog} {name}", help=summary,
                             build=functools.partial(_add_command, name))
@@ -48,8 +49,11 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
 
 
 def _env_or_unknown(parser, argv: list[str]):
-    """No command: env (the first look: GPU, cuBLAS, libraries), under the program's own name; a word that
-    names no command is refused."""
+    """Nothing given: this help (a first command needs no GPU); options without a command: env's, under the
+    program's own name; a word that names no command is refused."""
+    if not argv:
+        parser.print_help()
+        parser.exit(0)
     if argv and (argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version")):
         return None
     if argv and not argv[0].startswith("-"):

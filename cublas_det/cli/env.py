@@ -12,7 +12,7 @@ from ..config import DEFAULT_MODES, math_mode_name, resolve_config
 from ..device import fingerprint, require_gpu, tf32_env_warnings
 from ..errors import ExitCode, UsageError
 from ..handle import create_handle
-from ..words import size, table
+from ..words import WIDTH, size, table, wrapped
 from .common import command_main, describe, error_line, exit_codes
 
 DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version
@@ -27,24 +27,23 @@ LIBRARIES = {"cublas": "libcublas", "cudart": "cudart", "nvrtc": "NVRTC"}
 EPILOG = exit_codes("2 also for no CuPy, or with --libs a library not found")
 
 
-def library_locations() -> dict[str, str]:
+def library_locations() -> dict[str, tuple[str, str]]:
     """Where libcublas, cudart and NVRTC load from, found as CuPy 14 finds them (no GPU needed):
-    pathfinder name -> ``"PATH (found via HOW; wheel DIST VERSION)"`` or ``"not found: WHY"``."""
+    pathfinder name -> ``(PATH, "found via HOW; wheel DIST VERSION")`` or ``("", "not found: WHY")``."""
     try:
         from cuda import pathfinder
     except ImportError as err:
-        return {name: f"not found: cuda.pathfinder is not installed ({err})" for name in LIBRARIES}
+        return {name: ("", f"not found: cuda.pathfinder is not installed ({err})") for name in LIBRARIES}
     found = {}
     for name in LIBRARIES:
         try:
             loaded = pathfinder.load_nvidia_dynamic_lib(name)
         except pathfinder.DynamicLibNotFoundError as err:
-            found[name] = f"not found: {' '.join(str(err).split())}"
+            found[name] = ("", f"not found: {' '.join(str(err).split())}")
             continue
-        how = [f"found via {loaded.found_via}"] if getattr(loaded, "found_via", None) else []
+        how = [f"found via {loaded.found_via}"] if getattr(loaded, "found_via", None) else ["found"]
         wheel = _owning_distribution(loaded.abs_path)
-        how += [f"wheel {wheel}"] if wheel else []
-        found[name] = loaded.abs_path + (f" ({'; '.join(how)})" if how else "")
+        found[name] = (loaded.abs_path, "; ".join(how + ([f"wheel {wheel}"] if wheel else [])))
     return found
 
 
@@ -62,8 +61,9 @@ def _print_libraries() -> list[str]:
     """Print where each library was found; return the names of those not found."""
     found = library_locations()
     print("CUDA libraries (cuda.pathfinder, the search CuPy makes):")
-    print("\n".join(table([(LIBRARIES[name], where) for name, where in found.items()], indent="  ", gap=" ")))
-    return [LIBRARIES[name] for name, where in found.items() if where.startswith("not found")]
+    for name, (path, how) in found.items():  # the path whole on its own line, to copy
+        print("\n".join(wrapped(how, WIDTH, "    ", f"  {LIBRARIES[name]}: ") + ([f"    {path}"] if path else [])))
+    return [LIBRARIES[name] for name, (path, _) in found.items() if not path]
 
 
 def _report() -> int:

@@ -27,6 +27,7 @@ DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 # made anew, round-robin over the run's shapes, until every ratio is within ±1% (docs/method.md).
 VISITS = (4, 8)
 QUICK_VISITS = (2, 3)
+QUICK_REPEATS = 5  # the most runs per scenario under --quick
 BUDGET_S, QUICK_BUDGET_S = 1.0, 0.2  # seconds of rounds a shape may spend (after its first visits)
 WHAT, OUTPUTS = "what to run", "outputs"
 
@@ -35,6 +36,13 @@ def timing_budget(quick: bool) -> dict:
     """The visits and seconds a timed shape may take, as ``time_shapes`` takes them."""
     (low, high), budget = (QUICK_VISITS, QUICK_BUDGET_S) if quick else (VISITS, BUDGET_S)
     return {"min_visits": low, "max_visits": high, "budget_s": budget}
+
+
+def quick_help(timed: bool) -> str:
+    """--quick's help: the visits only for a command that times (a sweep does not)."""
+    visits = f", {QUICK_VISITS[0]}-{QUICK_VISITS[1]} timing visits a shape" if timed else ""
+    workers = ", ".join(name for name, s in REGISTRY.items() if s.in_worker)
+    return f"{QUICK_REPEATS} repeats{visits}, no scenario that needs worker processes ({workers})"
 
 
 def _sm_counts(text: str) -> tuple:
@@ -81,9 +89,7 @@ OPTIONS = {
                              f"all; in a sweep: repeat): {', '.join(REGISTRY)}"))]),
     "checks": (WHAT, [
         ("--repeats", dict(type=int, default=20, metavar="N", help="runs per scenario (default: %(default)s)")),
-        ("--quick", dict(action="store_true", help=f"5 repeats, {QUICK_VISITS[0]}-{QUICK_VISITS[1]} timing visits a "
-                         "shape, no scenario that needs worker processes ("
-                         f"{', '.join(name for name, s in REGISTRY.items() if s.in_worker)})"))]),
+        ("--quick", dict(action="store_true", help=quick_help(timed=True)))]),
     "devices": (WHAT, [
         ("--devices", dict(**LISTED, default=["all"], metavar="all|ID",
                            help="the GPUs: 'all' or ids (0,1 or 0 1) (default: all)"))]),
@@ -156,7 +162,7 @@ def read_options(args):
             scenarios = list(validate_scenarios(scenarios, listed_in="--help"))
         if getattr(args, "quick", False):
             scenarios = list(without_workers(scenarios))
-            repeats = min(repeats, 5)
+            repeats = min(repeats, QUICK_REPEATS)
         return shapes, scenarios, repeats, _configurations(args)
     except UsageError:
         raise

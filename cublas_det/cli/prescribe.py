@@ -19,19 +19,24 @@ from ..operands import HostOperands
 from ..prescribe import lock_entries, prescribe
 from ..render.prescribe import render_lock, render_prescriptions
 from .common import check_outputs, command_main, describe, exit_codes, given, write_json
-from .gemms import add_family, capture_groups, kernels_available, listing, read_options, timing_budget
+from .gemms import (QUICK_REPEATS, add_family, capture_groups, kernels_available, listing, read_options,
+                    timing_budget)
 
 EPILOG = """examples (cures that hold on H200s and H100s alike; the lock that `cublas-det run` applies):
   %(prog)s --sm-counts 132,114
   %(prog)s --lock lock.json --capture capture.json
 
 """ + exit_codes("1 also when a hazard has no verified cure, or a GEMM could not be locked")
+MOST_REPEATS = 10  # runs per scenario at most: prescribe checks every cure under every hazard
 
 
 def add_arguments(parser) -> None:
     describe(parser, __doc__, EPILOG)
     add_family(parser, ("shapes", "capture", "configs", "checks", "kernels", "prescriptions", "json"),
                "prescribe runs its own checks and timing; drop {}")
+    repeats = parser._option_string_actions["--repeats"]
+    repeats.default = MOST_REPEATS
+    repeats.help = f"runs per scenario, at most {MOST_REPEATS} ({QUICK_REPEATS} with --quick) (default: %(default)s)"
 
 
 def run(args, parser) -> int:
@@ -54,8 +59,8 @@ def run(args, parser) -> int:
 
 def _steps(args) -> dict:
     """What prescribe and lock_entries take alike: the run's seed, repeats, timing and progress lines."""
-    return {"fleet": args.sm_counts or (), "seed": args.seed, "repeats": min(args.repeats, 5 if args.quick else 10),
-            "timing": timing_budget(args.quick),
+    repeats = min(args.repeats, QUICK_REPEATS if args.quick else MOST_REPEATS)
+    return {"fleet": args.sm_counts or (), "seed": args.seed, "repeats": repeats, "timing": timing_budget(args.quick),
             "on_step": lambda text: print(f"  {text}", file=sys.stderr, flush=True)}
 
 

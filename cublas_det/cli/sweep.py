@@ -17,7 +17,7 @@ from ..store.run import now_iso
 from ..render.sweep import render_sweep, sweep_to_json
 from ..words import plural
 from .common import command_main, describe, exit_codes, write_json, write_text
-from .gemms import _print_comparison, add_family, baseline, exit_code, listing, read_options
+from .gemms import _print_comparison, add_family, baseline, exit_code, listing, quick_help, read_options
 
 EPILOG = """examples:
   %(prog)s --devices all --json a.json     # same bits on every GPU here?
@@ -35,6 +35,7 @@ def add_arguments(parser) -> None:
                "a sweep computes every shape and mode in worker processes, and times nothing; drop {}",
                {"--plot": "--plot draws times, and --devices does not time; drop {}",
                 "--kernels": "--kernels records kernels in this process, and --devices runs worker processes; drop {}"})
+    parser._option_string_actions["--quick"].help = quick_help(timed=False)
 
 
 def run(args, parser) -> int:
