@@ -20,7 +20,7 @@ import numpy as np
 from ..bits.streams import dtype_name_of, lookup_dtype
 from ..dtypes import ELEMENT_TYPES
 from ..errors import InputFileError
-from ..store.files import file_kind, open_regular, parse_json, regular_file_size
+from ..store.files import decode_text, file_kind, open_regular, parse_json, regular_file_size
 from ..store import schema
 from ..store.trace_log import LOG_NAME, is_shape, read as read_trace_log
 from ..words import listing, plural
@@ -413,13 +413,9 @@ def _check_size(path: str, expected: int) -> None:
 
 def read_order_file(path: str) -> list[str]:
     """Leaf names, one per line; blank lines and lines starting with ``#`` are skipped."""
-    with open_regular(path, "give a text file of leaf names, one per line", max_bytes=MAX_ORDER_FILE,
-                      what="--order file", error=RunLayoutError) as stream:
-        data = stream.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise RunLayoutError(f"{path}: not a text file of leaf names ({err.reason})") from None
+    hint = "give a text file of leaf names, one per line"
+    with open_regular(path, hint, max_bytes=MAX_ORDER_FILE, what="--order file", error=RunLayoutError) as stream:
+        text = decode_text(stream.read(), path, hint, error=RunLayoutError)
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
