@@ -1,6 +1,7 @@
 """pytest plugin (entry point ``pytest11``): ``@pytest.mark.gpu`` skips without a GPU; ``cublas_handle`` is a
-:class:`cublas_det.Handle` in the mode of ``cublas_math_mode`` (``--cublas-math-mode``, else
-``CUBLAS_DET_MATH_MODE``, else PEDANTIC); ``@pytest.mark.all_math_modes`` runs a test once per math mode."""
+:class:`cublas_det.Handle` in ``cublas_config`` (``--cublas-math-mode``, else ``CUBLAS_DET_MATH_MODE``, else
+PEDANTIC; its math mode alone is ``cublas_math_mode``); ``@pytest.mark.all_math_modes`` runs a test once per
+math mode."""
 
 from __future__ import annotations
 
@@ -60,10 +61,19 @@ def cublas_math_mode(request):
 
 
 @pytest.fixture
-def cublas_handle(request, cublas_math_mode):
-    """A cuBLAS handle in ``cublas_math_mode``, closed after the test; its ``mode_source`` is ``env`` or
+def cublas_config(request, cublas_math_mode) -> GemmConfig:
+    """The configuration of ``cublas_handle``: the all_math_modes parameter's math mode, else
+    --cublas-math-mode's or the env var's whole (``+disallow-rpr`` kept), else PEDANTIC."""
+    if request.node.get_closest_marker("all_math_modes") is not None:
+        return GemmConfig(cublas_math_mode)
+    return resolve_config(request.config.getoption("--cublas-math-mode"))[0]
+
+
+@pytest.fixture
+def cublas_handle(request, cublas_config):
+    """A cuBLAS handle in ``cublas_config``, closed after the test; its ``mode_source`` is ``env`` or
     ``default``, or ``argument`` when parametrized or ``--cublas-math-mode`` is given."""
     explicit = (request.node.get_closest_marker("all_math_modes") is not None
                 or request.config.getoption("--cublas-math-mode") is not None)
-    with create_handle(cublas_math_mode if explicit else None) as handle:
+    with create_handle(cublas_config if explicit else None) as handle:
         yield handle

@@ -599,6 +599,24 @@ def test_a_read_error_keeps_the_steps_compared_before_it(tmp_path, capsys):
     assert code == 2 and out == "" and "step_2/l99.bin: is a FIFO (named pipe), not a file" in line
 
 
+@pytest.mark.parametrize("damage", [b"PK\x03\x04 not a zip", b""])
+def test_a_step_whose_file_cannot_be_listed_keeps_the_steps_before_it(tmp_path, capsys, damage):
+    """Step 3 of B is not an .npz at all (refused when the run is listed, not when read): steps 1 and 2 are
+    still compared and said equal, step 3 is named unreadable, exit 2; a divergence before it is exit 1."""
+    a, b = write_seed_run(tmp_path / "a", False, steps=(1, 2)), write_seed_run(tmp_path / "b", False, steps=(1, 2))
+    np.savez(a / "step_3.npz", x=np.ones(8, np.float32))
+    (b / "step_3.npz").write_bytes(damage)
+    code, out, line = _error_line(capsys, a, b)
+    assert code == 2 and "step 1: all 26 leaves equal" in out and "step 2: all 26 leaves equal" in out
+    assert _verdict(out).startswith(f"not finished: step 3: {b / 'step_3.npz'}: not a readable .npz file")
+    assert _verdict(out).endswith("before it all of steps 1-2 equal")
+    assert f"{b / 'step_3.npz'}: not a readable .npz file" in line
+    planted = SEED_LEAVES.index(PLANTED)
+    seed_values(2, planted, True).tofile(b / "step_2" / f"{PLANTED}.bin")
+    code, out, err = _main(capsys, a, b)
+    assert code == 1 and _verdict(out).startswith(f"first divergence at step 2 in leaf {PLANTED}")
+
+
 def _verdict(out: str) -> str:
     """The verdict, the report's last paragraph, its wrapped lines read as one."""
     return " ".join(out.rstrip("\n").split("\n\n")[-1].split())

@@ -74,6 +74,17 @@ def test_tf32_math_is_a_compute_type_in_the_key():
     (lambda d: d["entries"][0]["config"].update(input_dtype="float16", output_dtype="float16"), "not the GEMM's"),
     (lambda d: d["entries"].append(d["entries"][0]), "a second entry"),
     (lambda d: d.update(entries={}), "entries: expected a list of objects"),
+    (lambda d: d.update(version=1.0), "lock file format version 1.0; this cublas_det reads version 1"),
+    (lambda d: d.update(version=True), "lock file format version true; this cublas_det reads version 1"),
+    (lambda d: d["where"].update(gpu=""), "where.gpu: expected a non-empty string, found ''"),
+    (lambda d: d["where"].update(sm_count=-132), "where.sm_count: expected an integer from 1 to 2..31 - 1, found -132"),
+    (lambda d: d["entries"][0]["config"]["lt_algo"].update(algo_id=-1),
+     "lt_algo.algo_id: expected an integer from 0 to 2..31 - 1, found -1"),
+    (lambda d: d["entries"][0]["config"]["lt_algo"].update(algo_id=10 ** 30), "algo_id: expected an integer from 0"),
+    (lambda d: d["entries"][0]["config"]["lt_algo"].update(tile=2 ** 63), "tile: expected an integer from 0 to 2..32 - 1"),
+    (lambda d: d["entries"][0]["config"]["lt_algo"].update(cluster_shape=2 ** 16), "cluster_shape: .* to 2..16 - 1"),
+    (lambda d: d["entries"][0]["config"].update(workspace_bytes=2 ** 62), "workspace_bytes: expected an integer from 0"),
+    (lambda d: d["entries"][0]["config"].update(lt_sm_count_target=-1), "lt_sm_count_target: expected an integer"),
 ])
 def test_a_malformed_lock_is_one_line(lock_path, mutate, says):
     data = json.load(open(lock_path))
@@ -83,6 +94,24 @@ def test_a_malformed_lock_is_one_line(lock_path, mutate, says):
     with pytest.raises(InputFileError, match=says) as raised:
         lockfile.load(lock_path)
     assert "\n" not in str(raised.value)
+
+
+def test_a_key_twice_is_refused_not_taken_last(lock_path):
+    text = open(lock_path).read()
+    with open(lock_path, "w") as file:
+        file.write(text.replace('"entries":', '"entries": [], "entries":', 1))
+    with pytest.raises(InputFileError, match='lock.json: the key "entries" appears twice in one object'):
+        lockfile.load(lock_path)
+
+
+def test_a_lock_larger_than_16_mib_that_prescribe_writes_reads_back(tmp_path):
+    entry = _entry()
+    entry = dataclasses.replace(entry, verified={**entry.verified, "detail": "checked " * 600})  # fewer, longer
+    entries = [dataclasses.replace(entry, key=dataclasses.replace(entry.key, n=n)) for n in range(1, 4_001)]
+    lock = lockfile.Lock(WHERE, {e.key: e for e in entries}, str(tmp_path / "lock.json"))
+    lockfile.write(lock, lock.path)
+    assert os.path.getsize(lock.path) > 16 << 20
+    assert len(lockfile.load(lock.path).entries) == 4_000
 
 
 def test_a_truncated_lock_is_one_line(lock_path):

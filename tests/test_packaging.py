@@ -214,6 +214,21 @@ def test_sdist_holds_what_the_tests_need(dists):
     assert not any("__pycache__" in name for name in names)
 
 
+def test_manifest_takes_every_file_the_tests_benches_and_docs_hold(monkeypatch):
+    """Without building: MANIFEST.in, as setuptools reads it, matches every file under tests/, bench/, docs/."""
+    filelist = pytest.importorskip("setuptools._distutils.filelist")
+    monkeypatch.chdir(ROOT)
+    found = filelist.FileList()
+    found.findall()
+    for line in (ROOT / "MANIFEST.in").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            found.process_template_line(line)
+    taken = {str(pathlib.Path(name).resolve().relative_to(ROOT)) for name in found.files}
+    needed = {str(path.relative_to(ROOT)) for folder in ("tests", "bench", "docs") for path in (ROOT / folder).rglob("*")
+              if path.is_file() and "__pycache__" not in path.parts}
+    assert "tests/data/h200_run.json" in needed and not needed - taken, sorted(needed - taken)
+
+
 def test_pytest_passes_in_the_unpacked_sdist(dists):
     *_, smoke = dists
     stdout, stderr = smoke.communicate(timeout=600)

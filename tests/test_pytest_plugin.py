@@ -1,5 +1,7 @@
 """The plugin seen from a user's test suite (run in a temporary directory with pytester)."""
 
+import glob
+
 
 def test_gpu_marker_skips_with_reason_or_runs(pytester):
     pytester.makepyfile("""
@@ -27,7 +29,7 @@ def test_gpu_marker_skips_with_reason_or_runs(pytester):
         # skipped before the cublas_handle fixture runs; both skips folded into one summary line
         result.assert_outcomes(passed=1, skipped=2)
         reason = gpu_unavailable_reason()
-        result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *pytest_plugin.py:*: {reason}"])
+        result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *pytest_plugin.py:*: {glob.escape(reason)}"])  # [extras]
         assert result.stdout.str().count(reason) == 1
 
 
@@ -75,3 +77,14 @@ def test_math_mode_help_names_every_mode_it_accepts(pytester):
     assert f"math mode for the cublas_handle fixture: {', '.join(MODE_CHOICES)}, optionally +disallow-rpr" in helped
     pytester.makepyfile("def test_mode(cublas_math_mode):\n    assert cublas_math_mode.name == 'FP32_EMULATED_BF16X9'\n")
     pytester.runpytest("--cublas-math-mode=bf16x9+disallow-rpr").assert_outcomes(passed=1)
+
+
+def test_the_handle_configuration_keeps_disallow_rpr_from_the_option_and_the_env(pytester, monkeypatch):
+    from cublas_det.config import GemmConfig
+
+    expected = GemmConfig.parse("pedantic+disallow-rpr").math_mode_value
+    assert expected == 18  # PEDANTIC (2) with the DISALLOW_REDUCED_PRECISION_REDUCTION flag (16)
+    pytester.makepyfile(f"def test_mode(cublas_config):\n    assert cublas_config.math_mode_value == {expected}\n")
+    pytester.runpytest("--cublas-math-mode=pedantic+disallow-rpr").assert_outcomes(passed=1)
+    monkeypatch.setenv("CUBLAS_DET_MATH_MODE", "pedantic+disallow-rpr")
+    pytester.runpytest().assert_outcomes(passed=1)

@@ -84,6 +84,16 @@ def test_json_round_trips_of_results_and_checks():
     assert failed.error == "operands: OutOfMemoryError" and math.isclose(failed.rel_error, 3e-7)
 
 
+def test_a_check_keeps_its_public_to_dict_with_the_values_its_run_file_entry_stores():
+    check = _check(ScenarioResult("repeat", G, 20, 1, 1, 4096, 1e-7, 1, (3, 4), 1.0, 1.0000001, "x", {"k": 1}),
+                   ScenarioResult("sm-count", H, 2, 1))
+    data = json.loads(json.dumps(check.to_dict()))
+    stored, _ = _stored(check)
+    for key in ("config", "mode_source", "digest", "rel_error", "reproducible", "findings", "scenarios"):
+        assert data[key] == stored[key], key
+    assert data["shape"] == stored["shape"] and data["mode"] == "PEDANTIC" and data["seed"] == 0
+
+
 def test_a_result_carries_its_worst_mismatch_field_for_field():
     worst = Mismatch(3, 100, 1e-6, 2, (0, 1), 1.0, 1.0000001)
     result = ScenarioResult.from_worst("sm-count", H, 2, 1, worst, "66 SMs", {"a": 1})

@@ -85,3 +85,32 @@ def test_a_long_value_is_shown_short_and_the_error_is_the_readers_own():
         check({"n": -int("1" * 40)}, "f.json:", Record({"n": "a string"}), error=LayoutError)
     with pytest.raises(InputFileError, match="found a string of 100 characters"):
         check({"n": "x" * 100}, "f.json:", Record({"n": "an integer"}))
+
+
+def test_compare_reads_a_run_file_that_begins_with_a_utf8_mark(typed, tmp_path):
+    marked = tmp_path / "marked.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + (DATA / "h200_run.json").read_bytes())
+    result = typed("cublas-det", "compare", DATA / "h200_run.json", marked)
+    assert result.returncode in (0, 1) and "error" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("encoding, name", [("utf-16-le", "UTF-16"), ("utf-16-be", "UTF-16"), ("utf-32-le", "UTF-32")])
+def test_a_utf16_or_utf32_file_is_named_with_the_fix(typed, tmp_path, encoding, name):
+    text = (DATA / "h200_run.json").read_text()
+    wide = tmp_path / "wide.json"
+    wide.write_bytes(("\ufeff" + text).encode(encoding))  # with its byte-order mark, as editors save it
+    result = typed("cublas-det", "compare", DATA / "h200_run.json", wide)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"{wide}: {name} text; save it as UTF-8; give a file that --json wrote" in result.stderr
+
+
+def test_a_key_twice_in_one_object_is_refused_naming_it(tmp_path):
+    from cublas_det.store.run import load_run
+
+    doubled = tmp_path / "doubled.json"
+    text = (DATA / "h200_run.json").read_text()
+    doubled.write_text(text.replace('"benchmarks":', '"benchmarks": [], "benchmarks":', 1))
+    assert '"benchmarks": [], "benchmarks":' in doubled.read_text()
+    with pytest.raises(InputFileError, match=r'doubled.json: the key "benchmarks" appears twice in one object'):
+        load_run(str(doubled))
+    assert load_run(str(DATA / "h200_run.json")).entries  # each key once: read as before

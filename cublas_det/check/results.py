@@ -210,3 +210,16 @@ class GemmCheck:
         if self.rel_error == self.rel_error:  # not NaN
             text += f" (rel. error {self.rel_error:.1e})"
         return text
+
+    def to_dict(self) -> dict:
+        """The check as JSON: the fields its run-file entry stores (same values), with its shape, seed,
+        provenance and time."""
+        return {
+            "shape": self.shape.to_dict(), "config": self.config.to_dict(), "mode": self.mode_name,
+            "mode_source": self.mode_source, "seed": self.seed, "digest": self.digest,
+            "rel_error": self.rel_error, "reproducible": self.verdict.value,
+            "findings": [r.scenario for r in self.findings],
+            "scenarios": [result.to_dict() for result in self.scenarios],
+            "provenance": self.provenance, "elapsed_s": self.elapsed_s, "error": self.error,
+            "input_digests": self.input_digests, "kernels": self.kernels.to_dict() if self.kernels else None,
+        }

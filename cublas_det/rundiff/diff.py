@@ -217,10 +217,15 @@ def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None
         leaves_b = {leaf.name: leaf for leaf in run_b.steps.get(step, ())}
         names = dict.fromkeys([*leaves_a, *leaves_b])  # A's order, then B's; the names of `order` first
         names = dict.fromkeys([*(name for name in order or () if name in names), *names])
-        try:
-            leaves = [compare_leaf(step, name, leaves_a.get(name), leaves_b.get(name), chunk_bytes) for name in names]
-        except RunLayoutError as err:
-            raise IncompleteDiff(str(err), result(compared, steps[position:], f"step {step}: {err}")) from None
+        error = run_a.unreadable.get(step) or run_b.unreadable.get(step)  # a file of the step, as listed
+        if error is None:
+            try:
+                leaves = [compare_leaf(step, name, leaves_a.get(name), leaves_b.get(name), chunk_bytes)
+                          for name in names]
+            except RunLayoutError as err:
+                error = str(err)
+        if error is not None:
+            raise IncompleteDiff(error, result(compared, steps[position:], f"step {step}: {error}"))
         if ended and step == steps[-1]:  # what the run that ends lacks here was not reached, if the rest is
             other = "B" if ended == "A" else "A"  # part of the other's step (a run stopped mid-write)
             if not any(leaf.status is LeafStatus[f"MISSING_IN_{other}"] for leaf in leaves):

@@ -20,7 +20,7 @@ import numpy as np
 from ..bits.streams import dtype_name_of, lookup_dtype
 from ..dtypes import ELEMENT_TYPES
 from ..errors import InputFileError
-from ..store.files import file_kind, open_regular, parse_json, regular_file_size
+from ..store.files import decode_text, file_kind, open_regular, parse_json, regular_file_size
 from ..store import schema
 from ..store.trace_log import LOG_NAME, is_shape, read as read_trace_log
 from ..words import listing, plural
@@ -105,7 +105,8 @@ class Leaf:
 @dataclasses.dataclass(frozen=True)
 class TrainingRun:
     """Steps in ascending order, each a tuple of leaves in recording (or name) order; ``skipped``: files no
-    layout reads (and why); ``notes``: what was left out while reading; ``stopped``: the log's last line is cut."""
+    layout reads (and why); ``notes``: what was left out while reading; ``stopped``: the log's last line is cut;
+    ``unreadable``: step -> why a file of it could not be read (the steps before it are compared)."""
 
     path: str
     layout: str
@@ -113,9 +114,10 @@ class TrainingRun:
     skipped: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     stopped: bool = False
+    unreadable: Mapping[int, str] = dataclasses.field(default_factory=dict)
 
     def describe(self) -> str:
-        leaves = sorted({len(leaves) for leaves in self.steps.values()})
+        leaves = sorted({len(leaves) for step, leaves in self.steps.items() if step not in self.unreadable} or {0})
         per_step = f"{leaves[0]}" if len(leaves) == 1 else f"{leaves[0]}-{leaves[-1]}"
         noun = "leaf" if leaves == [1] else "leaves"
         return f"{self.path} ({self.layout}; {plural(len(self.steps), 'step')}, {per_step} {noun} per step)"
@@ -154,8 +156,15 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     found: dict[int, dict[str, Leaf]] = {}
     kinds: set[str] = set()
     skipped: list[str] = []
+    unreadable: dict[int, str] = {}
     def add(step: int, extension: str, file_path: str, name: str, where: str) -> None:
-        leaves, left_out = _file_leaves(file_path, extension, raw_dtype, name)
+        regular_file_size(file_path, error=RunLayoutError)  # what is not a file refuses the run
+        try:
+            leaves, left_out = _file_leaves(file_path, extension, raw_dtype, name)
+        except RunLayoutError as err:  # a file that cannot be read: an error at its step, as in comparing it
+            found.setdefault(step, {})
+            unreadable.setdefault(step, str(err))
+            return
         skipped.extend(where + reason for reason in left_out)
         if leaves is None:
             return
@@ -196,7 +205,7 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     names = {".bin": f"raw {raw_dtype} binaries", **_KIND_NAMES}
     layout = " + ".join(names[kind] for kind in sorted(kinds)) or "empty step directories"
     steps = {step: tuple(sorted(found[step].values(), key=lambda leaf: leaf.name)) for step in sorted(found)}
-    return TrainingRun(path, layout, steps, skipped=tuple(skipped))
+    return TrainingRun(path, layout, steps, skipped=tuple(skipped), unreadable=unreadable)
 
 
 def _step_files(step_dir: str):
@@ -413,13 +422,9 @@ def _check_size(path: str, expected: int) -> None:
 
 def read_order_file(path: str) -> list[str]:
     """Leaf names, one per line; blank lines and lines starting with ``#`` are skipped."""
-    with open_regular(path, "give a text file of leaf names, one per line", max_bytes=MAX_ORDER_FILE,
-                      what="--order file", error=RunLayoutError) as stream:
-        data = stream.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise RunLayoutError(f"{path}: not a text file of leaf names ({err.reason})") from None
+    hint = "give a text file of leaf names, one per line"
+    with open_regular(path, hint, max_bytes=MAX_ORDER_FILE, what="--order file", error=RunLayoutError) as stream:
+        text = decode_text(stream.read(), path, hint, error=RunLayoutError)
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 

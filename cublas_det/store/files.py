@@ -1,16 +1,22 @@
 """Reading the files a user names and writing ours: each refusal is one line naming the file (not a
-regular file, too large, a JSON number no writer makes, too deep); ``NaN`` and ``Infinity`` are read."""
+regular file, too large, not UTF-8, a JSON number no writer makes, a key twice, too deep); ``NaN`` and
+``Infinity`` are read, a UTF-8 byte-order mark is skipped."""
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
 import stat
 
 from ..errors import InputFileError
+from ..integers import is_int
 
 MAX_INT_DIGITS = 40  # twice the digits of a 64-bit seed, size or count
+# UTF-32 LE's mark begins with UTF-16 LE's: looked for first.
+_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+          (codecs.BOM_UTF16_BE, "UTF-16"))
 
 
 def file_kind(mode: int) -> str:
@@ -73,10 +79,18 @@ def _parse_float(text: str) -> float:
     return value
 
 
+def _object(pairs) -> dict:
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        twice = next(key for index, (key, _) in enumerate(pairs) if key in dict(pairs[:index]))
+        raise _Refused(f"the key {json.dumps(twice)[:60]} appears twice in one object (which one holds?)")
+    return found
+
+
 def parse_json(text, where: str, *, error=InputFileError):
     """``json.loads(text)`` with the module's refusals as ``error(where: ...)``; decode errors are the caller's."""
     try:
-        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
+        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, object_pairs_hook=_object)
     except _Refused as err:
         raise error(f"{where}: {err}") from None
     except RecursionError:
@@ -90,23 +104,33 @@ def read_json(path: str, hint: str, *, max_bytes: int, what: str):
             raw = file.read()
         except OSError as err:
             raise InputFileError(f"{path}: cannot be read ({err.strerror or err}); {hint}") from None
+    text = decode_text(raw, path, hint)
     try:
-        text = raw.decode("utf-8")
         return parse_json(text, path)
-    except UnicodeDecodeError:
-        raise InputFileError(f"{path}: not a text file; {hint}") from None
     except json.JSONDecodeError as err:
         if err.pos >= len(text.rstrip()):  # the text ends before the JSON does: cut short, not malformed
             raise InputFileError(f"{path}: not JSON: it may be truncated; {hint}") from None
         raise InputFileError(f"{path}:{err.lineno}:{err.colno}: not JSON ({err.msg}); {hint}") from None
 
 
+def decode_text(raw: bytes, path: str, hint: str, *, error=InputFileError) -> str:
+    """``raw`` as UTF-8 text, a byte-order mark skipped; else one ``error`` line (UTF-16 and UTF-32 named)."""
+    for mark, name in _MARKS:
+        if raw.startswith(mark):
+            raise error(f"{path}: {name} text; save it as UTF-8; {hint}")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise error(f"{path}: not a text file; {hint}") from None
+
+
 def check_format(data, path: str, format_name: str, version: int, what: str, hint: str, again: str) -> None:
     """Refuse (one line) ``data`` unless ``"format": format_name`` at ``version``; ``again``: how to make one."""
     if not isinstance(data, dict) or data.get("format") != format_name:
         raise InputFileError(f"{path}: not a {what} (no \"format\": \"{format_name}\"); {hint}")
-    if data.get("version") != version:
-        raise InputFileError(f"{path}: {what} format version {data.get('version')!r}; this cublas_det reads "
+    found = data.get("version")
+    if not is_int(found) or found != version:  # 1.0 and true are not 1
+        raise InputFileError(f"{path}: {what} format version {json.dumps(found)[:40]}; this cublas_det reads "
                              f"version {version}: {again} with this version")
 
 

@@ -4,11 +4,13 @@ configuration, its algorithm pinned, that keeps its bits, for any M or its own; 
 from __future__ import annotations
 
 import collections
+import ctypes
 import dataclasses
 import os
 import re
 
 from .._cublas import ComputeType, MathMode
+from .._cublaslt import ALGO_CONFIG
 from ..config import GemmConfig
 from ..device import fingerprint, require_gpu
 from ..dtypes import GEMM_TYPES
@@ -20,7 +22,7 @@ from .files import check_format, read_json, write_json
 from .schema import Each, Record, check
 
 FORMAT, VERSION = "cublas_det.lock", 1
-MAX_FILE_BYTES = 16 << 20
+MAX_FILE_BYTES = 256 << 20  # a capture file's bound: 40,000 entries that prescribe writes are 49 MB
 MAX_DIMENSION = 1 << 31  # cuBLASLt's layouts take 64-bit sizes; no GEMM of a lock is larger
 HINT = "give a file that `cublas-det prescribe --lock FILE` wrote"
 _SHORT = {name: element.label for name, element in GEMM_TYPES.items()}  # float32 -> fp32 ...
@@ -160,10 +162,22 @@ _KEY = {  # GemmKey's fields, in order
     "epilogue": ('"" or "BIAS"', lambda value: value in ("", "BIAS")),
     "m": ("0 (any M) or an integer up to 2**31 - 1", lambda value: is_int(value, 0, MAX_DIMENSION - 1))}
 _GEMM = Record(_KEY, required=tuple(_KEY)[:-1], null=False)  # m absent: any M
-_ENTRY = Record({"gemm": _GEMM, "config": "an object", "verified": "an object", "cost": "an object",
+
+
+def _c_range(kind) -> tuple:
+    """0 to the largest value of the C integer type ``kind`` (an algorithm's ids and indices are never negative)."""
+    bits = 8 * ctypes.sizeof(kind) - (kind(-1).value < 0)
+    return f"an integer from 0 to 2**{bits} - 1", lambda value: is_int(value, 0, (1 << bits) - 1)
+
+
+_WORKSPACE = ("an integer from 0 to 2**40", lambda value: is_int(value, 0, 1 << 40))  # 1 TiB: more than a GPU has
+_ALGO = Record({name: _c_range(kind) for name, (_, kind) in ALGO_CONFIG.items()}, required=("algo_id",), null=False)
+_CONFIG = Record({"lt_algo": _ALGO, "workspace_bytes": _WORKSPACE, "lt_sm_count_target": _c_range(ctypes.c_int32)})
+_ENTRY = Record({"gemm": _GEMM, "config": _CONFIG, "verified": "an object", "cost": "an object",
                  "source": "a string"}, required=("gemm", "config", "verified"))
-_WHERE = Record({"gpu": "a string", "sm_count": "an integer", "compute_capability": "a string",
-                 "cublas_version": "a string"}, required=WHERE_FIELDS)
+_WHERE = Record({"gpu": "a non-empty string", "sm_count": ("an integer from 1 to 2**31 - 1", _DIMENSION[1]),
+                 "compute_capability": "a non-empty string", "cublas_version": "a non-empty string"},
+                required=WHERE_FIELDS)
 _LOCK = Record({"where": _WHERE, "entries": Each(_ENTRY)}, required=("where", "entries"))
 _REPORT = Record({"locked": "an object of integers >= 0", "fell_through": "an object of objects", "lock": "a string"},
                  required=("locked", "fell_through"))
