@@ -16,9 +16,13 @@ from cublas_det import create_handle, gemm
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
 from cublas_det.config import GemmConfig
 from cublas_det.device import require_gpu
-from cublas_det.handle import split_k
 from cublas_det.prescribe import pinned_algorithm
 from cublas_det.shapes import parse_shape
+
+def _split_k(algo: tuple) -> bool:
+    config = dict(algo)
+    return config.get("splitk", 1) > 1 or config.get("reduction_scheme", 0) != 0
+
 
 SHAPES = ("128x56x4096:nt", "128x128x4096:nt", "128x128x4096:nn", "768x1536x16384:nt")
 TARGETS = (0, 66, 16)
@@ -66,7 +70,7 @@ def probe(spec: str, name: str) -> None:
     ref = _run(a, b, shape, gemm_ex)
     full_algo = pinned_algorithm(shape, gemm_ex)
     print(f"{spec} {name}")
-    print(f"  Lt heuristic, full SM count: {_brief(full_algo)}; split-K {split_k(full_algo)}; "
+    print(f"  Lt heuristic, full SM count: {_brief(full_algo)}; split-K {_split_k(full_algo)}; "
           f"same bits as cublasGemmEx: {_same(_run(a, b, shape, lt), ref)}")
     for label, config in (("GemmEx", gemm_ex), ("Lt heuristic", lt),
                           ("Lt reduction NONE", dataclasses.replace(lt, lt_reduction_scheme_mask=0)),
