@@ -15,12 +15,12 @@ def _run(*args, env=None):
 
 @needs_no_gpu
 def test_without_gpu_one_line_and_exit_2(typed):
-    result = typed("python -m cublas_det")
+    result = typed("python -m cublas_det", "env")
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    prog = f"{os.path.basename(sys.executable)} -m cublas_det"  # the name the user typed
+    prog = f"{os.path.basename(sys.executable)} -m cublas_det env"  # the name the user typed
     assert lines[0].startswith(f"{prog}: error: no GPU available: ")
 
 
