@@ -9,8 +9,8 @@ from ctypes import addressof, c_float, c_uint16, c_void_p
 import numpy
 
 from . import _cublas
-from ._cublas import GEMM_EX_ARGS, GemmAlgo, Operation
-from .config import COMPUTE_TYPES, HALF_SCALAR_COMPUTE, check_types
+from ._cublas import GEMM_EX_ARGS, HALF_SCALAR_COMPUTE, GemmAlgo, Operation
+from .config import COMPUTE_TYPES, check_types
 from .dtypes import BFLOAT16_HINT, GEMM_TYPES
 from .handle import Handle, default_handle
 from .shapes import other_layout, packed_strides

@@ -10,7 +10,7 @@ import hashlib
 import os
 import re
 
-from ._cublas import HALF_SCALAR_COMPUTE, MATH_MODE_FLAGS, ComputeType, GemmAlgo, MathMode
+from ._cublas import MATH_MODE_FLAGS, ComputeType, GemmAlgo, MathMode
 from .dtypes import GEMM_TYPES, lookup
 from .integers import is_int
 
@@ -148,6 +148,13 @@ class GemmConfig:
 
     a_type = property(lambda self: GEMM_TYPES[self.input_dtype])
     c_type = property(lambda self: GEMM_TYPES[self.output_dtype])
+
+    @property
+    def lt_compute_type(self) -> ComputeType:
+        """The compute type cuBLASLt is given (it has no math mode: TF32 math is COMPUTE_32F_FAST_TF32)."""
+        if self.compute_type is ComputeType.COMPUTE_32F and self.math_mode is MathMode.TF32:
+            return ComputeType.COMPUTE_32F_FAST_TF32
+        return self.compute_type
 
     @property
     def name(self) -> str:

@@ -9,7 +9,7 @@ import warnings
 from ctypes import c_void_p
 
 from . import _cublas, _cublaslt
-from ._cublas import GEMM_EX_ARGS, AtomicsMode, ComputeType, MathMode
+from ._cublas import GEMM_EX_ARGS, AtomicsMode, MathMode
 from .config import LT_WORKSPACE_BYTES, GemmConfig, ModeSource, math_mode_name, resolve_config
 from .device import require_gpu, tf32_env_warnings
 from .dtypes import BY_CUDA
@@ -46,8 +46,8 @@ class LtPath:
         op_b, op_a, n, m, k, alpha, b, b_type, ldb, a, a_type, lda, beta, d, d_type, ldd, compute, _ = \
             args[:GEMM_EX_ARGS]
         batch, b_stride, a_stride, d_stride = args[GEMM_EX_ARGS:] or (1, 0, 0, 0)
-        if compute == ComputeType.COMPUTE_32F and self.config.math_mode is MathMode.TF32:
-            compute = int(ComputeType.COMPUTE_32F_FAST_TF32)  # TF32 math in cuBLASLt is a compute type
+        if compute == self.config.compute_type:  # TF32 math in cuBLASLt is a compute type
+            compute = int(self.config.lt_compute_type)
         targets = [t for t in (self.config.lt_sm_count_target, sm_count_target) if t]  # the smaller of the two
         geometry = Geometry(a_type, b_type, d_type, compute, bool(op_a), bool(op_b), m, n, k, lda, ldb, ldd, batch,
                             (a_stride, b_stride, d_stride), self.config.lt_epilogue, min(targets) if targets else 0)

@@ -3,7 +3,8 @@
 import pytest
 
 from cublas_det import ComputeType, GemmConfig, MathMode
-from cublas_det.config import HALF_SCALAR_COMPUTE, ModeSource, math_mode_name, resolve_config
+from cublas_det._cublas import HALF_SCALAR_COMPUTE
+from cublas_det.config import ModeSource, math_mode_name, resolve_config
 
 
 @pytest.mark.parametrize("text, expected", [

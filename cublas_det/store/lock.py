@@ -9,7 +9,7 @@ import dataclasses
 import os
 import re
 
-from .._cublas import ComputeType, MathMode
+from .._cublas import ComputeType
 from .._cublaslt import ALGO_CONFIG
 from ..config import GemmConfig
 from ..device import fingerprint, require_gpu
@@ -51,7 +51,7 @@ class GemmKey:
     @classmethod
     def of(cls, shape, config: GemmConfig, any_m: bool = True) -> GemmKey:
         """The key of ``shape`` run in ``config``: for any M, or its own."""
-        return cls(config.input_dtype, config.output_dtype, effective_compute(config).name, shape.trans_a,
+        return cls(config.input_dtype, config.output_dtype, config.lt_compute_type.name, shape.trans_a,
                    shape.trans_b, shape.n, shape.k, config.lt_epilogue, 0 if any_m else shape.m)
 
     def at(self, m: int) -> GemmKey:
@@ -69,13 +69,6 @@ class GemmKey:
         extra = f" +{self.epilogue.lower()}" if self.epilogue else ""
         tf32 = " tf32" if self.compute_type == "COMPUTE_32F_FAST_TF32" else ""
         return f"{self.spec} {types}{tf32}{extra}"
-
-
-def effective_compute(config: GemmConfig) -> ComputeType:
-    """The compute type cuBLASLt is given for ``config`` (it has no math mode: TF32 math is a compute type)."""
-    if config.compute_type is ComputeType.COMPUTE_32F and config.math_mode is MathMode.TF32:
-        return ComputeType.COMPUTE_32F_FAST_TF32
-    return config.compute_type
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +195,7 @@ def from_data(data, path: str) -> Lock:
         if config.api != "lt" or not config.lt_algo:
             raise InputFileError(f"{at}: the configuration pins no cuBLASLt algorithm; {HINT}")
         if dataclasses.replace(key, input_dtype=config.input_dtype, output_dtype=config.output_dtype,
-                               compute_type=effective_compute(config).name, epilogue=config.lt_epilogue) != key:
+                               compute_type=config.lt_compute_type.name, epilogue=config.lt_epilogue) != key:
             raise InputFileError(f"{at}: the configuration's types or epilogue are not the GEMM's; {HINT}")
         if key in found:
             raise InputFileError(f"{at}: a second entry for {key}; {HINT}")

@@ -17,7 +17,7 @@ from .. import _cublaslt
 from ..config import LT_WORKSPACE_BYTES
 from ..dtypes import GEMM_TYPES
 from .._cublaslt import Geometry, LtPlan
-from ..store.lock import GemmKey, Lock, LockReport, effective_compute
+from ..store.lock import GemmKey, Lock, LockReport
 
 DTYPES = {getattr(torch, name): name for name in GEMM_TYPES}  # torch.float32 -> float32 ...
 ALIGNMENT_BYTES = 256  # cuBLASLt's heuristic, which chose the pinned algorithm, assumes 256-byte aligned operands
@@ -175,7 +175,7 @@ class Router:
             element = GEMM_TYPES[plan.key.input_dtype].cuda
             ldd, d_stride = (n, m * n) if out is None else (_layout(out)[1], _batch_stride(out, batch))
             strides = (_batch_stride(a, batch), _batch_stride(b, batch), d_stride) if batch > 1 else (0, 0, 0)
-            geometry = Geometry(element, element, element, int(effective_compute(config)), trans_a, trans_b, m, n, k,
+            geometry = Geometry(element, element, element, int(config.lt_compute_type), trans_a, trans_b, m, n, k,
                                 lda, ldb, ldd, batch, strides, plan.key.epilogue)
             with torch.cuda.device(device), self._count:
                 lt = self._handles.get(device) or self._handles.setdefault(device, _cublaslt.create())
