@@ -51,6 +51,14 @@ def _batch_stride(t: torch.Tensor, batch: int) -> int | None:
     return t.stride(0) if batch > 1 or t.shape[0] == 1 else 0
 
 
+def _one_row(bias: torch.Tensor, n: int) -> bool:
+    """Whether ``bias`` is one vector of N added to every row: a vector, a row, or a row expanded (stride 0),
+    as compiled code passes it."""
+    if bias.dim() not in (1, 2) or bias.shape[-1] != n or (bias.stride(-1) != 1 and n > 1):
+        return False
+    return bias.dim() == 1 or bias.shape[0] == 1 or bias.stride(0) == 0
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """What the lock makes of one GEMM call: its key (None if none), the reason it falls through."""
@@ -107,10 +115,9 @@ class Router:
         compute = "COMPUTE_32F_FAST_TF32" if dtype == "float32" and _tf32() else "COMPUTE_32F"
         key = None
         if None not in layouts:  # one key for every batch count: the pinned algorithm is the per-matrix GEMM's
-            key = GemmKey(dtype, dtype, compute, layouts[0][0], layouts[1][0], n, k, 1, "BIAS" if bias is not None
+            key = GemmKey(dtype, dtype, compute, layouts[0][0], layouts[1][0], n, k, "BIAS" if bias is not None
                           else "")
-        if bias is not None and (alpha != 1 or beta != 1 or bias.dim() != 1 or bias.dtype != a.dtype
-                                 or bias.stride(0) != 1 or bias.shape[0] != n):
+        if bias is not None and (alpha != 1 or beta != 1 or bias.dtype != a.dtype or not _one_row(bias, n)):
             return Plan(key, m, "addmm with scalars or a bias that is not one vector of N (no epilogue does it)")
         if key is None:
             return Plan(None, m, "an operand whose strides cuBLAS cannot read (torch copies it)")
