@@ -249,3 +249,36 @@ def test_the_lock_report_aligns_its_columns_and_names_each_source_whole():
     assert max(map(len, text.splitlines())) <= 100 and text.startswith("Lock lock.json: 2 GEMMs locked now")
     assert render_lock(lockfile.Lock(WHERE, {}, "lock.json").merged(entries), entries[:1], []).startswith(
         "Lock lock.json: 1 GEMM locked now, 2 in the file, 0 could not be locked")
+
+
+def _run_report(tmp_path, capsys, status=0, quiet=False):
+    from types import SimpleNamespace
+
+    from cublas_det.cli import run as run_cli
+
+    run_cli._report("cublas-det run", SimpleNamespace(quiet=quiet), str(tmp_path), status)
+    return capsys.readouterr().err
+
+
+def test_run_counts_each_process_that_entered_once_and_reads_only_its_own_reports(tmp_path, capsys):
+    for pid, calls in ((101, 3), (102, 2)):
+        LockReport({"Mx3352x768:tn bf16": calls}, {}, "lock.json").write(str(tmp_path))
+        os.replace(next(p for p in tmp_path.glob(f"{os.getpid()}.json")), tmp_path / f"{pid}.json")
+    for pid in (101, 102, 103):  # 103 entered and was killed before its report
+        (tmp_path / f"{pid}.entered").touch()
+    (tmp_path / "results.json").write_text("not ours")  # the program's own file in the folder
+    (tmp_path / "104.json").write_text("{broken")  # a report that cannot be read: named, not fatal
+    (tmp_path / "104.entered").touch()
+    err = _run_report(tmp_path, capsys)
+    assert "a report could not be read (process 104:" in err
+    assert "cublas-det run: warning: 1 process left no report (killed, or os._exit): its calls are not counted" in err
+    assert "cublas-det run: 4 processes, locked 5 calls of 1 GEMM" in err
+    assert max(len(line) for line in err.splitlines() if "could not be read" not in line) <= 100  # that one: a path
+
+
+def test_run_says_why_nothing_was_locked(tmp_path, capsys):
+    err = _run_report(tmp_path, capsys, status=128 + 9)
+    assert err == "cublas-det run: warning: locked nothing: signal 9 ended the command before it imported torch\n"
+    assert "locked nothing: no process imported torch" in _run_report(tmp_path, capsys)
+    err = _run_report(tmp_path / "removed", capsys)  # the program removed the folder: said, no traceback
+    assert err == "cublas-det run: warning: the program removed the report folder: no calls can be counted\n"

@@ -65,22 +65,21 @@ def _report(prog: str, args, folder: str, status: int) -> None:
         entered = sum(name.endswith(".entered") for name in os.listdir(folder))
         reports, unread = LockReport.read(folder)
     except FileNotFoundError:
-        warning_line(prog, "the program removed the lock's report folder: no process's calls can be counted")
+        warning_line(prog, "the program removed the report folder: no calls can be counted")
         return
     for line in unread:
         warning_line(prog, f"a report could not be read ({line})")
     if not entered:
-        why = (f"the command ended by signal {status - 128} before" if status > 128 else "no process of the "
-               "command imported PyTorch, or none could enter it (see above)")
-        warning_line(prog, f"the lock was applied nowhere: {why}")
+        warning_line(prog, f"locked nothing: signal {status - 128} ended the command before it imported torch"
+                     if status > 128 else "locked nothing: no process imported torch, or entering failed (above)")
         return
-    processes = plural(entered, "process")
     missing = entered - len(reports) - len(unread)
     if missing:
-        processes += f" ({missing} ended without writing its report: killed, or by os._exit; not counted below)"
+        warning_line(prog, f"{plural(missing, 'process')} left no report (killed, or os._exit): "
+                           f"{'its' if missing == 1 else 'their'} calls are not counted")
     report = LockReport.merge(reports)
     if not args.quiet or report.fell_through or missing:
-        print(f"{prog}: {processes}, {report}", file=sys.stderr)
+        print(f"{prog}: {plural(entered, 'process')}, {report}", file=sys.stderr)
 
 
 build_parser, main = command_main(add_arguments, run)
