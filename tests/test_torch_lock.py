@@ -176,6 +176,119 @@ def test_run_locks_a_script_that_never_imports_cublas_det(lock_path, tmp_path):
     assert "1 process, locked 3 calls of 3 GEMMs; 0 calls of 0 GEMMs fell through" in result.stderr
 
 
+def test_a_bmm_is_locked_for_every_batch_count_and_its_matrices_alone(lock_path):
+    import cublas_det.torch as cdt
+
+    torch.manual_seed(0)
+    a = torch.randn(8, 64, 128, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8, 128, 32, device="cuda", dtype=torch.bfloat16)  # the lock's entry was verified at 4
+    with torch.no_grad(), cdt.lock(lock_path, report=None) as router:
+        full = torch.bmm(a, b)
+        parts = {n: torch.bmm(a[:n], b[:n]) for n in (1, 2, 3, 5)}
+        alone = torch.mm(a[0], b[0])  # the unbatched call of the same GEMM, as torch folds a batch of one
+        shared = torch.bmm(a, b[:1].expand(8, -1, -1))  # one matrix for the whole batch: a stride of 0
+    report = router.last_report
+    assert report.locked_calls == 7 and not report.fell_through, str(report)
+    assert all(_same(part, full[:n]) for n, part in parts.items())
+    assert _same(alone, full[0]) and _same(shared[0], full[0])
+
+
+def test_the_out_overloads_that_compiled_code_calls_are_locked(lock_path):
+    import cublas_det.torch as cdt
+
+    layer, x, _ = _linear(bias=True)
+    a = torch.randn(4, 64, 128, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4, 128, 32, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad(), cdt.lock(lock_path, report=None) as router:
+        biased, batched = layer(x), torch.bmm(a, b)
+        outs = [torch.empty_like(biased), torch.empty_like(batched), torch.empty_like(batched)]
+        torch.addmm(layer.bias, x, layer.weight.t(), out=outs[0])
+        torch.bmm(a, b, out=outs[1])
+        torch.baddbmm(outs[2], a, b, beta=0, out=outs[2])
+    report = router.last_report
+    assert report.locked_calls == 5 and not report.fell_through, str(report)
+    assert _same(outs[0], biased) and _same(outs[1], batched) and _same(outs[2], batched)
+
+
+D, L = 256, 64
+
+
+class _Block(torch.nn.Module):
+    """Attention-like: biased Linears, bmm(q, k^T), bmm(p, v), an einsum."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(D, D) for _ in range(4))
+        self.w = torch.nn.Parameter(torch.randn(D, D) / 16)
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        p = (torch.bmm(q, k.transpose(1, 2)) / 16).softmax(-1)
+        return self.o(torch.relu(torch.einsum("bld,de->ble", torch.bmm(p, v), self.w)))
+
+
+BLOCK_SHAPES = (f"{8 * L}x{D}x{D}:nn", f"{L}x{L}x{D}:nt:b8", f"{L}x{D}x{L}:nn:b8")
+
+
+@pytest.fixture(scope="module", params=["bfloat16", "float32"])
+def block_lock(request, tmp_path_factory):
+    """The block's lock in bf16, or in fp32 with TF32 on (as torch runs it then), and that setting."""
+    import dataclasses
+
+    from cublas_det.device import fingerprint
+    from cublas_det.prescribe import lock_entries
+
+    dtype = request.param
+    config = GemmConfig(MathMode.TF32 if dtype == "float32" else MathMode.DEFAULT, input_dtype=dtype,
+                        output_dtype=dtype)
+    entries, refused = lock_entries([parse_shape(s) for s in BLOCK_SHAPES], [config], timing=FAST)
+    biased, refused_bias = lock_entries([parse_shape(f"{8 * L}x{D}x{D}:tn")],
+                                        [dataclasses.replace(config, api="lt", lt_epilogue="BIAS")], timing=FAST)
+    assert not refused and not refused_bias, refused + refused_bias
+    path = str(tmp_path_factory.mktemp("block") / f"{dtype}.json")
+    lockfile.write(lockfile.Lock(lockfile.where_here(fingerprint()), {}, path).merged(entries + biased), path)
+    return dtype, path
+
+
+@pytest.fixture
+def block(block_lock):
+    dtype, path = block_lock
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "float32"
+    torch.manual_seed(0)
+    model = _Block().to("cuda", getattr(torch, dtype))
+    x = torch.randn(8, L, D, device="cuda", dtype=getattr(torch, dtype))
+    yield model, x, path
+    torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_a_locked_model_keeps_sample_0_at_every_batch_size(block):
+    import cublas_det.torch as cdt
+
+    model, x, path = block
+    with torch.no_grad(), cdt.lock(path, report=None) as router:
+        outs = {n: model(x[:n]) for n in (1, 2, 8)}
+    assert not router.last_report.fell_through, str(router.last_report)
+    assert _same(outs[1][0], outs[8][0]) and _same(outs[2][0], outs[8][0])
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_a_compiled_model_runs_every_gemm_locked_with_the_eager_bits(block, mode):
+    import cublas_det.torch as cdt
+
+    model, x, path = block
+    torch._dynamo.reset()
+    with torch.no_grad(), cdt.lock(path, report=None) as eager:
+        expected = model(x)
+    compiled = torch.compile(model, mode=mode)
+    with torch.no_grad(), cdt.lock(path, report=None) as router:
+        for _ in range(3):  # reduce-overhead: warm-up, record, replay
+            out = compiled(x).clone()
+    report = router.last_report
+    assert not report.fell_through and report.locked_calls >= eager.last_report.locked_calls > 0, str(report)
+    assert _same(out, expected)
+
+
 class _Shift(torch.nn.Module):
     """A planted batch-variant op: each sample moved by the mean over the batch."""
 
@@ -211,7 +324,7 @@ def test_the_audit_of_a_locked_clean_model_says_clean(lock_path):
         report = cdt.audit(_forward_step(model, inputs), 4, model=model)
     assert report.clean, str(report)
     assert report.batch.gemms and all(locked and same for _, _, locked, same in report.batch.gemms)
-    assert "Clean" in str(report) and "locked" in str(report)
+    assert "every op identical" in str(report) and "locked" in str(report)
 
 
 def test_the_audit_names_a_planted_batch_variant_op(lock_path):

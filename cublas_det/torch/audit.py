@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ..integers import is_int
-from ..words import plural, wrapped
+from ..words import WIDTH, plural, wrapped
 from .router import DTYPES, Plan
 
 _GEMMS = {"mm", "addmm", "bmm", "baddbmm"}
@@ -97,7 +97,7 @@ class AuditPart:
     def lines(self) -> list[str]:
         if not self.compared:
             why = self.note or "the step ran no op with an output to compare"
-            return wrapped(f"{self.what}: nothing compared ({why})", 98, "    ")
+            return wrapped(f"{self.what}: nothing compared ({why})", WIDTH, "    ")
         head = f"{self.what}: {plural(self.compared, 'op')} compared"
         if self.digests:
             head += f" ({self.digests:,} outputs by digest, past the memory budget)"
@@ -109,7 +109,7 @@ class AuditPart:
         if self.first is None:
             lines.append("  every op identical" + (f" up to where it stopped: {self.note}" if self.note else ""))
         else:
-            lines += ["  " + line for line in wrapped(f"first op that differs: {self.first}", 98, "    ")]
+            lines += ["  " + line for line in wrapped(f"first op that differs: {self.first}", WIDTH - 2, "    ")]
         unlocked = [g for g in gemms if g[2] is False]
         for op, shape, _, identical in unlocked[:5]:
             lines.append(f"  not locked: {op} {shape}{'' if identical else ' (differs)'}")
