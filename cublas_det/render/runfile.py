@@ -125,12 +125,6 @@ def _read_back(where: str, read, data):
         raise InputFileError(f"{where}: cannot be read back ({err})") from None
 
 
-def _known_fields(cls, data: dict) -> dict:
-    """The keys of ``data`` that dataclass ``cls`` has: fields written by other versions are left out."""
-    names = {field.name for field in dataclasses.fields(cls)}
-    return {key: value for key, value in data.items() if key in names}
-
-
 def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list, how: dict) -> ShapeReport:
     """``how``: the file's record of how the shape was timed (stop reason, discarded rounds, clock floor, options)."""
     where = f"{entries[0].where}.extra_info.shape"
@@ -157,9 +151,9 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
         timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0),
                              int(info.get("buffer_sets") or 1), len(arms[0].graph_us), arms,
                              tuple(_read_back(f"{where}.ratios[{name!r}]",
-                                              lambda r: Ratio(**_known_fields(Ratio, r)), r) for r in ratios),
+                                              Ratio.from_dict, r) for r in ratios),
                              float(info.get("timing_elapsed_s") or 0.0), how.get("stop_reason") or "",
-                             Discards(**_known_fields(Discards, how.get("discards") or {})), how.get("clock_floor_mhz"),
+                             Discards.from_dict(how.get("discards") or {}), how.get("clock_floor_mhz"),
                              options=how.get("options") or {})
     errors = {e.extra_info.get("error") for e in entries} - {None}
     return ShapeReport(shape, checks, timing, "; ".join(sorted(errors)) or None)
