@@ -15,8 +15,8 @@ from ..check.scenarios.batch import not_applicable_reason
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..shapes import GemmShape, catalogue_entry, token_counts
-from ..store.run import (NO_IDENTITY, UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, stats,
-                         timing_extra, timing_options, untold_batch, untold_nan, untold_workspace_config)
+from ..store.run import (NO_IDENTITY, UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, micros,
+                         stats, timing_extra, timing_options, untold_batch, untold_nan, untold_workspace_config)
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Arm, Discards
 from ..words import plural
@@ -136,11 +136,11 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
                                  "too")
     known = {mode: check.config for mode, check in checks.items()}
     arms = tuple(ArmTiming(_read_back(f"{e.where}.name", lambda n: Arm.read(n, known), e.config),
-                           tuple(x * 1e6 for x in e.stats["data"]),
-                           tuple(x * 1e6 for x in (e.extra_info.get("eager_stats") or {}).get("data") or ()),
+                           tuple(map(micros, e.stats["data"])),
+                           tuple(map(micros, (e.extra_info.get("eager_stats") or {}).get("data") or ())),
                            # the file keeps the median SM clock of an arm, not each batch's
                            (e.extra_info["sm_clock_mhz"],) if e.extra_info.get("sm_clock_mhz") else (),
-                           kernel_us=e.extra_info["kernel_time_s"] * 1e6 if e.extra_info.get("kernel_time_s") else None,
+                           kernel_us=e.extra_info.get("kernel_time_s") and micros(e.extra_info["kernel_time_s"]),
                            kernels=e.extra_info.get("timed_kernels") or "",
                            setups=tuple(e.extra_info.get("setups") or ()))
                  for e in entries if e.stats and e.stats.get("data"))
