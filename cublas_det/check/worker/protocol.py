@@ -7,7 +7,7 @@ import dataclasses
 from typing import ClassVar
 
 from ...config import GemmConfig
-from ...shapes import GemmShape, gemm_key, parse_shape
+from ...shapes import GemmShape, gemm_key
 from ...store.schema import Codec
 from ..results import ScenarioResult
 
@@ -18,7 +18,10 @@ def task_key(shape: GemmShape, config: GemmConfig) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Task(Codec):
-    """One GEMM to check."""
+    """One GEMM to check: the whole shape, not only its spec (the scenarios read its pass: a dW GEMM's batch is
+    K); parent and worker are one version, so the worker reads only what this parent writes."""
+
+    DECODE: ClassVar[dict] = {"shape": GemmShape.from_dict, "config": GemmConfig.from_dict, "seed": int}
 
     shape: GemmShape
     config: GemmConfig
@@ -27,16 +30,6 @@ class Task(Codec):
     @property
     def key(self) -> str:
         return task_key(self.shape, self.config)
-
-    def to_dict(self) -> dict:
-        # The whole shape, not only its spec: the scenarios read its pass (a dW GEMM's batch is K).
-        return {"spec": self.shape.spec, **super().to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Task:
-        shape = GemmShape.from_dict(data["shape"]) if "shape" in data else dataclasses.replace(
-            parse_shape(data["spec"]), name=data.get("name") or data["spec"])
-        return cls(shape, GemmConfig.from_dict(data["config"]), int(data.get("seed", 0)))
 
 
 @dataclasses.dataclass(frozen=True)
