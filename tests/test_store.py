@@ -114,3 +114,35 @@ def test_a_key_twice_in_one_object_is_refused_naming_it(tmp_path):
     with pytest.raises(InputFileError, match=r'doubled.json: the key "benchmarks" appears twice in one object'):
         load_run(str(doubled))
     assert load_run(str(DATA / "h200_run.json")).entries  # each key once: read as before
+
+
+def test_the_run_file_has_one_reader_one_codec_and_one_unit_conversion():
+    """One home each: report, compare and bench --compare read a file with store.run.load_run (report then
+    renders the same StoredRun through bench_result); the records the file and the worker protocol carry
+    are schema.Codec's; the file's seconds and the timing's microseconds meet only in store.run."""
+    import inspect
+    import re
+
+    from cublas_det.check.results import ScenarioResult
+    from cublas_det.check.worker import protocol
+    from cublas_det.cli import bench, compare, gemms, report
+    from cublas_det.render import compare as render_compare
+    from cublas_det.render import runfile
+    from cublas_det.store import run as store_run
+    from cublas_det.store.schema import Codec
+    from cublas_det.timing.results import Discards
+    from cublas_det.timing.stats import Ratio
+
+    for module in (report, compare, gemms):
+        source = inspect.getsource(module)
+        assert "load_run" in source and not re.search(r"json\.load|read_json", source), module.__name__
+    assert list(inspect.signature(runfile.bench_result).parameters.values())[0].annotation in ("StoredRun",
+                                                                                              store_run.StoredRun)
+    for cls in (ScenarioResult, Ratio, Discards, protocol.Task, protocol.Request, protocol.TaskAnswer,
+                protocol.Answer):
+        assert issubclass(cls, Codec), cls
+    assert "def from_dict" not in inspect.getsource(Ratio) + inspect.getsource(Discards)
+    for module in (runfile, render_compare, bench, report, compare):
+        assert not re.search(r"\b1e-?6\b", inspect.getsource(module)), module.__name__
+    conversions = re.findall(r"\b1e-?6\b", inspect.getsource(store_run))
+    assert conversions == ["1e-6", "1e6"]  # seconds() and micros()

@@ -33,7 +33,7 @@ KINDS = {"repeat": "guarantee", "sm-count": "hazard", "modes": "comparison"}
 results = {}
 for task in request["tasks"]:
     mode = task["config"]["name"]
-    key = f"{task['spec']}|{mode}"
+    key = f"{task['shape']['spec']}|{mode}"
     if device == 3 and mode == "TF32":
         results[key] = {"error": "OutOfMemoryError: out of memory allocating 1024 bytes"}
         continue

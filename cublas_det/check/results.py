@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import ClassVar
 
 from ..bits.streams import Mismatch
 from ..config import GemmConfig
 from ..shapes import GemmShape
+from ..store.schema import Codec
 
 
 class Kind(str, enum.Enum):
@@ -43,7 +45,7 @@ NO_MISMATCH = Mismatch(0, 0)  # the starting "worst" of a scenario with several 
 
 
 @dataclasses.dataclass(frozen=True)
-class ScenarioResult:
+class ScenarioResult(Codec):
     """What one scenario saw; the mismatch fields are :class:`Mismatch`'s (:meth:`from_worst`), 0 where a
     scenario has no element facts (an error, digests only)."""
 
@@ -64,6 +66,8 @@ class ScenarioResult:
     not_applicable: str | None = None  # why the scenario does not apply to this GEMM
     nan_mismatches: int = 0  # this and the next: of the run with the most mismatched elements
     signed_zero_mismatches: int = 0
+
+    DECODE: ClassVar[dict] = {"index": lambda index: None if index is None else tuple(index)}
 
     def __post_init__(self):
         object.__setattr__(self, "kind", Kind(self.kind))
@@ -102,20 +106,7 @@ class ScenarioResult:
         return f"{self.scenario}: {text[self.outcome]}"
 
     def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["kind"] = self.kind.value
-        data["index"] = list(self.index) if self.index is not None else None
-        data["outcome"] = self.outcome.value
-        data["identical"] = self.identical
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ScenarioResult:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in fields}
-        if values.get("index") is not None:
-            values["index"] = tuple(values["index"])
-        return cls(**values)
+        return {**super().to_dict(), "outcome": self.outcome.value, "identical": self.identical}
 
     @classmethod
     def from_worst(cls, scenario: str, kind: Kind, runs: int, differing_runs: int, worst: Mismatch,

@@ -15,8 +15,8 @@ from ..check.scenarios.batch import not_applicable_reason
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..shapes import GemmShape, catalogue_entry, token_counts
-from ..store.run import (NO_IDENTITY, UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, stats,
-                         timing_extra, timing_options, untold_batch, untold_nan, untold_workspace_config)
+from ..store.run import (NO_IDENTITY, UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, micros,
+                         stats, timing_extra, timing_options, untold_batch, untold_nan, untold_workspace_config)
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Arm, Discards
 from ..words import plural
@@ -125,12 +125,6 @@ def _read_back(where: str, read, data):
         raise InputFileError(f"{where}: cannot be read back ({err})") from None
 
 
-def _known_fields(cls, data: dict) -> dict:
-    """The keys of ``data`` that dataclass ``cls`` has: fields written by other versions are left out."""
-    names = {field.name for field in dataclasses.fields(cls)}
-    return {key: value for key, value in data.items() if key in names}
-
-
 def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list, how: dict) -> ShapeReport:
     """``how``: the file's record of how the shape was timed (stop reason, discarded rounds, clock floor, options)."""
     where = f"{entries[0].where}.extra_info.shape"
@@ -142,11 +136,11 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
                                  "too")
     known = {mode: check.config for mode, check in checks.items()}
     arms = tuple(ArmTiming(_read_back(f"{e.where}.name", lambda n: Arm.read(n, known), e.config),
-                           tuple(x * 1e6 for x in e.stats["data"]),
-                           tuple(x * 1e6 for x in (e.extra_info.get("eager_stats") or {}).get("data") or ()),
+                           tuple(map(micros, e.stats["data"])),
+                           tuple(map(micros, (e.extra_info.get("eager_stats") or {}).get("data") or ())),
                            # the file keeps the median SM clock of an arm, not each batch's
                            (e.extra_info["sm_clock_mhz"],) if e.extra_info.get("sm_clock_mhz") else (),
-                           kernel_us=e.extra_info["kernel_time_s"] * 1e6 if e.extra_info.get("kernel_time_s") else None,
+                           kernel_us=e.extra_info.get("kernel_time_s") and micros(e.extra_info["kernel_time_s"]),
                            kernels=e.extra_info.get("timed_kernels") or "",
                            setups=tuple(e.extra_info.get("setups") or ()))
                  for e in entries if e.stats and e.stats.get("data"))
@@ -157,9 +151,9 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
         timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0),
                              int(info.get("buffer_sets") or 1), len(arms[0].graph_us), arms,
                              tuple(_read_back(f"{where}.ratios[{name!r}]",
-                                              lambda r: Ratio(**_known_fields(Ratio, r)), r) for r in ratios),
+                                              Ratio.from_dict, r) for r in ratios),
                              float(info.get("timing_elapsed_s") or 0.0), how.get("stop_reason") or "",
-                             Discards(**_known_fields(Discards, how.get("discards") or {})), how.get("clock_floor_mhz"),
+                             Discards.from_dict(how.get("discards") or {}), how.get("clock_floor_mhz"),
                              options=how.get("options") or {})
     errors = {e.extra_info.get("error") for e in entries} - {None}
     return ShapeReport(shape, checks, timing, "; ".join(sorted(errors)) or None)

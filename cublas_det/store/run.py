@@ -195,6 +195,15 @@ STATS_FIELDS = ("min", "max", "mean", "stddev", "rounds", "median", "iqr", "q1",
 TIMER = "CUDA events around a CUDA-graph batch, queued behind a blocking kernel"
 
 
+def seconds(us: float) -> float:
+    """The timing's microseconds as the file's seconds: the file's one conversion, with :func:`micros`."""
+    return us * 1e-6
+
+
+def micros(s: float) -> float:
+    return s * 1e6
+
+
 def identity(shape, config_name: str, seed: int | None, input_digests: dict | None, numpy_version: str | None) -> dict:
     """What makes two results comparable: the GEMM, configuration, preset, T, seed, the inputs' digests and
     the NumPy that made them."""
@@ -232,7 +241,7 @@ def _quartile(data: list, rounds: int, upper: bool) -> float:
 
 def stats(samples_us, iterations: int = 1) -> dict:
     """pytest-benchmark's stats of per-call times in µs, in seconds; ``iterations``: calls per sample."""
-    data = [x * 1e-6 for x in samples_us]
+    data = [seconds(x) for x in samples_us]
     if not data:
         raise ValueError("no samples")
     ordered = sorted(data)
@@ -271,9 +280,9 @@ def timing_extra(timing, mode: str) -> dict:
     """The timing facts of one arm for ``extra_info``."""
     arm = timing.arm(mode)
     low, high = arm.median_ci_us
-    kernels = {"kernel_time_s": arm.kernel_us * 1e-6, "timed_kernels": arm.kernels} if arm.kernel_us else {}
+    kernels = {"kernel_time_s": seconds(arm.kernel_us), "timed_kernels": arm.kernels} if arm.kernel_us else {}
     setups = {"setups": list(arm.setups)} if arm.setups else {}  # of each sample in stats.data, in order
-    return {**kernels, **setups, "median_ci_s": [low * 1e-6, high * 1e-6], "sm_clock_mhz": arm.median_clock_mhz,
+    return {**kernels, **setups, "median_ci_s": [seconds(low), seconds(high)], "sm_clock_mhz": arm.median_clock_mhz,
             "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,
             "untrusted_reason": timing.untrusted_reason, "noise_floor": timing.noise_floor}
 

@@ -1,11 +1,14 @@
-"""The one validator of every file we read. A field expects a phrase of :data:`EXPECTED` or :data:`ITEMS`,
-a ``(phrase, test)`` pair, a :class:`Record` or an :class:`Each`; an error is one line naming the field's
-path, what it must be, what it is, and (``hint``) how to get a good file."""
+"""The one validator of every file we read, and the one codec of the records we write (:class:`Codec`). A
+field expects a phrase of :data:`EXPECTED` or :data:`ITEMS`, a ``(phrase, test)`` pair, a :class:`Record` or
+an :class:`Each`; an error is one line naming the field's path, what it must be, what it is, and (``hint``)
+how to get a good file."""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
+from typing import ClassVar
 
 from ..errors import InputFileError
 from ..integers import is_int
@@ -138,3 +141,32 @@ def found(value) -> str:
     if len(text) <= 40:
         return text
     return f"a string of {len(value):,} characters" if isinstance(value, str) else f"{text[:37]}..."
+
+
+def encoded(value):
+    """``value`` as JSON holds it: a record through its own ``to_dict``, an enum as its value, tuples as lists."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (tuple, list)):
+        return [encoded(item) for item in value]
+    if isinstance(value, dict):
+        return {key: encoded(item) for key, item in value.items()}
+    return value
+
+
+class Codec:
+    """A dataclass as a JSON object: its fields in order, each :func:`encoded`; read back with the field's
+    ``DECODE`` function, a missing field taking its default and one this version lacks left out (the
+    run file and the worker protocol read what other versions wrote)."""
+
+    DECODE: ClassVar[dict] = {}
+
+    def to_dict(self) -> dict:
+        return {field.name: encoded(getattr(self, field.name)) for field in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        return cls(**{field.name: cls.DECODE.get(field.name, lambda value: value)(data[field.name])
+                      for field in dataclasses.fields(cls) if field.name in data})

@@ -8,6 +8,7 @@ import statistics
 
 from .._cublas import MathMode
 from ..config import GemmConfig, name_role
+from ..store.schema import Codec
 from .stats import Ratio, quartiles, widened_ci
 
 AA_SUFFIX = "-AA"
@@ -123,7 +124,7 @@ class ArmTiming:
 
 
 @dataclasses.dataclass(frozen=True)
-class Discards:
+class Discards(Codec):
     """Rounds redone, and rounds kept after the redo limit, by cause."""
 
     throttled: int = 0  # an SM clock below the floor (75% of the default clock)
@@ -138,9 +139,6 @@ class Discards:
     def add(self, cause: str, kept: bool) -> Discards:
         field = ("kept_" if kept else "") + cause
         return dataclasses.replace(self, **{field: getattr(self, field) + 1})
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)

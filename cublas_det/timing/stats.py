@@ -7,6 +7,8 @@ import enum
 import math
 import statistics
 
+from ..store.schema import Codec
+
 TARGET_BATCH_S = 1e-3  # a sample lasts >= 1 ms: ~2000x the 0.5 µs resolution of CUDA events
 MAX_BATCH = 4000
 PROBE_MAX_CALLS = 16
@@ -76,7 +78,7 @@ def widened_ci(values, setups=None) -> tuple[float, float]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Ratio:
+class Ratio(Codec):
     """Median of per-round ratios numerator/denominator, with its 95% interval; ``setup_half_width`` and
     ``setup_dof``: the between-setup term's relative size and degrees of freedom (0 with one setup)."""
 
@@ -98,9 +100,6 @@ class Ratio:
 
     def __str__(self) -> str:
         return f"{self.numerator}/{self.denominator} {self.median:.3f} [{self.ci_low:.3f}, {self.ci_high:.3f}]"
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def paired_ratio(numerator: str, denominator: str, num_samples, den_samples, setups=None) -> Ratio:

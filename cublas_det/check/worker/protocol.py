@@ -1,5 +1,5 @@
 """What the parent sends a worker (a :class:`Request`, JSON on stdin) and what it answers (an
-:class:`Answer`, JSON on stdout)."""
+:class:`Answer`, JSON on stdout), in the run file's codec (:class:`~cublas_det.store.schema.Codec`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import dataclasses
 from typing import ClassVar
 
 from ...config import GemmConfig
-from ...shapes import GemmShape, gemm_key, parse_shape
+from ...shapes import GemmShape, gemm_key
+from ...store.schema import Codec
 from ..results import ScenarioResult
 
 
@@ -15,34 +16,12 @@ def task_key(shape: GemmShape, config: GemmConfig) -> str:
     return gemm_key(shape.spec, config.name)
 
 
-def _encoded(value):
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, (tuple, list)):
-        return [_encoded(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _encoded(item) for key, item in value.items()}
-    return value
-
-
-class Record:
-    """A dataclass sent as JSON: its fields in order, each through its own ``to_dict``; read back with the
-    field's ``DECODE`` function, a field missing taking its default."""
-
-    DECODE: ClassVar[dict] = {}
-
-    def to_dict(self) -> dict:
-        return {field.name: _encoded(getattr(self, field.name)) for field in dataclasses.fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict):
-        return cls(**{field.name: cls.DECODE.get(field.name, lambda value: value)(data[field.name])
-                      for field in dataclasses.fields(cls) if field.name in data})
-
-
 @dataclasses.dataclass(frozen=True)
-class Task(Record):
-    """One GEMM to check."""
+class Task(Codec):
+    """One GEMM to check: the whole shape, not only its spec (the scenarios read its pass: a dW GEMM's batch is
+    K); parent and worker are one version, so the worker reads only what this parent writes."""
+
+    DECODE: ClassVar[dict] = {"shape": GemmShape.from_dict, "config": GemmConfig.from_dict, "seed": int}
 
     shape: GemmShape
     config: GemmConfig
@@ -52,19 +31,9 @@ class Task(Record):
     def key(self) -> str:
         return task_key(self.shape, self.config)
 
-    def to_dict(self) -> dict:
-        # The whole shape, not only its spec: the scenarios read its pass (a dW GEMM's batch is K).
-        return {"spec": self.shape.spec, **super().to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Task:
-        shape = GemmShape.from_dict(data["shape"]) if "shape" in data else dataclasses.replace(
-            parse_shape(data["spec"]), name=data.get("name") or data["spec"])
-        return cls(shape, GemmConfig.from_dict(data["config"]), int(data.get("seed", 0)))
-
 
 @dataclasses.dataclass(frozen=True)
-class Request(Record):
+class Request(Codec):
     """Check every task on ``device`` under ``scenarios`` (in-process ones), ``repeats`` runs each."""
 
     DECODE: ClassVar[dict] = {"device": int, "tasks": lambda tasks: tuple(map(Task.from_dict, tasks)),
@@ -77,7 +46,7 @@ class Request(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class TaskAnswer(Record):
+class TaskAnswer(Codec):
     """One task's outcome in the worker, or why it failed."""
 
     DECODE: ClassVar[dict] = {"scenarios": lambda results: tuple(map(ScenarioResult.from_dict, results))}
@@ -90,7 +59,7 @@ class TaskAnswer(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Answer(Record):
+class Answer(Codec):
     """A worker's answer."""
 
     DECODE: ClassVar[dict] = {"results": lambda results: {key: TaskAnswer.from_dict(value)
