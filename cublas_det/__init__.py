@@ -1,18 +1,27 @@
 """cublas_det: are your cuBLAS GEMMs bit-for-bit reproducible, and what does determinism cost? (README's API);
 also :mod:`cublas_det.testing`, :mod:`cublas_det.trace` and :mod:`cublas_det.pytest_plugin`."""
 
-from ._cublas import ComputeType, CublasError, MathMode
-from .call import gemm, prepare_gemm
-from .check import check_gemm, check_many
-from .check.results import GemmCheck
-from .config import GemmConfig
-from .device import NoGpuError, gpu_available
-from .handle import Handle, create_handle, math_mode
-from .shapes import GemmShape
+import importlib
+
+# Where each name of the package's face lives: imported on first use, so that a process which only enters a
+# program (cublas-det run's sitecustomize) or asks for --help pays for none of them.
+_HOMES = {"ComputeType": "._cublas", "CublasError": "._cublas", "MathMode": "._cublas", "gemm": ".call",
+          "prepare_gemm": ".call", "check_gemm": ".check", "check_many": ".check", "GemmCheck": ".check.results",
+          "GemmConfig": ".config", "NoGpuError": ".device", "gpu_available": ".device", "Handle": ".handle",
+          "create_handle": ".handle", "math_mode": ".handle", "GemmShape": ".shapes"}
 
 __version__ = "0.2.0"
 
-__all__ = [
-    "ComputeType", "CublasError", "GemmCheck", "GemmConfig", "GemmShape", "Handle", "MathMode", "NoGpuError",
-    "check_gemm", "check_many", "create_handle", "gemm", "gpu_available", "math_mode", "prepare_gemm",
-]
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'cublas_det' has no attribute {name!r}")
+    value = globals()[name] = getattr(importlib.import_module(home, __name__), name)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

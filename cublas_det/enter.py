@@ -1,13 +1,17 @@
 """Entering a Python program that never imports ``cublas_det`` (``cublas-det run`` and ``capture``): ``_site``
 goes first on its ``PYTHONPATH``; that ``sitecustomize`` runs, in every Python process, the ``module:function``
-tasks ``CUBLAS_DET_ENTER`` names (``module:function@name``: once the program imports ``name``), then the one it
-shadows. A task that fails adds a line to ``CUBLAS_DET_ENTER_LOG``, never to the program's output."""
+tasks ``CUBLAS_DET_ENTER`` names (``module:function@name``: once the program imports ``name``, so that a process
+which never does pays nothing), then the one it shadows. A task that fails adds a line to
+``CUBLAS_DET_ENTER_LOG``, never to the program's output."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import signal
 import subprocess
+import sys
 
 TASKS_ENV, LOG_ENV = "CUBLAS_DET_ENTER", "CUBLAS_DET_ENTER_LOG"
 SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
@@ -23,6 +27,76 @@ def python_env(tasks: list[str], settings: dict, base=None, log: str | None = No
         env[LOG_ENV] = log
     env["PYTHONPATH"] = os.pathsep.join([SITE] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
+
+
+def run_tasks() -> None:
+    """Run (or set waiting) the tasks of ``CUBLAS_DET_ENTER``: from ``sitecustomize``."""
+    for task in filter(None, os.environ.get(TASKS_ENV, "").split(",")):
+        task, _, name = task.partition("@")
+        if name:
+            after_import(name, lambda task=task: _run(task))
+        else:
+            _run(task)
+
+
+def failed(what: str, err: BaseException) -> None:
+    """A line for ``what`` that could not be entered: to ``CUBLAS_DET_ENTER_LOG``, else stderr."""
+    line = f"{what} not entered in process {os.getpid()} ({sys.executable}): {type(err).__name__}: {err}\n"
+    try:
+        with open(os.environ[LOG_ENV], "a") as log:
+            log.write(line)
+    except (KeyError, OSError):
+        sys.stderr.write(f"cublas-det: {line}")
+
+
+def _run(task: str) -> None:
+    module, _, function = task.partition(":")
+    try:
+        getattr(importlib.import_module(module), function)()
+    except Exception as err:  # the program runs on as it would without us
+        failed(task, err)
+
+
+def after_import(name: str, then) -> None:
+    """``then()`` right after the program first imports module ``name`` (now, if it did already)."""
+    if name in sys.modules:
+        then()
+    else:
+        sys.meta_path.insert(0, _After(name, then))
+
+
+class _After:
+    """On ``sys.meta_path`` until module ``name`` is imported: then its own spec, loaded by :class:`_Then`."""
+
+    def __init__(self, name, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Then(spec.loader, self.then)
+        return spec
+
+
+class _Then:
+    """A module's own loader, then what waits for it."""
+
+    def __init__(self, loader, then):
+        self.loader, self.then = loader, then
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = module.__spec__.loader = self.loader  # the module keeps its own loader
+        self.loader.exec_module(module)
+        self.then()
 
 
 def entry_failures(log: str) -> list[str]:

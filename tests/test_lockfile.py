@@ -282,3 +282,16 @@ def test_run_says_why_nothing_was_locked(tmp_path, capsys):
     assert "locked nothing: no process imported torch" in _run_report(tmp_path, capsys)
     err = _run_report(tmp_path / "removed", capsys)  # the program removed the folder: said, no traceback
     assert err == "cublas-det run: warning: the program removed the report folder: no calls can be counted\n"
+
+
+def test_a_report_of_nothing_says_why_and_a_compiled_template_is_named_with_the_cure():
+    empty = str(LockReport({}, {}, "lock.json"))
+    assert empty.splitlines()[1] == ("  no GEMM reached the lock: none ran as a CUDA mm, addmm, bmm or baddbmm "
+                                     "while it was on")
+    compiled = LockReport({"Mx256x256:nn bf16": 2}, {"mm 512x256 bf16": {
+        "calls": 0, "reason": "compiled into a TritonTemplateBuffer", "m": 0, "compiled": True}}, "lock.json")
+    text = str(compiled)
+    assert text.startswith("locked 2 calls of 1 GEMM; 0 calls of 0 GEMMs fell through to torch")
+    assert "  mm 512x256 bf16: compiled into a TritonTemplateBuffer" in text.splitlines()
+    assert 'torch._inductor.config.max_autotune_gemm_backends = "ATEN"' in text and "no GEMM reached" not in text
+    assert max(len(line) for line in text.splitlines()) <= 100

@@ -220,11 +220,17 @@ class LockReport:
         return sum(item["calls"] for item in self.fell_through.values())
 
     def lines(self) -> list[str]:
+        fell = {gemm: item for gemm, item in self.fell_through.items() if not item.get("compiled")}
         lines = [f"locked {plural(self.locked_calls, 'call')} of {plural(len(self.locked), 'GEMM')}; "
-                 f"{plural(self.fell_through_calls, 'call')} of {plural(len(self.fell_through), 'GEMM')} fell "
-                 "through to torch"]
+                 f"{plural(self.fell_through_calls, 'call')} of {plural(len(fell), 'GEMM')} fell through to torch"]
+        compiled = [f"  {gemm}: {item['reason']}" for gemm, item in self.fell_through.items() if item.get("compiled")]
+        if not self.locked_calls and not self.fell_through_calls and not compiled:
+            lines.append("  no GEMM reached the lock: none ran as a CUDA mm, addmm, bmm or baddbmm while it was on")
+        if compiled:
+            lines += ["  not locked, compiled by torch.compile into kernels of its own (max-autotune):", *compiled,
+                      '  keep them on cuBLAS: torch._inductor.config.max_autotune_gemm_backends = "ATEN"']
         shapes = []
-        for gemm, item in sorted(self.fell_through.items(), key=lambda kv: -kv[1]["calls"]):
+        for gemm, item in sorted(fell.items(), key=lambda kv: -kv[1]["calls"]):
             lines.append(f"  {gemm}: {plural(item['calls'], 'call')}, {item['reason']}")
             if item["reason"] == "not in the lock" and item.get("spec") and "+bias" not in gemm:
                 shapes.append((item["spec"], item["dtype"], item.get("mode", "default")))

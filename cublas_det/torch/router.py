@@ -17,6 +17,7 @@ from .. import _cublaslt
 from ..config import LT_WORKSPACE_BYTES
 from ..dtypes import GEMM_TYPES
 from .._cublaslt import Geometry, LtPlan
+from ..enter import after_import
 from ..store.lock import GemmKey, Lock, LockReport
 
 DTYPES = {getattr(torch, name): name for name in GEMM_TYPES}  # torch.float32 -> float32 ...
@@ -29,6 +30,28 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda device: torch.cuda.current_stream(device).cuda_stream)
 _current_device = torch._C._cuda_getDevice
 _tf32 = getattr(torch._C, "_get_cublas_allow_tf32", None) or (lambda: torch.backends.cuda.matmul.allow_tf32)
+
+
+_watching = None  # the enabled router: told of each GEMM torch.compile gives a kernel other than cuBLAS's
+_SELECTED_GEMMS = ("mm", "addmm", "bmm", "baddbmm")
+
+
+def _watch_inductor() -> None:
+    """Wrap Inductor's choice of a GEMM's kernel (once a process): one that is not an extern call of torch's
+    own op (a Triton or CUTLASS template under max-autotune) never reaches the lock, so the report names it."""
+    from torch._inductor import select_algorithm
+    cache = select_algorithm.AlgorithmSelectorCache
+    choose = cache.__call__
+
+    def chosen(self, name, choices, input_nodes, layout, *args, **kwargs):
+        node = choose(self, name, choices, input_nodes, layout, *args, **kwargs)
+        if _watching is not None and name in _SELECTED_GEMMS:
+            kind = type(getattr(getattr(node, "data", None), "data", node)).__name__
+            if "Extern" not in kind:
+                _watching.compiled_elsewhere(name, layout, kind)
+        return node
+
+    cache.__call__ = chosen
 
 
 def _layout(t: torch.Tensor):
@@ -197,6 +220,14 @@ class Router:
         self._calls[signature] = call
         return call
 
+    def compiled_elsewhere(self, op: str, layout, kind: str) -> None:
+        """A GEMM torch.compile gave ``kind`` (a template), not cuBLAS: named in the report, never counted."""
+        size = "x".join(str(d) for d in getattr(layout, "size", ()))
+        name = f"{op} {size} {DTYPES.get(getattr(layout, 'dtype', None), getattr(layout, 'dtype', ''))}"
+        with self._count:
+            self._fell.setdefault((name, "compiled"), {"calls": 0, "reason": f"compiled into a {kind}", "m": 0,
+                                                       "compiled": True})
+
     def _fall(self, plan: Plan, dtype) -> None:
         name = str(plan.key) if plan.key else "a GEMM"
         with self._count:
@@ -250,6 +281,11 @@ class Router:
                    "bmm": self._bmm, "bmm.out": self._bmm_out, "baddbmm": self._baddbmm,
                    "baddbmm.out": self._baddbmm_out}
         self._native = {op: torch.library.get_kernel(f"aten::{op}", "CUDA") for op in kernels}
+        global _watching
+        _watching = self
+        if not getattr(_watch_inductor, "installed", False):
+            _watch_inductor.installed = True
+            after_import("torch._inductor.select_algorithm", _watch_inductor)
         library = torch.library.Library("aten", "IMPL")
         with warnings.catch_warnings():  # "Overriding a previously registered kernel": that is the point
             warnings.simplefilter("ignore", UserWarning)
@@ -259,6 +295,9 @@ class Router:
 
     def disable(self) -> None:
         """Give the ops back to torch's own kernels; :meth:`enable` takes them again, plans kept."""
+        global _watching
+        if _watching is self:
+            _watching = None
         if self._library is not None:
             self._library._destroy()
             self._library = None
