@@ -142,6 +142,24 @@ def _time_arms(arms: dict, rounds: int, steps: int) -> dict:
     return times
 
 
+def _graphed(fn):
+    """``fn`` captured in a CUDA graph (warmed up on a side stream first, as torch asks): its replay."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    replay = graph.replay
+    replay.graph = graph  # kept alive with its replay
+    return replay
+
+
 def _summary(times: dict, reference: str) -> dict:
     import numpy
 
@@ -230,13 +248,21 @@ def _one_model(name: str, args, peer) -> dict:
                              "logits_max_abs_diff": float((plain_logits.float() - locked_logits.float()).abs().max())}
     print(name, "train step under the lock:", report, json.dumps(results["train_step"], default=str)[:800], flush=True)
 
-    # Time: training step and forward-only, interleaved arms.
+    # Time: training step and forward-only, interleaved arms; eager, then each arm replayed from a CUDA graph
+    # (the host's cost gone: what the GPU pays for the pinned algorithms).
     for step, train in (("train", True), ("inference", False)):
-        arms = _arms(model, ids, lock, peer, train)
-        times = _time_arms(arms, args.rounds, args.steps)
-        arms["locked"].router.close()
-        results[f"time_{step}"] = _summary(times, "torch")
-        print(name, step, json.dumps(results[f"time_{step}"], indent=1), flush=True)
+        for graphs in (False, True) if args.graphs else (False,):
+            arms = _arms(model, ids, lock, peer, train)
+            try:
+                timed = {arm: _graphed(fn) for arm, fn in arms.items()} if graphs else arms
+            except RuntimeError as err:  # a model that cannot be captured whole
+                results[f"time_{step}_graphs"] = f"not captured: {err}"
+                continue
+            times = _time_arms(timed, args.rounds, args.steps)
+            arms["locked"].router.close()
+            label = f"time_{step}{'_graphs' if graphs else ''}"
+            results[label] = _summary(times, "torch")
+            print(name, label, json.dumps(results[label], indent=1), flush=True)
 
     # The audit: forward at batch 1 against batch 4, plain and locked.
     def forward(n):
@@ -254,6 +280,46 @@ def _one_model(name: str, args, peer) -> dict:
     return results
 
 
+def _host_cost(where: dict, config, calls: int = 5000, rounds: int = 5) -> dict:
+    """The host time of a locked call: a GEMM too small to hide it (bf16 64x256 -> 384), in a host-bound loop;
+    torch, a Python kernel that only calls torch's own (the floor of any torch.library kernel), and the lock,
+    interleaved; medians of ``rounds``, in µs per call."""
+    import statistics
+
+    import torch
+
+    import cublas_det.torch as cdt
+    from cublas_det.prescribe import lock_entries
+    from cublas_det.shapes import parse_shape
+    from cublas_det.store import lock as lockfile
+
+    entries, _ = lock_entries([parse_shape("64x384x256:tn")], [config],
+                              timing={"min_visits": 2, "max_visits": 2, "budget_s": 0.2})
+    router = cdt.Router(lockfile.Lock(where, {}, "").merged(entries))
+    native, keys = torch.library.get_kernel("aten::mm", "CUDA"), torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+    x = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(384, 256, device="cuda", dtype=torch.bfloat16)
+    host = {"torch": [], "python kernel": [], "locked": []}
+    for _ in range(rounds):
+        for arm in host:
+            floor = torch.library.Library("aten", "IMPL") if arm == "python kernel" else None
+            if floor is not None:
+                floor.impl("mm", lambda a, b: native.call_boxed(keys, a, b), "CUDA")
+            router.enable() if arm == "locked" else router.disable()
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            for _ in range(calls):
+                torch.nn.functional.linear(x, w)
+            torch.cuda.synchronize()
+            host[arm].append((time.perf_counter() - started) / calls * 1e6)
+            if floor is not None:
+                floor._destroy()
+    router.close()
+    medians = {arm: statistics.median(values) for arm, values in host.items()}
+    return {"median_us": medians, "locked_minus_torch_us": medians["locked"] - medians["torch"], "rounds": host,
+            "locked_calls": router.report().locked_calls}
+
+
 def main() -> int:
     if os.environ.get(STEP_ENV):
         _phase_step()
@@ -266,6 +332,9 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--steps", type=int, default=3, help="steps per timed round")
+    parser.add_argument("--graphs", action="store_true", help="also time each arm replayed from a CUDA graph")
+    parser.add_argument("--host-cost-only", action="store_true",
+                        help="only the host time of a small locked call against torch's (median of 5 rounds)")
     parser.add_argument("--models", nargs="+", default=["block", "mamba2"], choices=["block", "mamba2"],
                         help="block: mamba2-130m's GEMMs around elementwise work; mamba2: transformers' Mamba2")
     args = parser.parse_args()
@@ -283,6 +352,16 @@ def main() -> int:
     import cublas_det.torch as cdt
     from cublas_det.store import lock as lockfile
 
+    if args.host_cost_only:
+        from cublas_det import GemmConfig, MathMode
+        from cublas_det.device import fingerprint
+
+        config = GemmConfig(MathMode.DEFAULT, input_dtype="bfloat16", output_dtype="bfloat16")
+        host = _host_cost(lockfile.where_here(fingerprint()), config)
+        print(json.dumps(host, indent=1))
+        with open(os.path.join(args.out, "lock_host_cost.json"), "w") as file:
+            json.dump(host, file, indent=1)
+        return 0
     peer = None
     if args.peer:
         sys.path.insert(0, args.peer)
@@ -319,24 +398,8 @@ def main() -> int:
     router.close()
     results["mm_4096_locked_calls"] = router.report().locked_calls  # the locked arm did run locked
 
-    # The host time of a locked call: a GEMM too small to hide it, in a host-bound loop.
-    small = parse_shape("64x384x256:tn")
-    entries, _ = lock_entries([small], [config], timing={"min_visits": 2, "max_visits": 2, "budget_s": 0.2})
-    router = cdt.Router(lockfile.Lock(where, {}, "").merged(entries))
-    x = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(384, 256, device="cuda", dtype=torch.bfloat16)
-    host = {}
-    for arm in ("torch", "locked", "torch", "locked"):
-        router.enable() if arm == "locked" else router.disable()
-        torch.cuda.synchronize()
-        started = time.perf_counter()
-        for _ in range(5000):
-            torch.nn.functional.linear(x, w)
-        torch.cuda.synchronize()
-        host[arm] = (time.perf_counter() - started) / 5000 * 1e6
-    router.close()
-    results["host_us_per_call_64x384x256"] = host
-    print("host us per call:", host, router.report().locked_calls, flush=True)
+    results["host_us_per_call_64x384x256"] = _host_cost(where, config)
+    print("host us per call:", results["host_us_per_call_64x384x256"], flush=True)
     results["mm_4096"] = _summary(times, "torch.mm")
     results["mm_4096"]["pinned_vs_heuristic_graph"] = entries[0].cost if entries else None
     print("4096^3:", json.dumps(results["mm_4096"], indent=1), flush=True)
