@@ -120,7 +120,6 @@ def test_atomics_workspace_sm_count_and_stream_round_trip():
 def test_math_mode_scope_restores_cupy_handle_even_on_exception(monkeypatch):
     import cupy
 
-
     monkeypatch.delenv("CUPY_TF32", raising=False)
     shared = cupy.cuda.device.get_cublas_handle()
     before = _cublas.cublas_get_math_mode(shared)
