@@ -58,7 +58,9 @@ class ShapeBench:
         if operands is None:
             operands = device_operands(shape, seed, configs[0])
         a, b = operands
-        self.sets = buffer_sets(shape.footprint_bytes, device_properties()["l2_cache_bytes"])
+        # A, B and C at the configuration's element sizes: bf16 rotates as many sets as its bytes need
+        self.sets = buffer_sets(sum(shape.operand_bytes(configs[0].a_type.itemsize, configs[0].c_type.itemsize)),
+                                device_properties()["l2_cache_bytes"])
         self.buffers = [(a, b, output(shape, configs[0]))]
         self.buffers += [(a.copy(), b.copy(), output(shape, configs[0])) for _ in range(self.sets - 1)]
         cupy.cuda.get_current_stream().synchronize()  # the copies are complete before `stream` reads them
