@@ -22,7 +22,7 @@ from ..apilog.run import run_captured, signal_name
 from ..errors import ExitCode, InputFileError, UsageError
 from ..store.files import open_regular
 from ..render.capture import render_capture
-from .common import check_outputs, command_main, describe, exit_codes, write_json
+from .common import check_outputs, command_main, describe, exit_codes, unless_missing, write_json
 
 EPILOG = """examples:
   %(prog)s -- python train.py --steps 3   # writes capture.json and a report
@@ -183,7 +183,7 @@ def run(args, parser) -> int:
     written = write_json(args.out, data, prog)
     if not args.quiet:
         print(render_capture(from_data(data, args.out), args.out if written else ""))
-    return status if written or status else ExitCode.USAGE  # the promised file is missing: a clean 0 becomes 2
+    return unless_missing(status, written)
 
 
 build_parser, main = command_main(add_arguments, run)
