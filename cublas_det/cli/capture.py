@@ -19,6 +19,7 @@ from ..apilog.file import from_data, to_dict
 from ..apilog.model import Capture
 from ..apilog.parse import CublasLogParser, LtLogParser, parse_stream
 from ..apilog.run import run_captured, signal_name
+from ..device import device_properties
 from ..errors import ExitCode, InputFileError, UsageError
 from ..store.files import open_regular
 from ..render.capture import render_capture
@@ -139,11 +140,10 @@ def _read_logs(paths: list[str], capture: Capture) -> bool:
             file.close()
 
 
-def _compute_capability() -> int | None:
-    """The local GPU's compute capability (90 for Hopper), or None without one."""
+def _compute_capability() -> str | None:
+    """The local GPU's compute capability as the device gives it ("9.0" for Hopper), or None without one."""
     try:
-        import cupy
-        return int(cupy.cuda.Device().compute_capability)
+        return device_properties()["compute_capability"]
     except Exception:  # no CuPy, no driver, no GPU: the finding says the GPU is unknown
         return None
 
