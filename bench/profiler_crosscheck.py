@@ -17,13 +17,13 @@ before any GPU work) or a bad argument.
 import argparse
 import importlib.util
 import sys
-import time
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
 from cublas_det.device import require_gpu
 from cublas_det.timing.hold import KERNEL_NAMES
 
 SHAPES = ["128x56x4096:nt", "4096x128x128:tn"]
+ROUNDS = 30  # medians are compared, not intervals: a fixed count, whole Williams cycles of 2 or 3 arms
 
 
 def profiled_us_per_gemm(bench, mode: str, replays: int = 20):
@@ -64,7 +64,7 @@ def main() -> int:
     from cublas_det.timing import ShapeBench, warm_up
     from cublas_det.timing.clocks import default_sm_clock_mhz
     from cublas_det.timing.results import ArmTiming
-    from cublas_det.timing.rounds import THROTTLE_FRACTION, run_rounds
+    from cublas_det.timing.rounds import THROTTLE_FRACTION, KeptRounds
 
     parser = ArgumentParser(prog=prog_name(), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", action="append", metavar="MxNxK[:op]", help=f"repeatable (default: {' '.join(SHAPES)})")
@@ -82,13 +82,12 @@ def main() -> int:
     failed = []
     for shape in shapes:
         with ShapeBench(shape, configs, aa_control=False) as bench:
-            started = time.perf_counter()
             bench.prepare()
-            outcome = run_rounds(bench.names, bench.measure_round, min_rounds=20, max_rounds=60, started=started,
-                                 clock_floor_mhz=THROTTLE_FRACTION * default if default else None)
+            rounds = KeptRounds(bench.names)
+            rounds.take(bench.measure_round, ROUNDS, clock_floor_mhz=THROTTLE_FRACTION * default if default else None)
             arms = {name: ArmTiming(name, tuple(s.graph_s * 1e6 for s in kept),
                                     tuple(s.eager_s * 1e6 for s in kept if s.eager_s is not None),
-                                    tuple(s.clock_mhz for s in kept)) for name, kept in outcome.samples.items()}
+                                    tuple(s.clock_mhz for s in kept)) for name, kept in rounds.kept.items()}
             for config in configs:
                 arm = arms[config.name]
                 span_us, busy_us, names, per_gemm = profiled_us_per_gemm(bench, config.name, args.replays)

@@ -24,9 +24,6 @@ STATUS_TEXT: dict[int, tuple[str, str]] = {
     16: ("CUBLAS_STATUS_LICENSE_ERROR", "the functionality requested requires some license"),
 }
 
-# libraryPropertyType (library_types.h), for cublasGetProperty.
-MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL = 0, 1, 2
-
 
 class MathMode(enum.IntEnum):
     """``cublasMath_t`` (cuBLAS 13 ``cublas_api.h``)."""
@@ -101,7 +98,6 @@ _PROTOTYPES: dict[str, list] = {
     "cublasCreate_v2": [POINTER(c_void_p)],
     "cublasDestroy_v2": [c_void_p],
     "cublasGetVersion_v2": [c_void_p, POINTER(c_int)],
-    "cublasGetProperty": [c_int, POINTER(c_int)],
     "cublasSetMathMode": [c_void_p, c_int],
     "cublasGetMathMode": [c_void_p, POINTER(c_int)],
     "cublasSetAtomicsMode": [c_void_p, c_int],
@@ -172,7 +168,6 @@ def _setter(name: str):
     return set_value
 
 
-cublas_get_property = _getter("cublasGetProperty")  # of MAJOR_VERSION, MINOR_VERSION or PATCH_LEVEL
 cublas_get_math_mode = _getter("cublasGetMathMode")
 cublas_set_math_mode = _setter("cublasSetMathMode")
 cublas_get_atomics_mode = _getter("cublasGetAtomicsMode")

@@ -171,14 +171,6 @@ class Handle:
         return _cublas.cublas_get_math_mode(self.ptr)
 
     @property
-    def atomics_mode(self) -> AtomicsMode:
-        return AtomicsMode(_cublas.cublas_get_atomics_mode(self.ptr))
-
-    @atomics_mode.setter
-    def atomics_mode(self, mode: AtomicsMode | bool) -> None:
-        _cublas.cublas_set_atomics_mode(self.ptr, int(mode))
-
-    @property
     def sm_count_target(self) -> int:
         """``cublasGetSmCountTarget``: the SM count cuBLAS heuristics assume (0 = the device's)."""
         return _cublas.cublas_get_sm_count_target(self.ptr)

@@ -27,16 +27,13 @@ class Footprint:
 def footprint(shape: GemmShape, config: GemmConfig | None = None, *, timing: bool = True, arms: int = 4) -> Footprint:
     """An upper bound of the peak memory a check (and, with ``timing``, a timing) of ``shape`` needs."""
     config = config or GemmConfig()
-    a = shape.batch * shape.m * shape.k * config.a_type.itemsize
-    b = shape.batch * shape.k * shape.n * config.a_type.itemsize
-    c = shape.batch * shape.m * shape.n * config.c_type.itemsize
-    c_elements = shape.batch * shape.m * shape.n
+    a, b, c = shape.operand_bytes(config.a_type.itemsize, config.c_type.itemsize)
+    a64, b64, c64 = shape.operand_bytes(8, 8)  # their float64 twins
     # Host: A and B made with numpy before the upload, and the outputs copied back for their digests.
     host = a + b + HASHERS * c
     # Device, check: A, B, the reference and its float64 twin, and the most of: A and B in float64, the
     # scenarios' outputs (5 at most at once), a batch slice of A.
-    fp64_inputs = 8 * (a + b) // config.a_type.itemsize
-    device = a + b + c + 8 * c_elements + max(fp64_inputs, 5 * c, a + c)
+    device = a + b + c + c64 + max(a64 + b64, 5 * c, a + c)
     if timing:  # one setup at a time: operands made again, copies to rotate, a workspace per arm
         device = max(device, a + b + c + 3 * L2_BOUND_BYTES + arms * WORKSPACE_BYTES)
     return Footprint(host, device)

@@ -67,7 +67,7 @@ class HostOperands:
             return
         for shape in shapes:
             key = self._key(shape, config)
-            size = footprint_bytes(shape, config)
+            size = host_bytes(shape, config)
             if key in self._held or self._held_bytes + size > self.budget_bytes:
                 continue
             if self._pool is None:
@@ -80,7 +80,7 @@ class HostOperands:
         held = self._held.get(key)
         if held is None:  # beyond the budget, drawn again on each use: the same seed, the same bits
             held = _made(shape, self.seed, config)
-            size = footprint_bytes(shape, config)
+            size = host_bytes(shape, config)
             if self._held_bytes + size <= self.budget_bytes:
                 self._held[key], self._held_bytes = held, self._held_bytes + size
             return held
@@ -110,10 +110,11 @@ def same_seed(operands: HostOperands | None, seed: int) -> None:
         raise ValueError(f"the host operands are drawn from seed {operands.seed}, not {seed}")
 
 
-def footprint_bytes(shape: GemmShape, config: GemmConfig | None = None) -> int:
-    """Host bytes of a shape's A and B."""
-    itemsize = (config or GemmConfig()).a_type.itemsize
-    return shape.batch * (shape.m * shape.k + shape.k * shape.n) * itemsize
+def host_bytes(shape: GemmShape, config: GemmConfig | None = None) -> int:
+    """Host bytes of a shape's A and B (C is not held)."""
+    config = config or GemmConfig()
+    a, b, _ = shape.operand_bytes(config.a_type.itemsize, config.c_type.itemsize)
+    return a + b
 
 
 def output(shape: GemmShape, config: GemmConfig | None = None, rows: int | None = None):

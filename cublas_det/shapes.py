@@ -81,10 +81,11 @@ class GemmShape:
     def c_shape(self, rows: int | None = None) -> tuple[int, ...]:
         return self._stack + (self.m if rows is None else rows, self.n)
 
-    @property
-    def footprint_bytes(self) -> int:
-        """Bytes of A, B and C in float32."""
-        return 4 * self.batch * (self.m * self.k + self.k * self.n + self.m * self.n)
+    def operand_bytes(self, in_size: int, out_size: int) -> tuple[int, int, int]:
+        """Bytes of A, B and C, given the element sizes of the inputs and of the output: the one footprint of
+        a GEMM, which the timing's buffer sets, the memory bound and the host operands' budget all read."""
+        return (self.batch * self.m * self.k * in_size, self.batch * self.k * self.n * in_size,
+                self.batch * self.m * self.n * out_size)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.spec})" if self.name != self.spec else self.spec

@@ -51,8 +51,11 @@ def size(n: float, unit: str = "", places: int | None = None) -> str:
     return str(n)
 
 
-def wrapped(text: str, width: int = WIDTH, indent: str = "  ", first: str = "") -> list[str]:
-    """``text`` in lines of ``width`` columns led by ``first``, then ``indent``; no word or hyphenated name split."""
+def wrapped(text, width: int = WIDTH, indent: str = "  ", first: str = "") -> list[str]:
+    """``text`` in lines of ``width`` columns led by ``first``, then ``indent``; no word or hyphenated name split.
+    Several texts (any iterable of them) are each wrapped so, one after the other: every report's one wrapper."""
+    if not isinstance(text, str):
+        return [line for one in text for line in wrapped(one, width, indent, first)]
     return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent, break_on_hyphens=False,
                          break_long_words=False) or [first.rstrip()]
 

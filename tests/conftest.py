@@ -102,3 +102,21 @@ def load_bench_script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def nvrtc_ptx(source: str, name: str) -> str:
+    """``source`` compiled as CuPy compiles it (NVRTC, for Hopper), without a GPU: its PTX; the test is
+    skipped where there is no CuPy or libnvrtc to compile with, and fails with NVRTC's log on an error."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as err:
+        pytest.skip(f"NVRTC not available: {err}")
+    program = nvrtc.createProgram(source, name, [], [])
+    try:
+        nvrtc.compileProgram(program, ["-arch=compute_90"])
+    except Exception as err:
+        pytest.fail(f"{err}\n{nvrtc.getProgramLog(program)}")
+    ptx = nvrtc.getPTX(program)
+    return ptx.decode() if isinstance(ptx, bytes) else ptx

@@ -9,6 +9,8 @@ from cublas_det.bits.digest import digest, digest_later
 from cublas_det.bits.streams import BitComparison, Mismatch, compare_arrays, lookup_dtype, ordered
 from cublas_det.bits.streams import ulp_distance as bits_ulp_distance
 
+from .conftest import nvrtc_ptx
+
 
 def _values(*xs):
     return np.array(xs, dtype=np.float32)
@@ -133,21 +135,9 @@ def test_digest_is_sha256_of_bytes_and_relative_error():
 
 def test_the_gpu_module_compiles_with_nvrtc_with_an_entry_per_kernel_and_format():
     """The one module the GPU compares with, compiled as CuPy compiles it (NVRTC), without a GPU."""
-    try:
-        from cupy_backends.cuda.libs import nvrtc
-
-        nvrtc.getVersion()
-    except Exception as err:  # no CuPy, or no libnvrtc: nothing to compile with
-        pytest.skip(f"NVRTC not available: {err}")
     from cublas_det.bits.gpu import module_source
 
-    program = nvrtc.createProgram(module_source(), "bits.cu", [], [])
-    try:
-        nvrtc.compileProgram(program, ["-arch=compute_90"])
-    except Exception as err:
-        pytest.fail(f"{err}\n{nvrtc.getProgramLog(program)}")
-    ptx = nvrtc.getPTX(program)
-    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    ptx = nvrtc_ptx(module_source(), "bits.cu")
     for kernel in ("mismatch_stats", "mismatch_locate", "error_stats"):
         for name in ("f32", "bf16", "f16"):
             assert f".entry cublas_det_{kernel}_{name}(" in ptx

@@ -23,6 +23,8 @@ from cublas_det.check.scenarios.modes import identical_groups
 from cublas_det.config import GemmConfig
 from cublas_det.shapes import parse_shape
 
+from .conftest import nvrtc_ptx
+
 SIZES = [0, 1, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33, 47, 64, 1000, 4097]
 
 
@@ -152,19 +154,7 @@ def test_cuda_thread_split_covers_every_word_once_for_any_thread_count(c_thread_
 
 
 def test_cuda_source_compiles_with_nvrtc():
-    try:
-        from cupy_backends.cuda.libs import nvrtc
-
-        nvrtc.getVersion()
-    except Exception as err:  # no CuPy, or no libnvrtc: nothing to compile with
-        pytest.skip(f"NVRTC not available: {err}")
-    program = nvrtc.createProgram(digest.cuda_source(), "digest.cu", [], [])
-    try:
-        nvrtc.compileProgram(program, ["-arch=compute_90"])
-    except Exception as err:
-        pytest.fail(f"{err}\n{nvrtc.getProgramLog(program)}")
-    ptx = nvrtc.getPTX(program)
-    assert b"cublas_det_digest" in (ptx if isinstance(ptx, bytes) else ptx.encode())
+    assert "cublas_det_digest" in nvrtc_ptx(digest.cuda_source(), "digest.cu")
 
 
 # -- on the GPU ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from cublas_det import (
     create_handle,
     math_mode,
 )
+from cublas_det import _cublas
 from cublas_det._cublas import AtomicsMode
 from cublas_det.config import ModeSource
 
@@ -100,9 +101,7 @@ def test_atomics_workspace_sm_count_and_stream_round_trip():
 
     stream = cupy.cuda.Stream(non_blocking=True)
     with create_handle("default", stream=stream, workspace_bytes=32 * 2**20, atomics=True) as handle:
-        assert handle.atomics_mode is AtomicsMode.ALLOWED
-        handle.atomics_mode = AtomicsMode.NOT_ALLOWED
-        assert handle.atomics_mode is AtomicsMode.NOT_ALLOWED
+        assert _cublas.cublas_get_atomics_mode(handle.ptr) == AtomicsMode.ALLOWED  # create_handle's atomics=True
         assert handle.workspace_bytes == 32 * 2**20
         assert handle.stream is stream
         assert cublas.getStream(handle.ptr) == stream.ptr  # cuBLAS's own, through CuPy's binding as call.py's
@@ -114,14 +113,12 @@ def test_atomics_workspace_sm_count_and_stream_round_trip():
         with pytest.raises(ValueError, match="sm_count_target"):
             handle.sm_count_target = -1
     with create_handle("default") as handle:
-        assert handle.atomics_mode is AtomicsMode.NOT_ALLOWED and handle.workspace_bytes is None
+        assert _cublas.cublas_get_atomics_mode(handle.ptr) == AtomicsMode.NOT_ALLOWED and handle.workspace_bytes is None
 
 
 @pytest.mark.gpu
 def test_math_mode_scope_restores_cupy_handle_even_on_exception(monkeypatch):
     import cupy
-
-    from cublas_det import _cublas
 
     monkeypatch.delenv("CUPY_TF32", raising=False)
     shared = cupy.cuda.device.get_cublas_handle()

@@ -31,7 +31,7 @@ def made(monkeypatch):
 
 def test_a_shape_is_made_once_and_uploaded_each_time_within_the_budget(made):
     small, large = parse_shape("64x32x16"), parse_shape("512x256x128")
-    held = operands.HostOperands(seed=3, budget_bytes=operands.footprint_bytes(small) * 2, workers=0)
+    held = operands.HostOperands(seed=3, budget_bytes=operands.host_bytes(small) * 2, workers=0)
     first = held.device_pair(small, FP32)
     again = held.upload(small, FP32)
     assert [spec for spec, _ in made] == ["64x32x16:nn"]
@@ -63,7 +63,7 @@ def test_prefetched_pairs_are_drawn_in_threads_once_with_the_same_values(made):
 
 def test_prefetch_leaves_out_what_does_not_fit_the_budget(made):
     small, large = parse_shape("64x32x16"), parse_shape("512x256x128")
-    held = operands.HostOperands(seed=1, budget_bytes=operands.footprint_bytes(small), workers=2)
+    held = operands.HostOperands(seed=1, budget_bytes=operands.host_bytes(small), workers=2)
     held.prefetch([large, small], FP32)
     held.device_pair(small, FP32)
     assert [spec for spec, _ in made] == ["64x32x16:nn"]

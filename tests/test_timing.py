@@ -15,11 +15,10 @@ from cublas_det.timing import (
     Sample,
     ShapeTiming,
     StopReason,
-    run_rounds,
 )
 from cublas_det.timing.order import cycle_length, round_order, williams_rows
 from cublas_det.timing.results import aa_reference, arm_with_role, ratio_pairs
-from cublas_det.timing.rounds import MAX_REDOS, THROTTLE_PAUSE_S, round_problem
+from cublas_det.timing.rounds import MAX_REDOS, THROTTLE_PAUSE_S, KeptRounds, round_problem
 from cublas_det.timing.stats import (
     batch_size,
     buffer_sets,
@@ -137,25 +136,15 @@ def _rounds(names, times, *, clock=1980.0, problems=(), setup_bias=None):
     return measure, orders
 
 
-class FakeClock:
-    def __init__(self, step):
-        self.t, self.step = 0.0, step
-
-    def __call__(self):
-        self.t += self.step
-        return self.t
-
-
-def test_run_rounds_stops_on_the_interval_with_whole_cycles():
+def test_rounds_follow_the_williams_order_and_pair_every_arm_with_its_reference():
     names = _arms("PEDANTIC", "DEFAULT", "TF32", "DEFAULT-AA")
     measure, orders = _rounds(names, {"PEDANTIC": 2e-5, "DEFAULT": 2e-5, "TF32": 1e-5, "DEFAULT-AA": 2e-5})
-    out = run_rounds(names, measure, min_rounds=10, max_rounds=200, budget_s=1e9, target_half_width=0.01,
-                     now=FakeClock(0.001), sleep=lambda s: None)
-    assert out.stop_reason is StopReason.INTERVAL and out.rounds % 4 == 0 and out.rounds >= 12
-    assert orders == [round_order(names, r) for r in range(out.rounds)]
-    ratios = {(r.numerator, r.denominator): r for r in out.ratios}
+    rounds = KeptRounds(names)
+    rounds.take(measure, 12, sleep=lambda s: None)
+    assert orders == [round_order(names, r) for r in range(12)]
+    ratios = {(r.numerator, r.denominator): r for r in rounds.ratios()}
     assert ratios[("TF32", "PEDANTIC")].median == pytest.approx(0.5, rel=0.02)
-    assert ("DEFAULT-AA", "DEFAULT") in ratios and all(len(s) == out.rounds for s in out.samples.values())
+    assert ("DEFAULT-AA", "DEFAULT") in ratios and all(len(s) == 12 for s in rounds.kept.values())
 
 
 def test_between_setups_is_t_times_the_spread_of_setup_medians():
@@ -180,36 +169,25 @@ def test_an_arms_interval_holds_the_between_setup_term():
     assert arm.to_dict()["setups"] == [0, 0, 1, 1]
 
 
-def test_run_rounds_stops_on_rounds_and_on_budget():
-    names = _arms("PEDANTIC", "TF32")
-    measure, _ = _rounds(names, {"PEDANTIC": 2e-5, "TF32": 1e-5})
-    out = run_rounds(names, measure, min_rounds=2, max_rounds=6, budget_s=1e9, target_half_width=0.0,
-                     now=FakeClock(0.001))
-    assert (out.stop_reason, out.rounds) == (StopReason.ROUNDS, 6)
-    out = run_rounds(names, measure, min_rounds=2, max_rounds=100, budget_s=1.0, target_half_width=0.0,
-                     now=FakeClock(0.3), started=0.0)
-    assert out.stop_reason is StopReason.BUDGET and out.rounds == 4  # clock reads 0.3, 0.6, 0.9, then 1.2 >= 1
-
-
 def test_throttled_and_unheld_rounds_are_redone_and_counted():
     names = _arms("PEDANTIC", "TF32")
     problems = {1: ("TF32", "throttled"), 2: ("PEDANTIC", "unheld"), 4: ("TF32", "throttled")}
     measure, orders = _rounds(names, {"PEDANTIC": 2e-5, "TF32": 1e-5}, problems=problems)
     pauses = []
-    out = run_rounds(names, measure, min_rounds=4, max_rounds=4, clock_floor_mhz=1485.0, now=FakeClock(0.001),
-                     sleep=pauses.append)
+    out = KeptRounds(names)
+    out.take(measure, 4, clock_floor_mhz=1485.0, sleep=pauses.append)
     assert out.rounds == 4 and len(orders) == 7
     assert out.discards == Discards(throttled=2, unheld=1)
     assert pauses == [THROTTLE_PAUSE_S] * 2  # a pause after each throttled round, none after an unheld one
     assert orders[1] == orders[2] == orders[3]  # a redone round is retaken in the same order
-    assert all(s.clock_mhz == 1980.0 and s.held for kept in out.samples.values() for s in kept)
+    assert all(s.clock_mhz == 1980.0 and s.held for kept in out.kept.values() for s in kept)
 
 
 def test_a_gpu_that_stays_throttled_still_ends_and_says_so():
     names = _arms("PEDANTIC", "TF32")
     measure, _ = _rounds(names, {"PEDANTIC": 2e-5, "TF32": 1e-5}, clock=1000.0)
-    out = run_rounds(names, measure, min_rounds=3, max_rounds=3, clock_floor_mhz=1485.0, now=FakeClock(0.001),
-                     sleep=lambda s: None)
+    out = KeptRounds(names)
+    out.take(measure, 3, clock_floor_mhz=1485.0, sleep=lambda s: None)
     assert out.rounds == 3 and out.discards == Discards(throttled=MAX_REDOS, kept_throttled=3)
 
 

@@ -35,12 +35,13 @@ def test_the_blocking_kernel_holds_the_stream_until_released_and_gives_up_alone(
 
 @pytest.mark.gpu
 def test_a_shape_is_timed_with_clocks_an_aa_arm_and_a_stop_reason():
-    from cublas_det.timing import StopReason, time_shape, warm_up
+    from cublas_det.timing import StopReason, time_shapes, warm_up
     from cublas_det.timing.clocks import default_sm_clock_mhz
 
     warm_up(0.5)
-    timing = time_shape(parse_shape("128x56x4096:nt"), ["pedantic", "tf32"], min_visits=1, max_visits=2,
-                        budget_s=2.0)
+    shape = parse_shape("128x56x4096:nt")
+    timing = time_shapes([shape], ["pedantic", "tf32"], min_visits=1, max_visits=2, budget_s=2.0,
+                         failures=()).timings[shape.name]
     assert [a.name for a in timing.arms] == ["PEDANTIC", "TF32", "PEDANTIC-AA"]  # no DEFAULT: A/A of PEDANTIC
     assert timing.aa_ratio is not None and StopReason(timing.stop_reason) in StopReason
     # Visits of one Williams cycle (6 rounds of 3 arms), two at least.

@@ -8,8 +8,9 @@ import weakref
 
 import pytest
 
-from cublas_det.timing import Sample, StopReason, run_rounds
+from cublas_det.timing import Sample, StopReason
 from cublas_det.timing.order import round_order
+from cublas_det.timing.rounds import KeptRounds
 from cublas_det.timing.stats import median_ci
 from cublas_det.timing.visits import BUDGET_FLOOR_VISITS, run_visits
 from cublas_det.timing.results import Arm
@@ -92,10 +93,11 @@ def test_another_run_lands_inside_the_interval_as_often_as_it_promises():
         ratio = _run(Moments(noise=0.0005, seed=seed), keys=["a"], min_visits=12, max_visits=12).outcomes["a"].ratios[0]
         visits_held += ratio.ci_low <= TRUE_RATIO <= ratio.ci_high
         moments = Moments(noise=0.0005, seed=seed)
+        one = KeptRounds(NAMES)
         with moments.open_visit("a", 0) as measure_round:
-            one = run_rounds(NAMES, measure_round, min_rounds=24, max_rounds=24, budget_s=1e9,
-                             now=itertools.count().__next__)
-        stretch_held += one.ratios[0].ci_low <= TRUE_RATIO <= one.ratios[0].ci_high
+            one.take(measure_round, 24)
+        stretch = one.ratios()[0]
+        stretch_held += stretch.ci_low <= TRUE_RATIO <= stretch.ci_high
     assert visits_held >= 0.93 * runs
     assert stretch_held <= 0.5 * runs
 

@@ -38,3 +38,9 @@ def test_a_table_aligns_its_columns_to_the_widest_cell():
                                                      "  b            1,024"]
     assert table([("a", ""), ("bb", "x")], gap=" ") == ["a", "bb x"]
     assert table([("a", "b")], widths=[3, 1]) == ["a    b"]
+
+
+def test_several_texts_are_each_wrapped_as_one_is():
+    texts = ["word " * 30, "short", ""]
+    assert wrapped(texts, 40, "    ", "  ") == [line for text in texts for line in wrapped(text, 40, "    ", "  ")]
+    assert wrapped(iter(texts), 40) == wrapped(texts, 40) and wrapped([], 40) == []

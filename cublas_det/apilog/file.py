@@ -29,7 +29,9 @@ class CaptureFile:
         return plans(self.gemms)
 
 
-def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None = None) -> dict:
+def to_dict(capture: Capture, *, complete: bool, compute_capability: str | None = None) -> dict:
+    """The capture's document; ``compute_capability``: the local GPU's (``"9.0"``), for the findings. No GPU is
+    written: the logs do not say which ran them (files that hold an empty ``gpu`` still read)."""
     unmatched = capture.joined()
     if unmatched and "cublas" in capture.logs:
         capture.notes.append(f"{unmatched:,} cuBLASLt kernel launches had no cuBLAS call of their shape in the "
@@ -53,7 +55,7 @@ def to_dict(capture: Capture, *, complete: bool, compute_capability: int | None 
     return {
         "format": FORMAT, "version": VERSION, "command": capture.command, "exit_status": capture.exit_status,
         "complete": complete, "notes": capture.notes, "cublas_versions": sorted(capture.versions),
-        "gpu": capture.gpu, "environment": capture.environment,
+        "environment": capture.environment,
         "logs": {kind: dataclasses.asdict(stats) for kind, stats in capture.logs.items()},
         "calls": sum(s.calls for s in capture.gemms.values()), "dropped_calls": capture.dropped_calls,
         "kept": {"gemms": model.MAX_GEMMS, "sites_per_gemm": model.MAX_SITES},

@@ -36,8 +36,19 @@ def _mib(n: int | None) -> str:
     return "cuBLAS's own" if n is None else words.size(n, "MiB")
 
 
-def findings(capture: Capture, ids: dict, compute_capability: int | None = None) -> list[Finding]:
-    """The findings of ``capture``; ``ids`` maps each GemmDefinition to its id (``g1`` ...)."""
+def major(compute_capability: str | int | None) -> int | None:
+    """The major version of a compute capability in the device's form (``"9.0"``: 9); an int (``90``), the
+    form captures once took it in, reads alike."""
+    if compute_capability is None or compute_capability == "":
+        return None
+    if isinstance(compute_capability, int):
+        return compute_capability // 10
+    return int(compute_capability.partition(".")[0])
+
+
+def findings(capture: Capture, ids: dict, compute_capability: str | int | None = None) -> list[Finding]:
+    """The findings of ``capture``; ``ids`` maps each GemmDefinition to its id (``g1`` ...); ``compute_capability``:
+    the local GPU's, as the device gives it (``"9.0"``), None without one."""
     found = []
     handles = capture.handles()
     for handle in handles.values():
@@ -76,9 +87,9 @@ def findings(capture: Capture, ids: dict, compute_capability: int | None = None)
     return found
 
 
-def _per_gemm(capture: Capture, ids: dict, compute_capability: int | None) -> list[Finding]:
+def _per_gemm(capture: Capture, ids: dict, compute_capability: str | int | None) -> list[Finding]:
     items, involved = collections.defaultdict(list), collections.defaultdict(set)  # finding -> GEMMs, handles
-    recommended = HOPPER_WORKSPACE_BYTES if (compute_capability or 0) >= 90 else OTHER_WORKSPACE
+    recommended = HOPPER_WORKSPACE_BYTES if (major(compute_capability) or 0) >= 9 else OTHER_WORKSPACE
     for definition, stats in capture.gemms.items():
         gid = ids[definition]
         noted = []  # (finding, the GEMM as it lists it)

@@ -19,10 +19,11 @@ from ..apilog.file import from_data, to_dict
 from ..apilog.model import Capture
 from ..apilog.parse import CublasLogParser, LtLogParser, parse_stream
 from ..apilog.run import run_captured, signal_name
+from ..device import device_properties
 from ..errors import ExitCode, InputFileError, UsageError
 from ..store.files import open_regular
 from ..render.capture import render_capture
-from .common import check_outputs, command_main, describe, exit_codes, write_json
+from .common import check_outputs, command_main, describe, exit_codes, unless_missing, write_json
 
 EPILOG = """examples:
   %(prog)s -- python train.py --steps 3   # writes capture.json and a report
@@ -139,11 +140,10 @@ def _read_logs(paths: list[str], capture: Capture) -> bool:
             file.close()
 
 
-def _compute_capability() -> int | None:
-    """The local GPU's compute capability (90 for Hopper), or None without one."""
+def _compute_capability() -> str | None:
+    """The local GPU's compute capability as the device gives it ("9.0" for Hopper), or None without one."""
     try:
-        import cupy
-        return int(cupy.cuda.Device().compute_capability)
+        return device_properties()["compute_capability"]
     except Exception:  # no CuPy, no driver, no GPU: the finding says the GPU is unknown
         return None
 
@@ -183,7 +183,7 @@ def run(args, parser) -> int:
     written = write_json(args.out, data, prog)
     if not args.quiet:
         print(render_capture(from_data(data, args.out), args.out if written else ""))
-    return status if written or status else ExitCode.USAGE  # the promised file is missing: a clean 0 becomes 2
+    return unless_missing(status, written)
 
 
 build_parser, main = command_main(add_arguments, run)

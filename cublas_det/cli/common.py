@@ -183,6 +183,12 @@ def run_parsed(args) -> int:
     return run_guarded(args.command_parser.prog, lambda: args.run_command(args, args.command_parser))
 
 
+def unless_missing(verdict: int, written: bool) -> int:
+    """The exit code once the outputs are written: the verdict, but a clean 0 becomes 2 when a promised output
+    is missing (a finding, or the exit code of a captured command, stands); every command decides it here."""
+    return ExitCode.USAGE if verdict == ExitCode.OK and not written else verdict
+
+
 def check_outputs(args, *flags: str) -> None:
     """Refuse, before any work, an output of ``flags`` that cannot be written as a file (found by opening it:
     ``os.access`` says yes to root for ``/proc/x.json``), and --plot without matplotlib."""

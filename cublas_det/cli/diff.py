@@ -17,7 +17,8 @@ from ..rundiff.diff import IncompleteDiff, diff_runs, report_lines
 from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
 from ..words import plural, report_width
 from ..errors import ExitCode
-from .common import check_outputs, command_main, describe, error_line, exit_codes, warning_line, write_json
+from .common import (check_outputs, command_main, describe, error_line, exit_codes, unless_missing, warning_line,
+                     write_json)
 
 EPILOG = """layouts (RUN is a directory unless said otherwise):
   RUN/trace.jsonl (or the .jsonl itself)   digests logged by cublas_det.trace.Recorder, in order
@@ -101,7 +102,7 @@ def run(args, parser) -> int:
         raise error
     if diff.nothing_compared:
         raise RunLayoutError(diff.verdict())
-    return ExitCode.OK if written else ExitCode.USAGE
+    return unless_missing(ExitCode.OK, written)
 
 
 build_parser, main = command_main(add_arguments, run)

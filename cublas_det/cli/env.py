@@ -12,7 +12,7 @@ from ..config import DEFAULT_MODES, math_mode_name, resolve_config
 from ..device import fingerprint, require_gpu, tf32_env_warnings
 from ..errors import ExitCode, UsageError
 from ..handle import create_handle
-from ..words import WIDTH, size, table, wrapped
+from ..words import report_width, size, table, wrapped
 from .common import command_main, describe, error_line, exit_codes
 
 DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version
@@ -62,7 +62,7 @@ def _print_libraries() -> list[str]:
     found = library_locations()
     print("CUDA libraries (cuda.pathfinder, the search CuPy makes):")
     for name, (path, how) in found.items():  # the path whole on its own line, to copy
-        print("\n".join(wrapped(how, WIDTH, "    ", f"  {LIBRARIES[name]}: ") + ([f"    {path}"] if path else [])))
+        print("\n".join(wrapped(how, report_width(), "    ", f"  {LIBRARIES[name]}: ") + ([f"    {path}"] if path else [])))
     return [LIBRARIES[name] for name, (path, _) in found.items() if not path]
 
 

@@ -19,7 +19,7 @@ from ..render.compare import compare_runs
 from ..store.run import load_run, run_from_dict
 from ..shapes import DEFAULT_TOKENS, PRESETS, format_catalogue, resolve_shapes
 from ..words import plural, report_width
-from .common import (ExtendList, check_fail_on, check_outputs, error_line, fail_on, given,
+from .common import (ExtendList, check_fail_on, check_outputs, error_line, fail_on, given, unless_missing,
                      warning_line)
 
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
@@ -255,7 +255,7 @@ def exit_code(prog: str, failed: bool, interrupted: bool, comparison: int = Exit
         error_line(prog, "interrupted: the results above are those that completed")
         return ExitCode.INTERRUPTED
     verdict = max(ExitCode.FINDING if failed else ExitCode.OK, comparison)
-    return ExitCode.USAGE if verdict == ExitCode.OK and not written else verdict
+    return unless_missing(verdict, written)
 
 
 def _print_comparison(args, baseline, data: dict) -> int:

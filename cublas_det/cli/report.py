@@ -10,7 +10,7 @@ from ..render.plot import write_plot
 from ..render.runfile import bench_result, old_file_note
 from ..render.text import render_text, run_failed
 from ..store.run import load_run
-from .common import check_outputs, command_main, describe, exit_codes, write_file, write_text
+from .common import check_outputs, command_main, describe, exit_codes, unless_missing, write_file, write_text
 
 EPILOG = """example:
   %(prog)s run.json --markdown run.md --plot run.png
@@ -36,9 +36,7 @@ def run(args, parser) -> int:
     written = write_text(args.markdown, to_markdown(result, notes), prog) if args.markdown else True
     if args.plot:
         written &= write_file(args.plot, prog, lambda: write_plot(result, args.plot))
-    if run_failed(result):  # the stored verdict stands, whatever output could not be written
-        return ExitCode.FINDING
-    return ExitCode.OK if written else ExitCode.USAGE
+    return unless_missing(ExitCode.FINDING if run_failed(result) else ExitCode.OK, written)
 
 
 build_parser, main = command_main(add_arguments, run)

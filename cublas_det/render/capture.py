@@ -8,51 +8,52 @@ from ..apilog.replay import row_major
 from ..config import math_mode_name
 from ..dtypes import BY_CUDA_NAME
 from ..shapes import shape_spec
-from ..words import WIDTH, noun_for, plural, size, table, wrapped
+from ..words import noun_for, plural, report_width, size, table, wrapped
 
 _HEADER = ("id", "calls", "M x N x K:op", "types", "compute", "math", "wkspace")
 _KIND_WIDTH = len("precision")  # the longest finding kind: the findings of every report align alike
 _LAST_COLUMN = 30  # the least room for "like / replay"; less, and it goes on a line of its own
 
 
-def _item(text: str) -> list[str]:
-    """A line under a heading, its rest indented under its first words."""
-    return wrapped(text, indent="    ", first="  ")
+def _item(text, width: int) -> list[str]:
+    """A line (or several) under a heading, its rest indented under its first words."""
+    return wrapped(text, width, indent="    ", first="  ")
 
 
-def render_capture(capture, path: str) -> str:
-    """``capture``: a :class:`~cublas_det.apilog.file.CaptureFile`; ``path``: where it was written."""
+def render_capture(capture, path: str, width: int | None = None) -> str:
+    """``capture``: a :class:`~cublas_det.apilog.file.CaptureFile`; ``path``: where it was written; ``width``:
+    the report's, as every report's (:func:`~cublas_det.words.report_width`)."""
+    width = width or report_width()
     data = capture.data
     command = shlex.join(data.get("command") or []) or "(logs read with --from)"
     status = data.get("exit_status")
-    lines = wrapped(f"Captured: {command}" + ("" if status is None else f" (exit {status})"))
+    lines = wrapped(f"Captured: {command}" + ("" if status is None else f" (exit {status})"), width)
     logs = data.get("logs", {})
     sizes = ", ".join(f"{kind} log {size(log.get('bytes', 0))}B" for kind, log in logs.items()) or "no log"
     unread = _unread(logs, path)
     ran, complete = bool(data.get("command")), data.get("complete")  # a log read with --from is complete if whole
     lines += _item(f"{plural(data.get('calls', 0), 'GEMM call')}, {len(capture.gemms)} distinct; {sizes}; "
-                   + ("every line read" if not unread and (ran or complete) else "some unread (below)"))
-    for line in unread + _not_listed(data) + [f"note: {note}" for note in data.get("notes", [])]:
-        lines += _item(line)
+                   + ("every line read" if not unread and (ran or complete) else "some unread (below)"), width)
+    lines += _item(unread + _not_listed(data) + [f"note: {note}" for note in data.get("notes", [])], width)
     if not complete:
         why, some, none = (("the program did not end normally", "the GEMMs it ran up to then are below",
                             "it logged no GEMM before it ended") if ran else
                            ("a log is not whole (see the note)", "the GEMMs read up to where it stops are below",
                             "no GEMM was read before it stops"))
-        lines += _item(f"incomplete: {why}; {some if capture.gemms else none}")
+        lines += _item(f"incomplete: {why}; {some if capture.gemms else none}", width)
     lines.append("")
     if capture.findings or capture.gemms:
         lines.append("Findings" if capture.findings else
                      "Findings: none of those looked for (docs/capture.md lists them)")
-        for line in table([(finding.kind, finding.text) for finding in capture.findings], widths=(_KIND_WIDTH, 0)):
-            lines += _item(line)
+        lines += _item(table([(finding.kind, finding.text) for finding in capture.findings], widths=(_KIND_WIDTH, 0)),
+                       width)
         lines.append("")
     plans = capture.plans
     if not plans:
-        lines += wrapped(_no_gemms(data))
+        lines += wrapped(_no_gemms(data), width)
         return "\n".join(lines)
     lines.append("GEMMs, row-major as the shim runs them (cuBLAS's own arguments are in the file)")
-    lines += _table(plans) + _handle_lines(data)
+    lines += _table(plans, width) + _handle_lines(data, width)
     replayable = sum(plan.replayed for plan in plans)
     if replayable and path:
         lines += ["", f"Replay the {plural(replayable, 'replayable GEMM')}, checked and timed:",
@@ -134,7 +135,7 @@ def _no_gemms(data: dict) -> str:
             "CUBLAS_LOGINFO_DBG=1 and CUBLASLT_LOG_LEVEL=5?)")
 
 
-def _table(plans) -> list[str]:
+def _table(plans, width: int) -> list[str]:
     """The GEMMs, a row each: the columns as wide as their cells, the last wrapped in what room is left."""
     rows = []
     for plan in plans:
@@ -150,17 +151,17 @@ def _table(plans) -> list[str]:
     heads = table([_HEADER, *(row[0] for row in rows)], indent="  ", gap=" ", right=(1,))
     lead = max(map(len, heads)) + 1  # the widest line has every column at its full width
     heads = [line.ljust(lead) for line in heads]
-    own_line = WIDTH - lead < _LAST_COLUMN
-    lines = [heads[0].rstrip(), "      like / replay"] if own_line else wrapped("like / replay", first=heads[0])
+    own_line = width - lead < _LAST_COLUMN
+    lines = [heads[0].rstrip(), "      like / replay"] if own_line else wrapped("like / replay", width, first=heads[0])
     for (_, status, note), row in zip(rows, heads[1:]):
-        lines += ([row.rstrip()] + wrapped(status, indent=" " * 8, first=" " * 6) if own_line
-                  else wrapped(status, indent=" " * lead, first=row))
+        lines += ([row.rstrip()] + wrapped(status, width, indent=" " * 8, first=" " * 6) if own_line
+                  else wrapped(status, width, indent=" " * lead, first=row))
         if note:
-            lines += wrapped(note, indent=" " * 10, first=" " * 8)
+            lines += wrapped(note, width, indent=" " * 10, first=" " * 8)
     return lines
 
 
-def _handle_lines(data: dict) -> list[str]:
+def _handle_lines(data: dict, width: int) -> list[str]:
     """Where the GEMMs came from: each handle's process, threads, streams and GEMMs."""
     by_handle: dict = {}
     for gemm in data.get("gemms", []):
@@ -175,13 +176,13 @@ def _handle_lines(data: dict) -> list[str]:
     for key, ids in by_handle.items():
         handle = handles.get(key)
         if handle is None:
-            lines += _item(f"{key[1]}: {', '.join(ids)}")
+            lines += _item(f"{key[1]}: {', '.join(ids)}", width)
             continue
         streams = ", ".join(f"{stream} ({calls})" for stream, calls in handle["streams"].items())
         noun = noun_for(len(handle["streams"]), "stream")
         lines += _item(f"handle {key[1]} (process {handle['process']}, {plural(len(handle['threads']), 'thread')}, "
                        f"{plural(handle['calls'], 'call')} on {noun} "
-                       f"{streams}): {', '.join(ids)}")
+                       f"{streams}): {', '.join(ids)}", width)
     return lines
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from ..words import plural, table, wrapped
 from .text import label
 
+ITEM = " " * 6  # a line under a GEMM: its rest indented under its first words
+
 
 def _cost(cure) -> str:
     if cure.config is None:
@@ -16,16 +18,11 @@ def _cost(cure) -> str:
     return f"{median} [{low}, {high}]"
 
 
-def _items(texts) -> list[str]:
-    """Lines under a GEMM, each one's rest indented under its first words."""
-    return [part for text in texts for part in wrapped(text, indent="      ", first="  ")]
-
-
 def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), kernels: bool = False) -> str:
     lines = wrapped("Prescriptions: for each GEMM and hazard that changed its bits, the cures verified bitwise "
                     "against that hazard, and what each costs (graph time against the configuration it "
                     "replaces: median and 95% interval; + is slower)", indent="    ")
-    lines += _items(f"not judged: {problem}" for problem in problems)
+    lines += wrapped((f"not judged: {problem}" for problem in problems), indent=ITEM, first="  ")
     if not prescriptions:
         return "\n".join(lines + ["", "No hazard changed the bits of these GEMMs: nothing to cure."
                                    + (" (but see 'not judged' above)" if problems else "")])
@@ -41,7 +38,8 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), ke
             else:
                 items.append(f"untested: {cure.label}: {_cost(cure)}; {cure.evidence}" if cure.untested
                              else f"failed: {cure.label}: {cure.evidence}")
-        lines += ["", f"{p.shape.name} ({p.shape.spec})  {p.config.name}  {label(p.hazard)}", *_items(items)]
+        lines += ["", f"{p.shape.name} ({p.shape.spec})  {p.config.name}  {label(p.hazard)}"]
+        lines += wrapped(items, indent=ITEM, first="  ")
     uncured = sum(p.best is None for p in prescriptions)
     cured = len(prescriptions) - uncured
     checked = [count for count in fleet if count <= sm_count]
@@ -77,7 +75,8 @@ def render_lock(lock, written, refused) -> str:
         rows.append((str(entry.key), entry.source, checked, _lock_cost(entry)))
     lines += table(rows, indent="  ")
     if refused:
-        lines += ["", "Not locked (their bits still change, pinned; they run as before):", *_items(refused)]
+        lines += ["", "Not locked (their bits still change, pinned; they run as before):"]
+        lines += wrapped(refused, indent=ITEM, first="  ")
     lines += ["", *wrapped(f"Apply it: cublas-det run --lock {lock.path} -- python train.py  "
                            "(or cublas_det.torch.lock)")]
     return "\n".join(lines)

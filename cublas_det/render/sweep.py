@@ -19,8 +19,9 @@ def _verdict(agreement: Agreement, devices: int) -> str:
 
 def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
     """The devices, then a row per shape and mode: do the devices agree, on which digest, who differs."""
-    lines = ["Devices"] + [part for run in runs for part in wrapped(
-        f"  {run.device_id}: {run.describe()}" + (f" ({run.elapsed_s:.1f} s)" if not run.error else ""), indent="    ")]
+    devices = (f"{run.device_id}: {run.describe()}" + ("" if run.error else f" ({run.elapsed_s:.1f} s)")
+               for run in runs)
+    lines = ["Devices", *wrapped(devices, first="  ", indent="    ")]
     by_id = {run.device_id: run for run in runs}
     rows = [["shape", "mode", "devices agree", "digest", "differs / missing"]]
     for agreement in found:
@@ -32,7 +33,7 @@ def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
         rows.append([agreement.shape.name, agreement.mode_name, _verdict(agreement, len(runs)),
                      (agreement.majority or "-")[:12], "; ".join(notes)])
     lines += ["", *table(rows), "", "Summary"]
-    lines += [part for line in sweep_summary(runs, found) for part in wrapped("  " + line, indent="    ")]
+    lines += wrapped(sweep_summary(runs, found), first="  ", indent="    ")
     return "\n".join(lines)
 
 

@@ -185,18 +185,14 @@ def title(result: BenchResult) -> str:
     return f"cublas_det {result.version} on {machine}: {what}, {result.wall_s:.1f} s"
 
 
-def _wrap(lines, width: int, indent: str = "  ", lead: str = "") -> list[str]:
-    return [part for line in lines for part in wrapped(lead + line, width, indent)]
-
-
 def render_text(result: BenchResult, *, verbose: bool = False, width: int | None = None, notes=()) -> str:
     """``notes``: lines said under the title (what a stored file of an earlier version cannot tell)."""
     width = width or report_width()
     kernels = has_kernels(result)
-    lines = _wrap([title(result), *notes], width) + [""] + _wrap(summary_lines(result), width)
+    lines = wrapped([title(result), *notes], width) + [""] + wrapped(summary_lines(result), width)
     details = detail_lines(result)
     if details:
-        lines += [""] + _wrap(details, width, "    ")
+        lines += [""] + wrapped(details, width, "    ")
     if any(report.timing for report in result.shapes):
         lines += [""] + wrapped(TIME_NOTE + (" " + KERNEL_NOTE if kernels else ""), width)
     lines += wrapped(LEGEND, width) + [""]
@@ -209,14 +205,14 @@ def render_text(result: BenchResult, *, verbose: bool = False, width: int | None
         said += [f"error: {report.error}"] if report.error else []
         lines += wrapped(f"{shape.name}  {shape.m}x{shape.n}x{shape.k} op {shape.cublas_op}{batch}, "
                          f"{shape.flop / 1e9:.3f} GFLOP", width)
-        lines += _wrap(said, width, "    ", "  ") + ["  " + line for line in table_lines]
-        lines += _wrap(kernel_lines(report) if kernels else [], width, "    ", "  ") + [""]
+        lines += wrapped(said, width, "    ", "  ") + ["  " + line for line in table_lines]
+        lines += wrapped(kernel_lines(report) if kernels else [], width, "    ", "  ") + [""]
     if left_out:
         lines += wrapped(f"Left out to fit {width} columns: {', '.join(left_out)} (a wider terminal, or "
                          "COLUMNS=120, shows them)", width) + [""]
     warnings = warnings_for(result)
     if warnings:
-        lines += ["Warnings"] + _wrap(warnings, width, "    ", "  ")
+        lines += ["Warnings"] + wrapped(warnings, width, "    ", "  ")
     return "\n".join(lines).rstrip("\n")
 
 

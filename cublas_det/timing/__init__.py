@@ -2,10 +2,10 @@
 ``engine`` runs on the GPU; ``visits`` and ``rounds`` decide apart from it what to take and when to stop.
 """
 
-from .engine import RunTiming, ShapeBench, time_shape, time_shapes, warm_up
+from .engine import RunTiming, ShapeBench, time_shapes, warm_up
 from .results import ArmTiming, Discards, ShapeTiming
-from .rounds import Sample, run_rounds
+from .rounds import Sample
 from .stats import Ratio, StopReason
 
 __all__ = ["ArmTiming", "Discards", "Ratio", "RunTiming", "Sample", "ShapeBench", "ShapeTiming", "StopReason",
-           "run_rounds", "time_shape", "time_shapes", "warm_up"]
+           "time_shapes", "warm_up"]

@@ -52,13 +52,15 @@ class ShapeBench:
         self.shape = shape
         self.stream = cupy.cuda.Stream(non_blocking=True)
         if len({config.a_type for config in configs}) > 1 or len({config.c_type for config in configs}) > 1:
-            raise ValueError("time_shape times configurations side by side on one set of operands: give "
+            raise ValueError("time_shapes times configurations side by side on one set of operands: give "
                              "configurations of one input and one output type, not "
                              + ", ".join(sorted({f"{c.input_dtype}->{c.output_dtype}" for c in configs})))
         if operands is None:
             operands = device_operands(shape, seed, configs[0])
         a, b = operands
-        self.sets = buffer_sets(shape.footprint_bytes, device_properties()["l2_cache_bytes"])
+        # A, B and C at the configuration's element sizes: bf16 rotates as many sets as its bytes need
+        self.sets = buffer_sets(sum(shape.operand_bytes(configs[0].a_type.itemsize, configs[0].c_type.itemsize)),
+                                device_properties()["l2_cache_bytes"])
         self.buffers = [(a, b, output(shape, configs[0]))]
         self.buffers += [(a.copy(), b.copy(), output(shape, configs[0])) for _ in range(self.sets - 1)]
         cupy.cuda.get_current_stream().synchronize()  # the copies are complete before `stream` reads them
@@ -323,13 +325,4 @@ def _with_kernels(timing: ShapeTiming, setup, key, failures) -> ShapeTiming:
     return dataclasses.replace(timing, arms=tuple(
         dataclasses.replace(arm, kernel_us=signatures[arm.name].kernel_us, kernels=signatures[arm.name].describe())
         if signatures.get(arm.name) else arm for arm in timing.arms))
-
-
-def time_shape(shape, configs, **options) -> ShapeTiming:
-    """:func:`time_shapes` for one shape (its visits follow each other); a GPU failure raises, and so
-    does Ctrl-C."""
-    run = time_shapes([shape], configs, failures=(), **options)
-    if run.interrupted:
-        raise KeyboardInterrupt
-    return run.timings[shape.name]
 

@@ -1,14 +1,15 @@
-"""The round loop of side-by-side timing, apart from the GPU: order, redo, pair, stop. A round below the
-clock floor, or unheld, is redone up to ``MAX_REDOS`` a shape, then kept and counted, so it still ends."""
+"""The rounds of side-by-side timing, apart from the GPU: order, redo, pair (``visits`` decides when to
+stop). A round below the clock floor, or unheld, is redone up to ``MAX_REDOS`` a shape, then kept and
+counted, so it still ends."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
 
-from .order import cycle_length, round_order
+from .order import round_order
 from .results import Discards, ratio_pairs
-from .stats import TARGET_HALF_WIDTH, Ratio, StopReason, paired_ratio, stop_reason
+from .stats import Ratio, paired_ratio
 
 MAX_REDOS = 10
 THROTTLE_PAUSE_S = 0.05  # nvbench's pause after a throttled sample, to let the clocks recover
@@ -25,15 +26,6 @@ class Sample:
     clock_mhz: float | None = None
     held: bool = True
     setup: int = 0  # which setup (operand buffers, handles, graphs) took it
-
-
-@dataclasses.dataclass(frozen=True)
-class RoundsOutcome:
-    samples: dict  # arm name -> list of kept Samples, one per kept round
-    ratios: tuple[Ratio, ...]
-    rounds: int
-    stop_reason: StopReason
-    discards: Discards
 
 
 def round_problem(samples: dict, clock_floor_mhz: float | None) -> str | None:
@@ -89,19 +81,3 @@ class KeptRounds:
         return tuple(paired_ratio(str(n), str(d), [s.graph_s for s in self.kept[n]],
                                   [s.graph_s for s in self.kept[d]], setups) for n, d in ratio_pairs(self.names))
 
-
-def run_rounds(names: list[str], measure_round, *, min_rounds: int = 12, max_rounds: int = 100,
-               budget_s: float = 3.0, target_half_width: float = TARGET_HALF_WIDTH,
-               clock_floor_mhz: float | None = None, started: float | None = None, max_redos: int = MAX_REDOS,
-               now=time.perf_counter, sleep=time.sleep) -> RoundsOutcome:
-    """Rounds of one setup until the stopping rule says stop; ``started``: when the shape's budget began."""
-    started = now() if started is None else started
-    rounds = KeptRounds(names)
-    cycle = cycle_length(len(names))
-    while True:
-        rounds.take(measure_round, 1, clock_floor_mhz=clock_floor_mhz, max_redos=max_redos, sleep=sleep)
-        ratios = rounds.ratios()
-        reason = stop_reason(ratios, rounds.rounds, now() - started, min_rounds=min_rounds, max_rounds=max_rounds,
-                             budget_s=budget_s, target_half_width=target_half_width, cycle=cycle)
-        if reason is not None:
-            return RoundsOutcome(rounds.kept, ratios, rounds.rounds, reason, rounds.discards)
