@@ -14,17 +14,17 @@ import subprocess
 import sys
 
 TASKS_ENV, LOG_ENV = "CUBLAS_DET_ENTER", "CUBLAS_DET_ENTER_LOG"
+COUNT_ENV = "CUBLAS_DET_ENTER_COUNT"  # a folder: each process that begins to import a task's module leaves a mark
 SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 
 
-def python_env(tasks: list[str], settings: dict, base=None, log: str | None = None) -> dict:
+def python_env(tasks: list[str], settings: dict, base=None, log: str | None = None, count: str | None = None) -> dict:
     """``base`` (this process's environment) with ``tasks`` entered into every Python process, failures to
-    ``log`` (a file path; None: the program's stderr)."""
+    ``log`` (a file path; None: the program's stderr), each process entered counted in folder ``count``."""
     env = dict(os.environ if base is None else base)
     env.update(settings)
     env[TASKS_ENV] = ",".join(tasks)
-    if log:
-        env[LOG_ENV] = log
+    env.update({name: value for name, value in ((LOG_ENV, log), (COUNT_ENV, count)) if value})
     env["PYTHONPATH"] = os.pathsep.join([SITE] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
 
@@ -37,6 +37,17 @@ def run_tasks() -> None:
             after_import(name, lambda task=task: _run(task))
         else:
             _run(task)
+
+
+def count_process() -> None:
+    """Leave this process's mark (``PID.entered``) in ``CUBLAS_DET_ENTER_COUNT``'s folder, if any: as it begins to
+    import what a task waits for, so that one killed on the way (a pool's idle worker) is still counted."""
+    folder = os.environ.get(COUNT_ENV)
+    if folder:
+        try:
+            open(os.path.join(folder, f"{os.getpid()}.entered"), "w").close()
+        except OSError:  # the program removed the folder: run says so
+            pass
 
 
 def failed(what: str, err: BaseException) -> None:
@@ -75,6 +86,7 @@ class _After:
         if fullname != self.name:
             return None
         sys.meta_path.remove(self)
+        count_process()
         spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
             spec.loader = _Then(spec.loader, self.then)

@@ -194,13 +194,19 @@ def test_a_task_waits_for_its_module_and_a_failure_goes_to_the_log_not_the_progr
         "def broken():\n    raise RuntimeError('no lock here')\n")
     (tmp_path / "trigger.py").write_text("VALUE = 7\n")
     marker, log = tmp_path / "marker", tmp_path / "enter.log"
+    counted = tmp_path / "counted"
+    counted.mkdir()
     env = python_env(["task_module:start@trigger", "task_module:broken@trigger"], {"MARKER": str(marker)},
-                     log=str(log))
+                     log=str(log), count=str(counted))
     env["PYTHONPATH"] += os.pathsep + str(tmp_path)
     untouched = _python(env)  # never imports trigger: neither task runs, not even task_module is imported
     assert untouched.stdout == "ran\n" and untouched.stderr == "" and not marker.exists() and not log.exists()
-    result = _python(env, "import trigger; print(trigger.VALUE, trigger.__spec__.loader.__class__.__name__)")
-    assert result.returncode == 0 and result.stdout == "7 SourceFileLoader\n" and result.stderr == ""
+    assert not list(counted.iterdir())
+    result = _python(env, "import os, trigger; print(trigger.VALUE, trigger.__spec__.loader.__class__.__name__, "
+                          "os.getpid())")
+    value, loader, pid = result.stdout.split()
+    assert result.returncode == 0 and (value, loader) == ("7", "SourceFileLoader") and result.stderr == ""
+    assert [p.name for p in counted.iterdir()] == [f"{pid}.entered"]  # counted once, as the import began
     assert marker.read_text() == "True"  # after the module ran, whole
     assert entry_failures(str(log)) == [line for line in log.read_text().splitlines()]
     (failure,) = entry_failures(str(log))

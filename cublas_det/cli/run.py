@@ -46,7 +46,7 @@ def run(args, parser) -> int:
     log = os.path.join(folder, "enter.log")
     try:
         env = python_env(["cublas_det.torch.boot:start@torch"], {LOCK_ENV: os.path.abspath(args.lock),
-                                                                  REPORT_ENV: folder}, log=log)
+                                                                  REPORT_ENV: folder}, log=log, count=folder)
         try:
             status, interrupted = run_program(command, env)
         except OSError as err:

@@ -32,6 +32,28 @@ _current_device = torch._C._cuda_getDevice
 _tf32 = getattr(torch._C, "_get_cublas_allow_tf32", None) or (lambda: torch.backends.cuda.matmul.allow_tf32)
 
 
+# One workspace per device and stream, for the process's life: a CUDA graph that captured a locked GEMM holds
+# its address and may replay after the lock is gone. Made on a stream of its own, so that no graph's memory pool
+# (torch.compile's CUDA graph trees warm up inside one) takes it; under capture only the graph's own pool may.
+_workspaces: dict = {}  # (device, stream) -> (address, bytes, what keeps it)
+_workspace_lock = threading.Lock()
+
+
+def _workspace(device: int, stream: int, size: int) -> tuple[int, int]:
+    with _workspace_lock:
+        found = _workspaces.get((device, stream))
+        if found is None or found[1] < size:
+            with torch.cuda.device(device):
+                if torch.cuda.is_current_stream_capturing():
+                    kept = torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", device))
+                    address = kept.data_ptr()
+                else:
+                    kept = torch.cuda.Stream(device)
+                    address = torch.cuda.caching_allocator_alloc(size, device, kept)
+            found = _workspaces[(device, stream)] = (address, size, kept)
+        return found[0], found[1]
+
+
 _watching = None  # the enabled router: told of each GEMM torch.compile gives a kernel other than cuBLAS's
 _SELECTED_GEMMS = ("mm", "addmm", "bmm", "baddbmm")
 
@@ -113,7 +135,7 @@ class Router:
         self._calls: dict = {}  # call signature -> _Locked, or the Plan of a call that falls through
         self._plans: dict = {}  # (device, Geometry, algorithm) -> LtPlan, shared by the signatures that run it
         self._handles: dict = {}  # device -> cuBLASLt handle
-        self._workspaces: dict = {}  # (device, stream) -> a torch tensor: one workspace per stream, as cuBLAS asks
+        self._retired: dict = {}  # str(GemmKey) -> calls locked by plans since freed (close)
         self._workspace_bytes = max([e.config.workspace_bytes or LT_WORKSPACE_BYTES for e in lock.entries.values()],
                                     default=LT_WORKSPACE_BYTES)
         self._fell: dict = {}
@@ -212,11 +234,7 @@ class Router:
                 made = self._plans.get((device, geometry, config.lt_algo))
                 if made is None:
                     made = self._plans[(device, geometry, config.lt_algo)] = LtPlan(lt, geometry, dict(config.lt_algo))
-                workspace = self._workspaces.get((device, stream))
-                if workspace is None:
-                    workspace = self._workspaces[(device, stream)] = torch.empty(
-                        self._workspace_bytes, dtype=torch.uint8, device=torch.device("cuda", device))
-            call = _Locked(plan.key, made, (*a.shape[:-2], m, n), workspace.data_ptr(), self._workspace_bytes)
+            call = _Locked(plan.key, made, (*a.shape[:-2], m, n), *_workspace(device, stream, self._workspace_bytes))
         self._calls[signature] = call
         return call
 
@@ -225,8 +243,8 @@ class Router:
         size = "x".join(str(d) for d in getattr(layout, "size", ()))
         name = f"{op} {size} {DTYPES.get(getattr(layout, 'dtype', None), getattr(layout, 'dtype', ''))}"
         with self._count:
-            self._fell.setdefault((name, "compiled"), {"calls": 0, "reason": f"compiled into a {kind}", "m": 0,
-                                                       "compiled": True})
+            self._fell.setdefault((name, "compiled"), {"calls": 0, "m": 0, "compiled": True,
+                                                       "reason": f"a template the lock cannot see ({kind})"})
 
     def _fall(self, plan: Plan, dtype) -> None:
         name = str(plan.key) if plan.key else "a GEMM"
@@ -303,11 +321,14 @@ class Router:
             self._library = None
 
     def close(self) -> None:
-        """:meth:`disable`, and free the cuBLASLt plans and handles."""
+        """:meth:`disable`, and free the cuBLASLt plans and handles (the counts are kept for :meth:`report`)."""
         self.disable()
         with self._count:  # no call is making a plan
             plans, handles = list(self._plans.values()), list(self._handles.values())
-            self._plans.clear(), self._handles.clear(), self._calls.clear(), self._workspaces.clear()
+            for call in self._calls.values():
+                if type(call) is _Locked and call.calls:
+                    self._retired[str(call.key)] = self._retired.get(str(call.key), 0) + call.calls
+            self._plans.clear(), self._handles.clear(), self._calls.clear()
         for plan in plans:
             plan.close()
         for handle in handles:
@@ -319,11 +340,11 @@ class Router:
             for call in self._calls.values():
                 if type(call) is _Locked:
                     call.calls = 0
-            self._fell.clear()
+            self._fell.clear(), self._retired.clear()
 
     def report(self) -> LockReport:
         with self._count:
-            locked: dict = {}
+            locked = dict(self._retired)
             for call in self._calls.values():
                 if type(call) is _Locked and call.calls:
                     name = str(call.key)
