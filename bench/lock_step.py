@@ -155,9 +155,7 @@ def _graphed(fn):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    replay = graph.replay
-    replay.graph = graph  # kept alive with its replay
-    return replay
+    return graph.replay  # the bound method keeps its graph alive
 
 
 def _summary(times: dict, reference: str) -> dict:

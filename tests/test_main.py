@@ -34,7 +34,7 @@ def test_prints_fingerprint_and_each_mode_read_back():
     import os
 
     env = {k: v for k, v in os.environ.items() if k != "CUBLAS_DET_MATH_MODE"}
-    result = _run(env=env)
+    result = _run("env", env=env)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     for field in ("GPU", "compute capability", "SMs", "driver_version", "runtime_version",
@@ -49,7 +49,7 @@ def test_prints_fingerprint_and_each_mode_read_back():
 def test_bad_env_value_is_one_line_exit_2():
     import os
 
-    result = _run(env={**os.environ, "CUBLAS_DET_MATH_MODE": "fastest"})
+    result = _run("env", env={**os.environ, "CUBLAS_DET_MATH_MODE": "fastest"})
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0
     assert "CUBLAS_DET_MATH_MODE='fastest'" in result.stderr

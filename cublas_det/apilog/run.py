@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 
-from ..enter import python_env, run_program
+from ..enter import entry_failures, python_env, run_program
 from .inprocess import LOG_ENV as WHOLE_CALLS_ENV
 from .model import Capture
 from .parse import CHUNK, CublasLogParser, LtLogParser
@@ -103,7 +103,8 @@ def run_captured(command: list[str], capture: Capture) -> tuple[int, bool]:
         env.update(CUBLAS_LOGINFO_DBG="1", CUBLAS_LOGDEST_DBG=paths["cublas"], CUBLASLT_LOG_LEVEL="5",
                    CUBLASLT_LOG_FILE=paths["cublaslt"])
         # A Python process writes each thread's cuBLAS calls whole (its logger callback), others line by line.
-        env = python_env(["cublas_det.apilog.inprocess:start"], {WHOLE_CALLS_ENV: paths["cublas"]}, base=env)
+        env = python_env(["cublas_det.apilog.inprocess:start"], {WHOLE_CALLS_ENV: paths["cublas"]}, base=env,
+                         log=os.path.join(folder, "enter.log"))  # a process not entered: a note, not its output
         for reader in readers:
             reader.start()
         return run_program(command, env)
@@ -114,6 +115,7 @@ def run_captured(command: list[str], capture: Capture) -> tuple[int, bool]:
         for reader in readers:
             with contextlib.suppress(KeyboardInterrupt):
                 reader.finish()
+        capture.notes += entry_failures(os.path.join(folder, "enter.log"))
         shutil.rmtree(folder, ignore_errors=True)
         for reader in readers:
             if reader.error is not None:

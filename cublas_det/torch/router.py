@@ -33,8 +33,9 @@ _tf32 = getattr(torch._C, "_get_cublas_allow_tf32", None) or (lambda: torch.back
 
 
 # One workspace per device and stream, for the process's life: a CUDA graph that captured a locked GEMM holds
-# its address and may replay after the lock is gone. Made on a stream of its own, so that no graph's memory pool
-# (torch.compile's CUDA graph trees warm up inside one) takes it; under capture only the graph's own pool may.
+# its address and may replay after the lock is gone. Made on a thread of its own, so that no graph's memory pool
+# takes it (torch.compile's CUDA graph trees warm up with the calling thread's allocations sent to theirs);
+# under capture only the graph's own pool may be used.
 _workspaces: dict = {}  # (device, stream) -> (address, bytes, what keeps it)
 _workspace_lock = threading.Lock()
 
@@ -43,14 +44,24 @@ def _workspace(device: int, stream: int, size: int) -> tuple[int, int]:
     with _workspace_lock:
         found = _workspaces.get((device, stream))
         if found is None or found[1] < size:
+            made = []
+
+            def allocate():
+                try:
+                    made.append(torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", device)))
+                except Exception as err:  # out of memory: raised in the caller's thread
+                    made.append(err)
+
             with torch.cuda.device(device):
                 if torch.cuda.is_current_stream_capturing():
-                    kept = torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", device))
-                    address = kept.data_ptr()
+                    allocate()
                 else:
-                    kept = torch.cuda.Stream(device)
-                    address = torch.cuda.caching_allocator_alloc(size, device, kept)
-            found = _workspaces[(device, stream)] = (address, size, kept)
+                    worker = threading.Thread(target=allocate)
+                    worker.start()
+                    worker.join()
+            if isinstance(made[0], Exception):
+                raise made[0]
+            found = _workspaces[(device, stream)] = (made[0].data_ptr(), size, made[0])
         return found[0], found[1]
 
 
