@@ -26,7 +26,7 @@ DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 # Visits a shape takes at least and at most (``timing.visits``): one Williams cycle each on a setup
 # made anew, round-robin over the run's shapes, until every ratio is within ±1% (docs/method.md).
 VISITS = (4, 8)
-QUICK_VISITS = (2, 3)
+QUICK_VISITS = (2, 2)  # --quick: a first look in under 8 s warm; the intervals it gives say how sure
 QUICK_REPEATS = 5  # the most runs per scenario under --quick
 BUDGET_S, QUICK_BUDGET_S = 1.0, 0.2  # seconds of rounds a shape may spend (after its first visits)
 WHAT, OUTPUTS = "what to run", "outputs"
@@ -40,7 +40,8 @@ def timing_budget(quick: bool) -> dict:
 
 def quick_help(timed: bool) -> str:
     """--quick's help: the visits only for a command that times (a sweep does not)."""
-    visits = f", {QUICK_VISITS[0]}-{QUICK_VISITS[1]} timing visits a shape" if timed else ""
+    low, high = QUICK_VISITS
+    visits = f", {low if low == high else f'{low}-{high}'} timing visits a shape" if timed else ""
     workers = ", ".join(name for name, s in REGISTRY.items() if s.in_worker)
     return f"{QUICK_REPEATS} repeats{visits}, no scenario that needs worker processes ({workers})"
 
