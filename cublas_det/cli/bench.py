@@ -43,7 +43,7 @@ EPILOG = """examples:
   %(prog)s --preset mamba2-2.7b --tokens 2048 --modes pedantic tf32
   %(prog)s --shape 4096x4096x4096 --scenarios repeat --json run.json
   %(prog)s --compare base.json --fail-on 5 --json new.json
-  %(prog)s --list           # the shape catalogue (no GPU needed)
+  %(prog)s --list           # the shapes a run would take (no GPU needed)
   %(prog)s --kernels        # + the kernels each GEMM ran, and their time
   %(prog)s --capture capture.json     # exactly the GEMMs a program ran
 
