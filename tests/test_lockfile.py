@@ -15,7 +15,7 @@ import pytest
 from cublas_det import GemmConfig, MathMode
 from cublas_det.store import lock as lockfile
 from cublas_det.enter import SITE, TASKS_ENV, entry_failures, python_env
-from cublas_det.errors import InputFileError
+from cublas_det.errors import InputFileError, UsageError
 from cublas_det.store.lock import LockReport
 from cublas_det.render.prescribe import render_lock
 from cublas_det.shapes import parse_shape
@@ -324,3 +324,16 @@ def test_run_and_capture_add_no_output_to_a_program_on_any_python(tmp_path, pyth
     result = subprocess.run([python, "-c", "print('ran')"], env=env, capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout, result.stderr) == (0, "ran\n", "")
     assert "inprocess:start not entered" in log.read_text()  # no cuBLAS log pipe here: said in the log, not the output
+
+
+def test_no_lock_is_written_that_its_readers_refuse(tmp_path, monkeypatch):
+    key = lockfile.GemmKey("bfloat16", "bfloat16", "COMPUTE_32F", False, True, 3352, 768)
+    config = GemmConfig(MathMode.DEFAULT, input_dtype="bfloat16", output_dtype="bfloat16", api="lt",
+                        lt_algo=(("algo_id", 66),))
+    lock = lockfile.Lock(WHERE, {key: lockfile.LockEntry(key, config, {"m": 4096})})
+    path = tmp_path / "lock.json"
+    lockfile.write(lock, str(path))
+    monkeypatch.setattr(lockfile, "MAX_FILE_BYTES", path.stat().st_size - 1)  # one byte less than it takes
+    with pytest.raises(UsageError, match=r"more than the .* a lock may be; lock fewer GEMMs a file"):
+        lockfile.write(lock, str(tmp_path / "big.json"))
+    assert not (tmp_path / "big.json").exists()

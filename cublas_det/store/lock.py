@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import dataclasses
+import json
 import os
 import re
 
@@ -133,7 +134,11 @@ def where_here(fingerprint: dict) -> dict:
 
 
 def write(lock: Lock, path: str) -> None:
-    """Write ``lock`` to ``path`` whole or not at all."""
+    """Write ``lock`` to ``path`` whole or not at all; never one larger than :func:`load` reads."""
+    size = len(json.dumps(lock.to_dict(), indent=1)) + 1
+    if size > MAX_FILE_BYTES:
+        raise UsageError(f"{path}: a lock of {plural(len(lock.entries), 'entry')} is {size:,} bytes, more than the "
+                         f"{MAX_FILE_BYTES:,} a lock may be; lock fewer GEMMs a file (split the capture)")
     try:
         write_json(path, lock.to_dict(), whole=True)
     except OSError as err:
