@@ -226,7 +226,7 @@ def test_cli_capture_runs_the_command_writes_the_file_and_exits_with_its_status(
     text = capsys.readouterr().out
     assert "the command failed (exit 5)" in text and "incomplete" in text
     assert f"  cublas-det bench --capture {out}\n" in text  # the command on a line of its own
-    paths = (str(tmp_path), sys.executable)  # a note may name the interpreter that could not be entered
+    paths = (str(tmp_path), sys.executable, str(DATA))  # the command's own words, wrapped whole
     assert max(len(line) for line in text.splitlines() if not any(path in line for path in paths)) <= 100
     data = json.loads(out.read_text())
     assert data["exit_status"] == 5 and data["complete"] is False and len(data["gemms"]) == 6
