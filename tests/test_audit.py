@@ -139,6 +139,18 @@ def test_a_bug_of_ours_keeps_its_traceback(capsys, step_file, fake_torch):
         _audit(capsys, f"{step_file('def step(n): pass')}:step")
 
 
+def test_an_error_torch_raises_for_a_call_the_lock_hands_back_is_theirs():
+    router = os.path.join(os.path.dirname(cublas_det.__file__), "torch", "router.py")
+    line = next(n for n, text in enumerate(open(router), 1) if "call_boxed" in text)
+    handed_back = compile("\n" * (line - 1) + "raise RuntimeError('mat1 and mat2 shapes cannot be multiplied')",
+                          router, "exec")  # as torch's kernel raises it, under the router's fall-through line
+    with pytest.raises(audit.TheirError, match="shapes cannot be multiplied"):
+        audit.theirs("step(n)", exec, handed_back, {})
+    ours = compile("\n" * 3 + "raise RuntimeError('a bug of ours')", router, "exec")
+    with pytest.raises(RuntimeError, match="a bug of ours"):
+        audit.theirs("step(n)", exec, ours, {})
+
+
 # -- the verdict: 1 only for an op named, 2 when nothing was compared -------------------------------------
 
 BATCH, REPEAT = "batch 1 vs 4, sample 0", "repeat at batch 4"

@@ -69,7 +69,9 @@ def theirs(what: str, call, *args, **kwargs):
         return call(*args, **kwargs)
     except (Exception, SystemExit) as err:
         frames = traceback.extract_tb(err.__traceback__)
-        if isinstance(err, CublasDetError) or (frames and _ours(frames[-1].filename)):
+        # Ours: raised in our frame, but not where the lock hands a call it does not run to torch's own kernel.
+        if isinstance(err, CublasDetError) or (frames and _ours(frames[-1].filename) and
+                                               "call_boxed" not in (frames[-1].line or "")):
             raise
         frames = [f for f in frames if not (_ours(f.filename) or f.filename.startswith("<frozen importlib"))]
         head = ["Traceback (most recent call last):\n", *traceback.format_list(frames)] if frames else []
