@@ -6,12 +6,14 @@ which never does pays nothing), then the one it shadows. A task that fails adds 
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.util
 import os
 import signal
 import subprocess
 import sys
+from multiprocessing import util
 
 TASKS_ENV, LOG_ENV = "CUBLAS_DET_ENTER", "CUBLAS_DET_ENTER_LOG"
 COUNT_ENV = "CUBLAS_DET_ENTER_COUNT"  # a folder: each process that begins to import a task's module leaves a mark
@@ -48,6 +50,34 @@ def count_process() -> None:
             open(os.path.join(folder, f"{os.getpid()}.entered"), "w").close()
         except OSError:  # the program removed the folder: run says so
             pass
+
+
+def at_each_exit(finish, forked) -> None:
+    """``finish()`` once at the exit of this process and of each child it forks, ``forked()`` first in the
+    child: at exit, and as multiprocessing's child ends its work (it leaves by ``os._exit``, after these)."""
+    def once():
+        if os.getpid() not in _finished:
+            _finished.add(os.getpid())
+            finish()
+
+    def register():
+        atexit.register(once)
+        util.Finalize(None, once, exitpriority=0)
+
+    def child():
+        forked()
+        register()
+    register()
+    os.register_at_fork(after_in_child=child)
+    # A multiprocessing child clears the finalizers it inherited, after the fork hook ran: registered again.
+    util.register_after_fork(_AFTER_FORK, lambda _: util.Finalize(None, once, exitpriority=0))
+
+
+class _AfterFork:
+    """What :func:`at_each_exit` registers with multiprocessing (which keeps it by a weak reference)."""
+
+
+_AFTER_FORK, _finished = _AfterFork(), set()  # the processes whose finish ran
 
 
 def failed(what: str, err: BaseException) -> None:

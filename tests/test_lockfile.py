@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -337,3 +338,39 @@ def test_no_lock_is_written_that_its_readers_refuse(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match=r"more than the .* a lock may be; lock fewer GEMMs a file"):
         lockfile.write(lock, str(tmp_path / "big.json"))
     assert not (tmp_path / "big.json").exists()
+
+
+def test_each_forked_child_finishes_once_with_its_own_state(tmp_path):
+    (tmp_path / "task_module.py").write_text(textwrap.dedent("""
+        import os
+        from cublas_det.enter import at_each_exit
+        def start():
+            mark = lambda what: open(os.path.join(os.environ["MARKS"], f"{os.getpid()}.{what}"), "a").write("x")
+            at_each_exit(lambda: mark("finished"), lambda: mark("forked"))
+    """))
+    program = textwrap.dedent("""
+        import multiprocessing as mp, os, sys
+        def work(i):
+            return i
+        if __name__ == "__main__":
+            with mp.get_context("fork").Pool(2) as pool:  # its workers end by os._exit, or killed
+                print(sum(pool.map(work, range(4))))
+                pool.close()
+                pool.join()
+            process = mp.get_context("fork").Process(target=work, args=(1,))
+            process.start()
+            process.join()
+            if os.fork() == 0:
+                sys.exit(0)  # a bare fork, ending as a program does
+            os.wait()
+    """)
+    env = python_env(["task_module:start"], {"MARKS": str(tmp_path)})
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+    result = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "6\n", "")
+    marks = {}
+    for path in tmp_path.glob("*.*ed"):
+        marks.setdefault(path.suffix, {})[path.stem] = path.read_text()
+    assert len(marks[".forked"]) == 4  # two pool workers, a Process, a bare fork
+    assert len(marks[".finished"]) == 5 and set(marks[".finished"].values()) == {"x"}  # each, and the parent, once
+    assert set(marks[".forked"]) < set(marks[".finished"])

@@ -5,39 +5,33 @@ output."""
 
 from __future__ import annotations
 
-import atexit
 import os
-from multiprocessing import util
 
-from ..enter import count_process
+from ..enter import at_each_exit, count_process, failed
 from ..store.lock import LOCK_ENV, REPORT_ENV
 from . import disable, enable
 
 
 def start() -> None:
     """Enable the lock ``CUBLAS_DET_LOCK`` names (``run`` checked it: no CUDA is touched, so a program may
-    still fork workers), and write this process's report at exit."""
+    still fork workers), and write this process's report at exit (and each forked child's, its own)."""
     router = enable(os.environ[LOCK_ENV], check=False)
     folder = os.environ.get(REPORT_ENV)
     if folder:
-        atexit.register(_finish, folder, os.getpid())
-        os.register_at_fork(after_in_child=lambda: _forked(router, folder))
+        at_each_exit(lambda: _finish(folder), lambda: _forked(router))
 
 
-def _forked(router, folder: str) -> None:
-    """In a forked child: its own counts, its own report (multiprocessing's children end by os._exit, after
-    its finalizers)."""
-    router.reset_counts()
+def _forked(router) -> None:
+    """In a forked child: its own counts, and the process counted."""
+    router.forked()
     count_process()
-    util.Finalize(None, _finish, (folder, os.getpid()), exitpriority=0)
 
 
-def _finish(folder: str, pid: int) -> None:
-    if pid != os.getpid():  # the parent's atexit in a forked child: the child's own finalizer writes
-        return
-    report = disable()
-    if report is not None:
-        try:
+def _finish(folder: str) -> None:
+    """This process's report into ``folder``; whatever fails is said in run's log, never in the program."""
+    try:
+        report = disable()
+        if report is not None:
             report.write(folder)
-        except OSError:  # the program removed the folder: run says so
-            pass
+    except Exception as err:  # the program removed the folder, a cuBLASLt handle would not go ...
+        failed("the lock's report", err)

@@ -345,13 +345,11 @@ class Router:
         for handle in handles:
             _cublaslt.destroy(handle)
 
-    def reset_counts(self) -> None:
-        """Count from zero (a forked child's own calls)."""
-        with self._count:
-            for call in self._calls.values():
-                if type(call) is _Locked:
-                    call.calls = 0
-            self._fell.clear(), self._retired.clear()
+    def forked(self) -> None:
+        """In a forked child: count from zero, and forget the parent's cuBLASLt objects (not this process's to
+        free: CUDA cannot run here if the parent had started it)."""
+        self._count = threading.Lock()  # another thread of the parent may have held it at the fork
+        self._calls, self._plans, self._handles, self._fell, self._retired = {}, {}, {}, {}, {}
 
     def report(self) -> LockReport:
         with self._count:
