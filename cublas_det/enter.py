@@ -116,9 +116,9 @@ class _After:
         if fullname != self.name:
             return None
         sys.meta_path.remove(self)
-        count_process()
         spec = importlib.util.find_spec(fullname)
-        if spec is not None and spec.loader is not None:
+        if spec is not None and spec.loader is not None:  # a program that only tries the import is not counted
+            count_process()
             spec.loader = _Then(spec.loader, self.then)
         return spec
 

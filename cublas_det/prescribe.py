@@ -245,7 +245,7 @@ def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, 
     targets = verification_targets(device_properties()["sm_count"], fleet)
     entries, refused, done = [], [], set()
     chosen: dict = {}  # key -> (shape, configuration, pinned configuration), for the timing
-    for shape in sorted(shapes, key=lambda s: (-s.m, -s.batch)):  # per GEMM, the largest first: it is verified
+    for shape in sorted(shapes, key=lambda s: (-s.batch, -s.m)):  # per GEMM the largest batch, then M, is verified
         for config in configs:
             if config.math_mode is MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math
                 refused.append(f"{shape.name} {config.name}: cuBLASLt has no BF16X9 math to pin")
@@ -283,7 +283,7 @@ def _lock_entry(shape, key, pinned, check, targets, repeats) -> tuple[LockEntry 
     if any(by_batch.values()):  # one entry serves every batch count: this pin does not
         differ = [count for count, mismatched in by_batch.items() if mismatched]
         return None, f"the first b matrices differ from the full batch's for b = {differ}"
-    any_m = bool(rows and rows.identical)
+    any_m = bool(rows and rows.identical and (rows.extra or {}).get("mismatched_by_m"))  # rows were checked
     verified = {"m": shape.m, "rows": batch_ladder(shape.m) if any_m else [], "batch": shape.batch,
                 "batches": [int(b) for b in by_batch],
                 "rows_note": "" if any_m else (rows.not_applicable or rows.error or rows.detail if rows else

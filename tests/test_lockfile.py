@@ -88,6 +88,8 @@ def test_tf32_math_is_a_compute_type_in_the_key():
     (lambda d: d["entries"][0]["config"]["lt_algo"].update(cluster_shape=2 ** 16), "cluster_shape: .* to 2..16 - 1"),
     (lambda d: d["entries"][0]["config"].update(workspace_bytes=2 ** 62), "workspace_bytes: expected an integer from 0"),
     (lambda d: d["entries"][0]["config"].update(lt_sm_count_target=-1), "lt_sm_count_target: expected an integer"),
+    (lambda d: d["entries"][0]["gemm"].update(batch=8), "a batch of 8 alone, from an older version; one entry now "
+                                                        "serves every batch count: prescribe again"),
 ])
 def test_a_malformed_lock_is_one_line(lock_path, mutate, says):
     data = json.load(open(lock_path))
@@ -374,3 +376,22 @@ def test_each_forked_child_finishes_once_with_its_own_state(tmp_path):
     assert len(marks[".forked"]) == 4  # two pool workers, a Process, a bare fork
     assert len(marks[".finished"]) == 5 and set(marks[".finished"].values()) == {"x"}  # each, and the parent, once
     assert set(marks[".forked"]) < set(marks[".finished"])
+
+
+def test_run_matches_reports_to_processes_by_pid_and_survives_a_folder_made_a_file(tmp_path, capsys):
+    for pid in (5, 6):
+        (tmp_path / f"{pid}.entered").touch()
+    for pid in (5, 7):  # 7: a report of a process not counted (it never imported torch itself: a fork)
+        (tmp_path / f"{pid}.json").write_text(json.dumps(LockReport({"Mx8x8:nn bf16": 1}, {}).to_dict()))
+    assert "1 process left no report" in _run_report(tmp_path, capsys)  # 6, not 0 by counting
+    folder = tmp_path / "folder"
+    folder.write_text("the program's own file")
+    assert "removed the report folder" in _run_report(folder, capsys)
+
+
+def test_a_program_that_only_tries_to_import_the_module_is_not_counted(tmp_path):
+    counted = tmp_path / "counted"
+    counted.mkdir()
+    env = python_env(["task_module:start@not_installed_anywhere"], {}, count=str(counted))
+    result = _python(env, "try:\n    import not_installed_anywhere\nexcept ImportError:\n    print('without')")
+    assert result.stdout == "without\n" and result.stderr == "" and not list(counted.iterdir())

@@ -132,11 +132,17 @@ def test_a_lock_entry_holds_for_any_m_only_where_every_row_keeps_its_bits():
     shape = parse_shape("4096x56x128:tn")
     key = GemmKey.of(shape, PINNED)
     steady = (ScenarioResult("repeat", G, 5, 0), ScenarioResult("sm-count", H, 2, 0))
-    rows = _check(PINNED, *steady, ScenarioResult("batch-invariance", H, 13, 0),
-                  ScenarioResult("streams-shared-handle", H, 16, 1))
+    checked = ScenarioResult("batch-invariance", H, 13, 0, extra={"mismatched_by_m": {1: 0, 4095: 0}})
+    rows = _check(PINNED, *steady, checked, ScenarioResult("streams-shared-handle", H, 16, 1))
     entry, why = prescribe._lock_entry(shape, key, PINNED, rows, (16, 66), 5)
     assert why == "" and entry.key == key and entry.verified["rows"][-1] == 4095
     assert entry.verified["shared_workspace"] == "other bits: one workspace per stream"
+    # A batch of matrices of one row each: only the batch count was checked, so the entry is for its M alone.
+    single = parse_shape("1x56x128:tn:b8")
+    batches = ScenarioResult("batch-invariance", H, 3, 0, extra={"mismatched_by_m": {}, "mismatched_by_batch": {1: 0}})
+    one, why = prescribe._lock_entry(single, GemmKey.of(single, PINNED), PINNED, _check(PINNED, *steady, batches),
+                                       (16, 66), 5)
+    assert why == "" and one.key.m == 1 and one.verified["batches"] == [1]
     alone = _check(PINNED, *steady, ScenarioResult("batch-invariance", H, 13, 2, detail="m = 1 differs"))
     entry, _ = prescribe._lock_entry(shape, key, PINNED, alone, (16, 66), 5)
     assert entry.key == key.at(4096) and entry.verified["rows_note"] == "m = 1 differs; holds for M = 4096 alone"

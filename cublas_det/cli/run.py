@@ -62,9 +62,9 @@ def run(args, parser) -> int:
 def _report(prog: str, args, folder: str, status: int) -> None:
     """What the processes that entered left in ``folder``; a program's own doing is said, never fatal."""
     try:
-        entered = sum(name.endswith(".entered") for name in os.listdir(folder))
+        entered = {name[:-len(".entered")] for name in os.listdir(folder) if name.endswith(".entered")}
         reports, unread = LockReport.read(folder)
-    except FileNotFoundError:
+    except OSError:  # gone, or made a file
         warning_line(prog, "the program removed the report folder: no calls can be counted")
         return
     for line in unread:
@@ -73,13 +73,14 @@ def _report(prog: str, args, folder: str, status: int) -> None:
         warning_line(prog, f"locked nothing: signal {status - 128} ended the command before it imported torch"
                      if status > 128 else "locked nothing: no process imported torch, or entering failed (above)")
         return
-    missing = entered - len(reports) - len(unread)
+    reported = {name[:-len(".json")] for name in os.listdir(folder) if LockReport.is_report(name)}
+    missing = len(entered - reported)
     if missing:
         warning_line(prog, f"{plural(missing, 'process')} left no report (killed, or os._exit): "
                            f"{'its' if missing == 1 else 'their'} calls are not counted")
     report = LockReport.merge(reports)
     if not args.quiet or report.fell_through or missing:
-        print(f"{prog}: {plural(entered, 'process')}, {report}", file=sys.stderr)
+        print(f"{prog}: {plural(len(entered), 'process')}, {report}", file=sys.stderr)
 
 
 build_parser, main = command_main(add_arguments, run)

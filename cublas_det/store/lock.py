@@ -191,6 +191,9 @@ def from_data(data, path: str) -> Lock:
     found = {}
     for index, entry in enumerate(data["entries"]):
         at = f"{path}: entries[{index}]"
+        if entry["gemm"].get("batch", 1) != 1:  # written when an entry held for one batch count alone
+            raise InputFileError(f"{at}: an entry for a batch of {entry['gemm']['batch']} alone, from an older "
+                                 f"version; one entry now serves every batch count: prescribe again ({HINT})")
         key = GemmKey(**{name: entry["gemm"].get(name, 0) for name in _GEMM.fields})
         try:
             config = GemmConfig.from_dict(entry["config"])
@@ -230,7 +233,8 @@ class LockReport:
                  f"{plural(self.fell_through_calls, 'call')} of {plural(len(fell), 'GEMM')} fell through to torch"]
         compiled = [f"  {gemm}: {item['reason']}" for gemm, item in self.fell_through.items() if item.get("compiled")]
         if not self.locked_calls and not self.fell_through_calls and not compiled:
-            lines.append("  no GEMM reached the lock: none ran as a CUDA mm, addmm, bmm or baddbmm while it was on")
+            lines += ["  no GEMM reached the lock: none ran as a CUDA mm, addmm, bmm or baddbmm while it was on",
+                      "  (a model compiled before it was, with max-autotune, may run kernels of its own)"]
         if compiled:
             lines += ["  not locked, compiled by torch.compile into kernels of its own (max-autotune):", *compiled,
                       '  keep them on cuBLAS: torch._inductor.config.max_autotune_gemm_backends = "ATEN"']
@@ -254,12 +258,17 @@ class LockReport:
     def to_dict(self) -> dict:
         return {"locked": self.locked, "fell_through": self.fell_through, "lock": self.lock_path}
 
+    @staticmethod
+    def is_report(name: str) -> bool:
+        """Whether a file in run's folder is a process's report (``PID.json``); anything else is not ours."""
+        return bool(_REPORT_NAME.fullmatch(name))
+
     @classmethod
     def read(cls, folder: str) -> tuple[list[LockReport], list[str]]:
         """The reports :meth:`write` left in ``folder`` (``PID.json``), in PID order, and a line for each that
         could not be read; whatever else the folder holds is not ours."""
         found, unread = [], []
-        for name in sorted((n for n in os.listdir(folder) if _REPORT_NAME.fullmatch(n)), key=lambda n: int(n[:-5])):
+        for name in sorted(filter(cls.is_report, os.listdir(folder)), key=lambda n: int(n[:-5])):
             path = os.path.join(folder, name)
             try:
                 data = check(read_json(path, REPORT_HINT, max_bytes=MAX_FILE_BYTES, what="lock report"), f"{path}:",

@@ -12,9 +12,8 @@ from torch.utils._pytree import tree_flatten
 
 from ..integers import is_int
 from ..words import WIDTH, plural, wrapped
-from .router import DTYPES, Plan
+from .router import DTYPES, OPS, Plan
 
-_GEMMS = {"mm", "addmm", "bmm", "baddbmm"}
 DIGEST_CHUNK = 1 << 24  # elements digested at once: 128 MiB of int64 per temporary
 _INT_OF = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -180,7 +179,7 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         packet = func.overloadpacket.__name__
-        plan = self._plan(packet, args, kwargs) if packet in _GEMMS and self.router is not None else None
+        plan = self._plan(packet, args, kwargs) if packet in OPS and self.router is not None else None
         out = func(*args, **kwargs)
         if func.is_view:
             return out
@@ -267,7 +266,7 @@ class _Recorder(TorchDispatchMode):
                                           DTYPES.get(ours.dtype, str(ours.dtype).removeprefix("torch.")),
                                           differing, ours.numel(), ulp)
             break
-        if packet in _GEMMS:
+        if packet in OPS:
             shape = "x".join(map(str, outputs[0].shape)) if outputs else ""
             self.gemms.append((name, shape, plan.locked if plan is not None else None, same))
 

@@ -24,7 +24,7 @@ DTYPES = {getattr(torch, name): name for name in GEMM_TYPES}  # torch.float32 ->
 ALIGNMENT_BYTES = 256  # cuBLASLt's heuristic, which chose the pinned algorithm, assumes 256-byte aligned operands
 _ONE, _ZERO = ctypes.c_float(1.0), ctypes.c_float(0.0)  # alpha, beta: every locked call is D = op(A) op(B) (+ bias)
 _ONE_AT, _ZERO_AT = ctypes.addressof(_ONE), ctypes.addressof(_ZERO)
-OPS = ("mm", "addmm", "bmm", "baddbmm")  # each with its out= overload
+OPS = ("mm", "addmm", "bmm", "baddbmm")  # the GEMM ops the lock runs, each with its out= overload too
 _CUDA = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda device: torch.cuda.current_stream(device).cuda_stream)
@@ -37,6 +37,7 @@ _tf32 = getattr(torch._C, "_get_cublas_allow_tf32", None) or (lambda: torch.back
 # takes it (torch.compile's CUDA graph trees warm up with the calling thread's allocations sent to theirs);
 # under capture only the graph's own pool may be used.
 _workspaces: dict = {}  # (device, stream) -> (address, bytes, what keeps it)
+_outgrown: list = []  # workspaces a larger one replaced, kept all the same
 _workspace_lock = threading.Lock()
 
 
@@ -61,12 +62,13 @@ def _workspace(device: int, stream: int, size: int) -> tuple[int, int]:
                     worker.join()
             if isinstance(made[0], Exception):
                 raise made[0]
+            if found is not None:  # a larger one replaces it: it stays, as graphs may hold its address
+                _outgrown.append(found)
             found = _workspaces[(device, stream)] = (made[0].data_ptr(), size, made[0])
         return found[0], found[1]
 
 
 _watching = None  # the enabled router: told of each GEMM torch.compile gives a kernel other than cuBLAS's
-_SELECTED_GEMMS = ("mm", "addmm", "bmm", "baddbmm")
 
 
 def _watch_inductor() -> None:
@@ -78,7 +80,7 @@ def _watch_inductor() -> None:
 
     def chosen(self, name, choices, input_nodes, layout, *args, **kwargs):
         node = choose(self, name, choices, input_nodes, layout, *args, **kwargs)
-        if _watching is not None and name in _SELECTED_GEMMS:
+        if _watching is not None and name in OPS:
             kind = type(getattr(getattr(node, "data", None), "data", node)).__name__
             if "Extern" not in kind:
                 _watching.compiled_elsewhere(name, layout, kind)
@@ -197,8 +199,9 @@ class Router:
         bias_ptr = bias.data_ptr() if bias is not None else 0
         signature = (a.shape, a.stride(), b.shape, b.stride(), a.dtype, b.dtype, device, b.get_device(), stream,
                      (a_ptr | b_ptr | bias_ptr | (out.data_ptr() if out is not None else 0)) % ALIGNMENT_BYTES == 0,
-                     _tf32(), None if bias is None else (bias.shape, bias.stride(), bias.dtype, alpha, beta),
-                     None if out is None else (out.shape, out.stride(), out.dtype))
+                     _tf32(), None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device(),
+                                                         alpha, beta),
+                     None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()))
         call = self._calls.get(signature)
         if call is None:
             call = self._resolve(signature, a, b, bias, out, alpha, beta, device, stream)
