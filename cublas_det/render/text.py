@@ -16,7 +16,7 @@ from ..errors import ExitCode
 from ..shapes import GemmShape
 from ..timing.results import is_control
 from ..words import column_widths, plural, report_width, table, wrapped
-from .timing_text import KERNEL_NOTE, TIME_NOTE, how_timed, timing_warnings, trust_suffix
+from .timing_text import KERNEL_NOTE, NOT_TRUSTED, TIME_NOTE, how_timed, timing_warnings
 
 NOISY_REL_IQR = 0.10
 HEADER = ["mode", "repro", "changed by", "same bits as", "rel. err", "graph µs", "eager µs", "TFLOP/s", "vs PEDANTIC"]
@@ -146,7 +146,8 @@ def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
         arm = timing.arm(mode) if timing else None
         tflops = timing.tflops(mode) if arm else None
         ratio = timing.ratio(mode, reference) if reference and mode != reference else None  # ± its 95% interval
-        vs = f"{ratio.median:.3f} ±{100 * ratio.half_width:.1f}%{trust_suffix(timing)}" if ratio else "-"
+        trust = "" if timing is None or timing.trusted else NOT_TRUSTED
+        vs = f"{ratio.median:.3f} ±{100 * ratio.half_width:.1f}%{trust}" if ratio else "-"
         rows.append([
             # the modes scenario's names, stored without their configurations
             shown, repro_cell(check), hazards_cell(check), ", ".join(map(name_role, modes_group(check) or ()))

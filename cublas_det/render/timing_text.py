@@ -30,10 +30,6 @@ def how_timed(timing) -> str:
     return ", ".join(parts)
 
 
-def trust_suffix(timing) -> str:
-    return NOT_TRUSTED if timing is not None and not timing.trusted else ""
-
-
 def shape_warnings(name: str, timing) -> list[str]:
     notes = []
     if not timing.trusted:
