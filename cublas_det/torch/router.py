@@ -192,7 +192,7 @@ class Router:
         return Plan(entry.key, m)
 
     # -- the hot path: one look-up of what a call reads, then cuBLASLt
-    def _gemm(self, op: str, a, b, bias=None, out=None, alpha=1, beta=1, args=(), kwargs=None):
+    def _gemm(self, op: str, a, b, bias=None, out=None, alpha=1, beta=1, c=None):
         device = a.get_device()
         stream = _raw_stream(device) if device >= 0 else 0
         a_ptr, b_ptr = a.data_ptr(), b.data_ptr()
@@ -225,7 +225,16 @@ class Router:
                     call.calls += 1
                 return out
         self._fall(call, DTYPES.get(a.dtype, str(a.dtype)))
-        return self._native[op].call_boxed(_CUDA, *args, **(kwargs or {}))
+        return self._torch(op, a, b, bias, out, alpha, beta, c)
+
+    def _torch(self, op: str, a, b, bias, out, alpha, beta, c):
+        """Torch's own kernel for ``op``, its arguments as the op's schema takes them (made only here: a locked
+        call builds none)."""
+        first = {"addmm": (bias,), "baddbmm": (c,)}.get(op.partition(".")[0], ())
+        kwargs = {"beta": beta, "alpha": alpha} if first else {}
+        if out is not None:
+            kwargs["out"] = out
+        return self._native[op].call_boxed(_CUDA, *first, a, b, **kwargs)
 
     def _resolve(self, signature, a, b, bias, out, alpha, beta, device, stream):
         """The call a new signature makes: a :class:`_Locked` with its plan made, or the Plan that falls through."""
@@ -271,23 +280,22 @@ class Router:
 
     # -- the ops, as their schemas take them
     def _mm(self, a, b):
-        return self._gemm("mm", a, b, args=(a, b))
+        return self._gemm("mm", a, b)
 
     def _mm_out(self, a, b, *, out):
-        return self._gemm("mm.out", a, b, out=out, args=(a, b), kwargs={"out": out})
+        return self._gemm("mm.out", a, b, out=out)
 
     def _bmm(self, a, b):
-        return self._gemm("bmm", a, b, args=(a, b))
+        return self._gemm("bmm", a, b)
 
     def _bmm_out(self, a, b, *, out):
-        return self._gemm("bmm.out", a, b, out=out, args=(a, b), kwargs={"out": out})
+        return self._gemm("bmm.out", a, b, out=out)
 
     def _addmm(self, bias, a, b, *, beta=1, alpha=1):
-        return self._gemm("addmm", a, b, bias, None, alpha, beta, (bias, a, b), {"beta": beta, "alpha": alpha})
+        return self._gemm("addmm", a, b, bias, None, alpha, beta)
 
     def _addmm_out(self, bias, a, b, *, beta=1, alpha=1, out):
-        return self._gemm("addmm.out", a, b, bias, out, alpha, beta, (bias, a, b),
-                          {"beta": beta, "alpha": alpha, "out": out})
+        return self._gemm("addmm.out", a, b, bias, out, alpha, beta)
 
     def _baddbmm(self, c, a, b, *, beta=1, alpha=1):
         return self._baddbmm_any("baddbmm", c, a, b, beta, alpha, None)
@@ -296,12 +304,11 @@ class Router:
         return self._baddbmm_any("baddbmm.out", c, a, b, beta, alpha, out)
 
     def _baddbmm_any(self, op, c, a, b, beta, alpha, out):
-        kwargs = {"beta": beta, "alpha": alpha, **({"out": out} if out is not None else {})}
         if beta == 0 and alpha == 1:  # c is ignored: a bmm
-            return self._gemm(op, a, b, out=out, args=(c, a, b), kwargs=kwargs)
+            return self._gemm(op, a, b, out=out, alpha=alpha, beta=beta, c=c)
         self._fall(Plan(self.plan(a, b).key, a.shape[1], "baddbmm that adds to its input"),
                    DTYPES.get(a.dtype, str(a.dtype)))
-        return self._native[op].call_boxed(_CUDA, c, a, b, **kwargs)
+        return self._torch(op, a, b, None, out, alpha, beta, c)
 
     def enable(self) -> None:
         if self._library is not None:
