@@ -28,7 +28,7 @@ OPS = ("mm", "addmm", "bmm", "baddbmm")  # the GEMM ops the lock runs, each with
 _CUDA = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda device: torch.cuda.current_stream(device).cuda_stream)
-_current_device = torch._C._cuda_getDevice
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device  # absent without CUDA
 _tf32 = getattr(torch._C, "_get_cublas_allow_tf32", None) or (lambda: torch.backends.cuda.matmul.allow_tf32)
 
 
