@@ -62,18 +62,19 @@ def run(args, parser) -> int:
 def _report(prog: str, args, folder: str, status: int) -> None:
     """What the processes that entered left in ``folder``; a program's own doing is said, never fatal."""
     try:
-        entered = {name[:-len(".entered")] for name in os.listdir(folder) if name.endswith(".entered")}
+        names = os.listdir(folder)
         reports, unread = LockReport.read(folder)
     except OSError:  # gone, or made a file
         warning_line(prog, "the program removed the report folder: no calls can be counted")
         return
+    entered = {name[:-len(".entered")] for name in names if name.endswith(".entered")}
+    reported = {name[:-len(".json")] for name in names if LockReport.is_report(name)}
     for line in unread:
         warning_line(prog, f"a report could not be read ({line})")
     if not entered:
         warning_line(prog, f"locked nothing: signal {status - 128} ended the command before it imported torch"
                      if status > 128 else "locked nothing: no process imported torch, or entering failed (above)")
         return
-    reported = {name[:-len(".json")] for name in os.listdir(folder) if LockReport.is_report(name)}
     missing = len(entered - reported)
     if missing:
         warning_line(prog, f"{plural(missing, 'process')} left no report (killed, or os._exit): "

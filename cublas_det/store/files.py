@@ -134,10 +134,18 @@ def check_format(data, path: str, format_name: str, version: int, what: str, hin
                              f"version {version}: {again} with this version")
 
 
-def write_json(path: str, data, *, whole: bool = False, compact: bool = False, default=None) -> None:
+class TooLarge(ValueError):
+    """What :func:`write_json` would write is larger than ``max_bytes``: nothing was written."""
+
+
+def write_json(path: str, data, *, whole: bool = False, compact: bool = False, default=None,
+               max_bytes: int | None = None) -> None:
     """``data`` as JSON with one-space indents and a final newline, or one line (``compact``); ``whole``:
-    written beside ``path`` and renamed over it; ``default``: as :func:`json.dumps`'s."""
+    written beside ``path`` and renamed over it; ``default``: as :func:`json.dumps`'s; ``max_bytes``: a bound
+    its readers keep (:class:`TooLarge` past it, its size the message)."""
     text = json.dumps(data, default=default) if compact else json.dumps(data, indent=1, default=default) + "\n"
+    if max_bytes is not None and len(text) > max_bytes:  # ASCII: characters are bytes
+        raise TooLarge(f"{len(text):,} bytes")
     target = f"{path}.tmp{os.getpid()}" if whole else path
     try:
         with open(target, "w") as file:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import ctypes
 import dataclasses
-import json
 import os
 import re
 
@@ -19,7 +18,7 @@ from ..errors import InputFileError, UsageError
 from ..integers import is_int
 from ..shapes import cublas_op, parse_shape, shape_spec
 from ..words import plural
-from .files import check_format, read_json, write_json
+from .files import TooLarge, check_format, read_json, write_json
 from .schema import Each, Record, check
 
 FORMAT, VERSION = "cublas_det.lock", 1
@@ -135,12 +134,11 @@ def where_here(fingerprint: dict) -> dict:
 
 def write(lock: Lock, path: str) -> None:
     """Write ``lock`` to ``path`` whole or not at all; never one larger than :func:`load` reads."""
-    size = len(json.dumps(lock.to_dict(), indent=1)) + 1
-    if size > MAX_FILE_BYTES:
-        raise UsageError(f"{path}: a lock of {plural(len(lock.entries), 'entry')} is {size:,} bytes, more than the "
-                         f"{MAX_FILE_BYTES:,} a lock may be; lock fewer GEMMs a file (split the capture)")
     try:
-        write_json(path, lock.to_dict(), whole=True)
+        write_json(path, lock.to_dict(), whole=True, max_bytes=MAX_FILE_BYTES)
+    except TooLarge as size:
+        raise UsageError(f"{path}: a lock of {plural(len(lock.entries), 'entry')} is {size}, more than the "
+                         f"{MAX_FILE_BYTES:,} a lock may be; lock fewer GEMMs a file (split the capture)") from None
     except OSError as err:
         raise UsageError(f"{path}: cannot write the lock ({err.strerror or err}); give a writable path") from None
 
