@@ -102,11 +102,9 @@ def _layout(t: torch.Tensor):
     return None
 
 
-def _batch_stride(t: torch.Tensor, batch: int) -> int | None:
-    """The elements between a batch's matrices (0: one matrix for all, as an expanded view has), or None."""
-    if t.dim() == 2:
-        return 0
-    return t.stride(0) if batch > 1 or t.shape[0] == 1 else 0
+def _batch_stride(t: torch.Tensor) -> int:
+    """The elements between a batch's matrices (0 for a matrix, or one shared by all as an expanded view has)."""
+    return t.stride(0) if t.dim() == 3 else 0
 
 
 def _one_row(bias: torch.Tensor, n: int) -> bool:
@@ -248,8 +246,8 @@ class Router:
             n = b.shape[-1]
             batch = a.shape[0] if a.dim() == 3 else 1
             element = GEMM_TYPES[plan.key.input_dtype].cuda
-            ldd, d_stride = (n, m * n) if out is None else (_layout(out)[1], _batch_stride(out, batch))
-            strides = (_batch_stride(a, batch), _batch_stride(b, batch), d_stride) if batch > 1 else (0, 0, 0)
+            ldd, d_stride = (n, m * n) if out is None else (_layout(out)[1], _batch_stride(out))
+            strides = (_batch_stride(a), _batch_stride(b), d_stride) if batch > 1 else (0, 0, 0)
             geometry = Geometry(element, element, element, int(config.lt_compute_type), trans_a, trans_b, m, n, k,
                                 lda, ldb, ldd, batch, strides, plan.key.epilogue)
             with torch.cuda.device(device), self._count:
