@@ -12,8 +12,9 @@ import functools
 import threading
 from ctypes import POINTER, byref, c_float, c_int, c_int64, c_size_t, c_uint16, c_uint32, c_uint64, c_void_p
 
-from ._cublas import HALF_SCALAR_COMPUTE, CublasError, CublasNotFoundError, declared
+from ._cublas import HALF_SCALAR_COMPUTE, ComputeType, CublasError, CublasNotFoundError, declared
 from .dtypes import GEMM_TYPES
+from .shapes import cublas_op, shape_spec
 
 BATCH_COUNT, STRIDED_BATCH_OFFSET = 5, 6  # cublasLtMatrixLayoutAttribute_t: int32, int64
 
@@ -200,48 +201,92 @@ def algo_init(handle: int, compute_type: int, scale_type: int, types: tuple, con
 
 
 _F32 = GEMM_TYPES["float32"].cuda
+_SHORT = {name: element.label for name, element in GEMM_TYPES.items()}  # float32 -> fp32 ...
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmKey:
+    """A GEMM's identity, the one the lock, the router, prescribe and the cuBLASLt path share: row-major
+    ``op(A)[M,K] @ op(B)[K,N]`` (each matrix of a batch) with its types, compute type and epilogue; no batch
+    count, as one pinned algorithm serves every batch count and the unbatched call. Its layout: :class:`Geometry`."""
+
+    input_dtype: str
+    output_dtype: str
+    compute_type: str  # the compute type cuBLASLt runs: TF32 math is COMPUTE_32F_FAST_TF32
+    trans_a: bool
+    trans_b: bool
+    n: int
+    k: int
+    epilogue: str = ""  # "BIAS": a bias vector of N added to each row
+    m: int = 0  # 0: any M (the rows verified batch-invariant); else the one M the entry holds for
+
+    @classmethod
+    def of(cls, shape, config, any_m: bool = True) -> GemmKey:
+        """The key of ``shape`` (a GemmShape) run in ``config`` (a GemmConfig): for any M, or its own."""
+        return cls(config.input_dtype, config.output_dtype, config.lt_compute_type.name, shape.trans_a,
+                   shape.trans_b, shape.n, shape.k, config.lt_epilogue, 0 if any_m else shape.m)
+
+    def at(self, m: int) -> GemmKey:
+        return dataclasses.replace(self, m=m)
+
+    @property
+    def spec(self) -> str:
+        """``MxNxK:op``, M left open (``M``) in a key for any M."""
+        return shape_spec(self.m or "M", self.n, self.k, cublas_op(self.trans_a, self.trans_b))
+
+    def __str__(self) -> str:
+        types = _SHORT[self.input_dtype]
+        if self.output_dtype != self.input_dtype:
+            types += f"->{_SHORT[self.output_dtype]}"
+        extra = f" +{self.epilogue.lower()}" if self.epilogue else ""
+        tf32 = " tf32" if self.compute_type == "COMPUTE_32F_FAST_TF32" else ""
+        return f"{self.spec} {types}{tf32}{extra}"
 
 
 @dataclasses.dataclass(frozen=True)
 class Geometry:
-    """A row-major GEMM ``D[M,N] = op(A)[M,K] @ op(B)[K,N]`` (+ a bias of N), each matrix of a strided batch:
-    element types (cudaDataType), compute type, leading dimensions; batch strides in elements (0: broadcast)."""
+    """A :class:`GemmKey` (its M set) as it lies in memory: leading dimensions, and for a strided batch its count
+    and strides in elements (A, B, D; 0: one matrix shared by all); an SM count target (0: the device's)."""
 
-    a_type: int
-    b_type: int
-    d_type: int
-    compute: int
-    trans_a: bool
-    trans_b: bool
-    m: int
-    n: int
-    k: int
+    key: GemmKey
     lda: int
     ldb: int
     ldd: int
     batch: int = 1
-    strides: tuple = (0, 0, 0)  # A, B, D
-    epilogue: str = ""  # "BIAS"
-    sm_count_target: int = 0  # 0: the device's
+    strides: tuple = (0, 0, 0)
+    sm_count_target: int = 0
+
+    @classmethod
+    def packed(cls, key: GemmKey, batch: int = 1, sm_count_target: int = 0) -> Geometry:
+        """``key`` with row-major operands packed one after another, as a C-contiguous array holds them."""
+        m, n, k = key.m, key.n, key.k
+        strides = (m * k, k * n, m * n) if batch > 1 else (0, 0, 0)
+        return cls(key, m if key.trans_a else k, k if key.trans_b else n, n, batch, strides, sm_count_target)
 
     def column_major(self) -> tuple:
-        """cuBLASLt's ``(op of its A, op of its B, layouts)``: its A is our B, its B our A, D transposed."""
-        b = (self.b_type, *((self.k, self.n) if self.trans_b else (self.n, self.k)), self.ldb, self.strides[1])
-        a = (self.a_type, *((self.m, self.k) if self.trans_a else (self.k, self.m)), self.lda, self.strides[0])
-        return self.trans_b, self.trans_a, (b, a, (self.d_type, self.n, self.m, self.ldd, self.strides[2]))
+        """cuBLASLt's ``(op of its A, op of its B, layouts)``: its A is our B, its B our A, D transposed. The one
+        place a row-major GEMM turns column-major for cuBLASLt."""
+        key, (a_stride, b_stride, d_stride) = self.key, self.strides
+        ab_type, d_type = GEMM_TYPES[key.input_dtype].cuda, GEMM_TYPES[key.output_dtype].cuda
+        m, n, k = key.m, key.n, key.k
+        b = (ab_type, *((k, n) if key.trans_b else (n, k)), self.ldb, b_stride)
+        a = (ab_type, *((m, k) if key.trans_a else (k, m)), self.lda, a_stride)
+        return key.trans_b, key.trans_a, (b, a, (d_type, n, m, self.ldd, d_stride))
 
 
 class LtPlan:
-    """One cuBLASLt matmul, freed by its owner: the descriptor, layouts and algorithm of one :class:`Geometry`: ``algo`` pinned (an ``algo_config`` dict) or the heuristic's
-    first pick for ``workspace_bytes`` (and a reduction-scheme mask). :meth:`run` issues it; :meth:`close` frees."""
+    """One cuBLASLt matmul, freed by its owner: the descriptor, layouts and algorithm of one :class:`Geometry`,
+    ``algo`` pinned (an ``algo_config`` dict) or the heuristic's first pick for ``workspace_bytes`` (and a
+    reduction-scheme mask). :meth:`run` issues it; :meth:`close` frees it."""
 
     def __init__(self, lt_handle: int, geometry: Geometry, algo: dict | None = None, workspace_bytes: int = 0,
                  reduction_scheme_mask: int | None = None):
         self.handle, self.geometry = lt_handle, geometry
-        compute = geometry.compute
-        scale = geometry.d_type if compute in HALF_SCALAR_COMPUTE else _F32
+        key = geometry.key
+        compute = int(ComputeType[key.compute_type])
+        scale = GEMM_TYPES[key.output_dtype].cuda if compute in HALF_SCALAR_COMPUTE else _F32
         self._owned: list = []
-        self._bias_lock = threading.Lock() if geometry.epilogue == "BIAS" else None
+        self._bias_lock = threading.Lock() if key.epilogue == "BIAS" else None
         self._bias_ptr = None
         try:
             self.desc = self._own(matmul_desc_create(compute, scale), matmul_desc_destroy)
@@ -250,7 +295,7 @@ class LtPlan:
             matmul_desc_set(self.desc, MatmulDesc.TRANSB, int(op_b))
             if geometry.sm_count_target:
                 matmul_desc_set(self.desc, MatmulDesc.SM_COUNT_TARGET, geometry.sm_count_target)
-            if geometry.epilogue == "BIAS":
+            if key.epilogue == "BIAS":
                 matmul_desc_set(self.desc, MatmulDesc.EPILOGUE, int(Epilogue.BIAS))
             self.layouts = []
             for data_type, rows, cols, ld, stride in layouts:
@@ -258,7 +303,7 @@ class LtPlan:
                 if geometry.batch > 1:
                     layout_batch(layout, geometry.batch, stride)
                 self.layouts.append(layout)
-            types = (geometry.b_type, geometry.a_type, geometry.d_type, geometry.d_type)
+            types = tuple(layout[0] for layout in (*layouts, layouts[2]))
             self.algo = (algo_init(lt_handle, compute, scale, types, algo) if algo else
                          self._heuristic(workspace_bytes, reduction_scheme_mask))
         except BaseException:

@@ -9,7 +9,8 @@ from ctypes import addressof, c_float, c_uint16, c_void_p
 import numpy
 
 from . import _cublas
-from ._cublas import GEMM_EX_ARGS, HALF_SCALAR_COMPUTE, GemmAlgo, Operation
+from ._cublas import GEMM_EX_ARGS, HALF_SCALAR_COMPUTE, ComputeType, GemmAlgo, Operation
+from ._cublaslt import GemmKey, Geometry
 from .config import COMPUTE_TYPES, check_types
 from .dtypes import BFLOAT16_HINT, GEMM_TYPES
 from .handle import Handle, default_handle
@@ -140,10 +141,18 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     compute = handle._compute_type if compute_type is None else int(compute_type)
     check_types(a.dtype.name, out.dtype.name, compute)  # ValueError naming an unsupported combination
     scalars = _scalars(alpha, beta, compute)
-    args = gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr,
-                         addressof(scalars[0]), addressof(scalars[1]), compute,
-                         GEMM_TYPES[a.dtype.name].cuda, GEMM_TYPES[out.dtype.name].cuda, handle._algo)
-    return handle, out, args + _batch_tail(stack[0] if stack else 1, m, n, k), scalars
+    alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
+    batch = stack[0] if stack else 1
+    if handle._lt is not None:  # cuBLASLt: the GEMM's Geometry and its pointers
+        config = handle.config  # TF32 math in cuBLASLt is a compute type
+        name = config.lt_compute_type.name if compute == handle._compute_type else ComputeType(compute).name
+        key = GemmKey(a.dtype.name, out.dtype.name, name, trans_a, trans_b, n, k, config.lt_epilogue, m)
+        return handle, out, (Geometry.packed(key, batch), (alpha_address, a.data.ptr, b.data.ptr, beta_address,
+                                                            out.data.ptr)), scalars
+    args = gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr, alpha_address,
+                        beta_address, compute, GEMM_TYPES[a.dtype.name].cuda, GEMM_TYPES[out.dtype.name].cuda,
+                        handle._algo)
+    return handle, out, args + _batch_tail(batch, m, n, k), scalars
 
 
 def _bias_pointer(bias, handle: Handle, out) -> int:
@@ -212,8 +221,8 @@ def shape_args(shape, compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUD
 
 
 def _as_ctypes(args: tuple) -> tuple | None:
-    """The arguments with the pointers as cached ``c_void_p`` (None for a batched call: a typed one)."""
-    if len(args) > GEMM_EX_ARGS:
+    """The arguments with the pointers as cached ``c_void_p`` (None for a batched call, typed, or cuBLASLt's)."""
+    if len(args) != GEMM_EX_ARGS:
         return None
     op_b, op_a, n, m, k, alpha, b, b_type, ldb, a, a_type, lda, beta, c, c_type, ldc, compute, algo = args
     get = _pointers.get
@@ -229,9 +238,9 @@ def _from_cupy(err) -> _cublas.CublasError:
 def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cupy: bool = True,
            bias_ptr: int = 0) -> None:
     """Issue ``cublasGemmEx(handle, *args)`` through CuPy's binding where it fits, ctypes, or cuBLASLt."""
-    if handle._lt is not None:
+    if handle._lt is not None:  # args: _prepare's (Geometry, pointers)
         handle._require_open()
-        handle._lt.issue(args, handle.current_stream_ptr(), handle._sm_count_target, bias_ptr)
+        handle._lt.issue(*args, handle.current_stream_ptr(), handle._sm_count_target, bias_ptr)
         return
     if len(args) > GEMM_EX_ARGS:
         _cublas.gemm_strided_batched_ex(handle.bind_current_stream(), args)
@@ -268,7 +277,7 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type, bias)
     try:
         common = (a.dtype is f32 and b.dtype is f32 and out.dtype is f32 and a._c_contiguous and b._c_contiguous
-                  and out._c_contiguous and type(handle) is Handle)
+                  and out._c_contiguous and type(handle) is Handle and handle._lt is None)
         a_rows, lda = a._shape  # leading dimension = row length (row-major)
         b_rows, ldb = b._shape
         m, n = out._shape

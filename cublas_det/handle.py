@@ -1,38 +1,39 @@
 """The Handle that owns one cuBLAS handle, ``create_handle()``, per-thread default handles, ``math_mode()``.
-With ``api="lt"`` a handle's GEMMs run as ``cublasLtMatmul`` (:class:`LtPath`) from cublasGemmEx's arguments."""
+With ``api="lt"`` a handle's GEMMs run as ``cublasLtMatmul`` (:class:`LtPath`), one plan per :class:`Geometry`."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import warnings
 from ctypes import c_void_p
 
 from . import _cublas, _cublaslt
-from ._cublas import GEMM_EX_ARGS, AtomicsMode, MathMode
+from ._cublas import AtomicsMode, MathMode
 from .config import LT_WORKSPACE_BYTES, GemmConfig, ModeSource, math_mode_name, resolve_config
 from .device import require_gpu, tf32_env_warnings
-from .dtypes import BY_CUDA
+from .dtypes import GEMM_TYPES
 from .integers import is_int
 from ._cublaslt import Geometry, LtPlan
 
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
 
-def _bias(length: int, data_type: int) -> int:
+def _bias(length: int, dtype: str) -> int:
     """A bias vector drawn once per device, length and type (seed 0): the same bits in every process."""
     import cupy
-    key = (cupy.cuda.runtime.getDevice(), length, data_type)
+    key = (cupy.cuda.runtime.getDevice(), length, dtype)
     vector = _bias_vectors.get(key)
     if vector is None:
         values = cupy.random.default_rng(0).standard_normal(length, dtype=cupy.float32)
-        vector = _bias_vectors[key] = values.astype(BY_CUDA[data_type].numpy_dtype)
+        vector = _bias_vectors[key] = values.astype(GEMM_TYPES[dtype].numpy_dtype)
     return vector.data.ptr
 
 
 class LtPath:
     """``cublasLtMatmul`` for the GEMMs of one handle, with its configuration's options and workspace: an
-    :class:`LtPlan` made for each GEMM (cublasGemmEx's arguments) on first use."""
+    :class:`LtPlan` made for each :class:`Geometry` on first use."""
 
     def __init__(self, config: GemmConfig, workspace_ptr: int, workspace_bytes: int):
         self.config = config
@@ -41,35 +42,32 @@ class LtPath:
         self._plans: dict = {}  # Geometry -> LtPlan
         self._lock = threading.Lock()  # a plan is made once
 
-    def _plan(self, args: tuple, sm_count_target: int) -> tuple[LtPlan, tuple]:
-        """The plan of cublasGemmEx's ``args`` (B first: they are column-major) and its pointers, row-major."""
-        op_b, op_a, n, m, k, alpha, b, b_type, ldb, a, a_type, lda, beta, d, d_type, ldd, compute, _ = \
-            args[:GEMM_EX_ARGS]
-        batch, b_stride, a_stride, d_stride = args[GEMM_EX_ARGS:] or (1, 0, 0, 0)
-        if compute == self.config.compute_type:  # TF32 math in cuBLASLt is a compute type
-            compute = int(self.config.lt_compute_type)
-        targets = [t for t in (self.config.lt_sm_count_target, sm_count_target) if t]  # the smaller of the two
-        geometry = Geometry(a_type, b_type, d_type, compute, bool(op_a), bool(op_b), m, n, k, lda, ldb, ldd, batch,
-                            (a_stride, b_stride, d_stride), self.config.lt_epilogue, min(targets) if targets else 0)
+    def _plan(self, geometry: Geometry, sm_count_target: int) -> LtPlan:
+        """The plan of ``geometry`` at the smaller of the configuration's and the call's SM count targets."""
+        targets = [t for t in (self.config.lt_sm_count_target, sm_count_target, geometry.sm_count_target) if t]
+        if targets and min(targets) != geometry.sm_count_target:
+            geometry = dataclasses.replace(geometry, sm_count_target=min(targets))
         plan = self._plans.get(geometry)
         if plan is None:
             with self._lock:
                 plan = self._plans.get(geometry) or self._plans.setdefault(geometry, LtPlan(
                     self.handle, geometry, dict(self.config.lt_algo) or None, self.workspace[1],
                     self.config.lt_reduction_scheme_mask))
-        return plan, (alpha, a, b, beta, d)
+        return plan
 
-    def issue(self, args: tuple, stream_ptr: int, sm_count_target: int = 0, bias_ptr: int = 0,
-              workspace: tuple | None = None) -> None:
-        """Run the GEMM of cublasGemmEx's ``args`` on ``stream_ptr`` (``workspace``: in place of the path's)."""
-        plan, (alpha, a, b, beta, d) = self._plan(args, sm_count_target)
-        if plan.geometry.epilogue == "BIAS" and not bias_ptr:
-            bias_ptr = _bias(plan.geometry.n, plan.geometry.d_type)
-        plan.run(alpha, a, b, beta, d, *(workspace or self.workspace), stream_ptr, bias_ptr)
+    def issue(self, geometry: Geometry, pointers: tuple, stream_ptr: int, sm_count_target: int = 0,
+              bias_ptr: int = 0, workspace: tuple | None = None) -> None:
+        """Run ``geometry`` on ``pointers`` (alpha's and beta's host addresses, a, b, d: ``(alpha, a, b, beta,
+        d)``) on ``stream_ptr`` (``workspace``: in place of the path's)."""
+        plan = self._plan(geometry, sm_count_target)
+        key = geometry.key
+        if key.epilogue == "BIAS" and not bias_ptr:
+            bias_ptr = _bias(key.n, key.output_dtype)
+        plan.run(*pointers, *(workspace or self.workspace), stream_ptr, bias_ptr)
 
-    def algorithm(self, args: tuple, sm_count_target: int = 0) -> tuple:
+    def algorithm(self, geometry: Geometry, sm_count_target: int = 0) -> tuple:
         """The algorithm this GEMM runs (sorted (name, value)): a configuration's ``lt_algo`` pins it."""
-        return self._plan(args, sm_count_target)[0].algorithm()
+        return self._plan(geometry, sm_count_target).algorithm()
 
     def close(self) -> None:
         """Free every plan and the cuBLASLt handle, all even if one fails; raise the first failure."""

@@ -7,15 +7,13 @@ from __future__ import annotations
 import dataclasses
 
 from ._cublas import ComputeType, CublasError, MathMode
-from ._cublaslt import ReductionScheme
-from .call import shape_args
+from ._cublaslt import GemmKey, Geometry, ReductionScheme
 from .check import check_many
 from .check.scenarios import HAZARDS, REGISTRY, without_workers
 from .config import GemmConfig
-from .dtypes import GEMM_TYPES
 from .device import device_properties
 from .handle import create_handle
-from .store.lock import GemmKey, LockEntry
+from .store.lock import LockEntry
 from .shapes import GemmShape, batch_ladder, sm_count_ladder
 from .timing import time_shapes
 
@@ -75,10 +73,9 @@ def verification_targets(sm_count: int, fleet=()) -> tuple:
 def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
     """The algorithm cuBLASLt's heuristic picks for ``shape`` at the full SM count."""
     lt_config = _lt(config)
-    args = shape_args(shape, int(lt_config.compute_type), GEMM_TYPES[config.input_dtype].cuda,
-                      GEMM_TYPES[config.output_dtype].cuda)
+    geometry = Geometry.packed(GemmKey.of(shape, lt_config, any_m=False), shape.batch)
     with create_handle(lt_config) as handle:
-        return handle.lt.algorithm(args)
+        return handle.lt.algorithm(geometry)
 
 
 def _lt(config: GemmConfig, **options) -> GemmConfig:

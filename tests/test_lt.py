@@ -8,7 +8,6 @@ import pytest
 
 from cublas_det import _cublaslt
 from cublas_det._cublas import MathMode
-from cublas_det.call import gemm_ex_args, shape_args
 from cublas_det.config import GemmConfig
 from cublas_det.shapes import parse_shape
 
@@ -45,8 +44,8 @@ def test_lt_configurations_parse_name_and_round_trip():
         GemmConfig(lt_sm_count_target=16)
 
 
-# cublasGemmEx's arguments of the row-major 128x56x4096 dW GEMM below (pointers 0: only read for the plan)
-DW_ARGS = gemm_ex_args(True, False, 128, 56, 4096, 128, 56, 0, 0, 0, 0, 0, 68)
+# The row-major 128x56x4096 dW GEMM below, fp32 in and out, as a packed Geometry (only read for the plan)
+DW = _cublaslt.Geometry.packed(_cublaslt.GemmKey("float32", "float32", "COMPUTE_32F", True, False, 56, 4096, m=128))
 
 
 @pytest.mark.gpu
@@ -63,7 +62,7 @@ def test_lt_gemms_match_float64_and_a_pinned_algorithm_keeps_its_bits_under_othe
         gemm_ex = gemm(a, b, handle=handle, trans_a=True)
     with create_handle("default+lt") as handle:
         out = gemm(a, b, handle=handle, trans_a=True)
-        algo = handle._lt.algorithm(DW_ARGS)
+        algo = handle._lt.algorithm(DW)
     assert float(abs(out - want).max() / abs(want).max()) < 1e-5
     assert cupy.array_equal(out.view(cupy.uint32), gemm_ex.view(cupy.uint32))  # the heuristic's first choice
     with create_handle(GemmConfig(api="lt", lt_algo=algo)) as handle:
@@ -72,7 +71,7 @@ def test_lt_gemms_match_float64_and_a_pinned_algorithm_keeps_its_bits_under_othe
     assert cupy.array_equal(out.view(cupy.uint32), pinned.view(cupy.uint32))
     with create_handle("default+lt-nosplitk") as handle:
         handle.sm_count_target = 16
-        algo = dict(handle._lt.algorithm(DW_ARGS, 16))
+        algo = dict(handle._lt.algorithm(DW, 16))
         assert algo["splitk"] <= 1 and algo["reduction_scheme"] == 0  # no split-K
 
 
@@ -242,24 +241,27 @@ def test_lt_layouts_and_descriptor_follow_cublasgemmex_arguments(monkeypatch):
                  "heuristic", "algo_init", "library"):
         monkeypatch.setattr(_cublaslt, name, recorder(name))
     path = lt_path.LtPath(GemmConfig(api="lt"), 0, 1 << 20)
-    # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3): cublasGemmEx(N, T, 3, 7, 5, ..., ldb=3, lda=7, ldc=3)
-    args = gemm_ex_args(True, False, 7, 3, 5, 7, 3, 0, 0, 0, 0, 0, 68)
-    path.issue(args, stream_ptr=0)
+    # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3): cuBLASLt's column-major (N, T, 3, 7, 5, ldb=3,
+    # lda=7, ldd=3)
+    key = _cublaslt.GemmKey("float32", "float32", "COMPUTE_32F", True, False, 3, 5, m=7)
+    args = (_cublaslt.Geometry.packed(key), (0, 0, 0, 0, 0))
+    path.issue(*args, stream_ptr=0)
     layouts = [a for name, a in made if name == "layout_create"]
     assert layouts == [(0, 3, 5, 3), (0, 7, 5, 7), (0, 3, 7, 3)]  # A = b (3x5, ld 3), B = a op T (7x5, ld 7), C 3x7
     sets = {a[1]: a[2] for name, a in made if name == "matmul_desc_set"}
     assert sets[_cublaslt.MatmulDesc.TRANSA] == 0 and sets[_cublaslt.MatmulDesc.TRANSB] == 1
     assert [a for name, a in made if name == "preference_set"][0][1:] == (_cublaslt.Preference.MAX_WORKSPACE_BYTES,
                                                                           1 << 20)
-    path.issue(args, stream_ptr=0)
+    path.issue(*args, stream_ptr=0)
     assert sum(name == "heuristic" for name, _ in made) == 1  # prepared once, reused
-    path.issue(args, stream_ptr=0, sm_count_target=16)
+    path.issue(*args, stream_ptr=0, sm_count_target=16)
     assert sum(name == "heuristic" for name, _ in made) == 2  # another SM-count target: planned again
     assert not any(name == "layout_batch" for name, _ in made)
     # A batch of 4 (a (4, 5, 7), b (4, 5, 3)): each layout is told the count and its packed stride.
-    batched = shape_args(parse_shape("7x3x5:nt:b4"), 68)
-    assert batched[:18] == args and batched[18:] == (4, 15, 35, 21)
-    path.issue(batched, stream_ptr=0)
+    batched = _cublaslt.Geometry.packed(_cublaslt.GemmKey.of(parse_shape("7x3x5:nt:b4"), GemmConfig(api="lt"),
+                                                               any_m=False), 4)
+    assert batched.key == key and batched.strides == (35, 15, 21)  # A, B, D
+    path.issue(batched, (0, 0, 0, 0, 0), stream_ptr=0)
     assert [a[1:] for name, a in made if name == "layout_batch"] == [(4, 15), (4, 35), (4, 21)]
     assert sum(name == "heuristic" for name, _ in made) == 3  # a batch is another GEMM: planned for itself
 

@@ -10,13 +10,13 @@ import os
 import re
 
 from .._cublas import ComputeType
-from .._cublaslt import ALGO_CONFIG
+from .._cublaslt import ALGO_CONFIG, GemmKey
 from ..config import GemmConfig
 from ..device import fingerprint, require_gpu
 from ..dtypes import GEMM_TYPES
 from ..errors import InputFileError, UsageError
 from ..integers import is_int
-from ..shapes import cublas_op, parse_shape, shape_spec
+from ..shapes import parse_shape
 from ..words import plural
 from .files import TooLarge, check_format, read_json, write_json
 from .schema import Each, Record, check
@@ -25,50 +25,11 @@ FORMAT, VERSION = "cublas_det.lock", 1
 MAX_FILE_BYTES = 256 << 20  # a capture file's bound: 40,000 entries that prescribe writes are 49 MB
 MAX_DIMENSION = 1 << 31  # cuBLASLt's layouts take 64-bit sizes; no GEMM of a lock is larger
 HINT = "give a file that `cublas-det prescribe --lock FILE` wrote"
-_SHORT = {name: element.label for name, element in GEMM_TYPES.items()}  # float32 -> fp32 ...
 WHERE_FIELDS = ("gpu", "sm_count", "compute_capability", "cublas_version")  # a lock holds only where all agree
 
 
 class LockMismatch(UsageError):
     """A lock written on another GPU, SM count or cuBLAS: its algorithms may not exist or not keep bits here."""
-
-
-@dataclasses.dataclass(frozen=True)
-class GemmKey:
-    """What identifies a GEMM to a lock: everything but M and the batch count (row-major ``op(A)[M,K] @
-    op(B)[K,N]``, each matrix of a batch): one pinned algorithm serves every batch count and the unbatched call."""
-
-    input_dtype: str
-    output_dtype: str
-    compute_type: str  # the compute type cuBLASLt runs: TF32 math is COMPUTE_32F_FAST_TF32
-    trans_a: bool
-    trans_b: bool
-    n: int
-    k: int
-    epilogue: str = ""  # "BIAS": a bias vector of N added to each row
-    m: int = 0  # 0: any M (the rows verified batch-invariant); else the one M the entry holds for
-
-    @classmethod
-    def of(cls, shape, config: GemmConfig, any_m: bool = True) -> GemmKey:
-        """The key of ``shape`` run in ``config``: for any M, or its own."""
-        return cls(config.input_dtype, config.output_dtype, config.lt_compute_type.name, shape.trans_a,
-                   shape.trans_b, shape.n, shape.k, config.lt_epilogue, 0 if any_m else shape.m)
-
-    def at(self, m: int) -> GemmKey:
-        return dataclasses.replace(self, m=m)
-
-    @property
-    def spec(self) -> str:
-        """``MxNxK:op``, M left open (``M``) in a key for any M."""
-        return shape_spec(self.m or "M", self.n, self.k, cublas_op(self.trans_a, self.trans_b))
-
-    def __str__(self) -> str:
-        types = _SHORT[self.input_dtype]
-        if self.output_dtype != self.input_dtype:
-            types += f"->{_SHORT[self.output_dtype]}"
-        extra = f" +{self.epilogue.lower()}" if self.epilogue else ""
-        tf32 = " tf32" if self.compute_type == "COMPUTE_32F_FAST_TF32" else ""
-        return f"{self.spec} {types}{tf32}{extra}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,8 +205,9 @@ class LockReport:
         if shapes:
             lock = self.lock_path or "lock.json"
             for spec, dtype, mode in dict.fromkeys(shapes):
+                label = getattr(GEMM_TYPES.get(dtype), "label", dtype)  # float32 -> fp32 ...
                 lines += [f"  add: cublas-det prescribe --lock {lock} \\",
-                          f"         --shape {spec} --dtype {_SHORT.get(dtype, dtype)} --modes {mode}"]
+                          f"         --shape {spec} --dtype {label} --modes {mode}"]
             lines.append("  or all of them: cublas-det capture --out cap.json -- python train.py, then the")
             lines.append("  same prescribe command with --capture cap.json in place of --shape")
         return lines

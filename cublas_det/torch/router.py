@@ -16,9 +16,9 @@ from .._cublas import STATUS_TEXT, CublasError
 from .. import _cublaslt
 from ..config import LT_WORKSPACE_BYTES
 from ..dtypes import GEMM_TYPES
-from .._cublaslt import Geometry, LtPlan
+from .._cublaslt import GemmKey, Geometry, LtPlan
 from ..enter import after_import
-from ..store.lock import GemmKey, Lock, LockReport
+from ..store.lock import Lock, LockReport
 
 DTYPES = {getattr(torch, name): name for name in GEMM_TYPES}  # torch.float32 -> float32 ...
 ALIGNMENT_BYTES = 256  # cuBLASLt's heuristic, which chose the pinned algorithm, assumes 256-byte aligned operands
@@ -241,15 +241,12 @@ class Router:
         if plan.locked:
             entry = self.lock.entries[plan.key]
             config = entry.config
-            (trans_a, lda), (trans_b, ldb) = _layout(a), _layout(b)
-            m, k = a.shape[-2:]
-            n = b.shape[-1]
+            lda, ldb = _layout(a)[1], _layout(b)[1]
+            m, n = a.shape[-2], b.shape[-1]
             batch = a.shape[0] if a.dim() == 3 else 1
-            element = GEMM_TYPES[plan.key.input_dtype].cuda
             ldd, d_stride = (n, m * n) if out is None else (_layout(out)[1], _batch_stride(out))
             strides = (_batch_stride(a), _batch_stride(b), d_stride) if batch > 1 else (0, 0, 0)
-            geometry = Geometry(element, element, element, int(config.lt_compute_type), trans_a, trans_b, m, n, k,
-                                lda, ldb, ldd, batch, strides, plan.key.epilogue)
+            geometry = Geometry(plan.key.at(m), lda, ldb, ldd, batch, strides)
             with torch.cuda.device(device), self._count:
                 lt = self._handles.get(device) or self._handles.setdefault(device, _cublaslt.create())
                 made = self._plans.get((device, geometry, config.lt_algo))
