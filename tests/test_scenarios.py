@@ -17,11 +17,11 @@ from cublas_det.check.scenarios.processes import (
     FRESH_PROCESS,
     WORKSPACE_CONFIG_SCENARIO,
 )
-from cublas_det.check.worker.protocol import Answer, Task, TaskAnswer, task_key
+from cublas_det.check.worker.protocol import Answer, Task, TaskAnswer
 from cublas_det.config import GemmConfig
 from cublas_det.explain import sm_targets
 from cublas_det.prescribe import verification_targets
-from cublas_det.shapes import batch_ladder, parse_shape, preset, sm_count_ladder
+from cublas_det.shapes import batch_ladder, gemm_key, parse_shape, preset, sm_count_ladder
 
 
 def test_every_scenario_has_one_sentence_a_kind_and_a_label():
@@ -101,7 +101,7 @@ def _check(digest, error=None):
 
 
 def _answers(*digests):
-    key = task_key(parse_shape("64x64x64"), GemmConfig())
+    key = gemm_key("64x64x64:nn", GemmConfig().name)
     return {f"fresh-process#{i}": (Answer({key: TaskAnswer(d, 1e-7)}), None) for i, d in enumerate(digests)}
 
 
@@ -121,7 +121,7 @@ def test_fresh_process_compares_digests_and_a_failure_here_stays_an_error():
 def test_workspace_config_names_where_a_difference_lies():
     from cublas_det.check.scenarios.streams import STREAMS_SHARED_HANDLE
 
-    key = task_key(parse_shape("64x64x64"), GemmConfig())
+    key = gemm_key("64x64x64:nn", GemmConfig().name)
     inner = STREAMS_SHARED_HANDLE.from_worst(16, 0, detail="4 rounds x 4 streams on one handle")
     answers = {"workspace-config": (Answer({key: TaskAnswer("bb", 1e-7, (inner,))}), None)}
     result = WORKSPACE_CONFIG_SCENARIO.merge(_check("aa"), answers)

@@ -10,11 +10,11 @@ import time
 from ..bits.digest import digest_groups
 from ..config import GemmConfig
 from ..device import describe_machine
-from ..shapes import GemmShape
+from ..shapes import GemmShape, gemm_key
 from ..words import plural
 from .results import Kind
 from .worker.parent import INTERRUPTED, WORKER_TIMEOUT_S, collect, kill_all, spawn
-from .worker.protocol import Request, Task, task_key
+from .worker.protocol import Request, Task
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +136,7 @@ def agreements(shapes: list[GemmShape], configs: list[GemmConfig], runs: list[De
     found = []
     for shape in shapes:
         for config in configs:
-            key = task_key(shape, config)
+            key = gemm_key(shape.spec, config.name)
             digests, errors, failures, findings, inputs = {}, {}, {}, {}, {}
             for run in runs:
                 task = run.results.get(key)

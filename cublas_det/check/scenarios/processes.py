@@ -6,9 +6,10 @@ import dataclasses
 import os
 from typing import Callable
 
+from ...shapes import gemm_key
 from ...words import plural
 from ..results import GemmCheck, Kind, ScenarioResult
-from ..worker.protocol import Request, Task, task_key
+from ..worker.protocol import Request, Task
 from .base import Scenario
 
 FRESH_PROCESSES = 2
@@ -33,7 +34,7 @@ def _fresh_process_plan(device: int, tasks: tuple[Task, ...], repeats: int) -> d
 def _fresh_process_merge(check: GemmCheck, answers: dict) -> ScenarioResult:
     if not check.digest:
         return FRESH_PROCESS.failed(f"this process computed no output to compare: {check.error or 'no digest'}")
-    key = task_key(check.shape, check.config)
+    key = gemm_key(check.shape.spec, check.config.name)
     digests, errors = [], []
     for name, (answer, error) in answers.items():
         if not name.startswith("fresh-process#"):
@@ -66,7 +67,7 @@ def _workspace_config_merge(check: GemmCheck, answers: dict) -> ScenarioResult:
     answer, error = answers["workspace-config"]
     if error:
         return WORKSPACE_CONFIG_SCENARIO.failed(error)
-    task = answer.results.get(task_key(check.shape, check.config))
+    task = answer.results.get(gemm_key(check.shape.spec, check.config.name))
     if task is None or task.error:
         return WORKSPACE_CONFIG_SCENARIO.failed(task.error if task else "no result")
     (shared,) = task.scenarios

@@ -10,8 +10,9 @@ import time
 from ...device import fingerprint
 from ...memory import host_available_bytes
 from ...operands import HostOperands
+from ...shapes import gemm_key
 from .. import check_many
-from .protocol import Answer, Request, TaskAnswer, task_key
+from .protocol import Answer, Request, TaskAnswer
 
 
 def main() -> int:
@@ -37,7 +38,7 @@ def main() -> int:
             operands.close()
         wanted = {task.key for task in tasks}
         for check in checks:
-            key = task_key(check.shape, check.config)
+            key = gemm_key(check.shape.spec, check.config.name)
             if key in wanted:
                 results[key] = TaskAnswer(check.digest, check.rel_error, check.scenarios, check.error,
                                           check.input_digests)

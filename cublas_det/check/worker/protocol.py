@@ -12,10 +12,6 @@ from ...store.schema import Codec
 from ..results import ScenarioResult
 
 
-def task_key(shape: GemmShape, config: GemmConfig) -> str:
-    return gemm_key(shape.spec, config.name)
-
-
 @dataclasses.dataclass(frozen=True)
 class Task(Codec):
     """One GEMM to check: the whole shape, not only its spec (the scenarios read its pass: a dW GEMM's batch is
@@ -29,7 +25,7 @@ class Task(Codec):
 
     @property
     def key(self) -> str:
-        return task_key(self.shape, self.config)
+        return gemm_key(self.shape.spec, self.config.name)
 
 
 @dataclasses.dataclass(frozen=True)
