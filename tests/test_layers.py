@@ -154,3 +154,49 @@ def test_the_checks_catch_an_import_that_runs_up_and_one_inside_a_function(tmp_p
     (fake / "cli" / "__init__.py").write_text("from ..config import f\n")
     assert upward_imports(fake) == [f"cublas_det/config.py:1: config (floor 2) imports cli (floor {FLOORS['cli']})"]
     assert imports_in_functions(fake) == ["cublas_det/config.py:5: json"]
+
+
+# One home each: a GEMM's identity is GemmKey (laid out in memory by Geometry), which a catalogue shape
+# (GemmShape) names; cuBLASLt's descriptors, layouts and algorithms are made by one plan type, LtPlan.
+GEMM_FIELDS = {"trans_a", "trans_b", "n", "k"}
+PLAN_MAKERS = {"matmul_desc_create", "layout_create", "preference_create", "algo_init", "heuristic"}
+
+
+def gemm_classes(package) -> set[str]:
+    """``module.Class`` of every class whose annotated fields include a GEMM's ops and dimensions."""
+    found = set()
+    for path, parts in _modules(package):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.ClassDef):
+                fields = {item.target.id for item in node.body
+                          if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}
+                if GEMM_FIELDS <= fields:
+                    found.add(f"{'.'.join(parts)}.{node.name}")
+    return found
+
+
+def plan_makers(package) -> set[str]:
+    """``module.function`` of every function that calls one of cuBLASLt's makers of a plan's parts."""
+    found = set()
+    for path, parts in _modules(package):
+        for function in _outermost_functions(_tree(path)):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call):
+                    name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+                    if name in PLAN_MAKERS:
+                        found.add(f"{'.'.join(parts)}.{function.name}")
+    return found
+
+
+def test_a_gemm_has_one_key_type_and_one_cublaslt_plan_type():
+    assert gemm_classes(PACKAGE) == {"_cublaslt.GemmKey", "shapes.GemmShape"}
+    assert plan_makers(PACKAGE) == {"_cublaslt.__init__", "_cublaslt._heuristic"}  # LtPlan's
+
+
+def test_the_home_checks_catch_a_second_key_and_a_second_plan(tmp_path):
+    fake = tmp_path / "cublas_det"
+    fake.mkdir()
+    (fake / "router.py").write_text("class Key:\n    trans_a: bool\n    trans_b: bool\n    n: int\n    k: int\n\n\n"
+                                    "def plan(handle):\n    return _cublaslt.layout_create(0, 1, 1, 1)\n")
+    assert gemm_classes(fake) == {"router.Key"}
+    assert plan_makers(fake) == {"router.plan"}
