@@ -12,7 +12,6 @@ import pytest
 
 from cublas_det import call, memory, prescribe, pytest_plugin
 from cublas_det import handle as lt
-from cublas_det.store import lock as lockfile
 from cublas_det._cublas import MATH_MODE_FLAGS
 from cublas_det.bits import gpu, streams
 from cublas_det.apilog import findings, parse, replay
@@ -75,7 +74,7 @@ def test_the_element_types_keep_their_cuda_enums_sizes_and_names():
     assert layouts.SAFETENSORS_DTYPES == {
         "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
         "I16": "int16", "I8": "int8", "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool"}
-    assert lockfile._SHORT == {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+    assert lt._cublaslt._SHORT == {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
 def test_the_math_modes_keep_their_values_and_spellings():
