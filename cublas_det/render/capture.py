@@ -181,8 +181,7 @@ def _handle_lines(data: dict, width: int) -> list[str]:
         streams = ", ".join(f"{stream} ({calls})" for stream, calls in handle["streams"].items())
         noun = noun_for(len(handle["streams"]), "stream")
         lines += _item(f"handle {key[1]} (process {handle['process']}, {plural(len(handle['threads']), 'thread')}, "
-                       f"{plural(handle['calls'], 'call')} on {noun} "
-                       f"{streams}): {', '.join(ids)}", width)
+                       f"{plural(handle['calls'], 'call')} on {noun} {streams}): {', '.join(ids)}", width)
     return lines
 
 

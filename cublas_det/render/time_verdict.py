@@ -28,7 +28,6 @@ class TimeLabel(str, enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class TimeVerdict:
     """The verdict on one entry's time; percentages are of the baseline's median."""
-
     label: TimeLabel
     change_pct: float
     low_pct: float
