@@ -21,8 +21,7 @@ def _item(text, width: int) -> list[str]:
 
 
 def render_capture(capture, path: str, width: int | None = None) -> str:
-    """``capture``: a :class:`~cublas_det.apilog.file.CaptureFile`; ``path``: where it was written; ``width``:
-    the report's, as every report's (:func:`~cublas_det.words.report_width`)."""
+    """``capture``: a :class:`~cublas_det.apilog.file.CaptureFile`; ``path``: where it was written."""
     width = width or report_width()
     data = capture.data
     command = shlex.join(data.get("command") or []) or "(logs read with --from)"

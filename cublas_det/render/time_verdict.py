@@ -1,7 +1,6 @@
-"""Is a configuration faster or slower than in a baseline? FASTER / SLOWER / SAME / UNSURE, from both
-runs' 95% intervals of the median, each widened by its A/A noise floor (docs/method.md). ``--fail-on
-PCT`` fails a SLOWER entry whose median grew by more than PCT, never an UNSURE one.
-"""
+"""Is a configuration faster or slower than in a baseline? FASTER / SLOWER / SAME / UNSURE, from both runs' 95%
+intervals of the median, each widened by its A/A noise floor (docs/method.md). ``--fail-on PCT`` fails a SLOWER
+entry whose median grew by more than PCT, never an UNSURE one."""
 
 from __future__ import annotations
 
