@@ -59,12 +59,10 @@ def device_available_bytes() -> int:
     return free + cupy.get_default_memory_pool().free_bytes()
 
 
-def check_fits(shape: GemmShape, config: GemmConfig | None = None, *, timing: bool = True,
-               host_available: int | None = None, device_available: int | None = None) -> Footprint:
+def check_fits(shape: GemmShape, config: GemmConfig | None = None, *, timing: bool = True) -> Footprint:
     """Raise :class:`DoesNotFit` (one line, naming the bytes) unless ``shape`` fits; return its footprint."""
     need = footprint(shape, config, timing=timing)
-    host = host_available_bytes() if host_available is None else host_available
-    device = device_available_bytes() if device_available is None else device_available
+    host, device = host_available_bytes(), device_available_bytes()
     gib = lambda n: size(n, "GiB", places=1)  # noqa: E731
     if host is not None and need.host_bytes > host:
         raise DoesNotFit(f"{shape}: needs {gib(need.host_bytes)} of host memory for its operands, "

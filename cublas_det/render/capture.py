@@ -21,8 +21,7 @@ def _item(text, width: int) -> list[str]:
 
 
 def render_capture(capture, path: str, width: int | None = None) -> str:
-    """``capture``: a :class:`~cublas_det.apilog.file.CaptureFile`; ``path``: where it was written; ``width``:
-    the report's, as every report's (:func:`~cublas_det.words.report_width`)."""
+    """``capture``: a :class:`~cublas_det.apilog.file.CaptureFile`; ``path``: where it was written."""
     width = width or report_width()
     data = capture.data
     command = shlex.join(data.get("command") or []) or "(logs read with --from)"
@@ -181,8 +180,7 @@ def _handle_lines(data: dict, width: int) -> list[str]:
         streams = ", ".join(f"{stream} ({calls})" for stream, calls in handle["streams"].items())
         noun = noun_for(len(handle["streams"]), "stream")
         lines += _item(f"handle {key[1]} (process {handle['process']}, {plural(len(handle['threads']), 'thread')}, "
-                       f"{plural(handle['calls'], 'call')} on {noun} "
-                       f"{streams}): {', '.join(ids)}", width)
+                       f"{plural(handle['calls'], 'call')} on {noun} {streams}): {', '.join(ids)}", width)
     return lines
 
 

@@ -97,8 +97,9 @@ def modes_group(check: GemmCheck | None) -> list[str] | None:
 
 
 def modes_cell(check: GemmCheck | None) -> str:
+    """The modes that gave this one's bits, named without the element types the run shares."""
     group = modes_group(check)
-    return "-" if group is None else ", ".join(group) or "none"
+    return "-" if group is None else ", ".join(map(name_role, group)) or "none"
 
 
 def check_failures(check: GemmCheck) -> list[str]:
@@ -149,9 +150,7 @@ def table_rows(report: ShapeReport, kernels: bool = False) -> list[list[str]]:
         trust = "" if timing is None or timing.trusted else NOT_TRUSTED
         vs = f"{ratio.median:.3f} ±{100 * ratio.half_width:.1f}%{trust}" if ratio else "-"
         rows.append([
-            # the modes scenario's names, stored without their configurations
-            shown, repro_cell(check), hazards_cell(check), ", ".join(map(name_role, modes_group(check) or ()))
-            or modes_cell(check),
+            shown, repro_cell(check), hazards_cell(check), modes_cell(check),
             f"{check.rel_error:.1e}" if check and not math.isnan(check.rel_error) else "-",
             _fmt_us(arm.median_us if arm else None), _fmt_us(arm.eager_median_us if arm and arm.eager_us else None),
             f"{tflops:.1f}" if tflops else "-", "" if mode == reference else vs,

@@ -1,7 +1,6 @@
-"""Is a configuration faster or slower than in a baseline? FASTER / SLOWER / SAME / UNSURE, from both
-runs' 95% intervals of the median, each widened by its A/A noise floor (docs/method.md). ``--fail-on
-PCT`` fails a SLOWER entry whose median grew by more than PCT, never an UNSURE one.
-"""
+"""Is a configuration faster or slower than in a baseline? FASTER / SLOWER / SAME / UNSURE, from both runs' 95%
+intervals of the median, each widened by its A/A noise floor (docs/method.md). ``--fail-on PCT`` fails a SLOWER
+entry whose median grew by more than PCT, never an UNSURE one."""
 
 from __future__ import annotations
 
@@ -28,7 +27,6 @@ class TimeLabel(str, enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class TimeVerdict:
     """The verdict on one entry's time; percentages are of the baseline's median."""
-
     label: TimeLabel
     change_pct: float
     low_pct: float

@@ -21,9 +21,8 @@ def how_timed(timing) -> str:
         parts.append(f"stop: {timing.stop_reason}")
     if timing.discards.redone:
         parts.append(f"{timing.discards.redone} redone")
-    clocks = timing.clock_range_mhz
-    if clocks:
-        low, high = clocks
+    if timing.clock_range_mhz:
+        low, high = timing.clock_range_mhz
         parts.append(f"SM {low:.0f} MHz" if round(low) == round(high) else f"SM {low:.0f}-{high:.0f} MHz")
     if timing.aa_ratio:
         parts.append(f"A/A {timing.aa_ratio.median:.3f}")
@@ -49,14 +48,11 @@ def shape_warnings(name: str, timing) -> list[str]:
 
 def busy_warning(gpu_state: dict | None, shapes) -> str | None:
     """One line naming the other processes seen on the GPU before or during timing, or None."""
-    if not gpu_state:
-        return None
+    phases = [(gpu_state or {}).get(phase) or {} for phase in ("before", "during")]
     seen = {}
-    for phase in ("before", "during"):
-        activity = gpu_state.get(phase) or {}
-        if activity.get("other_count"):
-            for process in activity.get("other_processes", []):
-                seen.setdefault(process["pid"], process)
+    for activity in (activity for activity in phases if activity.get("other_count")):
+        for process in activity.get("other_processes", []):
+            seen.setdefault(process["pid"], process)
     if not seen:
         return None
     described = []
@@ -67,7 +63,7 @@ def busy_warning(gpu_state: dict | None, shapes) -> str | None:
         if process.get("sm_util") is not None:
             text += f" up to {process['sm_util']}% SM"
         described.append(text)
-    ambiguous = any((gpu_state.get(p) or {}).get("ambiguous_pids") for p in ("before", "during"))
+    ambiguous = any(activity.get("ambiguous_pids") for activity in phases)
     timed = [r.shape.name for r in shapes if r.timing is not None and r.timing.gpu_activity is not None
              and r.timing.gpu_activity.busy]
     line = "another process used the GPU while timing ran: " + "; ".join(described)
