@@ -89,10 +89,9 @@ class ShapeBench:
 
     def close(self) -> None:
         import cupy
-        try:  # the buffers go back to the pool only once no queued work reads them
+        # The buffers go back to the pool only once no queued work reads them; on a failed GPU nothing more runs.
+        with contextlib.suppress(cupy.cuda.runtime.CUDARuntimeError):
             self.stream.synchronize()
-        except cupy.cuda.runtime.CUDARuntimeError:  # a failed GPU: nothing more runs on this stream
-            pass
         for handle in self.handles.values():
             handle.close()
         self.handles = {}

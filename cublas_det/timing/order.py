@@ -9,13 +9,7 @@ def williams_rows(n: int) -> list[list[int]]:
         raise ValueError(f"need at least one arm, not {n}")
     # First row 0, 1, n-1, 2, n-2, ...: consecutive differences take every value 1..n-1 once
     # (mod n), so the shifted rows give every ordered pair of neighbours exactly once.
-    first, low, high = [0], 1, n - 1
-    while len(first) < n:
-        first.append(low)
-        low += 1
-        if len(first) < n:
-            first.append(high)
-            high -= 1
+    first = [0] + [(k + 1) // 2 if k % 2 else n - k // 2 for k in range(1, n)]
     rows = [[(index + shift) % n for index in first] for shift in range(n)]
     if n % 2 and n > 1:  # odd n: the mirrored square supplies the pairs in the other direction
         rows += [list(reversed(row)) for row in rows]
