@@ -55,9 +55,7 @@ class ShapeBench:
             raise ValueError("time_shapes times configurations side by side on one set of operands: give "
                              "configurations of one input and one output type, not "
                              + ", ".join(sorted({f"{c.input_dtype}->{c.output_dtype}" for c in configs})))
-        if operands is None:
-            operands = device_operands(shape, seed, configs[0])
-        a, b = operands
+        a, b = operands if operands is not None else device_operands(shape, seed, configs[0])
         # A, B and C at the configuration's element sizes: bf16 rotates as many sets as its bytes need
         self.sets = buffer_sets(sum(shape.operand_bytes(configs[0].a_type.itemsize, configs[0].c_type.itemsize)),
                                 device_properties()["l2_cache_bytes"])
