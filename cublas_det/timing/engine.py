@@ -43,7 +43,7 @@ def arms_of(configs, aa_control: bool = True) -> list[Arm]:
     return arms + [Arm(aa_reference(arms).config, control=True)] if aa_control else arms
 
 
-class ShapeBench:
+class ShapeBench(contextlib.AbstractContextManager):
     """One shape set up for timing (a context manager): rotated operand sets, a handle per arm on one
     stream, a CUDA graph of one batch per arm, and the held launch that times a graph."""
 
@@ -78,9 +78,6 @@ class ShapeBench:
             self._outcomes = cupy.zeros(len(self.names), cupy.uint32)
         self.graphs = {}
         self.calls = 0
-
-    def __enter__(self) -> ShapeBench:
-        return self
 
     def __exit__(self, *exc) -> None:
         self.close()
