@@ -16,9 +16,9 @@ from cublas_det.timing import (
     ShapeTiming,
     StopReason,
 )
-from cublas_det.timing.order import cycle_length, round_order, williams_rows
 from cublas_det.timing.results import aa_reference, arm_with_role, ratio_pairs
 from cublas_det.timing.rounds import MAX_REDOS, THROTTLE_PAUSE_S, KeptRounds, round_problem
+from cublas_det.timing.rounds import cycle_length, round_order, williams_rows
 from cublas_det.timing.stats import (
     batch_size,
     buffer_sets,

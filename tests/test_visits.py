@@ -9,8 +9,7 @@ import weakref
 import pytest
 
 from cublas_det.timing import Sample, StopReason
-from cublas_det.timing.order import round_order
-from cublas_det.timing.rounds import KeptRounds
+from cublas_det.timing.rounds import KeptRounds, round_order
 from cublas_det.timing.stats import median_ci
 from cublas_det.timing.visits import BUDGET_FLOOR_VISITS, run_visits
 from cublas_det.timing.results import Arm

@@ -43,7 +43,7 @@ def arms_of(configs, aa_control: bool = True) -> list[Arm]:
     return arms + [Arm(aa_reference(arms).config, control=True)] if aa_control else arms
 
 
-class ShapeBench:
+class ShapeBench(contextlib.AbstractContextManager):
     """One shape set up for timing (a context manager): rotated operand sets, a handle per arm on one
     stream, a CUDA graph of one batch per arm, and the held launch that times a graph."""
 
@@ -55,9 +55,7 @@ class ShapeBench:
             raise ValueError("time_shapes times configurations side by side on one set of operands: give "
                              "configurations of one input and one output type, not "
                              + ", ".join(sorted({f"{c.input_dtype}->{c.output_dtype}" for c in configs})))
-        if operands is None:
-            operands = device_operands(shape, seed, configs[0])
-        a, b = operands
+        a, b = operands if operands is not None else device_operands(shape, seed, configs[0])
         # A, B and C at the configuration's element sizes: bf16 rotates as many sets as its bytes need
         self.sets = buffer_sets(sum(shape.operand_bytes(configs[0].a_type.itemsize, configs[0].c_type.itemsize)),
                                 device_properties()["l2_cache_bytes"])
@@ -81,18 +79,14 @@ class ShapeBench:
         self.graphs = {}
         self.calls = 0
 
-    def __enter__(self) -> ShapeBench:
-        return self
-
     def __exit__(self, *exc) -> None:
         self.close()
 
     def close(self) -> None:
         import cupy
-        try:  # the buffers go back to the pool only once no queued work reads them
+        # The buffers go back to the pool only once no queued work reads them; on a failed GPU nothing more runs.
+        with contextlib.suppress(cupy.cuda.runtime.CUDARuntimeError):
             self.stream.synchronize()
-        except cupy.cuda.runtime.CUDARuntimeError:  # a failed GPU: nothing more runs on this stream
-            pass
         for handle in self.handles.values():
             handle.close()
         self.handles = {}

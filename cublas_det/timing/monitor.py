@@ -264,9 +264,8 @@ class GpuMonitor:
             self._stop.set()
             self._thread.join()
             self._thread = None
-        during = None
+        during = self.activity_since(0)  # None without a reader
         if self.reader is not None:
-            during = self.activity_since(0)
             self.reader.close()
             self.reader = None
         return {"nvml": self._limits, "nvml_unavailable": self.unavailable,

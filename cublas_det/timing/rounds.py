@@ -7,13 +7,35 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from .order import round_order
 from .results import Discards, ratio_pairs
 from .stats import Ratio, paired_ratio
 
 MAX_REDOS = 10
 THROTTLE_PAUSE_S = 0.05  # nvbench's pause after a throttled sample, to let the clocks recover
 THROTTLE_FRACTION = 0.75  # nvbench's floor: samples below 75% of the default SM clock are discarded
+
+
+def williams_rows(n: int) -> list[list[int]]:
+    """The arms' order in each round: a Williams design (a balanced Latin square; for odd n with its mirror), so
+    every arm stands in every position and follows every other equally often and carry-over balances out."""
+    if n < 1:
+        raise ValueError(f"need at least one arm, not {n}")
+    # First row 0, 1, n-1, 2, n-2, ...: consecutive differences take every value 1..n-1 once
+    # (mod n), so the shifted rows give every ordered pair of neighbours exactly once.
+    first = [0] + [(k + 1) // 2 if k % 2 else n - k // 2 for k in range(1, n)]
+    rows = [[(index + shift) % n for index in first] for shift in range(n)]
+    if n % 2 and n > 1:  # odd n: the mirrored square supplies the pairs in the other direction
+        rows += [list(reversed(row)) for row in rows]
+    return rows
+
+
+def cycle_length(n: int) -> int:
+    return len(williams_rows(n))
+
+
+def round_order(arms: list[str], round_index: int) -> list[str]:
+    rows = williams_rows(len(arms))
+    return [arms[i] for i in rows[round_index % len(rows)]]
 
 
 @dataclasses.dataclass(frozen=True)

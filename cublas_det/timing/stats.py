@@ -73,8 +73,7 @@ def widened_ci(values, setups=None) -> tuple[float, float]:
     if not between:
         return low, high
     center = statistics.median(values)
-    below, above = center - low, high - center
-    return center - math.hypot(below, between), center + math.hypot(above, between)
+    return center - math.hypot(center - low, between), center + math.hypot(high - center, between)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from .order import cycle_length
-from .rounds import MAX_REDOS, KeptRounds
+from .rounds import MAX_REDOS, KeptRounds, cycle_length
 from .stats import TARGET_HALF_WIDTH, Ratio, StopReason, stop_reason
 
 MIN_VISITS_FOR_INTERVAL = 2  # the between-visit term needs two
