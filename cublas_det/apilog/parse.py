@@ -162,8 +162,7 @@ class CublasLogParser(_LogParser):
 
     def _resolve(self, kind: str) -> None:
         """The calls of bad shape held in ``_unsure``: interleaved once a second thread is seen, else malformed."""
-        calls, gemms, samples = self._unsure
-        self._unsure = (0, 0, [])
+        (calls, gemms, samples), self._unsure = self._unsure, (0, 0, [])
         setattr(self.stats, kind, getattr(self.stats, kind) + calls)
         setattr(self.stats, f"{kind}_gemms", getattr(self.stats, f"{kind}_gemms") + gemms)
         for sample in samples if kind == "malformed" else ():
