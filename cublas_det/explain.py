@@ -84,11 +84,9 @@ def render_explanation(explanation: Explanation) -> str:
                 if cell.reduce:
                     reduces.add(cell.reduce.name)
     baseline = explanation.rows[0][1]
-    header = ["condition"] + [f"{name}: kernel grid µs" for name in explanation.configs]
-    rows = [header]
-    for condition, row in explanation.rows:
-        rows.append([condition] + [_cell_text(row.get(name), baseline.get(name), keys, condition.startswith("M = "))
-                                    for name in explanation.configs])
+    rows = [["condition"] + [f"{name}: kernel grid µs" for name in explanation.configs]]
+    rows += [[condition] + [_cell_text(row.get(name), baseline.get(name), keys, condition.startswith("M = "))
+                            for name in explanation.configs] for condition, row in explanation.rows]
     shape = explanation.shape
     title = shape.name if shape.name == shape.spec else f"{shape.name} ({shape.spec})"
     lines = [f"kernels of {title}, {CALLS} calls per cell after an untimed one; * = other kernels or another split "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import operator
 
 from ..integers import is_int
 
@@ -255,7 +256,6 @@ class Capture:
         return unmatched
 
 
-def geometry_of(definition: GemmDefinition) -> tuple:
-    """What a cuBLAS call and the cuBLASLt kernel launched under it both show."""
-    return (definition.transa, definition.transb, definition.m, definition.n, definition.k, definition.lda,
-            definition.ldb, definition.ldc, definition.a_type, definition.c_type, definition.batch_count)
+# The fields of a GemmDefinition that a cuBLAS call and the cuBLASLt kernel launched under it both show, as a tuple.
+geometry_of = operator.attrgetter("transa", "transb", "m", "n", "k", "lda", "ldb", "ldc", "a_type", "c_type",
+                                  "batch_count")

@@ -5,6 +5,7 @@ keys its already parsed definition."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 from ..config import FLAG_NAME, MATH_MODE_NAMES
@@ -58,6 +59,7 @@ def _enum_name(value: bytes, prefix: str) -> str:
     return value.split(b"(", 1)[0].decode().removeprefix(prefix)
 
 
+@functools.lru_cache(maxsize=_CACHE_SIZE)
 def _math_mode(text: bytes) -> int | None:
     """``2`` for ``CUBLAS_PEDANTIC_MATH``, flags OR-ed in (``A|B``, ``A | B``, or a number); None if unknown."""
     total = 0
@@ -89,12 +91,17 @@ class _Cache(dict):
         self[key] = value
         return value
 
-    def put_parsed(self, key, parse, *args):
-        """``parse(*args)`` kept under ``key``, or the InvalidGemm it raised: its repeats cost a lookup too."""
-        try:
-            return self.put(key, parse(*args))
-        except InvalidGemm as err:
-            return self.put(key, err)
+    def parsed(self, key, parse, *args, **kwargs):
+        """``parse(*args, **kwargs)`` kept under ``key``, or the InvalidGemm it raised, raised at each repeat."""
+        value = self.get(key)
+        if value is None:
+            try:
+                value = self.put(key, parse(*args, **kwargs))
+            except InvalidGemm as err:
+                value = self.put(key, err)
+        if value.__class__ is InvalidGemm:
+            raise value
+        return value
 
 
 class _LogParser:
@@ -144,7 +151,6 @@ class CublasLogParser(_LogParser):
         super().__init__(capture, path)
         self._workspace: dict = {}  # (process, handle) -> (bytes, address) of its user workspace
         self._math: dict = {}  # handle field line -> the text of its last cublasSetMathMode, unread
-        self._modes: dict = {}  # a context line's math-mode text -> its value
         self._kinds: dict = {}  # function name -> (_kind(), the parameters of its prototype)
         self._threads: set = set()  # (process, thread) of the context lines: one alone, and nothing interleaves
         self._unsure = (0, 0, [])  # calls of bad shape while one thread was seen: calls, GEMM calls, samples
@@ -156,8 +162,7 @@ class CublasLogParser(_LogParser):
 
     def _resolve(self, kind: str) -> None:
         """The calls of bad shape held in ``_unsure``: interleaved once a second thread is seen, else malformed."""
-        calls, gemms, samples = self._unsure
-        self._unsure = (0, 0, [])
+        (calls, gemms, samples), self._unsure = self._unsure, (0, 0, [])
         setattr(self.stats, kind, getattr(self.stats, kind) + calls)
         setattr(self.stats, f"{kind}_gemms", getattr(self.stats, f"{kind}_gemms") + gemms)
         for sample in samples if kind == "malformed" else ():
@@ -274,18 +279,12 @@ class CublasLogParser(_LogParser):
     def _gemm(self, function: bytes, gemm, block: bytes, context: tuple) -> None:
         site, math_mode, time_at = context
         workspace, address = self._workspace.get((site.process, site.handle), (None, None))
-        mode = self._modes.get(math_mode, -1)
-        if mode == -1:
-            mode = self._modes[math_mode] = _math_mode(math_mode)
+        mode = _math_mode(math_mode)
         if mode is None:
             mode = self._set_mode(block, site)
         fields = block[:time_at]
         key = (function, _POINTER_VALUE.sub(b"", fields), mode, workspace)
-        definition = (self._parsed.get(key)
-                      or self._parsed.put_parsed(key, self._definition, gemm, fields, mode, workspace))
-        if definition.__class__ is InvalidGemm:
-            raise definition
-        self.capture.add_gemm(definition, site, address)
+        self.capture.add_gemm(self._parsed.parsed(key, self._definition, gemm, fields, mode, workspace), site, address)
         self.stats.gemm_calls += 1  # calls read
 
     def _set_mode(self, block: bytes, site: Site) -> int | None:
@@ -318,10 +317,9 @@ class CublasLogParser(_LogParser):
         strides = (tuple(int(fields[name]) for name in (b"strideA", b"strideB", b"strideC"))
                    if batched == "StridedBatched" else None)
         return GemmDefinition(
-            gemm.group(0), _enum_name(fields[b"transa"], "CUBLAS_OP_"), _enum_name(fields[b"transb"], "CUBLAS_OP_"),
-            int(fields[b"m"]), int(fields[b"n"]), int(fields[b"k"]), int(fields[b"lda"]), int(fields[b"ldb"]),
-            int(fields[b"ldc"]), *types, compute, algo, int(fields[b"batchCount"]) if batched else 1, strides,
-            math_mode, workspace)
+            gemm.group(0), *(_enum_name(fields[name], "CUBLAS_OP_") for name in (b"transa", b"transb")),
+            *(int(fields[name]) for name in (b"m", b"n", b"k", b"lda", b"ldb", b"ldc")), *types, compute, algo,
+            int(fields[b"batchCount"]) if batched else 1, strides, math_mode, workspace)
 
 
 def _quoted(header) -> str:
@@ -374,39 +372,32 @@ class LtLogParser(_LogParser):
                 if trace:
                     self._matmul(int(thread), function, rest)
                 else:
-                    self._preference[int(thread)] = self._heuristic(rest)
+                    query = _LT_POINTERS.sub(b"=", rest)
+                    self._preference[int(thread)] = self._parsed.parsed((b"?", query), self._heuristic, query)
             except InvalidGemm as err:
                 self.stats.bad("invalid", f"{function.decode()}: {err}")
             except (KeyError, ValueError, IndexError):
                 self.stats.bad("malformed", found.group(0), gemm=bool(trace))
 
-    def _heuristic(self, rest: bytes) -> tuple:
-        key = (b"?", _LT_POINTERS.sub(b"=", rest))
-        parsed = self._parsed.get(key)
-        if parsed is None:
-            pairs = dict(_LT_PAIR.findall(key[1]))
-            preference = sorted(item for item in _inner(pairs.get(b"preference", b"")).items()
-                                if not item[0].startswith("minBytesAlignment"))
-            parsed = self._parsed.put(key, (_descriptors(pairs), tuple(preference)))
-        return parsed
+    @staticmethod
+    def _heuristic(query: bytes) -> tuple:
+        pairs = dict(_LT_PAIR.findall(query))
+        return _descriptors(pairs), tuple(sorted(item for item in _inner(pairs.get(b"preference", b"")).items()
+                                                 if not item[0].startswith("minBytesAlignment")))
 
     def _matmul(self, thread: int, function: bytes, rest: bytes) -> None:
         at = rest.rfind(b" stream=")
         stream = rest[at + 8:].split(b" ", 1)[0] if at >= 0 else b"0x0"
         key = (function, _LT_POINTERS.sub(b"=", rest))
-        parsed = self._parsed.get(key) or self._parsed.put_parsed(key, self._parse_matmul, function, key[1])
-        if parsed.__class__ is InvalidGemm:
-            raise parsed
+        internal, definition, descriptors = self._parsed.parsed(key, self._parse_matmul, function, key[1])
         self.stats.gemm_calls += 1
-        internal, definition, descriptors = parsed
         if internal:
             self.capture.add_internal(*definition)
             return
         query, preference = self._preference.get(thread, (None, ()))
         if query == descriptors and preference:
-            key = (definition, preference)
-            definition = (self._parsed.get(key)
-                          or self._parsed.put(key, dataclasses.replace(definition, preference=preference)))
+            definition = self._parsed.parsed((definition, preference), dataclasses.replace, definition,
+                                             preference=preference)
         site = self._sites.get((thread, stream)) or self._sites.put(
             (thread, stream), Site(None, "", _hex(stream.lower().removeprefix(b"0x")), thread))
         self.capture.add_gemm(definition, site)

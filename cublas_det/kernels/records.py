@@ -28,12 +28,9 @@ class KernelRecord:
                    int(activity.device_id))
 
     def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["grid"], data["block"] = list(self.grid), list(self.block)
-        return data
+        return {**dataclasses.asdict(self), "grid": list(self.grid), "block": list(self.block)}
 
     @classmethod
     def from_dict(cls, data: dict) -> KernelRecord:
         values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
-        values["grid"], values["block"] = tuple(values["grid"]), tuple(values["block"])
-        return cls(**values)
+        return cls(**{**values, "grid": tuple(values["grid"]), "block": tuple(values["block"])})
