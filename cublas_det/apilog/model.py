@@ -178,7 +178,6 @@ class Capture:
         self.command: list = []
         self.exit_status: int | None = None
         self.notes: list[str] = []
-        self.gpu: dict = {}
         self.environment: dict = {}  # the program's CUBLAS_WORKSPACE_CONFIG, where known
 
     def log(self, kind: str) -> LogStats:
