@@ -101,12 +101,8 @@ def _mix(x: int, shifts, multipliers) -> int:
     return x ^ (x >> shifts[2])
 
 
-def fmix64(x: int) -> int:
-    return _mix(x, FMIX_SHIFTS, FMIX_MULTIPLIERS)
-
-
-def smix64(x: int) -> int:
-    return _mix(x, SMIX_SHIFTS, SMIX_MULTIPLIERS)
+fmix64 = functools.partial(_mix, shifts=FMIX_SHIFTS, multipliers=FMIX_MULTIPLIERS)
+smix64 = functools.partial(_mix, shifts=SMIX_SHIFTS, multipliers=SMIX_MULTIPLIERS)
 
 
 def finish(s1: int, s2: int, nbytes: int) -> str:

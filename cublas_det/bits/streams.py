@@ -28,12 +28,19 @@ def dtype_name_of(numpy_dtype) -> str:
     return dtype.name
 
 
-def ordered(bits: np.ndarray, dtype: ElementType) -> np.ndarray:
-    """Float bit patterns -> int64 ordered like the floats: adjacent floats 1 apart, +0 == -0 == 0
-    (a negative pattern s, read signed, becomes ``INT_MIN - s`` = -magnitude)."""
-    width = dtype.itemsize * 8
-    signed = bits.view(np.dtype(f"<i{dtype.itemsize}")).astype(np.int64)
-    return np.where(signed < 0, np.int64(-(1 << (width - 1))) - signed, signed)
+def ordered(bits: np.ndarray, dtype: ElementType, out: np.ndarray | None = None,
+            sign: np.ndarray | None = None) -> np.ndarray:
+    """Float bit patterns -> int64 ordered like the floats: adjacent floats 1 apart, +0 == -0 == 0; into ``out``
+    with ``sign`` as scratch where given. Branch-free: the magnitude, negated where the sign bit is set
+    ((x ^ -1) - -1 == -x)."""
+    out = np.empty(bits.shape, np.int64) if out is None else out
+    sign = np.empty(bits.shape, np.int64) if sign is None else sign
+    out[...] = bits.view(np.dtype(f"<i{dtype.itemsize}"))  # sign-extended
+    np.right_shift(out, 63, out=sign)  # 0, or -1 where negative
+    out &= np.int64((1 << (dtype.itemsize * 8 - 1)) - 1)
+    out ^= sign
+    out -= sign
+    return out
 
 
 def ulp_distance(bits_a: np.ndarray, bits_b: np.ndarray, dtype: ElementType) -> np.ndarray:
@@ -51,10 +58,9 @@ class Mismatch:
     it is counted in ``nan_mismatches`` and enters neither ``max_ulp`` nor ``max_abs_diff``. +0 against -0
     is a mismatch of 0 ULP, counted in ``signed_zero_mismatches``. ``max_ulp`` and ``max_abs_diff`` are 0 when
     nothing differs, and None when every mismatched pair holds a NaN (``max_ulp`` also for a type that is
-    not a float). The location (``index``,
-    in the array's shape, and both values there) is the first element (lowest flat index) of the greatest
-    distance: the ULP distance for floats, |a - b| for integers and bools; a NaN pair ranks below every
-    number, so it is located only when only NaN pairs differ.
+    not a float). The location (``index``, in the array's shape, and both values there) is the first element
+    (lowest flat index) of the greatest distance: the ULP distance for floats, |a - b| for integers and bools;
+    a NaN pair ranks below every number, so it is located only when only NaN pairs differ.
     """
 
     mismatched_elements: int
@@ -186,23 +192,12 @@ class _Scratch:
         self.sign = np.empty(size, np.int64)
 
 
-def _ordered_into(bits: np.ndarray, dtype: ElementType, out: np.ndarray, sign: np.ndarray) -> np.ndarray:
-    """:func:`ordered` into ``out``, ``sign`` as scratch, branch-free: the magnitude, negated where the
-    sign bit is set ((x ^ -1) - -1 == -x)."""
-    out[...] = bits.view(np.dtype(f"<i{dtype.itemsize}"))  # sign-extended
-    np.right_shift(out, 63, out=sign)  # 0, or -1 where negative
-    out &= np.int64((1 << (dtype.itemsize * 8 - 1)) - 1)
-    out ^= sign
-    out -= sign
-    return out
-
-
 def _ulp_distance_into(a: np.ndarray, b: np.ndarray, dtype: ElementType, scratch: _Scratch, n: int) -> np.ndarray:
     """:func:`ulp_distance` of one block, in the scratch arrays where it fits in int64."""
     if dtype.itemsize > 4:  # float64: the distance may exceed int64
         return ulp_distance(a, b, dtype)
-    ordered_a = _ordered_into(a, dtype, scratch.ordered_a[:n], scratch.sign[:n])
-    ordered_b = _ordered_into(b, dtype, scratch.ordered_b[:n], scratch.sign[:n])
+    ordered_a = ordered(a, dtype, scratch.ordered_a[:n], scratch.sign[:n])
+    ordered_b = ordered(b, dtype, scratch.ordered_b[:n], scratch.sign[:n])
     ordered_a -= ordered_b
     return np.abs(ordered_a, out=ordered_a)
 

@@ -452,10 +452,10 @@ class _BlockReader:
 
     def readinto(self, buffer) -> int:
         while not self._pending:
-            self._pending = next(self._blocks, None)
-            if self._pending is None:
-                self._pending = memoryview(b"")
+            block = next(self._blocks, None)
+            if block is None:
                 return 0
+            self._pending = block
         take = min(len(self._pending), len(buffer))
         memoryview(buffer).cast("B")[:take] = self._pending[:take]
         self._pending = self._pending[take:]

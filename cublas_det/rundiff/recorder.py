@@ -158,11 +158,7 @@ class Recorder:
         relative = f"step_{step}/{name}.bin"
         path = os.path.join(self.directory, *relative.split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        if tensor.on_gpu:
-            import cupy
-            host = cupy.asnumpy(tensor.array)  # full mode: the bytes must reach the disk
-        else:
-            host = tensor.array
+        host = tensor.array.get() if tensor.on_gpu else tensor.array  # full mode: the bytes must reach the disk
         np.ascontiguousarray(host).reshape(-1).view(np.uint8).tofile(path)
         return relative
 
