@@ -97,6 +97,10 @@ def test_an_odd_device_a_crash_and_a_failed_task_are_each_named(fake_workers):
     assert _sweep.sweep_failed(runs, list(found.values()))
     text = render_sweep(runs, list(found.values()))
     assert "2: error: worker exited with code 1: RuntimeError" in text  # the crash, with the others' results
+    prose = [line for line in text.splitlines() if line.startswith("  ")]  # the devices and the summary
+    wide = [line for line in render_sweep(runs, list(found.values()), width=160).splitlines()
+            if line.startswith("  ")]
+    assert max(map(len, prose)) <= 100 < max(map(len, wide)) <= 160  # as wide as every report
     assert "device 1 (Fake GPU, 132 SMs, cuBLAS 13.1.0): odd4096x56x" in text
     assert "4096x56x128:nn TF32: device 1 differs from the other devices" in text
     assert "device 2 gave no results" in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..check.devices import Agreement, DeviceRun
 from ..store.run import benchmark_entry, identity
-from ..words import plural, table, wrapped
+from ..words import plural, report_width, table, wrapped
 
 
 def _verdict(agreement: Agreement, devices: int) -> str:
@@ -17,11 +17,13 @@ def _verdict(agreement: Agreement, devices: int) -> str:
     return "1 device only" if devices == 1 else f"yes ({devices}/{devices})"
 
 
-def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
-    """The devices, then a row per shape and mode: do the devices agree, on which digest, who differs."""
+def render_sweep(runs: list[DeviceRun], found: list[Agreement], width: int | None = None) -> str:
+    """The devices, then a row per shape and mode: do the devices agree, on which digest, who differs; its prose
+    as wide as every report (``report_width()``)."""
+    width = width or report_width()
     devices = (f"{run.device_id}: {run.describe()}" + ("" if run.error else f" ({run.elapsed_s:.1f} s)")
                for run in runs)
-    lines = ["Devices", *wrapped(devices, first="  ", indent="    ")]
+    lines = ["Devices", *wrapped(devices, width, first="  ", indent="    ")]
     by_id = {run.device_id: run for run in runs}
     rows = [["shape", "mode", "devices agree", "digest", "differs / missing"]]
     for agreement in found:
@@ -33,7 +35,7 @@ def render_sweep(runs: list[DeviceRun], found: list[Agreement]) -> str:
         rows.append([agreement.shape.name, agreement.mode_name, _verdict(agreement, len(runs)),
                      (agreement.majority or "-")[:12], "; ".join(notes)])
     lines += ["", *table(rows), "", "Summary"]
-    lines += wrapped(sweep_summary(runs, found), first="  ", indent="    ")
+    lines += wrapped(sweep_summary(runs, found), width, first="  ", indent="    ")
     return "\n".join(lines)
 
 
