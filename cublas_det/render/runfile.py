@@ -130,28 +130,26 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
     where = f"{entries[0].where}.extra_info.shape"
     shape = _catalogue_shape(_read_back(where, GemmShape.from_dict, entries[0].extra_info["shape"]))
     checks = {e.config: stored_check(shape, e, run) for e in entries if e.extra_info.get("scenarios")}
-    for e in entries:
-        if e.stats and e.stats.get("data") and not (e.extra_info.get("eager_stats") or {}).get("data"):
+    timed = [e for e in entries if e.stats and e.stats.get("data")]
+    for e in timed:
+        if not (e.extra_info.get("eager_stats") or {}).get("data"):
             raise InputFileError(f"{e.where}.extra_info.eager_stats.data: missing; a timed entry has its eager times "
                                  "too")
     known = {mode: check.config for mode, check in checks.items()}
     arms = tuple(ArmTiming(_read_back(f"{e.where}.name", lambda n: Arm.read(n, known), e.config),
-                           tuple(map(micros, e.stats["data"])),
-                           tuple(map(micros, (e.extra_info.get("eager_stats") or {}).get("data") or ())),
+                           tuple(map(micros, e.stats["data"])), tuple(map(micros, e.extra_info["eager_stats"]["data"])),
                            # the file keeps the median SM clock of an arm, not each batch's
                            (e.extra_info["sm_clock_mhz"],) if e.extra_info.get("sm_clock_mhz") else (),
                            kernel_us=e.extra_info.get("kernel_time_s") and micros(e.extra_info["kernel_time_s"]),
                            kernels=e.extra_info.get("timed_kernels") or "",
-                           setups=tuple(e.extra_info.get("setups") or ()))
-                 for e in entries if e.stats and e.stats.get("data"))
+                           setups=tuple(e.extra_info.get("setups") or ())) for e in timed)
     timing = None
     if arms:
         info = entries[0].extra_info
-        where = f"{run.source}: cublas_det"
         timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0),
                              int(info.get("buffer_sets") or 1), len(arms[0].graph_us), arms,
-                             tuple(_read_back(f"{where}.ratios[{name!r}]",
-                                              Ratio.from_dict, r) for r in ratios),
+                             tuple(_read_back(f"{run.source}: cublas_det.ratios[{name!r}]", Ratio.from_dict, r)
+                                   for r in ratios),
                              float(info.get("timing_elapsed_s") or 0.0), how.get("stop_reason") or "",
                              Discards.from_dict(how.get("discards") or {}), how.get("clock_floor_mhz"),
                              options=how.get("options") or {})

@@ -34,18 +34,14 @@ class Entry:
     where: str  # "run.json: benchmarks[3]": its path, as an error names it (a field follows a dot)
 
     @property
-    def key(self) -> tuple[str, str]:
-        """Pairs results: the shape's role (a custom shape's spec) and the configuration."""
-        return self.shape_name, self.config
-
-    @property
     def gemm_key(self) -> str:
         """The GEMM itself (M, N, K, op) in the configuration: pairs a custom shape with a preset's."""
         return gemm_key(self.spec, self.config)
 
     @property
     def label(self) -> str:
-        """``trunk/W_in/dW[PEDANTIC]``: the shape's role and the configuration, as a new entry is named."""
+        """``trunk/W_in/dW[PEDANTIC]``: the shape's role (a custom shape's spec) and the configuration, as a new
+        entry is named; results of two runs pair on it first, then on :attr:`gemm_key`."""
         return entry_label(self.shape_name, self.config)
 
     @property
@@ -110,7 +106,7 @@ def run_from_dict(data, source: str) -> StoredRun:
     entries = tuple(_entry(raw, i, source) for i, raw in enumerate(benchmarks))
     first: dict = {}
     for index, entry in enumerate(entries):
-        other = first.setdefault(entry.key, index)
+        other = first.setdefault(entry.label, index)
         if other != index:
             raise InputFileError(f"{source}: benchmarks[{other}] {entries[other].name!r} and benchmarks[{index}] "
                                  f"{entry.name!r} are both {entry.shape_name} in {entry.config}: a run holds one "
