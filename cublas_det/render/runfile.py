@@ -15,8 +15,8 @@ from ..check.scenarios.batch import not_applicable_reason
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..shapes import GemmShape, catalogue_entry, token_counts
-from ..store.run import (NO_IDENTITY, UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, micros,
-                         stats, timing_extra, timing_options, untold_batch, untold_nan, untold_workspace_config)
+from ..store.run import (NO_IDENTITY, TIMER, UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity,
+                         micros, seconds, stats, untold_batch, untold_nan, untold_workspace_config)
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Arm, Discards
 from ..words import plural
@@ -91,12 +91,26 @@ def timing_record(timing, mode: str) -> dict:
     arm = timing.arm(mode) if timing else None
     pedantic = timing.arm_for(MathMode.PEDANTIC) if timing else None
     ratio = timing.ratio(mode, pedantic) if pedantic else None
-    return {"eager_stats": stats(arm.eager_us, timing.calls_per_batch) if arm else None,
-            "calls_per_batch": timing.calls_per_batch if timing else None,
-            "buffer_sets": timing.buffer_sets if timing else None,
-            "timing_elapsed_s": timing.elapsed_s if timing else None,
-            "ratio_to_pedantic": ratio.to_dict() if ratio else None,
-            **(timing_extra(timing, mode) if arm else {})}
+    record = {"eager_stats": stats(arm.eager_us, timing.calls_per_batch) if arm else None,
+              "calls_per_batch": timing.calls_per_batch if timing else None,
+              "buffer_sets": timing.buffer_sets if timing else None,
+              "timing_elapsed_s": timing.elapsed_s if timing else None,
+              "ratio_to_pedantic": ratio.to_dict() if ratio else None}
+    if arm is None:
+        return record
+    low, high = arm.median_ci_us
+    kernels = {"kernel_time_s": seconds(arm.kernel_us), "timed_kernels": arm.kernels} if arm.kernel_us else {}
+    setups = {"setups": list(arm.setups)} if arm.setups else {}  # of each sample in stats.data, in order
+    return {**record, **kernels, **setups, "median_ci_s": [seconds(low), seconds(high)],
+            "sm_clock_mhz": arm.median_clock_mhz, "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,
+            "untrusted_reason": timing.untrusted_reason, "noise_floor": timing.noise_floor}
+
+
+def timing_options(timing) -> dict:
+    """pytest-benchmark's ``options`` of a timed entry: how its samples were taken."""
+    return {"timer": TIMER, "disable_gc": False, "min_time": 1e-3, "warmup": True,
+            "min_rounds": timing.options.get("min_rounds"), "max_rounds": timing.options.get("max_rounds"),
+            "max_time": timing.options.get("budget_s")}
 
 
 def bench_result(run: StoredRun) -> BenchResult:

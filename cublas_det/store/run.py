@@ -265,24 +265,6 @@ def empty_stats() -> dict:
             "outliers": "0;0", "data": [], "iterations": 0}
 
 
-def timing_options(timing) -> dict:
-    """pytest-benchmark's ``options`` of a timed entry: how its samples were taken."""
-    return {"timer": TIMER, "disable_gc": False, "min_time": 1e-3, "warmup": True,
-            "min_rounds": timing.options.get("min_rounds"), "max_rounds": timing.options.get("max_rounds"),
-            "max_time": timing.options.get("budget_s")}
-
-
-def timing_extra(timing, mode: str) -> dict:
-    """The timing facts of one arm for ``extra_info``."""
-    arm = timing.arm(mode)
-    low, high = arm.median_ci_us
-    kernels = {"kernel_time_s": seconds(arm.kernel_us), "timed_kernels": arm.kernels} if arm.kernel_us else {}
-    setups = {"setups": list(arm.setups)} if arm.setups else {}  # of each sample in stats.data, in order
-    return {**kernels, **setups, "median_ci_s": [seconds(low), seconds(high)], "sm_clock_mhz": arm.median_clock_mhz,
-            "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,
-            "untrusted_reason": timing.untrusted_reason, "noise_floor": timing.noise_floor}
-
-
 def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
