@@ -12,8 +12,9 @@ from ..bits.digest import digest_groups
 from ..errors import ExitCode
 from ..timing.results import is_control
 from ..device import describe_machine
-from ..store.run import NO_IDENTITY, Entry, StoredRun
+from ..store.run import Entry, StoredRun
 from ..words import plural, wrapped
+from .runfile import NO_IDENTITY
 from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 
 IDENTICAL, DIFFER, INPUTS_DIFFER = "identical bits", "bits DIFFER", "inputs differ"

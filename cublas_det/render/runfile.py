@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import subprocess
 
@@ -15,12 +16,37 @@ from ..check.scenarios.batch import not_applicable_reason
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..shapes import GemmShape, catalogue_entry, token_counts
-from ..store.run import (NO_IDENTITY, TIMER, UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity,
-                         micros, seconds, stats, untold_batch, untold_nan, untold_workspace_config)
+from ..store.run import TIMER, Entry, StoredRun, benchmark_entry, identity, micros, seconds, stats
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Arm, Discards
 from ..words import plural
 from .text import BenchResult, ShapeReport, check_failures, modes_group, summary_lines, warnings_for
+
+
+NO_IDENTITY = "no seed, T or input digests"
+UNTOLD_WORKSPACE_CONFIG = ("not told: the checker compared the worker's streams with the worker's own first output, "
+                           "whose operands could still be in flight")
+
+
+def untold_workspace_config(raw: dict) -> bool:
+    """A workspace-config difference recorded before the first output was checked against this process's
+    bits: it may be in that output, not in the streams."""
+    return (raw["scenario"] == "workspace-config" and bool(raw.get("differing_runs")) and not raw.get("error")
+            and "reference_digest" not in (raw.get("extra") or {}))
+
+
+def untold_nan(raw: dict) -> bool:
+    """A difference with a NaN recorded before NaN pairs were counted apart: its ULP distance and location
+    may be a NaN's bit pattern's, not a number's."""
+    values = (raw.get("max_abs_diff"), raw.get("reference_value"), raw.get("actual_value"))
+    return (bool(raw.get("mismatched_elements")) and "nan_mismatches" not in raw
+            and any(isinstance(v, float) and math.isnan(v) for v in values))
+
+
+def untold_batch(raw: dict, shape: GemmShape) -> bool:
+    """batch-invariance run by an earlier version on a dW GEMM, where it does not apply."""
+    return (raw["scenario"] == "batch-invariance" and not raw.get("not_applicable") and not raw.get("error")
+            and shape.gemm_pass == "dW")
 
 
 def _git(directory: str, *args: str) -> str:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import math
 import statistics
 from bisect import bisect_left, bisect_right
 
 from ..device import describe_machine
 from ..errors import InputFileError
-from ..shapes import GemmShape, gemm_key, shape_spec
+from ..shapes import gemm_key, shape_spec
 from .files import read_json
 from .schema import Each, Record, check, kind_of
 
@@ -148,8 +147,8 @@ _SHAPE = Record({"name": "a string", **dict.fromkeys("mnk", "a positive integer"
 _IDENTITY = Record({"seed": "an integer >= 0", "inputs": "an object of strings", "tokens": "an integer >= 0",
                     "batch": "a positive integer", "numpy": "a string", "preset": "a string"})
 _SCENARIO = Record({"scenario": "a string", "kind": "a string",
-                    **dict.fromkeys(("runs", "differing_runs", "mismatched_elements", "total_elements", "nan_mismatches",
-                                     "signed_zero_mismatches"), "an integer >= 0"),
+                    **dict.fromkeys(("runs", "differing_runs", "mismatched_elements", "total_elements",
+                                     "nan_mismatches", "signed_zero_mismatches"), "an integer >= 0"),
                     "max_abs_diff": "a number", "max_ulp": "an integer >= 0",  # null: none (only NaN pairs differ)
                     "index": "a list of integers", "detail": "a string", "extra": "an object", "error": "a string",
                     "not_applicable": "a string"}, required=("scenario",))
@@ -267,29 +266,3 @@ def empty_stats() -> dict:
 
 def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-NO_IDENTITY = "no seed, T or input digests"
-UNTOLD_WORKSPACE_CONFIG = ("not told: the checker compared the worker's streams with the worker's own first output, "
-                           "whose operands could still be in flight")
-
-
-def untold_workspace_config(raw: dict) -> bool:
-    """A workspace-config difference recorded before the first output was checked against this process's
-    bits: it may be in that output, not in the streams."""
-    return (raw["scenario"] == "workspace-config" and bool(raw.get("differing_runs")) and not raw.get("error")
-            and "reference_digest" not in (raw.get("extra") or {}))
-
-
-def untold_nan(raw: dict) -> bool:
-    """A difference with a NaN recorded before NaN pairs were counted apart: its ULP distance and location
-    may be a NaN's bit pattern's, not a number's."""
-    values = (raw.get("max_abs_diff"), raw.get("reference_value"), raw.get("actual_value"))
-    return (bool(raw.get("mismatched_elements")) and "nan_mismatches" not in raw
-            and any(isinstance(v, float) and math.isnan(v) for v in values))
-
-
-def untold_batch(raw: dict, shape: GemmShape) -> bool:
-    """batch-invariance run by an earlier version on a dW GEMM, where it does not apply."""
-    return (raw["scenario"] == "batch-invariance" and not raw.get("not_applicable") and not raw.get("error")
-            and shape.gemm_pass == "dW")
