@@ -12,8 +12,9 @@ from ..bits.digest import digest_groups
 from ..errors import ExitCode
 from ..timing.results import is_control
 from ..device import describe_machine
-from ..store.run import NO_IDENTITY, Entry, StoredRun
+from ..store.run import Entry, StoredRun
 from ..words import plural, wrapped
+from .runfile import NO_IDENTITY
 from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 
 IDENTICAL, DIFFER, INPUTS_DIFFER = "identical bits", "bits DIFFER", "inputs differ"
@@ -134,8 +135,8 @@ def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = No
 
 def _pair(base: tuple[Entry, ...], new: tuple[Entry, ...]) -> dict:
     """``{id(new entry): base entry}``: by role and configuration, then by the GEMM itself for the rest."""
-    by_role = {entry.key: entry for entry in base}
-    pairs = {id(entry): by_role[entry.key] for entry in new if entry.key in by_role}
+    by_role = {entry.label: entry for entry in base}
+    pairs = {id(entry): by_role[entry.label] for entry in new if entry.label in by_role}
     taken = {id(match) for match in pairs.values()}
     by_gemm = {entry.gemm_key: entry for entry in base if id(entry) not in taken}
     for entry in new:
@@ -166,7 +167,7 @@ def _members(run: StoredRun, entry: Entry, file: int) -> list[Member]:
 
 
 def _fleet_groups(runs: list[StoredRun]) -> dict:
-    """``{(shape role, configuration): [Member]}``, paired as :func:`compare_runs` pairs, then across roles of
+    """``{entry label (role and configuration): [Member]}``, paired as :func:`compare_runs` pairs, then across roles of
     one GEMM (the role in the most files takes in the others whose files it does not share); moved
     members say what their file called the GEMM."""
     keys: dict = {}
@@ -174,9 +175,9 @@ def _fleet_groups(runs: list[StoredRun]) -> dict:
     for index, run in enumerate(runs):
         for entry in run.entries:
             members = _members(run, entry, index)
-            keys.setdefault(entry.key, []).extend(members)
+            keys.setdefault(entry.label, []).extend(members)
             if members:  # a result without a digest takes no part
-                files.setdefault(entry.key, set()).add(index)
+                files.setdefault(entry.label, set()).add(index)
     roles_of_gemm: dict = {}
     for key in (key for key, members in keys.items() if members):
         roles_of_gemm.setdefault(keys[key][0].entry.gemm_key, []).append(key)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import subprocess
 
@@ -15,12 +16,37 @@ from ..check.scenarios.batch import not_applicable_reason
 from ..config import GemmConfig
 from ..errors import InputFileError
 from ..shapes import GemmShape, catalogue_entry, token_counts
-from ..store.run import (NO_IDENTITY, UNTOLD_WORKSPACE_CONFIG, Entry, StoredRun, benchmark_entry, identity, micros,
-                         stats, timing_extra, timing_options, untold_batch, untold_nan, untold_workspace_config)
+from ..store.run import TIMER, Entry, StoredRun, benchmark_entry, identity, micros, seconds, stats
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..timing.results import Arm, Discards
 from ..words import plural
 from .text import BenchResult, ShapeReport, check_failures, modes_group, summary_lines, warnings_for
+
+
+NO_IDENTITY = "no seed, T or input digests"
+UNTOLD_WORKSPACE_CONFIG = ("not told: the checker compared the worker's streams with the worker's own first output, "
+                           "whose operands could still be in flight")
+
+
+def untold_workspace_config(raw: dict) -> bool:
+    """A workspace-config difference recorded before the first output was checked against this process's
+    bits: it may be in that output, not in the streams."""
+    return (raw["scenario"] == "workspace-config" and bool(raw.get("differing_runs")) and not raw.get("error")
+            and "reference_digest" not in (raw.get("extra") or {}))
+
+
+def untold_nan(raw: dict) -> bool:
+    """A difference with a NaN recorded before NaN pairs were counted apart: its ULP distance and location
+    may be a NaN's bit pattern's, not a number's."""
+    values = (raw.get("max_abs_diff"), raw.get("reference_value"), raw.get("actual_value"))
+    return (bool(raw.get("mismatched_elements")) and "nan_mismatches" not in raw
+            and any(isinstance(v, float) and math.isnan(v) for v in values))
+
+
+def untold_batch(raw: dict, shape: GemmShape) -> bool:
+    """batch-invariance run by an earlier version on a dW GEMM, where it does not apply."""
+    return (raw["scenario"] == "batch-invariance" and not raw.get("not_applicable") and not raw.get("error")
+            and shape.gemm_pass == "dW")
 
 
 def _git(directory: str, *args: str) -> str:
@@ -91,12 +117,26 @@ def timing_record(timing, mode: str) -> dict:
     arm = timing.arm(mode) if timing else None
     pedantic = timing.arm_for(MathMode.PEDANTIC) if timing else None
     ratio = timing.ratio(mode, pedantic) if pedantic else None
-    return {"eager_stats": stats(arm.eager_us, timing.calls_per_batch) if arm else None,
-            "calls_per_batch": timing.calls_per_batch if timing else None,
-            "buffer_sets": timing.buffer_sets if timing else None,
-            "timing_elapsed_s": timing.elapsed_s if timing else None,
-            "ratio_to_pedantic": ratio.to_dict() if ratio else None,
-            **(timing_extra(timing, mode) if arm else {})}
+    record = {"eager_stats": stats(arm.eager_us, timing.calls_per_batch) if arm else None,
+              "calls_per_batch": timing.calls_per_batch if timing else None,
+              "buffer_sets": timing.buffer_sets if timing else None,
+              "timing_elapsed_s": timing.elapsed_s if timing else None,
+              "ratio_to_pedantic": ratio.to_dict() if ratio else None}
+    if arm is None:
+        return record
+    low, high = arm.median_ci_us
+    kernels = {"kernel_time_s": seconds(arm.kernel_us), "timed_kernels": arm.kernels} if arm.kernel_us else {}
+    setups = {"setups": list(arm.setups)} if arm.setups else {}  # of each sample in stats.data, in order
+    return {**record, **kernels, **setups, "median_ci_s": [seconds(low), seconds(high)],
+            "sm_clock_mhz": arm.median_clock_mhz, "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,
+            "untrusted_reason": timing.untrusted_reason, "noise_floor": timing.noise_floor}
+
+
+def timing_options(timing) -> dict:
+    """pytest-benchmark's ``options`` of a timed entry: how its samples were taken."""
+    return {"timer": TIMER, "disable_gc": False, "min_time": 1e-3, "warmup": True,
+            "min_rounds": timing.options.get("min_rounds"), "max_rounds": timing.options.get("max_rounds"),
+            "max_time": timing.options.get("budget_s")}
 
 
 def bench_result(run: StoredRun) -> BenchResult:
@@ -130,28 +170,26 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
     where = f"{entries[0].where}.extra_info.shape"
     shape = _catalogue_shape(_read_back(where, GemmShape.from_dict, entries[0].extra_info["shape"]))
     checks = {e.config: stored_check(shape, e, run) for e in entries if e.extra_info.get("scenarios")}
-    for e in entries:
-        if e.stats and e.stats.get("data") and not (e.extra_info.get("eager_stats") or {}).get("data"):
+    timed = [e for e in entries if e.stats and e.stats.get("data")]
+    for e in timed:
+        if not (e.extra_info.get("eager_stats") or {}).get("data"):
             raise InputFileError(f"{e.where}.extra_info.eager_stats.data: missing; a timed entry has its eager times "
                                  "too")
     known = {mode: check.config for mode, check in checks.items()}
     arms = tuple(ArmTiming(_read_back(f"{e.where}.name", lambda n: Arm.read(n, known), e.config),
-                           tuple(map(micros, e.stats["data"])),
-                           tuple(map(micros, (e.extra_info.get("eager_stats") or {}).get("data") or ())),
+                           tuple(map(micros, e.stats["data"])), tuple(map(micros, e.extra_info["eager_stats"]["data"])),
                            # the file keeps the median SM clock of an arm, not each batch's
                            (e.extra_info["sm_clock_mhz"],) if e.extra_info.get("sm_clock_mhz") else (),
                            kernel_us=e.extra_info.get("kernel_time_s") and micros(e.extra_info["kernel_time_s"]),
                            kernels=e.extra_info.get("timed_kernels") or "",
-                           setups=tuple(e.extra_info.get("setups") or ()))
-                 for e in entries if e.stats and e.stats.get("data"))
+                           setups=tuple(e.extra_info.get("setups") or ())) for e in timed)
     timing = None
     if arms:
         info = entries[0].extra_info
-        where = f"{run.source}: cublas_det"
         timing = ShapeTiming(name, shape.flop, int(info.get("calls_per_batch") or 0),
                              int(info.get("buffer_sets") or 1), len(arms[0].graph_us), arms,
-                             tuple(_read_back(f"{where}.ratios[{name!r}]",
-                                              Ratio.from_dict, r) for r in ratios),
+                             tuple(_read_back(f"{run.source}: cublas_det.ratios[{name!r}]", Ratio.from_dict, r)
+                                   for r in ratios),
                              float(info.get("timing_elapsed_s") or 0.0), how.get("stop_reason") or "",
                              Discards.from_dict(how.get("discards") or {}), how.get("clock_floor_mhz"),
                              options=how.get("options") or {})

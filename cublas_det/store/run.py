@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import math
 import statistics
 from bisect import bisect_left, bisect_right
 
 from ..device import describe_machine
 from ..errors import InputFileError
-from ..shapes import GemmShape, gemm_key, shape_spec
+from ..shapes import gemm_key, shape_spec
 from .files import read_json
 from .schema import Each, Record, check, kind_of
 
@@ -34,18 +33,14 @@ class Entry:
     where: str  # "run.json: benchmarks[3]": its path, as an error names it (a field follows a dot)
 
     @property
-    def key(self) -> tuple[str, str]:
-        """Pairs results: the shape's role (a custom shape's spec) and the configuration."""
-        return self.shape_name, self.config
-
-    @property
     def gemm_key(self) -> str:
         """The GEMM itself (M, N, K, op) in the configuration: pairs a custom shape with a preset's."""
         return gemm_key(self.spec, self.config)
 
     @property
     def label(self) -> str:
-        """``trunk/W_in/dW[PEDANTIC]``: the shape's role and the configuration, as a new entry is named."""
+        """``trunk/W_in/dW[PEDANTIC]``: the shape's role (a custom shape's spec) and the configuration, as a new
+        entry is named; results of two runs pair on it first, then on :attr:`gemm_key`."""
         return entry_label(self.shape_name, self.config)
 
     @property
@@ -110,7 +105,7 @@ def run_from_dict(data, source: str) -> StoredRun:
     entries = tuple(_entry(raw, i, source) for i, raw in enumerate(benchmarks))
     first: dict = {}
     for index, entry in enumerate(entries):
-        other = first.setdefault(entry.key, index)
+        other = first.setdefault(entry.label, index)
         if other != index:
             raise InputFileError(f"{source}: benchmarks[{other}] {entries[other].name!r} and benchmarks[{index}] "
                                  f"{entry.name!r} are both {entry.shape_name} in {entry.config}: a run holds one "
@@ -152,8 +147,8 @@ _SHAPE = Record({"name": "a string", **dict.fromkeys("mnk", "a positive integer"
 _IDENTITY = Record({"seed": "an integer >= 0", "inputs": "an object of strings", "tokens": "an integer >= 0",
                     "batch": "a positive integer", "numpy": "a string", "preset": "a string"})
 _SCENARIO = Record({"scenario": "a string", "kind": "a string",
-                    **dict.fromkeys(("runs", "differing_runs", "mismatched_elements", "total_elements", "nan_mismatches",
-                                     "signed_zero_mismatches"), "an integer >= 0"),
+                    **dict.fromkeys(("runs", "differing_runs", "mismatched_elements", "total_elements",
+                                     "nan_mismatches", "signed_zero_mismatches"), "an integer >= 0"),
                     "max_abs_diff": "a number", "max_ulp": "an integer >= 0",  # null: none (only NaN pairs differ)
                     "index": "a list of integers", "detail": "a string", "extra": "an object", "error": "a string",
                     "not_applicable": "a string"}, required=("scenario",))
@@ -269,49 +264,5 @@ def empty_stats() -> dict:
             "outliers": "0;0", "data": [], "iterations": 0}
 
 
-def timing_options(timing) -> dict:
-    """pytest-benchmark's ``options`` of a timed entry: how its samples were taken."""
-    return {"timer": TIMER, "disable_gc": False, "min_time": 1e-3, "warmup": True,
-            "min_rounds": timing.options.get("min_rounds"), "max_rounds": timing.options.get("max_rounds"),
-            "max_time": timing.options.get("budget_s")}
-
-
-def timing_extra(timing, mode: str) -> dict:
-    """The timing facts of one arm for ``extra_info``."""
-    arm = timing.arm(mode)
-    low, high = arm.median_ci_us
-    kernels = {"kernel_time_s": seconds(arm.kernel_us), "timed_kernels": arm.kernels} if arm.kernel_us else {}
-    setups = {"setups": list(arm.setups)} if arm.setups else {}  # of each sample in stats.data, in order
-    return {**kernels, **setups, "median_ci_s": [seconds(low), seconds(high)], "sm_clock_mhz": arm.median_clock_mhz,
-            "stop_reason": timing.stop_reason, "timing_trusted": timing.trusted,
-            "untrusted_reason": timing.untrusted_reason, "noise_floor": timing.noise_floor}
-
-
 def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-NO_IDENTITY = "no seed, T or input digests"
-UNTOLD_WORKSPACE_CONFIG = ("not told: the checker compared the worker's streams with the worker's own first output, "
-                           "whose operands could still be in flight")
-
-
-def untold_workspace_config(raw: dict) -> bool:
-    """A workspace-config difference recorded before the first output was checked against this process's
-    bits: it may be in that output, not in the streams."""
-    return (raw["scenario"] == "workspace-config" and bool(raw.get("differing_runs")) and not raw.get("error")
-            and "reference_digest" not in (raw.get("extra") or {}))
-
-
-def untold_nan(raw: dict) -> bool:
-    """A difference with a NaN recorded before NaN pairs were counted apart: its ULP distance and location
-    may be a NaN's bit pattern's, not a number's."""
-    values = (raw.get("max_abs_diff"), raw.get("reference_value"), raw.get("actual_value"))
-    return (bool(raw.get("mismatched_elements")) and "nan_mismatches" not in raw
-            and any(isinstance(v, float) and math.isnan(v) for v in values))
-
-
-def untold_batch(raw: dict, shape: GemmShape) -> bool:
-    """batch-invariance run by an earlier version on a dW GEMM, where it does not apply."""
-    return (raw["scenario"] == "batch-invariance" and not raw.get("not_applicable") and not raw.get("error")
-            and shape.gemm_pass == "dW")

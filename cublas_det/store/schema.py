@@ -37,14 +37,6 @@ EXPECTED = {
     "a positive number": lambda v: _finite(v) and v > 0,
     "a positive number of seconds": lambda v: _finite(v) and v > 0,
 }
-# Lists and objects of one kind: each item is checked, and an error names the item.
-ITEMS = {"a list of positive numbers of seconds": (list, "a positive number of seconds"),
-         "a list of integers >= 0": (list, "an integer >= 0"),
-         "a list of integers": (list, "an integer"),
-         "a list of strings": (list, "a string"),
-         "an object of strings": (dict, "a string"),
-         "an object of objects": (dict, "an object"),
-         "an object of integers >= 0": (dict, "an integer >= 0")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +62,14 @@ class Each:
     def words(self) -> str:
         return self.phrase or ("a list of " if self.container is list else "an object of ") + (
             "objects" if isinstance(self.item, Record) else "lists")
+
+
+# Lists and objects of one kind: each item is checked, and an error names the item.
+ITEMS = {phrase: Each(item, container, phrase) for phrase, container, item in (
+    ("a list of positive numbers of seconds", list, "a positive number of seconds"),
+    ("a list of integers >= 0", list, "an integer >= 0"), ("a list of integers", list, "an integer"),
+    ("a list of strings", list, "a string"), ("an object of strings", dict, "a string"),
+    ("an object of objects", dict, "an object"), ("an object of integers >= 0", dict, "an integer >= 0"))}
 
 
 def check(value, where: str, record: Record, *, hint: str = "", error=InputFileError):
@@ -100,9 +100,7 @@ def _words(expected) -> str:
 
 
 def _check_value(value, path: str, expected, hint: str, error) -> None:
-    if isinstance(expected, str) and expected in ITEMS:
-        container, item = ITEMS[expected]
-        expected = Each(item, container, expected)
+    expected = ITEMS.get(expected, expected) if isinstance(expected, str) else expected
     if isinstance(expected, Record):
         if not isinstance(value, dict):
             _refuse(f"{path}: expected an object, found {found(value)}", hint, error)
