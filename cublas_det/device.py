@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import sys
+import uuid
 
 import numpy
 
@@ -124,20 +125,19 @@ def _uuid_bytes(device_id: int, raw) -> bytes | None:
         return bytes(raw)
     try:
         driver = ctypes.CDLL("libcuda.so.1")
-        device, uuid = ctypes.c_int(), (ctypes.c_char * 16)()
-        if driver.cuDeviceGet(ctypes.byref(device), device_id) or driver.cuDeviceGetUuid_v2(uuid, device):
+        device, found = ctypes.c_int(), (ctypes.c_char * 16)()
+        if driver.cuDeviceGet(ctypes.byref(device), device_id) or driver.cuDeviceGetUuid_v2(found, device):
             return None
     except (OSError, AttributeError):
         return None
-    return uuid.raw
+    return found.raw
 
 
 def gpu_uuid(raw) -> str | None:
     """The device's UUID as nvidia-smi writes it (``GPU-bd284568-...``), or None."""
     if not isinstance(raw, (bytes, bytearray)) or len(raw) != 16:
         return None
-    text = bytes(raw).hex()
-    return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    return f"GPU-{uuid.UUID(bytes=bytes(raw))}"
 
 
 def cuda_version_text(value: int) -> str:
