@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import sys
+import uuid
 
 import numpy
 
@@ -67,16 +68,14 @@ def driver_reason(driver_version: int, runtime_version: int, module_version: str
                 "run on a machine with an NVIDIA GPU and its driver")
     driver_major, runtime_major = driver_version // 1000, runtime_version // 1000
     driver_text, runtime_text = cuda_version_text(driver_version), cuda_version_text(runtime_version)
-    if driver_major < runtime_major and runtime_major in MIN_DRIVER_BRANCH:
-        needed = f"{MIN_DRIVER_BRANCH[runtime_major]} or newer"
-    else:
-        needed = f"a driver for CUDA {runtime_text} or newer"
+    older = driver_major < runtime_major
+    needed = (older and MIN_DRIVER_BRANCH.get(runtime_major)) or f"a driver for CUDA {runtime_text}"
     fix = "upgrade the driver"
-    if driver_major < runtime_major and driver_major in MIN_DRIVER_BRANCH:
+    if older and driver_major in MIN_DRIVER_BRANCH:
         fix += f", or use CuPy for CUDA {driver_major}: {install_command(driver_major)} (the cuda{driver_major} extra)"
     installed = f"NVIDIA driver {module_version}" if module_version else "the NVIDIA driver"
     return (f"driver too old: {installed} supports CUDA up to {driver_text}, but CuPy's CUDA runtime is "
-            f"{runtime_text}, which needs {needed}; {fix}")
+            f"{runtime_text}, which needs {needed} or newer; {fix}")
 
 
 def kernel_module_version(path: str = "/proc/driver/nvidia/version") -> str | None:
@@ -126,20 +125,19 @@ def _uuid_bytes(device_id: int, raw) -> bytes | None:
         return bytes(raw)
     try:
         driver = ctypes.CDLL("libcuda.so.1")
-        device, uuid = ctypes.c_int(), (ctypes.c_char * 16)()
-        if driver.cuDeviceGet(ctypes.byref(device), device_id) or driver.cuDeviceGetUuid_v2(uuid, device):
+        device, found = ctypes.c_int(), (ctypes.c_char * 16)()
+        if driver.cuDeviceGet(ctypes.byref(device), device_id) or driver.cuDeviceGetUuid_v2(found, device):
             return None
     except (OSError, AttributeError):
         return None
-    return uuid.raw
+    return found.raw
 
 
 def gpu_uuid(raw) -> str | None:
     """The device's UUID as nvidia-smi writes it (``GPU-bd284568-...``), or None."""
     if not isinstance(raw, (bytes, bytearray)) or len(raw) != 16:
         return None
-    text = bytes(raw).hex()
-    return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    return f"GPU-{uuid.UUID(bytes=bytes(raw))}"
 
 
 def cuda_version_text(value: int) -> str:

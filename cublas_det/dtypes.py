@@ -31,6 +31,7 @@ class ElementType:
     comparable = property(lambda self: self.kind != "complex")
     is_float = property(lambda self: self.kind == "float")
     bits_dtype = property(lambda self: np.dtype(f"<u{self.itemsize}"), doc="The unsigned type of the same size.")
+    _numpy_kind = property(lambda self: np.dtype(f"<{_NUMPY_KIND[self.kind]}{self.itemsize}"))  # bool as uint8
 
     @property
     def numpy_dtype(self):
@@ -54,14 +55,14 @@ class ElementType:
                 widened <<= np.uint32(16)
                 out[...] = widened.view(np.float32)
             else:
-                out[...] = bits.view(np.dtype(f"<{_NUMPY_KIND[self.kind]}{self.itemsize}"))
+                out[...] = bits.view(self._numpy_kind)
         return out
 
     def value(self, bits: np.ndarray) -> float | int | bool:
-        value = float(self.values(bits)[0])
-        if self.kind == "bool":
-            return bool(value)
-        return value if self.is_float else int(bits.view(np.dtype(f"<{_NUMPY_KIND[self.kind]}{self.itemsize}"))[0])
+        if self.is_float:
+            return float(self.values(bits)[0])
+        value = int(bits.view(self._numpy_kind)[0])
+        return bool(value) if self.kind == "bool" else value
 
     def format_value(self, value) -> str:
         """A value as short as it can be while naming the element (float32: 1.2500305)."""

@@ -69,15 +69,12 @@ def at_each_exit(finish, forked) -> None:
         register()
     register()
     os.register_at_fork(after_in_child=child)
-    # A multiprocessing child clears the finalizers it inherited, after the fork hook ran: registered again.
-    util.register_after_fork(_AFTER_FORK, lambda _: util.Finalize(None, once, exitpriority=0))
+    # A multiprocessing child clears the finalizers it inherited, after the fork hook ran: registered again
+    # (multiprocessing keeps ``once`` by a weak reference; atexit keeps it alive).
+    util.register_after_fork(once, lambda _: util.Finalize(None, once, exitpriority=0))
 
 
-class _AfterFork:
-    """What :func:`at_each_exit` registers with multiprocessing (which keeps it by a weak reference)."""
-
-
-_AFTER_FORK, _finished = _AfterFork(), set()  # the processes whose finish ran
+_finished = set()  # the processes whose finish ran
 
 
 def failed(what: str, err: BaseException) -> None:
@@ -129,11 +126,8 @@ class _Then:
     def __init__(self, loader, then):
         self.loader, self.then = loader, then
 
-    def __getattr__(self, name):
+    def __getattr__(self, name):  # create_module too
         return getattr(self.loader, name)
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
 
     def exec_module(self, module):
         module.__loader__ = module.__spec__.loader = self.loader  # the module keeps its own loader

@@ -7,9 +7,8 @@ import contextlib
 import sys
 
 from ..store import lock as lockfile
-from .audit import AuditReport
-from .audit import audit as _audit
 from ..store.lock import LockReport
+from .audit import AuditReport, audit as _audit
 from .router import Router
 
 __all__ = ["AuditReport", "LockReport", "Router", "active", "audit", "disable", "enable", "lock"]

@@ -12,7 +12,7 @@ from torch.utils._pytree import tree_flatten
 
 from ..integers import is_int
 from ..words import WIDTH, plural, wrapped
-from .router import DTYPES, OPS, Plan
+from .router import OPS, Plan
 
 DIGEST_CHUNK = 1 << 24  # elements digested at once: 128 MiB of int64 per temporary
 _INT_OF = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -70,11 +70,10 @@ class OpDifference:
     def __str__(self) -> str:
         where = f" in {self.module}" if self.module else ""
         ulp = f", up to {self.max_ulp:,} ULP" if self.max_ulp is not None else ""
-        shape = "x".join(map(str, self.shape)) or "scalar"
+        head = f"{self.op}{where} (op {self.index + 1}): {'x'.join(map(str, self.shape)) or 'scalar'} {self.dtype}"
         if self.differing < 0:
-            return f"{self.op}{where} (op {self.index + 1}): {shape} {self.dtype}, its digest differs"
-        return (f"{self.op}{where} (op {self.index + 1}): {shape} {self.dtype}, {self.differing:,} of "
-                f"{self.elements:,} elements differ{ulp}")
+            return f"{head}, its digest differs"
+        return f"{head}, {self.differing:,} of {self.elements:,} elements differ{ulp}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,8 +138,7 @@ class _Modules:
 
     def __init__(self, model=None):
         self.names = {id(m): name or type(m).__name__ for name, m in model.named_modules()} if model else {}
-        self.stack = []
-        self.handles = []
+        self.stack, self.handles = [], []
 
     def __enter__(self):
         self.handles = [register_module_forward_pre_hook(self._enter), register_module_forward_hook(self._leave)]
@@ -263,8 +261,7 @@ class _Recorder(TorchDispatchMode):
             same = False
             if self.first is None:
                 self.first = OpDifference(index, name, self.modules.current(), tuple(ours.shape),
-                                          DTYPES.get(ours.dtype, str(ours.dtype).removeprefix("torch.")),
-                                          differing, ours.numel(), ulp)
+                                          str(ours.dtype).removeprefix("torch."), differing, ours.numel(), ulp)
             break
         if packet in OPS:
             shape = "x".join(map(str, outputs[0].shape)) if outputs else ""
