@@ -83,8 +83,7 @@ def _as_command(parser, argv: list[str]):
         found.setdefault(word.partition("=")[0], at)
     flags = [flag for flag in AS_COMMANDS if flag in found]
     if len(flags) > 1:
-        parser.exit(ExitCode.USAGE, f"{parser.prog}: error: {', '.join(flags[:-1])} and {flags[-1]} each run a "
-                                    "command of their own; give one\n")
+        parser.refuse(flags, f"{', '.join(flags[:-1])} and {flags[-1]} each run a command of their own; give one")
     if not flags:
         return None
     flag, command = flags[0], AS_COMMANDS[flags[0]]
