@@ -156,8 +156,7 @@ def run_guarded(prog: str, body) -> int:
 
 
 def command_main(add_arguments, run):
-    """A command's ``build_parser(prog=None)`` and ``main(argv=None, prog=None)``, from its ``add_arguments(parser)``
-    and its ``run(args, parser)`` (the ``python -m`` forms; ``cublas-det`` adds the same options to its subparser)."""
+    """A command's ``build_parser`` and ``main`` (its ``python -m`` form; ``cublas-det`` uses :func:`set_up`)."""
     def build_parser(prog: str | None = None) -> ArgumentParser:
         return set_up(ArgumentParser(prog), add_arguments, run)
 
