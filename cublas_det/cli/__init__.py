@@ -54,9 +54,9 @@ def _env_or_unknown(parser, argv: list[str]):
     if not argv:
         parser.print_help()
         parser.exit(0)
-    if argv and (argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version")):
+    if argv[0] in (*COMMANDS, "-h", "--help", "--version"):
         return None
-    if argv and not argv[0].startswith("-"):
+    if not argv[0].startswith("-"):
         parser.error(f"no command {argv[0]!r}; choose one of {', '.join(COMMANDS)}")
     return ArgumentParser(parser.prog, build=functools.partial(_add_command, "env")), argv
 

@@ -83,8 +83,7 @@ def _as_command(parser, argv: list[str]):
         found.setdefault(word.partition("=")[0], at)
     flags = [flag for flag in AS_COMMANDS if flag in found]
     if len(flags) > 1:
-        parser.exit(ExitCode.USAGE, f"{parser.prog}: error: {', '.join(flags[:-1])} and {flags[-1]} each run a "
-                                    "command of their own; give one\n")
+        parser.refuse(flags, f"{', '.join(flags[:-1])} and {flags[-1]} each run a command of their own; give one")
     if not flags:
         return None
     flag, command = flags[0], AS_COMMANDS[flags[0]]
@@ -98,7 +97,6 @@ def _as_command(parser, argv: list[str]):
 
 
 def run(args, parser) -> int:
-    prog = parser.prog
     shapes, scenarios, repeats, configs = read_options(args)
     groups = capture_groups(args, parser) if args.capture else [(shapes, configs)]
     if args.list:
@@ -108,10 +106,10 @@ def run(args, parser) -> int:
     phases = Phases()
     with phases("startup"):
         require_gpu()
-    kernels = args.kernels and kernels_available(prog)
+    kernels = args.kernels and kernels_available(parser.prog)
     refused = {name: why for group_shapes, group_configs in groups
                for name, why in _refused_for_memory(group_shapes, group_configs, timing=not args.no_timing).items()}
-    return _bench(args, groups, scenarios, repeats, base, refused, kernels, phases, prog)
+    return _bench(args, groups, scenarios, repeats, base, refused, kernels, phases, parser.prog)
 
 
 def _refused_for_memory(shapes, configs, *, timing: bool) -> dict:

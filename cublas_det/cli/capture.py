@@ -32,7 +32,7 @@ EPILOG = """examples:
   cublas-det bench --capture capture.json   # check and time exactly those GEMMs
 
 """ + exit_codes("the command's own exit code is passed on (128 + N when signal N ended it); with --from, 0")
-_LT_LINE = re.compile(rb"^\[[^\]]*\]\[cublasLt\]")
+_LT_LINE = re.compile(rb"^\[[^\]\r\n]*\]\[cublasLt\]")  # a log's first line, matched where its text begins
 
 
 def add_arguments(parser) -> None:
@@ -44,17 +44,6 @@ def add_arguments(parser) -> None:
                         help="read these cuBLAS and/or cuBLASLt logs instead of running a command")
     parser.add_argument("--quiet", action="store_true", help="write the file, print no report")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
-
-
-def log_kind(path: str, head: bytes) -> str:
-    """``cublas`` or ``cublaslt`` from a log's first line; InputFileError for anything else."""
-    first = next((line for line in head.splitlines() if line.strip()), b"")
-    if first.startswith(b"I! cuBLAS"):
-        return "cublas"
-    if _LT_LINE.match(first):
-        return "cublaslt"
-    raise InputFileError(f"{path}: neither a cuBLAS API log (lines 'I! cuBLAS ...') nor a cuBLASLt log "
-                         "(lines '[time][cublasLt]...'); give the files CUBLAS_LOGDEST_DBG and CUBLASLT_LOG_FILE named")
 
 
 class _Log:
@@ -105,12 +94,17 @@ class _Gunzipped(_Log):
 
 
 def _kind(path: str, file: _Log) -> tuple[str, int]:
-    """The log's kind from its first line of text (``empty`` if it has none), and the blank bytes before that
-    line, read here: however many there are, the 4 KB looked at begin with text."""
+    """The log's kind from its first line of text (``empty`` if it has none; InputFileError if neither log's),
+    and the blank bytes before that line, read here: however many there are, the 4 KB looked at begin with text."""
     skipped = 0
     while (head := file.peek(4096)) and (blank := len(head) - len(head.lstrip())):
         skipped += len(file.read(blank))
-    return (log_kind(path, head) if head else "empty"), skipped
+    if not head:
+        return "empty", skipped
+    if head.startswith(b"I! cuBLAS") or _LT_LINE.match(head):
+        return ("cublas" if head.startswith(b"I! cuBLAS") else "cublaslt"), skipped
+    raise InputFileError(f"{path}: neither a cuBLAS API log (lines 'I! cuBLAS ...') nor a cuBLASLt log "
+                         "(lines '[time][cublasLt]...'); give the files CUBLAS_LOGDEST_DBG and CUBLASLT_LOG_FILE named")
 
 
 def _read_logs(paths: list[str], capture: Capture) -> bool:
@@ -149,7 +143,6 @@ def _compute_capability() -> str | None:
 
 
 def run(args, parser) -> int:
-    prog = parser.prog
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if bool(command) == bool(args.logs):
         parser.error("give a command after -- or logs with --from, one of the two")
@@ -170,17 +163,14 @@ def run(args, parser) -> int:
         except OSError as err:  # not found, not executable, not a program (ENOEXEC) ...
             raise UsageError(f"cannot run {command[0]!r}: {err.strerror or err}") from None
         capture.exit_status = status
-        if interrupted:
-            capture.notes.append("interrupted (Ctrl-C)")
-            complete, status = False, ExitCode.INTERRUPTED
-        elif signal_name(status):
-            capture.notes.append(f"the command was ended by {signal_name(status)}")
-            complete = False
-        elif status:
-            capture.notes.append(f"the command failed (exit {status})")
-            complete = False
+        note = ("interrupted (Ctrl-C)" if interrupted else
+                f"the command was ended by {signal_name(status)}" if signal_name(status) else
+                f"the command failed (exit {status})" if status else "")
+        if note:
+            capture.notes.append(note)
+        complete, status = not note, ExitCode.INTERRUPTED if interrupted else status
     data = to_dict(capture, complete=complete, compute_capability=_compute_capability())
-    written = write_json(args.out, data, prog)
+    written = write_json(args.out, data, parser.prog)
     if not args.quiet:
         print(render_capture(from_data(data, args.out), args.out if written else ""))
     return unless_missing(status, written)

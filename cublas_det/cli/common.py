@@ -131,13 +131,6 @@ def error_line(prog: str, message: str, kind: str = "error") -> None:
 warning_line = functools.partial(error_line, kind="warning")  # the run goes on
 
 
-def without_gpu(prog: str) -> str:
-    """Where a first run on a machine without a GPU learns what still runs there, under the name in use."""
-    python, dash_m, _ = prog.partition(" -m ")
-    return (f"without one: {f'{python} -m cublas_det' if dash_m else 'cublas-det'} env --libs, and the README's "
-            '"Try it without a GPU"')
-
-
 def run_guarded(prog: str, body) -> int:
     """Run ``body()`` and turn expected failures into one line on stderr and exit code 2: the project's
     own errors, a missing third-party module, Ctrl-C (130). Anything else is a bug and keeps its traceback."""
@@ -156,13 +149,14 @@ def run_guarded(prog: str, body) -> int:
         error_line(prog, f"CuPy is not installed ({err}); install it: {INSTALL_HINT}"
                    if top in ("cupy", "cupy_backends") else f"{err}; install it with pip")
     except CublasDetError as err:
-        error_line(prog, f"{err}; {without_gpu(prog)}" if isinstance(err, NoGpuError) else str(err))
+        python, dash_m, _ = prog.partition(" -m ")  # without a GPU: what still runs, under the name in use
+        error_line(prog, f"{err}; without one: {f'{python} -m cublas_det' if dash_m else 'cublas-det'} env --libs, "
+                   "and the README's \"Try it without a GPU\"" if isinstance(err, NoGpuError) else str(err))
     return ExitCode.USAGE
 
 
 def command_main(add_arguments, run):
-    """A command's ``build_parser(prog=None)`` and ``main(argv=None, prog=None)``, from its ``add_arguments(parser)``
-    and its ``run(args, parser)`` (the ``python -m`` forms; ``cublas-det`` adds the same options to its subparser)."""
+    """A command's ``build_parser`` and ``main`` (its ``python -m`` form; ``cublas-det`` uses :func:`set_up`)."""
     def build_parser(prog: str | None = None) -> ArgumentParser:
         return set_up(ArgumentParser(prog), add_arguments, run)
 

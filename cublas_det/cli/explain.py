@@ -46,8 +46,7 @@ def add_arguments(parser) -> None:
 def _shape_first(parser, argv: list[str]) -> None:
     """Refuse words that do not start with the shape (or --help)."""
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
-        parser.exit(ExitCode.USAGE, f"{parser.prog}: error: a shape comes first, e.g. {parser.prog} 128x56x4096:nt "
-                                    f"--modes pedantic tf32 (see {parser.prog} --help)\n")
+        parser.error(f"a shape comes first, e.g. {parser.prog} 128x56x4096:nt --modes pedantic tf32")
 
 
 def run(args, parser) -> int:

@@ -8,6 +8,7 @@ against the mode it replaces, and reports the cheapest.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -40,7 +41,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args, parser) -> int:
-    prog = parser.prog
     shapes, _, _, configs = read_options(args)
     if not args.lock:
         parser.refuse(given(args, "capture"), "--capture needs --lock here (or use bench --capture)")
@@ -53,8 +53,8 @@ def run(args, parser) -> int:
         return ExitCode.OK
     check_outputs(args, "json")
     require_gpu()
-    kernels = args.kernels and kernels_available(prog)
-    return _lock(args, groups, old_lock) if args.lock else _prescribe(args, shapes, configs, kernels, prog)
+    kernels = args.kernels and kernels_available(parser.prog)
+    return _lock(args, groups, old_lock) if args.lock else _prescribe(args, shapes, configs, kernels, parser.prog)
 
 
 def _steps(args) -> dict:
@@ -66,12 +66,9 @@ def _steps(args) -> dict:
 
 def _prescribe(args, shapes, configs, kernels: bool, prog: str) -> int:
     """The cures of every hazard found; exit 1 if a hazard has none or a configuration's check failed."""
-    operands = HostOperands(args.seed)
-    try:
+    with contextlib.closing(HostOperands(args.seed)) as operands:
         found, problems = prescribe(shapes, configs, quick=args.quick, operands=operands, kernels=kernels,
                                     **_steps(args))
-    finally:
-        operands.close()
     print(render_prescriptions(found, device_properties()["sm_count"], args.sm_counts or (), problems, kernels))
     if args.json and not write_json(args.json, {"cublas_det": __version__, "provenance": fingerprint(),
                                                  "prescriptions": [p.to_dict() for p in found],
@@ -85,15 +82,12 @@ def _lock(args, groups, old_lock) -> int:
     here = lockfile.where_here(fingerprint())
     if old_lock is not None:
         old_lock.check_here(here)
-    operands = HostOperands(args.seed)
     entries, refused = [], []
-    try:
+    with contextlib.closing(HostOperands(args.seed)) as operands:
         for shapes, configs in groups:
             found, why = lock_entries(shapes, configs, operands=operands, **_steps(args))
             entries += found
             refused += why
-    finally:
-        operands.close()
     lock = (old_lock or lockfile.Lock(here, {}, args.lock)).merged(entries)
     lockfile.write(lock, args.lock)
     print(render_lock(lock, entries, refused))

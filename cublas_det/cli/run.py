@@ -37,7 +37,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args, parser) -> int:
-    prog = parser.prog
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise UsageError("give the command to run after --, e.g. -- python train.py")
@@ -52,8 +51,8 @@ def run(args, parser) -> int:
         except OSError as err:
             raise UsageError(f"cannot run {command[0]!r}: {err.strerror or err}") from None
         for line in entry_failures(log):
-            warning_line(prog, line)
-        _report(prog, args, folder, status)
+            warning_line(parser.prog, line)
+        _report(parser.prog, args, folder, status)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return ExitCode.INTERRUPTED if interrupted else status
