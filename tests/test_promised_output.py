@@ -19,5 +19,5 @@ def test_every_command_that_promises_a_file_asks_the_one_rule():
         return {node.func.id for node in ast.walk(ast.parse(path.read_text()))
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
     assert sorted(path.stem for path in CLI.glob("*.py") if "unless_missing" in calls(path)) == [
-        "capture", "diff", "gemms", "report"]  # gemms: bench's and sweep's exit code
+        "capture", "diff", "gemms", "prescribe", "report"]  # gemms: bench's and sweep's exit code
 

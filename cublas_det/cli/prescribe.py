@@ -19,7 +19,7 @@ from ..errors import ExitCode
 from ..operands import HostOperands
 from ..prescribe import lock_entries, prescribe
 from ..render.prescribe import render_lock, render_prescriptions
-from .common import check_outputs, command_main, describe, exit_codes, given, write_json
+from .common import check_outputs, command_main, describe, exit_codes, given, unless_missing, write_json
 from .gemms import (QUICK_REPEATS, add_family, capture_groups, kernels_available, listing, read_options,
                     timing_budget)
 
@@ -70,11 +70,11 @@ def _prescribe(args, shapes, configs, kernels: bool, prog: str) -> int:
         found, problems = prescribe(shapes, configs, quick=args.quick, operands=operands, kernels=kernels,
                                     **_steps(args))
     print(render_prescriptions(found, device_properties()["sm_count"], args.sm_counts or (), problems, kernels))
-    if args.json and not write_json(args.json, {"cublas_det": __version__, "provenance": fingerprint(),
-                                                 "prescriptions": [p.to_dict() for p in found],
-                                                 "problems": problems}, prog):
-        return ExitCode.USAGE
-    return ExitCode.FINDING if problems or any(p.best is None for p in found) else ExitCode.OK
+    written = not args.json or write_json(args.json, {"cublas_det": __version__, "provenance": fingerprint(),
+                                                       "prescriptions": [p.to_dict() for p in found],
+                                                       "problems": problems}, prog)
+    return unless_missing(ExitCode.FINDING if problems or any(p.best is None for p in found) else ExitCode.OK,
+                          written)
 
 
 def _lock(args, groups, old_lock) -> int:
