@@ -9,8 +9,7 @@ from ctypes import addressof, c_float, c_uint16, c_void_p
 import numpy
 
 from . import _cublas
-from ._cublas import GEMM_EX_ARGS, HALF_SCALAR_COMPUTE, ComputeType, GemmAlgo, Operation
-from ._cublaslt import GemmKey, Geometry
+from ._cublas import GEMM_EX_ARGS, HALF_SCALAR_COMPUTE, GemmAlgo, Operation
 from .config import COMPUTE_TYPES, check_types
 from .dtypes import BFLOAT16_HINT, GEMM_TYPES
 from .handle import Handle, default_handle
@@ -144,11 +143,8 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
     batch = stack[0] if stack else 1
     if handle._lt is not None:  # cuBLASLt: the GEMM's Geometry and its pointers
-        config = handle.config  # TF32 math in cuBLASLt is a compute type
-        name = config.lt_compute_type.name if compute == handle._compute_type else ComputeType(compute).name
-        key = GemmKey(a.dtype.name, out.dtype.name, name, trans_a, trans_b, n, k, config.lt_epilogue, m)
-        return handle, out, (Geometry.packed(key, batch), (alpha_address, a.data.ptr, b.data.ptr, beta_address,
-                                                            out.data.ptr)), scalars
+        geometry = handle._lt.geometry(a.dtype.name, out.dtype.name, compute, trans_a, trans_b, m, n, k, batch)
+        return handle, out, (geometry, (alpha_address, a.data.ptr, b.data.ptr, beta_address, out.data.ptr)), scalars
     args = gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr, alpha_address,
                         beta_address, compute, GEMM_TYPES[a.dtype.name].cuda, GEMM_TYPES[out.dtype.name].cuda,
                         handle._algo)

@@ -10,12 +10,12 @@ import warnings
 from ctypes import c_void_p
 
 from . import _cublas, _cublaslt
-from ._cublas import AtomicsMode, MathMode
+from ._cublas import AtomicsMode, ComputeType, MathMode
 from .config import LT_WORKSPACE_BYTES, GemmConfig, ModeSource, math_mode_name, resolve_config
 from .device import require_gpu, tf32_env_warnings
 from .dtypes import GEMM_TYPES
 from .integers import is_int
-from ._cublaslt import Geometry, LtPlan
+from ._cublaslt import GemmKey, Geometry, LtPlan
 
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
@@ -41,6 +41,15 @@ class LtPath:
         self.workspace = (workspace_ptr, workspace_bytes)
         self._plans: dict = {}  # Geometry -> LtPlan
         self._lock = threading.Lock()  # a plan is made once
+
+    def geometry(self, input_dtype: str, output_dtype: str, compute: int, trans_a, trans_b, m: int, n: int,
+                 k: int, batch: int = 1) -> Geometry:
+        """The :class:`Geometry` of a GEMM of packed row-major operands in this path's configuration; the
+        configuration's own compute type as cuBLASLt takes it (TF32 math is COMPUTE_32F_FAST_TF32)."""
+        config = self.config
+        name = config.lt_compute_type.name if compute == config.compute_type else ComputeType(compute).name
+        key = GemmKey(input_dtype, output_dtype, name, bool(trans_a), bool(trans_b), n, k, config.lt_epilogue, m)
+        return Geometry.packed(key, batch)
 
     def _plan(self, geometry: Geometry, sm_count_target: int) -> LtPlan:
         """The plan of ``geometry`` at the smaller of the configuration's and the call's SM count targets."""

@@ -221,7 +221,7 @@ def test_prescribe_options_are_refused_before_any_gpu_work(capsys):
         assert "Traceback" not in err and ("--prescribe" in err or "--sm-counts" in err), (argv, err)
 
 
-def test_lt_layouts_and_descriptor_follow_cublasgemmex_arguments(monkeypatch):
+def test_lt_layouts_and_descriptor_follow_the_gemms_geometry(monkeypatch):
     from cublas_det import handle as lt_path  # where LtPath lives
 
     made = []
@@ -241,10 +241,11 @@ def test_lt_layouts_and_descriptor_follow_cublasgemmex_arguments(monkeypatch):
                  "heuristic", "algo_init", "library"):
         monkeypatch.setattr(_cublaslt, name, recorder(name))
     path = lt_path.LtPath(GemmConfig(api="lt"), 0, 1 << 20)
-    # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3): cuBLASLt's column-major (N, T, 3, 7, 5, ldb=3,
-    # lda=7, ldd=3)
+    # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3), as gemm() gives it (transposes as any truthy
+    # value): cuBLASLt's column-major (N, T, 3, 7, 5, ldb=3, lda=7, ldd=3)
     key = _cublaslt.GemmKey("float32", "float32", "COMPUTE_32F", True, False, 3, 5, m=7)
-    args = (_cublaslt.Geometry.packed(key), (0, 0, 0, 0, 0))
+    assert path.geometry("float32", "float32", 68, 1, None, 7, 3, 5) == _cublaslt.Geometry(key, 7, 3, 3)
+    args = (path.geometry("float32", "float32", 68, True, False, 7, 3, 5), (0, 0, 0, 0, 0))
     path.issue(*args, stream_ptr=0)
     layouts = [a for name, a in made if name == "layout_create"]
     assert layouts == [(0, 3, 5, 3), (0, 7, 5, 7), (0, 3, 7, 3)]  # A = b (3x5, ld 3), B = a op T (7x5, ld 7), C 3x7
@@ -258,12 +259,17 @@ def test_lt_layouts_and_descriptor_follow_cublasgemmex_arguments(monkeypatch):
     assert sum(name == "heuristic" for name, _ in made) == 2  # another SM-count target: planned again
     assert not any(name == "layout_batch" for name, _ in made)
     # A batch of 4 (a (4, 5, 7), b (4, 5, 3)): each layout is told the count and its packed stride.
-    batched = _cublaslt.Geometry.packed(_cublaslt.GemmKey.of(parse_shape("7x3x5:nt:b4"), GemmConfig(api="lt"),
-                                                               any_m=False), 4)
+    batched = path.geometry("float32", "float32", 68, True, False, 7, 3, 5, batch=4)
     assert batched.key == key and batched.strides == (35, 15, 21)  # A, B, D
+    assert _cublaslt.Geometry.packed(_cublaslt.GemmKey.of(parse_shape("7x3x5:nt:b4"), GemmConfig(api="lt"),
+                                                          any_m=False), 4) == batched  # as prescribe makes it
     path.issue(batched, (0, 0, 0, 0, 0), stream_ptr=0)
     assert [a[1:] for name, a in made if name == "layout_batch"] == [(4, 15), (4, 35), (4, 21)]
     assert sum(name == "heuristic" for name, _ in made) == 3  # a batch is another GEMM: planned for itself
+    # TF32 math is a compute type to cuBLASLt, for the configuration's own compute type; another stays itself.
+    tf32 = lt_path.LtPath(GemmConfig.parse("tf32+lt"), 0, 0)
+    assert tf32.geometry("float32", "float32", 68, False, False, 7, 3, 5).key.compute_type == "COMPUTE_32F_FAST_TF32"
+    assert tf32.geometry("float32", "float32", 69, False, False, 7, 3, 5).key.compute_type == "COMPUTE_32F_PEDANTIC"
 
 
 def test_the_pytest_plugin_refuses_an_lt_configuration_as_a_math_mode(pytester):
