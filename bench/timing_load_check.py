@@ -29,7 +29,7 @@ from cublas_det.device import require_gpu
 from cublas_det.words import plural
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-# The warnings about timing, as the report words them (cublas_det/report/text.py, timing_text.py).
+# The warnings about timing, as the report words them (cublas_det/render/timing_text.py and text.py).
 TIMING_WARNINGS = ("another process used the GPU", "SM clock below", "ratios not trusted", "noisy timing",
                    "clock slowdowns", "blocking kernel let go")
 LOAD = r"""
