@@ -14,7 +14,7 @@ from ctypes import POINTER, byref, c_float, c_int, c_int64, c_size_t, c_uint16, 
 
 from ._cublas import HALF_SCALAR_COMPUTE, ComputeType, CublasError, CublasNotFoundError, declared
 from .dtypes import GEMM_TYPES
-from .shapes import cublas_op, shape_spec
+from .shapes import cublas_op, packed_strides, shape_spec
 
 BATCH_COUNT, STRIDED_BATCH_OFFSET = 5, 6  # cublasLtMatrixLayoutAttribute_t: int32, int64
 
@@ -201,7 +201,6 @@ def algo_init(handle: int, compute_type: int, scale_type: int, types: tuple, con
 
 
 _F32 = GEMM_TYPES["float32"].cuda
-_SHORT = {name: element.label for name, element in GEMM_TYPES.items()}  # float32 -> fp32 ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,9 +234,9 @@ class GemmKey:
         return shape_spec(self.m or "M", self.n, self.k, cublas_op(self.trans_a, self.trans_b))
 
     def __str__(self) -> str:
-        types = _SHORT[self.input_dtype]
+        types = GEMM_TYPES[self.input_dtype].label  # fp32, bf16, fp16
         if self.output_dtype != self.input_dtype:
-            types += f"->{_SHORT[self.output_dtype]}"
+            types += f"->{GEMM_TYPES[self.output_dtype].label}"
         extra = f" +{self.epilogue.lower()}" if self.epilogue else ""
         tf32 = " tf32" if self.compute_type == "COMPUTE_32F_FAST_TF32" else ""
         return f"{self.spec} {types}{tf32}{extra}"
@@ -257,11 +256,11 @@ class Geometry:
     sm_count_target: int = 0
 
     @classmethod
-    def packed(cls, key: GemmKey, batch: int = 1, sm_count_target: int = 0) -> Geometry:
+    def packed(cls, key: GemmKey, batch: int = 1) -> Geometry:
         """``key`` with row-major operands packed one after another, as a C-contiguous array holds them."""
         m, n, k = key.m, key.n, key.k
-        strides = (m * k, k * n, m * n) if batch > 1 else (0, 0, 0)
-        return cls(key, m if key.trans_a else k, k if key.trans_b else n, n, batch, strides, sm_count_target)
+        b_stride, a_stride, d_stride = packed_strides(m, n, k) if batch > 1 else (0, 0, 0)
+        return cls(key, m if key.trans_a else k, k if key.trans_b else n, n, batch, (a_stride, b_stride, d_stride))
 
     def column_major(self) -> tuple:
         """cuBLASLt's ``(op of its A, op of its B, layouts)``: its A is our B, its B our A, D transposed. The one

@@ -53,8 +53,8 @@ class LtPath:
 
     def _plan(self, geometry: Geometry, sm_count_target: int) -> LtPlan:
         """The plan of ``geometry`` at the smaller of the configuration's and the call's SM count targets."""
-        targets = [t for t in (self.config.lt_sm_count_target, sm_count_target, geometry.sm_count_target) if t]
-        if targets and min(targets) != geometry.sm_count_target:
+        targets = [t for t in (self.config.lt_sm_count_target, sm_count_target) if t]
+        if targets:
             geometry = dataclasses.replace(geometry, sm_count_target=min(targets))
         plan = self._plans.get(geometry)
         if plan is None:

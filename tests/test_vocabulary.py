@@ -74,7 +74,9 @@ def test_the_element_types_keep_their_cuda_enums_sizes_and_names():
     assert layouts.SAFETENSORS_DTYPES == {
         "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
         "I16": "int16", "I8": "int8", "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool"}
-    assert lt._cublaslt._SHORT == {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+    assert {name: t.label for name, t in GEMM_TYPES.items()} == {"float32": "fp32", "bfloat16": "bf16",
+                                                                 "float16": "fp16"}
+    assert str(lt.GemmKey("bfloat16", "float32", "COMPUTE_32F", False, True, 8, 4)) == "Mx8x4:tn bf16->fp32"
 
 
 def test_the_math_modes_keep_their_values_and_spellings():
