@@ -201,6 +201,7 @@ def algo_init(handle: int, compute_type: int, scale_type: int, types: tuple, con
 
 
 _F32 = GEMM_TYPES["float32"].cuda
+TF32_COMPUTE = ComputeType.COMPUTE_32F_FAST_TF32.name  # fp32 as TF32: the TF32 math mode, torch's allow_tf32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,7 +212,7 @@ class GemmKey:
 
     input_dtype: str
     output_dtype: str
-    compute_type: str  # the compute type cuBLASLt runs: TF32 math is COMPUTE_32F_FAST_TF32
+    compute_type: str  # the compute type cuBLASLt runs: TF32 math is TF32_COMPUTE
     trans_a: bool
     trans_b: bool
     n: int
@@ -229,6 +230,10 @@ class GemmKey:
         return dataclasses.replace(self, m=m)
 
     @property
+    def tf32(self) -> bool:
+        return self.compute_type == TF32_COMPUTE
+
+    @property
     def spec(self) -> str:
         """``MxNxK:op``, M left open (``M``) in a key for any M."""
         return shape_spec(self.m or "M", self.n, self.k, cublas_op(self.trans_a, self.trans_b))
@@ -238,7 +243,7 @@ class GemmKey:
         if self.output_dtype != self.input_dtype:
             types += f"->{GEMM_TYPES[self.output_dtype].label}"
         extra = f" +{self.epilogue.lower()}" if self.epilogue else ""
-        tf32 = " tf32" if self.compute_type == "COMPUTE_32F_FAST_TF32" else ""
+        tf32 = " tf32" if self.tf32 else ""
         return f"{self.spec} {types}{tf32}{extra}"
 
 

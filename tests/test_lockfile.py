@@ -59,7 +59,9 @@ def test_a_lock_reads_back_as_written(lock_path):
 def test_tf32_math_is_a_compute_type_in_the_key():
     config = GemmConfig(MathMode.TF32, api="lt", lt_algo=ALGO)
     key = lockfile.GemmKey.of(parse_shape("64x32x128"), config)
-    assert key.compute_type == "COMPUTE_32F_FAST_TF32" and "tf32" in str(key)
+    assert key.compute_type == "COMPUTE_32F_FAST_TF32" and key.tf32 and "tf32" in str(key)
+    default = lockfile.GemmKey.of(parse_shape("64x32x128"), GemmConfig(MathMode.DEFAULT, api="lt", lt_algo=ALGO))
+    assert not default.tf32 and "tf32" not in str(default)  # the router's report names the mode by it
 
 
 @pytest.mark.parametrize("mutate, says", [

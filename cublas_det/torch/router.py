@@ -16,7 +16,7 @@ from .._cublas import STATUS_TEXT, CublasError
 from .. import _cublaslt
 from ..config import LT_WORKSPACE_BYTES
 from ..dtypes import GEMM_TYPES
-from .._cublaslt import GemmKey, Geometry, LtPlan
+from .._cublaslt import TF32_COMPUTE, GemmKey, Geometry, LtPlan
 from ..enter import after_import
 from ..store.lock import Lock, LockReport
 
@@ -168,7 +168,7 @@ class Router:
         m, k = a.shape[-2:]
         n = b.shape[-1]
         layouts = (_layout(a), _layout(b))
-        compute = "COMPUTE_32F_FAST_TF32" if dtype == "float32" and _tf32() else "COMPUTE_32F"
+        compute = TF32_COMPUTE if dtype == "float32" and _tf32() else "COMPUTE_32F"
         key = None
         if None not in layouts:  # one key for every batch count: the pinned algorithm is the per-matrix GEMM's
             key = GemmKey(dtype, dtype, compute, layouts[0][0], layouts[1][0], n, k, "BIAS" if bias is not None
@@ -270,7 +270,7 @@ class Router:
             item = self._fell.setdefault((name, plan.reason), {"calls": 0, "reason": plan.reason, "m": 0})
             item["calls"] += 1
             if plan.key is not None and plan.m > item["m"]:
-                mode = "tf32" if plan.key.compute_type == "COMPUTE_32F_FAST_TF32" else "default"
+                mode = "tf32" if plan.key.tf32 else "default"
                 item.update(m=plan.m, spec=plan.key.spec.replace("M", str(plan.m), 1), dtype=dtype, mode=mode)
 
     # -- the ops, as their schemas take them
