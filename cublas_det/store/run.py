@@ -150,8 +150,9 @@ _SCENARIO = Record({"scenario": "a string", "kind": "a string",
                     **dict.fromkeys(("runs", "differing_runs", "mismatched_elements", "total_elements",
                                      "nan_mismatches", "signed_zero_mismatches"), "an integer >= 0"),
                     "max_abs_diff": "a number", "max_ulp": "an integer >= 0",  # null: none (only NaN pairs differ)
-                    "index": "a list of integers", "detail": "a string", "extra": "an object", "error": "a string",
-                    "not_applicable": "a string"}, required=("scenario",))
+                    "index": "a list of integers", "reference_value": "a number", "actual_value": "a number",
+                    "detail": "a string", "extra": "an object", "error": "a string", "not_applicable": "a string"},
+                   required=("scenario",))
 _EXTRA_INFO = Record({
     "shape": _SHAPE, "identity": _IDENTITY, "config": "an object", "digest": "a string",
     "device_digests": "an object of strings", "device_errors": "an object of strings", "mode_source": "a string",
@@ -174,7 +175,7 @@ _DEVICE = Record({"device_id": "an integer >= 0", "provenance": Record(_MACHINE_
 _MACHINE = Record({**_MACHINE_FIELDS, "devices": Each(_DEVICE)}, null=False)
 _RATIO = Record({"numerator": "a string", "denominator": "a string",
                  **dict.fromkeys(("median", "ci_low", "ci_high"), "a positive number"), "rounds": "an integer >= 0",
-                 "setup_half_width": "a finite number >= 0"},
+                 "setup_half_width": "a finite number >= 0", "setup_dof": "an integer >= 0"},
                 required=("numerator", "denominator", "median", "ci_low", "ci_high"))
 _TIMING = Record({"stop_reason": "a string", "discards": "an object of integers >= 0",
                   "clock_floor_mhz": "a positive number", "options": "an object"})
