@@ -148,49 +148,49 @@ def test_the_run_file_has_one_reader_one_codec_and_one_unit_conversion():
     assert conversions == ["1e-6", "1e6"]  # seconds() and micros()
 
 
-def _unchecked(record_type, schema) -> set:
-    """The fields a record holds that the run file's schema of it does not check, and the schema's own that the
-    record lacks (``schema``: a Record of the fields, or one phrase for all of them)."""
+def _unchecked(record_type, schema, added=()) -> set:
+    """The fields a record holds that a file's schema of it does not check, and the schema's own that the
+    record lacks, but for ``added`` (what the file keeps beside the record); ``schema``: a Record, or one phrase
+    for every field."""
     import dataclasses
 
-    fields = {field.name for field in dataclasses.fields(record_type)}
+    fields = {field.name for field in dataclasses.fields(record_type)} | set(added)
     return fields ^ set(schema.fields) if isinstance(schema, Record) else set()
-
-
-def _stored_records():
-    """(record type, the run file's schema of it, a record with every field set) of each record the file holds."""
-    from cublas_det.check.results import Kind, ScenarioResult
-    from cublas_det.store import run as store_run
-    from cublas_det.timing.results import Discards
-    from cublas_det.timing.stats import Ratio
-
-    scenario = ScenarioResult("repeat", Kind.GUARANTEE, 3, 1, 5, 64, 0.5, 2, (1, 2), 0.25, 0.75, "d", {"x": 1}, "e",
-                              "n", 1, 1)
-    ratio = Ratio("TF32", "PEDANTIC", 0.5, 0.4, 0.6, 9, 0.01, 4)
-    return [(ScenarioResult, store_run._SCENARIO, scenario), (Ratio, store_run._RATIO, ratio),
-            (Discards, ITEMS_OF_INTEGERS, Discards(1, 2, 3, 4))]
 
 
 ITEMS_OF_INTEGERS = "an object of integers >= 0"  # the schema of `cublas_det.timing[shape].discards`
 
 
-def test_each_record_the_run_file_holds_is_checked_field_for_field_by_its_schema():
-    """A record written to the run file (scenario results, ratios, discarded rounds) has a schema naming every
-    field it holds and no other, and what it writes passes: a field added to a record fails here until the
-    reader checks it too."""
+def test_each_record_a_file_holds_is_checked_field_for_field_by_its_schema():
+    """A record written to a file (a run's scenario results, ratios and discarded rounds, a lock's GEMM key, a
+    capture's GEMM) has a schema naming every field it holds and no other, and what a run writes passes it: a
+    field added to a record fails here until the reader checks it too."""
+    import dataclasses
+
+    from cublas_det._cublaslt import GemmKey
+    from cublas_det.apilog.model import GemmDefinition
+    from cublas_det.check.results import Kind, ScenarioResult
+    from cublas_det.store import capture as store_capture
+    from cublas_det.store import lock as store_lock
     from cublas_det.store import run as store_run
+    from cublas_det.timing.results import Discards
+    from cublas_det.timing.stats import Ratio
 
     assert store_run._TIMING.fields["discards"] == ITEMS_OF_INTEGERS
     assert store_run._EXTRA_INFO.fields["scenarios"] == Each(store_run._SCENARIO)
     assert store_run._SECTION.fields["ratios"] == Each(Each(store_run._RATIO), dict)
-    for record_type, schema, record in _stored_records():
-        assert not _unchecked(record_type, schema), record_type.__name__
-        assert all(value is not None for value in record.to_dict().values()), record_type.__name__
+    assert store_lock._ENTRY.fields["gemm"] is store_lock._GEMM
+    assert store_capture._CAPTURE.fields["gemms"].item.fields.items() >= store_capture._GEMM.fields.items()
+    assert not _unchecked(GemmKey, store_lock._GEMM)
+    assert not _unchecked(GemmDefinition, store_capture._GEMM, added=("id", "calls"))
+    scenario = ScenarioResult("repeat", Kind.GUARANTEE, 3, 1, 5, 64, 0.5, 2, (1, 2), 0.25, 0.75, "d", {"x": 1}, "e",
+                              "n", 1, 1)
+    ratio = Ratio("TF32", "PEDANTIC", 0.5, 0.4, 0.6, 9, 0.01, 4)
+    for record, schema in ((scenario, store_run._SCENARIO), (ratio, store_run._RATIO),
+                           (Discards(1, 2, 3, 4), ITEMS_OF_INTEGERS)):
+        assert not _unchecked(type(record), schema), type(record).__name__
+        assert None not in record.to_dict().values(), type(record).__name__  # every field is checked below
         check({"record": record.to_dict()}, "run.json:", Record({"record": schema}))
     # The check catches a record grown by a field its schema lacks.
-    import dataclasses
-
-    from cublas_det.timing.stats import Ratio
-
     grown = dataclasses.make_dataclass("Grown", [("setup_spread", float, 0.0)], bases=(Ratio,), frozen=True)
     assert _unchecked(grown, store_run._RATIO) == {"setup_spread"}
