@@ -90,6 +90,8 @@ def _stored_cases():
          [f"cublas_det.ratios[{SHAPE!r}][0].median: expected a positive number, found 'fast'"]),
         (run_with(f"cublas_det|ratios|{SHAPE}|0|numerator"),
          [f"cublas_det.ratios[{SHAPE!r}][0].numerator: missing; expected a string"]),
+        (run_with(f"cublas_det|ratios|{SHAPE}|0|setup_dof", -1),
+         [f"cublas_det.ratios[{SHAPE!r}][0].setup_dof: expected an integer >= 0, found -1"]),
         (run_with("cublas_det|timing", 5), ["cublas_det.timing: expected an object of objects, found 5"]),
         (run_with("cublas_det|wall_s", -1), ["cublas_det.wall_s: expected a finite number >= 0, found -1"]),
         (run_with("benchmarks", {}), ["bad.json: not a cublas_det --json file (no 'benchmarks' list)"]),
@@ -115,6 +117,8 @@ def _stored_cases():
         (info("scenarios|0", "repeat"), [where + "extra_info.scenarios[0]: expected an object, found 'repeat'"]),
         (info("scenarios|0|runs", -1), [where + "extra_info.scenarios[0].runs: expected an integer >= 0, found -1"]),
         (info("scenarios|0|index", "3,7"), [where + "extra_info.scenarios[0].index: expected a list of integers"]),
+        (info("scenarios|0|reference_value", "0.5"), [where + "extra_info.scenarios[0].reference_value: expected a "
+                                                               "number, found '0.5'"]),
         (info("scenarios|0|scenario"), [where + "extra_info.scenarios[0].scenario: missing; expected a string"]),
         # -- times: finite and positive
         (info("eager_stats", "x"), [where + "extra_info.eager_stats: expected an object, found 'x'"]),
