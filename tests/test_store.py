@@ -1,5 +1,6 @@
 """The store: every file's document checked by one validator, and a run written as it was read."""
 
+import dataclasses
 import json
 import math
 import pathlib
@@ -152,8 +153,6 @@ def _unchecked(record_type, schema, added=()) -> set:
     """The fields a record holds that a file's schema of it does not check, and the schema's own that the
     record lacks, but for ``added`` (what the file keeps beside the record); ``schema``: a Record, or one phrase
     for every field."""
-    import dataclasses
-
     fields = {field.name for field in dataclasses.fields(record_type)} | set(added)
     return fields ^ set(schema.fields) if isinstance(schema, Record) else set()
 
@@ -165,8 +164,6 @@ def test_each_record_a_file_holds_is_checked_field_for_field_by_its_schema():
     """A record written to a file (a run's scenario results, ratios and discarded rounds, a lock's GEMM key, a
     capture's GEMM) has a schema naming every field it holds and no other, and what a run writes passes it: a
     field added to a record fails here until the reader checks it too."""
-    import dataclasses
-
     from cublas_det._cublaslt import GemmKey
     from cublas_det.apilog.model import GemmDefinition
     from cublas_det.check.results import Kind, ScenarioResult
