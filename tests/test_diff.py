@@ -586,7 +586,7 @@ def test_a_read_error_keeps_the_steps_compared_before_it(tmp_path, capsys):
     out_json = tmp_path / "partial.json"
     code, out, err = _main(capsys, a, b, "--json", out_json)
     assert code == 2, out
-    assert "step 1: all 26 leaves equal" in out and "step 2: all 26 leaves equal" in out
+    assert "steps 1-2: all equal, 26 leaves each" in out
     assert "stopped by a read error in step 3; 1 step from it on not compared" in out
     assert _verdict(out).startswith("not finished: step 3: ") and "all of steps 1-2 equal" in out
     lines = err.strip().splitlines()
@@ -607,7 +607,7 @@ def test_a_step_whose_file_cannot_be_listed_keeps_the_steps_before_it(tmp_path, 
     np.savez(a / "step_3.npz", x=np.ones(8, np.float32))
     (b / "step_3.npz").write_bytes(damage)
     code, out, line = _error_line(capsys, a, b)
-    assert code == 2 and "step 1: all 26 leaves equal" in out and "step 2: all 26 leaves equal" in out
+    assert code == 2 and "steps 1-2: all equal, 26 leaves each" in out
     assert _verdict(out).startswith(f"not finished: step 3: {b / 'step_3.npz'}: not a readable .npz file")
     assert _verdict(out).endswith("before it all of steps 1-2 equal")
     assert f"{b / 'step_3.npz'}: not a readable .npz file" in line
@@ -615,6 +615,58 @@ def test_a_step_whose_file_cannot_be_listed_keeps_the_steps_before_it(tmp_path, 
     seed_values(2, planted, True).tofile(b / "step_2" / f"{PLANTED}.bin")
     code, out, err = _main(capsys, a, b)
     assert code == 1 and _verdict(out).startswith(f"first divergence at step 2 in leaf {PLANTED}")
+
+
+@pytest.mark.parametrize("a, b", [({1: "a"}, {1: "b"}), ({1: "w", 2: "w"}, {3: "w", 4: "w"})],
+                         ids=["other leaves", "other steps"])
+def test_runs_with_nothing_in_common_compare_nothing_exit_2_and_claim_no_divergence(tmp_path, capsys, a, b):
+    """step1_a.npy against step1_b.npy, or steps 1-2 against 3-4: printed nothing and exited 1, and --json
+    said "nothing_compared": true beside a "first divergence" verdict."""
+    for run, leaves in (("a", a), ("b", b)):
+        (tmp_path / run).mkdir()
+        for step, leaf in leaves.items():
+            np.save(tmp_path / run / f"step{step}_{leaf}.npy", np.ones(4, np.float32))
+    code, out, err = _main(capsys, tmp_path / "a", tmp_path / "b", "--json", tmp_path / "d.json")
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and out == "" and "error: nothing compared: no leaf is in both runs" in line
+    data = json.loads((tmp_path / "d.json").read_text())
+    assert data["nothing_compared"] and data["first_divergence"] is None and data["divergent_steps"] == []
+    assert data["verdict"].startswith("nothing compared") and "divergence" not in data["verdict"]
+
+
+def test_ctrl_c_prints_the_steps_compared_before_it_then_exits_130(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during an 8-step diff printed only 'error: interrupted': the steps compared were lost."""
+    from cublas_det.rundiff import diff as rundiff
+
+    runs = write_seed_run(tmp_path / "a", False, range(1, 9)), write_seed_run(tmp_path / "b", False, range(1, 9))
+    real = rundiff.compare_leaf
+
+    def compare_until_step_5(step, *args):
+        if step == 5:
+            raise KeyboardInterrupt
+        return real(step, *args)
+
+    monkeypatch.setattr(rundiff, "compare_leaf", compare_until_step_5)
+    code, out, err = _main(capsys, *runs, "--json", tmp_path / "d.json")
+    assert code == 130 and err.strip().splitlines()[-1].endswith(": error: interrupted"), err
+    assert "steps 1-4: all equal, 26 leaves each" in out
+    assert "stopped by Ctrl-C in step 5; 4 steps from it on not compared" in out
+    assert _verdict(out) == "not finished: step 5: interrupted (Ctrl-C); before it all of steps 1-4 equal"
+    data = json.loads((tmp_path / "d.json").read_text())
+    assert [step["step"] for step in data["steps"]] == [1, 2, 3, 4] and not data["identical"]
+
+
+def test_equal_steps_in_a_row_are_one_line_without_v(tmp_path, capsys):
+    """49 steps printed 49 lines of 'step N: all 26 leaves equal' before the one that diverged."""
+    a = write_seed_run(tmp_path / "a", False, range(1, 50))
+    b = write_seed_run(tmp_path / "b", False, range(1, 50))
+    seed_values(2, 0, True).tofile(b / "step_49" / f"{SEED_LEAVES[0]}.bin")
+    code, out, _ = _main(capsys, a, b)
+    lines = out.splitlines()
+    assert code == 1 and lines[4:6] == ["steps 1-48: all equal, 26 leaves each", "step 49: 1 of 26 leaves diverges"]
+    assert len(lines) < 40 and any(line.split()[:2] == [SEED_LEAVES[0], "DIVERGE"] for line in lines)
+    code, out, _ = _main(capsys, a, b, "-v")
+    assert code == 1 and "step 48: all 26 leaves equal" in out.splitlines()
 
 
 def _verdict(out: str) -> str:

@@ -13,7 +13,7 @@ import argparse
 import math
 
 from ..bits.streams import DTYPES, lookup_dtype
-from ..rundiff.diff import IncompleteDiff, diff_runs, report_lines
+from ..rundiff.diff import DiffInterrupted, IncompleteDiff, diff_runs, report_lines
 from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
 from ..words import plural, report_width
 from ..errors import ExitCode
@@ -69,7 +69,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--all", action="store_true", dest="all_steps",
                         help="compare every step (default: stop after the first divergent step)")
     parser.add_argument("-v", "--verbose", action="store_true",
-                        help="print the full table of steps whose leaves are all equal too")
+                        help="print each equal step with its table (default: equal steps in a row, one line)")
     parser.add_argument("--json", metavar="PATH", help="also write the comparison as JSON")
     parser.add_argument("--chunk-mib", type=_chunk_mib, default=4 << 20, dest="chunk_bytes", metavar="MIB",
                         help="bytes read per side per step of the stream, in MiB (default: 4)")
@@ -85,7 +85,7 @@ def run(args, parser) -> int:
             warning_line(prog, f"run {side}: {note}")
     try:
         diff, error = diff_runs(*runs, order=order, all_steps=args.all_steps, chunk_bytes=args.chunk_bytes), None
-    except IncompleteDiff as err:  # the steps compared before the read error are reported, then the error
+    except (IncompleteDiff, DiffInterrupted) as err:  # the steps compared before it are reported, then it
         diff, error = err.diff, err
     if not diff.nothing_compared:
         print("\n".join(report_lines(diff, verbose=args.verbose, width=report_width())))
@@ -94,6 +94,8 @@ def run(args, parser) -> int:
         warning_line(prog, f"--dtype {args.dtype}: {plural(nan_patterns, 'mismatched element')} read as NaN: "
                      "is it the files' dtype?")
     written = not args.json or write_json(args.json, diff.to_dict(), prog)
+    if isinstance(error, DiffInterrupted):
+        raise error  # exit 130, after what was compared
     if diff.first_divergence is not None:  # a finding stands, whatever failed after it
         if error is not None:
             error_line(prog, str(error))

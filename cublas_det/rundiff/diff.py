@@ -121,11 +121,15 @@ class RunDiff:
 
     @property
     def first_divergence(self) -> LeafDiff | None:
+        """The first leaf that differs; None when no leaf was in both runs: a leaf missing on one side is a
+        divergence of runs that share something, and of runs that share nothing, nothing can be said."""
+        if self.compared_leaves == 0:
+            return None
         return next((step.diverged[0] for step in self.steps if step.diverged), None)
 
     @property
     def divergent_steps(self) -> tuple[int, ...]:
-        return tuple(step.step for step in self.steps if not step.equal)
+        return tuple(step.step for step in self.steps if not step.equal) if self.compared_leaves else ()
 
     def ending(self) -> str | None:
         """``A ends at step 49 (after 3 of 5 leaves there); B goes on to step 100 (51 steps more, not compared)``."""
@@ -151,8 +155,9 @@ class RunDiff:
         if self.nothing_compared:
             skipped = f"; skipped {listing(self.skipped)}" if self.skipped else ""
             leaves = plural(sum(len(step.leaves) for step in self.steps), "leaf")
+            ending = f"; {self.ending()}" if self.ended and self.beyond_end else ""
             return (f"nothing compared: no leaf is in both runs ({leaves} in {plural(len(self.steps), 'step')} of one "
-                    f"run or the other){skipped}; diff reads {LAYOUTS}")
+                    f"run or the other{ending}){skipped}; diff reads {LAYOUTS}")
         compared = f"{plural(self.compared_leaves, 'leaf')} in {plural(len(self.steps), 'step')}, all bits equal"
         if self.ended:  # the other run's later steps first: exit 0 does not cover them
             return f"identical as far as {self.ended} goes: {self.ending()}; {compared}"
@@ -175,6 +180,17 @@ class IncompleteDiff(RunLayoutError):
     def __init__(self, message: str, diff: RunDiff):
         super().__init__(message)
         self.diff = diff
+
+
+class DiffInterrupted(KeyboardInterrupt):
+    """Ctrl-C during the comparison; :attr:`diff` holds the steps compared before it."""
+
+    def __init__(self, diff: RunDiff):
+        super().__init__("interrupted")
+        self.diff = diff
+
+
+INTERRUPTED = "interrupted (Ctrl-C)"  # RunDiff.error of a walk stopped by the user, not by a read
 
 
 def diverging(diverged: int, leaves: int) -> str:
@@ -212,6 +228,16 @@ def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None
     def result(compared, rest=(), error=None):
         return RunDiff(run_a.describe(), run_b.describe(), tuple(compared), tuple(rest), ended, beyond, skipped, error)
     compared = []
+    try:
+        return _walk(run_a, run_b, steps, order, all_steps, chunk_bytes, ended, compared, result)
+    except KeyboardInterrupt:  # the steps compared so far are still an answer
+        rest = steps[len(compared):]
+        raise DiffInterrupted(result(compared, rest, f"step {rest[0]}: {INTERRUPTED}" if rest else INTERRUPTED)) \
+            from None
+
+
+def _walk(run_a, run_b, steps, order, all_steps, chunk_bytes, ended, compared, result) -> RunDiff:
+    """:func:`diff_runs`'s step by step, appending each step to ``compared`` as it is done."""
     for position, step in enumerate(steps):
         leaves_a = {leaf.name: leaf for leaf in run_a.steps.get(step, ())}
         leaves_b = {leaf.name: leaf for leaf in run_b.steps.get(step, ())}
@@ -232,7 +258,8 @@ def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None
                 leaves = [dataclasses.replace(leaf, status=LeafStatus[f"ENDED_IN_{ended}"])
                           if leaf.status is LeafStatus[f"MISSING_IN_{ended}"] else leaf for leaf in leaves]
         compared.append(StepDiff(step, tuple(leaves)))
-        if not compared[-1].equal and not all_steps:
+        # a step with no leaf in both runs stops nothing: a later one may share some (else nothing is compared)
+        if not compared[-1].equal and not all_steps and any(done.compared for done in compared):
             return result(compared, steps[position + 1:])
     return result(compared)
 
@@ -353,16 +380,42 @@ def _presence_note(leaf: LeafDiff) -> str:
     return f"A {describe_leaf_type(leaf.dtype_a, leaf.shape_a)}, B {describe_leaf_type(leaf.dtype_b, leaf.shape_b)}"
 
 
+def _step_groups(steps, verbose: bool) -> list[list[StepDiff]]:
+    """The steps in order, each alone, but for runs of equal steps without -v (a run's end said on its own)."""
+    groups: list[list[StepDiff]] = []
+    for step in steps:
+        plain = not verbose and step.equal and not step.not_reached
+        if plain and groups and all(done.equal and not done.not_reached for done in groups[-1]):
+            groups[-1].append(step)
+        else:
+            groups.append([step])
+    return groups
+
+
+def _equal_steps(group: list[StepDiff]) -> str:
+    """``steps 1-49: all equal, 26 leaves each``: consecutive equal steps in one line."""
+    first, last = group[0].step, group[-1].step
+    count = "" if last - first + 1 == len(group) else f" ({len(group)} steps)"
+    leaves = {step.compared for step in group}
+    each = (f"{plural(leaves.pop(), 'leaf')} each" if len(leaves) == 1 else
+            plural(sum(step.compared for step in group), "leaf"))
+    return f"steps {first}-{last}{count}: all equal, {each}"
+
+
 def report_lines(diff: RunDiff, *, verbose: bool = False, width: int | None = None) -> list[str]:
     """The report: both runs, the first divergence, a table per step, the verdict (the last paragraph).
-    An all-equal step is one line unless ``verbose``; sentences wrap to ``width``, tables do not."""
+    Equal steps in a row are one line unless ``verbose``; sentences wrap to ``width``, tables do not."""
     def prose(text: str) -> list[str]:
         return wrapped(text, width, "    ") if width else [text]
     first = diff.first_divergence
     answer = (f"first divergence: step {first.step}, leaf {first.leaf}" if first else
               f"no divergence as far as {diff.ended} goes: {diff.ending()}" if diff.ended else "no divergence")
     lines = [f"A: {diff.run_a}", f"B: {diff.run_b}", *prose(answer), ""]
-    for step in diff.steps:
+    for group in _step_groups(diff.steps, verbose):
+        step = group[0]
+        if len(group) > 1:  # equal steps in a row: one line, without -v
+            lines.append(_equal_steps(group))
+            continue
         ended = f"; {diff.ended} ended before the other {step.not_reached}" if step.not_reached else ""
         equal = f"all {plural(step.compared, 'leaf')} equal" if step.compared != 1 else "1 leaf, equal"
         heading = equal + ended if step.equal else diverging(len(step.diverged), len(step.leaves))
@@ -371,7 +424,8 @@ def report_lines(diff: RunDiff, *, verbose: bool = False, width: int | None = No
             lines += table([TABLE_HEADER, *(leaf_row(leaf) for leaf in step.leaves)], indent="  ")
     count = len(diff.not_compared)
     if diff.error is not None:
-        lines += prose(f"stopped by a read error in step {diff.not_compared[0]}; {plural(count, 'step')} from it on "
+        cause = "Ctrl-C" if diff.error.endswith(INTERRUPTED) else "a read error"
+        lines += prose(f"stopped by {cause} in step {diff.not_compared[0]}; {plural(count, 'step')} from it on "
                        "not compared")
     elif count:
         lines += prose(f"stopped after step {diff.steps[-1].step}, the first divergent step; "
