@@ -3,6 +3,7 @@ layout holds every key of a file pytest-benchmark itself wrote; ``pytest-benchma
 it, untimed entries (--no-timing, a device sweep) included; and cublas_det reads it back."""
 
 import json
+import pathlib
 import random
 import subprocess
 import sys
@@ -123,6 +124,24 @@ def test_pytest_benchmark_compare_reads_the_file(tmp_path, monkeypatch, capsys):
     assert "128x56x4096:nt[TF32]" in result.stdout and "64x64x64:nn[PEDANTIC]" not in result.stdout  # no check ran
     row = next(line for line in result.stdout.splitlines() if "[TF32]" in line)
     assert "Iterations" in result.stdout and row.split()[-2:] == ["12", "110"]  # rounds, GEMMs per sample
+
+
+@pytest.mark.parametrize("name", ["h200_run.json", "h200_run_identity.json"])
+def test_pytest_benchmark_compare_reads_the_shipped_runs_and_cublas_det_reads_them_without_the_newer_fields(
+        tmp_path, monkeypatch, capsys, name):
+    """``pytest-benchmark compare tests/data/h200_run.json`` (the README's run) failed: KeyError 'outliers'."""
+    path = pathlib.Path(__file__).parent / "data" / name
+    result = _compare(tmp_path, monkeypatch, capsys, path)
+    assert result.returncode == 0 and "Failed to load" not in result.stdout + result.stderr, result.stderr
+    assert "trunk/W_in/forward[PEDANTIC]" in result.stdout
+    from pytest_benchmark.stats import Stats
+
+    data = json.loads(path.read_text())
+    for entry in data["benchmarks"]:  # a file of 0.1.0 lacked these: still read
+        assert set(Stats.fields) <= set(entry["stats"])
+        for field in ("iqr_outliers", "stddev_outliers", "outliers", "ld15iqr", "hd15iqr"):
+            del entry["stats"][field]
+    assert len(run_from_dict(data, name).entries) == len(data["benchmarks"])
 
 
 def test_untimed_entries_are_complete_and_read_back_as_untimed(tmp_path, monkeypatch, capsys):
