@@ -34,6 +34,9 @@ class MathMode(enum.IntEnum):
     # A flag OR-able with any mode: reductions inside a GEMM keep the compute type.
     DISALLOW_REDUCED_PRECISION_REDUCTION = 16
 
+    def __str__(self) -> str:  # print(mode) says TF32, not the 3 of IntEnum's str (int() still gives 3)
+        return self.name
+
 
 MATH_MODE_FLAGS = int(MathMode.DISALLOW_REDUCED_PRECISION_REDUCTION)
 

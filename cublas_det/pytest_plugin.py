@@ -42,13 +42,19 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("cublas_math_mode", ALL_MODES, indirect=True, ids=[m.lower() for m in ALL_MODES])
 
 
+def skip_without_gpu() -> None:
+    """Skip the test, with the reason, where no GPU is usable: a test marked ``gpu``, or one that asks for a
+    fixture that needs one (``cublas_handle``), marked or not."""
+    try:
+        require_gpu()  # probes once per process
+    except NoGpuError as err:  # raised here, not a skip mark: `pytest -ra` folds every skip into one line
+        pytest.skip(str(err))
+
+
 @pytest.hookimpl(tryfirst=True)  # before fixtures such as cublas_handle are set up
 def pytest_runtest_setup(item):
     if item.get_closest_marker("gpu") is not None:
-        try:
-            require_gpu()  # probes once per process
-        except NoGpuError as err:  # raised here, not a skip mark: `pytest -ra` folds every skip into one line
-            pytest.skip(str(err))
+        skip_without_gpu()
 
 
 @pytest.fixture
@@ -75,5 +81,6 @@ def cublas_handle(request, cublas_config):
     ``default``, or ``argument`` when parametrized or ``--cublas-math-mode`` is given."""
     explicit = (request.node.get_closest_marker("all_math_modes") is not None
                 or request.config.getoption("--cublas-math-mode") is not None)
+    skip_without_gpu()
     with create_handle(cublas_config if explicit else None) as handle:
         yield handle

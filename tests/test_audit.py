@@ -94,6 +94,18 @@ def test_without_torch_a_good_target_asks_for_torch(capsys, step_file):
     assert code == ExitCode.USAGE and "No module named 'torch'" in err and "install it" in err, err
 
 
+def test_importing_cublas_det_torch_without_torch_is_one_line_naming_the_fix():
+    """It was a traceback through audit.py, ending in No module named 'torch'."""
+    import subprocess
+
+    code = "import sys; sys.modules['torch'] = None; import cublas_det.torch"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and lines[-1] == ("ModuleNotFoundError: No module named 'torch'; install it for "
+                                                    "cublas_det.torch: pip install torch"), result.stderr
+    assert "audit.py" not in result.stderr  # raised where the package starts, not from a module inside it
+
+
 # -- the user's errors: theirs, exit 2 ------------------------------------------------------------------
 
 def _their_error(capsys, spec, fake_torch, audit_step=lambda step, batch, **options: step(batch)):

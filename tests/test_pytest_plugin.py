@@ -18,19 +18,24 @@ def test_gpu_marker_skips_with_reason_or_runs(pytester):
 
         def test_plain():
             pass
+
+        def test_a_handle_unmarked(cublas_handle):  # errored with a NoGpuError traceback without a GPU
+            assert cublas_handle.read_math_mode() is not None
     """)
     result = pytester.runpytest("-rs")
     from cublas_det import gpu_available
     from cublas_det.device import gpu_unavailable_reason
 
     if gpu_available():
-        result.assert_outcomes(passed=3)
+        result.assert_outcomes(passed=4)
     else:
-        # skipped before the cublas_handle fixture runs; both skips folded into one summary line
-        result.assert_outcomes(passed=1, skipped=2)
-        reason = gpu_unavailable_reason()
-        result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *pytest_plugin.py:*: {glob.escape(reason)}"])  # [extras]
-        assert result.stdout.str().count(reason) == 1
+        # skipped before the cublas_handle fixture runs; the marked skips folded into one summary line, the
+        # unmarked one (skipped by the fixture) shown at the test, as pytest shows a fixture's skip
+        result.assert_outcomes(passed=1, skipped=3)
+        reason = glob.escape(gpu_unavailable_reason())
+        result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *pytest_plugin.py:*: {reason}",
+                                     f"SKIPPED [[]1[]] *test_gpu_marker_skips_with_reason_or_runs.py:*: {reason}"])
+        assert result.stdout.str().count(gpu_unavailable_reason()) == 2
 
 
 def test_all_math_modes_parametrizes_three_ids(pytester):
@@ -44,6 +49,14 @@ def test_all_math_modes_parametrizes_three_ids(pytester):
     result = pytester.runpytest("-v")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*test_mode?pedantic?*PASSED*", "*test_mode?default?*PASSED*", "*test_mode?tf32?*PASSED*"])
+
+
+def test_the_math_mode_prints_its_name(pytester):
+    """print(cublas_math_mode) printed 3, IntEnum's str, not TF32."""
+    pytester.makepyfile("def test_mode(cublas_math_mode):\n    print(f'mode={cublas_math_mode}', cublas_math_mode)\n")
+    result = pytester.runpytest("-s", "--cublas-math-mode=tf32")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*mode=TF32 TF32*"])
 
 
 def test_math_mode_option_and_env_feed_the_fixture(pytester, monkeypatch):

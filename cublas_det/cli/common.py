@@ -147,7 +147,8 @@ def run_guarded(prog: str, body) -> int:
         if top == "cublas_det":  # a module of ours missing is a bug
             raise
         error_line(prog, f"CuPy is not installed ({err}); install it: {INSTALL_HINT}"
-                   if top in ("cupy", "cupy_backends") else f"{err}; install it with pip")
+                   if top in ("cupy", "cupy_backends") else str(err) if "pip install" in str(err)
+                   else f"{err}; install it with pip")
     except CublasDetError as err:
         python, dash_m, _ = prog.partition(" -m ")  # without a GPU: what still runs, under the name in use
         error_line(prog, f"{err}; without one: {f'{python} -m cublas_det' if dash_m else 'cublas-det'} env --libs, "

@@ -6,6 +6,14 @@ from __future__ import annotations
 import contextlib
 import sys
 
+try:
+    import torch  # noqa: F401  (every module here needs it: say so once, with the fix, not a traceback deep)
+except ModuleNotFoundError as err:
+    if err.name != "torch":
+        raise
+    raise ModuleNotFoundError("No module named 'torch'; install it for cublas_det.torch: pip install torch",
+                              name="torch") from None
+
 from ..store import lock as lockfile
 from ..store.lock import LockReport
 from .audit import AuditReport, audit as _audit
