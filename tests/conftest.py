@@ -15,7 +15,15 @@ import pytest
 
 from cublas_det import gpu_available
 
-needs_no_gpu = pytest.mark.skipif(gpu_available(), reason="checks the no-GPU path; a GPU is present")
+# Every documented install passes: `.[test]` alone has no CuPy nor CUDA libraries, and a test that needs them
+# (through CuPy's import, or what a GPU install says without a GPU) skips with this reason.
+needs_cuda_extra = pytest.mark.skipif(importlib.util.find_spec("cupy") is None,
+                                      reason="needs the cuda12 or cuda13 extra (CuPy, the CUDA libraries)")
+
+
+def needs_no_gpu(test):
+    """The no-GPU path of a GPU install: skipped where a GPU is present, or where CuPy is not installed."""
+    return needs_cuda_extra(pytest.mark.skipif(gpu_available(), reason="checks the no-GPU path; a GPU is present")(test))
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BIN = pathlib.Path(sys.executable).parent  # where pip put the console scripts
 

@@ -59,7 +59,7 @@ CASES = [
     ("bench", ["--compare", "/nonexistent.json"], {}, {}, 2, ["/nonexistent.json: no such file"]),
     ("bench", ["--compare", "{tmp}/bad.json"], {}, {"bad.json": "not json"}, 2,
      ["bad.json:1:1: not JSON (Expecting value); give a file that --json wrote"]),
-    ("bench", ["--compare", "{tmp}/cut.json"], {}, {"cut.json": STORED.read_text()[:5000]}, 2,
+    ("bench", ["--compare", "{tmp}/cut.json"], {}, {"cut.json": STORED.read_text()[:5000].rpartition(",")[0]}, 2,
      ["cut.json: not JSON: it may be truncated; give a file that --json wrote"]),
     ("bench", ["--compare", "{tmp}/list.json"], {}, {"list.json": "[]"}, 2, ["expected a JSON object", "found a list"]),
     ("bench", ["--compare", "{tmp}/other.json"], {}, {"other.json": '{"x": 1}'}, 2, ["no 'benchmarks' list"]),

@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 
-from .conftest import BIN, ROOT, needs_no_gpu
+from .conftest import BIN, ROOT, needs_cuda_extra, needs_no_gpu
 
 PYTHON = os.path.basename(sys.executable)
 CONSOLE_SCRIPT = BIN / "cublas-det-bench"  # installed beside this interpreter
@@ -324,6 +324,7 @@ def test_every_list_option_takes_one_flag_or_repeated_flags():
                                                                                     "1"]).devices == ["0", "1"]
 
 
+@needs_cuda_extra
 def test_libs_shows_where_each_library_was_found_without_a_gpu(typed):
     result = typed("python -m cublas_det", "--libs")
     assert result.returncode == 0, result.stderr

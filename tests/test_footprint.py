@@ -2,13 +2,14 @@
 shape weighs half its fp32 twin, and the memory bound, the host operands' budget and the timing's buffer
 sets all read it (the timing once sized bf16 buffer sets as if fp32)."""
 
-import cupy
 import pytest
 
 from cublas_det import memory, operands
 from cublas_det.config import GemmConfig
 from cublas_det.shapes import GemmShape, parse_shape
 from cublas_det.timing import engine
+
+from .conftest import needs_cuda_extra
 
 SHAPE = parse_shape("4096x128x56:tn")
 BF16 = GemmConfig(input_dtype="bfloat16", output_dtype="bfloat16")
@@ -47,7 +48,10 @@ def test_the_memory_bound_and_the_host_budget_read_the_one_footprint(sizes):
     assert sizes == [(2, 2), (8, 8), (2, 2)]  # the bound also weighs the float64 reference's operands
 
 
+@needs_cuda_extra
 def test_the_timings_buffer_sets_read_the_one_footprint_at_the_configurations_sizes(sizes, monkeypatch):
+    import cupy
+
     footprints = []
 
     def buffer_sets(footprint_bytes, l2_bytes):

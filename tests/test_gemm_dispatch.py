@@ -15,7 +15,9 @@ from cublas_det import handle as _handle
 from cublas_det.config import GemmConfig
 from cublas_det.handle import Handle, ModeSource
 
-cupy = pytest.importorskip("cupy")
+from .conftest import needs_cuda_extra
+
+cupy = pytest.importorskip("cupy", reason=needs_cuda_extra.kwargs["reason"])  # needs_cuda_extra's, at import
 
 CURRENT_STREAM = 0x5100
 M, N, K = 128, 56, 4096

@@ -154,11 +154,54 @@ def _start_building() -> _Building:
     return _building[0]
 
 
+# `pip install -e ".[test]"` alone installs no CuPy: the suite, run again with CuPy hidden (and so the CUDA
+# extra, as the tests see it), passes there too, each test that needs it skipped with the reason.
+HIDE_CUPY = ("import sys; sys.modules.update(dict.fromkeys(('cupy', 'cupy_backends', 'cupyx'))); import pytest; "
+             "sys.exit(pytest.main(sys.argv[1:]))")
+_without_cupy = []
+
+
+def _start_without_cupy() -> subprocess.Popen:
+    """The suite without CuPy (this module aside: it builds), started now unless it is under way."""
+    if not _without_cupy:
+        basetemp = tempfile.mkdtemp(prefix="cublas_det_without_cupy_")  # not the outer run's numbered temp dirs
+        _without_cupy.append(subprocess.Popen(
+            [sys.executable, "-c", HIDE_CUPY, "-q", "-p", "no:cacheprovider", f"--basetemp={basetemp}",
+             "--ignore", str(ROOT / "tests" / "test_packaging.py"), str(ROOT / "tests")],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return _without_cupy[0]
+
+
 def start_early(items) -> None:
-    """conftest, once the session is collected: start the builds if a selected test needs them."""
+    """conftest, once the session is collected: start the builds, and the suite without CuPy, if a selected
+    test needs them."""
     if (any("dists" in item.fixturenames for item in items) and not os.environ.get(NESTED)
             and importlib.util.find_spec("build") is not None):
         _start_building()
+    if any("suite_without_cupy" in item.fixturenames for item in items) and importlib.util.find_spec("cupy"):
+        _start_without_cupy()
+
+
+@pytest.fixture(scope="module")
+def suite_without_cupy():
+    """The process of :func:`_start_without_cupy`, started early."""
+    if importlib.util.find_spec("cupy") is None:
+        pytest.skip("CuPy is not installed: this run is the run without it")
+    process = _start_without_cupy()
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+
+
+def test_the_suite_passes_without_cupy_as_the_test_extra_alone_installs_it(suite_without_cupy):
+    """`pip install -e ".[test]"`, then pytest: a collection error (test_footprint.py) and 27 failures."""
+    stdout, stderr = suite_without_cupy.communicate(timeout=600)
+    assert suite_without_cupy.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    last = stdout.splitlines()[-1]
+    assert re.search(r"\d+ passed", last) and "error" not in last and "failed" not in last, last
 
 
 @pytest.fixture(scope="module")

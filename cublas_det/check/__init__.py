@@ -68,7 +68,6 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     :class:`HostOperands` to upload; ``phases`` gets each step's seconds; ``sm_count_targets``: the SM
     counts ``sm-count`` emulates (default: its ladder). Raises CheckInterrupted (with the checks done)
     on Ctrl-C, KernelsUnavailable for ``kernels`` without CUPTI (before any GPU work)."""
-    import cupy
     names = validate_scenarios(scenarios)
     if not is_int(repeats, 2):
         raise ValueError(f"repeats must be an int >= 2, not {repeats!r}")
@@ -76,6 +75,7 @@ def check_many(shapes, modes, *, repeats: int = 20, scenarios=DEFAULT_SCENARIOS,
     configs = [resolve_config(mode) for mode in modes]
     same_seed(operands, seed)
     require_gpu()
+    import cupy  # after the arguments: a bad one is refused on any install
     if kernels:
         require_cupti()
     owned = operands is None
