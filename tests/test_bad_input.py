@@ -6,13 +6,14 @@ Each case: (tool, arguments, environment, files to create, expected exit code, f
 """
 
 import json
+import os
 import pathlib
 import re
 
 import pytest
 
 from cublas_det import compare
-from cublas_det.cli import bench
+from cublas_det.cli import bench, prescribe
 from cublas_det.cli import env as about
 from cublas_det.cli.common import prog_name
 from cublas_det import report
@@ -28,7 +29,8 @@ def _run_file(**entry_changes):
     return json.dumps({"machine_info": {}, "benchmarks": [{k: v for k, v in entry.items() if v is not ...}]})
 
 
-TOOLS = {"bench": bench.main, "compare": compare.main, "report": report.main, "about": about.main}
+TOOLS = {"bench": bench.main, "compare": compare.main, "report": report.main, "about": about.main,
+         "prescribe": prescribe.main}
 GOOD = {"good.json": STORED.read_text()}
 
 CASES = [
@@ -54,7 +56,11 @@ CASES = [
     ("bench", ["--json", "/nonexistent-dir/x.json"], {}, {}, 2, ["directory /nonexistent-dir does not exist"]),
     ("bench", ["--markdown", "/"], {}, {}, 2, ["--markdown /: is a directory"]),
     ("bench", ["--json", ""], {}, {}, 2, ["--json: the path is empty"]),
-    ("bench", ["--json", "/proc/cublas_det.json"], {}, {}, 2, ["--json /proc/cublas_det.json: cannot be written"]),
+    ("bench", ["--json", "/proc/cublas_det.json"], {}, {}, 2,
+     ["--json /proc/cublas_det.json: cannot be written: No such file or directory"]),
+    ("bench", ["--json", "{tmp}/f.txt/x.json"], {}, {"f.txt": "x"}, 2,
+     ["/f.txt/x.json: cannot be written: Not a directory"]),  # said its directory did not exist
+    ("prescribe", ["--lock", ""], {}, {}, 2, ["--lock: the path is empty; give a file name"]),  # was no --lock
     # -- baselines ----------------------------------------------------------------------------
     ("bench", ["--compare", "/nonexistent.json"], {}, {}, 2, ["/nonexistent.json: no such file"]),
     ("bench", ["--compare", "{tmp}/bad.json"], {}, {"bad.json": "not json"}, 2,
@@ -125,6 +131,16 @@ def test_bad_input_is_one_line_naming_the_value(tmp_path, monkeypatch, capsys, t
     assert (len(short) <= 100) != ((tool, " ".join(args)) in OVER_100), short
     for fragment in fragments:
         assert fragment in err, err
+
+
+def test_an_output_in_a_folder_that_refuses_writing_says_why(tmp_path, capsys):
+    """It said "cannot be written" without the OS's reason."""
+    folder = tmp_path / "read-only"
+    folder.mkdir(mode=0o500)
+    if os.access(folder, os.W_OK):  # root writes anywhere
+        pytest.skip("this user may write in a read-only folder (root)")
+    assert bench.main(["--json", str(folder / "x.json")]) == 2
+    assert f"--json {folder / 'x.json'}: cannot be written: Permission denied" in capsys.readouterr().err
 
 
 def test_the_catalogue_is_large_enough():

@@ -199,12 +199,12 @@ def check_outputs(args, *flags: str) -> None:
         if existed and stat.S_ISFIFO(os.stat(path).st_mode):  # opening it would wait for a reader
             raise UsageError(f"{flag} {path}: is a FIFO (named pipe); give a file name")
         directory = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(directory):
+        if not os.path.lexists(directory):  # one that is a file: open() below says so
             raise UsageError(f"{flag} {path}: directory {directory} does not exist")
         try:
             open(path, "a").close()  # "a": an existing file is not truncated by the check
-        except OSError:
-            raise UsageError(f"{flag} {path}: cannot be written; choose another path") from None
+        except OSError as err:  # the OS's reason is the fix: a folder to make, a permission, another path
+            raise UsageError(f"{flag} {path}: cannot be written: {err.strerror or err}") from None
         if not existed:
             os.remove(path)
     if "plot" in flags and args.plot:

@@ -42,19 +42,20 @@ def add_arguments(parser) -> None:
 
 def run(args, parser) -> int:
     shapes, _, _, configs = read_options(args)
-    if not args.lock:
+    locking = args.lock is not None  # `--lock ''` is a lock asked for, with an empty path: refused below
+    if not locking:
         parser.refuse(given(args, "capture"), "--capture needs --lock here (or use bench --capture)")
     groups = capture_groups(args, parser) if args.capture else [(shapes, configs)]
-    if args.lock:
+    if locking:
         check_outputs(args, "lock")
-    old_lock = lockfile.load(args.lock) if args.lock and os.path.exists(args.lock) else None
+    old_lock = lockfile.load(args.lock) if locking and os.path.exists(args.lock) else None
     if args.list:
         print(listing(args, groups))
         return ExitCode.OK
     check_outputs(args, "json")
     require_gpu()
     kernels = args.kernels and kernels_available(parser.prog)
-    return _lock(args, groups, old_lock) if args.lock else _prescribe(args, shapes, configs, kernels, parser.prog)
+    return _lock(args, groups, old_lock) if locking else _prescribe(args, shapes, configs, kernels, parser.prog)
 
 
 def _steps(args) -> dict:
