@@ -208,10 +208,13 @@ def _diff_cases():
         ({"a/trace.jsonl": _log(_leaf(step=10 ** 30))}, run, [log + "step: expected an integer from 0 to 2**63 - 1, found 10000"]),
         ({"a/trace.jsonl": b'{"step": 1e400}\n'}, run, [log + "the number 1e400 is beyond the range of a float"]),
         ({"a/trace.jsonl": b"[" * 100_000 + b"]" * 100_000 + b"\n"}, run, [log + "JSON nested deeper"]),
-        ({"a/trace.jsonl": _log(_leaf(shape=[-1]))}, run, [log + "shape: expected a list of at most 64 integers >= 0, found [-1]"]),
+        ({"a/trace.jsonl": _log(_leaf(shape=[-1]))}, run, [log + "shape: expected a list of at most 64 integers from 0 to "
+                                                          "2**63 - 1, found [-1]"]),
+        ({"a/trace.jsonl": _log(_leaf(shape=[10 ** 30] * 2))}, run,  # was "found a list of 2": neither limit nor value
+         [log + "shape: expected a list of at most 64 integers from 0 to 2**63 - 1, found a list of 2: [10000"]),
         ({"a/trace.jsonl": _log(_leaf(shape=[2 ** 70]))}, run, [log + "shape: expected a list", "1180591620717411303424"]),
         ({"a/trace.jsonl": _log(_leaf(shape="2"))}, run, [log + "shape: expected a list", "found '2'"]),
-        ({"a/trace.jsonl": _log(_leaf(shape=[1] * 100))}, run, [log + "shape: expected a list of at most 64 integers >= 0, found a list of 100"]),
+        ({"a/trace.jsonl": _log(_leaf(shape=[1] * 100))}, run, [log + "shape: expected a list of at most 64 integers", "found a list of 100: [1, 1"]),
         ({"a/trace.jsonl": _log(_leaf(dtype=5))}, run, [log + "dtype: expected a dtype name such as 'float32', found 5"]),
         ({"a/trace.jsonl": _log(_leaf(dtype="complex64"))}, run, [log + "dtype 'complex64' is not supported; choose float32"]),
         ({"a/trace.jsonl": _log(_leaf(digest="XYZ"))}, run, [log + "digest: expected 32 lowercase hex digits, found 'XYZ'"]),

@@ -135,7 +135,7 @@ def found(value) -> str:
     if isinstance(value, list):
         if not value or any(isinstance(x, (dict, list)) for x in value):
             return "a list"
-        return text if len(text) <= 40 else f"a list of {len(value)}"
+        return text if len(text) <= 40 else f"a list of {len(value)}: {text[:30]}..."  # the values too: the culprit
     if len(text) <= 40:
         return text
     return f"a string of {len(value):,} characters" if isinstance(value, str) else f"{text[:37]}..."

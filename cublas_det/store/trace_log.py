@@ -35,7 +35,7 @@ def inside_run(relative) -> bool:
 _FIELDS = {
     "step": ("an integer from 0 to 2**63 - 1", lambda v: is_int(v, 0, (1 << 63) - 1)),
     "leaf": "a non-empty string", "dtype": ("a dtype name such as 'float32'", lambda v: isinstance(v, str)),
-    "shape": (f"a list of at most {MAX_DIMS} integers >= 0", is_shape),
+    "shape": (f"a list of at most {MAX_DIMS} integers from 0 to 2**63 - 1", is_shape),
     "algorithm": (f"{ALGORITHM!r}, the digest this version reads", lambda v: v == ALGORITHM),
     "digest": (f"{DIGEST_HEX_DIGITS} lowercase hex digits",
                lambda v: isinstance(v, str) and len(v) == DIGEST_HEX_DIGITS and bool(_HEX.match(v))),
