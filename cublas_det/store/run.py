@@ -126,6 +126,10 @@ def _entry(raw, index: int, source: str) -> Entry:
     config = (info.get("config") or {}).get("name") or (raw.get("params") or {}).get("mode")
     if not isinstance(config, str) or not config:
         raise InputFileError(f"{where}: no configuration (extra_info.config.name or params.mode)")
+    named = name.rpartition("[")[2].removesuffix("]") if name.endswith("]") else config  # "shape[CONFIG]"
+    if named != config:  # an entry that contradicts itself: which of the two ran is not known
+        raise InputFileError(f"{where}: named {named} ({name!r}), but its configuration is {config}; "
+                             "give a file that --json wrote")
     stats = raw.get("stats")
     if isinstance(stats, dict) and stats.get("rounds") == 0 and not stats.get("data"):
         stats = None  # not timed: pytest-benchmark needs every stats field, so --json writes them with 0 rounds
