@@ -106,6 +106,15 @@ def test_importing_cublas_det_torch_without_torch_is_one_line_naming_the_fix():
     assert "audit.py" not in result.stderr  # raised where the package starts, not from a module inside it
 
 
+@pytest.mark.parametrize("signature", ["()", "(n, m)", "(*, n)"])
+def test_a_step_that_cannot_take_the_batch_is_one_usage_line(capsys, step_file, fake_torch, signature):
+    """step() with no argument: our own TypeError traceback, exit 1."""
+    fake_torch.audit = lambda step, batch, **options: step(batch)
+    code, out, err = _audit(capsys, f"{step_file(f'def step{signature}: pass')}:step")
+    assert code == ExitCode.USAGE and not out and err.count("\n") == 1, err
+    assert f"error: step{signature} cannot be called as step(n); give a step that takes the batch size n" in err
+
+
 # -- the user's errors: theirs, exit 2 ------------------------------------------------------------------
 
 def _their_error(capsys, spec, fake_torch, audit_step=lambda step, batch, **options: step(batch)):

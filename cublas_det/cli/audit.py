@@ -10,6 +10,7 @@ said to be locked or not. A module-level `model` in FILE names the modules ops r
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
@@ -54,6 +55,13 @@ def load_step(path: str, name: str):
     step = getattr(module, name, None)
     if not callable(step):
         raise UsageError(f"{path} defines no function {name!r}")
+    try:  # the audit calls step(n): a step that cannot take n is the target's fault, not a bug of ours
+        inspect.signature(step).bind(1)
+    except TypeError:
+        raise UsageError(f"{name}{inspect.signature(step)} cannot be called as {name}(n); give a step that "
+                         "takes the batch size n") from None
+    except ValueError:  # no signature to read (a builtin): called as it is
+        pass
     model = getattr(module, "model", None)
     return step, model if hasattr(model, "named_modules") else None
 
