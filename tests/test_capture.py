@@ -345,6 +345,29 @@ def test_the_state_of_the_handle_at_each_call_defines_the_gemm():
                                            key=str)
 
 
+def test_a_gemm_after_a_workspace_call_the_log_lost_has_its_workspace_unknown_never_a_value():
+    """Two processes writing one log: a GEMM read with no workspace where its call had 32 MiB, its
+    cublasSetWorkspace call lost in the mixing."""
+    from cublas_det.apilog.replay import plan
+
+    text = log("block", "cublas")
+    gemm, workspace = (_block(text, name) for name in (b"cublasGemmEx(", b"cublasSetWorkspace_v2("))
+    handle = re.search(rb"Handle=POINTER \(IN HEX:0x0x([0-9a-f]+)", gemm).group(1)
+    workspace = re.sub(rb"0x0x[0-9a-f]+\)\ni!  workspace:", b"0x0x" + handle + b")\ni!  workspace:", workspace)
+    workspace = re.sub(rb"Handle=POINTER \(IN HEX:0x0x[0-9a-f]+", b"Handle=POINTER (IN HEX:0x0x" + handle, workspace)
+    assert [d.workspace_bytes for d in parse(_calls(workspace, gemm)).gemms] == [32 << 20]
+    lost = re.sub(rb"i!  workspaceSizeInBytes: [^\n]*\n", b"", workspace)  # a field line lost: the call unread
+    capture = parse(_calls(lost, gemm, workspace, gemm))
+    assert capture.logs["cublas"].malformed == 1
+    seen = {d: s.calls for d, s in capture.gemms.items()}
+    assert sorted((d.workspace_unknown, d.workspace_bytes) for d in seen) == [(False, 32 << 20), (True, None)]
+    unknown = next(d for d in seen if d.workspace_unknown)
+    assert plan("g1", unknown, 1).reason == "needs the handle's workspace, set by a call the log lost"
+    found = stored(capture)
+    assert [g.get("workspace_unknown", False) for g in found.data["gemms"]].count(True) == 1
+    assert "unknown" in capture_cli.render_capture(found, "c.json")
+
+
 def test_lines_of_two_calls_mixed_are_never_read_as_one_call():
     text = log("streams_one", "cublas")
     lines = (b"I! cuBLAS " + _block(text, b"cublasGemmEx(")).rstrip(b"\n").split(b"\n")

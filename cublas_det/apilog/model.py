@@ -47,6 +47,7 @@ class GemmDefinition:
     sm_count_target: int | None = None
     preference: tuple = ()  # the heuristic's preference: sorted (name, value)
     lt_algo: tuple = ()  # the algorithm that ran: sorted (name, value), algoId, tile, numSplitsK ...
+    workspace_unknown: bool = False  # a call that set the handle's workspace was unread: never a value then
 
     @property
     def is_lt(self) -> bool:
@@ -212,7 +213,8 @@ class Capture:
                 handle.streams[site.stream] += calls
                 handle.threads.add(site.thread)
                 handle.math_modes.add(definition.math_mode)
-                handle.workspaces.add(definition.workspace_bytes)
+                if not definition.workspace_unknown:  # a size unknown is none of the sizes it might be
+                    handle.workspaces.add(definition.workspace_bytes)
         for site, address in self.workspace_addresses:
             handle = handles.get((site.process, site.handle))
             if handle is not None:

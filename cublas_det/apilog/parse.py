@@ -150,6 +150,9 @@ class CublasLogParser(_LogParser):
     def __init__(self, capture: Capture, path: str = ""):
         super().__init__(capture, path)
         self._workspace: dict = {}  # (process, handle) -> (bytes, address) of its user workspace
+        # Once a call that sets a workspace (cublasSetWorkspace, cublasSetStream, cublasDestroy) is unread, no
+        # handle's workspace is known (whose call it was is unread too) until a call read sets that handle's again.
+        self._workspace_lost, self._workspace_set = False, set()
         self._math: dict = {}  # handle field line -> the text of its last cublasSetMathMode, unread
         self._kinds: dict = {}  # function name -> (_kind(), the parameters of its prototype)
         self._threads: set = set()  # (process, thread) of the context lines: one alone, and nothing interleaves
@@ -208,10 +211,16 @@ class CublasLogParser(_LogParser):
                     self._state(kind, block, context)
             except _Mixed as err:
                 self._mixed(header, block, gemm, err)
+                self._lost(kind)
             except InvalidGemm as err:
                 self.stats.bad("invalid", f"{header.group(2).decode()}: {err}")
             except (KeyError, ValueError, IndexError, AttributeError) as err:
                 self.stats.bad("malformed", f"{type(err).__name__} {err}: {_quoted(header)} {block[:60]!r}", gemm)
+                self._lost(kind)
+
+    def _lost(self, kind) -> None:
+        if kind in ("workspace", "stream", "destroy"):
+            self._workspace_lost, self._workspace_set = True, set()
 
     def _mixed(self, header, block: bytes, gemm: bool, err: _Mixed) -> None:
         """A call of bad shape: interleaved where another thread logs too; else malformed (told at the end)."""
@@ -275,10 +284,14 @@ class CublasLogParser(_LogParser):
             self._workspace[key] = (int(found.group(2)), _hex(pointer.group(1)) if pointer else "0x0")
         else:  # cublasSetStream resets a user workspace to cuBLAS's own; cublasDestroy ends the handle
             self._workspace.pop(key, None)
+        self._workspace_set.add(key)
 
     def _gemm(self, function: bytes, gemm, block: bytes, context: tuple) -> None:
         site, math_mode, time_at = context
-        workspace, address = self._workspace.get((site.process, site.handle), (None, None))
+        key = (site.process, site.handle)
+        workspace, address = self._workspace.get(key, (None, None))
+        if self._workspace_lost and key not in self._workspace_set:
+            workspace, address = "unknown", None
         mode = _math_mode(math_mode)
         if mode is None:
             mode = self._set_mode(block, site)
@@ -302,6 +315,7 @@ class CublasLogParser(_LogParser):
 
     @staticmethod
     def _definition(gemm, block: bytes, math_mode: int | None, workspace) -> GemmDefinition:
+        """``workspace``: the handle's bytes, None (cuBLAS's own), or ``"unknown"``."""
         typed, batched, _ = gemm.groups()
         pairs = _FIELD.findall(block)
         fields = dict(pairs)
@@ -319,7 +333,8 @@ class CublasLogParser(_LogParser):
         return GemmDefinition(
             gemm.group(0), *(_enum_name(fields[name], "CUBLAS_OP_") for name in (b"transa", b"transb")),
             *(int(fields[name]) for name in (b"m", b"n", b"k", b"lda", b"ldb", b"ldc")), *types, compute, algo,
-            int(fields[b"batchCount"]) if batched else 1, strides, math_mode, workspace)
+            int(fields[b"batchCount"]) if batched else 1, strides, math_mode,
+            None if workspace == "unknown" else workspace, workspace_unknown=workspace == "unknown")
 
 
 def _quoted(header) -> str:

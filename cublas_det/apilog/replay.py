@@ -107,6 +107,8 @@ def _unsupported(definition: GemmDefinition) -> str:
         return f"needs A and B of different types ({definition.a_type}, {definition.b_type})"
     if definition.compute_type not in ComputeType.__members__:
         return f"needs {definition.compute_type}"
+    if definition.workspace_unknown:
+        return "needs the handle's workspace, set by a call the log lost"
     mode = definition.math_mode
     if mode is None and not definition.is_lt:
         return "needs the handle's math mode, which the log does not show"

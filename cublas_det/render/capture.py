@@ -146,7 +146,8 @@ def _table(plans, width: int) -> list[str]:
         rows.append(((plan.gemm_id, f"{plan.calls:,}", shape_spec(m, n, k, d.transa + d.transb) + batch,
                       f"{_label(d.a_type)}->{_label(d.c_type)}",
                       d.compute_type.removeprefix("COMPUTE_"), "(Lt)" if d.is_lt else data_mode(d.math_mode),
-                      "cuBLAS" if d.workspace_bytes is None else size(d.workspace_bytes)), status, plan.note))
+                      "unknown" if d.workspace_unknown else "cuBLAS" if d.workspace_bytes is None else
+                      size(d.workspace_bytes)), status, plan.note))
     heads = table([_HEADER, *(row[0] for row in rows)], indent="  ", gap=" ", right=(1,))
     lead = max(map(len, heads)) + 1  # the widest line has every column at its full width
     heads = [line.ljust(lead) for line in heads]

@@ -18,7 +18,8 @@ _REQUIRED = {"id": "a non-empty string", "calls": "a positive integer", "api": "
 _GEMM = Record({
     **_REQUIRED, "algo": "an integer", "batch_count": "an integer", "strides": "a list of integers",
     "math_mode": "an integer", "workspace_bytes": "an integer", "scale_type": "a string", "epilogue": "a string",
-    "bias": "true or false", "sm_count_target": "an integer", "preference": "an object", "lt_algo": "an object"},
+    "bias": "true or false", "sm_count_target": "an integer", "preference": "an object", "lt_algo": "an object",
+    "workspace_unknown": "true or false"},
     required=tuple(_REQUIRED))
 _FINDING = Record({"id": "a string", "kind": "a string", "text": "a string", "handles": "a list",
                    "streams": "a list", "gemms": "a list"}, required=("id", "kind", "text"))
