@@ -44,10 +44,16 @@ def run_tasks() -> None:
 def count_process() -> None:
     """Leave this process's mark (``PID.entered``) in ``CUBLAS_DET_ENTER_COUNT``'s folder, if any: as it begins to
     import what a task waits for, so that one killed on the way (a pool's idle worker) is still counted."""
+    _mark("entered")
+
+
+def _mark(kind: str, text: str = "") -> None:
+    """``PID.kind`` holding ``text`` in ``CUBLAS_DET_ENTER_COUNT``'s folder, if any."""
     folder = os.environ.get(COUNT_ENV)
     if folder:
         try:
-            open(os.path.join(folder, f"{os.getpid()}.entered"), "w").close()
+            with open(os.path.join(folder, f"{os.getpid()}.{kind}"), "w") as mark:
+                mark.write(text)
         except OSError:  # the program removed the folder: run says so
             pass
 
@@ -93,6 +99,7 @@ def _run(task: str) -> None:
         getattr(importlib.import_module(module), function)()
     except Exception as err:  # the program runs on as it would without us
         failed(task, err)
+        _mark("failed", f"{type(err).__name__}: {err}")  # run tells a task that never started from one killed
 
 
 def after_import(name: str, then) -> None:

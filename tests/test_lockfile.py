@@ -214,7 +214,9 @@ def test_a_task_waits_for_its_module_and_a_failure_goes_to_the_log_not_the_progr
                           "os.getpid())")
     value, loader, pid = result.stdout.split()
     assert result.returncode == 0 and (value, loader) == ("7", "SourceFileLoader") and result.stderr == ""
-    assert [p.name for p in counted.iterdir()] == [f"{pid}.entered"]  # counted once, as the import began
+    # counted once, as the import began; the task that raised left why, for run to tell it from one killed
+    assert sorted(p.name for p in counted.iterdir()) == [f"{pid}.entered", f"{pid}.failed"]
+    assert (counted / f"{pid}.failed").read_text() == "RuntimeError: no lock here"
     assert marker.read_text() == "True"  # after the module ran, whole
     assert entry_failures(str(log)) == [line for line in log.read_text().splitlines()]
     (failure,) = entry_failures(str(log))
@@ -288,6 +290,21 @@ def test_run_counts_each_process_that_entered_once_and_reads_only_its_own_report
     assert "cublas-det run: warning: 1 process left no report (killed, or os._exit): its calls are not counted" in err
     assert "cublas-det run: 4 processes, locked 5 calls of 1 GEMM" in err
     assert max(len(line) for line in err.splitlines() if "could not be read" not in line) <= 100  # that one: a path
+
+
+def test_run_says_the_lock_could_not_start_and_why_not_killed_nor_no_gemm_while_it_was_on(tmp_path, capsys):
+    """A CPU-only program, or a lock removed before the child starts: run said the process was "killed, or
+    os._exit" and that no GEMM reached the lock "while it was on"."""
+    (tmp_path / "301.entered").touch()
+    (tmp_path / "301.failed").write_text("FileNotFoundError: /x/lock.json: no such file")
+    err = _run_report(tmp_path, capsys)
+    assert err == ("cublas-det run: warning: the lock could not start in 1 process, its GEMMs ran unlocked: "
+                   "FileNotFoundError: /x/lock.json: no such file\n")
+    LockReport({"Mx8x8:nn bf16": 2}, {}, "lock.json").write(str(tmp_path))  # another process, locked
+    (tmp_path / f"{os.getpid()}.entered").touch()
+    err = _run_report(tmp_path, capsys)
+    assert "could not start in 1 process" in err and "killed" not in err
+    assert "cublas-det run: 1 process, locked 2 calls of 1 GEMM" in err
 
 
 def test_run_says_why_nothing_was_locked(tmp_path, capsys):

@@ -68,19 +68,36 @@ def _report(prog: str, args, folder: str, status: int) -> None:
         return
     entered = {name[:-len(".entered")] for name in names if name.endswith(".entered")}
     reported = {name[:-len(".json")] for name in names if LockReport.is_report(name)}
+    failed = {name[:-len(".failed")]: _read_mark(os.path.join(folder, name)) for name in sorted(names)
+              if name.endswith(".failed")}  # the lock raised as it started there: its GEMMs ran as torch's
     for line in unread:
         warning_line(prog, f"a report could not be read ({line})")
     if not entered:
         warning_line(prog, f"locked nothing: signal {status - 128} ended the command before it imported torch"
                      if status > 128 else "locked nothing: no process imported torch, or entering failed (above)")
         return
-    missing = len(entered - reported)
+    if failed:
+        warning_line(prog, f"the lock could not start in {plural(len(failed), 'process')}, "
+                           f"{'whose' if len(failed) > 1 else 'its'} GEMMs ran unlocked: {next(iter(failed.values()))}")
+    started = entered - set(failed)
+    missing = len(started - reported)
     if missing:
         warning_line(prog, f"{plural(missing, 'process')} left no report (killed, or os._exit): "
                            f"{'its' if missing == 1 else 'their'} calls are not counted")
+    if not started:  # the lock was never on: what it would have locked is not known
+        return
     report = LockReport.merge(reports)
     if not args.quiet or report.fell_through or missing:
-        print(f"{prog}: {plural(len(entered), 'process')}, {report}", file=sys.stderr)
+        print(f"{prog}: {plural(len(started), 'process')}, {report}", file=sys.stderr)
+
+
+def _read_mark(path: str) -> str:
+    """Why the lock could not start in a process (its ``PID.failed``), in one line."""
+    try:
+        with open(path, errors="replace") as mark:
+            return " ".join(mark.read(1000).split()) or "no reason given"
+    except OSError:
+        return "its reason was lost"
 
 
 build_parser, main = command_main(add_arguments, run)
