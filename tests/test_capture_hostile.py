@@ -135,6 +135,20 @@ def test_a_call_with_a_field_line_missing_or_extra_in_a_one_thread_log_is_malfor
     assert sum(s.calls for s in capture.gemms.values()) == sum(s.calls for s in parse(text).gemms.values()) - 1
 
 
+@pytest.mark.parametrize("change", ["missing", "extra"])
+@pytest.mark.parametrize("chunk", [97, 1 << 20])
+def test_a_call_with_a_field_line_missing_or_extra_between_whole_calls_of_two_threads_is_malformed(change, chunk):
+    """It was blamed on lines that "interleave with another thread's": lines mixed in move from one call to
+    the next, so the calls on either side would not be whole."""
+    text = log("block", "cublas")  # two threads
+    at = text.index(b"cublasGemmEx(")
+    line = re.compile(rb"i!  lda: type=int; val=\d+\n").search(text, at).group(0)
+    capture = parse(text[:at] + text[at:].replace(line, b"" if change == "missing" else line + line, 1), chunk=chunk)
+    stats = capture.logs["cublas"]
+    assert (stats.malformed, stats.malformed_gemms, stats.interleaved) == (1, 1, 0)
+    assert any("field lines for the 19 parameters" in sample for sample in stats.samples)
+
+
 def test_a_log_cut_inside_its_last_calls_math_mode_is_a_cut_call_never_a_gemm():
     gemm = _gemm_ex(mode=b"CUBLAS_DEFAULT_MATH|CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION")
     text = _log(gemm, gemm)

@@ -157,9 +157,14 @@ class CublasLogParser(_LogParser):
         self._kinds: dict = {}  # function name -> (_kind(), the parameters of its prototype)
         self._threads: set = set()  # (process, thread) of the context lines: one alone, and nothing interleaves
         self._unsure = (0, 0, [])  # calls of bad shape while one thread was seen: calls, GEMM calls, samples
+        # Lines mixed in move from one call to the next, so two calls in a row have a bad shape; one alone lost
+        # or gained lines of its own. The last call of a chunk, and one of bad shape there waiting for the next:
+        self._previous: tuple | None = None  # (parameters, block) of the previous chunk's last call
+        self._waiting: tuple | None = None  # (header, block, gemm, err, kind, before_bad): its next call unseen
 
     def close(self) -> None:
         super().close()
+        self._judge_waiting(next_bad=False)  # the log's last call: none after it to have mixed with
         if self._unsure[0]:  # the whole log came from one thread: nothing interleaved, the calls are malformed
             self._resolve("malformed")
 
@@ -179,16 +184,19 @@ class CublasLogParser(_LogParser):
         self.stats.calls += len(headers)
         if text.count(b"\n") != text.count(b"\ni!") + text.startswith(b"i!") + len(headers):
             self._unknown_lines(text)
-        kinds = self._kinds
         ends = [header.start() for header in headers[1:]] + [len(text)]
         last = -1 if complete else len(text)  # where a call may be cut: at the end of the log
-        for header, end in zip(headers, ends):
+        def bad_shape(index: int) -> bool:  # the call at ``index`` of this chunk (-1: the previous chunk's last)
+            if index < 0:
+                return self._previous is not None and _mixed_lines(self._previous[1], self._previous[0])
+            return _mixed_lines(text[headers[index].end():ends[index]], self._known(headers[index])[1])
+        if headers:
+            self._judge_waiting(bad_shape(0))
+        kinds = self._kinds
+        for index, (header, end) in enumerate(zip(headers, ends)):
             function = header[2]
-            known = kinds.get(function)
-            if known is None:  # a function first seen: what it is, and the parameters of its prototype
-                known = kinds[function] = (_kind(function), _parameters(header[0]))
-                self.capture.versions.add(header[1].decode())
-            kind, parameters = known
+            known = kinds.get(function)  # inline, as this loop runs once per call: _known() for a function new
+            kind, parameters = known if known is not None else self._known(header)
             if kind is None:
                 continue
             if kind == "math":  # kept unread: read only where a context line's mode is in a form not known here
@@ -210,13 +218,40 @@ class CublasLogParser(_LogParser):
                 else:
                     self._state(kind, block, context)
             except _Mixed as err:
-                self._mixed(header, block, gemm, err)
-                self._lost(kind)
+                if index + 1 == len(headers):  # the next call comes with the next chunk, or never
+                    self._waiting = (header, block, gemm, err, kind, bad_shape(index - 1))
+                else:
+                    self._judge(header, block, gemm, err, kind, bad_shape(index - 1), bad_shape(index + 1))
             except InvalidGemm as err:
                 self.stats.bad("invalid", f"{header.group(2).decode()}: {err}")
             except (KeyError, ValueError, IndexError, AttributeError) as err:
                 self.stats.bad("malformed", f"{type(err).__name__} {err}: {_quoted(header)} {block[:60]!r}", gemm)
                 self._lost(kind)
+        if headers:
+            self._previous = (self._known(headers[-1])[1], text[headers[-1].end():])
+
+    def _known(self, header) -> tuple:
+        """``(kind, the parameters of its prototype)`` of a call's header."""
+        function = header[2]
+        known = self._kinds.get(function)
+        if known is None:  # a function first seen
+            known = self._kinds[function] = (_kind(function), _parameters(header[0]))
+            self.capture.versions.add(header[1].decode())
+        return known
+
+    def _judge(self, header, block: bytes, gemm: bool, err, kind, before_bad: bool, after_bad: bool) -> None:
+        """A call of bad shape: malformed when the calls on either side are whole (no line moved between them);
+        else lines that may have mixed with another thread's (:meth:`_mixed`)."""
+        if before_bad or after_bad:
+            self._mixed(header, block, gemm, err)
+        else:
+            self.stats.bad("malformed", f"{err}: {_quoted(header)}", gemm)
+        self._lost(kind)
+
+    def _judge_waiting(self, next_bad: bool) -> None:
+        if self._waiting is not None:
+            (header, block, gemm, err, kind, before_bad), self._waiting = self._waiting, None
+            self._judge(header, block, gemm, err, kind, before_bad, next_bad)
 
     def _lost(self, kind) -> None:
         if kind in ("workspace", "stream", "destroy"):
@@ -249,24 +284,15 @@ class CublasLogParser(_LogParser):
     def _context(self, block: bytes, parameters: int) -> tuple:
         """``(Site, math mode text, where the time line starts)`` from the lines that end a call; raises
         _Mixed unless they are one call's alone (a field line per parameter, one time and one context line)."""
-        time_at = block.find(b"i! Time:")
-        start = block.find(b"i!Process=", time_at)
-        if time_at < 0 or start < 0 or block.find(b"i!Process=", start + 10) >= 0 \
-                or block.find(b"i! Time:", time_at + 8) >= 0:
-            raise _Mixed("not one time line and one context line")
-        fields = block.count(b"\n", 0, time_at)
-        if fields != parameters:
-            raise _Mixed(f"{fields} field lines for the {parameters} parameters of its prototype")
+        time_at, start = _call_lines(block, parameters)
         end = block.find(b"; MathMode=", start)
         if end < 0:
             raise ValueError("no math mode in the context line")
         key = block[start:end]
         known = self._sites.get(key)
         if known is None or not block.startswith(known[1]):  # a call's first line is its handle's field
-            handle_at = key.find(b"Handle=") + 7
             first = block[:block.find(b"\n") + 1]
-            if first.startswith(b"i!  handle:") and first[first.find(b"val=") + 4:-1] != \
-                    key[handle_at:key.find(b";", handle_at)]:
+            if _other_handle(first, key):
                 raise _Mixed("the handle field and the context line differ")
             if known is None:
                 found = _CONTEXT.match(block, start)
@@ -335,6 +361,37 @@ class CublasLogParser(_LogParser):
             *(int(fields[name]) for name in (b"m", b"n", b"k", b"lda", b"ldb", b"ldc")), *types, compute, algo,
             int(fields[b"batchCount"]) if batched else 1, strides, math_mode,
             None if workspace == "unknown" else workspace, workspace_unknown=workspace == "unknown")
+
+
+def _call_lines(block: bytes, parameters: int) -> tuple[int, int]:
+    """Where a call's time and context lines start, after a field line per parameter of its prototype;
+    raises _Mixed unless its lines (after its header) are so."""
+    time_at = block.find(b"i! Time:")
+    start = block.find(b"i!Process=", time_at)
+    if time_at < 0 or start < 0 or block.find(b"i!Process=", start + 10) >= 0 \
+            or block.find(b"i! Time:", time_at + 8) >= 0:
+        raise _Mixed("not one time line and one context line")
+    fields = block.count(b"\n", 0, time_at)
+    if fields != parameters:
+        raise _Mixed(f"{fields} field lines for the {parameters} parameters of its prototype")
+    return time_at, start
+
+
+def _other_handle(first: bytes, context: bytes) -> bool:
+    """Whether a call's first line, its handle field, names another handle than its context line."""
+    handle_at = context.find(b"Handle=") + 7
+    return first.startswith(b"i!  handle:") and first[first.find(b"val=") + 4:-1] != \
+        context[handle_at:context.find(b";", handle_at)]
+
+
+def _mixed_lines(block: bytes, parameters: int) -> bool:
+    """Whether a call's lines are not one call's alone: :func:`_call_lines`, or a handle field and context
+    line that differ (the lines of two calls, each as many as the other's)."""
+    try:
+        _, context = _call_lines(block, parameters)
+    except _Mixed:
+        return True
+    return _other_handle(block[:block.find(b"\n") + 1], block[context:block.find(b"\n", context)])
 
 
 def _quoted(header) -> str:
