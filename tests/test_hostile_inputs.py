@@ -141,7 +141,7 @@ def _stored_cases():
         (entry("params|mode", ...).replace('"name": "PEDANTIC", "math_mode"', '"math_mode"', 1),
          ["benchmarks[0]: no configuration (extra_info.config.name or params.mode)"]),
         (entry("name", NAME.replace("[PEDANTIC]", "[TF32]")),  # was shown as TF32, without a word
-         [f"benchmarks[0]: named TF32 ({NAME.replace('PEDANTIC', 'TF32')!r}), but its configuration is PEDANTIC"]),
+         ["benchmarks[0]: named TF32 but configured PEDANTIC; give a file that --json wrote"]),
         # -- numbers and nesting no writer makes, and one entry per GEMM
         (GOOD.replace('"sm_count": 132', '"sm_count": 1e400', 1), ["bad.json: the number 1e400 is beyond the range"]),
         (GOOD.replace('"seed": 0', '"seed": ' + "9" * 5000, 1), ["bad.json: an integer of 5000 digits (at most 40"]),

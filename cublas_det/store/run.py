@@ -128,8 +128,7 @@ def _entry(raw, index: int, source: str) -> Entry:
         raise InputFileError(f"{where}: no configuration (extra_info.config.name or params.mode)")
     named = name.rpartition("[")[2].removesuffix("]") if name.endswith("]") else config  # "shape[CONFIG]"
     if named != config:  # an entry that contradicts itself: which of the two ran is not known
-        raise InputFileError(f"{where}: named {named} ({name!r}), but its configuration is {config}; "
-                             "give a file that --json wrote")
+        raise InputFileError(f"{where}: named {named} but configured {config}; give a file that --json wrote")
     stats = raw.get("stats")
     if isinstance(stats, dict) and stats.get("rounds") == 0 and not stats.get("data"):
         stats = None  # not timed: pytest-benchmark needs every stats field, so --json writes them with 0 rounds
