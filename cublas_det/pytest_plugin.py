@@ -1,7 +1,7 @@
-"""pytest plugin (entry point ``pytest11``): ``@pytest.mark.gpu`` skips without a GPU; ``cublas_handle`` is a
-:class:`cublas_det.Handle` in ``cublas_config`` (``--cublas-math-mode``, else ``CUBLAS_DET_MATH_MODE``, else
-PEDANTIC; its math mode alone is ``cublas_math_mode``); ``@pytest.mark.all_math_modes`` runs a test once per
-math mode."""
+"""pytest plugin (entry point ``pytest11``): ``@pytest.mark.gpu`` skips without a GPU, and so does a test
+that asks for ``cublas_handle``, marked or not; ``cublas_handle`` is a :class:`cublas_det.Handle` in
+``cublas_config`` (``--cublas-math-mode``, else ``CUBLAS_DET_MATH_MODE``, else PEDANTIC; its math mode alone
+is ``cublas_math_mode``); ``@pytest.mark.all_math_modes`` runs a test once per math mode."""
 
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ needs_cuda_extra = pytest.mark.skipif(importlib.util.find_spec("cupy") is None,
 
 def needs_no_gpu(test):
     """The no-GPU path of a GPU install: skipped where a GPU is present, or where CuPy is not installed."""
-    return needs_cuda_extra(pytest.mark.skipif(gpu_available(), reason="checks the no-GPU path; a GPU is present")(test))
+    no_gpu = pytest.mark.skipif(gpu_available(), reason="checks the no-GPU path; a GPU is present")
+    return needs_cuda_extra(no_gpu(test))
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BIN = pathlib.Path(sys.executable).parent  # where pip put the console scripts
 
