@@ -236,8 +236,9 @@ def time_cures(found: list[Prescription], seed, operands, step, timing: dict) ->
 def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, operands=None, on_step=None,
                  timing: dict | None = None) -> tuple[list[LockEntry], list[str]]:
     """A verified, graph-timed :class:`LockEntry` for each GEMM of ``shapes`` x ``configs`` (the heuristic's
-    algorithm pinned, its bits repeating across ``verification_targets``: for any M where rows m < M match
-    the full product too, else for its M; a shared handle recorded, not required), and why not for others."""
+    algorithm pinned, or its pick without split-K where that one's bits change, its bits repeating across
+    ``verification_targets``: for any M where rows m < M match the full product too, else for its M; a shared
+    handle recorded, not required), and why not for others."""
     step = on_step or (lambda text: None)
     targets = verification_targets(device_properties()["sm_count"], fleet)
     entries, refused, done = [], [], set()
@@ -251,16 +252,23 @@ def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, 
             key = GemmKey.of(shape, base)
             if key in done or key.at(shape.m) in done:
                 continue
-            try:
-                pinned = dataclasses.replace(base, lt_algo=pinned_algorithm(shape, base))
-            except CublasError as err:
-                refused.append(f"{shape.name} {config.name}: cuBLASLt has no algorithm for it ({err})")
-                continue
-            step(f"verifying {shape.name} {pinned.name}")
-            check = _verification([shape], [pinned], targets, seed, repeats, operands)[0]
-            entry, why = _lock_entry(shape, key, pinned, check, targets, repeats)
+            entry, whys = None, []
+            # The heuristic's own pick first (about 0% cost); where its bits change with the SM count even
+            # pinned (a split-K or stream-K kernel), its pick without split-K.
+            for why, plan_for in (("", base), (" without split-K", _lt(base, lt_reduction_scheme_mask=0))):
+                try:
+                    pinned = dataclasses.replace(base, lt_algo=pinned_algorithm(shape, plan_for))
+                except CublasError as err:
+                    whys.append(f"cuBLASLt has no algorithm{why} for it ({err})")
+                    continue
+                step(f"verifying {shape.name} {pinned.name}")
+                check = _verification([shape], [pinned], targets, seed, repeats, operands)[0]
+                entry, refusal = _lock_entry(shape, key, pinned, check, targets, repeats)
+                if entry is not None:
+                    break
+                whys.append(f"pinned{why}, its bits still change ({refusal})")
             if entry is None:
-                refused.append(f"{shape.name} {config.name}: pinned, its bits still change ({why})")
+                refused.append(f"{shape.name} {config.name}: {'; '.join(whys)}")
                 done.add(key.at(shape.m))
                 continue
             done.add(entry.key)

@@ -15,7 +15,7 @@ FLOORS = {
     "config": 2, "device": 2, "_cublaslt": 2, "bits": 2,
     "handle": 3, "memory": 3, "store": 3,
     "call": 4, "operands": 4, "rundiff": 4, "apilog": 4, "pytest_plugin": 4,
-    "check": 5, "timing": 5, "explain": 5, "torch": 5, "trace": 5,
+    "check": 5, "timing": 5, "explain": 5, "torch": 5, "trace": 5, "lock": 5,
     "render": 6, "prescribe": 6, "testing": 6,
     "cli": 7,
     "__init__": 8, "__main__": 8, "_site": 8, "bench": 8, "compare": 8, "diff": 8, "report": 8, "capture": 8,
