@@ -9,7 +9,10 @@ build bit-identical; each forward GEMM's first rows at T = 1, 2, 7 and 4096 equa
 for the same GEMM and operands (needs torch). With ``--time N``: the trainer's timed loops, unlocked and locked,
 interleaved over ``--rounds`` rounds: median host µs per call and GPU time per call, and their ratios.
 
-    python bench/interposer_lock.py --out DIR [--time 200 --rounds 3] [--lock FILE]
+    python bench/interposer_lock.py --out DIR [--time 200 --rounds 3] [--lock FILE] [--jax]
+
+With ``--jax``, tests/native/jax_step.py (jit fp32 and bf16 x @ w.T and its grad) the same way: captured,
+prescribed, run under its lock, and the rows of its forward at T = 1, 2, 7, 4096 checked as above.
 
 Writes DIR/summary.json. Exit 0 when every check held, 1 when one did not, 2 when a step could not run.
 """
@@ -29,7 +32,8 @@ import numpy as np
 from cublas_det.lock.interposer import compiler
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TRAINER = os.path.join(HERE, os.pardir, "tests", "native", "trainer.c")
+NATIVE = os.path.join(HERE, os.pardir, "tests", "native")
+TRAINER, JAX_STEP = os.path.join(NATIVE, "trainer.c"), os.path.join(NATIVE, "jax_step.py")
 CLI = [sys.executable, "-m", "cublas_det"]
 
 
@@ -175,12 +179,40 @@ def timing(trainers: dict, lock: str, calls: int, rounds: int, log: str) -> dict
     return result
 
 
+def jax_check(out: str, log: str) -> dict:
+    """tests/native/jax_step.py plain, then captured, prescribed and run under its lock: its rows and report."""
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    folder = os.path.join(out, "jax")
+    os.makedirs(folder, exist_ok=True)
+    cap, lock = os.path.join(folder, "capture.json"), os.path.join(folder, "lock.json")
+    program = [sys.executable, JAX_STEP]
+    result: dict = {}
+    for name, command in (("plain", program + [os.path.join(folder, "plain")]),
+                          ("capture", CLI + ["capture", "--out", cap, "--"] + program + [os.path.join(folder, "c")]),
+                          ("prescribe", CLI + ["prescribe", "--lock", lock, "--capture", cap, "--quick"]),
+                          ("locked", CLI + ["run", "--lock", lock, "--"] + program + [os.path.join(folder, "locked")])):
+        done = step(command, env, log)
+        result[f"{name}_exit"] = done.returncode
+        if name == "locked":
+            result["run_report"] = done.stderr.strip()
+        if name == "prescribe":
+            result["prescribe_report"] = done.stdout.strip()[:3000]
+    for name in ("plain", "locked"):
+        try:
+            with open(os.path.join(folder, name, "rows.json")) as file:
+                result[name] = json.load(file)
+        except OSError as err:
+            result[name] = f"not written: {err}"
+    return result
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="interposer_lock", help="folder for the builds, outputs and summary.json")
     parser.add_argument("--lock", help="a lock to use instead of prescribing one from the capture")
     parser.add_argument("--time", type=int, default=0, metavar="N")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jax", action="store_true", help="also tests/native/jax_step.py, captured and locked")
     parser.add_argument("--prescribe", nargs=argparse.REMAINDER, default=["--quick"],
                         help="options for prescribe (default: --quick)")
     args = parser.parse_args(argv)
@@ -235,6 +267,11 @@ def main(argv=None) -> int:
         summary["torch"] = f"not run: {err}"
     if args.time:
         summary["timing"] = timing(trainers, lock, args.time, args.rounds, log)
+    if args.jax:
+        summary["jax"] = jax_check(args.out, log)
+        locked = summary["jax"].get("locked")
+        summary["checks"]["JAX rows batch-invariant locked"] = isinstance(locked, dict) and all(
+            all(found["rows_equal_full"].values()) for found in locked.values())
     with open(os.path.join(args.out, "summary.json"), "w") as file:
         json.dump(summary, file, indent=1)
     print(json.dumps(summary, indent=1))
