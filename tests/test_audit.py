@@ -15,6 +15,8 @@ from cublas_det.cli import audit
 from cublas_det.errors import ExitCode
 from cublas_det.words import plural
 
+from .conftest import unwrapped
+
 PROG = "cublas-det audit"
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -22,6 +24,7 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 def _audit(capsys, *argv):
     code = audit.main(list(argv), prog=PROG)
     out, err = capsys.readouterr()
+    err = unwrapped(err)
     return code, out, err
 
 
