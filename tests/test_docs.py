@@ -76,3 +76,19 @@ def test_the_readme_sample_is_what_report_prints_of_the_run_it_names(typed):
         found = next((i for i in range(at, len(printed)) if printed[i:i + len(lines)] == lines), None)
         assert found is not None and (found == 0 or at > 0), f"not printed (or not first): {lines[0]!r}"
         at = found + len(lines)
+
+
+def _section(path: pathlib.Path, heading: str) -> str:
+    """The text under ``## heading`` up to the next section."""
+    return path.read_text(encoding="utf-8").split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_capture_md_findings_table_is_the_registry_of_findings():
+    from cublas_det.apilog.findings import KINDS
+
+    documented = {}
+    for row in _section(ROOT / "docs" / "capture.md", "Findings").splitlines():
+        if row.startswith("| `"):
+            ids, kind = row.split("|")[1:3]
+            documented.update({finding: kind.split()[0] for finding in re.findall(r"`([^`]+)`", ids)})
+    assert documented == KINDS
