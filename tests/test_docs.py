@@ -92,3 +92,15 @@ def test_capture_md_findings_table_is_the_registry_of_findings():
             ids, kind = row.split("|")[1:3]
             documented.update({finding: kind.split()[0] for finding in re.findall(r"`([^`]+)`", ids)})
     assert documented == KINDS
+
+
+def test_every_name_architecture_md_gives_is_in_the_code():
+    """A name in backticks (`OPS`, `Router.plan`, `command_main()`) is a word of the package or its tests,
+    so that a renamed or removed one (`_GEMMS`) fails here rather than misleading a contributor."""
+    sources = [*(ROOT / "cublas_det").rglob("*.py"), *(ROOT / "tests").glob("*.py")]
+    sources.remove(pathlib.Path(__file__).resolve())  # this file names the gone one
+    words = set(re.findall(r"\w+", "\n".join(path.read_text(encoding="utf-8") for path in sources)))
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    names = [name for name in re.findall(r"`([A-Za-z_][\w.]*)(?:\(\))?`", text) if not name.endswith((".py", ".md"))]
+    assert len(names) > 30, names  # the pattern still finds the names
+    assert not [name for name in names if set(name.split(".")) - words]
