@@ -1,9 +1,11 @@
-"""The documentation's prose: README.md and docs/*.md keep every line within 100 characters.
+"""The documentation: README.md and docs/*.md keep every line within 100 characters, and what they say
+of the code (the findings, the names, the bench scripts' exit codes ...) is held to the code.
 
 Fenced code blocks (a command stays one line) and table rows are left as they are; a line that is one
 word alone (a long link or path) may pass the width.
 """
 
+import ast
 import pathlib
 import re
 
@@ -104,3 +106,11 @@ def test_every_name_architecture_md_gives_is_in_the_code():
     names = [name for name in re.findall(r"`([A-Za-z_][\w.]*)(?:\(\))?`", text) if not name.endswith((".py", ".md"))]
     assert len(names) > 30, names  # the pattern still finds the names
     assert not [name for name in names if set(name.split(".")) - words]
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "bench").glob("*.py")), ids=lambda path: path.name)
+def test_each_bench_script_states_its_exit_codes_as_method_md_says(script):
+    assert "The scripts in `bench/` state their own exit codes" in " ".join((ROOT / "docs" / "method.md").read_text()
+                                                                           .split())
+    docstring = " ".join((ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or "").split())
+    assert re.search(r"(?i)\bexit(s| codes)?\b.*?\b0\b", docstring), f"{script.name}: no exit codes in its docstring"
