@@ -65,12 +65,13 @@ def test_the_readme_gives_each_exit_code_the_meaning_errors_gives_it():
         assert f"{int(code)} {code.meaning}" in readme, f"README's exit code {int(code)}: {code.meaning!r}"
 
 
-def test_the_readme_sample_is_what_report_prints_of_the_run_it_names(typed):
+def test_the_readme_sample_is_what_report_prints_of_the_run_it_names(typed, monkeypatch):
+    monkeypatch.chdir(ROOT)  # as the README's reader types it: the path the report's note names is the one given
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## What it tells you\n", 1)[1]
     (command,) = re.findall(r"`cublas-det report (\S+)`", section.split("```", 1)[0])
     sample = section.split("```text\n", 1)[1].split("\n```", 1)[0].splitlines()
-    printed = [line.rstrip() for line in typed("cublas-det report", ROOT / command, env={"COLUMNS": "100"})
+    printed = [line.rstrip() for line in typed("cublas-det report", command, env={"COLUMNS": "100"})
                .stdout.splitlines()]
     at = 0
     for part in "\n".join(sample).split("\n...\n"):  # a line `...` stands for lines cut
@@ -114,3 +115,25 @@ def test_each_bench_script_states_its_exit_codes_as_method_md_says(script):
                                                                            .split())
     docstring = " ".join((ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or "").split())
     assert re.search(r"(?i)\bexit(s| codes)?\b.*?\b0\b", docstring), f"{script.name}: no exit codes in its docstring"
+
+
+def test_the_docs_give_the_test_suite_s_count_once():
+    """Counts of the suite go stale with every test added: one place gives the latest."""
+    counts = [(path.name, count) for path in DOCS for count in re.findall(r"\b\d[\d,]{2,} passed", path.read_text())]
+    assert len(counts) <= 1, counts
+
+
+def test_the_readme_sample_cuts_nothing_before_its_verdict():
+    """The answer is shown whole, notes included: a `...` may stand only for lines after the verdict."""
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## What it tells you\n", 1)[1]
+    sample = section.split("```text\n", 1)[1].split("\n```", 1)[0].splitlines()
+    verdict = next(i for i, line in enumerate(sample) if line.startswith("Verdict:"))
+    assert "..." not in sample[:verdict]
+
+
+def test_the_readme_s_troubleshooting_names_the_nvml_extra_and_its_note_without_it():
+    from cublas_det.timing.monitor import NO_NVML
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert re.search(r"(?m)^nvml = \[", (ROOT / "pyproject.toml").read_text())
+    assert 'python -m pip install ".[cuda12,nvml]"' in readme and "other processes are not recorded" in NO_NVML
