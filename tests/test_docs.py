@@ -137,3 +137,19 @@ def test_the_readme_s_troubleshooting_names_the_nvml_extra_and_its_note_without_
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert re.search(r"(?m)^nvml = \[", (ROOT / "pyproject.toml").read_text())
     assert 'python -m pip install ".[cuda12,nvml]"' in readme and "other processes are not recorded" in NO_NVML
+
+
+def test_lock_md_says_which_pytorch_settings_a_locked_call_reads_as_the_router_does():
+    """docs/lock.md: a locked call reads allow_tf32 and none of PyTorch's determinism or reduction settings."""
+    from cublas_det._cublaslt import ALGO_CONFIG
+    from cublas_det.deterministic_ops import SETTING
+
+    section = " ".join(_section(ROOT / "docs" / "lock.md", "What the lock covers, and PyTorch's settings beside it")
+                       .split())
+    router = (ROOT / "cublas_det" / "torch" / "router.py").read_text(encoding="utf-8")
+    for setting, read in (("use_deterministic_algorithms", False), ("CUBLAS_WORKSPACE_CONFIG", False),
+                          ("allow_bf16_reduced_precision_reduction", False), ("allow_tf32", True)):
+        assert setting in section and (setting in router) == read, setting
+    assert f"**`{SETTING}`**" in section and "`splitk`, `reduction_scheme` of its `lt_algo`" in section
+    assert {"splitk", "reduction_scheme"} <= set(ALGO_CONFIG)  # a lock entry's names for them
+    assert section.count("A locked call does not read it") == 2
