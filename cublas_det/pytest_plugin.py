@@ -11,6 +11,7 @@ from ._cublas import MathMode
 from .config import DEFAULT_MODES, FLAG_NAME, MODE_CHOICES, GemmConfig, math_modes, resolve_config
 from .device import NoGpuError, require_gpu
 from .handle import create_handle
+from .words import WIDTH, wrapped
 
 ALL_MODES = tuple(mode.name for mode in math_modes(DEFAULT_MODES))
 ACCEPTED = f"{', '.join(MODE_CHOICES)}, optionally +{FLAG_NAME.choice}"  # what --cublas-math-mode takes
@@ -30,10 +31,15 @@ def pytest_configure(config):
         try:
             parsed = GemmConfig.parse(option, source="--cublas-math-mode")
         except ValueError:  # parse's own message offers the +lt forms too, which this option refuses
-            raise pytest.UsageError(f"--cublas-math-mode={option!r}: not {ACCEPTED}") from None
+            raise _usage(f"--cublas-math-mode={option!r}: not {ACCEPTED}") from None
         if parsed.api != "gemm_ex":  # the fixture is a math mode's handle: an Lt configuration would be lost
-            raise pytest.UsageError(f"--cublas-math-mode={option!r}: not {ACCEPTED} (a cuBLASLt configuration's "
-                                    "handle is made in the test: create_handle('default+lt'))")
+            raise _usage(f"--cublas-math-mode={option!r}: a math mode, not a cuBLASLt configuration, which "
+                         f"create_handle({option!r}) makes in the test; it takes {ACCEPTED}")
+
+
+def _usage(text: str) -> pytest.UsageError:
+    """pytest's usage error, its lines within the width after pytest's ``ERROR: ``."""
+    return pytest.UsageError("\n".join(wrapped(text, WIDTH - len("ERROR: "), "  ")))
 
 
 def pytest_generate_tests(metafunc):
