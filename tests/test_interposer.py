@@ -16,6 +16,7 @@ from cublas_det._cublaslt import GemmKey
 from cublas_det.config import GemmConfig, MathMode
 from cublas_det.lock import interposer
 from cublas_det.store import lock as lockfile
+from .conftest import unwrapped
 
 NATIVE = pathlib.Path(__file__).resolve().parent / "native"
 CC = interposer.compiler()
@@ -204,5 +205,5 @@ def test_run_without_a_c_compiler_refuses_a_program_that_is_not_python(tmp_path,
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CC", raising=False)
     status = main(["run", "--lock", str(tmp_path / "lock.json"), "--", "./trainer"])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = unwrapped(capsys.readouterr().err).strip().splitlines()
     assert status == 2 and len(err) == 1 and "no C compiler" in err[0], err
