@@ -207,3 +207,41 @@ def test_run_without_a_c_compiler_refuses_a_program_that_is_not_python(tmp_path,
     status = main(["run", "--lock", str(tmp_path / "lock.json"), "--", "./trainer"])
     err = unwrapped(capsys.readouterr().err).strip().splitlines()
     assert status == 2 and len(err) == 1 and "no C compiler" in err[0], err
+
+
+LT_PROGRAM = """
+import ctypes, sys
+lt = ctypes.CDLL(sys.argv[1])  # found through dlsym, as XLA's own cuBLASLt calls are
+def made(name, *args):
+    value = ctypes.c_void_p()
+    assert getattr(lt, name)(ctypes.byref(value), *args) == 0
+    return value
+def call(m, n, k, order=0):  # a column-major C = op(A)[m, k] op(B)[k, n]: A transposed, as x @ w.T is
+    desc = made("cublasLtMatmulDescCreate", 77, 0)  # COMPUTE_32F_FAST_TF32, scale R_32F
+    one = ctypes.c_int32(1)
+    lt.cublasLtMatmulDescSetAttribute(desc, 3, ctypes.byref(one), 4)  # TRANSA = T
+    a, b, c = made("cublasLtMatrixLayoutCreate", 0, k, m, k), made("cublasLtMatrixLayoutCreate", 0, k, n, k), \\
+        made("cublasLtMatrixLayoutCreate", 0, m, n, m)
+    row = ctypes.c_int32(order)
+    lt.cublasLtMatrixLayoutSetAttribute(a, 1, ctypes.byref(row), 4)
+    algo = (ctypes.c_int64 * 8)(7)  # the caller's own choice: algorithm 7
+    buffer = ctypes.create_string_buffer(1 << 16)
+    pointer = (ctypes.addressof(buffer) + 255) // 256 * 256
+    lt.cublasLtMatmul(None, desc, None, ctypes.c_void_p(pointer), a, ctypes.c_void_p(pointer), b, None,
+                      ctypes.c_void_p(pointer), c, ctypes.c_void_p(pointer), c, algo, None, 0, None)
+call(32, 7, 64)          # x[:7] @ w.T, TF32: the lock's FORWARD_TF32, any M
+call(32, 16, 64)         # the same GEMM at another M: the same entry
+call(32, 7, 64, order=1) # A row-major: not what the key describes
+call(48, 7, 64)          # another N: not in the lock
+"""
+
+
+def test_a_programs_own_cublaslt_call_runs_the_pinned_algorithm(native, tmp_path):
+    env, keys = _environment(native, tmp_path)
+    subprocess.run([sys.executable, "-c", LT_PROGRAM, str(native[0] / "libcublasLt.so.99")], env=env, check=True)
+    # Locked: the pinned algorithm with the lock's workspace; the others untouched (their algorithm, no workspace).
+    assert _received(tmp_path) == {"lt 42": 2, "lt-no-workspace 7": 2}
+    (report,), _, _ = interposer.read_reports(str(tmp_path), keys, "lock.json")
+    assert report.locked == {str(FORWARD_TF32): 2}
+    reasons = sorted(item["reason"] for item in report.fell_through.values())
+    assert reasons == ["a row-major or tiled layout", "not in the lock"]

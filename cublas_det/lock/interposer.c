@@ -380,8 +380,10 @@ static const char *make_algo(entry_t *e, const call_t *c, const row_t *r, handle
     return NULL;
 }
 
+/* The entry of a call's signature, made on its first call: its plan, or why it falls through (`refusal`:
+ * said before any look-up). */
 static entry_t *entry_for(const call_t *c, handle_t handle, int math, int pointer_mode, void *ctx, void *stream,
-                          int aligned) {
+                          int aligned, const char *refusal) {
     int64_t sig[SIG] = {c->api, c->transa, c->transb, c->a_type, c->b_type, c->c_type, c->compute, c->m, c->n,
                         c->k, c->lda, c->ldb, c->ldc, c->stride_a, c->stride_b, c->stride_c, c->batch, math,
                         pointer_mode, (int64_t)(uintptr_t)ctx, (int64_t)(uintptr_t)stream, aligned, c->epilogue,
@@ -398,7 +400,8 @@ static entry_t *entry_for(const call_t *c, handle_t handle, int math, int pointe
         memcpy(e->sig, sig, sizeof sig);
         const row_t *r = lib.ready < 0 ? NULL : find_row(c, math & 15);
         e->row = r ? (int)(r - rows) : -1;
-        e->reason = lib.ready < 0 ? "cuBLASLt or the CUDA driver not found beside libcublas"
+        e->reason = refusal            ? refusal
+                    : lib.ready < 0 ? "cuBLASLt or the CUDA driver not found beside libcublas"
                     : !r ? "not in the lock"
                     : c->api == LT_MATMUL && c->scale_type != r->scale_type ? "a scale type the lock's is not"
                     : !aligned ? "an operand not aligned to 256 bytes"
@@ -427,7 +430,7 @@ static int locked(handle_t handle, call_t *c, status_t *status) {
                           || lib.get_stream(handle, &stream) || lib.ctx_get(&ctx)))
         return 0; /* an invalid handle: cuBLAS says so */
     int aligned = ((uintptr_t)c->a | (uintptr_t)c->b | (uintptr_t)c->c) % ALIGNMENT == 0;
-    entry_t *e = entry_for(c, handle, math, pointer_mode, ctx, stream, aligned);
+    entry_t *e = entry_for(c, handle, math, pointer_mode, ctx, stream, aligned, NULL);
     if (!e)
         return 0;
     if (e->row >= 0) {
@@ -512,8 +515,8 @@ ENTRY(SGEMM_STRIDED, cublasSgemmStridedBatched, SGEMM_STRIDED_PARAMS(int), SGEMM
 ENTRY(SGEMM_STRIDED_64, cublasSgemmStridedBatched_64, SGEMM_STRIDED_PARAMS(i64), SGEMM_STRIDED_ARGS,
       SGEMM_STRIDED_CALL)
 
-/* cublasLtMatmul: the call as its descriptor and layouts give it (column-major, the only order taken). */
-static int read_lt(const void *desc, const void *const layouts[4], call_t *c, int *pointer_mode) {
+/* cublasLtMatmul: the call as its descriptor and layouts give it; NULL, or why the lock cannot read it. */
+static const char *read_lt(const void *desc, const void *const layouts[4], call_t *c, int *pointer_mode) {
     int32_t value[6] = {0}, order = 0, batch = 1;
     uint32_t type;
     uint64_t rows, cols;
@@ -523,19 +526,19 @@ static int read_lt(const void *desc, const void *const layouts[4], call_t *c, in
                                       DESC_EPILOGUE};
     for (int i = 0; i < 6; i++)
         if (lib.desc_get(desc, desc_attrs[i], &value[i], 4, &n))
-            return 0;
+            return "a descriptor cuBLASLt would not read";
     c->compute = value[0], c->scale_type = value[1], *pointer_mode = value[2];
     c->transa = value[3], c->transb = value[4], c->epilogue = value[5];
     int64_t shape[4][4];
     for (int i = 0; i < 4; i++) {
         if (lib.layout_get(layouts[i], LAYOUT_TYPE, &type, 4, &n) || lib.layout_get(layouts[i], LAYOUT_ROWS, &rows, 8, &n)
             || lib.layout_get(layouts[i], LAYOUT_COLS, &cols, 8, &n) || lib.layout_get(layouts[i], LAYOUT_LD, &ld, 8, &n))
-            return 0;
+            return "a layout cuBLASLt would not read";
         lib.layout_get(layouts[i], LAYOUT_ORDER, &order, 4, &n);
         lib.layout_get(layouts[i], LAYOUT_BATCH_COUNT, &batch, 4, &n);
         lib.layout_get(layouts[i], LAYOUT_BATCH_STRIDE, &stride, 8, &n);
-        if (order != 0)
-            return 0; /* row-major or tiled layouts: not a GEMM the lock's keys describe */
+        if (order != 0) /* the lock's keys describe column-major operands */
+            return "a row-major or tiled layout";
         shape[i][0] = type, shape[i][1] = (int64_t)rows, shape[i][2] = (int64_t)cols, shape[i][3] = ld;
         if (i == 0)
             c->stride_a = stride;
@@ -545,11 +548,11 @@ static int read_lt(const void *desc, const void *const layouts[4], call_t *c, in
             c->stride_c = stride, c->batch = batch;
     }
     if (memcmp(shape[2], shape[3], sizeof shape[2]))
-        return 0; /* C laid out unlike D */
+        return "C laid out unlike D";
     c->a_type = (int)shape[0][0], c->b_type = (int)shape[1][0], c->c_type = (int)shape[3][0];
     c->m = shape[3][1], c->n = shape[3][2], c->k = c->transa ? shape[0][1] : shape[0][2];
     c->lda = shape[0][3], c->ldb = shape[1][3], c->ldc = shape[3][3];
-    return 1;
+    return NULL;
 }
 
 typedef status_t (*lt_matmul_t)(handle_t, void *, const void *, const void *, void *, const void *, void *,
@@ -570,9 +573,10 @@ __attribute__((visibility("default"))) status_t cublasLtMatmul(handle_t lt, void
     int pointer_mode = 0;
     void *ctx = NULL;
     entry_t *e = NULL;
-    if (enabled && !standing_aside && lib.ready > 0 && read_lt(desc, layouts, &c, &pointer_mode) && !lib.ctx_get(&ctx)) {
+    if (enabled && !standing_aside && lib.ready > 0 && !lib.ctx_get(&ctx)) {
+        const char *refusal = read_lt(desc, layouts, &c, &pointer_mode);
         int aligned = ((uintptr_t)A | (uintptr_t)B | (uintptr_t)C | (uintptr_t)D) % ALIGNMENT == 0;
-        e = entry_for(&c, lt, MATH_LT, pointer_mode, ctx, stream, aligned);
+        e = entry_for(&c, lt, MATH_LT, pointer_mode, ctx, stream, aligned, refusal);
     }
     if (e && e->row >= 0) {
         status_t status = real(lt, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, e->algo, e->workspace,
