@@ -465,15 +465,19 @@ typedef long long ll;
         return real ? real args : STATUS_NOT_SUPPORTED;                                                       \
     }
 
+/* A call's fields from its parameters, named alike in every entry point. */
+#define OPERANDS(a_type_, b_type_, c_type_, compute_)                                                         \
+    .transa = transa, .transb = transb, .a_type = a_type_, .b_type = b_type_, .c_type = c_type_,              \
+    .compute = compute_, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,          \
+    .beta = beta, .a = A, .b = B, .c = C
+#define STRIDES .stride_a = sA, .stride_b = sB, .stride_c = sC, .batch = batch
+
 /* GemmEx: (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, compute, algo) */
 #define GEMM_EX_PARAMS(I)                                                                                      \
     (handle_t handle, int transa, int transb, I m, I n, I k, const void *alpha, const void *A, int Atype, I lda,   \
      const void *B, int Btype, I ldb, const void *beta, void *C, int Ctype, I ldc, int compute, int algo)
 #define GEMM_EX_ARGS (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, compute, algo)
-#define GEMM_EX_CALL                                                                                           \
-    .transa = transa, .transb = transb, .a_type = Atype, .b_type = Btype, .c_type = Ctype, .compute = compute,     \
-    .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .batch = 1, .alpha = alpha, .beta = beta, .a = A,  \
-    .b = B, .c = C
+#define GEMM_EX_CALL OPERANDS(Atype, Btype, Ctype, compute), .batch = 1
 ENTRY(GEMM_EX, cublasGemmEx, GEMM_EX_PARAMS(int), GEMM_EX_ARGS, GEMM_EX_CALL)
 ENTRY(GEMM_EX_64, cublasGemmEx_64, GEMM_EX_PARAMS(i64), GEMM_EX_ARGS, GEMM_EX_CALL)
 
@@ -484,10 +488,7 @@ ENTRY(GEMM_EX_64, cublasGemmEx_64, GEMM_EX_PARAMS(i64), GEMM_EX_ARGS, GEMM_EX_CA
 #define STRIDED_EX_ARGS                                                                                        \
     (handle, transa, transb, m, n, k, alpha, A, Atype, lda, sA, B, Btype, ldb, sB, beta, C, Ctype, ldc, sC, batch, \
      compute, algo)
-#define STRIDED_EX_CALL                                                                                        \
-    .transa = transa, .transb = transb, .a_type = Atype, .b_type = Btype, .c_type = Ctype, .compute = compute,     \
-    .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .stride_a = sA, .stride_b = sB, .stride_c = sC,   \
-    .batch = batch, .alpha = alpha, .beta = beta, .a = A, .b = B, .c = C
+#define STRIDED_EX_CALL OPERANDS(Atype, Btype, Ctype, compute), STRIDES
 ENTRY(STRIDED_EX, cublasGemmStridedBatchedEx, STRIDED_EX_PARAMS(int), STRIDED_EX_ARGS, STRIDED_EX_CALL)
 ENTRY(STRIDED_EX_64, cublasGemmStridedBatchedEx_64, STRIDED_EX_PARAMS(i64), STRIDED_EX_ARGS, STRIDED_EX_CALL)
 
@@ -496,10 +497,7 @@ ENTRY(STRIDED_EX_64, cublasGemmStridedBatchedEx_64, STRIDED_EX_PARAMS(i64), STRI
     (handle_t handle, int transa, int transb, I m, I n, I k, const float *alpha, const float *A, I lda,           \
      const float *B, I ldb, const float *beta, float *C, I ldc)
 #define SGEMM_ARGS (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
-#define SGEMM_CALL                                                                                             \
-    .transa = transa, .transb = transb, .a_type = R_32F, .b_type = R_32F, .c_type = R_32F, .compute = COMPUTE_32F, \
-    .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .batch = 1, .alpha = alpha, .beta = beta, .a = A,  \
-    .b = B, .c = C
+#define SGEMM_CALL OPERANDS(R_32F, R_32F, R_32F, COMPUTE_32F), .batch = 1
 ENTRY(SGEMM, cublasSgemm_v2, SGEMM_PARAMS(int), SGEMM_ARGS, SGEMM_CALL)
 ENTRY(SGEMM_64, cublasSgemm_v2_64, SGEMM_PARAMS(i64), SGEMM_ARGS, SGEMM_CALL)
 
@@ -507,10 +505,7 @@ ENTRY(SGEMM_64, cublasSgemm_v2_64, SGEMM_PARAMS(i64), SGEMM_ARGS, SGEMM_CALL)
     (handle_t handle, int transa, int transb, I m, I n, I k, const float *alpha, const float *A, I lda, ll sA,    \
      const float *B, I ldb, ll sB, const float *beta, float *C, I ldc, ll sC, I batch)
 #define SGEMM_STRIDED_ARGS (handle, transa, transb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch)
-#define SGEMM_STRIDED_CALL                                                                                     \
-    .transa = transa, .transb = transb, .a_type = R_32F, .b_type = R_32F, .c_type = R_32F, .compute = COMPUTE_32F, \
-    .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .stride_a = sA, .stride_b = sB, .stride_c = sC,   \
-    .batch = batch, .alpha = alpha, .beta = beta, .a = A, .b = B, .c = C
+#define SGEMM_STRIDED_CALL OPERANDS(R_32F, R_32F, R_32F, COMPUTE_32F), STRIDES
 ENTRY(SGEMM_STRIDED, cublasSgemmStridedBatched, SGEMM_STRIDED_PARAMS(int), SGEMM_STRIDED_ARGS, SGEMM_STRIDED_CALL)
 ENTRY(SGEMM_STRIDED_64, cublasSgemmStridedBatched_64, SGEMM_STRIDED_PARAMS(i64), SGEMM_STRIDED_ARGS,
       SGEMM_STRIDED_CALL)
