@@ -5,7 +5,8 @@
 Each round times a batch of `calls` GEMMs through `cublas_det.call` (PyTorch bf16 tensors, passed
 through DLPack without a copy, a PEDANTIC handle) and a batch of `torch.matmul` on the same
 tensors, alternately and in alternating order, with CUDA events; the median of the per-round
-ratios is printed (> 1: cublas_det is faster). Exits 2 with one line without a GPU or torch.
+ratios is printed (> 1: cublas_det is faster). Exits 0 once printed, 2 with one line without a
+GPU or torch.
 """
 
 import statistics

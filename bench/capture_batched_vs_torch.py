@@ -7,8 +7,8 @@ stored, and the second one transposed) and in fp32 with TF32 off (cublasGemmStri
 cublasSgemmStridedBatched), and one ``cublasGemmBatchedEx`` call with arrays of pointers issued
 through ctypes. The child saves its operands and outputs; this script then replays every captured
 batched GEMM with ``cublas_det.gemm`` in its captured configuration on those operands and compares
-the output's bits with the child's (as integers). Prints one line per case; exits 1 if any differ or
-was not captured, 2 with one line without a GPU or torch.
+the output's bits with the child's (as integers). Prints one line per case; exits 0 if all agree,
+1 if any differ or was not captured, 2 with one line without a GPU or torch.
 """
 
 import argparse

@@ -4,7 +4,8 @@
 
 Checked = the ``repeat`` scenario's loop (GEMM, then the fused mismatch count and worst-element
 update, no host copy per repeat). Bare = the same GEMM N times. Both are timed with CUDA events
-on one stream, alternately, three times each; the medians and their ratio are printed.
+on one stream, alternately, three times each; the medians and their ratio are printed. Exit codes:
+0 printed; 2 with one line without a GPU or CuPy, or for a bad argument; 130 interrupted.
 """
 
 import argparse

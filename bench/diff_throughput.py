@@ -12,7 +12,9 @@ must read everything), then times, alternately and ``--repeats`` times each:
 
 Also times the diff on a run whose every element differs (its slow path: counts, ULP, deltas),
 which ``cmp`` has no counterpart for (it stops at the first difference). Prints the median
-throughput of each, counting the bytes of both runs, and deletes the files.
+throughput of each, counting the bytes of both runs, and deletes the files. Exit codes: 0 printed;
+1 a tool did not answer as expected (the diff of equal runs not 0, of differing ones not 1; the
+message says which); 2 a bad argument.
 """
 
 from __future__ import annotations

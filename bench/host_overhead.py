@@ -13,7 +13,8 @@ arguments built once (the floor) and with the pointers and shapes read from the 
 all alike); each block is timed with perf_counter after a device sync. Printed: the median and
 minimum per-call time of each body, and against each CuPy baseline the median of the paired
 per-block ratios, the ratio of medians and the ratio of minima. Host load slows the Python
-bodies more than the C call, so ratios measured on a busy host come out higher.
+bodies more than the C call, so ratios measured on a busy host come out higher. Exit codes: 0
+printed; 2 with one line without a GPU or CuPy, or for a bad argument; 130 interrupted.
 """
 
 import argparse

@@ -11,7 +11,9 @@
 5. times torch.mm against the locked mm on 4096^3 bf16, interleaved (eager, events).
 
 Usage: python bench/lock_step.py [--out DIR] [--peer DIR_WITH_batch_invariant_ops] [--rounds 15]
-Needs a GPU, PyTorch and transformers.
+Needs a GPU, PyTorch and transformers. Exit codes: 0 the figures were printed and written; 2 with
+one line without a GPU, PyTorch or transformers, or for a bad argument; a step that fails (the
+capture, the lock) ends in its traceback (1).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ For each shape: does the Lt heuristic's first choice give GemmEx's bits? Which a
 pick at the full SM count and under SM-count targets, and do the bits change? With the
 reduction-scheme mask NONE (no split-K), and with the full-SM algorithm pinned, are the bits the
 same under every target? With --torch: a bf16 biased Linear (PyTorch's cublasLtMatmul with the BIAS
-epilogue), against cuBLASLt through the shim on the same tensors.
+epilogue), against cuBLASLt through the shim on the same tensors. Exit codes: 0 printed (the
+answers are printed, not judged); 2 with one line without a GPU, CuPy or (with --torch) PyTorch, or
+for a bad argument; 130 interrupted.
 """
 
 import dataclasses

@@ -21,7 +21,9 @@ Like with like, so that pytest-benchmark's own table and its relative columns gi
 
 The suite takes twice the bench's most visits (VISITS), so that its error is smaller than the
 bench's interval it is checked against. For paired ratios with intervals and the A/A verdict, use
-``cublas-det bench`` (``bench/suite_vs_bench.py`` checks that the two agree).
+``cublas-det bench`` (``bench/suite_vs_bench.py`` checks that the two agree). Exit codes are
+pytest's: 0 every test passed (or skipped: without a GPU each skips with the reason), 1 a test
+failed.
 """
 
 import itertools

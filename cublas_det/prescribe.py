@@ -7,8 +7,9 @@ from __future__ import annotations
 import dataclasses
 
 from ._cublas import ComputeType, CublasError, MathMode
-from ._cublaslt import GemmKey, Geometry, ReductionScheme
+from ._cublaslt import GemmKey, Geometry
 from .check import check_many
+from .check.cures import Cure, Prescription, interval, judged, lt_config, setup_cures
 from .check.scenarios import HAZARDS, REGISTRY, without_workers
 from .config import GemmConfig
 from .device import device_properties
@@ -23,48 +24,6 @@ SETUP_SCENARIOS = tuple(name for hazard in HAZARDS for name, _ in REGISTRY[hazar
 BASE_SCENARIOS = ("repeat",) + SETUP_SCENARIOS + HAZARDS
 
 
-@dataclasses.dataclass(frozen=True)
-class Cure:
-    label: str  # what to do, in words
-    config: GemmConfig | None  # None: a change of setup, not of the GEMM
-    verified: bool
-    evidence: str  # what the verification showed (why it failed, where it did)
-    ratio: object = None  # timing.stats.Ratio of the cure against the configuration it replaces
-    keeps_bits: bool = False  # gives the bits the configuration gives today
-    introduces: tuple = ()  # hazards that change the cure's bits and not the configuration's
-    untested: bool = False  # cannot be verified on this GPU (it is timed, not counted as a cure)
-
-    def to_dict(self) -> dict:
-        return {"cure": self.label, "config": self.config.to_dict() if self.config else None,
-                "verified": self.verified, "untested": self.untested, "evidence": self.evidence,
-                "keeps_bits": self.keeps_bits, "introduces": list(self.introduces),
-                "time_ratio": None if self.ratio is None else _interval(self.ratio)}
-
-
-def _interval(ratio) -> dict:
-    return {"median": ratio.median, "ci_low": ratio.ci_low, "ci_high": ratio.ci_high}
-
-
-@dataclasses.dataclass(frozen=True)
-class Prescription:
-    shape: GemmShape
-    config: GemmConfig
-    hazard: str  # the scenario that changed the bits
-    cures: tuple
-
-    @property
-    def best(self) -> Cure | None:
-        """The cheapest verified cure that brings in no other hazard (a setup cure at 1, an untimed one last)."""
-        def cost(cure):
-            ratio = 1.0 if cure.config is None else (cure.ratio.median if cure.ratio else float("inf"))
-            return (bool(cure.introduces), ratio)
-        return min((cure for cure in self.cures if cure.verified), key=cost, default=None)
-
-    def to_dict(self) -> dict:
-        return {"shape": self.shape.name, "config": self.config.name, "hazard": self.hazard,
-                "best": self.best.label if self.best else None, "cures": [c.to_dict() for c in self.cures]}
-
-
 def verification_targets(sm_count: int, fleet=()) -> tuple:
     """SM counts to verify under: 16 up to the device's, and every SM count of the fleet."""
     return tuple(sm_count_ladder(sm_count, also=(16, 33, *fleet)))
@@ -72,18 +31,10 @@ def verification_targets(sm_count: int, fleet=()) -> tuple:
 
 def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
     """The algorithm cuBLASLt's heuristic picks for ``shape`` at the full SM count."""
-    lt_config = _lt(config)
+    lt_config = lt_config(config)
     geometry = Geometry.packed(GemmKey.of(shape, lt_config, any_m=False), shape.batch)
     with create_handle(lt_config) as handle:
         return handle.lt.algorithm(geometry)
-
-
-def _lt(config: GemmConfig, **options) -> GemmConfig:
-    """``config`` through cuBLASLt (no math-mode flag: a half-precision output's DISALLOW flag becomes the
-    reduction-scheme mask that keeps split-K sums in the compute type, unless a cure sets one)."""
-    if config.disallow_reduced_precision_reduction and config.output_dtype != "float32":
-        options.setdefault("lt_reduction_scheme_mask", int(ReductionScheme.COMPUTE_TYPE))
-    return dataclasses.replace(config, api="lt", algo=-1, disallow_reduced_precision_reduction=False, **options)
 
 
 def candidates(shape: GemmShape, config: GemmConfig, fleet=()) -> list[tuple[str, GemmConfig | str]]:
@@ -91,12 +42,12 @@ def candidates(shape: GemmShape, config: GemmConfig, fleet=()) -> list[tuple[str
     found = []
     if config.math_mode is not MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math
         try:
-            found.append(("pin the cuBLASLt algorithm", _lt(config, lt_algo=pinned_algorithm(shape, config))))
+            found.append(("pin the cuBLASLt algorithm", lt_config(config, lt_algo=pinned_algorithm(shape, config))))
         except CublasError as err:
             found.append(("pin the cuBLASLt algorithm", f"cuBLASLt has no algorithm for it ({err})"))
-        found.append(("cuBLASLt without split-K (reduction scheme NONE)", _lt(config, lt_reduction_scheme_mask=0)))
+        found.append(("cuBLASLt without split-K (reduction scheme NONE)", lt_config(config, lt_reduction_scheme_mask=0)))
         if fleet:
-            found.append((f"cuBLASLt planning for {min(fleet)} SMs", _lt(config, lt_sm_count_target=min(fleet))))
+            found.append((f"cuBLASLt planning for {min(fleet)} SMs", lt_config(config, lt_sm_count_target=min(fleet))))
     if config.input_dtype == "float32" and config.math_mode is not MathMode.FP32_EMULATED_BF16X9 \
             and config.compute_type is ComputeType.COMPUTE_32F:
         found.append(("BF16X9 math", dataclasses.replace(config, math_mode=MathMode.FP32_EMULATED_BF16X9)))
@@ -139,42 +90,10 @@ def verify_cures(plan: CurePlan, verified: dict, targets) -> list[Prescription]:
         introduces = tuple(r.scenario for r in cure_check.findings if r.scenario not in base_hazards)
         for hazard in sorted(base_hazards):
             cures.setdefault((base_name, hazard), []).append(
-                _judged(label, cure, hazard, check, cure_check, introduces, targets))
+                judged(label, cure, hazard, check, cure_check, introduces, targets))
     return [Prescription(plan.shape, check.config, hazard, tuple(
         cures.get((check.config.name, hazard), []) + plan.impossible.get(check.config.name, [])
-        + _setup_cures(check, hazard))) for check, hazard in plan.hazardous]
-
-
-def _judged(label, cure, hazard, check, cure_check, introduces, targets) -> Cure:
-    """A cure judged by its check under ``hazard``: identical bits there, and its own bits repeat."""
-    keeps_bits = cure_check.digest == check.digest
-    untestable = REGISTRY[hazard].untestable(cure) if REGISTRY[hazard].untestable else ""
-    if untestable:
-        return Cure(label, cure, False, untestable, keeps_bits=keeps_bits, untested=True)
-    result = cure_check.scenario(hazard)
-    evidence = _evidence(hazard, result, targets)
-    if result and result.identical and not cure_check.reproducible:
-        evidence += f"; yet its own bits did not repeat ({cure_check.verdict.value})"
-    if introduces:
-        evidence += f"; brings in: {', '.join(REGISTRY[h].label for h in introduces)}"
-    return Cure(label, cure, bool(result and result.identical and cure_check.reproducible), evidence,
-                keeps_bits=keeps_bits, introduces=introduces)
-
-
-def _evidence(hazard: str, result, targets) -> str:
-    if result is None or result.error:
-        return f"could not run: {result.error if result else 'no result'}"
-    if result.not_applicable:
-        return f"does not apply: {result.not_applicable}"
-    if result.identical:
-        where = REGISTRY[hazard].evidence
-        return f"same bits {where(result, targets) if where else ''}".strip()
-    return f"bits change: {result.detail}"
-
-
-def _setup_cures(check, hazard: str) -> list[Cure]:
-    return [Cure(label, None, r.identical, f"same bits in {r.runs} runs" if r.identical else r.detail, keeps_bits=True)
-            for scenario, label in REGISTRY[hazard].setup_cures if (r := check.scenario(scenario)) and r.compared]
+        + setup_cures(check, hazard))) for check, hazard in plan.hazardous]
 
 
 def problems_of(checks) -> list[str]:
@@ -236,8 +155,9 @@ def time_cures(found: list[Prescription], seed, operands, step, timing: dict) ->
 def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, operands=None, on_step=None,
                  timing: dict | None = None) -> tuple[list[LockEntry], list[str]]:
     """A verified, graph-timed :class:`LockEntry` for each GEMM of ``shapes`` x ``configs`` (the heuristic's
-    algorithm pinned, its bits repeating across ``verification_targets``: for any M where rows m < M match
-    the full product too, else for its M; a shared handle recorded, not required), and why not for others."""
+    algorithm pinned, or its pick without split-K where that one's bits change, its bits repeating across
+    ``verification_targets``: for any M where rows m < M match the full product too, else for its M; a shared
+    handle recorded, not required), and why not for others."""
     step = on_step or (lambda text: None)
     targets = verification_targets(device_properties()["sm_count"], fleet)
     entries, refused, done = [], [], set()
@@ -247,20 +167,27 @@ def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, 
             if config.math_mode is MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math
                 refused.append(f"{shape.name} {config.name}: cuBLASLt has no BF16X9 math to pin")
                 continue
-            base = _lt(config) if config.api != "lt" else dataclasses.replace(config, lt_algo=())
+            base = lt_config(config) if config.api != "lt" else dataclasses.replace(config, lt_algo=())
             key = GemmKey.of(shape, base)
             if key in done or key.at(shape.m) in done:
                 continue
-            try:
-                pinned = dataclasses.replace(base, lt_algo=pinned_algorithm(shape, base))
-            except CublasError as err:
-                refused.append(f"{shape.name} {config.name}: cuBLASLt has no algorithm for it ({err})")
-                continue
-            step(f"verifying {shape.name} {pinned.name}")
-            check = _verification([shape], [pinned], targets, seed, repeats, operands)[0]
-            entry, why = _lock_entry(shape, key, pinned, check, targets, repeats)
+            entry, whys = None, []
+            # The heuristic's own pick first (about 0% cost); where its bits change with the SM count even
+            # pinned (a split-K or stream-K kernel), its pick without split-K.
+            for why, plan_for in (("", base), (" without split-K", _lt(base, lt_reduction_scheme_mask=0))):
+                try:
+                    pinned = dataclasses.replace(base, lt_algo=pinned_algorithm(shape, plan_for))
+                except CublasError as err:
+                    whys.append(f"cuBLASLt has no algorithm{why} for it ({err})")
+                    continue
+                step(f"verifying {shape.name} {pinned.name}")
+                check = _verification([shape], [pinned], targets, seed, repeats, operands)[0]
+                entry, refusal = _lock_entry(shape, key, pinned, check, targets, repeats)
+                if entry is not None:
+                    break
+                whys.append(f"pinned{why}, its bits still change ({refusal})")
             if entry is None:
-                refused.append(f"{shape.name} {config.name}: pinned, its bits still change ({why})")
+                refused.append(f"{shape.name} {config.name}: {'; '.join(whys)}")
                 done.add(key.at(shape.m))
                 continue
             done.add(entry.key)
@@ -304,7 +231,7 @@ def _lock_costs(entries, chosen, seed, operands, step, timing: dict) -> list[Loc
         config_ratio = shape_timing.ratio(config.name, heuristic.name) if shape_timing and config != heuristic else None
         cost = None
         if pinned_ratio is not None:
-            cost = {"against_heuristic": {"config": heuristic.name, **_interval(pinned_ratio)}}
+            cost = {"against_heuristic": {"config": heuristic.name, **interval(pinned_ratio)}}
             if config_ratio is not None:
                 cost["against"] = {"config": config.name, "median": pinned_ratio.median / config_ratio.median}
         timed.append(dataclasses.replace(entry, cost=cost))

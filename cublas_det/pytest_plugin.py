@@ -8,18 +8,19 @@ from __future__ import annotations
 import pytest
 
 from ._cublas import MathMode
-from .config import DEFAULT_MODES, MODE_CHOICES, GemmConfig, math_modes, resolve_config
+from .config import DEFAULT_MODES, FLAG_NAME, MODE_CHOICES, GemmConfig, math_modes, resolve_config
 from .device import NoGpuError, require_gpu
 from .handle import create_handle
+from .words import WIDTH, wrapped
 
 ALL_MODES = tuple(mode.name for mode in math_modes(DEFAULT_MODES))
+ACCEPTED = f"{', '.join(MODE_CHOICES)}, optionally +{FLAG_NAME.choice}"  # what --cublas-math-mode takes
 
 
 def pytest_addoption(parser):
     parser.getgroup("cublas_det").addoption(
         "--cublas-math-mode", default=None, metavar="MODE",
-        help=f"math mode for the cublas_handle fixture: {', '.join(MODE_CHOICES)}, optionally +disallow-rpr "
-             "(default: $CUBLAS_DET_MATH_MODE, else pedantic)")
+        help=f"math mode for the cublas_handle fixture: {ACCEPTED} (default: $CUBLAS_DET_MATH_MODE, else pedantic)")
 
 
 def pytest_configure(config):
@@ -29,11 +30,16 @@ def pytest_configure(config):
     if option is not None:
         try:
             parsed = GemmConfig.parse(option, source="--cublas-math-mode")
-        except ValueError as err:
-            raise pytest.UsageError(str(err)) from None
+        except ValueError:  # parse's own message offers the +lt forms too, which this option refuses
+            raise _usage(f"--cublas-math-mode={option!r}: not {ACCEPTED}") from None
         if parsed.api != "gemm_ex":  # the fixture is a math mode's handle: an Lt configuration would be lost
-            raise pytest.UsageError(f"--cublas-math-mode={option!r}: a math mode, not a cuBLASLt configuration; "
-                                    "make that handle in the test: create_handle('default+lt')")
+            raise _usage(f"--cublas-math-mode={option!r}: a math mode, not a cuBLASLt configuration, which "
+                         f"create_handle({option!r}) makes in the test; it takes {ACCEPTED}")
+
+
+def _usage(text: str) -> pytest.UsageError:
+    """pytest's usage error, its lines within the width after pytest's ``ERROR: ``."""
+    return pytest.UsageError("\n".join(wrapped(text, WIDTH - len("ERROR: "), "  ")))
 
 
 def pytest_generate_tests(metafunc):

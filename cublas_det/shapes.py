@@ -11,6 +11,7 @@ from .integers import is_int
 from .words import table
 
 DEFAULT_TOKENS = 16384  # batch 8 x seqlen 2048
+DEFAULT_PRESETS = ["trunk", "mamba2-130m"]  # what a command runs without --preset or --shape
 
 # d_model of the released state-spaces Mamba2 checkpoints; the Mamba2 class defaults give the rest.
 MAMBA2_D_MODEL = {"130m": 768, "370m": 1024, "780m": 1536, "1.3b": 2048, "2.7b": 2560}

@@ -84,9 +84,26 @@ def typed(capsys, monkeypatch):
             out, err = capsys.readouterr()
         if isinstance(code, str):  # sys.exit("message"): printed on stderr, exit 1
             code, err = 1, err + code + "\n"
-        return subprocess.CompletedProcess([command, *args], code or 0, out, err)
+        result = subprocess.CompletedProcess([command, *args], code or 0, out, unwrapped(err))
+        result.printed_stderr = err  # as printed, each line within 100 columns
+        return result
 
     return run
+
+
+def unwrapped(stderr: str) -> str:
+    """``stderr`` with each error or warning message on one line again: error_line wraps a message to 100
+    columns, its continuation lines indented (test_every_error_line_fits_100_columns holds the width).
+    A line continues a message when it is indented and its first word would not have fit on the line before."""
+    lines, last = [], ""  # last: the line printed before, as printed
+    for line in stderr.splitlines(keepends=True):
+        message = bool(lines) and (": error: " in lines[-1] or ": warning: " in lines[-1])
+        if message and line.startswith("  ") and line.strip() and len(last.rstrip("\n")) + 1 + len(line.split()[0]) > 100:
+            lines[-1] = lines[-1].rstrip("\n") + " " + line.strip() + "\n"
+        else:
+            lines.append(line)
+        last = line
+    return "".join(lines)
 
 
 def host_operands(m, n, k, trans_a=False, trans_b=False, seed=0):

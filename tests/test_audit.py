@@ -1,6 +1,7 @@
 """cublas-det audit without a GPU: the target and --batch refused in one line before anything runs, the
 user's own errors shown as theirs (exit 2), and the verdict: exit 1 only for an op named, 2 when nothing
-was compared. The audit itself (PyTorch on a GPU) is tests/test_torch_lock.py's."""
+was compared; the PyTorch setting named with an op that did not repeat (on the CPU, with PyTorch where it is
+installed). The audit itself on a GPU is tests/test_torch_lock.py's."""
 
 import importlib.util
 import os
@@ -12,8 +13,11 @@ import pytest
 
 import cublas_det
 from cublas_det.cli import audit
+from cublas_det.deterministic_ops import repeat_hint
 from cublas_det.errors import ExitCode
 from cublas_det.words import plural
+
+from .conftest import unwrapped
 
 PROG = "cublas-det audit"
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -22,6 +26,7 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 def _audit(capsys, *argv):
     code = audit.main(list(argv), prog=PROG)
     out, err = capsys.readouterr()
+    err = unwrapped(err)
     return code, out, err
 
 
@@ -217,3 +222,45 @@ def test_help_says_gradients_are_set_to_none_as_docs_lock_does():
     docs = " ".join((pathlib.Path(__file__).parent.parent / "docs" / "lock.md").read_text().split())
     assert "gradients set to None first" in words and "gradients set to None first" in docs
     assert "gradients zeroed" not in words
+
+
+# -- what makes an op repeat: PyTorch's own setting, where it has one --------------------------------------
+
+@pytest.mark.parametrize("op, documented", [
+    ("aten.index_add.default", "torch.index_add"), ("aten.index_add_.default", "torch.index_add"),
+    ("aten.scatter_add.default", "scatter_add_"), ("aten.scatter.src", "a Tensor src"),
+    ("aten._index_put_impl_.default", "accumulate=False"), ("aten.convolution_backward.default", "Conv"),
+])
+def test_an_op_pytorch_makes_deterministic_is_named_with_the_setting(op, documented):
+    hint = repeat_hint(op)
+    assert hint.startswith("torch.use_deterministic_algorithms(True) makes it repeat") and documented in hint
+
+
+@pytest.mark.parametrize("op", ["aten.mm.default", "aten.cumsum.default", "aten.scatter.value", "aten.sum.dim_IntList"])
+def test_an_op_without_a_documented_setting_gets_no_hint(op):
+    assert repeat_hint(op) == ""  # cumsum raises under the setting: refused, not made to repeat
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed")
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_the_audit_names_the_setting_for_an_op_that_did_not_repeat(deterministic):
+    import torch
+
+    from cublas_det.torch.audit import audit as run_audit
+
+    calls = iter(range(1, 5))  # each call's own alpha: index_add_ is the first op whose bits differ
+
+    def step(n):
+        torch.zeros(n, 4).index_add_(0, torch.arange(n), torch.ones(n, 4), alpha=next(calls))
+
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(deterministic)
+    try:
+        report = run_audit(step, 2)
+    finally:
+        torch.use_deterministic_algorithms(before)
+    assert report.batch.first.op == report.repeat.first.op == "aten.index_add_.default"
+    assert not report.batch.hint  # no setting keeps an op's bits as the batch grows
+    assert report.repeat.hint == ("" if deterministic else repeat_hint("aten.index_add_.default"))
+    assert ("use_deterministic_algorithms" in str(report)) != deterministic
+    assert all(len(line) <= 100 for line in report.lines())

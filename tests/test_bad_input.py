@@ -18,6 +18,8 @@ from cublas_det.cli import env as about
 from cublas_det.cli.common import prog_name
 from cublas_det import report
 
+from .conftest import unwrapped
+
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"
 ENTRY = {"name": "x[PEDANTIC]", "group": "x", "params": {"mode": "PEDANTIC"},
          "stats": {"median": 1e-5, "data": [1e-5]}, "extra_info": {"shape": {"m": 8, "n": 8, "k": 8, "cublas_op": "NN"},
@@ -121,7 +123,7 @@ def test_bad_input_is_one_line_naming_the_value(tmp_path, monkeypatch, capsys, t
         result = TOOLS[tool]([arg.replace("{tmp}", str(tmp_path)) for arg in args])
     except SystemExit as stop:  # argparse's own errors
         result = stop.code
-    err = capsys.readouterr().err.strip()
+    err = unwrapped(capsys.readouterr().err).strip()
     assert result == code, err
     assert "\n" not in err and "Traceback" not in err, err
     assert re.match(r"^\S[^:]*: error: ", err), err  # PROG: error: message

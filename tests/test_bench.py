@@ -120,6 +120,37 @@ def _checks(*results_per_mode, shape="64x64x65536:nn"):
             for mode, error, results in results_per_mode}
 
 
+def test_the_headline_gives_each_hazard_its_cheapest_cure_or_the_command_that_measures_it():
+    """Reproducible, and at what cost: a hazard's cure the run checked (a handle per stream) is priced from the
+    run; the others name the command that verifies and times them, all before the first table."""
+    rendered = text.render_text(json_file.bench_result(run_file.load_run(str(STORED))), width=100)
+    head = rendered.split("\n\n")[1]  # the answers, after the title and its note
+    assert " ".join(head.split()).count("Cheapest cures: shared handle: a handle and workspace per stream "
+                                        "(verified here for 4 of 4 pairs), no time cost (the same GEMM); batch "
+                                        "size, SM count: not measured in this run; measured by `cublas-det "
+                                        "prescribe`") == 1
+
+
+def test_a_cure_the_run_ran_and_timed_is_priced_from_the_run():
+    from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
+
+    def results(changed):
+        return (ScenarioResult("repeat", G, 20, 0), ScenarioResult("sm-count", H, 4, 2 if changed else 0))
+
+    checks = _checks(("PEDANTIC", 5e-7, results(True)), ("PEDANTIC/lt-nosplitk", 5e-7, results(False)),
+                     ("TF32", 3e-4, results(False)))
+    arms = tuple(ArmTiming(Arm.read(n), (t,) * 10, (t,) * 10) for n, t in
+                 (("PEDANTIC", 10.0), ("PEDANTIC/lt-nosplitk", 15.0), ("TF32", 5.0)))
+    ratios = (Ratio("PEDANTIC/lt-nosplitk", "PEDANTIC", 1.5, 1.4, 1.6, 10), Ratio("TF32", "PEDANTIC", 0.5, 0.4, 0.6, 10))
+    timed = _bench_result(checks, ShapeTiming("64x64x65536:nn", 2 * 64 * 64 * 65536, 56, 6, 10, arms, ratios, 1.0))
+    # TF32 kept its bits under the SM count too, but it is another mode, not a cure of PEDANTIC
+    assert ("Cheapest cures: SM count: PEDANTIC/lt-nosplitk (verified here for 1 of 1 pair), 1.50x the time"
+            in text.summary_lines(timed))
+    untimed = text.summary_lines(_bench_result(checks))
+    assert ("Cheapest cures: SM count: not measured in this run; measured by `cublas-det prescribe --shape "
+            "64x64x65536:nn --modes pedantic`") in untimed
+
+
 def test_text_and_markdown_reports_from_results(tmp_path):
     from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
 
@@ -149,6 +180,8 @@ def test_text_and_markdown_reports_from_results(tmp_path):
         "Reproducible: yes, all 3 shape/mode pairs gave the same bits in every guarantee checked (repeat)",
         ("Hazards (bits changed, as cuBLAS warns; findings, never failures): shared handle in 2 of 3 pairs, "
          "batch size not applicable (3 pairs)"),
+        ("Cheapest cures: shared handle: not measured in this run; measured by `cublas-det prescribe --shape "
+         "64x64x65536:nn --modes pedantic default`"),
         "Same bits as PEDANTIC: DEFAULT on 1 of 1 shape, TF32 on 0 of 1 shape",
         "Time, PEDANTIC vs DEFAULT: no measurable cost on 1 of 1 shape (within ±0.4%)",
         "Time, TF32 vs PEDANTIC: 1.65x faster (custom shapes)",

@@ -23,6 +23,8 @@ from cublas_det.cli import bench as bench_cli
 from cublas_det.cli import capture as capture_cli
 from cublas_det.config import GemmConfig
 
+from .conftest import unwrapped
+
 DATA = pathlib.Path(__file__).parent / "data" / "capture"
 # The six GEMMs of the Mamba2-like block (in_proj 768 -> 3352, out_proj 1536 -> 768, T = 16384), row-major.
 BLOCK = {"mamba2-130m/in_proj/forward": (16384, 3352, 768), "mamba2-130m/in_proj/dX": (16384, 768, 3352),
@@ -250,7 +252,7 @@ def test_cli_capture_from_logs_and_its_refusals(tmp_path, capsys):
     for argv in cases:
         with pytest.raises(SystemExit) if argv in ([], cases[4]) else _nothing():
             assert capture_cli.main(argv + (["--out", out] if "--out" not in argv else [])) == 2
-        err = capsys.readouterr().err
+        err = unwrapped(capsys.readouterr().err)
         assert "Traceback" not in err and "error" in err, argv
 
 
@@ -267,16 +269,16 @@ def test_bench_capture_refuses_other_shape_options_and_bad_files_before_any_gpu_
     write_json(str(out), capture_file.to_dict(parse(log("block", "cublas")), complete=True))
     with pytest.raises(SystemExit):
         bench_cli.main(["--capture", str(out), "--preset", "trunk"])
-    assert "drop --preset" in capsys.readouterr().err
+    assert "drop --preset" in unwrapped(capsys.readouterr().err)
     (tmp_path / "bad.json").write_text("[]")
     assert bench_cli.main(["--capture", str(tmp_path / "bad.json")]) == 2
-    assert "not a capture file" in capsys.readouterr().err
+    assert "not a capture file" in unwrapped(capsys.readouterr().err)
     unreplayable = tmp_path / "batched.json"
     data = capture_file.to_dict(parse(log("misc", "cublas")), complete=True)
     data["gemms"] = [g for g in data["gemms"] if g["a_type"] == "R_64F"]
     write_json(str(unreplayable), data)
     assert bench_cli.main(["--capture", str(unreplayable)]) == 2
-    assert "no GEMM in it can be replayed" in capsys.readouterr().err
+    assert "no GEMM in it can be replayed" in unwrapped(capsys.readouterr().err)
 
 
 def test_gemm_config_carries_algo_and_workspace_through_its_name_and_json():
@@ -421,14 +423,14 @@ def test_cli_capture_refusals_of_programs_and_outputs(tmp_path, capsys):
     bad.write_bytes(b"\x7fELF garbage")
     bad.chmod(0o755)
     assert capture_cli.main(["--out", str(tmp_path / "c.json"), "--", str(bad)]) == 2
-    assert "cannot run" in capsys.readouterr().err
+    assert "cannot run" in unwrapped(capsys.readouterr().err)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     assert capture_cli.main(["--out", str(fifo), "--", "true"]) == 2
-    assert "is a FIFO" in capsys.readouterr().err
+    assert "is a FIFO" in unwrapped(capsys.readouterr().err)
     if os.path.exists("/dev/full"):
         assert capture_cli.main(["--out", "/dev/full", "--", "true"]) == 2
-        assert "could not write /dev/full" in capsys.readouterr().err
+        assert "could not write /dev/full" in unwrapped(capsys.readouterr().err)
 
 
 def test_a_daemon_left_writing_to_the_log_does_not_hold_the_capture(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from cublas_det.store.files import write_json
 from cublas_det.cli import capture as capture_cli
 
 from .test_capture import DATA, log, parse, stored
+from .conftest import unwrapped
 
 
 def _from(tmp_path, *logs, argv=()):
@@ -33,7 +34,7 @@ def run_from(tmp_path, capsys, *logs, argv=()):
     code = capture_cli.main(args)
     written = capsys.readouterr()
     data = json.loads(out.read_text()) if out.exists() else None
-    return code, written.out, written.err, data
+    return code, written.out, unwrapped(written.err), data
 
 
 def test_from_reads_the_projects_own_gzipped_logs(tmp_path, capsys):
@@ -250,7 +251,7 @@ def _bench_capture(tmp_path, capsys, data) -> tuple[int, str]:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
     code = bench_cli.main(["--capture", str(path)])
-    return code, capsys.readouterr().err
+    return code, unwrapped(capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("case", ["huge m", "m of 2**62", "strides abc", "calls -3", "one id twice",

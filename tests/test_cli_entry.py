@@ -16,7 +16,9 @@ import tempfile
 
 import pytest
 
-from .conftest import BIN, ROOT, needs_cuda_extra, needs_no_gpu
+from cublas_det import device as _device
+
+from .conftest import BIN, ROOT, needs_cuda_extra, needs_no_gpu, unwrapped
 
 PYTHON = os.path.basename(sys.executable)
 CONSOLE_SCRIPT = BIN / "cublas-det-bench"  # installed beside this interpreter
@@ -75,7 +77,7 @@ def processes():
     done = {}
     for key, (argv, process) in started.items():
         out, err = process.communicate(timeout=120)
-        done[key] = subprocess.CompletedProcess(argv, process.returncode, out, err)
+        done[key] = subprocess.CompletedProcess(argv, process.returncode, out, unwrapped(err))
     yield done
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -157,10 +159,24 @@ def test_no_gpu_in_a_real_interpreter_is_one_line_exit_2_and_no_file(processes):
 
 @needs_no_gpu
 def test_without_gpu_the_line_says_what_runs_without_one(typed):
+    without = ('without a GPU, report, compare, diff, capture --from and bench --list run on NumPy alone (README: '
+               '"Try it without a GPU")')
     line = _one_error_line(typed("cublas-det", "env"), "cublas-det env")
-    assert line.endswith('; without one: cublas-det env --libs, and the README\'s "Try it without a GPU"')
+    assert line.endswith(f"; {without}; cublas-det env --libs lists what is missing")
     line = _one_error_line(typed("python -m cublas_det.bench"), f"{PYTHON} -m cublas_det.bench")
-    assert line.endswith(f'; without one: {PYTHON} -m cublas_det env --libs, and the README\'s "Try it without a GPU"')
+    assert line.endswith(f"; {without}; {PYTHON} -m cublas_det env --libs lists what is missing")
+
+
+def test_libs_without_the_cuda_libraries_names_what_is_missing_its_install_and_what_runs_without(typed, monkeypatch):
+    """The way forward from a no-GPU error: env --libs reports (exit 1, a finding), never errs (exit 2)."""
+    from cublas_det.cli import env
+
+    monkeypatch.setattr(env, "library_locations", lambda: {name: ("", "not found: no wheel") for name in env.LIBRARIES})
+    result = typed("cublas-det env", "--libs")
+    said = " ".join(result.stdout.split())
+    assert result.returncode == 1 and result.stderr == "", result.stderr
+    assert f"missing: libcublas, cudart, NVRTC; for a GPU, install them: {_device.INSTALL_HINT}" in said
+    assert 'run on NumPy alone (README: "Try it without a GPU")' in said
 
 
 @pytest.mark.parametrize("entry, prog", [("cublas-det", "cublas-det explain"),
@@ -348,11 +364,11 @@ def test_missing_third_party_module_is_one_line_but_a_missing_module_of_ours_is_
         import cublas_det.no_such_module  # noqa: F401
 
     assert run_guarded("prog", needs_torch) == 2
-    assert capsys.readouterr().err == "prog: error: No module named 'torch'; install it with pip\n"
+    assert unwrapped(capsys.readouterr().err) == "prog: error: No module named 'torch'; install it with pip\n"
     with pytest.raises(ModuleNotFoundError):
         run_guarded("prog", ours)
     assert run_guarded("prog", needs_cupy) == 2
-    assert capsys.readouterr().err.startswith("prog: error: CuPy is not installed (No module named 'cupy'); "
+    assert unwrapped(capsys.readouterr().err).startswith("prog: error: CuPy is not installed (No module named 'cupy'); "
                                               "install it: pip install 'cupy-cuda12x>=14,<15' ")
 
 

@@ -11,6 +11,8 @@ from packaging.requirements import Requirement
 
 from cublas_det import device as _device
 
+from .conftest import unwrapped
+
 
 def test_no_driver_loaded():
     reason = _device.driver_reason(0, 12090, None)
@@ -73,7 +75,7 @@ def test_entry_without_cupy_is_one_line_exit_2():
     result = subprocess.run([sys.executable, "-c", code], cwd=pathlib.Path(__file__).resolve().parent.parent,
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
+    lines = unwrapped(result.stderr).strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert ": error: CuPy is not installed (" in lines[0]
 

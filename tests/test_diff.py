@@ -17,6 +17,8 @@ from cublas_det.rundiff.diff import LeafStatus, diff_runs
 from cublas_det.rundiff.layouts import open_run
 from cublas_det.trace import Recorder
 
+from .conftest import unwrapped
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROG = f"{os.path.basename(sys.executable)} -m cublas_det.diff"  # the name the user typed
 SEED_LEAVES = [f"l{i:02d}" for i in range(26)]
@@ -33,6 +35,7 @@ def _cli(*args):
 def _main(capsys, *args):
     code = diff_cli.main([str(arg) for arg in args])
     out, err = capsys.readouterr()
+    err = unwrapped(err)
     return code, out, err
 
 

@@ -25,6 +25,8 @@ import pytest
 from cublas_det import compare, diff
 from cublas_det import report
 
+from .conftest import unwrapped
+
 REPO = pathlib.Path(__file__).parent.parent
 FIFO, DIR = object(), object()
 TOOLS = {"compare": compare.main, "report": report.main, "diff": diff.main}
@@ -344,7 +346,7 @@ def test_hostile_input_is_one_line_naming_the_file_and_what_is_expected(tmp_path
     if _in_subprocess(index):
         result = subprocess.run([sys.executable, "-m", MODULES[tool], *argv], capture_output=True, text=True,
                                 timeout=60, cwd=REPO, check=False)
-        returned, err = result.returncode, result.stderr
+        returned, err = result.returncode, unwrapped(result.stderr)
     else:
         previous = signal.signal(signal.SIGALRM, _on_alarm)
         signal.alarm(20)
@@ -355,7 +357,7 @@ def test_hostile_input_is_one_line_naming_the_file_and_what_is_expected(tmp_path
         finally:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, previous)
-        err = capsys.readouterr().err
+        err = unwrapped(capsys.readouterr().err)
     lines = err.strip().splitlines()
     assert returned == code, err
     assert "Traceback" not in err and len(lines) == 1, err

@@ -17,6 +17,7 @@ from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
 from cublas_det.timing.results import Arm
 
 from .test_kernels import records, signature
+from .conftest import unwrapped
 
 SHAPE = "128x56x4096:nt"
 
@@ -117,7 +118,7 @@ def test_kernels_flag_without_cupti_says_so_in_one_line_and_runs_on(monkeypatch,
 
     monkeypatch.setattr(gemms, "cupti_unavailable", lambda: "kernel traces need NVIDIA's cupti-python: pip install x")
     assert gemms.kernels_available("cublas-det bench") is False
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert err.count("\n") == 1 and err.startswith("cublas-det bench: warning: --kernels: kernel traces need")
     assert "running without kernel traces" in err and "error" not in err
 
@@ -131,7 +132,7 @@ def test_explain_without_cupti_is_one_line_and_exit_2(monkeypatch, capsys):
     monkeypatch.setattr(explain, "explain_shape", lambda *a, **k: pytest.fail("ran without CUPTI"))
     for run in (lambda: explain.main([SHAPE], "cublas-det explain"), lambda: bench.main(["--explain", SHAPE], "b")):
         assert run() == 2
-        err = capsys.readouterr().err
+        err = unwrapped(capsys.readouterr().err)
         assert err.count("\n") == 1 and "kernel traces need NVIDIA's cupti-python" in err
 
 
@@ -145,14 +146,14 @@ def test_explain_names_a_catalogue_entry_or_a_shape_and_refuses_what_it_cannot_d
         explain.explain_target("in_proj", 16384)
     with pytest.raises(SystemExit):
         bench.main(["--explain", SHAPE, "--json", "x.json"], "cublas-det bench")
-    assert capsys.readouterr().err == ("cublas-det bench --explain: error: explain prints one table and exits; drop "
+    assert unwrapped(capsys.readouterr().err) == ("cublas-det bench --explain: error: explain prints one table and exits; drop "
                                        "--json\n")
     with pytest.raises(SystemExit):
         bench.main([f"--explain={SHAPE}", "--preset", "trunk", "--no-timing"])
-    assert capsys.readouterr().err.endswith(": error: explain prints one table and exits; drop --preset, --no-timing\n")
+    assert unwrapped(capsys.readouterr().err).endswith(": error: explain prints one table and exits; drop --preset, --no-timing\n")
     with pytest.raises(SystemExit):
         bench.main(["--kernels", "--devices", "all"], "cublas-det bench")
-    assert capsys.readouterr().err.startswith("cublas-det bench: error: --kernels records kernels in this process")
+    assert unwrapped(capsys.readouterr().err).startswith("cublas-det bench: error: --kernels records kernels in this process")
 
 
 def test_scenario_context_records_kernels_only_when_asked(monkeypatch):

@@ -10,12 +10,12 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
 # Each part of the package (a top-level module or folder) and its floor: a part imports only parts on
 # lower floors, and itself.
 FLOORS = {
-    "errors": 0, "phases": 0, "enter": 0, "words": 0, "integers": 0,
+    "errors": 0, "phases": 0, "enter": 0, "words": 0, "integers": 0, "deterministic_ops": 0,
     "_cublas": 1, "dtypes": 1, "kernels": 1, "shapes": 1,
     "config": 2, "device": 2, "_cublaslt": 2, "bits": 2,
     "handle": 3, "memory": 3, "store": 3,
     "call": 4, "operands": 4, "rundiff": 4, "apilog": 4, "pytest_plugin": 4,
-    "check": 5, "timing": 5, "explain": 5, "torch": 5, "trace": 5,
+    "check": 5, "timing": 5, "explain": 5, "torch": 5, "trace": 5, "lock": 5,
     "render": 6, "prescribe": 6, "testing": 6,
     "cli": 7,
     "__init__": 8, "__main__": 8, "_site": 8, "bench": 8, "compare": 8, "diff": 8, "report": 8, "capture": 8,

@@ -13,6 +13,8 @@ import textwrap
 
 import pytest
 
+from .conftest import unwrapped
+
 from cublas_det import GemmConfig, MathMode
 from cublas_det.store import lock as lockfile
 from cublas_det.enter import SITE, TASKS_ENV, entry_failures, python_env
@@ -233,7 +235,7 @@ def test_the_report_names_what_fell_through_and_the_command_that_adds_it():
     merged = LockReport.merge([one, two])
     assert merged.locked_calls == 4 and merged.fell_through_calls == 3
     text = str(merged)
-    assert text.startswith("locked 4 calls of 1 GEMM; 3 calls of 1 GEMM fell through to torch")
+    assert text.startswith("locked 4 calls of 1 GEMM; 3 calls of 1 GEMM fell through")
     assert "  add: cublas-det prescribe --lock lock.json \\" in text.splitlines()  # the command that writes locks
     assert "--shape 8192x100x768:tn --dtype bf16 --modes default" in text  # the largest M
     assert max(len(line) for line in text.splitlines()) <= 100
@@ -272,7 +274,7 @@ def _run_report(tmp_path, capsys, status=0, quiet=False):
 
     from cublas_det.cli import run as run_cli
 
-    run_cli._report("cublas-det run", SimpleNamespace(quiet=quiet), str(tmp_path), status)
+    run_cli._report("cublas-det run", SimpleNamespace(quiet=quiet, lock="lock.json"), str(tmp_path), status, [])
     return capsys.readouterr().err
 
 
@@ -288,7 +290,7 @@ def test_run_counts_each_process_that_entered_once_and_reads_only_its_own_report
     err = _run_report(tmp_path, capsys)
     assert "a report could not be read (process 104:" in err
     assert "cublas-det run: warning: 1 process left no report (killed, or os._exit): its calls are not counted" in err
-    assert "cublas-det run: 4 processes, locked 5 calls of 1 GEMM" in err
+    assert "cublas-det run: 4 processes\nlocked 5 calls of 1 GEMM" in err
     assert max(len(line) for line in err.splitlines() if "could not be read" not in line) <= 100  # that one: a path
 
 
@@ -297,20 +299,20 @@ def test_run_says_the_lock_could_not_start_and_why_not_killed_nor_no_gemm_while_
     os._exit" and that no GEMM reached the lock "while it was on"."""
     (tmp_path / "301.entered").touch()
     (tmp_path / "301.failed").write_text("FileNotFoundError: /x/lock.json: no such file")
-    err = _run_report(tmp_path, capsys)
+    err = unwrapped(_run_report(tmp_path, capsys))
     assert err == ("cublas-det run: warning: the lock could not start in 1 process, its GEMMs ran unlocked: "
                    "FileNotFoundError: /x/lock.json: no such file\n")
     LockReport({"Mx8x8:nn bf16": 2}, {}, "lock.json").write(str(tmp_path))  # another process, locked
     (tmp_path / f"{os.getpid()}.entered").touch()
     err = _run_report(tmp_path, capsys)
     assert "could not start in 1 process" in err and "killed" not in err
-    assert "cublas-det run: 1 process, locked 2 calls of 1 GEMM" in err
+    assert "cublas-det run: 1 process\nlocked 2 calls of 1 GEMM" in err
 
 
 def test_run_says_why_nothing_was_locked(tmp_path, capsys):
     err = _run_report(tmp_path, capsys, status=128 + 9)
-    assert err == "cublas-det run: warning: locked nothing: signal 9 ended the command before it imported torch\n"
-    assert "locked nothing: no process imported torch" in _run_report(tmp_path, capsys)
+    assert err == "cublas-det run: warning: locked nothing: signal 9 ended the command before it ran a GEMM\n"
+    assert "locked nothing: no process ran a cuBLAS GEMM or imported torch" in _run_report(tmp_path, capsys)
     err = _run_report(tmp_path / "removed", capsys)  # the program removed the folder: said, no traceback
     assert err == "cublas-det run: warning: the program removed the report folder: no calls can be counted\n"
 
@@ -322,7 +324,7 @@ def test_a_report_of_nothing_says_why_and_a_compiled_template_is_named_with_the_
     compiled = LockReport({"Mx256x256:nn bf16": 2}, {"mm 512x256 bf16": {
         "calls": 0, "reason": "compiled into a TritonTemplateBuffer", "m": 0, "compiled": True}}, "lock.json")
     text = str(compiled)
-    assert text.startswith("locked 2 calls of 1 GEMM; 0 calls of 0 GEMMs fell through to torch")
+    assert text.startswith("locked 2 calls of 1 GEMM; 0 calls of 0 GEMMs fell through")
     assert "  mm 512x256 bf16: compiled into a TritonTemplateBuffer" in text.splitlines()
     assert 'torch._inductor.config.max_autotune_gemm_backends = "ATEN"' in text and "no GEMM reached" not in text
     assert max(len(line) for line in text.splitlines()) <= 100

@@ -279,7 +279,7 @@ def test_the_pytest_plugin_refuses_an_lt_configuration_as_a_math_mode(pytester):
 
 
 def test_a_cure_of_a_mode_that_disallows_reduced_precision_reductions_keeps_fp32_split_k_sums():
-    from cublas_det.prescribe import _lt
+    from cublas_det.check.cures import lt_config as _lt
 
     disallow = GemmConfig(MathMode.PEDANTIC, True, input_dtype="bfloat16", output_dtype="bfloat16")
     assert _lt(disallow).lt_reduction_scheme_mask == int(_cublaslt.ReductionScheme.COMPUTE_TYPE)

@@ -16,6 +16,8 @@ from cublas_det.shapes import parse_shape
 from cublas_det.timing.results import ArmTiming, Ratio, ShapeTiming
 from cublas_det.timing.results import Arm
 
+from .conftest import unwrapped
+
 
 def _args(**given):
     values = {"precision": None, "dtype": None, "out_dtype": None, "compute_type": None, "modes": None}
@@ -56,7 +58,7 @@ def test_bad_precisions_are_named(tmp_path, capsys, given, message):
     for key, value in given.items():
         argv += [f"--{key.replace('_', '-')}", *(value if isinstance(value, list) else [value])]
     assert bench.main(argv) == 2
-    err = capsys.readouterr().err.strip()
+    err = unwrapped(capsys.readouterr().err).strip()
     assert message in err and "\n" not in err
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from cublas_det.cli.common import run_guarded
 
-from .conftest import load_bench_script
+from .conftest import load_bench_script, unwrapped
 
 SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "bench" / "profiler_crosscheck.py"
 
@@ -26,7 +26,7 @@ def test_without_torch_one_line_exit_2_before_gpu_work(crosscheck, monkeypatch, 
     monkeypatch.setattr(sys, "argv", ["profiler_crosscheck.py"])
     monkeypatch.setattr(crosscheck, "profiled_us_per_gemm", lambda *a: pytest.fail("profiled without torch"))
     assert run_guarded("profiler_crosscheck.py", crosscheck.main) == 2
-    err = capsys.readouterr().err.strip()
+    err = unwrapped(capsys.readouterr().err).strip()
     assert err.count("\n") == 0 and err.startswith("profiler_crosscheck.py: error: ")
     assert "needs PyTorch" in err and "install it with pip" in err
 
@@ -56,5 +56,5 @@ def test_kernel_time_crosscheck_without_torch_is_one_line_and_exit_2(monkeypatch
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real_find_spec(name, *a))
     monkeypatch.setattr(sys, "argv", ["kernel_time_crosscheck.py"])
     assert run_guarded("kernel_time_crosscheck.py", kernels.main) == 2
-    err = capsys.readouterr().err.strip()
+    err = unwrapped(capsys.readouterr().err).strip()
     assert err.count("\n") == 0 and "needs PyTorch" in err

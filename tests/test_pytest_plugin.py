@@ -83,6 +83,20 @@ def test_bad_math_mode_option_is_a_usage_error(pytester):
     result.stderr.fnmatch_lines(["*--cublas-math-mode='fastest': not pedantic*"])
 
 
+def test_a_refused_math_mode_is_offered_only_forms_the_option_takes(pytester):
+    from cublas_det.config import MODE_CHOICES
+
+    pytester.makepyfile("def test_x(): pass")
+    offered = f"{', '.join(MODE_CHOICES)}, optionally +disallow-rpr"
+    for bad in ("fastest", "default+lt", "pedantic+lt-nosplitk", "pedantic+disallow-rpr+disallow-rpr"):
+        result = pytester.runpytest(f"--cublas-math-mode={bad}")
+        said = " ".join(result.stderr.str().replace(f"{bad!r}", "").split())  # the value itself echoed aside
+        assert result.ret == 4 and offered in said and "+lt" not in said, result.stderr.str()
+        assert max(map(len, result.stderr.lines)) <= 100, result.stderr.str()
+    for choice in [f"{mode}{flag}" for mode in MODE_CHOICES for flag in ("", "+disallow-rpr")]:
+        pytester.runpytest(f"--cublas-math-mode={choice}").assert_outcomes(passed=1)
+
+
 def test_math_mode_help_names_every_mode_it_accepts(pytester):
     from cublas_det.config import MODE_CHOICES
 

@@ -17,6 +17,11 @@ _REDUCED_COMPUTE = ("COMPUTE_32F_FAST_TF32", "COMPUTE_32F_FAST_16F", "COMPUTE_32
                     "COMPUTE_16F_PEDANTIC")
 _HALF = {t.cuda_name for t in ELEMENT_TYPES.values() if t.is_float and t.itemsize == 2}  # R_16F, R_16BF
 _FP32_MODES = {MathMode.TF32: "tf32-math", MathMode.FP32_EMULATED_BF16X9: "bf16x9-math"}  # fp32 not computed as fp32
+# Every finding's id and kind; docs/capture.md's table is held to it (tests/test_docs.py).
+KINDS = {"shared-handle-streams": "hazard",  # setup where each stream had a workspace of its own
+         "shared-handle-threads": "setup", "mixed-math-modes": "setup", "mixed-workspaces": "setup",
+         "tf32-math": "precision", "bf16x9-math": "precision", "reduced-compute": "precision",
+         "rpr-allowed": "precision", "split-k": "hazard", "small-workspace": "setup"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,10 +70,10 @@ def findings(capture: Capture, ids: dict, compute_capability: str | int | None =
                         "workspace); else give each stream its own handle or workspace" if config else
                         "give each stream its own handle, or its own workspace (cublasSetWorkspace after each "
                         "cublasSetStream), or set CUBLAS_WORKSPACE_CONFIG=:4096:8"))
-            found.append(Finding("shared-handle-streams", "hazard" if not own else "setup", text,
+            found.append(Finding("shared-handle-streams", "setup" if own else KINDS["shared-handle-streams"], text,
                                  (handle.handle,), streams))
         if len(handle.threads) > 1:
-            found.append(Finding("shared-handle-threads", "setup",
+            found.append(Finding("shared-handle-threads", KINDS["shared-handle-threads"],
                                  f"{where} was used from {len(handle.threads)} threads (one after another, as "
                                  "PyTorch's handle pool does, or at once); cuBLAS recommends a handle per thread",
                                  (handle.handle,), tuple(sorted(handle.streams))))
@@ -79,7 +84,7 @@ def findings(capture: Capture, ids: dict, compute_capability: str | int | None =
             for value in getattr(handle, values):
                 by_value.setdefault(value, set()).add(handle.handle)
         if len(by_value) > 1:
-            found.append(Finding(finding, "setup", f"handles ran GEMMs {what}: " + "; ".join(
+            found.append(Finding(finding, KINDS[finding], f"handles ran GEMMs {what}: " + "; ".join(
                 f"{name(value)} on {', '.join(sorted(hs))}" for value, hs in sorted(
                     by_value.items(), key=lambda item: -1 if item[0] is None else item[0])),
                 tuple(sorted(set().union(*by_value.values())))))
@@ -114,16 +119,16 @@ def _per_gemm(capture: Capture, ids: dict, compute_capability: str | int | None)
             items[finding].append(item)
             involved[finding] |= handles
     texts = (
-        ("tf32-math", "precision", "fp32 GEMMs ran under TF32 math: 10-bit mantissa products, not fp32's"),
-        ("bf16x9-math", "precision", "fp32 GEMMs ran under BF16X9 math: fp32 emulated with bf16 products on tensor "
+        ("tf32-math", "fp32 GEMMs ran under TF32 math: 10-bit mantissa products, not fp32's"),
+        ("bf16x9-math", "fp32 GEMMs ran under BF16X9 math: fp32 emulated with bf16 products on tensor "
          "cores, other bits than fp32's"),
-        ("reduced-compute", "precision", "GEMMs asked for a compute type below fp32's"),
-        ("rpr-allowed", "precision", "half-precision GEMMs on handles that allow reduced-precision reductions "
+        ("reduced-compute", "GEMMs asked for a compute type below fp32's"),
+        ("rpr-allowed", "half-precision GEMMs on handles that allow reduced-precision reductions "
          "(no CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)"),
-        ("split-k", "hazard", "cuBLASLt chose split-K or a reduction scheme, whose split depends on the SM count and "
+        ("split-k", "cuBLASLt chose split-K or a reduction scheme, whose split depends on the SM count and "
          "the workspace"),
-        ("small-workspace", "setup", f"workspaces below cuBLAS's recommended {_mib(recommended)}"
+        ("small-workspace", f"workspaces below cuBLAS's recommended {_mib(recommended)}"
          + ("" if compute_capability else " (the GPU is unknown: the pre-Hopper figure)")))
-    return [Finding(finding, kind, f"{text}: {', '.join(items[finding])}", tuple(sorted(involved[finding])), (),
-                    tuple(item.split(" ")[0] for item in items[finding]))
-            for finding, kind, text in texts if items[finding]]
+    return [Finding(finding, KINDS[finding], f"{text}: {', '.join(items[finding])}", tuple(sorted(involved[finding])),
+                    (), tuple(item.split(" ")[0] for item in items[finding]))
+            for finding, text in texts if items[finding]]

@@ -17,6 +17,10 @@ from ..errors import CublasDetError, ExitCode, UsageError
 from ..store import files
 from ..words import WIDTH, wrapped
 
+# What runs on NumPy alone: the way forward on a machine without a GPU or the CUDA libraries.
+WITHOUT_GPU = ("without a GPU, report, compare, diff, capture --from and bench --list run on NumPy alone "
+               "(README: \"Try it without a GPU\")")
+
 
 def prog_name() -> str:
     """The name the user typed, as argparse shows it from Python 3.14 on: ``python3 -m cublas_det.bench``
@@ -84,10 +88,12 @@ class ArgumentParser(argparse.ArgumentParser):
         named = [option for option, reason in reasons.items() if reason]
         if named:  # a refusal names its fix, and so needs no pointer to --help
             reason = reasons[named[0]].format(", ".join(o for o in named if reasons[o] == reasons[named[0]]))
-            self.exit(ExitCode.USAGE, f"{self.prog}: error: {reason}\n")
+            error_line(self.prog, reason)
+            self.exit(ExitCode.USAGE)
 
     def error(self, message: str):
-        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        error_line(self.prog, f"{message} (see {self.prog} --help)")
+        self.exit(ExitCode.USAGE)
 
 
 def given(args, *dests: str) -> list[str]:
@@ -124,8 +130,9 @@ def describe(parser, doc: str, epilog: str, paragraphs: slice = slice(1, 2), **m
 
 
 def error_line(prog: str, message: str, kind: str = "error") -> None:
-    """``prog: error: message`` (or another ``kind``) on stderr, on one line."""
-    print(f"{prog}: {kind}: {' '.join(str(message).split())}", file=sys.stderr)
+    """``prog: error: message`` (or another ``kind``) on stderr: every error and warning a command prints
+    comes here, one message within WIDTH columns, its first line naming the problem, the rest indented."""
+    print("\n".join(wrapped(" ".join(str(message).split()), WIDTH, first=f"{prog}: {kind}: ")), file=sys.stderr)
 
 
 warning_line = functools.partial(error_line, kind="warning")  # the run goes on
@@ -146,14 +153,18 @@ def run_guarded(prog: str, body) -> int:
         top = (err.name or "cublas_det").partition(".")[0]
         if top == "cublas_det":  # a module of ours missing is a bug
             raise
-        error_line(prog, f"CuPy is not installed ({err}); install it: {INSTALL_HINT}"
+        error_line(prog, f"CuPy is not installed ({err}); install it: {INSTALL_HINT}; {_without_gpu(prog)}"
                    if top in ("cupy", "cupy_backends") else str(err) if "pip install" in str(err)
                    else f"{err}; install it with pip")
     except CublasDetError as err:
-        python, dash_m, _ = prog.partition(" -m ")  # without a GPU: what still runs, under the name in use
-        error_line(prog, f"{err}; without one: {f'{python} -m cublas_det' if dash_m else 'cublas-det'} env --libs, "
-                   "and the README's \"Try it without a GPU\"" if isinstance(err, NoGpuError) else str(err))
+        error_line(prog, f"{err}; {_without_gpu(prog)}" if isinstance(err, NoGpuError) else str(err))
     return ExitCode.USAGE
+
+
+def _without_gpu(prog: str) -> str:
+    """What still runs without a GPU, and the command that lists what this install lacks, under the name in use."""
+    python, dash_m, _ = prog.partition(" -m ")
+    return f"{WITHOUT_GPU}; {f'{python} -m cublas_det' if dash_m else 'cublas-det'} env --libs lists what is missing"
 
 
 def command_main(add_arguments, run):

@@ -9,22 +9,24 @@ from importlib import metadata
 
 from .._cublas import MathMode
 from ..config import DEFAULT_MODES, math_mode_name, resolve_config
-from ..device import fingerprint, require_gpu, tf32_env_warnings
+from ..device import INSTALL_HINT, fingerprint, require_gpu, tf32_env_warnings
 from ..errors import ExitCode, UsageError
 from ..handle import create_handle
 from ..words import report_width, size, table, wrapped
-from .common import command_main, describe, error_line, exit_codes
+from .common import WITHOUT_GPU, command_main, describe, exit_codes
 
 DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version
 and library file, CuPy, the environment variables that change cuBLAS), where libcublas, cudart and
 NVRTC were found, and the math mode read back from a handle made in each mode.
 
-Without a usable GPU it prints one line saying why and exits 2; --libs needs no GPU."""
+Without a usable GPU it prints one line saying why and exits 2; --libs needs no GPU: it says which
+libraries were found, how to install those missing, and what runs without them."""
 
 # The CUDA libraries cuBLAS work needs (what the cuda12 / cuda13 extras install), as cuda.pathfinder names them.
 LIBRARIES = {"cublas": "libcublas", "cudart": "cudart", "nvrtc": "NVRTC"}
 
-EPILOG = exit_codes("2 also for no CuPy, or with --libs a library not found")
+EPILOG = exit_codes("1 also with --libs when a library was not found (the command to install it is printed)",
+                    "2 also for no CuPy")
 
 
 def library_locations() -> dict[str, tuple[str, str]]:
@@ -99,12 +101,12 @@ def add_arguments(parser) -> None:
 
 
 def run(args, parser) -> int:
-    if args.libs:
+    if args.libs:  # a report of what is here, found or not: a library missing is its finding, not an error
         missing = _print_libraries()
         if missing:
-            error_line(parser.prog, f"{', '.join(missing)} not found; install the CUDA libraries: "
-                             "pip install 'cuda-toolkit[cublas,cudart,nvrtc]==12.*' (or ==13.* with cupy-cuda13x)")
-        return ExitCode.USAGE if missing else ExitCode.OK
+            print("\n".join(wrapped(f"missing: {', '.join(missing)}; for a GPU, install them: {INSTALL_HINT}; "
+                                     f"{WITHOUT_GPU}", report_width())))
+        return ExitCode.FINDING if missing else ExitCode.OK
     try:  # a bad CUBLAS_DET_MATH_MODE is a usage error before the GPU is probed
         resolve_config(None)
     except ValueError as err:

@@ -17,12 +17,11 @@ from ..errors import ExitCode, UsageError
 from ..kernels.recorder import cupti_unavailable
 from ..render.compare import compare_runs
 from ..store.run import load_run, run_from_dict
-from ..shapes import DEFAULT_TOKENS, PRESETS, format_catalogue, resolve_shapes
+from ..shapes import DEFAULT_PRESETS, DEFAULT_TOKENS, PRESETS, format_catalogue, resolve_shapes
 from ..words import plural, report_width
 from .common import (ExtendList, check_fail_on, check_outputs, error_line, fail_on, given, unless_missing,
                      warning_line)
 
-DEFAULT_PRESETS = ["trunk", "mamba2-130m"]
 # Visits a shape takes at least and at most (``timing.visits``): one Williams cycle each on a setup
 # made anew, round-robin over the run's shapes, until every ratio is within ±1% (docs/method.md).
 VISITS = (4, 8)

@@ -4,18 +4,9 @@ verified cures, and the cures that failed with what the verification saw."""
 from __future__ import annotations
 
 from ..words import plural, table, wrapped
-from .text import label
+from .text import cure_cost, label
 
 ITEM = " " * 6  # a line under a GEMM: its rest indented under its first words
-
-
-def _cost(cure) -> str:
-    if cure.config is None:
-        return "no time cost (the same GEMM)"
-    if cure.ratio is None:
-        return "not timed"
-    median, low, high = (f"{100 * (x - 1):+.1f}%" for x in (cure.ratio.median, cure.ratio.ci_low, cure.ratio.ci_high))
-    return f"{median} [{low}, {high}]"
 
 
 def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), kernels: bool = False) -> str:
@@ -28,15 +19,15 @@ def render_prescriptions(prescriptions, sm_count: int, fleet=(), problems=(), ke
                                    + (" (but see 'not judged' above)" if problems else "")])
     for p in prescriptions:
         best = p.best
-        items = [f"cure: {best.label}: {best.evidence}; {_cost(best)}; "
+        items = [f"cure: {best.label}: {best.evidence}; {cure_cost(best)}; "
                  + ("keeps today's bits" if best.keeps_bits else "other bits than today's")] if best else [
             "no verified cure among those tried" + (" (below)" if p.cures else "")]
         for cure in (cure for cure in p.cures if cure is not best):
             if cure.verified:
-                items.append(f"also: {cure.label}: {_cost(cure)}"
+                items.append(f"also: {cure.label}: {cure_cost(cure)}"
                              + (f"; brings in: {', '.join(map(label, cure.introduces))}" if cure.introduces else ""))
             else:
-                items.append(f"untested: {cure.label}: {_cost(cure)}; {cure.evidence}" if cure.untested
+                items.append(f"untested: {cure.label}: {cure_cost(cure)}; {cure.evidence}" if cure.untested
                              else f"failed: {cure.label}: {cure.evidence}")
         lines += ["", f"{p.shape.name} ({p.shape.spec})  {p.config.name}  {label(p.hazard)}"]
         lines += wrapped(items, indent=ITEM, first="  ")

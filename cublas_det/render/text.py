@@ -8,12 +8,13 @@ import math
 from collections import Counter
 
 from .._cublas import ComputeType, MathMode
+from ..check.cures import Prescription, cures_in_run  # the one judge and ranking of cures, prescribe's
 from ..check.results import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
-from ..config import name_role
+from ..config import DEFAULT_MODES, HALF_DEFAULT_MODES, name_role
 from ..device import describe_machine
 from ..errors import ExitCode
-from ..shapes import GemmShape
+from ..shapes import DEFAULT_PRESETS, DEFAULT_TOKENS, GemmShape
 from ..timing.results import is_control
 from ..words import column_widths, plural, report_width, table, wrapped
 from .timing_text import KERNEL_NOTE, NOT_TRUSTED, TIME_NOTE, how_timed, timing_warnings
@@ -232,7 +233,8 @@ def summary_lines(result: BenchResult) -> list[str]:
     if not result.shapes:
         return ["no shape completed"]
     checks = _checks(result)
-    lines = [line for line in (reproducibility_line(checks), hazard_line(checks), same_bits_line(result)) if line]
+    lines = [line for line in (reproducibility_line(checks), hazard_line(checks), cure_line(result),
+                               same_bits_line(result)) if line]
     return lines + precision_lines(result) + cost_lines(result) + [verdict_line(result)]
 
 
@@ -274,6 +276,61 @@ def hazard_line(checks: list[tuple[str, GemmCheck]]) -> str | None:
         elif skipped:
             parts.append(f"{scenario.label} not applicable ({plural(skipped, 'pair')})")
     return "Hazards (bits changed, as cuBLAS warns; findings, never failures): " + ", ".join(parts) if parts else None
+
+
+def cure_cost(cure) -> str:
+    """What a cure costs: its graph time against the configuration it replaces (median and 95% interval)."""
+    if cure.config is None:
+        return "no time cost (the same GEMM)"
+    if cure.ratio is None:
+        return "not timed"
+    median, low, high = (f"{100 * (x - 1):+.1f}%" for x in (cure.ratio.median, cure.ratio.ci_low, cure.ratio.ci_high))
+    return f"{median} [{low}, {high}]"
+
+
+def cure_line(result: BenchResult) -> str | None:
+    """Per hazard that changed bits, its cheapest cure and what it costs where this run measured it (a setup
+    cure it checked, a cure configuration it ran and timed), else the prescribe command that measures it."""
+    parts, unmeasured = [], {}  # hazard label -> its prescriptions with no cure measured here
+    for name, scenario in ((n, s) for n, s in REGISTRY.items() if s.kind is Kind.HAZARD):
+        found = [Prescription(report.shape, check.config, name, cures_in_run(check, name, report.checks.values(),
+                                                                             report.timing))
+                 for report in result.shapes for check in report.checks.values()
+                 if not check.error and check.scenario(name) and check.scenario(name).changed_bits]
+        measured: dict = {}  # the cheapest cure's label -> the cures of that label
+        for p in found:
+            if p.best and (p.best.config is None or p.best.ratio):
+                measured.setdefault(p.best.label, []).append(p.best)
+            else:
+                unmeasured.setdefault(scenario.label, []).append(p)
+        for cure, cures in measured.items():
+            ratios = [c.ratio.median for c in cures if c.ratio]
+            cost = _change(min(ratios), max(ratios)) if ratios else cure_cost(cures[0])
+            parts.append(f"{scenario.label}: {cure} (verified here for {len(cures)} of "
+                         f"{plural(len(found), 'pair')}), {cost}")
+    if unmeasured:
+        command = prescribe_command([p for found in unmeasured.values() for p in found])
+        parts.append(f"{', '.join(unmeasured)}: not measured in this run; measured by `{command}`")
+    return "Cheapest cures: " + "; ".join(parts) if parts else None
+
+
+def prescribe_command(prescriptions) -> str:
+    """The prescribe command that checks the GEMMs of ``prescriptions``: their presets or shapes, and modes,
+    each option left out where it is prescribe's default."""
+    shapes = list({p.shape.name: p.shape for p in prescriptions}.values())
+    configs = list({p.config.name: p.config for p in prescriptions}.values())
+    presets = list(dict.fromkeys(s.preset for s in shapes if s.preset))
+    custom = list(dict.fromkeys(s.spec for s in shapes if not s.preset))
+    tokens = {s.tokens for s in shapes if s.preset and s.preset != "trunk"} - {DEFAULT_TOKENS}
+    dtypes = {c.input_dtype for c in configs} - {"float32"}
+    modes = list(dict.fromkeys(c.role.lower() for c in configs))
+    default_modes = HALF_DEFAULT_MODES if dtypes else DEFAULT_MODES
+    shape_words = (["--preset", *presets] if presets else []) + (["--shape", *custom] if custom else [])
+    if not custom and set(presets) == set(DEFAULT_PRESETS):
+        shape_words = []
+    words = ["cublas-det prescribe", *shape_words, *(f"--tokens {t}" for t in tokens), *(f"--dtype {d}" for d in dtypes),
+             *(["--modes", *modes] if set(modes) != set(default_modes) else [])]
+    return " ".join(words)
 
 
 def same_bits_line(result: BenchResult) -> str | None:

@@ -11,7 +11,7 @@ import re
 
 from .._cublas import ComputeType
 from .._cublaslt import ALGO_CONFIG, GemmKey
-from ..config import GemmConfig
+from ..config import LT_WORKSPACE_BYTES, GemmConfig
 from ..device import fingerprint, require_gpu
 from ..dtypes import GEMM_TYPES
 from ..errors import InputFileError, UsageError
@@ -76,6 +76,12 @@ class Lock:
             raise LockMismatch(f"{self.path or 'the lock'} was written elsewhere ({'; '.join(differ)}): its "
                                "algorithms may not exist or keep their bits here; prescribe again on this machine "
                                "(cublas-det prescribe --lock FILE)")
+
+    @property
+    def workspace_bytes(self) -> int:
+        """The workspace a stream gets, one size for all: the largest the entries name (32 MiB where none does)."""
+        return max([entry.config.workspace_bytes or LT_WORKSPACE_BYTES for entry in self.entries.values()],
+                   default=LT_WORKSPACE_BYTES)
 
     def to_dict(self) -> dict:
         return {"format": FORMAT, "version": VERSION, "where": self.where,
@@ -189,7 +195,7 @@ class LockReport:
     def lines(self) -> list[str]:
         fell = {gemm: item for gemm, item in self.fell_through.items() if not item.get("compiled")}
         lines = [f"locked {plural(self.locked_calls, 'call')} of {plural(len(self.locked), 'GEMM')}; "
-                 f"{plural(self.fell_through_calls, 'call')} of {plural(len(fell), 'GEMM')} fell through to torch"]
+                 f"{plural(self.fell_through_calls, 'call')} of {plural(len(fell), 'GEMM')} fell through"]
         compiled = [f"  {gemm}: {item['reason']}" for gemm, item in self.fell_through.items() if item.get("compiled")]
         if not self.locked_calls and not self.fell_through_calls and not compiled:
             lines += ["  no GEMM reached the lock: none ran as a CUDA mm, addmm, bmm or baddbmm while it was on",

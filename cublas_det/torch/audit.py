@@ -10,6 +10,7 @@ from torch.nn.modules.module import register_module_forward_hook, register_modul
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from ..deterministic_ops import repeat_hint
 from ..integers import is_int
 from ..words import WIDTH, plural, wrapped
 from .router import OPS, Plan
@@ -87,6 +88,7 @@ class AuditPart:
     gemms: tuple  # (op, shape, locked or None without a lock, identical)
     note: str = ""  # why the comparison stopped early
     digests: int = 0  # outputs past the memory budget, compared by digest (a difference without its count)
+    hint: str = ""  # the PyTorch setting that makes the op named repeat, where it has one
 
     @property
     def identical(self) -> bool:
@@ -108,6 +110,7 @@ class AuditPart:
             lines.append("  every op identical" + (f" up to where it stopped: {self.note}" if self.note else ""))
         else:
             lines += ["  " + line for line in wrapped(f"first op that differs: {self.first}", WIDTH - 2, "    ")]
+            lines += ["  " + line for line in wrapped(self.hint, WIDTH - 2, "    ") if self.hint]
         unlocked = [g for g in gemms if g[2] is False]
         for op, shape, _, identical in unlocked[:5]:
             lines.append(f"  not locked: {op} {shape}{'' if identical else ' (differs)'}")
@@ -298,7 +301,10 @@ def audit(step, batch: int = 4, *, repeat: bool = True, model=None, memory_fract
             if not note and not again.compared and again.skipped:  # it ran ops, none with an output to compare
                 note = f"{plural(again.skipped, 'op')} ran, " + (f"no output grew {batch}-fold along one dimension: "
                        "does the step take its first n samples?" if first == 1 else "none with an output to compare")
+            # A setting makes an op repeat; none makes it keep its bits as the batch grows.
+            hint = repeat_hint(again.first.op) if again.first and first != 1 and \
+                not torch.are_deterministic_algorithms_enabled() else ""
             parts[index] = AuditPart(what, again.compared, again.skipped, again.first, tuple(again.gemms), note,
-                                     again.digests)
+                                     again.digests, hint)
             del reference, again
     return AuditReport(*parts)

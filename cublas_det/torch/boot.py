@@ -5,6 +5,7 @@ output."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 from ..enter import at_each_exit, count_process, failed
@@ -16,6 +17,7 @@ def start() -> None:
     """Enable the lock ``CUBLAS_DET_LOCK`` names (``run`` checked it: no CUDA is touched, so a program may
     still fork workers), and write this process's report at exit (and each forked child's, its own)."""
     router = enable(os.environ[LOCK_ENV], check=False)
+    _stand_aside()
     folder = os.environ.get(REPORT_ENV)
     if folder:
         at_each_exit(lambda: _finish(folder), lambda: _forked(router))
@@ -35,3 +37,11 @@ def _finish(folder: str) -> None:
             report.write(folder)
     except Exception as err:  # the program removed the folder, a cuBLASLt handle would not go ...
         failed("the lock's report", err)
+
+
+def _stand_aside() -> None:
+    """Tell the interposer ``run`` preloaded, if any, that this process's GEMMs are PyTorch's lock's: it leaves
+    cuBLAS's entry points untouched here, so that no call is locked or counted twice."""
+    stand_aside = getattr(ctypes.CDLL(None), "cublas_det_stand_aside", None)
+    if stand_aside is not None:
+        stand_aside()

@@ -14,7 +14,6 @@ import torch
 
 from .._cublas import STATUS_TEXT, CublasError
 from .. import _cublaslt
-from ..config import LT_WORKSPACE_BYTES
 from ..dtypes import GEMM_TYPES
 from .._cublaslt import TF32_COMPUTE, GemmKey, Geometry, LtPlan
 from ..enter import after_import
@@ -147,8 +146,7 @@ class Router:
         self._plans: dict = {}  # (device, Geometry, algorithm) -> LtPlan, shared by the signatures that run it
         self._handles: dict = {}  # device -> cuBLASLt handle
         self._retired: dict = {}  # str(GemmKey) -> calls locked by plans since freed (close)
-        self._workspace_bytes = max([e.config.workspace_bytes or LT_WORKSPACE_BYTES for e in lock.entries.values()],
-                                    default=LT_WORKSPACE_BYTES)
+        self._workspace_bytes = lock.workspace_bytes
         self._fell: dict = {}
         self._count = threading.Lock()
         self._library = None
