@@ -2,9 +2,10 @@
 
 Every process of the command gets the lock's GEMMs through their pinned cuBLASLt algorithms: a PyTorch
 process in CUDA mm, addmm, bmm, baddbmm (forward and backward); any other (C, C++, Rust, CuPy, JAX) in
-cuBLAS's cublasGemmEx, cublasGemmStridedBatchedEx, cublasSgemm and cublasSgemmStridedBatched. Any
-other GEMM runs as it would. At the end: how many calls were locked, which GEMMs fell through, and
-the command that adds them.
+cuBLAS's cublasGemmEx, cublasGemmStridedBatchedEx, cublasSgemm_v2, cublasSgemmStridedBatched (and _64
+forms) and its own cublasLtMatmul, through a preloaded interposer built by the system C compiler on
+first use. Any other GEMM runs as it would. At the end: how many calls were locked, which GEMMs fell
+through, and the command that adds them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ EPILOG = """examples:
   %(prog)s --lock lock.json -- ./target/release/trainer        # Rust (cudarc), C, C++ ...
 
 """ + exit_codes("the command's own exit code is passed on (128 + N when signal N ended it); 2 also for a "
-                 "lock that cannot be read or was written on another GPU or cuBLAS")
+                 "lock that cannot be read or was written on another GPU or cuBLAS, and for a program that is "
+                 "not Python where no C compiler builds the interposer")
 
 
 def add_arguments(parser) -> None:
