@@ -54,8 +54,12 @@ def build(out: str) -> dict:
     return made
 
 
-def step(command: list, env: dict, log: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
+def step(command: list, env: dict, log: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        out = err.stdout.decode(errors="replace") if isinstance(err.stdout, bytes) else err.stdout or ""
+        done = subprocess.CompletedProcess(command, 124, out, f"timed out after {timeout} s")
     with open(log, "a") as file:
         file.write(f"$ {' '.join(command)}\nexit {done.returncode}\n{done.stdout}{done.stderr}\n")
     return done
@@ -191,7 +195,7 @@ def jax_check(out: str, log: str) -> dict:
                           ("capture", CLI + ["capture", "--out", cap, "--"] + program + [os.path.join(folder, "c")]),
                           ("prescribe", CLI + ["prescribe", "--lock", lock, "--capture", cap, "--quick"]),
                           ("locked", CLI + ["run", "--lock", lock, "--"] + program + [os.path.join(folder, "locked")])):
-        done = step(command, env, log)
+        done = step(command, env, log, timeout=90)
         result[f"{name}_exit"] = done.returncode
         if name == "locked":
             result["run_report"] = done.stderr.strip()
@@ -204,6 +208,11 @@ def jax_check(out: str, log: str) -> dict:
         except OSError as err:
             result[name] = f"not written: {err}"
     return result
+
+
+def save(out: str, summary: dict) -> None:
+    with open(os.path.join(out, "summary.json"), "w") as file:
+        json.dump(summary, file, indent=1)
 
 
 def main(argv=None) -> int:
@@ -265,15 +274,16 @@ def main(argv=None) -> int:
         summary["checks"]["= PyTorch lock"] = all(v for k, v in summary["torch"].items() if not k.startswith("_"))
     except ImportError as err:
         summary["torch"] = f"not run: {err}"
+    save(args.out, summary)  # what is known so far, should a later phase run out of time
     if args.time:
         summary["timing"] = timing(trainers, lock, args.time, args.rounds, log)
+        save(args.out, summary)
     if args.jax:
         summary["jax"] = jax_check(args.out, log)
         locked = summary["jax"].get("locked")
         summary["checks"]["JAX rows batch-invariant locked"] = isinstance(locked, dict) and all(
             all(found["rows_equal_full"].values()) for found in locked.values())
-    with open(os.path.join(args.out, "summary.json"), "w") as file:
-        json.dump(summary, file, indent=1)
+    save(args.out, summary)
     print(json.dumps(summary, indent=1))
     return 0 if all(summary["checks"].values()) else 1
 
