@@ -95,10 +95,18 @@ def _call(api: str, transa: int, transb: int, m: int, n: int, k: int, a_type: in
     strides = (m * k, k * n, m * n) if batch > 1 else None
     lt = api == "cublasLtMatmul"
     return GemmDefinition(api, ops[transa], ops[transb], m, n, k, lda, ldb, m, _type(a_type), _type(a_type),
-                          _type(c_type), ComputeType(compute).name if compute in ComputeType._value2member_map_
-                          else str(compute), None if lt else -1, batch, strides, None if lt else math_mode,
+                          _type(c_type), _compute_name(compute), None if lt else -1, batch, strides,
+                          None if lt else math_mode,
                           scale_type=_type(scale_type) if lt else None,
                           epilogue=_EPILOGUES.get(epilogue, str(epilogue)) if lt else None)
+
+
+def _compute_name(compute: int) -> str:
+    """``COMPUTE_32F`` ... of a cublasComputeType_t, or the number (a call the shim does not run)."""
+    try:
+        return ComputeType(compute).name
+    except ValueError:
+        return str(compute)
 
 
 def _type(cuda: int | None) -> str | None:
