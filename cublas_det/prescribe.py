@@ -31,9 +31,9 @@ def verification_targets(sm_count: int, fleet=()) -> tuple:
 
 def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
     """The algorithm cuBLASLt's heuristic picks for ``shape`` at the full SM count."""
-    lt_config = lt_config(config)
-    geometry = Geometry.packed(GemmKey.of(shape, lt_config, any_m=False), shape.batch)
-    with create_handle(lt_config) as handle:
+    lt = lt_config(config)
+    geometry = Geometry.packed(GemmKey.of(shape, lt, any_m=False), shape.batch)
+    with create_handle(lt) as handle:
         return handle.lt.algorithm(geometry)
 
 
@@ -174,7 +174,7 @@ def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, 
             entry, whys = None, []
             # The heuristic's own pick first (about 0% cost); where its bits change with the SM count even
             # pinned (a split-K or stream-K kernel), its pick without split-K.
-            for why, plan_for in (("", base), (" without split-K", _lt(base, lt_reduction_scheme_mask=0))):
+            for why, plan_for in (("", base), (" without split-K", lt_config(base, lt_reduction_scheme_mask=0))):
                 try:
                     pinned = dataclasses.replace(base, lt_algo=pinned_algorithm(shape, plan_for))
                 except CublasError as err:

@@ -189,3 +189,47 @@ def test_prescribe_runs_the_repeats_its_help_says():
     assert f"--quick {quick} repeats," in help_text
     for argv, runs in (([], default), (["--repeats", "1000"], most), (["--quick"], quick)):
         assert command._steps(parser.parse_args(argv))["repeats"] == runs, argv
+
+
+def test_a_pin_whose_bits_change_is_retried_without_split_k(monkeypatch):
+    """lock_entries on the CPU, its GPU parts stubbed: the heuristic's pick is pinned first; when that entry is
+    refused, the pick under reduction scheme NONE is pinned and verified, and the refusal names both."""
+    picked = []
+
+    class Lt:
+        def algorithm(self, geometry):
+            return (("algo_id", 20 if picked[-1] is None else 55),)
+
+    class Handle:
+        lt = Lt()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def create_handle(config):
+        picked.append(config.lt_reduction_scheme_mask)
+        return Handle()
+
+    monkeypatch.setattr(prescribe, "create_handle", create_handle)
+    monkeypatch.setattr(prescribe, "device_properties", lambda: {"sm_count": 132})
+    monkeypatch.setattr(prescribe, "_verification", lambda shapes, configs, *args: configs)
+    monkeypatch.setattr(prescribe, "_lock_costs", lambda entries, *args: entries)
+    accepted = {"without split-K": True}
+
+    def lock_entry(shape, key, pinned, check, targets, repeats):  # only the no-split-K pick keeps its bits
+        if dict(pinned.lt_algo)["algo_id"] == 55 and accepted["without split-K"]:
+            return types.SimpleNamespace(key=key, config=pinned), ""
+        return None, "sm-count: 116 SMs: 9 elements differ"
+
+    monkeypatch.setattr(prescribe, "_lock_entry", lock_entry)
+    base = GemmConfig(input_dtype="bfloat16", output_dtype="bfloat16")
+    (entry,), refused = prescribe.lock_entries([SHAPE], [base])
+    assert picked == [None, 0] and dict(entry.config.lt_algo) == {"algo_id": 55} and not refused
+    accepted["without split-K"] = False
+    picked.clear()
+    entries, (refusal,) = prescribe.lock_entries([SHAPE], [base])
+    assert not entries and picked == [None, 0]
+    assert "pinned, its bits still change" in refusal and "pinned without split-K, its bits still change" in refusal
