@@ -19,7 +19,7 @@ from ..apilog.replay import plan as replay_plan
 from ..dtypes import GEMM_TYPES
 from ..errors import UsageError
 from ..shapes import other_layout
-from ..store.lock import Lock, LockReport
+from ..store.lock import Lock, LockReport, count_fall, named_falls
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "interposer.c")
 TABLE_ENV = "CUBLAS_DET_LOCK_TABLE"
@@ -188,18 +188,13 @@ def _report(calls: list[dict], keys: list[GemmKey], lock_path: str) -> LockRepor
             continue
         try:
             lt = call["api"] == "cublasLtMatmul"
-            key = key_of_call(_call(call["api"].replace("_64", "").replace("_v2", ""), call["transa"], call["transb"], call["m"],
-                                    call["n"], call["k"], call["a_type"], call["c_type"], call["compute"],
+            api = call["api"].replace("_64", "").replace("_v2", "")  # as cuBLAS's log names it
+            key = key_of_call(_call(api, call["transa"], call["transb"], call["m"], call["n"], call["k"],
+                                    call["a_type"], call["c_type"], call["compute"],
                                     None if lt else call["math_mode"], call["batch"], call["epilogue"],
                                     call["scale_type"] if lt else None))
         except InvalidGemm:
             key = None
-        name = str(key.at(0)) if key else f"{call['api']} {call['m']}x{call['n']}x{call['k']}"
-        item = fell.setdefault((name, call["reason"]), {"calls": 0, "reason": call["reason"], "m": 0})
-        item["calls"] += call["calls"]
-        if key is not None and key.m > item["m"]:
-            item.update(m=key.m, spec=key.spec, dtype=key.input_dtype, mode="tf32" if key.tf32 else "default")
-    named = {}
-    for (name, reason), item in fell.items():  # a GEMM that fell for two reasons: both said
-        named[f"{name} ({reason})" if name in named else name] = item
-    return LockReport(locked, named, lock_path)
+        count_fall(fell, key and key.at(0), key.m if key else 0, call["reason"], call["calls"],
+                   f"{call['api']} {call['m']}x{call['n']}x{call['k']}")
+    return LockReport(locked, named_falls(fell), lock_path)

@@ -176,6 +176,25 @@ def from_data(data, path: str) -> Lock:
     return Lock(dict(data["where"]), found, path)
 
 
+def count_fall(falls: dict, key: GemmKey | None, m: int, reason: str, calls: int = 1, name: str = "a GEMM") -> None:
+    """Count ``calls`` of a GEMM (``key``, or None where it has none: then ``name``) at M = ``m`` that fell through
+    for ``reason`` into ``falls`` ((name, reason) -> item); the largest M's shape is the one the report's add
+    command names."""
+    item = falls.setdefault((str(key) if key else name, reason), {"calls": 0, "reason": reason, "m": 0})
+    item["calls"] += calls
+    if key is not None and m > item["m"]:
+        item.update(m=m, spec=key.at(m).spec, dtype=key.input_dtype, mode="tf32" if key.tf32 else "default")
+
+
+def named_falls(falls: dict) -> dict:
+    """:func:`count_fall`'s items by GEMM, as a :class:`LockReport` holds them: one that fell for two reasons
+    is said under each."""
+    named: dict = {}
+    for (name, reason), item in falls.items():
+        named[f"{name} ({reason})" if name in named else name] = dict(item)
+    return named
+
+
 @dataclasses.dataclass(frozen=True)
 class LockReport:
     """Calls locked and fallen through, per GEMM (``str(GemmKey)`` -> calls; largest M seen)."""

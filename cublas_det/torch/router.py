@@ -17,7 +17,7 @@ from .. import _cublaslt
 from ..dtypes import GEMM_TYPES
 from .._cublaslt import TF32_COMPUTE, GemmKey, Geometry, LtPlan
 from ..enter import after_import
-from ..store.lock import Lock, LockReport
+from ..store.lock import Lock, LockReport, count_fall, named_falls
 
 DTYPES = {getattr(torch, name): name for name in GEMM_TYPES}  # torch.float32 -> float32 ...
 ALIGNMENT_BYTES = 256  # cuBLASLt's heuristic, which chose the pinned algorithm, assumes 256-byte aligned operands
@@ -220,7 +220,7 @@ class Router:
                 with self._count:
                     call.calls += 1
                 return out
-        self._fall(call, DTYPES.get(a.dtype, str(a.dtype)))
+        self._fall(call)
         return self._torch(op, a, b, bias, out, alpha, beta, c)
 
     def _torch(self, op: str, a, b, bias, out, alpha, beta, c):
@@ -262,14 +262,9 @@ class Router:
             self._fell.setdefault((name, "compiled"), {"calls": 0, "m": 0, "compiled": True,
                                                        "reason": f"a template the lock cannot see ({kind})"})
 
-    def _fall(self, plan: Plan, dtype) -> None:
-        name = str(plan.key) if plan.key else "a GEMM"
+    def _fall(self, plan: Plan) -> None:
         with self._count:
-            item = self._fell.setdefault((name, plan.reason), {"calls": 0, "reason": plan.reason, "m": 0})
-            item["calls"] += 1
-            if plan.key is not None and plan.m > item["m"]:
-                mode = "tf32" if plan.key.tf32 else "default"
-                item.update(m=plan.m, spec=plan.key.spec.replace("M", str(plan.m), 1), dtype=dtype, mode=mode)
+            count_fall(self._fell, plan.key, plan.m, plan.reason)
 
     # -- the ops, as their schemas take them
     def _mm(self, a, b):
@@ -299,8 +294,7 @@ class Router:
     def _baddbmm_any(self, op, c, a, b, beta, alpha, out):
         if beta == 0 and alpha == 1:  # c is ignored: a bmm
             return self._gemm(op, a, b, out=out, alpha=alpha, beta=beta, c=c)
-        self._fall(Plan(self.plan(a, b).key, a.shape[1], "baddbmm that adds to its input"),
-                   DTYPES.get(a.dtype, str(a.dtype)))
+        self._fall(Plan(self.plan(a, b).key, a.shape[1], "baddbmm that adds to its input"))
         return self._torch(op, a, b, None, out, alpha, beta, c)
 
     def enable(self) -> None:
@@ -361,7 +355,4 @@ class Router:
                 if type(call) is _Locked and call.calls:
                     name = str(call.key)
                     locked[name] = locked.get(name, 0) + call.calls
-            fell: dict = {}
-            for (name, reason), item in self._fell.items():  # a GEMM that fell for two reasons: both said
-                fell[f"{name} ({reason})" if name in fell else name] = dict(item)
-            return LockReport(locked, fell, self.lock.path)
+            return LockReport(locked, named_falls(self._fell), self.lock.path)
