@@ -2,7 +2,7 @@
 
     python bench/bf16_vs_torch.py [--size 4096] [--rounds 30] [--calls 50]
 
-Each round times a batch of `calls` GEMMs through `cublas_det.call` (PyTorch bf16 tensors, passed
+Each round times a batch of `calls` GEMMs through `cublas_det.core.call` (PyTorch bf16 tensors, passed
 through DLPack without a copy, a PEDANTIC handle) and a batch of `torch.matmul` on the same
 tensors, alternately and in alternating order, with CUDA events; the median of the per-round
 ratios is printed (> 1: cublas_det is faster). Exits 0 once printed, 2 with one line without a
@@ -13,7 +13,7 @@ import statistics
 import sys
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
-from cublas_det.device import require_gpu
+from cublas_det.core.device import require_gpu
 
 
 def _run(argv) -> int:

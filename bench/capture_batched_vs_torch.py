@@ -6,7 +6,7 @@ Runs a child program under ``cublas-det capture``: PyTorch's ``torch.bmm`` in bf
 stored, and the second one transposed) and in fp32 with TF32 off (cublasGemmStridedBatchedEx,
 cublasSgemmStridedBatched), and one ``cublasGemmBatchedEx`` call with arrays of pointers issued
 through ctypes. The child saves its operands and outputs; this script then replays every captured
-batched GEMM with ``cublas_det.gemm`` in its captured configuration on those operands and compares
+batched GEMM with ``cublas_det.core`` in its captured configuration on those operands and compares
 the output's bits with the child's (as integers). Prints one line per case; exits 0 if all agree,
 1 if any differ or was not captured, 2 with one line without a GPU or torch.
 """
@@ -21,8 +21,8 @@ import tempfile
 import numpy
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
-from cublas_det.device import require_gpu
-from cublas_det.words import plural
+from cublas_det.core.device import require_gpu
+from cublas_det.base.words import plural
 
 CASES = {  # name: (batch, M, N, K, B stored transposed, element type)
     "bmm-bf16": (8, 256, 128, 512, False, "bfloat16"),
@@ -36,7 +36,7 @@ _INT = {"bfloat16": numpy.int16, "float32": numpy.int32}
 def _child(directory: str) -> None:
     import torch
 
-    from cublas_det import _cublas
+    from cublas_det.bindings import cublas as _cublas
 
     torch.backends.cuda.matmul.allow_tf32 = False
     generator = torch.Generator(device="cuda").manual_seed(0)
@@ -90,7 +90,7 @@ def _replay(directory: str) -> int:
 
     from cublas_det import create_handle, gemm
     from cublas_det.apilog import load_capture
-    from cublas_det.dtypes import GEMM_TYPES
+    from cublas_det.base.dtypes import GEMM_TYPES
 
     tensors = numpy.load(os.path.join(directory, "tensors.npz"))
     plans = [p for p in load_capture(os.path.join(directory, "capture.json")).plans if p.replayed]

@@ -18,7 +18,7 @@ import time
 
 from cublas_det.apilog.model import Capture
 from cublas_det.apilog.parse import CHUNK, CublasLogParser, LtLogParser
-from cublas_det.words import plural
+from cublas_det.base.words import plural
 
 
 def main() -> int:

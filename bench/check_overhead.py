@@ -13,7 +13,7 @@ import statistics
 import sys
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
-from cublas_det.device import require_gpu
+from cublas_det.core.device import require_gpu
 
 
 def main() -> None:
@@ -27,9 +27,9 @@ def main() -> None:
 
     from cublas_det import create_handle
     from cublas_det.bits.compare import MismatchTracker
-    from cublas_det.call import shape_gemm
-    from cublas_det.operands import device_operands
-    from cublas_det.shapes import PRESETS, parse_shape, resolve_shapes
+    from cublas_det.core.call import shape_gemm
+    from cublas_det.core.operands import device_operands
+    from cublas_det.core.shapes import PRESETS, parse_shape, resolve_shapes
     require_gpu()  # one line and exit 2 without a GPU, before the first CUDA call
     catalogue = {s.name: s for s in resolve_shapes(list(PRESETS))}
     shape = catalogue.get(args.shape) or parse_shape(args.shape)

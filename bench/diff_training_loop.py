@@ -34,8 +34,8 @@ import tempfile
 import time
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
-from cublas_det.device import device_properties, require_gpu
-from cublas_det.words import plural
+from cublas_det.core.device import device_properties, require_gpu
+from cublas_det.base.words import plural
 from cublas_det.rundiff.diff import diff_runs, report_lines
 from cublas_det.rundiff.layouts import open_run
 

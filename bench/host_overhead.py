@@ -1,4 +1,4 @@
-"""Host cost of one eager GEMM call: cublas_det.call() against CuPy's own cublas.gemmEx binding.
+"""Host cost of one eager GEMM call: cublas_det.core.call() against CuPy's own cublas.gemmEx binding.
 
     python bench/host_overhead.py [--blocks 100] [--calls 500]
 
@@ -23,7 +23,7 @@ import sys
 import time
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
-from cublas_det.device import require_gpu
+from cublas_det.core.device import require_gpu
 
 M, N, K = 128, 56, 4096
 

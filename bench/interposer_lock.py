@@ -225,7 +225,7 @@ def main(argv=None) -> int:
     parser.add_argument("--prescribe", nargs=argparse.REMAINDER, default=["--quick"],
                         help="options for prescribe (default: --quick)")
     args = parser.parse_args(argv)
-    from cublas_det.device import NoGpuError, require_gpu
+    from cublas_det.core.device import NoGpuError, require_gpu
 
     try:
         require_gpu()

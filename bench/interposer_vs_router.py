@@ -73,10 +73,10 @@ def main(argv=None) -> int:
     if args.arm:
         json.dump(arm(args.arm, args.lock, args.calls), sys.stdout)
         return 0
-    from cublas_det.device import NoGpuError, require_gpu
-    from cublas_det.errors import UsageError
+    from cublas_det.core.device import NoGpuError, require_gpu
+    from cublas_det.base.errors import UsageError
     from cublas_det.lock import interposer
-    from cublas_det.store import lock as lockfile
+    from cublas_det.lock import file as lockfile
 
     try:
         require_gpu()

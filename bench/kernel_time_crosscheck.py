@@ -20,7 +20,7 @@ import pathlib
 import sys
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
-from cublas_det.device import require_gpu
+from cublas_det.core.device import require_gpu
 
 SHAPES = ["128x56x4096:nt", "3352x768x16384:nt", "4096x128x128:tn"]
 
@@ -36,9 +36,9 @@ def _profiler_crosscheck():
 
 
 def main() -> int:
-    from cublas_det.config import GemmConfig
+    from cublas_det.core.config import GemmConfig
     from cublas_det.kernels.recorder import require_cupti
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
     from cublas_det.timing import ShapeBench, warm_up
 
     parser = ArgumentParser(prog=prog_name(), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

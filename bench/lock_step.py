@@ -209,7 +209,7 @@ def _one_model(name: str, args, peer) -> dict:
     import torch
 
     import cublas_det.torch as cdt
-    from cublas_det.store import lock as lockfile
+    from cublas_det.lock import file as lockfile
 
     results = {}
     capture, lock_path = os.path.join(args.out, f"capture_{name}.json"), os.path.join(args.out, f"lock_{name}.json")
@@ -293,8 +293,8 @@ def _host_cost(where: dict, config, calls: int = 5000, rounds: int = 5) -> dict:
 
     import cublas_det.torch as cdt
     from cublas_det.prescribe import lock_entries
-    from cublas_det.shapes import parse_shape
-    from cublas_det.store import lock as lockfile
+    from cublas_det.core.shapes import parse_shape
+    from cublas_det.lock import file as lockfile
 
     entries, _ = lock_entries([parse_shape("64x384x256:tn")], [config],
                               timing={"min_visits": 2, "max_visits": 2, "budget_s": 0.2})
@@ -341,7 +341,7 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", default=["block", "mamba2"], choices=["block", "mamba2"],
                         help="block: mamba2-130m's GEMMs around elementwise work; mamba2: transformers' Mamba2")
     args = parser.parse_args()
-    from cublas_det.device import NoGpuError, require_gpu
+    from cublas_det.core.device import NoGpuError, require_gpu
 
     try:
         require_gpu()
@@ -353,11 +353,11 @@ def main() -> int:
     import torch
 
     import cublas_det.torch as cdt
-    from cublas_det.store import lock as lockfile
+    from cublas_det.lock import file as lockfile
 
     if args.host_cost_only:
         from cublas_det import GemmConfig, MathMode
-        from cublas_det.device import fingerprint
+        from cublas_det.core.device import fingerprint
 
         config = GemmConfig(MathMode.DEFAULT, input_dtype="bfloat16", output_dtype="bfloat16")
         host = _host_cost(lockfile.where_here(fingerprint()), config)
@@ -378,7 +378,7 @@ def main() -> int:
     # 4096^3: torch.mm against the locked mm, eager, interleaved.
     from cublas_det import GemmConfig, MathMode
     from cublas_det.prescribe import lock_entries
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
 
     shape = parse_shape("4096x4096x4096")
     config = GemmConfig(MathMode.DEFAULT, input_dtype="bfloat16", output_dtype="bfloat16")

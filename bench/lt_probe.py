@@ -16,10 +16,10 @@ import sys
 
 from cublas_det import create_handle, gemm
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
-from cublas_det.config import GemmConfig
-from cublas_det.device import require_gpu
+from cublas_det.core.config import GemmConfig
+from cublas_det.core.device import require_gpu
 from cublas_det.prescribe import pinned_algorithm
-from cublas_det.shapes import parse_shape
+from cublas_det.core.shapes import parse_shape
 
 def _split_k(algo: tuple) -> bool:
     config = dict(algo)

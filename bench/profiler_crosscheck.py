@@ -19,7 +19,7 @@ import importlib.util
 import sys
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
-from cublas_det.device import require_gpu
+from cublas_det.core.device import require_gpu
 from cublas_det.timing.hold import KERNEL_NAMES
 
 SHAPES = ["128x56x4096:nt", "4096x128x128:tn"]
@@ -59,11 +59,11 @@ def verdict(failed: list, what: str, tolerance: float) -> int:
 
 
 def main() -> int:
-    from cublas_det.config import GemmConfig
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.config import GemmConfig
+    from cublas_det.core.shapes import parse_shape
     from cublas_det.timing import ShapeBench, warm_up
     from cublas_det.timing.clocks import default_sm_clock_mhz
-    from cublas_det.timing.results import ArmTiming
+    from cublas_det.results.timing import ArmTiming
     from cublas_det.timing.rounds import THROTTLE_FRACTION, KeptRounds
 
     parser = ArgumentParser(prog=prog_name(), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

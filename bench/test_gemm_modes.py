@@ -32,7 +32,7 @@ import os
 import pytest
 
 from cublas_det import MathMode
-from cublas_det.shapes import GemmShape, resolve_shapes
+from cublas_det.core.shapes import GemmShape, resolve_shapes
 
 PRESETS = os.environ.get("CUBLAS_DET_BENCH_PRESETS", "trunk mamba2-130m").split()
 TOKENS = int(os.environ.get("CUBLAS_DET_BENCH_TOKENS", "16384"))

@@ -25,8 +25,8 @@ import threading
 import time
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
-from cublas_det.device import require_gpu
-from cublas_det.words import plural
+from cublas_det.core.device import require_gpu
+from cublas_det.base.words import plural
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The warnings about timing, as the report words them (cublas_det/render/timing_text.py and text.py).

@@ -24,7 +24,7 @@ import tempfile
 
 from cublas_det.bits.digest import finish, host_digest, queue_device_sums
 from cublas_det.cli.common import ArgumentParser, error_line, prog_name, run_guarded
-from cublas_det.device import device_properties, require_gpu
+from cublas_det.core.device import device_properties, require_gpu
 from cublas_det.trace import Recorder
 
 

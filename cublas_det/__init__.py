@@ -5,10 +5,10 @@ import importlib
 
 # Where each name of the package's face lives: imported on first use, so that a process which only enters a
 # program (cublas-det run's sitecustomize) or asks for --help pays for none of them.
-_HOMES = {"ComputeType": "._cublas", "CublasError": "._cublas", "MathMode": "._cublas", "gemm": ".call",
-          "prepare_gemm": ".call", "check_gemm": ".check", "check_many": ".check", "GemmCheck": ".check.results",
-          "GemmConfig": ".config", "NoGpuError": ".device", "gpu_available": ".device", "Handle": ".handle",
-          "create_handle": ".handle", "math_mode": ".handle", "GemmShape": ".shapes"}
+_HOMES = {"ComputeType": ".bindings.cublas", "CublasError": ".bindings.cublas", "MathMode": ".bindings.cublas", "gemm": ".core.call",
+          "prepare_gemm": ".core.call", "check_gemm": ".check", "check_many": ".check", "GemmCheck": ".results.check",
+          "GemmConfig": ".core.config", "NoGpuError": ".core.device", "gpu_available": ".core.device", "Handle": ".core.handle",
+          "create_handle": ".core.handle", "math_mode": ".core.handle", "GemmShape": ".core.shapes"}
 
 __version__ = "0.2.0"
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from ._cublas import MathMode
-from .config import DEFAULT_MODES, FLAG_NAME, MODE_CHOICES, GemmConfig, math_modes, resolve_config
-from .device import NoGpuError, require_gpu
-from .handle import create_handle
-from .words import WIDTH, wrapped
+from .bindings.cublas import MathMode
+from .core.config import DEFAULT_MODES, FLAG_NAME, MODE_CHOICES, GemmConfig, math_modes, resolve_config
+from .core.device import NoGpuError, require_gpu
+from .core.handle import create_handle
+from .base.words import WIDTH, wrapped
 
 ALL_MODES = tuple(mode.name for mode in math_modes(DEFAULT_MODES))
 ACCEPTED = f"{', '.join(MODE_CHOICES)}, optionally +{FLAG_NAME.choice}"  # what --cublas-math-mode takes

@@ -6,11 +6,11 @@ import os
 
 from .bits.streams import lookup_dtype
 from .check import DEFAULT_SCENARIOS, check_gemm
-from .check.results import GemmCheck, Kind, Reproducible, ScenarioResult
+from .results.check import GemmCheck, Kind, Reproducible, ScenarioResult
 from .rundiff.diff import LeafStatus, diff_runs, diverging
 from .rundiff.diff import describe_leaf_type as described
 from .rundiff.layouts import open_run
-from .words import percent
+from .base.words import percent
 
 __all__ = ["assert_gemm_reproducible", "assert_runs_identical", "format_failure", "format_run_divergence"]
 

@@ -13,9 +13,9 @@ import pytest
 
 import cublas_det
 from cublas_det.cli import audit
-from cublas_det.deterministic_ops import repeat_hint
-from cublas_det.errors import ExitCode
-from cublas_det.words import plural
+from cublas_det.lock.deterministic_ops import repeat_hint
+from cublas_det.base.errors import ExitCode
+from cublas_det.base.words import plural
 
 from .conftest import unwrapped
 
@@ -166,7 +166,7 @@ def test_a_bug_of_ours_keeps_its_traceback(capsys, step_file, fake_torch):
 
 
 def test_an_error_torch_raises_for_a_call_the_lock_hands_back_is_theirs():
-    router = os.path.join(os.path.dirname(cublas_det.__file__), "torch", "router.py")
+    router = os.path.join(os.path.dirname(cublas_det.__file__), "lock", "router.py")
     line = next(n for n, text in enumerate(open(router), 1) if "call_boxed" in text)
     handed_back = compile("\n" * (line - 1) + "raise RuntimeError('mat1 and mat2 shapes cannot be multiplied')",
                           router, "exec")  # as torch's kernel raises it, under the router's fall-through line

@@ -7,15 +7,15 @@ import pathlib
 
 import pytest
 
-from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
+from cublas_det.results.check import GemmCheck, Kind, ScenarioResult
 from cublas_det.cli import bench, gemms
 from cublas_det.cli import capture as capture_cli
-from cublas_det.config import GemmConfig
+from cublas_det.core.config import GemmConfig
 from cublas_det.render import markdown, text
 from cublas_det.render import runfile as json_file
 from cublas_det.store import run as run_file
 from cublas_det.render.text import BenchResult, ShapeReport
-from cublas_det.timing.results import Arm
+from cublas_det.results.timing import Arm
 
 
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"  # a default run on an H200
@@ -107,14 +107,14 @@ G, H, C = Kind.GUARANTEE, Kind.HAZARD, Kind.COMPARISON
 
 
 def _bench_result(checks, timing=None, shape="64x64x65536:nn"):
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
 
     return BenchResult((ShapeReport(parse_shape(shape), checks, timing),), {"gpu": {"name": "NVIDIA H200",
                        "sm_count": 132}, "env": {"CUPY_TF32": "1"}}, "2026-11-29T00:00:00+00:00", 1.0, "0.1.0")
 
 
 def _checks(*results_per_mode, shape="64x64x65536:nn"):
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
 
     return {mode: GemmCheck(parse_shape(shape), GemmConfig.parse(mode), "argument", 0, "ab" * 32, error, results)
             for mode, error, results in results_per_mode}

@@ -5,7 +5,7 @@ reports GPU time per GEMM."""
 import pathlib
 
 import pytest
-from cublas_det.timing.results import Arm
+from cublas_det.results.timing import Arm
 
 from .conftest import load_bench_script
 

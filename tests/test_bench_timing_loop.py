@@ -5,7 +5,7 @@ import pytest
 
 from cublas_det.cli import bench, gemms
 from cublas_det.timing import ArmTiming, Ratio, RunTiming, ShapeTiming
-from cublas_det.timing.results import Arm
+from cublas_det.results.timing import Arm
 
 from .conftest import load_bench_script
 

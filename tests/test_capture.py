@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from cublas_det.call import shape_args
+from cublas_det.core.call import shape_args
 from cublas_det.apilog import file as capture_file
 from cublas_det.apilog.findings import Finding, findings
 from cublas_det.apilog.model import Capture, GemmDefinition, Site
@@ -21,7 +21,7 @@ from cublas_det.apilog.run import run_captured
 from cublas_det.store.files import write_json
 from cublas_det.cli import bench as bench_cli
 from cublas_det.cli import capture as capture_cli
-from cublas_det.config import GemmConfig
+from cublas_det.core.config import GemmConfig
 
 from .conftest import unwrapped
 

@@ -1,9 +1,9 @@
 import pytest
 
 from cublas_det import GemmConfig, MathMode, check_gemm, check_many
-from cublas_det.call import shape_gemm
+from cublas_det.core.call import shape_gemm
 from cublas_det.check.scenarios import REGISTRY as SCENARIOS
-from cublas_det.shapes import batch_ladder, preset
+from cublas_det.core.shapes import batch_ladder, preset
 from cublas_det.testing import assert_gemm_reproducible
 
 
@@ -137,7 +137,7 @@ def test_digests_are_the_same_across_calls_and_seeds_change_them():
 @pytest.mark.gpu
 def test_a_batched_gemm_runs_every_scenario_and_the_timing_in_both_interfaces():
     from cublas_det.render.text import modes_group
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
     from cublas_det.timing import time_shapes
 
     shape = parse_shape("64x48x256:tn:b3")

@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 
-from cublas_det import device as _device
+from cublas_det.core import device as _device
 
 from .conftest import BIN, ROOT, needs_cuda_extra, needs_no_gpu, unwrapped
 
@@ -255,7 +255,7 @@ def test_a_compute_type_the_element_types_refuse_is_a_compute_type_error(typed):
 
 
 def test_plural_says_one_thing_and_many_things():
-    from cublas_det.words import plural
+    from cublas_det.base.words import plural
 
     assert [plural(n, "GEMM call") for n in (0, 1, 2)] == ["0 GEMM calls", "1 GEMM call", "2 GEMM calls"]
     assert plural(1, "leaf") == "1 leaf" and plural(3, "leaf") == "3 leaves" and plural(2000, "step") == "2,000 steps"

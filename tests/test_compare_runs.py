@@ -9,7 +9,7 @@ import pytest
 
 from cublas_det.render.compare import compare_fleet, compare_runs
 from cublas_det.store.run import run_from_dict
-from cublas_det.shapes import preset
+from cublas_det.core.shapes import preset
 
 DATA = pathlib.Path(__file__).parent / "data"
 STORED = DATA / "h200_run_identity.json"  # a default run on an H200, with identities (NumPy 2.5.2)
@@ -353,9 +353,9 @@ def _stored_check(check):
 
 
 def test_json_of_a_failed_check_says_no_and_keeps_its_input_digests():
-    from cublas_det.check.results import GemmCheck, Kind, Reproducible, ScenarioResult
-    from cublas_det.config import GemmConfig
-    from cublas_det.shapes import GemmShape
+    from cublas_det.results.check import GemmCheck, Kind, Reproducible, ScenarioResult
+    from cublas_det.core.config import GemmConfig
+    from cublas_det.core.shapes import GemmShape
 
     shape = GemmShape("x", 64, 64, 65536, trans_a=True)
     inputs = {"a": "1" * 64, "b": "2" * 64}
@@ -373,11 +373,11 @@ def test_json_of_a_failed_check_says_no_and_keeps_its_input_digests():
 
 def test_a_reference_gemm_that_failed_with_only_hazards_asked_reads_error_when_read_back():
     """The stored check lost its error: with no guarantee scenario it read 'not checked'."""
-    from cublas_det.check.results import GemmCheck, Reproducible
+    from cublas_det.results.check import GemmCheck, Reproducible
     from cublas_det.check.scenarios import REGISTRY
-    from cublas_det.config import GemmConfig
+    from cublas_det.core.config import GemmConfig
     from cublas_det.render.text import check_failures, reproducible_cell
-    from cublas_det.shapes import GemmShape
+    from cublas_det.core.shapes import GemmShape
 
     error = "out of memory allocating 12.0 GiB"
     check = GemmCheck(GemmShape("x", 8, 8, 8), GemmConfig.parse("tf32"), "argument", 0, "", float("nan"),

@@ -3,8 +3,8 @@
 import pytest
 
 from cublas_det import ComputeType, GemmConfig, MathMode
-from cublas_det._cublas import HALF_SCALAR_COMPUTE
-from cublas_det.config import ModeSource, math_mode_name, resolve_config
+from cublas_det.bindings.cublas import HALF_SCALAR_COMPUTE
+from cublas_det.core.config import ModeSource, math_mode_name, resolve_config
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -28,7 +28,7 @@ def test_parse_rejects_with_the_choices(text):
 
 
 def test_a_bad_mode_names_every_mode_parse_takes_and_fits_a_line():
-    from cublas_det.config import FLAG_NAME, MODE_CHOICES
+    from cublas_det.core.config import FLAG_NAME, MODE_CHOICES
 
     with pytest.raises(ValueError) as info:
         GemmConfig.parse("fast", source="--modes")

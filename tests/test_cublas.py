@@ -3,7 +3,8 @@ import pickle
 
 import pytest
 
-from cublas_det import CublasError, _cublas
+from cublas_det import CublasError
+from cublas_det.bindings import cublas as _cublas
 
 
 def test_error_message_names_status_meaning_and_function():

@@ -9,7 +9,7 @@ import sys
 import pytest
 from packaging.requirements import Requirement
 
-from cublas_det import device as _device
+from cublas_det.core import device as _device
 
 from .conftest import unwrapped
 

@@ -20,8 +20,8 @@ from cublas_det.bits.digest import (
 )
 from cublas_det.check.devices import Agreement
 from cublas_det.check.scenarios.modes import identical_groups
-from cublas_det.config import GemmConfig
-from cublas_det.shapes import parse_shape
+from cublas_det.core.config import GemmConfig
+from cublas_det.core.shapes import parse_shape
 
 from .conftest import nvrtc_ptx
 

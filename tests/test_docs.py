@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from cublas_det.errors import ExitCode
+from cublas_det.base.errors import ExitCode
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 WIDTH = 100
@@ -141,12 +141,12 @@ def test_the_readme_s_troubleshooting_names_the_nvml_extra_and_its_note_without_
 
 def test_lock_md_says_which_pytorch_settings_a_locked_call_reads_as_the_router_does():
     """docs/lock.md: a locked call reads allow_tf32 and none of PyTorch's determinism or reduction settings."""
-    from cublas_det._cublaslt import ALGO_CONFIG
-    from cublas_det.deterministic_ops import SETTING
+    from cublas_det.core.lt import ALGO_CONFIG
+    from cublas_det.lock.deterministic_ops import SETTING
 
     section = " ".join(_section(ROOT / "docs" / "lock.md", "What the lock covers, and PyTorch's settings beside it")
                        .split())
-    router = (ROOT / "cublas_det" / "torch" / "router.py").read_text(encoding="utf-8")
+    router = (ROOT / "cublas_det" / "lock" / "router.py").read_text(encoding="utf-8")
     for setting, read in (("use_deterministic_algorithms", False), ("CUBLAS_WORKSPACE_CONFIG", False),
                           ("allow_bf16_reduced_precision_reduction", False), ("allow_tf32", True)):
         assert setting in section and (setting in router) == read, setting

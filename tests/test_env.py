@@ -1,6 +1,6 @@
-from cublas_det import device as _device
-from cublas_det import device as _env
-from cublas_det.config import MathMode, ModeSource, resolve_config
+from cublas_det.core import device as _device
+from cublas_det.core import device as _env
+from cublas_det.core.config import MathMode, ModeSource, resolve_config
 
 
 def test_empty_math_mode_var_means_unset(monkeypatch):

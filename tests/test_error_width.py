@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from cublas_det import device
+from cublas_det.core import device
 from cublas_det.cli import COMMANDS
 
 WIDTH = 100

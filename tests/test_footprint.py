@@ -4,9 +4,9 @@ sets all read it (the timing once sized bf16 buffer sets as if fp32)."""
 
 import pytest
 
-from cublas_det import memory, operands
-from cublas_det.config import GemmConfig
-from cublas_det.shapes import GemmShape, parse_shape
+from cublas_det.core import memory, operands
+from cublas_det.core.config import GemmConfig
+from cublas_det.core.shapes import GemmShape, parse_shape
 from cublas_det.timing import engine
 
 from .conftest import needs_cuda_extra

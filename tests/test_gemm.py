@@ -181,7 +181,7 @@ def test_prepared_call_reissues_the_same_gemm():
 
 
 def test_pointer_cache_reuses_and_stays_bounded(monkeypatch):
-    from cublas_det import call as _gemm
+    from cublas_det.core import call as _gemm
 
     monkeypatch.setattr(_gemm, "_pointers", {})
     first = _gemm._pointer(0x7F0000001000)
@@ -203,7 +203,7 @@ def test_both_call_paths_give_the_same_bits(monkeypatch):
     """Eager calls on a current-stream handle go through CuPy's binding; the rest through ctypes."""
     import cupy
 
-    from cublas_det import call as _gemm
+    from cublas_det.core import call as _gemm
 
     a, b = _trunk_dw_operands()
     _gemm._bind()
@@ -237,7 +237,7 @@ def test_handle_is_rebound_after_cupy_moved_it(monkeypatch):
     import cupy
     from cupy_backends.cuda.libs import cublas
 
-    from cublas_det import call as _gemm
+    from cublas_det.core import call as _gemm
 
     a, b = _trunk_dw_operands()
     out = cupy.empty((128, 56), cupy.float32)
@@ -263,7 +263,7 @@ def test_handle_is_rebound_after_cupy_moved_it(monkeypatch):
 def test_common_call_skips_the_full_checks_and_errors_still_name_the_problem(monkeypatch):
     import cupy
 
-    from cublas_det import call as _gemm
+    from cublas_det.core import call as _gemm
 
     a, b = _trunk_dw_operands()
     out = cupy.empty((128, 56), cupy.float32)
@@ -290,7 +290,7 @@ def test_cublas_rejection_is_a_cublas_error_on_both_paths():
     import cupy
 
     from cublas_det import CublasError
-    from cublas_det import call as _gemm
+    from cublas_det.core import call as _gemm
 
     a, b = _trunk_dw_operands()
     out = cupy.empty((128, 56), cupy.float32)
@@ -313,7 +313,7 @@ def test_cublas_rejection_is_a_cublas_error_on_both_paths():
 def test_ctypes_arguments_wrap_exactly_the_five_pointers():
     from ctypes import c_void_p
 
-    from cublas_det import call as _gemm
+    from cublas_det.core import call as _gemm
 
     args = _gemm.gemm_ex_args(True, False, 128, 56, 4096, 128, 56, 0x7F00_0000_1000, 0x7F00_0000_2000,
                                0x7F00_0000_3000, 0x7F00_0000_4000, 0x7F00_0000_5000, ComputeType.COMPUTE_32F)
@@ -335,8 +335,8 @@ def test_a_batch_of_matrices_is_one_call_each_matrix_its_own_product(mode, dtype
 
     from cublas_det import GemmConfig
     from cublas_det.bits.compare import relative_error
-    from cublas_det.operands import device_operands, fp64_reference
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.operands import device_operands, fp64_reference
+    from cublas_det.core.shapes import parse_shape
 
     shape = parse_shape("96x40x300:nt:b5")
     config = dataclasses.replace(GemmConfig.parse(mode), input_dtype=dtype, output_dtype=dtype)

@@ -9,11 +9,12 @@ import math
 
 import pytest
 
-from cublas_det import CublasError, MathMode, _cublas
-from cublas_det import call as _gemm
-from cublas_det import handle as _handle
-from cublas_det.config import GemmConfig
-from cublas_det.handle import Handle, ModeSource
+from cublas_det import CublasError, MathMode
+from cublas_det.bindings import cublas as _cublas
+from cublas_det.core import call as _gemm
+from cublas_det.core import handle as _handle
+from cublas_det.core.config import GemmConfig
+from cublas_det.core.handle import Handle, ModeSource
 
 from .conftest import needs_cuda_extra
 
@@ -289,9 +290,9 @@ def test_half_precision_combinations_are_named(monkeypatch, calls, handles):
 
 
 def test_a_batched_call_passes_cublas_its_arguments_in_the_prototypes_order(monkeypatch):
-    from cublas_det import _cublas
-    from cublas_det.call import shape_args
-    from cublas_det.shapes import parse_shape
+    from cublas_det.bindings import cublas as _cublas
+    from cublas_det.core.call import shape_args
+    from cublas_det.core.shapes import parse_shape
 
     seen = []
     monkeypatch.setattr(_cublas, "_call", lambda name, *args: seen.append((name, args)))

@@ -58,8 +58,8 @@ def _reports(tmp):
 def _lock(tmp):
     from cublas_det.lock.interposer import write_table
     from cublas_det.render.prescribe import render_lock
-    from cublas_det.shapes import parse_shape
-    from cublas_det.store import lock as lockfile
+    from cublas_det.core.shapes import parse_shape
+    from cublas_det.lock import file as lockfile
 
     def entry(spec, epilogue="", dtype="bfloat16", mode=MathMode.DEFAULT):
         config = GemmConfig(mode, input_dtype=dtype, output_dtype=dtype, api="lt", lt_algo=ALGO,

@@ -2,14 +2,7 @@
 
 import pytest
 
-from cublas_det import (
-    ComputeType,
-    GemmConfig,
-    MathMode,
-    check_gemm,
-    create_handle,
-    gemm,
-)
+from cublas_det import ComputeType, GemmConfig, MathMode, check_gemm, create_handle, gemm
 
 BF16 = GemmConfig(MathMode.PEDANTIC, input_dtype="bfloat16", output_dtype="bfloat16")
 
@@ -96,8 +89,8 @@ def test_host_operands_are_rounded_on_the_host_and_their_digests_are_of_their_by
 
     pytest.importorskip("ml_dtypes")
     from cublas_det.bits.digest import bytes_digest
-    from cublas_det.operands import host_operands
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.operands import host_operands
+    from cublas_det.core.shapes import parse_shape
 
     config = GemmConfig(input_dtype=dtype, output_dtype=dtype)
     a, b = host_operands(parse_shape("8x4x16:nt"), 3, config)

@@ -10,9 +10,9 @@ from cublas_det import (
     create_handle,
     math_mode,
 )
-from cublas_det import _cublas
-from cublas_det._cublas import AtomicsMode
-from cublas_det.config import ModeSource
+from cublas_det.bindings import cublas as _cublas
+from cublas_det.bindings.cublas import AtomicsMode
+from cublas_det.core.config import ModeSource
 
 from .conftest import needs_no_gpu
 
@@ -104,7 +104,7 @@ def test_atomics_workspace_sm_count_and_stream_round_trip():
         assert _cublas.cublas_get_atomics_mode(handle.ptr) == AtomicsMode.ALLOWED  # create_handle's atomics=True
         assert handle.workspace_bytes == 32 * 2**20
         assert handle.stream is stream
-        assert cublas.getStream(handle.ptr) == stream.ptr  # cuBLAS's own, through CuPy's binding as call.py's
+        assert cublas.getStream(handle.ptr) == stream.ptr  # cuBLAS's own, through CuPy's binding as core/call.py's
         assert handle.sm_count_target == 0
         handle.sm_count_target = 66
         assert handle.sm_count_target == 66
@@ -162,7 +162,7 @@ def test_default_handles_are_per_thread_per_device_per_config(monkeypatch):
     """On the CPU: create_handle is replaced by a recorder, so the keying itself is what is tested."""
     import threading
 
-    from cublas_det import handle as _handle
+    from cublas_det.core import handle as _handle
 
     made = []
 
@@ -199,7 +199,7 @@ def test_gemm_without_a_handle_uses_one_handle_per_thread():
     import cupy
 
     from cublas_det import gemm
-    from cublas_det import handle as _handle
+    from cublas_det.core import handle as _handle
 
     a = cupy.ones((64, 64), cupy.float32)
     handles, outputs = {}, {}

@@ -5,9 +5,9 @@ import pathlib
 
 import pytest
 
-from cublas_det.config import GemmConfig
-from cublas_det.integers import is_int
-from cublas_det.shapes import GemmShape, preset
+from cublas_det.core.config import GemmConfig
+from cublas_det.base.integers import is_int
+from cublas_det.core.shapes import GemmShape, preset
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
 
@@ -50,7 +50,7 @@ def _writes_its_own(tree) -> list[int]:
 def test_no_module_but_integers_writes_the_check():
     found = [f"{path.relative_to(PACKAGE)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
              if path.name != "integers.py" for line in _writes_its_own(ast.parse(path.read_text()))]
-    assert found == [], f"use cublas_det.integers.is_int: {found}"
+    assert found == [], f"use cublas_det.base.integers.is_int: {found}"
     assert _writes_its_own(ast.parse("ok = isinstance(v, int) and not isinstance(v, bool)")) == [1]
 
 

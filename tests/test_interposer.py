@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-from cublas_det._cublas import ComputeType
-from cublas_det._cublaslt import GemmKey
-from cublas_det.config import GemmConfig, MathMode
+from cublas_det.bindings.cublas import ComputeType
+from cublas_det.core.lt import GemmKey
+from cublas_det.core.config import GemmConfig, MathMode
 from cublas_det.lock import interposer
-from cublas_det.store import lock as lockfile
+from cublas_det.lock import file as lockfile
 from .conftest import unwrapped
 
 NATIVE = pathlib.Path(__file__).resolve().parent / "native"

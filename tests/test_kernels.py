@@ -9,7 +9,7 @@ import types
 import pytest
 
 from cublas_det.kernels import names
-from cublas_det.explain import Explanation, render_explanation, sm_targets
+from cublas_det.check.explain import Explanation, render_explanation, sm_targets
 from cublas_det.kernels.records import KernelRecord
 from cublas_det.kernels.signature import (
     KernelSignature,
@@ -198,7 +198,7 @@ def test_sm_targets_step_down_from_the_device():
 
 
 def test_explain_table_keys_kernels_and_marks_cells_that_differ_from_the_whole_device():
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
 
     rows = (("device (132 SMs)", {"PEDANTIC": signature("128x56x4096:nt/pedantic"),
                                   "TF32": signature("128x56x4096:nt/tf32")}),
@@ -220,7 +220,7 @@ def test_explain_table_keys_kernels_and_marks_cells_that_differ_from_the_whole_d
 
 
 def test_a_batch_row_is_marked_for_other_kernels_or_another_split_of_k_not_for_a_grid_that_follows_m():
-    from cublas_det.explain import differs
+    from cublas_det.check.explain import differs
     from cublas_det.kernels.signature import KernelLaunch
 
     device = signature("128x56x4096:nt/pedantic")  # grid 2x1x64 + reduce

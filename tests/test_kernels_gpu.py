@@ -24,11 +24,11 @@ def test_the_recorder_sees_one_calls_kernels_and_their_time():
     import cupy
 
     from cublas_det import create_handle
-    from cublas_det.call import shape_gemm
+    from cublas_det.core.call import shape_gemm
     from cublas_det.kernels.recorder import KernelRecorder, record_kernels
     from cublas_det.kernels.signature import signature_of
-    from cublas_det.operands import device_operands, output
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.operands import device_operands, output
+    from cublas_det.core.shapes import parse_shape
 
     shape = parse_shape(SHAPE)
     a, b = device_operands(shape, 0)

@@ -5,16 +5,16 @@ import json
 
 import pytest
 
-from cublas_det.check.results import CallKernels, GemmCheck, Kind, ScenarioResult
-from cublas_det.config import GemmConfig
+from cublas_det.results.check import CallKernels, GemmCheck, Kind, ScenarioResult
+from cublas_det.core.config import GemmConfig
 from cublas_det.render import text
 from cublas_det.render.markdown import to_markdown
 from cublas_det.render.text import BenchResult, ShapeReport
 from cublas_det.render.runfile import bench_result, to_json
 from cublas_det.store.run import run_from_dict
-from cublas_det.shapes import parse_shape
+from cublas_det.core.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
-from cublas_det.timing.results import Arm
+from cublas_det.results.timing import Arm
 
 from .test_kernels import records, signature
 from .conftest import unwrapped
@@ -138,7 +138,7 @@ def test_explain_without_cupti_is_one_line_and_exit_2(monkeypatch, capsys):
 
 def test_explain_names_a_catalogue_entry_or_a_shape_and_refuses_what_it_cannot_do(capsys):
     from cublas_det.cli import bench, explain
-    from cublas_det.errors import UsageError
+    from cublas_det.base.errors import UsageError
 
     assert explain.explain_target("mamba2-130m/in_proj/dW", 16384).spec == "3352x768x16384:nt"
     assert explain.explain_target(SHAPE, 16384).spec == SHAPE
@@ -206,7 +206,7 @@ def _fake_cupti(monkeypatch, refuse: bool):
 
 
 def test_cupti_refusing_to_record_is_one_line_and_the_next_recording_may_start(monkeypatch):
-    from cublas_det.errors import KernelsUnavailable
+    from cublas_det.base.errors import KernelsUnavailable
     from cublas_det.kernels import recorder
 
     _fake_cupti(monkeypatch, refuse=True)

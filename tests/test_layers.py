@@ -10,15 +10,16 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
 # Each part of the package (a top-level module or folder) and its floor: a part imports only parts on
 # lower floors, and itself.
 FLOORS = {
-    "errors": 0, "phases": 0, "enter": 0, "words": 0, "integers": 0, "deterministic_ops": 0,
-    "_cublas": 1, "dtypes": 1, "kernels": 1, "shapes": 1,
-    "config": 2, "device": 2, "_cublaslt": 2, "bits": 2,
-    "handle": 3, "memory": 3, "store": 3,
-    "call": 4, "operands": 4, "rundiff": 4, "apilog": 4, "pytest_plugin": 4,
-    "check": 5, "timing": 5, "explain": 5, "torch": 5, "trace": 5, "lock": 5,
-    "render": 6, "prescribe": 6, "testing": 6,
+    "base": 0,
+    "bindings": 1, "kernels": 1, "bits": 1,
+    "core": 2,
+    "results": 3,
+    "store": 4,
+    "apilog": 5, "rundiff": 5, "check": 5, "timing": 5, "lock": 5,
+    "render": 6, "prescribe": 6, "torch": 6,
     "cli": 7,
     "__init__": 8, "__main__": 8, "_site": 8, "bench": 8, "compare": 8, "diff": 8, "report": 8, "capture": 8,
+    "trace": 8, "testing": 8, "pytest_plugin": 8,
 }
 MAX_FLOORS = 9  # a deeper house makes every change travel through more parts
 # Imported where they are needed: CuPy (a module must import on a machine without a GPU), and the
@@ -137,7 +138,7 @@ def test_the_length_check_catches_a_long_function(tmp_path):
 
 
 # Results and their rendering hold what kernels/ recorded as plain data, so they do not depend on it.
-PLAIN_DATA = ("check/results.py", "timing/results.py", "render")
+PLAIN_DATA = ("results/check.py", "results/timing.py", "render")
 
 
 def test_results_and_reports_hold_kernels_as_plain_data():
@@ -150,10 +151,11 @@ def test_results_and_reports_hold_kernels_as_plain_data():
 def test_the_checks_catch_an_import_that_runs_up_and_one_inside_a_function(tmp_path):
     fake = tmp_path / "cublas_det"
     (fake / "cli").mkdir(parents=True)
-    (fake / "config.py").write_text("from .cli import bench\n\n\ndef f():\n    import json\n    import cupy\n")
-    (fake / "cli" / "__init__.py").write_text("from ..config import f\n")
-    assert upward_imports(fake) == [f"cublas_det/config.py:1: config (floor 2) imports cli (floor {FLOORS['cli']})"]
-    assert imports_in_functions(fake) == ["cublas_det/config.py:5: json"]
+    (fake / "core").mkdir()
+    (fake / "core" / "config.py").write_text("from ..cli import bench\n\n\ndef f():\n    import json\n    import cupy\n")
+    (fake / "cli" / "__init__.py").write_text("from ..core.config import f\n")
+    assert upward_imports(fake) == [f"cublas_det/core/config.py:1: core (floor 2) imports cli (floor {FLOORS['cli']})"]
+    assert imports_in_functions(fake) == ["cublas_det/core/config.py:5: json"]
 
 
 # One home each: a GEMM's identity is GemmKey (laid out in memory by Geometry), which a catalogue shape
@@ -189,8 +191,8 @@ def plan_makers(package) -> set[str]:
 
 
 def test_a_gemm_has_one_key_type_and_one_cublaslt_plan_type():
-    assert gemm_classes(PACKAGE) == {"_cublaslt.GemmKey", "shapes.GemmShape"}
-    assert plan_makers(PACKAGE) == {"_cublaslt.__init__", "_cublaslt._heuristic"}  # LtPlan's
+    assert gemm_classes(PACKAGE) == {"core.lt.GemmKey", "core.shapes.GemmShape"}
+    assert plan_makers(PACKAGE) == {"core.lt.__init__", "core.lt._heuristic"}  # LtPlan's
 
 
 def test_the_home_checks_catch_a_second_key_and_a_second_plan(tmp_path):

@@ -16,12 +16,12 @@ import pytest
 from .conftest import unwrapped
 
 from cublas_det import GemmConfig, MathMode
-from cublas_det.store import lock as lockfile
-from cublas_det.enter import SITE, TASKS_ENV, entry_failures, python_env
-from cublas_det.errors import InputFileError, UsageError
-from cublas_det.store.lock import LockReport
+from cublas_det.lock import file as lockfile
+from cublas_det.base.enter import SITE, TASKS_ENV, entry_failures, python_env
+from cublas_det.base.errors import InputFileError, UsageError
+from cublas_det.lock.file import LockReport
 from cublas_det.render.prescribe import render_lock
-from cublas_det.shapes import parse_shape
+from cublas_det.core.shapes import parse_shape
 
 ALGO = {"algo_id": 66, "tile": 24, "splitk": 1, "reduction_scheme": 0, "cta_swizzling": 0, "custom_option": 7,
         "stages": 35, "inner_shape": 0, "cluster_shape": 5}
@@ -343,7 +343,7 @@ def test_run_and_capture_add_no_output_to_a_program_on_any_python(tmp_path, pyth
     if version != "True":
         pytest.skip(f"{python} is older than 3.10")
     log = tmp_path / "enter.log"
-    env = python_env(["cublas_det.torch.boot:start@torch", "cublas_det.apilog.inprocess:start"], {}, log=str(log))
+    env = python_env(["cublas_det.lock.boot:start@torch", "cublas_det.apilog.inprocess:start"], {}, log=str(log))
     env["PYTHONPATH"] += os.pathsep + os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run([python, "-c", "print('ran')"], env=env, capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout, result.stderr) == (0, "ran\n", "")
@@ -366,7 +366,7 @@ def test_no_lock_is_written_that_its_readers_refuse(tmp_path, monkeypatch):
 def test_each_forked_child_finishes_once_with_its_own_state(tmp_path):
     (tmp_path / "task_module.py").write_text(textwrap.dedent("""
         import os
-        from cublas_det.enter import at_each_exit
+        from cublas_det.base.enter import at_each_exit
         def start():
             mark = lambda what: open(os.path.join(os.environ["MARKS"], f"{os.getpid()}.{what}"), "a").write("x")
             at_each_exit(lambda: mark("finished"), lambda: mark("forked"))

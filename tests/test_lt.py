@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from cublas_det import _cublaslt
-from cublas_det._cublas import MathMode
-from cublas_det.config import GemmConfig
-from cublas_det.shapes import parse_shape
+from cublas_det.core import lt as _cublaslt
+from cublas_det.bindings.cublas import MathMode
+from cublas_det.core.config import GemmConfig
+from cublas_det.core.shapes import parse_shape
 
 
 def test_the_lt_structures_have_cublasLt_h_sizes():
@@ -95,7 +95,7 @@ def test_the_bias_epilogue_adds_the_bias_and_refuses_a_wrong_one():
 
 
 def _ratio(median, low, high):
-    from cublas_det.timing.stats import Ratio
+    from cublas_det.results.stats import Ratio
 
     return Ratio("cure", "base", median, low, high, 24)
 
@@ -103,7 +103,7 @@ def _ratio(median, low, high):
 def test_the_prescriptions_report_names_the_cheapest_verified_cure_and_the_failures():
     from cublas_det.prescribe import Cure, Prescription
     from cublas_det.render.prescribe import render_prescriptions
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
 
     shape = parse_shape("128x56x4096:nt")
     base = GemmConfig()
@@ -130,7 +130,7 @@ def test_the_prescriptions_report_names_the_cheapest_verified_cure_and_the_failu
 @pytest.mark.gpu
 def test_prescribe_cures_the_sm_count_hazard_of_a_split_k_dw_gemm():
     from cublas_det.prescribe import prescribe
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
 
     shape = parse_shape("128x56x4096:nt")  # split-K on the H200: 66 at 132 SMs, other splits below
     found, problems = prescribe([shape], [GemmConfig()], quick=True,
@@ -149,7 +149,7 @@ def test_prescribe_cures_the_sm_count_hazard_of_a_split_k_dw_gemm():
 def test_a_failed_cure_names_the_kernel_change_behind_it():
     pytest.importorskip("cupti", reason="needs cupti-python to record kernels")
     from cublas_det.prescribe import prescribe
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
 
     found, _ = prescribe([parse_shape("128x56x4096:nt")], [GemmConfig()], quick=True, kernels=True,
                          timing={"min_visits": 2, "max_visits": 2, "budget_s": 0.1})
@@ -178,7 +178,7 @@ def test_an_lt_configuration_is_compared_with_cublasgemmex_in_the_modes_matrix()
 @pytest.mark.gpu
 def test_an_lt_configuration_runs_every_scenario_and_the_graph_timing():
     from cublas_det import check_gemm
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
     from cublas_det.timing import time_shapes
 
     check = check_gemm("128x56x4096:nt", "default+lt", repeats=3,
@@ -193,7 +193,7 @@ def test_an_lt_configuration_runs_every_scenario_and_the_graph_timing():
 
 def test_the_cheapest_cure_is_timed_verified_and_brings_in_no_other_hazard():
     from cublas_det.prescribe import Cure, Prescription
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
 
     pinned = GemmConfig(api="lt", lt_algo={"algo_id": 20})
     nosplit = GemmConfig(api="lt", lt_reduction_scheme_mask=0)
@@ -222,7 +222,7 @@ def test_prescribe_options_are_refused_before_any_gpu_work(capsys):
 
 
 def test_lt_layouts_and_descriptor_follow_the_gemms_geometry(monkeypatch):
-    from cublas_det import handle as lt_path  # where LtPath lives
+    from cublas_det.core import handle as lt_path
 
     made = []
 

@@ -6,10 +6,10 @@ import threading
 import numpy
 import pytest
 
-from cublas_det import operands
+from cublas_det.core import operands
 from cublas_det.bits.digest import bytes_digest
-from cublas_det.config import GemmConfig, resolve_config
-from cublas_det.shapes import parse_shape
+from cublas_det.core.config import GemmConfig, resolve_config
+from cublas_det.core.shapes import parse_shape
 
 real = operands.host_operands
 FP32 = resolve_config("pedantic")[0]

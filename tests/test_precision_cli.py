@@ -5,16 +5,16 @@ import dataclasses
 
 import pytest
 
-from cublas_det._cublas import ComputeType, MathMode
-from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
+from cublas_det.bindings.cublas import ComputeType, MathMode
+from cublas_det.results.check import GemmCheck, Kind, ScenarioResult
 from cublas_det.cli import bench, gemms
-from cublas_det.config import GemmConfig
-from cublas_det.errors import UsageError
+from cublas_det.core.config import GemmConfig
+from cublas_det.base.errors import UsageError
 from cublas_det.render.text import BenchResult, ShapeReport
 from cublas_det.render.text import cost_lines, precision_lines, table_rows, title
-from cublas_det.shapes import parse_shape
-from cublas_det.timing.results import ArmTiming, Ratio, ShapeTiming
-from cublas_det.timing.results import Arm
+from cublas_det.core.shapes import parse_shape
+from cublas_det.results.timing import ArmTiming, Ratio, ShapeTiming
+from cublas_det.results.timing import Arm
 
 from .conftest import unwrapped
 

@@ -5,10 +5,10 @@ import dataclasses
 import types
 
 import cublas_det.prescribe as prescribe
-from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
+from cublas_det.results.check import GemmCheck, Kind, ScenarioResult
 from cublas_det.check.scenarios import HAZARDS, REGISTRY
-from cublas_det.config import GemmConfig
-from cublas_det.store.lock import GemmKey
+from cublas_det.core.config import GemmConfig
+from cublas_det.lock.file import GemmKey
 from cublas_det.prescribe import (
     BASE_SCENARIOS,
     VERIFY_SCENARIOS,
@@ -16,8 +16,8 @@ from cublas_det.prescribe import (
     problems_of,
     verify_cures,
 )
-from cublas_det.shapes import parse_shape
-from cublas_det.timing.stats import Ratio
+from cublas_det.core.shapes import parse_shape
+from cublas_det.results.stats import Ratio
 
 G, H = Kind.GUARANTEE, Kind.HAZARD
 SHAPE = parse_shape("128x56x4096:nt")

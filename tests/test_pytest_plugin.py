@@ -24,7 +24,7 @@ def test_gpu_marker_skips_with_reason_or_runs(pytester):
     """)
     result = pytester.runpytest("-rs")
     from cublas_det import gpu_available
-    from cublas_det.device import gpu_unavailable_reason
+    from cublas_det.core.device import gpu_unavailable_reason
 
     if gpu_available():
         result.assert_outcomes(passed=4)
@@ -84,7 +84,7 @@ def test_bad_math_mode_option_is_a_usage_error(pytester):
 
 
 def test_a_refused_math_mode_is_offered_only_forms_the_option_takes(pytester):
-    from cublas_det.config import MODE_CHOICES
+    from cublas_det.core.config import MODE_CHOICES
 
     pytester.makepyfile("def test_x(): pass")
     offered = f"{', '.join(MODE_CHOICES)}, optionally +disallow-rpr"
@@ -98,7 +98,7 @@ def test_a_refused_math_mode_is_offered_only_forms_the_option_takes(pytester):
 
 
 def test_math_mode_help_names_every_mode_it_accepts(pytester):
-    from cublas_det.config import MODE_CHOICES
+    from cublas_det.core.config import MODE_CHOICES
 
     helped = " ".join(pytester.runpytest("--help").stdout.str().split())
     assert f"math mode for the cublas_handle fixture: {', '.join(MODE_CHOICES)}, optionally +disallow-rpr" in helped
@@ -107,7 +107,7 @@ def test_math_mode_help_names_every_mode_it_accepts(pytester):
 
 
 def test_the_handle_configuration_keeps_disallow_rpr_from_the_option_and_the_env(pytester, monkeypatch):
-    from cublas_det.config import GemmConfig
+    from cublas_det.core.config import GemmConfig
 
     expected = GemmConfig.parse("pedantic+disallow-rpr").math_mode_value
     assert expected == 18  # PEDANTIC (2) with the DISALLOW_REDUCED_PRECISION_REDUCTION flag (16)

@@ -4,7 +4,7 @@ wide (the capture report once kept 100 columns on a wider terminal)."""
 import pathlib
 
 from cublas_det.render.capture import render_capture
-from cublas_det.words import WIDTH
+from cublas_det.base.words import WIDTH
 
 from .test_capture import log, parse, stored
 
@@ -13,7 +13,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
 
 def test_only_words_wraps_text():
     assert [path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
-            if "import textwrap" in path.read_text()] == ["words.py"]
+            if "import textwrap" in path.read_text()] == ["base/words.py"]
 
 
 def test_the_capture_report_is_as_wide_as_every_report(monkeypatch):

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from cublas_det.check.results import GemmCheck, Kind, Outcome
+from cublas_det.results.check import GemmCheck, Kind, Outcome
 from cublas_det.check.scenarios import (
     REGISTRY,
     ScenarioContext,
@@ -18,10 +18,10 @@ from cublas_det.check.scenarios.processes import (
     WORKSPACE_CONFIG_SCENARIO,
 )
 from cublas_det.check.worker.protocol import Answer, Task, TaskAnswer
-from cublas_det.config import GemmConfig
-from cublas_det.explain import sm_targets
+from cublas_det.core.config import GemmConfig
+from cublas_det.check.explain import sm_targets
 from cublas_det.prescribe import verification_targets
-from cublas_det.shapes import batch_ladder, gemm_key, parse_shape, preset, sm_count_ladder
+from cublas_det.core.shapes import batch_ladder, gemm_key, parse_shape, preset, sm_count_ladder
 
 
 def test_every_scenario_has_one_sentence_a_kind_and_a_label():
@@ -131,7 +131,7 @@ def test_workspace_config_names_where_a_difference_lies():
 
 
 def test_configurations_share_a_modes_matrix_only_when_it_is_the_same_matrix():
-    from cublas_det._cublas import ComputeType, MathMode
+    from cublas_det.bindings.cublas import ComputeType, MathMode
     from cublas_det.check.scenarios.modes import matrix_key
 
     fp32 = GemmConfig()
@@ -145,7 +145,7 @@ def test_configurations_share_a_modes_matrix_only_when_it_is_the_same_matrix():
 
 
 def test_a_mode_outside_the_matrix_gets_a_row_of_its_own_so_its_bits_are_compared():
-    from cublas_det._cublas import MathMode
+    from cublas_det.bindings.cublas import MathMode
     from cublas_det.check.scenarios.modes import matrix
 
     bf16x9 = GemmConfig(MathMode.FP32_EMULATED_BF16X9)
@@ -161,7 +161,7 @@ def test_a_mode_outside_the_matrix_gets_a_row_of_its_own_so_its_bits_are_compare
 
 
 def test_cublaslt_and_cublasgemmex_configurations_of_a_run_share_one_matrix():
-    from cublas_det._cublas import MathMode
+    from cublas_det.bindings.cublas import MathMode
     from cublas_det.check.scenarios.modes import matrix, matrix_key
     gemm_ex, lt, nosplitk = (GemmConfig.parse(m) for m in ("pedantic", "pedantic+lt", "default+lt-nosplitk"))
     run = (gemm_ex, lt, nosplitk)
@@ -183,8 +183,8 @@ def test_cublaslt_and_cublasgemmex_configurations_of_a_run_share_one_matrix():
 
 
 def test_same_bits_as_is_read_from_the_configurations_own_comparison():
-    from cublas_det._cublas import ComputeType, MathMode
-    from cublas_det.check.results import ScenarioResult
+    from cublas_det.bindings.cublas import ComputeType, MathMode
+    from cublas_det.results.check import ScenarioResult
     from cublas_det.render.text import modes_cell, modes_group
 
     half = GemmConfig(MathMode.PEDANTIC, False, ComputeType.COMPUTE_32F_PEDANTIC, "bfloat16", "bfloat16")

@@ -7,10 +7,10 @@ import pathlib
 
 import pytest
 
-from cublas_det.errors import InputFileError
+from cublas_det.base.errors import InputFileError
 from cublas_det.render.runfile import bench_result, to_json
 from cublas_det.store.run import run_from_dict
-from cublas_det.store.schema import Each, Record, check
+from cublas_det.base.schema import Each, Record, check
 
 DATA = pathlib.Path(__file__).parent / "data"
 
@@ -124,15 +124,15 @@ def test_the_run_file_has_one_reader_one_codec_and_one_unit_conversion():
     import inspect
     import re
 
-    from cublas_det.check.results import ScenarioResult
+    from cublas_det.results.check import ScenarioResult
     from cublas_det.check.worker import protocol
     from cublas_det.cli import bench, compare, gemms, report
     from cublas_det.render import compare as render_compare
     from cublas_det.render import runfile
     from cublas_det.store import run as store_run
-    from cublas_det.store.schema import Codec
-    from cublas_det.timing.results import Discards
-    from cublas_det.timing.stats import Ratio
+    from cublas_det.base.schema import Codec
+    from cublas_det.results.timing import Discards
+    from cublas_det.results.stats import Ratio
 
     for module in (report, compare, gemms):
         source = inspect.getsource(module)
@@ -164,14 +164,14 @@ def test_each_record_a_file_holds_is_checked_field_for_field_by_its_schema():
     """A record written to a file (a run's scenario results, ratios and discarded rounds, a lock's GEMM key, a
     capture's GEMM) has a schema naming every field it holds and no other, and what a run writes passes it: a
     field added to a record fails here until the reader checks it too."""
-    from cublas_det._cublaslt import GemmKey
+    from cublas_det.core.lt import GemmKey
     from cublas_det.apilog.model import GemmDefinition
-    from cublas_det.check.results import Kind, ScenarioResult
+    from cublas_det.results.check import Kind, ScenarioResult
     from cublas_det.store import capture as store_capture
-    from cublas_det.store import lock as store_lock
+    from cublas_det.lock import file as store_lock
     from cublas_det.store import run as store_run
-    from cublas_det.timing.results import Discards
-    from cublas_det.timing.stats import Ratio
+    from cublas_det.results.timing import Discards
+    from cublas_det.results.stats import Ratio
 
     assert store_run._TIMING.fields["discards"] == ITEMS_OF_INTEGERS
     assert store_run._EXTRA_INFO.fields["scenarios"] == Each(store_run._SCENARIO)

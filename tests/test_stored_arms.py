@@ -5,8 +5,8 @@ import json
 import pathlib
 
 from cublas_det.cli import report
-from cublas_det.config import name_role
-from cublas_det.timing.results import AA_SUFFIX, Arm, ratio_pairs
+from cublas_det.core.config import name_role
+from cublas_det.results.timing import AA_SUFFIX, Arm, ratio_pairs
 
 DATA = pathlib.Path(__file__).parent / "data"
 PINNED = "PEDANTIC/lt-pin20k66.034366"

@@ -8,11 +8,11 @@ import pytest
 
 from cublas_det.check import devices as _sweep
 from cublas_det.check.worker import parent as worker_parent
-from cublas_det.config import GemmConfig
+from cublas_det.core.config import GemmConfig
 from cublas_det.render import compare as report_compare
 from cublas_det.store.run import run_from_dict
 from cublas_det.render.sweep import render_sweep, sweep_summary, sweep_to_json
-from cublas_det.shapes import parse_shape
+from cublas_det.core.shapes import parse_shape
 
 SHAPES = [parse_shape("128x56x4096:tn"), parse_shape("4096x56x128:nn")]
 PEDANTIC, TF32 = GemmConfig.parse("pedantic"), GemmConfig.parse("tf32")

@@ -1,8 +1,8 @@
 import pytest
 
-from cublas_det.check.results import GemmCheck, Kind, ScenarioResult
-from cublas_det.config import GemmConfig
-from cublas_det.shapes import parse_shape
+from cublas_det.results.check import GemmCheck, Kind, ScenarioResult
+from cublas_det.core.config import GemmConfig
+from cublas_det.core.shapes import parse_shape
 from cublas_det.testing import assert_gemm_reproducible, format_failure
 
 G, H, C = Kind.GUARANTEE, Kind.HAZARD, Kind.COMPARISON

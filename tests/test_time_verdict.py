@@ -13,7 +13,7 @@ from cublas_det.render.time_verdict import (
     overlap,
     time_verdict,
 )
-from cublas_det.timing.stats import median_ci
+from cublas_det.results.stats import median_ci
 
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"
 

@@ -16,19 +16,12 @@ from cublas_det.timing import (
     ShapeTiming,
     StopReason,
 )
-from cublas_det.timing.results import aa_reference, arm_with_role, ratio_pairs
+from cublas_det.results.timing import aa_reference, arm_with_role, ratio_pairs
 from cublas_det.timing.rounds import MAX_REDOS, THROTTLE_PAUSE_S, KeptRounds, round_problem
 from cublas_det.timing.rounds import cycle_length, round_order, williams_rows
-from cublas_det.timing.stats import (
-    batch_size,
-    buffer_sets,
-    median_ci,
-    paired_ratio,
-    probe_calls,
-    quartiles,
-    stop_reason,
-)
-from cublas_det.timing.results import Arm
+from cublas_det.results.stats import (batch_size, buffer_sets, median_ci, paired_ratio, probe_calls, quartiles,
+    stop_reason)
+from cublas_det.results.timing import Arm
 
 
 def test_median_ci_order_statistics():
@@ -105,7 +98,7 @@ def test_stop_reason():
 
 
 def test_students_t_from_the_table_and_beyond():
-    from cublas_det.timing.stats import t_975
+    from cublas_det.results.stats import t_975
 
     assert t_975(3) == 3.182 and t_975(11) == 2.201
     exact = {16: 2.1199, 20: 2.0860, 30: 2.0423, 60: 2.0003, 120: 1.9799}
@@ -148,14 +141,14 @@ def test_rounds_follow_the_williams_order_and_pair_every_arm_with_its_reference(
 
 
 def test_between_setups_is_t_times_the_spread_of_setup_medians():
-    from cublas_det.timing.stats import between_term, widened_ci
+    from cublas_det.results.stats import between_term, widened_ci
 
     assert between_term([1.0, 1.1, 1.2], [0, 0, 0]) == (0.0, 0)
     term, dof = between_term([1.0, 1.0, 1.02, 1.02], [0, 0, 1, 1])
     assert dof == 1 and term == pytest.approx(12.706 * 0.02 / 2 ** 0.5 / 2 ** 0.5)
     values, setups = [1.0, 1.01, 0.99, 1.02, 1.03, 1.01], [0, 0, 1, 1, 2, 2]
     low, high = widened_ci(values, setups)
-    from cublas_det.timing.stats import median_ci
+    from cublas_det.results.stats import median_ci
 
     assert low < median_ci(values)[0] and high > median_ci(values)[1]
     assert widened_ci(values) == median_ci(values)

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from cublas_det.shapes import parse_shape
+from cublas_det.core.shapes import parse_shape
 
 
 @pytest.mark.gpu
@@ -112,7 +112,7 @@ def test_the_monitor_records_the_device():
 def test_the_gpu_uuid_in_machine_info_is_the_one_nvml_reports():
     import re
 
-    from cublas_det.device import device_properties
+    from cublas_det.core.device import device_properties
 
     gpu = device_properties()
     assert re.fullmatch(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", gpu["uuid"] or "")

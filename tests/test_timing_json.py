@@ -16,9 +16,9 @@ from cublas_det.store import run as run_file
 from cublas_det.render.runfile import commit_info
 from cublas_det.render.text import BenchResult, ShapeReport
 from cublas_det.store.run import run_from_dict
-from cublas_det.shapes import parse_shape
+from cublas_det.core.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
-from cublas_det.timing.results import Arm
+from cublas_det.results.timing import Arm
 
 pytest_benchmark = pytest.importorskip("pytest_benchmark", reason="needs the test extra's pytest-benchmark")
 

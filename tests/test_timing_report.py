@@ -4,10 +4,10 @@ warnings for throttled clocks, a busy GPU and an A/A control that failed (none o
 from cublas_det.render import text
 from cublas_det.render.text import BenchResult, ShapeReport
 from cublas_det.render.timing_text import TIME_NOTE, busy_warning, how_timed
-from cublas_det.shapes import parse_shape
+from cublas_det.core.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Discards, Ratio, ShapeTiming
 from cublas_det.timing.monitor import GpuActivity, ProcessSeen
-from cublas_det.timing.results import Arm
+from cublas_det.results.timing import Arm
 
 SHAPE = "128x56x4096:nt"
 OTHER = ProcessSeen(4242, "python3", 3072.0, 88)

@@ -10,8 +10,8 @@ import textwrap
 import pytest
 
 from cublas_det import GemmConfig, MathMode
-from cublas_det.store import lock as lockfile
-from cublas_det.shapes import parse_shape
+from cublas_det.lock import file as lockfile
+from cublas_det.core.shapes import parse_shape
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu
@@ -32,7 +32,7 @@ def lock_path(tmp_path_factory):
     biased, refused_bias = lock_entries([parse_shape(SHAPES[0])],
                                         [dataclasses.replace(BF16, api="lt", lt_epilogue="BIAS")], timing=FAST)
     assert not refused and not refused_bias, refused + refused_bias
-    from cublas_det.device import fingerprint
+    from cublas_det.core.device import fingerprint
 
     path = str(tmp_path_factory.mktemp("lock") / "lock.json")
     lockfile.write(lockfile.Lock(lockfile.where_here(fingerprint()), {}, path).merged(entries + biased), path)
@@ -56,7 +56,7 @@ def _linear(bias=False, out=384, seed=0):
 
 
 def _pinned_gemm(lock_path, spec, a, b, trans_a=False, trans_b=False, bias=None, epilogue=""):
-    """What the lock's configuration of ``spec`` gives through cublas_det.gemm itself."""
+    """What the lock's configuration of ``spec`` gives through cublas_det.core itself."""
     from cublas_det import create_handle, gemm
 
     shape = parse_shape(spec)
@@ -236,7 +236,7 @@ def block_lock(request, tmp_path_factory):
     """The block's lock in bf16, or in fp32 with TF32 on (as torch runs it then), and that setting."""
     import dataclasses
 
-    from cublas_det.device import fingerprint
+    from cublas_det.core.device import fingerprint
     from cublas_det.prescribe import lock_entries
 
     dtype = request.param

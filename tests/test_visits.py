@@ -10,9 +10,9 @@ import pytest
 
 from cublas_det.timing import Sample, StopReason
 from cublas_det.timing.rounds import KeptRounds, round_order
-from cublas_det.timing.stats import median_ci
+from cublas_det.results.stats import median_ci
 from cublas_det.timing.visits import BUDGET_FLOOR_VISITS, run_visits
-from cublas_det.timing.results import Arm
+from cublas_det.results.timing import Arm
 
 NAMES = [Arm.read("PEDANTIC"), Arm.read("TF32")]  # a Williams cycle of 2 rounds
 TRUE_RATIO = 0.5
@@ -162,7 +162,7 @@ class StandIns:
         import sys
         import types
 
-        from cublas_det import operands
+        from cublas_det.core import operands
         from cublas_det.timing import engine
 
         self.engine, self.made, self.fail, self.alive_at_open, self.freed = engine, [], {}, [], []
@@ -214,7 +214,7 @@ SHAPES = ["64x32x16", "32x64x16:tn"]
 def test_time_shapes_builds_each_shapes_timing_from_its_visits(monkeypatch):
     """The engine's GPU glue on stand-ins: setups made per visit, round-robin, one at a time, the first
     visit's batch size kept, and each shape's ShapeTiming (samples by visit, options, clock floor)."""
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
 
     stand = StandIns(monkeypatch)
     shapes = [parse_shape(spec) for spec in SHAPES]
@@ -234,7 +234,7 @@ def test_time_shapes_builds_each_shapes_timing_from_its_visits(monkeypatch):
 
 
 def test_a_gpu_failure_in_one_shapes_visit_frees_the_pool_and_the_others_are_timed(monkeypatch):
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
 
     stand = StandIns(monkeypatch)
     shapes = [parse_shape(spec) for spec in SHAPES]
@@ -246,7 +246,7 @@ def test_a_gpu_failure_in_one_shapes_visit_frees_the_pool_and_the_others_are_tim
 
 
 def test_kernels_that_cannot_be_recorded_leave_the_timing_standing(monkeypatch):
-    from cublas_det.shapes import parse_shape
+    from cublas_det.core.shapes import parse_shape
 
     stand = StandIns(monkeypatch)
     shapes = [parse_shape(spec) for spec in SHAPES]

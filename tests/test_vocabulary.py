@@ -1,4 +1,4 @@
-"""One table per vocabulary: element types (cublas_det.dtypes) and math modes (cublas_det.config).
+"""One table per vocabulary: element types (cublas_det.base.dtypes) and math modes (cublas_det.core.config).
 
 The expected values are the headers' (library_types.h, cublas_api.h) and the spellings of the CLI and
 the logs; each module that uses a type or a mode, GPU modules included, is checked to take it from its table.
@@ -10,31 +10,23 @@ import inspect
 import numpy as np
 import pytest
 
-from cublas_det import call, memory, prescribe, pytest_plugin
-from cublas_det import handle as lt
-from cublas_det._cublas import MATH_MODE_FLAGS
+from cublas_det.core import call, memory
+from cublas_det import prescribe, pytest_plugin
+from cublas_det.core import handle as lt
+from cublas_det.bindings.cublas import MATH_MODE_FLAGS
 from cublas_det.bits import gpu, streams
 from cublas_det.apilog import findings, parse, replay
 from cublas_det.cli import bench as bench_cli
 from cublas_det.cli import diff as diff_cli
 from cublas_det.cli import gemms as gemms_cli
-from cublas_det.config import (
-    DEFAULT_MODES,
-    FLAG_NAME,
-    HALF_DEFAULT_MODES,
-    HOPPER_WORKSPACE_BYTES,
-    LT_WORKSPACE_BYTES,
-    MODE_CHOICES,
-    PRECISIONS,
-    GemmConfig,
-    math_mode_name,
-)
+from cublas_det.core.config import (DEFAULT_MODES, FLAG_NAME, HALF_DEFAULT_MODES, HOPPER_WORKSPACE_BYTES,
+    LT_WORKSPACE_BYTES, MODE_CHOICES, PRECISIONS, GemmConfig, math_mode_name)
 from cublas_det.check.scenarios.modes import matrix
-from cublas_det.dtypes import ALIASES, BY_CUDA, ELEMENT_TYPES, GEMM_TYPES
+from cublas_det.base.dtypes import ALIASES, BY_CUDA, ELEMENT_TYPES, GEMM_TYPES
 from cublas_det.render import capture as capture_report
 from cublas_det.rundiff import layouts
-from cublas_det.shapes import parse_shape
-from cublas_det.config import name_role as role
+from cublas_det.core.shapes import parse_shape
+from cublas_det.core.config import name_role as role
 
 # cudaDataType_t (library_types.h): CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUDA_C_32F = 4,
 # CUDA_C_64F = 5, CUDA_R_16BF = 14.
@@ -168,7 +160,7 @@ def test_a_timing_role_leaves_out_what_a_run_s_configurations_share():
 
 
 def test_the_modes_matrix_runs_the_default_modes_of_the_benchmark():
-    from cublas_det._cublas import MathMode
+    from cublas_det.bindings.cublas import MathMode
     from cublas_det.check.scenarios import modes
 
     assert modes.MODES == (MathMode.PEDANTIC, MathMode.DEFAULT, MathMode.TF32)

@@ -1,6 +1,6 @@
 """The shared words: counts, shares, sizes, wrapping, tables."""
 
-from cublas_det.words import noun_for, percent, plural, size, table, wrapped
+from cublas_det.base.words import noun_for, percent, plural, size, table, wrapped
 
 
 def test_plural_counts_in_words():

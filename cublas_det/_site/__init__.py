@@ -1,1 +1,1 @@
-"""Put first on a program's PYTHONPATH by ``cublas-det run`` and ``capture``: see :mod:`cublas_det.enter`."""
+"""Put first on a program's PYTHONPATH by ``cublas-det run`` and ``capture``: see :mod:`cublas_det.base.enter`."""

@@ -1,5 +1,5 @@
 """Runs first in a Python process that ``cublas-det run`` or ``capture`` started: the tasks of
-``CUBLAS_DET_ENTER`` (see :mod:`cublas_det.enter`), then the ``sitecustomize`` this one shadows, if any."""
+``CUBLAS_DET_ENTER`` (see :mod:`cublas_det.base.enter`), then the ``sitecustomize`` this one shadows, if any."""
 
 import importlib.machinery
 import importlib.util
@@ -9,7 +9,7 @@ import sys
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 try:
-    from cublas_det import enter
+    from cublas_det.base import enter
 except ImportError as err:  # this Python has no cublas_det: the program runs as it would without us
     line = f"cublas_det not entered in process {os.getpid()} ({sys.executable}): {err}\n"
     try:

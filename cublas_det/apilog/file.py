@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..config import math_mode_name
-from ..errors import InputFileError
+from ..core.config import math_mode_name
+from ..base.errors import InputFileError
 from ..store import capture as document
 from ..store.capture import FORMAT, HINT, MAX_FILE_BYTES, VERSION
 from ..store.files import read_json

@@ -6,10 +6,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from .. import words
-from .._cublas import MATH_MODE_FLAGS, MathMode
-from ..config import HOPPER_WORKSPACE_BYTES, math_mode_name
-from ..dtypes import ELEMENT_TYPES
+from ..base import words
+from ..bindings.cublas import MATH_MODE_FLAGS, MathMode
+from ..core.config import HOPPER_WORKSPACE_BYTES, math_mode_name
+from ..base.dtypes import ELEMENT_TYPES
 from .model import Capture
 
 OTHER_WORKSPACE = 4 << 20  # cuBLAS's recommended workspace before Hopper

@@ -9,7 +9,7 @@ import errno
 import os
 import threading
 
-from .. import _cublas
+from ..bindings import cublas as _cublas
 
 LOG_ENV = "CUBLAS_DET_CAPTURE_LOG"  # the pipe whole calls are written to
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_char_p)

@@ -7,7 +7,7 @@ import collections
 import dataclasses
 import operator
 
-from ..integers import is_int
+from ..base.integers import is_int
 
 MAX_GEMMS = 10_000  # distinct GEMMs kept; calls of further ones are counted in `dropped_calls`
 MAX_SITES = 64  # (process, handle, stream, thread) kept per GEMM

@@ -8,8 +8,8 @@ import dataclasses
 import functools
 import re
 
-from ..config import FLAG_NAME, MATH_MODE_NAMES
-from ..dtypes import ELEMENT_TYPES
+from ..core.config import FLAG_NAME, MATH_MODE_NAMES
+from ..base.dtypes import ELEMENT_TYPES
 from .model import MAX_INT, MAX_SAMPLES, Capture, GemmDefinition, InvalidGemm, Site, geometry_of
 
 CHUNK = 1 << 22

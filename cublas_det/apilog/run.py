@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 
-from ..enter import entry_failures, python_env, run_program
+from ..base.enter import entry_failures, python_env, run_program
 from .inprocess import LOG_ENV as WHOLE_CALLS_ENV
 from .model import Capture
 from .parse import CHUNK, CublasLogParser, LtLogParser

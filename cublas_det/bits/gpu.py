@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from ..dtypes import ELEMENT_TYPES
+from ..base.dtypes import ELEMENT_TYPES
 
 _FORMATS = {name: element.format for name, element in ELEMENT_TYPES.items() if element.format}
 THREADS = 256

@@ -7,14 +7,14 @@ import dataclasses
 
 import numpy as np
 
-from ..dtypes import ELEMENT_TYPES, ElementType, lookup
+from ..base.dtypes import ELEMENT_TYPES, ElementType, lookup
 
 _BLOCK_ELEMENTS = 1 << 15  # elements per block of the mismatch arithmetic
 DTYPES = {name: element for name, element in ELEMENT_TYPES.items() if element.comparable}
 
 
 def lookup_dtype(name: str) -> ElementType:
-    """The :class:`~cublas_det.dtypes.ElementType` of a name (``fp16`` ...); ValueError if not compared."""
+    """The :class:`~cublas_det.base.dtypes.ElementType` of a name (``fp16`` ...); ValueError if not compared."""
     return lookup(name, DTYPES)
 
 

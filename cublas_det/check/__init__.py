@@ -9,20 +9,20 @@ import dataclasses
 import functools
 import time
 
-from .._cublas import MathMode
+from ..bindings.cublas import MathMode
 from ..bits.compare import relative_error
 from ..bits.digest import digest_later
-from ..call import shape_gemm
-from ..config import GemmConfig, resolve_config
-from ..device import fingerprint, require_gpu
-from ..handle import create_handle
-from ..integers import is_int
+from ..core.call import shape_gemm
+from ..core.config import GemmConfig, resolve_config
+from ..core.device import fingerprint, require_gpu
+from ..core.handle import create_handle
+from ..base.integers import is_int
 from ..kernels.recorder import require_cupti
-from ..memory import check_fits
-from ..operands import HostOperands, Operands, fp64_reference, output, same_seed
-from ..phases import Phases
-from ..shapes import GemmShape, parse_shape
-from .results import CallKernels, GemmCheck, ScenarioResult
+from ..core.memory import check_fits
+from ..core.operands import HostOperands, Operands, fp64_reference, output, same_seed
+from ..base.phases import Phases
+from ..core.shapes import GemmShape, parse_shape
+from ..results.check import CallKernels, GemmCheck, ScenarioResult
 from .scenarios import (
     DEFAULT_SCENARIOS,
     REGISTRY,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from .._cublas import MathMode
-from .._cublaslt import ReductionScheme
-from ..config import GemmConfig
-from ..shapes import GemmShape
+from ..bindings.cublas import MathMode
+from ..core.lt import ReductionScheme
+from ..core.config import GemmConfig
+from ..core.shapes import GemmShape
 from .scenarios import REGISTRY
 
 

@@ -8,11 +8,11 @@ import os
 import time
 
 from ..bits.digest import digest_groups
-from ..config import GemmConfig
-from ..device import describe_machine
-from ..shapes import GemmShape, gemm_key
-from ..words import plural
-from .results import Kind
+from ..core.config import GemmConfig
+from ..core.device import describe_machine
+from ..core.shapes import GemmShape, gemm_key
+from ..base.words import plural
+from ..results.check import Kind
 from .worker.parent import INTERRUPTED, WORKER_TIMEOUT_S, collect, kill_all, spawn
 from .worker.protocol import Request, Task
 

@@ -15,7 +15,7 @@ import os
 import sys
 import traceback
 
-from ..errors import CublasDetError, ExitCode, UsageError
+from ..base.errors import CublasDetError, ExitCode, UsageError
 from ..store import files
 from .common import command_main, describe, error_line, exit_codes
 

@@ -15,11 +15,11 @@ import time
 
 from .. import __version__
 from ..check import CheckInterrupted, check_many
-from ..device import fingerprint, gpu_failures, require_gpu
-from ..errors import DoesNotFit, ExitCode
-from ..memory import check_fits
-from ..operands import HostOperands
-from ..phases import Phases
+from ..core.device import fingerprint, gpu_failures, require_gpu
+from ..base.errors import DoesNotFit, ExitCode
+from ..core.memory import check_fits
+from ..core.operands import HostOperands
+from ..base.phases import Phases
 from ..render.markdown import to_markdown
 from ..render.plot import write_plot
 from ..render.text import BenchResult, ShapeReport
@@ -28,7 +28,7 @@ from ..store.run import now_iso
 from ..render.text import render_text, run_failed
 from ..timing import time_shapes, warm_up
 from ..timing.monitor import GpuMonitor
-from ..words import plural
+from ..base.words import plural
 from . import explain, prescribe, sweep
 from .common import command_main, describe, exit_codes, write_file, write_json, write_text
 from .gemms import (_print_comparison, add_family, baseline, capture_groups, exit_code, kernels_available, listing,

@@ -12,10 +12,10 @@ import stat
 import sys
 from pathlib import Path
 
-from ..device import INSTALL_HINT, NoGpuError
-from ..errors import CublasDetError, ExitCode, UsageError
+from ..core.device import INSTALL_HINT, NoGpuError
+from ..base.errors import CublasDetError, ExitCode, UsageError
 from ..store import files
-from ..words import WIDTH, wrapped
+from ..base.words import WIDTH, wrapped
 
 # What runs on NumPy alone: the way forward on a machine without a GPU or the CUDA libraries.
 WITHOUT_GPU = ("without a GPU, report, compare, diff, capture --from and bench --list run on NumPy alone "

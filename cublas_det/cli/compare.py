@@ -13,10 +13,10 @@ from __future__ import annotations
 import glob
 import os
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 from ..render.compare import compare_fleet, compare_runs
 from ..store.run import load_run
-from ..words import report_width
+from ..base.words import report_width
 from .common import check_fail_on, command_main, describe, exit_codes, fail_on
 
 EPILOG = """examples:

@@ -15,8 +15,8 @@ import math
 from ..bits.streams import DTYPES, lookup_dtype
 from ..rundiff.diff import DiffInterrupted, IncompleteDiff, diff_runs, report_lines
 from ..rundiff.layouts import RunLayoutError, open_run, read_order_file
-from ..words import plural, report_width
-from ..errors import ExitCode
+from ..base.words import plural, report_width
+from ..base.errors import ExitCode
 from .common import (check_outputs, command_main, describe, error_line, exit_codes, unless_missing, warning_line,
                      write_json)
 

@@ -7,12 +7,12 @@ import os
 import sys
 from importlib import metadata
 
-from .._cublas import MathMode
-from ..config import DEFAULT_MODES, math_mode_name, resolve_config
-from ..device import INSTALL_HINT, fingerprint, require_gpu, tf32_env_warnings
-from ..errors import ExitCode, UsageError
-from ..handle import create_handle
-from ..words import report_width, size, table, wrapped
+from ..bindings.cublas import MathMode
+from ..core.config import DEFAULT_MODES, math_mode_name, resolve_config
+from ..core.device import INSTALL_HINT, fingerprint, require_gpu, tf32_env_warnings
+from ..base.errors import ExitCode, UsageError
+from ..core.handle import create_handle
+from ..base.words import report_width, size, table, wrapped
 from .common import WITHOUT_GPU, command_main, describe, exit_codes
 
 DESCRIPTION = """Print the environment fingerprint (GPU, SM count, driver, CUDA runtime, cuBLAS version

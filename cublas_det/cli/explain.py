@@ -7,12 +7,12 @@ or a catalogue name such as mamba2-130m/in_proj/dW (bench --list prints them).
 
 from __future__ import annotations
 
-from ..device import require_gpu
-from ..errors import ExitCode, UsageError
-from ..explain import explain_shape, render_explanation
+from ..core.device import require_gpu
+from ..base.errors import ExitCode, UsageError
+from ..check.explain import explain_shape, render_explanation
 from ..kernels.recorder import require_cupti
-from ..memory import check_fits
-from ..shapes import catalogue_entry, parse_shape
+from ..core.memory import check_fits
+from ..core.shapes import catalogue_entry, parse_shape
 from .common import command_main, describe, exit_codes
 from .gemms import add_family, read_options
 

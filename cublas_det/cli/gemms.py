@@ -6,19 +6,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from .._cublas import ComputeType
+from ..bindings.cublas import ComputeType
 from ..apilog.file import load as load_capture
 from ..check.devices import parse_devices
 from ..check.scenarios import REGISTRY, validate_scenarios, without_workers
-from ..config import (DEFAULT_MODES, HALF_DEFAULT_MODES, MODE_CHOICES, PRECISIONS, GemmConfig, canonical_dtype,
-                      check_types)
-from ..dtypes import ALIASES, GEMM_TYPES
-from ..errors import ExitCode, UsageError
+from ..core.config import (DEFAULT_MODES, HALF_DEFAULT_MODES, MODE_CHOICES, PRECISIONS, GemmConfig, canonical_dtype,
+    check_types)
+from ..base.dtypes import ALIASES, GEMM_TYPES
+from ..base.errors import ExitCode, UsageError
 from ..kernels.recorder import cupti_unavailable
 from ..render.compare import compare_runs
 from ..store.run import load_run, run_from_dict
-from ..shapes import DEFAULT_PRESETS, DEFAULT_TOKENS, PRESETS, format_catalogue, resolve_shapes
-from ..words import plural, report_width
+from ..core.shapes import DEFAULT_PRESETS, DEFAULT_TOKENS, PRESETS, format_catalogue, resolve_shapes
+from ..base.words import plural, report_width
 from .common import (ExtendList, check_fail_on, check_outputs, error_line, fail_on, given, unless_missing,
                      warning_line)
 

@@ -13,10 +13,10 @@ import os
 import sys
 
 from .. import __version__
-from ..store import lock as lockfile
-from ..device import device_properties, fingerprint, require_gpu
-from ..errors import ExitCode
-from ..operands import HostOperands
+from ..lock import file as lockfile
+from ..core.device import device_properties, fingerprint, require_gpu
+from ..base.errors import ExitCode
+from ..core.operands import HostOperands
 from ..prescribe import lock_entries, prescribe
 from ..render.prescribe import render_lock, render_prescriptions
 from .common import check_outputs, command_main, describe, exit_codes, given, unless_missing, write_json

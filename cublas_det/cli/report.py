@@ -4,7 +4,7 @@ The exit code is the stored verdict's, so that CI can gate on a stored run."""
 
 from __future__ import annotations
 
-from ..errors import ExitCode
+from ..base.errors import ExitCode
 from ..render.markdown import to_markdown
 from ..render.plot import write_plot
 from ..render.runfile import bench_result, old_file_note

@@ -16,12 +16,12 @@ import shutil
 import sys
 import tempfile
 
-from ..enter import entry_failures, python_env, run_program
-from ..errors import ExitCode, UsageError
+from ..base.enter import entry_failures, python_env, run_program
+from ..base.errors import ExitCode, UsageError
 from ..lock import interposer
-from ..store import lock as lockfile
-from ..store.lock import LOCK_ENV, REPORT_ENV, LockReport
-from ..words import plural
+from ..lock import file as lockfile
+from ..lock.file import LOCK_ENV, REPORT_ENV, LockReport
+from ..base.words import plural
 from .common import command_main, describe, exit_codes, warning_line
 
 EPILOG = """examples:
@@ -65,7 +65,7 @@ def run(args, parser) -> int:
             keys = interposer.write_table(lock, table)
             settings.update({interposer.TABLE_ENV: table,
                              "LD_PRELOAD": " ".join(filter(None, (preload, os.environ.get("LD_PRELOAD"))))})
-        env = python_env(["cublas_det.torch.boot:start@torch"], settings, log=log, count=folder)
+        env = python_env(["cublas_det.lock.boot:start@torch"], settings, log=log, count=folder)
         try:
             status, interrupted = run_program(command, env)
         except OSError as err:

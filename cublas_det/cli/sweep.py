@@ -11,11 +11,11 @@ import time
 
 from .. import __version__
 from ..check.devices import INTERRUPTED, agreements, parse_devices, run_sweep, sweep_failed
-from ..device import fingerprint, require_gpu
-from ..errors import ExitCode, UsageError
+from ..core.device import fingerprint, require_gpu
+from ..base.errors import ExitCode, UsageError
 from ..store.run import now_iso
 from ..render.sweep import render_sweep, sweep_to_json
-from ..words import plural
+from ..base.words import plural
 from .common import command_main, describe, exit_codes, write_json, write_text
 from .gemms import _print_comparison, add_family, baseline, exit_code, listing, quick_help, read_options
 

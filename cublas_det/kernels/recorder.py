@@ -3,7 +3,7 @@ process-wide: one recording at a time; a profiler registering its own callbacks 
 
 from __future__ import annotations
 
-from ..errors import KernelsUnavailable
+from ..base.errors import KernelsUnavailable
 from .records import KernelRecord
 
 INSTALL = ("pip install 'cupti-python==13.*' for CUDA 13, '==12.*' for CUDA 12 (the kernels-cuda13 / kernels-cuda12 "

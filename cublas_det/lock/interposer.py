@@ -1,7 +1,7 @@
 """The lock for any program, Python's side of ``interposer.c``: the library built with the system C compiler
 (once per source, cached), its table written from the lock file in cuBLAS's own terms, and its per-process
-reports read back as :class:`~cublas_det.store.lock.LockReport` items, each call named by the one path a
-captured call takes to a :class:`~cublas_det._cublaslt.GemmKey` (:func:`key_of_call`)."""
+reports read back as :class:`~cublas_det.lock.file.LockReport` items, each call named by the one path a
+captured call takes to a :class:`~cublas_det.core.lt.GemmKey` (:func:`key_of_call`)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import shutil
 import subprocess
 import tempfile
 
-from .._cublas import ComputeType, MathMode
-from .._cublaslt import ALGO_CONFIG, GemmKey
+from ..bindings.cublas import ComputeType, MathMode
+from ..core.lt import ALGO_CONFIG, GemmKey
 from ..apilog.model import GemmDefinition, InvalidGemm
 from ..apilog.replay import plan as replay_plan
-from ..dtypes import GEMM_TYPES
-from ..errors import UsageError
-from ..shapes import other_layout
-from ..store.lock import Lock, LockReport, count_fall, named_falls
+from ..base.dtypes import GEMM_TYPES
+from ..base.errors import UsageError
+from ..core.shapes import other_layout
+from .file import Lock, LockReport, count_fall, named_falls
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "interposer.c")
 TABLE_ENV = "CUBLAS_DET_LOCK_TABLE"

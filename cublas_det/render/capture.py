@@ -5,10 +5,10 @@ from __future__ import annotations
 import shlex
 
 from ..apilog.replay import row_major
-from ..config import math_mode_name
-from ..dtypes import BY_CUDA_NAME
-from ..shapes import shape_spec
-from ..words import noun_for, plural, report_width, size, table, wrapped
+from ..core.config import math_mode_name
+from ..base.dtypes import BY_CUDA_NAME
+from ..core.shapes import shape_spec
+from ..base.words import noun_for, plural, report_width, size, table, wrapped
 
 _HEADER = ("id", "calls", "M x N x K:op", "types", "compute", "math", "wkspace")
 _KIND_WIDTH = len("precision")  # the longest finding kind: the findings of every report align alike

@@ -9,11 +9,11 @@ import os
 from collections import Counter
 
 from ..bits.digest import digest_groups
-from ..errors import ExitCode
-from ..timing.results import is_control
-from ..device import describe_machine
+from ..base.errors import ExitCode
+from ..results.timing import is_control
+from ..core.device import describe_machine
 from ..store.run import Entry, StoredRun
-from ..words import plural, wrapped
+from ..base.words import plural, wrapped
 from .runfile import NO_IDENTITY
 from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 

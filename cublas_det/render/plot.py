@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._cublas import MathMode
+from ..bindings.cublas import MathMode
 from .text import BenchResult
 
 

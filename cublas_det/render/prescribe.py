@@ -3,7 +3,7 @@ verified cures, and the cures that failed with what the verification saw."""
 
 from __future__ import annotations
 
-from ..words import plural, table, wrapped
+from ..base.words import plural, table, wrapped
 from .text import cure_cost, label
 
 ITEM = " " * 6  # a line under a GEMM: its rest indented under its first words

@@ -9,17 +9,17 @@ import math
 import os
 import subprocess
 
-from .._cublas import MathMode
-from ..check.results import CallKernels, GemmCheck, ScenarioResult
+from ..bindings.cublas import MathMode
+from ..results.check import CallKernels, GemmCheck, ScenarioResult
 from ..check.scenarios import REGISTRY
 from ..check.scenarios.batch import not_applicable_reason
-from ..config import GemmConfig
-from ..errors import InputFileError
-from ..shapes import GemmShape, catalogue_entry, token_counts
+from ..core.config import GemmConfig
+from ..base.errors import InputFileError
+from ..core.shapes import GemmShape, catalogue_entry, token_counts
 from ..store.run import TIMER, Entry, StoredRun, benchmark_entry, identity, micros, seconds, stats
 from ..timing import ArmTiming, Ratio, ShapeTiming
-from ..timing.results import Arm, Discards
-from ..words import plural
+from ..results.timing import Arm, Discards
+from ..base.words import plural
 from .text import BenchResult, ShapeReport, check_failures, modes_group, summary_lines, warnings_for
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..check.devices import Agreement, DeviceRun
 from ..store.run import benchmark_entry, identity
-from ..words import plural, report_width, table, wrapped
+from ..base.words import plural, report_width, table, wrapped
 
 
 def _verdict(agreement: Agreement, devices: int) -> str:

@@ -7,16 +7,16 @@ import dataclasses
 import math
 from collections import Counter
 
-from .._cublas import ComputeType, MathMode
+from ..bindings.cublas import ComputeType, MathMode
 from ..check.cures import Prescription, cures_in_run  # the one judge and ranking of cures, prescribe's
-from ..check.results import GemmCheck, Kind, Outcome, Reproducible
+from ..results.check import GemmCheck, Kind, Outcome, Reproducible
 from ..check.scenarios import REGISTRY
-from ..config import DEFAULT_MODES, HALF_DEFAULT_MODES, name_role
-from ..device import describe_machine
-from ..errors import ExitCode
-from ..shapes import DEFAULT_PRESETS, DEFAULT_TOKENS, GemmShape
-from ..timing.results import is_control
-from ..words import column_widths, plural, report_width, table, wrapped
+from ..core.config import DEFAULT_MODES, HALF_DEFAULT_MODES, name_role
+from ..core.device import describe_machine
+from ..base.errors import ExitCode
+from ..core.shapes import DEFAULT_PRESETS, DEFAULT_TOKENS, GemmShape
+from ..results.timing import is_control
+from ..base.words import column_widths, plural, report_width, table, wrapped
 from .timing_text import KERNEL_NOTE, NOT_TRUSTED, TIME_NOTE, how_timed, timing_warnings
 
 NOISY_REL_IQR = 0.10

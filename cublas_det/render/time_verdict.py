@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from ..timing.stats import median_ci
+from ..results.stats import median_ci
 
 # nvbench_compare_robust's defaults, but SAME_CENTER: the 1% resolution the user's question needs, wider
 # than the drift between runs (docs/h200.md gives it).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..timing.monitor import SLOWDOWN_REASONS
 from ..timing.rounds import MAX_REDOS, THROTTLE_FRACTION
-from ..words import plural, size
+from ..base.words import plural, size
 
 TIME_NOTE = "95% intervals hold within this run; --compare allows for drift between runs (docs/method.md)."
 KERNEL_NOTE = "kernel µs: the summed durations of a GEMM's kernels in graph replays (CUPTI)."

@@ -13,7 +13,7 @@ import zlib
 
 from ..bits.digest import DigestAccumulator
 from ..bits.streams import BitComparison, Mismatch, lookup_dtype
-from ..words import listing, percent, plural, table, wrapped
+from ..base.words import listing, percent, plural, table, wrapped
 from .layouts import LAYOUTS, DataSource, Leaf, RunLayoutError, TrainingRun
 
 DEFAULT_CHUNK_BYTES = 4 << 20

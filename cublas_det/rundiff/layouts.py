@@ -18,12 +18,12 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..bits.streams import dtype_name_of, lookup_dtype
-from ..dtypes import ELEMENT_TYPES
-from ..errors import InputFileError
+from ..base.dtypes import ELEMENT_TYPES
+from ..base.errors import InputFileError
 from ..store.files import decode_text, file_kind, open_regular, parse_json, regular_file_size
-from ..store import schema
+from ..base import schema
 from ..store.trace_log import LOG_NAME, is_shape, read as read_trace_log
-from ..words import listing, plural
+from ..base.words import listing, plural
 
 STEP_DIR = re.compile(r"^step_?(\d+)$")
 STEP_FILE = re.compile(r"^step_?(\d+)(?:_(.+)\.(bin|npy)|\.(npz|safetensors))$")  # never a .pt, which needs PyTorch

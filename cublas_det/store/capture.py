@@ -3,9 +3,9 @@ the distinct GEMMs with their sites and kernels, the handles, and the findings."
 
 from __future__ import annotations
 
-from . import schema
+from ..base import schema
 from .files import check_format
-from .schema import Each, Record
+from ..base.schema import Each, Record
 
 FORMAT, VERSION = "cublas_det.capture", 1
 MAX_FILE_BYTES = 256 << 20

@@ -8,11 +8,11 @@ import datetime
 import statistics
 from bisect import bisect_left, bisect_right
 
-from ..device import describe_machine
-from ..errors import InputFileError
-from ..shapes import gemm_key, shape_spec
+from ..core.device import describe_machine
+from ..base.errors import InputFileError
+from ..core.shapes import gemm_key, shape_spec
 from .files import read_json
-from .schema import Each, Record, check, kind_of
+from ..base.schema import Each, Record, check, kind_of
 
 MAX_RUN_FILE_BYTES = 256 << 20  # far above any run, so only what is no run is refused unread
 HINT = "give a file that --json wrote"  # the fix of every error reading one

@@ -7,10 +7,10 @@ import json
 import re
 
 from ..bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
-from ..errors import InputFileError
-from ..integers import is_int
+from ..base.errors import InputFileError
+from ..base.integers import is_int
 from .files import open_regular, parse_json
-from .schema import Record, check
+from ..base.schema import Record, check
 
 LOG_NAME = "trace.jsonl"
 MAX_LOG_LINE = 1 << 20  # a line records one tensor: far shorter than this

@@ -3,9 +3,9 @@
 """
 
 from .engine import RunTiming, ShapeBench, time_shapes, warm_up
-from .results import ArmTiming, Discards, ShapeTiming
+from ..results.timing import ArmTiming, Discards, ShapeTiming
 from .rounds import Sample
-from .stats import Ratio, StopReason
+from ..results.stats import Ratio, StopReason
 
 __all__ = ["ArmTiming", "Discards", "Ratio", "RunTiming", "Sample", "ShapeBench", "ShapeTiming", "StopReason",
            "time_shapes", "warm_up"]

@@ -8,18 +8,18 @@ import contextlib
 import dataclasses
 import time
 
-from ..call import gemm, shape_gemm
-from ..config import resolve_config
-from ..device import device_properties, gpu_failures
-from ..handle import create_handle
+from ..core.call import gemm, shape_gemm
+from ..core.config import resolve_config
+from ..core.device import device_properties, gpu_failures
+from ..core.handle import create_handle
 from ..kernels.signature import recorded_signature
-from ..memory import WORKSPACE_BYTES
-from ..operands import HostOperands, device_operands, output, same_seed
+from ..core.memory import WORKSPACE_BYTES
+from ..core.operands import HostOperands, device_operands, output, same_seed
 from .clocks import clock_mhz, default_sm_clock_mhz
 from .hold import RELEASED, stream_hold
-from .results import Arm, ArmTiming, ShapeTiming, aa_reference
+from ..results.timing import Arm, ArmTiming, ShapeTiming, aa_reference
 from .rounds import THROTTLE_FRACTION, Sample
-from .stats import PROBE_MAX_CALLS, TARGET_HALF_WIDTH, batch_size, buffer_sets, probe_calls
+from ..results.stats import PROBE_MAX_CALLS, TARGET_HALF_WIDTH, batch_size, buffer_sets, probe_calls
 from .visits import BUDGET_FLOOR_VISITS, MIN_VISITS_FOR_INTERVAL, run_visits
 
 
@@ -248,10 +248,10 @@ def time_shapes(shapes, configs, *, seed: int = 0, min_visits: int = 4, max_visi
 
     A shape takes ``min_visits`` (two at least) to ``max_visits``, stopping early when every
     ratio's interval is narrow enough or its rounds have spent ``budget_s``. ``operands``: the
-    :class:`~cublas_det.operands.HostOperands` to upload (default: made here). ``monitor``: a
+    :class:`~cublas_det.core.operands.HostOperands` to upload (default: made here). ``monitor``: a
     running :class:`~.monitor.GpuMonitor`, read over the whole timing. ``kernels``: record each
     arm's kernels through CUPTI on one more setup. ``failures``: exceptions that end one shape's
-    timing with a one-line reason (default: :func:`~cublas_det.device.gpu_failures`).
+    timing with a one-line reason (default: :func:`~cublas_det.core.device.gpu_failures`).
     """
     import cupy
     if len({shape.name for shape in shapes}) < len(shapes):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from .results import Discards, ratio_pairs
-from .stats import Ratio, paired_ratio
+from ..results.timing import Discards, ratio_pairs
+from ..results.stats import Ratio, paired_ratio
 
 MAX_REDOS = 10
 THROTTLE_PAUSE_S = 0.05  # nvbench's pause after a throttled sample, to let the clocks recover

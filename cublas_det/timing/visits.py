@@ -7,7 +7,7 @@ import dataclasses
 import time
 
 from .rounds import MAX_REDOS, KeptRounds, cycle_length
-from .stats import TARGET_HALF_WIDTH, Ratio, StopReason, stop_reason
+from ..results.stats import TARGET_HALF_WIDTH, Ratio, StopReason, stop_reason
 
 MIN_VISITS_FOR_INTERVAL = 2  # the between-visit term needs two
 EAGER_VISITS = 1  # the eager batch, host-bound for small GEMMs, informs and is never a ratio's: taken once

@@ -10,10 +10,10 @@ from torch.nn.modules.module import register_module_forward_hook, register_modul
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ..deterministic_ops import repeat_hint
-from ..integers import is_int
-from ..words import WIDTH, plural, wrapped
-from .router import OPS, Plan
+from ..lock.deterministic_ops import repeat_hint
+from ..base.integers import is_int
+from ..base.words import WIDTH, plural, wrapped
+from ..lock.router import OPS, Plan
 
 DIGEST_CHUNK = 1 << 24  # elements digested at once: 128 MiB of int64 per temporary
 _INT_OF = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

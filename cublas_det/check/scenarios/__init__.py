@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..results import Kind
+from ...results.check import Kind
 from .base import GemmFunction, Scenario, ScenarioContext
 from .batch import BATCH_INVARIANCE
 from .modes import MODES_SCENARIO

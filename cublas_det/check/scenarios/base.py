@@ -6,13 +6,13 @@ import dataclasses
 from typing import Any, Callable
 
 from ...bits.compare import Mismatch, RunsSummary
-from ...config import GemmConfig
-from ...device import gpu_failures
-from ...handle import create_handle
+from ...core.config import GemmConfig
+from ...core.device import gpu_failures
+from ...core.handle import create_handle
 from ...kernels.signature import kernel_change, recorded_signature
-from ...operands import output
-from ...shapes import GemmShape
-from ..results import NO_MISMATCH, Kind, ScenarioResult
+from ...core.operands import output
+from ...core.shapes import GemmShape
+from ...results.check import NO_MISMATCH, Kind, ScenarioResult
 
 # gemm(a, b, out, handle, shape): the GEMM under test; a check can plant a fault by passing another.
 GemmFunction = Callable[[Any, Any, Any, Any, GemmShape], None]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...bits.compare import compare
-from ...shapes import GemmShape, batch_ladder
-from ..results import Kind
+from ...core.shapes import GemmShape, batch_ladder
+from ...results.check import Kind
 from .base import Scenario, ScenarioContext
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..._cublas import ComputeType, CublasError, MathMode
+from ...bindings.cublas import ComputeType, CublasError, MathMode
 from ...bits.compare import compare, relative_error
 from ...bits.digest import ALGORITHM, device_digest, digest_groups
-from ...call import gemm
-from ...config import COMPUTE_TYPES, DEFAULT_MODES, HALF_DEFAULT_MODES, GemmConfig, math_modes
-from ...handle import create_handle
-from ...operands import fp64_reference, output
-from ..results import Kind
+from ...core.call import gemm
+from ...core.config import COMPUTE_TYPES, DEFAULT_MODES, HALF_DEFAULT_MODES, GemmConfig, math_modes
+from ...core.handle import create_handle
+from ...core.operands import fp64_reference, output
+from ...results.check import Kind
 from .base import Scenario, ScenarioContext
 
 MODES = math_modes(DEFAULT_MODES)

@@ -6,9 +6,9 @@ import dataclasses
 import os
 from typing import Callable
 
-from ...shapes import gemm_key
-from ...words import plural
-from ..results import GemmCheck, Kind, ScenarioResult
+from ...core.shapes import gemm_key
+from ...base.words import plural
+from ...results.check import GemmCheck, Kind, ScenarioResult
 from ..worker.protocol import Request, Task
 from .base import Scenario
 

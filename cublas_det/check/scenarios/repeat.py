@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...bits.compare import MismatchTracker
-from ..results import Kind
+from ...results.check import Kind
 from .base import Scenario, ScenarioContext
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ...bits.compare import compare
-from ...device import device_properties
-from ...shapes import sm_count_ladder
-from ..results import Kind
+from ...core.device import device_properties
+from ...core.shapes import sm_count_ladder
+from ...results.check import Kind
 from .base import Scenario, ScenarioContext
 
 

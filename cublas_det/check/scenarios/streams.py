@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...bits.compare import MismatchTracker
-from ...handle import create_handle
-from ..results import Kind
+from ...core.handle import create_handle
+from ...results.check import Kind
 from .base import Scenario, ScenarioContext
 from .processes import WORKSPACE_CONFIG
 

@@ -7,10 +7,10 @@ import json
 import sys
 import time
 
-from ...device import fingerprint
-from ...memory import host_available_bytes
-from ...operands import HostOperands
-from ...shapes import gemm_key
+from ...core.device import fingerprint
+from ...core.memory import host_available_bytes
+from ...core.operands import HostOperands
+from ...core.shapes import gemm_key
 from .. import check_many
 from .protocol import Answer, Request, TaskAnswer
 

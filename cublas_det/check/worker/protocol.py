@@ -1,15 +1,15 @@
 """What the parent sends a worker (a :class:`Request`, JSON on stdin) and what it answers (an
-:class:`Answer`, JSON on stdout), in the run file's codec (:class:`~cublas_det.store.schema.Codec`)."""
+:class:`Answer`, JSON on stdout), in the run file's codec (:class:`~cublas_det.base.schema.Codec`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import ClassVar
 
-from ...config import GemmConfig
-from ...shapes import GemmShape, gemm_key
-from ...store.schema import Codec
-from ..results import ScenarioResult
+from ...core.config import GemmConfig
+from ...core.shapes import GemmShape, gemm_key
+from ...base.schema import Codec
+from ...results.check import ScenarioResult
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy
 
-from .bits.digest import bytes_digest
+from ..bits.digest import bytes_digest
 from .config import GemmConfig
 from .memory import host_available_bytes
 from .shapes import GemmShape

@@ -12,12 +12,12 @@ import warnings
 
 import torch
 
-from .._cublas import STATUS_TEXT, CublasError
-from .. import _cublaslt
-from ..dtypes import GEMM_TYPES
-from .._cublaslt import TF32_COMPUTE, GemmKey, Geometry, LtPlan
-from ..enter import after_import
-from ..store.lock import Lock, LockReport, count_fall, named_falls
+from ..bindings.cublas import STATUS_TEXT, CublasError
+from ..core import lt as _cublaslt
+from ..base.dtypes import GEMM_TYPES
+from ..core.lt import TF32_COMPUTE, GemmKey, Geometry, LtPlan
+from ..base.enter import after_import
+from .file import Lock, LockReport, count_fall, named_falls
 
 DTYPES = {getattr(torch, name): name for name in GEMM_TYPES}  # torch.float32 -> float32 ...
 ALIGNMENT_BYTES = 256  # cuBLASLt's heuristic, which chose the pinned algorithm, assumes 256-byte aligned operands

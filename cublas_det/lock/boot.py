@@ -1,5 +1,5 @@
 """The lock in a process that ``cublas-det run`` started, entered once the program imports torch (the process
-was counted as the import began, see :func:`cublas_det.enter.count_process`): enabled, its report written at exit
+was counted as the import began, see :func:`cublas_det.base.enter.count_process`): enabled, its report written at exit
 (``PID.json``); a forked child is its own process, counted from zero. Nothing is printed into the program's
 output."""
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 import ctypes
 import os
 
-from ..enter import at_each_exit, count_process, failed
-from ..store.lock import LOCK_ENV, REPORT_ENV
-from . import disable, enable
+from ..base.enter import at_each_exit, count_process, failed
+from .file import LOCK_ENV, REPORT_ENV
+from .enabled import disable, enable
 
 
 def start() -> None:

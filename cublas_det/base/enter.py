@@ -17,7 +17,7 @@ from multiprocessing import util
 
 TASKS_ENV, LOG_ENV = "CUBLAS_DET_ENTER", "CUBLAS_DET_ENTER_LOG"
 COUNT_ENV = "CUBLAS_DET_ENTER_COUNT"  # a folder: each process that begins to import a task's module leaves a mark
-SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
+SITE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_site")  # the package's _site/
 
 
 def python_env(tasks: list[str], settings: dict, base=None, log: str | None = None, count: str | None = None) -> dict:

@@ -9,17 +9,17 @@ import dataclasses
 import os
 import re
 
-from .._cublas import ComputeType
-from .._cublaslt import ALGO_CONFIG, GemmKey
-from ..config import LT_WORKSPACE_BYTES, GemmConfig
-from ..device import fingerprint, require_gpu
-from ..dtypes import GEMM_TYPES
-from ..errors import InputFileError, UsageError
-from ..integers import is_int
-from ..shapes import parse_shape
-from ..words import plural
-from .files import TooLarge, check_format, read_json, write_json
-from .schema import Each, Record, check
+from ..bindings.cublas import ComputeType
+from ..core.lt import ALGO_CONFIG, GemmKey
+from ..core.config import LT_WORKSPACE_BYTES, GemmConfig
+from ..core.device import fingerprint, require_gpu
+from ..base.dtypes import GEMM_TYPES
+from ..base.errors import InputFileError, UsageError
+from ..base.integers import is_int
+from ..core.shapes import parse_shape
+from ..base.words import plural
+from ..store.files import TooLarge, check_format, read_json, write_json
+from ..base.schema import Each, Record, check
 
 FORMAT, VERSION = "cublas_det.lock", 1
 MAX_FILE_BYTES = 256 << 20  # a capture file's bound: 40,000 entries that prescribe writes are 49 MB
@@ -93,7 +93,7 @@ class Lock:
 
 
 def where_here(fingerprint: dict) -> dict:
-    """A lock's ``where`` from :func:`cublas_det.device.fingerprint`'s record of this machine."""
+    """A lock's ``where`` from :func:`cublas_det.core.device.fingerprint`'s record of this machine."""
     gpu = fingerprint["gpu"]
     return {"gpu": gpu["name"], "sm_count": gpu["sm_count"], "compute_capability": gpu["compute_capability"],
             "cublas_version": fingerprint["cublas_version"], "driver_version": fingerprint["driver_version"]}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from .._cublas import MathMode
-from ..config import GemmConfig, name_role
-from ..store.schema import Codec
+from ..bindings.cublas import MathMode
+from ..core.config import GemmConfig, name_role
+from ..base.schema import Codec
 from .stats import Ratio, quartiles, widened_ci
 
 AA_SUFFIX = "-AA"

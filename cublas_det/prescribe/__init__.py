@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from ._cublas import ComputeType, CublasError, MathMode
-from ._cublaslt import GemmKey, Geometry
-from .check import check_many
-from .check.cures import Cure, Prescription, interval, judged, lt_config, setup_cures
-from .check.scenarios import HAZARDS, REGISTRY, without_workers
-from .config import GemmConfig
-from .device import device_properties
-from .handle import create_handle
-from .store.lock import LockEntry
-from .shapes import GemmShape, batch_ladder, sm_count_ladder
-from .timing import time_shapes
+from ..bindings.cublas import ComputeType, CublasError, MathMode
+from ..core.lt import GemmKey, Geometry
+from ..check import check_many
+from ..check.cures import Cure, Prescription, interval, judged, lt_config, setup_cures
+from ..check.scenarios import HAZARDS, REGISTRY, without_workers
+from ..core.config import GemmConfig
+from ..core.device import device_properties
+from ..core.handle import create_handle
+from ..lock.file import LockEntry
+from ..core.shapes import GemmShape, batch_ladder, sm_count_ladder
+from ..timing import time_shapes
 
 VERIFY_SCENARIOS = ("repeat",) + HAZARDS
 # The guarantee scenarios that check a hazard's setup cures (no other GEMM: no time cost).

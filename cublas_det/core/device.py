@@ -13,9 +13,9 @@ import uuid
 
 import numpy
 
-from . import _cublas
-from ._cublas import CublasError, CublasNotFoundError, library
-from .errors import CublasDetError, DoesNotFit
+from ..bindings import cublas as _cublas
+from ..bindings.cublas import CublasError, CublasNotFoundError, library
+from ..base.errors import CublasDetError, DoesNotFit
 
 
 class NoGpuError(CublasDetError, RuntimeError):

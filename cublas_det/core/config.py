@@ -10,9 +10,9 @@ import hashlib
 import os
 import re
 
-from ._cublas import MATH_MODE_FLAGS, ComputeType, GemmAlgo, MathMode
-from .dtypes import GEMM_TYPES, lookup
-from .integers import is_int
+from ..bindings.cublas import MATH_MODE_FLAGS, ComputeType, GemmAlgo, MathMode
+from ..base.dtypes import GEMM_TYPES, lookup
+from ..base.integers import is_int
 
 MATH_MODE_VAR = "CUBLAS_DET_MATH_MODE"
 

@@ -1,6 +1,6 @@
 """The ctypes layer of cuBLASLt: the libcublasLt beside CuPy's libcublas, its prototypes and enums; and
 :class:`LtPlan`, one matmul made once and run many times (as nvmath-python's ``Matmul``), the one place a
-row-major GEMM becomes cuBLASLt's column-major one. Like :mod:`cublas_det._cublas`, no policy: plain ints,
+row-major GEMM becomes cuBLASLt's column-major one. Like :mod:`cublas_det.bindings.cublas`, no policy: plain ints,
 CublasError; a plan is what ``Handle(api="lt")``, the lock's router and ``prescribe`` share."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import functools
 import threading
 from ctypes import POINTER, byref, c_float, c_int, c_int64, c_size_t, c_uint16, c_uint32, c_uint64, c_void_p
 
-from ._cublas import HALF_SCALAR_COMPUTE, ComputeType, CublasError, CublasNotFoundError, declared
-from .dtypes import GEMM_TYPES
+from ..bindings.cublas import HALF_SCALAR_COMPUTE, ComputeType, CublasError, CublasNotFoundError, declared
+from ..base.dtypes import GEMM_TYPES
 from .shapes import cublas_op, packed_strides, shape_spec
 
 BATCH_COUNT, STRIDED_BATCH_OFFSET = 5, 6  # cublasLtMatrixLayoutAttribute_t: int32, int64

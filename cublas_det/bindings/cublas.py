@@ -8,7 +8,7 @@ import enum
 import functools
 from ctypes import POINTER, byref, c_int, c_longlong, c_size_t, c_void_p
 
-from .errors import CublasDetError
+from ..base.errors import CublasDetError
 
 # cublasStatus_t (cublas_api.h), here so that errors format and unpickle without libcublas.
 STATUS_TEXT: dict[int, tuple[str, str]] = {

@@ -10,8 +10,8 @@ import enum
 import math
 from typing import ClassVar
 
-from ..errors import InputFileError
-from ..integers import is_int
+from .errors import InputFileError
+from .integers import is_int
 
 
 def is_number(value) -> bool:

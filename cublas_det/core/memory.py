@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from .bits.digest import HASHERS
+from ..bits.digest import HASHERS
 from .config import HOPPER_WORKSPACE_BYTES, GemmConfig
-from .errors import DoesNotFit
+from ..base.errors import DoesNotFit
 from .shapes import GemmShape
-from .words import size
+from ..base.words import size
 
 # The timing rotates operand copies through about 3x the L2 (timing.stats.buffer_sets); 128 MiB bounds L2.
 L2_BOUND_BYTES = 128 * 2**20

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from .call import shape_gemm
-from .config import resolve_config
-from .device import device_properties, gpu_failures
-from .handle import create_handle
-from .operands import device_operands, output
-from .shapes import batch_ladder, sm_count_ladder
-from .words import table
-from .kernels.signature import KernelSignature, is_split_k_reduce, math_of, recorded_signature, tile_of
+from ..core.call import shape_gemm
+from ..core.config import resolve_config
+from ..core.device import device_properties, gpu_failures
+from ..core.handle import create_handle
+from ..core.operands import device_operands, output
+from ..core.shapes import batch_ladder, sm_count_ladder
+from ..base.words import table
+from ..kernels.signature import KernelSignature, is_split_k_reduce, math_of, recorded_signature, tile_of
 
 CALLS = 3  # recorded calls per cell, after one untimed call
 

@@ -7,7 +7,7 @@ import enum
 import math
 import statistics
 
-from ..store.schema import Codec
+from ..base.schema import Codec
 
 TARGET_BATCH_S = 1e-3  # a sample lasts >= 1 ms: ~2000x the 0.5 µs resolution of CUDA events
 MAX_BATCH = 4000

@@ -9,9 +9,9 @@ import enum
 from typing import ClassVar
 
 from ..bits.streams import Mismatch
-from ..config import GemmConfig
-from ..shapes import GemmShape
-from ..store.schema import Codec
+from ..core.config import GemmConfig
+from ..core.shapes import GemmShape
+from ..base.schema import Codec
 
 
 class Kind(str, enum.Enum):

@@ -8,10 +8,10 @@ from ctypes import addressof, c_float, c_uint16, c_void_p
 
 import numpy
 
-from . import _cublas
-from ._cublas import GEMM_EX_ARGS, HALF_SCALAR_COMPUTE, GemmAlgo, Operation
+from ..bindings import cublas as _cublas
+from ..bindings.cublas import GEMM_EX_ARGS, HALF_SCALAR_COMPUTE, GemmAlgo, Operation
 from .config import COMPUTE_TYPES, check_types
-from .dtypes import BFLOAT16_HINT, GEMM_TYPES
+from ..base.dtypes import BFLOAT16_HINT, GEMM_TYPES
 from .handle import Handle, default_handle
 from .shapes import other_layout, packed_strides
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .integers import is_int
-from .words import table
+from ..base.integers import is_int
+from ..base.words import table
 
 DEFAULT_TOKENS = 16384  # batch 8 x seqlen 2048
 DEFAULT_PRESETS = ["trunk", "mamba2-130m"]  # what a command runs without --preset or --shape

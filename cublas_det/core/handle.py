@@ -9,13 +9,14 @@ import threading
 import warnings
 from ctypes import c_void_p
 
-from . import _cublas, _cublaslt
-from ._cublas import AtomicsMode, ComputeType, MathMode
+from ..bindings import cublas as _cublas
+from . import lt as _cublaslt
+from ..bindings.cublas import AtomicsMode, ComputeType, MathMode
 from .config import LT_WORKSPACE_BYTES, GemmConfig, ModeSource, math_mode_name, resolve_config
 from .device import require_gpu, tf32_env_warnings
-from .dtypes import GEMM_TYPES
-from .integers import is_int
-from ._cublaslt import GemmKey, Geometry, LtPlan
+from ..base.dtypes import GEMM_TYPES
+from ..base.integers import is_int
+from .lt import GemmKey, Geometry, LtPlan
 
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
