@@ -6,7 +6,8 @@ import json
 
 from cublas_det.apilog import file as capture_file
 from cublas_det.apilog.findings import findings, major
-from cublas_det.apilog.model import Capture, GemmDefinition, Site
+from cublas_det.apilog.model import Capture, Site
+from cublas_det.core.definition import GemmDefinition
 from cublas_det.cli import capture as capture_cli
 
 from .test_capture import log, parse

@@ -165,7 +165,7 @@ def test_each_record_a_file_holds_is_checked_field_for_field_by_its_schema():
     capture's GEMM) has a schema naming every field it holds and no other, and what a run writes passes it: a
     field added to a record fails here until the reader checks it too."""
     from cublas_det.core.lt import GemmKey
-    from cublas_det.apilog.model import GemmDefinition
+    from cublas_det.core.definition import GemmDefinition
     from cublas_det.results.check import Kind, ScenarioResult
     from cublas_det.store import capture as store_capture
     from cublas_det.lock import file as store_lock

@@ -11,8 +11,9 @@ from ..store.capture import FORMAT, HINT, MAX_FILE_BYTES, VERSION
 from ..store.files import read_json
 from . import model
 from .findings import Finding, findings
-from .model import Capture, GemmDefinition
-from .replay import ReplayPlan, plans
+from ..core.definition import GemmDefinition
+from .model import Capture
+from ..core.replay import ReplayPlan, plans
 
 
 @dataclasses.dataclass(frozen=True)

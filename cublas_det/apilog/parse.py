@@ -10,7 +10,8 @@ import re
 
 from ..core.config import FLAG_NAME, MATH_MODE_NAMES
 from ..base.dtypes import ELEMENT_TYPES
-from .model import MAX_INT, MAX_SAMPLES, Capture, GemmDefinition, InvalidGemm, Site, geometry_of
+from ..core.definition import MAX_INT, GemmDefinition, InvalidGemm
+from .model import MAX_SAMPLES, Capture, Site, geometry_of
 
 CHUNK = 1 << 22
 MAX_BLOCK = 1 << 20  # bytes of one call's text, far above any real call's

@@ -14,8 +14,8 @@ import tempfile
 
 from ..bindings.cublas import ComputeType, MathMode
 from ..core.lt import ALGO_CONFIG, GemmKey
-from ..apilog.model import GemmDefinition, InvalidGemm
-from ..apilog.replay import plan as replay_plan
+from ..core.definition import GemmDefinition, InvalidGemm
+from ..core.replay import plan as replay_plan
 from ..base.dtypes import GEMM_TYPES
 from ..base.errors import UsageError
 from ..core.shapes import other_layout

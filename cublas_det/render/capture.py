@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..apilog.replay import row_major
+from ..core.replay import row_major
 from ..core.config import math_mode_name
 from ..base.dtypes import BY_CUDA_NAME
 from ..core.shapes import shape_spec

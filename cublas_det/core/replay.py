@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..bindings.cublas import MATH_MODE_FLAGS, ComputeType, MathMode
-from ..core.config import FP32_ONLY_MODES, GemmConfig
+from .config import FP32_ONLY_MODES, GemmConfig
 from ..base.dtypes import GEMM_TYPES
-from ..core.shapes import GemmShape, catalogue_entry, other_layout, packed_strides, token_counts
-from .model import GemmDefinition
+from .shapes import GemmShape, catalogue_entry, other_layout, packed_strides, token_counts
+from .definition import GemmDefinition
 
 _DTYPES = {element.cuda_name: name for name, element in GEMM_TYPES.items()}  # R_32F -> float32 ...
 _SCALE_TYPES = (None, *(GEMM_TYPES[name].cuda_name for name in ("float32", "float16")))  # as core/handle.py sets them
