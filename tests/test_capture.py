@@ -414,9 +414,10 @@ def test_endless_garbage_is_counted_and_the_log_after_it_still_read():
 
 def test_catalogue_roles_need_the_same_transposes():
     from cublas_det.core.replay import like
+    from cublas_det.core.shapes import GemmShape
 
-    assert like(3352, 768, 16384, True, False) == "mamba2-130m/in_proj/dW"
-    assert like(3352, 768, 16384, False, False) == ""
+    assert like(GemmShape("s", 3352, 768, 16384, True, False)) == "mamba2-130m/in_proj/dW"
+    assert like(GemmShape("s", 3352, 768, 16384, False, False)) == ""
 
 
 def test_cli_capture_refusals_of_programs_and_outputs(tmp_path, capsys):

@@ -7,7 +7,7 @@ import pytest
 from cublas_det.core import shapes
 from cublas_det.bindings.cublas import Operation
 from cublas_det.core.call import _batch_tail, gemm_ex_args
-from cublas_det.core.replay import like, row_major
+from cublas_det.core.replay import like, shape_of
 from cublas_det.core.config import GemmConfig
 from cublas_det.lock.file import GemmKey
 from cublas_det.core.shapes import GemmShape, parse_shape, preset, resolve_shapes
@@ -142,8 +142,9 @@ def test_one_layout_swap_and_one_packed_stride_formula_give_the_old_values():
         for batch in (1, 2, 8):
             assert _batch_tail(batch, m, n, k) == old_tail(batch, m, n, k)
         for transa, transb in itertools.product("NTC", repeat=2):
-            call = types.SimpleNamespace(m=m, n=n, k=k, transa=transa, transb=transb)
-            assert row_major(call) == (n, m, k, transb != "N", transa != "N")
+            call = types.SimpleNamespace(m=m, n=n, k=k, transa=transa, transb=transb, batch_count=1)
+            shape = shape_of(call)
+            assert (shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b) == (n, m, k, transb != "N", transa != "N")
         shape = GemmShape("s", m, n, k, trans_a, trans_b)
         old_op = ("T" if trans_b else "N") + ("T" if trans_a else "N")
         assert shape.cublas_op == old_op and GemmKey.of(shape, GemmConfig()).spec == f"Mx{n}x{k}:{old_op.lower()}"
@@ -162,7 +163,7 @@ def test_one_catalogue_lookup_finds_what_the_old_role_search_found():
                for name in shapes.PRESETS for s in preset(name, t)}
     queries |= {(m, n, k, not ta, tb) for m, n, k, ta, tb in list(queries)[:40]} | {(64, 64, 64, False, False)}
     for query in queries:
-        assert like(*query) == old_like(*query), query
+        assert like(GemmShape("q", *query)) == old_like(*query), query
     assert shapes.catalogue_entry(lambda s: s.name == "trunk/W_in/dW").spec.endswith(":nt")
     assert shapes.catalogue_entry(lambda s: False) is None
 

@@ -35,21 +35,23 @@ class ReplayPlan:
         return self.shape is not None
 
 
-def row_major(definition: GemmDefinition) -> tuple[int, int, int, bool, bool]:
-    """``(M, N, K, trans_a, trans_b)`` of the shim for a captured column-major call."""
-    return other_layout(definition.m, definition.n, definition.k, definition.transa != "N", definition.transb != "N")
+def shape_of(definition: GemmDefinition, name: str = "capture") -> GemmShape:
+    """The shim's row-major shape of a captured column-major call: the one place a cuBLAS call turns row-major."""
+    m, n, k, trans_a, trans_b = other_layout(definition.m, definition.n, definition.k, definition.transa != "N",
+                                             definition.transb != "N")
+    return GemmShape(name, m, n, k, trans_a, trans_b, preset="capture", batch=definition.batch_count)
 
 
-def like(m: int, n: int, k: int, trans_a: bool, trans_b: bool) -> str:
+def like(shape: GemmShape) -> str:
     """The catalogue name of the same row-major GEMM at any token count, or ``""``."""
-    found = catalogue_entry(lambda s: (s.m, s.n, s.k, s.trans_a, s.trans_b) == (m, n, k, trans_a, trans_b),
-                            token_counts(m, k))
+    same = (shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b)
+    found = catalogue_entry(lambda s: (s.m, s.n, s.k, s.trans_a, s.trans_b) == same, token_counts(shape.m, shape.k))
     return found.name if found else ""
 
 
 def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
-    m, n, k, trans_a, trans_b = row_major(definition)
-    role = like(m, n, k, trans_a, trans_b) if definition.batch_count == 1 else ""  # the catalogue has no batches
+    shape = shape_of(definition)
+    role = like(shape) if definition.batch_count == 1 else ""  # the catalogue has no batches
     base = ReplayPlan(gemm_id, definition, calls, role)
     reason = _unsupported(definition)
     if reason:
@@ -59,8 +61,8 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
         config = _config(definition, notes)
     except ValueError as err:
         return dataclasses.replace(base, reason=f"needs what the shim refuses: {err}")
-    shape = GemmShape(f"{gemm_id} {role or 'capture'}", m, n, k, trans_a, trans_b, preset="capture",
-                      batch=definition.batch_count)
+    shape = dataclasses.replace(shape, name=f"{gemm_id} {role or 'capture'}")
+    m, n, k = shape.m, shape.n, shape.k
     tight = (shape.b_shape[-1], shape.a_shape[-1], n)  # cuBLAS's lda, ldb, ldc of packed operands
     captured = (definition.lda, definition.ldb, definition.ldc)
     if captured != tight:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..core.replay import row_major
+from ..core.replay import shape_of
 from ..core.config import math_mode_name
 from ..base.dtypes import BY_CUDA_NAME
 from ..core.shapes import shape_spec
@@ -139,11 +139,11 @@ def _table(plans, width: int) -> list[str]:
     rows = []
     for plan in plans:
         d = plan.definition
-        m, n, k, _, _ = row_major(d)
+        shape = shape_of(d)
         batch = f" x{d.batch_count}" if d.batch_count > 1 else ""
         status = (plan.like or "replayable") if plan.replayed else \
             (f"{plan.like}; " if plan.like else "") + f"not replayable: {plan.reason}"
-        rows.append(((plan.gemm_id, f"{plan.calls:,}", shape_spec(m, n, k, d.transa + d.transb) + batch,
+        rows.append(((plan.gemm_id, f"{plan.calls:,}", shape_spec(shape.m, shape.n, shape.k, d.transa + d.transb) + batch,
                       f"{_label(d.a_type)}->{_label(d.c_type)}",
                       d.compute_type.removeprefix("COMPUTE_"), "(Lt)" if d.is_lt else data_mode(d.math_mode),
                       "unknown" if d.workspace_unknown else "cuBLAS" if d.workspace_bytes is None else
