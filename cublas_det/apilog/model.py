@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import operator
 
 from ..core.definition import GemmDefinition
 
@@ -82,7 +81,7 @@ class Capture:
     def __init__(self):
         self.gemms: dict[GemmDefinition, GemmStats] = {}
         self.workspace_addresses: set = set()  # (Site, address) of user workspaces, to tell shared from own
-        self.internal: collections.Counter = collections.Counter()  # (geometry, lt_algo) -> calls
+        self.internal: collections.Counter = collections.Counter()  # (GemmDefinition.launched(), lt_algo) -> calls
         self.logs: dict[str, LogStats] = {}
         self.dropped_calls = 0  # calls of GEMMs past the first MAX_GEMMS distinct ones
         self.unattributed_calls = 0  # calls of a GEMM from sites past its first MAX_SITES
@@ -143,20 +142,21 @@ class Capture:
                     threads.setdefault(site.thread, collections.Counter())[site.stream] += calls
         return threads
 
-    def add_internal(self, geometry: tuple, lt_algo: tuple) -> None:
-        """A cuBLASLt kernel launched inside a cuBLAS call: joined to its call in :meth:`joined`."""
+    def add_internal(self, launched: GemmDefinition, lt_algo: tuple) -> None:
+        """A cuBLASLt kernel launched inside a cuBLAS call (what it shows of the call: ``launched()``), joined to
+        its call in :meth:`joined`."""
         if len(self.internal) < MAX_GEMMS:
-            self.internal[(geometry, lt_algo)] += 1
+            self.internal[(launched, lt_algo)] += 1
 
     def joined(self) -> int:
-        """Attach each internal cuBLASLt record to the cuBLAS GEMMs of its geometry; return those that found none."""
-        by_geometry = collections.defaultdict(list)
+        """Attach each internal cuBLASLt record to the cuBLAS GEMMs it fits; return those that found none."""
+        by_launch = collections.defaultdict(list)
         for definition, stats in self.gemms.items():
             if not definition.is_lt:
-                by_geometry[geometry_of(definition)].append(stats)
+                by_launch[definition.launched()].append(stats)
         unmatched = shared = 0
-        for (geometry, lt_algo), calls in self.internal.items():
-            owners = by_geometry.get(geometry)
+        for (launched, lt_algo), calls in self.internal.items():
+            owners = by_launch.get(launched)
             if not owners:
                 unmatched += calls
                 continue
@@ -168,8 +168,3 @@ class Capture:
             self.notes.append(f"{shared} cuBLASLt kernel launches fit several cuBLAS GEMMs of one shape (other math "
                               "modes or workspaces) and are listed under each: their split-K may be either's")
         return unmatched
-
-
-# The fields of a GemmDefinition that a cuBLAS call and the cuBLASLt kernel launched under it both show, as a tuple.
-geometry_of = operator.attrgetter("transa", "transb", "m", "n", "k", "lda", "ldb", "ldc", "a_type", "c_type",
-                                  "batch_count")

@@ -11,7 +11,7 @@ import re
 from ..core.config import FLAG_NAME, MATH_MODE_NAMES
 from ..base.dtypes import ELEMENT_TYPES
 from ..core.definition import MAX_INT, GemmDefinition, InvalidGemm
-from .model import MAX_SAMPLES, Capture, Site, geometry_of
+from .model import MAX_SAMPLES, Capture, Site
 
 CHUNK = 1 << 22
 MAX_BLOCK = 1 << 20  # bytes of one call's text, far above any real call's
@@ -483,16 +483,16 @@ class LtLogParser(_LogParser):
         transa, transb = (compute.get(name, "OP_N").removeprefix("OP_") for name in ("transa", "transb"))
         _check_layouts(a, b, c, d, transa, transb)
         batch = int(d.get("batchCount", 1))
-        geometry = dict(transa=transa, transb=transb, m=int(d["rows"]), n=int(d["cols"]),
-                        k=int(a["rows"] if transa != "N" else a["cols"]), lda=int(a["ld"]), ldb=int(b["ld"]),
-                        ldc=int(d["ld"]), a_type=a["type"], b_type=b["type"], c_type=d["type"],
-                        compute_type=compute["computeType"], batch_count=batch,
-                        strides=tuple(int(x.get("stridedBatchOffset", 0)) for x in (a, b, d)) if batch > 1 else None)
+        k = int(a["rows"] if transa != "N" else a["cols"])
+        common = GemmDefinition(
+            "cublasLtMatmul", transa, transb, int(d["rows"]), int(d["cols"]), k, int(a["ld"]), int(b["ld"]),
+            int(d["ld"]), a["type"], b["type"], d["type"], compute["computeType"], batch_count=batch,
+            strides=tuple(int(x.get("stridedBatchOffset", 0)) for x in (a, b, d)) if batch > 1 else None)
         lt_algo = tuple(sorted(_inner(pairs.get(b"algo", b"")).items()))
         if _INTERNAL.fullmatch(function):
-            return True, (geometry_of(GemmDefinition("cuBLAS", **geometry)), lt_algo), None
-        definition = GemmDefinition(
-            "cublasLtMatmul", **geometry, workspace_bytes=int(pairs.get(b"workSpaceSizeInBytes", b"0")),
+            return True, (common.launched(), lt_algo), None
+        definition = dataclasses.replace(
+            common, workspace_bytes=int(pairs.get(b"workSpaceSizeInBytes", b"0")),
             scale_type=compute.get("scaleType"), epilogue=compute.get("epilogue"),
             bias="biasPointer" in compute or "BIAS" in compute.get("epilogue", ""),
             sm_count_target=int(compute["smCountTarget"]) if "smCountTarget" in compute else None, lt_algo=lt_algo)

@@ -49,6 +49,12 @@ class GemmDefinition:
     def is_lt(self) -> bool:
         return self.api == "cublasLtMatmul"
 
+    def launched(self) -> GemmDefinition:
+        """What a cuBLAS call and the cuBLASLt kernel it launched both show of it (ops, dimensions, leading
+        dimensions, A's and C's types, batch): the two are joined on it, since the kernel's log line names no call."""
+        return GemmDefinition("", self.transa, self.transb, self.m, self.n, self.k, self.lda, self.ldb, self.ldc,
+                              self.a_type, self.a_type, self.c_type, "", batch_count=self.batch_count)
+
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "strides": list(self.strides) if self.strides else None,
                 "preference": dict(self.preference), "lt_algo": dict(self.lt_algo)}
