@@ -10,13 +10,14 @@ import warnings
 from ctypes import c_void_p
 
 from ..bindings import cublas as _cublas
-from . import lt as _cublaslt
+from ..bindings import cublaslt
 from ..bindings.cublas import AtomicsMode, ComputeType, MathMode
 from .config import LT_WORKSPACE_BYTES, GemmConfig, ModeSource, math_mode_name, resolve_config
 from .device import require_gpu, tf32_env_warnings
 from ..base.dtypes import GEMM_TYPES
 from ..base.integers import is_int
-from .lt import GemmKey, Geometry, LtPlan
+from .lt import GemmKey, Geometry
+from .plan import LtPlan
 
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
@@ -38,7 +39,7 @@ class LtPath:
 
     def __init__(self, config: GemmConfig, workspace_ptr: int, workspace_bytes: int):
         self.config = config
-        self.handle = _cublaslt.create()
+        self.handle = cublaslt.create()
         self.workspace = (workspace_ptr, workspace_bytes)
         self._plans: dict = {}  # Geometry -> LtPlan
         self._lock = threading.Lock()  # a plan is made once
@@ -86,13 +87,13 @@ class LtPath:
         for plan in plans:
             try:
                 plan.close()
-            except _cublaslt.CublasError as err:
+            except _cublas.CublasError as err:
                 failures.append(err)
         if self.handle:
             handle, self.handle = self.handle, 0
             try:
-                _cublaslt.destroy(handle)
-            except _cublaslt.CublasError as err:
+                cublaslt.destroy(handle)
+            except _cublas.CublasError as err:
                 failures.append(err)
         if failures:
             raise failures[0]
