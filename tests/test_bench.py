@@ -278,18 +278,18 @@ def test_comparison_is_printed_and_its_exit_code_returned(capsys):
     data = json.loads(STORED.read_text())
     args = argparse.Namespace(compare="base.json", fail_on=5.0)
     baseline = run_from_dict(data, "base.json")
-    assert gemms._print_comparison(args, None, data) == 0 and capsys.readouterr().out == ""
-    assert gemms._print_comparison(args, baseline, data) == 0
+    assert gemms.print_comparison(args, None, data) == 0 and capsys.readouterr().out == ""
+    assert gemms.print_comparison(args, baseline, data) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("Compared with base.json\n  compared 45: 45 identical") and "identical bits" in printed
     assert "\n  base.json: NVIDIA H200" in printed  # the answer first, then the files
     far = "/runs/" + "a-long-directory-name/" * 3 + "base.json"
-    assert bench._print_comparison(argparse.Namespace(compare=far, fail_on=5.0), run_from_dict(data, far), data) == 0
+    assert bench.print_comparison(argparse.Namespace(compare=far, fail_on=5.0), run_from_dict(data, far), data) == 0
     printed = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in printed) <= 100 and any(line.startswith(f"  {far}: ") for line in printed)
     drifted = json.loads(json.dumps(data))
     drifted["benchmarks"][0]["extra_info"]["digest"] = "0" * 64
-    assert gemms._print_comparison(args, baseline, drifted) == 1 and "bits DIFFER" in capsys.readouterr().out
+    assert gemms.print_comparison(args, baseline, drifted) == 1 and "bits DIFFER" in capsys.readouterr().out
     exit_code = functools.partial(gemms.exit_code, "cublas-det bench")
     assert exit_code(False, False, 2) == 2 and exit_code(True, False, 0) == 1
     assert exit_code(False, False, 0, written=False) == 2 and exit_code(True, True, 2) == 130

@@ -141,7 +141,7 @@ def test_the_readme_s_troubleshooting_names_the_nvml_extra_and_its_note_without_
 
 def test_lock_md_says_which_pytorch_settings_a_locked_call_reads_as_the_router_does():
     """docs/lock.md: a locked call reads allow_tf32 and none of PyTorch's determinism or reduction settings."""
-    from cublas_det.core.lt import ALGO_CONFIG
+    from cublas_det.bindings.cublaslt import ALGO_CONFIG
     from cublas_det.lock.deterministic_ops import SETTING
 
     section = " ".join(_section(ROOT / "docs" / "lock.md", "What the lock covers, and PyTorch's settings beside it")

@@ -181,14 +181,14 @@ def test_prepared_call_reissues_the_same_gemm():
 
 
 def test_pointer_cache_reuses_and_stays_bounded(monkeypatch):
-    from cublas_det.core import call as _gemm
+    from cublas_det.core import handle as _handle
 
-    monkeypatch.setattr(_gemm, "_pointers", {})
-    first = _gemm._pointer(0x7F0000001000)
-    assert first.value == 0x7F0000001000 and _gemm._pointer(0x7F0000001000) is first
-    for address in range(_gemm._POINTER_CACHE_SIZE + 10):
-        _gemm._pointer(address + 1)
-    assert len(_gemm._pointers) <= _gemm._POINTER_CACHE_SIZE
+    monkeypatch.setattr(_handle, "_pointers", {})
+    first = _handle._pointer(0x7F0000001000)
+    assert first.value == 0x7F0000001000 and _handle._pointer(0x7F0000001000) is first
+    for address in range(_handle._POINTER_CACHE_SIZE + 10):
+        _handle._pointer(address + 1)
+    assert len(_handle._pointers) <= _handle._POINTER_CACHE_SIZE
 
 
 def _trunk_dw_operands():
@@ -203,13 +203,13 @@ def test_both_call_paths_give_the_same_bits(monkeypatch):
     """Eager calls on a current-stream handle go through CuPy's binding; the rest through ctypes."""
     import cupy
 
-    from cublas_det.core import call as _gemm
+    from cublas_det.core import handle as _handle
 
     a, b = _trunk_dw_operands()
-    _gemm._bind()
+    _handle._bind_cupy_gemm_ex()
     through_cupy = []
-    cupy_gemm_ex = _gemm._cupy_gemm_ex
-    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", lambda *args: through_cupy.append(1) or cupy_gemm_ex(*args))
+    cupy_gemm_ex = _handle._cupy_gemm_ex
+    monkeypatch.setattr(_handle, "_cupy_gemm_ex", lambda *args: through_cupy.append(1) or cupy_gemm_ex(*args))
     outs = [cupy.full((128, 56), cupy.nan, cupy.float32) for _ in range(4)]
     stream = cupy.cuda.Stream(non_blocking=True)
     with create_handle("pedantic") as follows, create_handle("pedantic", stream=stream) as pinned, \
@@ -237,22 +237,22 @@ def test_handle_is_rebound_after_cupy_moved_it(monkeypatch):
     import cupy
     from cupy_backends.cuda.libs import cublas
 
-    from cublas_det.core import call as _gemm
+    from cublas_det.core import handle as _handle
 
     a, b = _trunk_dw_operands()
     out = cupy.empty((128, 56), cupy.float32)
     first, second = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
-    _gemm._bind()
-    cupy_gemm_ex = _gemm._cupy_gemm_ex
+    _handle._bind_cupy_gemm_ex()
+    cupy_gemm_ex = _handle._cupy_gemm_ex
     with create_handle("pedantic") as handle:
-        monkeypatch.setattr(_gemm, "_cupy_gemm_ex", _gemm._no_cupy_binding)
+        monkeypatch.setattr(_handle, "_cupy_gemm_ex", _handle._no_cupy_binding)
         with first:
             gemm(a, b, out=out, handle=handle, trans_a=True)  # ctypes binds `first`
-        monkeypatch.setattr(_gemm, "_cupy_gemm_ex", cupy_gemm_ex)
+        monkeypatch.setattr(_handle, "_cupy_gemm_ex", cupy_gemm_ex)
         with second:
             gemm(a, b, out=out, handle=handle, trans_a=True)  # CuPy binds `second`
         assert cublas.getStream(handle.ptr) == second.ptr
-        monkeypatch.setattr(_gemm, "_cupy_gemm_ex", _gemm._no_cupy_binding)
+        monkeypatch.setattr(_handle, "_cupy_gemm_ex", _handle._no_cupy_binding)
         with first:
             gemm(a, b, out=out, handle=handle, trans_a=True)
         assert cublas.getStream(handle.ptr) == first.ptr
@@ -305,7 +305,7 @@ def test_cublas_rejection_is_a_cublas_error_on_both_paths():
         assert follows._cupy_binding_fits and not with_workspace._cupy_binding_fits  # one binding each
         for handle in (follows, with_workspace):
             with pytest.raises(CublasError, match=r"\[cublasGemmEx\]") as caught:
-                _gemm._issue(handle, args)
+                handle.issue_gemm_ex(args)
             statuses.append(caught.value.status)
     assert statuses[0] == statuses[1] and statuses[0] in (7, 15)
 
@@ -314,10 +314,11 @@ def test_ctypes_arguments_wrap_exactly_the_five_pointers():
     from ctypes import c_void_p
 
     from cublas_det.core import call as _gemm
+    from cublas_det.core import handle as _handle
 
     args = _gemm.gemm_ex_args(True, False, 128, 56, 4096, 128, 56, 0x7F00_0000_1000, 0x7F00_0000_2000,
                                0x7F00_0000_3000, 0x7F00_0000_4000, 0x7F00_0000_5000, ComputeType.COMPUTE_32F)
-    wrapped = _gemm._as_ctypes(args)
+    wrapped = _handle.as_ctypes(args)
     assert len(wrapped) == len(args) == 18
     pointers = [i for i, arg in enumerate(wrapped) if isinstance(arg, c_void_p)]
     assert pointers == [5, 6, 9, 12, 13]  # alpha, B, A, beta, C

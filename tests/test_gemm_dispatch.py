@@ -44,11 +44,10 @@ def calls(monkeypatch):
     """Bind gemm() to recorders; return the list of (entry point, arguments...) it issues."""
     issued = []
     monkeypatch.setattr(_gemm, "_cupy", cupy)  # as if _bind() had run: no library is loaded
-    monkeypatch.setattr(_gemm, "_F32", cupy.dtype(cupy.float32))
     monkeypatch.setattr(_gemm, "_several_devices", False)
-    monkeypatch.setattr(_gemm, "_CupyCublasError", _CupyCublasError)
-    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", lambda *args: issued.append(("cupy",) + args))
-    monkeypatch.setattr(_gemm, "_gemm_ex", lambda *args: issued.append(("ctypes",) + args) or 0)
+    monkeypatch.setattr(_handle, "_CupyCublasError", _CupyCublasError)
+    monkeypatch.setattr(_handle, "_cupy_gemm_ex", lambda *args: issued.append(("cupy",) + args))
+    monkeypatch.setattr(_handle, "_gemm_ex", lambda *args: issued.append(("ctypes",) + args) or 0)
     monkeypatch.setattr(_cublas, "cublas_set_stream", lambda ptr, stream: issued.append(("setStream", ptr, stream)))
     monkeypatch.setattr(_handle, "_stream_ptr_getter", lambda: CURRENT_STREAM)
     return issued
@@ -150,7 +149,7 @@ def _bad_calls():
 
 def _half(handle):
     """The handle as a float16 handle computing in half precision would be."""
-    handle._compute_type = int(_cublas.ComputeType.COMPUTE_16F)
+    handle.compute_type = int(_cublas.ComputeType.COMPUTE_16F)
     return handle
 
 
@@ -191,7 +190,7 @@ def test_under_capture_the_call_falls_back_to_ctypes_bound_to_the_current_stream
         calls.append(("cupy refused",))
         raise NotImplementedError("calling cuBLAS API during stream capture is currently unsupported")
 
-    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", refuse)
+    monkeypatch.setattr(_handle, "_cupy_gemm_ex", refuse)
     a, b, out = _operands(False, False)
     handle = handles()
     _gemm.gemm(a, b, out=out, handle=handle)
@@ -205,11 +204,11 @@ def test_cuBLAS_rejections_are_cublas_errors_on_both_bindings(calls, handles, mo
     def reject(*args):
         raise _CupyCublasError(7)
 
-    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", reject)
+    monkeypatch.setattr(_handle, "_cupy_gemm_ex", reject)
     a, b, out = _operands(False, False)
     with pytest.raises(CublasError, match=r"CUBLAS_STATUS_INVALID_VALUE \(7\).*\[cublasGemmEx\]"):
         _gemm.gemm(a, b, out=out, handle=handles())
-    monkeypatch.setattr(_gemm, "_gemm_ex", lambda *args: 13)
+    monkeypatch.setattr(_handle, "_gemm_ex", lambda *args: 13)
     pinned = handles(0xB000)
     pinned._cupy_binding_fits = False  # as a handle with its own workspace
     with pytest.raises(CublasError, match=r"\(13\).*\[cublasGemmEx\]") as caught:
@@ -218,7 +217,7 @@ def test_cuBLAS_rejections_are_cublas_errors_on_both_bindings(calls, handles, mo
 
 
 def test_without_cupys_binding_every_call_goes_through_ctypes(calls, handles, monkeypatch):
-    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", _gemm._no_cupy_binding)  # what _bind() sets for such a CuPy
+    monkeypatch.setattr(_handle, "_cupy_gemm_ex", _handle._no_cupy_binding)  # what _bind() sets for such a CuPy
     a, b, out = _operands(True, False)
     _gemm.gemm(a, b, out=out, handle=handles(), trans_a=True)
     assert [call[0] for call in calls] == ["setStream", "ctypes"]
@@ -274,8 +273,8 @@ def test_half_precision_combinations_are_named(monkeypatch, calls, handles):
         alphas.append(ctypes.c_uint16.from_address(getattr(alpha, "value", alpha)).value)
         return 0
 
-    monkeypatch.setattr(_gemm, "_gemm_ex", record)
-    monkeypatch.setattr(_gemm, "_cupy_gemm_ex", record)
+    monkeypatch.setattr(_handle, "_gemm_ex", record)
+    monkeypatch.setattr(_handle, "_cupy_gemm_ex", record)
     a16 = _array((M, K), 0x1000, "float16")
     b16 = _array((K, N), 0x2000, "float16")
     with pytest.raises(TypeError, match="a and b must have one element type, not float16 and float32"):

@@ -10,8 +10,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "cublas_det"
 # Each part of the package (a top-level module or folder) and its floor: a part imports only parts on
 # lower floors, and itself.
 FLOORS = {
-    "base": 0,
-    "bindings": 1, "kernels": 1, "bits": 1,
+    "base": 0, "bindings": 0,
+    "kernels": 1, "bits": 1,
     "core": 2,
     "results": 3,
     "store": 4,
@@ -94,6 +94,30 @@ def imports_in_functions(package) -> list[str]:
                 if not all(name.startswith(LAZY) for name in names):
                     found.add(f"{path.relative_to(package.parent)}:{node.lineno}: {', '.join(names)}")
     return sorted(found)
+
+
+# The C libraries' ctypes layers (declarations, enums, status texts, thin calls) import nothing of the package:
+# they sit under every part, and any part may use them.
+PURE = ("bindings",)
+
+
+def impure_imports(package) -> list[str]:
+    """Every import by a PURE part of another part of the package."""
+    return [f"{path.relative_to(package.parent)}:{line}: {parts[0]} imports {there}"
+            for path, parts in _modules(package) if parts[0] in PURE
+            for line, there in _imported_parts(parts, _tree(path)) if there != parts[0]]
+
+
+def test_the_bindings_import_nothing_of_the_package():
+    assert impure_imports(PACKAGE) == []
+
+
+def test_the_purity_check_catches_a_binding_that_imports_the_package(tmp_path):
+    fake = tmp_path / "cublas_det"
+    (fake / "bindings").mkdir(parents=True)
+    (fake / "bindings" / "cublas.py").write_text("from ctypes import c_int\n\nfrom .cublaslt import X\n"
+                                                 "from ..base.errors import CublasDetError\n")
+    assert impure_imports(fake) == ["cublas_det/bindings/cublas.py:4: bindings imports base"]
 
 
 def test_every_part_has_a_floor():
@@ -192,7 +216,7 @@ def plan_makers(package) -> set[str]:
 
 def test_a_gemm_has_one_key_type_and_one_cublaslt_plan_type():
     assert gemm_classes(PACKAGE) == {"core.lt.GemmKey", "core.shapes.GemmShape"}
-    assert plan_makers(PACKAGE) == {"core.lt.__init__", "core.lt._heuristic"}  # LtPlan's
+    assert plan_makers(PACKAGE) == {"core.plan.__init__", "core.plan._heuristic"}  # LtPlan's
 
 
 def test_the_home_checks_catch_a_second_key_and_a_second_plan(tmp_path):
@@ -202,3 +226,71 @@ def test_the_home_checks_catch_a_second_key_and_a_second_plan(tmp_path):
                                     "def plan(handle):\n    return _cublaslt.layout_create(0, 1, 1, 1)\n")
     assert gemm_classes(fake) == {"router.Key"}
     assert plan_makers(fake) == {"router.plan"}
+
+
+# No module reads another's private names: a name with a leading underscore is its module's own business, so a
+# module that needs one gets a public name or method from its owner. A module's own private names (defined,
+# assigned or imported in it) and dunder names are fine. Other libraries' private names the package must read:
+OTHER_LIBRARIES_PRIVATE = {
+    "_c_contiguous": "CuPy's ndarray: the flag .flags.c_contiguous reads, without a Flags object (gemm's hot path)",
+    "_shape": "CuPy's ndarray: its shape as a plain tuple (gemm's hot path)",
+    "_C": "PyTorch's C extension: its current stream, device and cuBLAS settings",
+    "_destroy": "torch.library.Library: the one way to take back the kernels it registered",
+    "_option_string_actions": "argparse: the flags a parser has",
+    "__cxa_demangle": "libstdc++'s C function, read from its CDLL",
+}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _names_defined(tree) -> set[str]:
+    """Every name a module defines, assigns (``x._name = ...`` included), takes as a parameter or imports."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.attr)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def private_reads(package) -> list[str]:
+    """Every ``x._name`` (``x`` not ``self`` or ``cls``) of a ``_name`` its module does not define, and every
+    ``from <a module of the package> import _name``, as ``path:line: what``."""
+    found = []
+    for path, _ in _modules(package):
+        tree = _tree(path)
+        own = _names_defined(tree) | set(OTHER_LIBRARIES_PRIVATE)
+        where = path.relative_to(package.parent)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr) and node.attr not in own and not (
+                    isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+            elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("cublas_det")):
+                found += [f"{where}:{node.lineno}: from {'.' * node.level}{node.module or ''} import {alias.name}"
+                          for alias in node.names if _private(alias.name)]
+    return sorted(found)
+
+
+def test_no_module_reads_another_modules_private_names():
+    assert private_reads(PACKAGE) == []
+
+
+def test_the_private_check_catches_a_read_and_an_import_and_leaves_a_modules_own_names(tmp_path):
+    fake = tmp_path / "cublas_det"
+    fake.mkdir()
+    (fake / "handle.py").write_text("class Handle:\n    def __init__(self):\n        self._ptr = 0\n\n"
+                                    "    def close(self):\n        return self._ptr, self.__class__\n\n\n"
+                                    "def _made():\n    return Handle()._ptr\n")
+    (fake / "call.py").write_text("from .handle import _made\n\n\ndef gemm(handle):\n"
+                                  "    return handle._ptr, handle.__dict__, handle.x._c_contiguous\n")
+    assert private_reads(fake) == ["cublas_det/call.py:1: from .handle import _made",
+                                   "cublas_det/call.py:5: handle._ptr"]

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from cublas_det.core import lt as _cublaslt
+from cublas_det.bindings import cublaslt as _cublaslt
+from cublas_det.core.lt import GemmKey, Geometry
 from cublas_det.bindings.cublas import MathMode
 from cublas_det.core.config import GemmConfig
 from cublas_det.core.shapes import parse_shape
@@ -45,7 +46,7 @@ def test_lt_configurations_parse_name_and_round_trip():
 
 
 # The row-major 128x56x4096 dW GEMM below, fp32 in and out, as a packed Geometry (only read for the plan)
-DW = _cublaslt.Geometry.packed(_cublaslt.GemmKey("float32", "float32", "COMPUTE_32F", True, False, 56, 4096, m=128))
+DW = Geometry.packed(GemmKey("float32", "float32", "COMPUTE_32F", True, False, 56, 4096, m=128))
 
 
 @pytest.mark.gpu
@@ -243,8 +244,8 @@ def test_lt_layouts_and_descriptor_follow_the_gemms_geometry(monkeypatch):
     path = lt_path.LtPath(GemmConfig(api="lt"), 0, 1 << 20)
     # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3), as gemm() gives it (transposes as any truthy
     # value): cuBLASLt's column-major (N, T, 3, 7, 5, ldb=3, lda=7, ldd=3)
-    key = _cublaslt.GemmKey("float32", "float32", "COMPUTE_32F", True, False, 3, 5, m=7)
-    assert path.geometry("float32", "float32", 68, 1, None, 7, 3, 5) == _cublaslt.Geometry(key, 7, 3, 3)
+    key = GemmKey("float32", "float32", "COMPUTE_32F", True, False, 3, 5, m=7)
+    assert path.geometry("float32", "float32", 68, 1, None, 7, 3, 5) == Geometry(key, 7, 3, 3)
     args = (path.geometry("float32", "float32", 68, True, False, 7, 3, 5), (0, 0, 0, 0, 0))
     path.issue(*args, stream_ptr=0)
     layouts = [a for name, a in made if name == "layout_create"]
@@ -261,7 +262,7 @@ def test_lt_layouts_and_descriptor_follow_the_gemms_geometry(monkeypatch):
     # A batch of 4 (a (4, 5, 7), b (4, 5, 3)): each layout is told the count and its packed stride.
     batched = path.geometry("float32", "float32", 68, True, False, 7, 3, 5, batch=4)
     assert batched.key == key and batched.strides == (35, 15, 21)  # A, B, D
-    assert _cublaslt.Geometry.packed(_cublaslt.GemmKey.of(parse_shape("7x3x5:nt:b4"), GemmConfig(api="lt"),
+    assert Geometry.packed(GemmKey.of(parse_shape("7x3x5:nt:b4"), GemmConfig(api="lt"),
                                                           any_m=False), 4) == batched  # as prescribe makes it
     path.issue(batched, (0, 0, 0, 0, 0), stream_ptr=0)
     assert [a[1:] for name, a in made if name == "layout_batch"] == [(4, 15), (4, 35), (4, 21)]

@@ -13,6 +13,7 @@ import pytest
 from cublas_det.core import call, memory
 from cublas_det import prescribe, pytest_plugin
 from cublas_det.core import handle as lt
+from cublas_det.core import plan
 from cublas_det.bindings.cublas import MATH_MODE_FLAGS
 from cublas_det.bits import gpu, streams
 from cublas_det.apilog import findings, parse
@@ -50,7 +51,7 @@ def test_the_element_types_keep_their_cuda_enums_sizes_and_names():
     assert list(GEMM_TYPES) == ["float32", "bfloat16", "float16"]
     # The GPU modules' ints: cublasGemmEx's Atype/Ctype, cuBLASLt's scale type, the bias's type.
     assert call.CUDA_R_32F == 0 and {BY_CUDA[v].name for v in (0, 2, 14)} == set(GEMM_TYPES)
-    assert [GEMM_TYPES[n].cuda for n in GEMM_TYPES] == [0, 14, 2] and lt._cublaslt.GEMM_TYPES is GEMM_TYPES
+    assert [GEMM_TYPES[n].cuda for n in GEMM_TYPES] == [0, 14, 2] and plan.GEMM_TYPES is GEMM_TYPES
     assert gpu._FORMATS == {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
     with pytest.raises(TypeError, match="cannot compare float64 bit for bit: float32, bfloat16, float16 expected"):
         gpu.kernel_format(np.dtype("float64"))

@@ -1,5 +1,7 @@
 """The ctypes layer of libcublas (the copy CuPy uses) and its enums: no policy; each wrapper is named
-after its C call, takes and returns plain ints and raises :class:`CublasError` on a non-zero status."""
+after its C call, takes and returns plain ints and raises :class:`CublasError` on a non-zero status. It imports
+nothing of the package: its errors derive from the built-ins alone, and the entry points name them beside
+:class:`~cublas_det.base.errors.CublasDetError` (``cli.common.EXPECTED_ERRORS``)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,6 @@ import ctypes
 import enum
 import functools
 from ctypes import POINTER, byref, c_int, c_longlong, c_size_t, c_void_p
-
-from ..base.errors import CublasDetError
 
 # cublasStatus_t (cublas_api.h), here so that errors format and unpickle without libcublas.
 STATUS_TEXT: dict[int, tuple[str, str]] = {
@@ -78,7 +78,7 @@ class GemmAlgo(enum.IntEnum):
     DEFAULT_TENSOR_OP = 99  # what PyTorch passes
 
 
-class CublasError(CublasDetError, RuntimeError):
+class CublasError(RuntimeError):
     """A cuBLAS call returned ``status`` (a ``cublasStatus_t``) other than success, from ``function``."""
 
     def __init__(self, status: int, function: str = ""):
@@ -92,7 +92,7 @@ class CublasError(CublasDetError, RuntimeError):
         return (type(self), (self.status, self.function))
 
 
-class CublasNotFoundError(CublasDetError, ImportError):
+class CublasNotFoundError(ImportError):
     """libcublas could not be located or loaded."""
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..bindings.cublas import MathMode
-from ..core.lt import ReductionScheme
+from ..bindings.cublaslt import ReductionScheme
 from ..core.config import GemmConfig
 from ..core.shapes import GemmShape
 from .scenarios import REGISTRY

@@ -15,9 +15,9 @@ import os
 import sys
 import traceback
 
-from ..base.errors import CublasDetError, ExitCode, UsageError
+from ..base.errors import ExitCode, UsageError
 from ..store import files
-from .common import command_main, describe, error_line, exit_codes
+from .common import EXPECTED_ERRORS, command_main, describe, error_line, exit_codes
 
 MAX_BATCH = 1 << 16  # the step runs at --batch: past this, its outputs rarely fit
 PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # frames of ours, not the user's
@@ -78,7 +78,7 @@ def theirs(what: str, call, *args, **kwargs):
     except (Exception, SystemExit) as err:
         frames = traceback.extract_tb(err.__traceback__)
         # Ours: raised in our frame, but not where the lock hands a call it does not run to torch's own kernel.
-        if isinstance(err, CublasDetError) or (frames and _ours(frames[-1].filename) and
+        if isinstance(err, EXPECTED_ERRORS) or (frames and _ours(frames[-1].filename) and
                                                "call_boxed" not in (frames[-1].line or "")):
             raise
         frames = [f for f in frames if not (_ours(f.filename) or f.filename.startswith("<frozen importlib"))]

@@ -31,7 +31,7 @@ from ..timing.monitor import GpuMonitor
 from ..base.words import plural
 from . import explain, prescribe, sweep
 from .common import command_main, describe, exit_codes, write_file, write_json, write_text
-from .gemms import (_print_comparison, add_family, baseline, capture_groups, exit_code, kernels_available, listing,
+from .gemms import (add_family, baseline, capture_groups, exit_code, kernels_available, listing, print_comparison,
                     read_options, timing_budget)
 
 EXIT_CODES = exit_codes("1 also when a scenario, the GEMM or its timing could not run; a hazard that changed bits "
@@ -252,7 +252,7 @@ def _report(args, result, baseline, phases, prog: str) -> int:
     if args.verbose:
         print("phases (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.seconds.items()),
               file=sys.stderr)
-    return exit_code(prog, run_failed(result), result.interrupted, _print_comparison(args, baseline, data), written)
+    return exit_code(prog, run_failed(result), result.interrupted, print_comparison(args, baseline, data), written)
 
 
 build_parser, main = command_main(add_arguments, run)

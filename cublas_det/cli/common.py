@@ -12,11 +12,15 @@ import stat
 import sys
 from pathlib import Path
 
+from ..bindings.cublas import CublasError, CublasNotFoundError
 from ..core.device import INSTALL_HINT, NoGpuError
 from ..base.errors import CublasDetError, ExitCode, UsageError
 from ..store import files
 from ..base.words import WIDTH, wrapped
 
+# The expected failures an entry point makes one line and exit code 2: the package's own, and the bindings' (which
+# import nothing of the package, so derive from the built-ins alone).
+EXPECTED_ERRORS = (CublasDetError, CublasError, CublasNotFoundError)
 # What runs on NumPy alone: the way forward on a machine without a GPU or the CUDA libraries.
 WITHOUT_GPU = ("without a GPU, report, compare, diff, capture --from and bench --list run on NumPy alone "
                "(README: \"Try it without a GPU\")")
@@ -156,7 +160,7 @@ def run_guarded(prog: str, body) -> int:
         error_line(prog, f"CuPy is not installed ({err}); install it: {INSTALL_HINT}; {_without_gpu(prog)}"
                    if top in ("cupy", "cupy_backends") else str(err) if "pip install" in str(err)
                    else f"{err}; install it with pip")
-    except CublasDetError as err:
+    except EXPECTED_ERRORS as err:
         error_line(prog, f"{err}; {_without_gpu(prog)}" if isinstance(err, NoGpuError) else str(err))
     return ExitCode.USAGE
 

@@ -258,7 +258,7 @@ def exit_code(prog: str, failed: bool, interrupted: bool, comparison: int = Exit
     return unless_missing(verdict, written)
 
 
-def _print_comparison(args, baseline, data: dict) -> int:
+def print_comparison(args, baseline, data: dict) -> int:
     """Print how ``data`` compares with the --compare baseline; return the comparison's exit code."""
     if baseline is None:
         return ExitCode.OK

@@ -17,7 +17,7 @@ from ..store.run import now_iso
 from ..render.sweep import render_sweep, sweep_to_json
 from ..base.words import plural
 from .common import command_main, describe, exit_codes, write_json, write_text
-from .gemms import _print_comparison, add_family, baseline, exit_code, listing, quick_help, read_options
+from .gemms import add_family, baseline, exit_code, listing, print_comparison, quick_help, read_options
 
 EPILOG = """examples:
   %(prog)s --devices all --json a.json     # same bits on every GPU here?
@@ -68,7 +68,7 @@ def run(args, parser) -> int:
     if args.markdown:
         written &= write_text(args.markdown, f"# cublas_det device sweep\n\n{started_iso}\n\n```\n{text}\n```\n", prog)
     interrupted = any(run.error == INTERRUPTED for run in runs)
-    return exit_code(prog, sweep_failed(runs, found), interrupted, _print_comparison(args, base, data), written)
+    return exit_code(prog, sweep_failed(runs, found), interrupted, print_comparison(args, base, data), written)
 
 
 build_parser, main = command_main(add_arguments, run)

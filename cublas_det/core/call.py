@@ -4,21 +4,23 @@ current stream (less host time); ctypes the rest (a pinned stream, a workspace, 
 
 from __future__ import annotations
 
-from ctypes import addressof, c_float, c_uint16, c_void_p
+from ctypes import addressof, c_float, c_uint16
 
 import numpy
 
 from ..bindings import cublas as _cublas
-from ..bindings.cublas import GEMM_EX_ARGS, HALF_SCALAR_COMPUTE, GemmAlgo, Operation
+from ..bindings.cublas import GemmAlgo, HALF_SCALAR_COMPUTE, Operation
 from .config import COMPUTE_TYPES, check_types
 from ..base.dtypes import BFLOAT16_HINT, GEMM_TYPES
-from .handle import Handle, default_handle
+from .handle import GemmExCall, Handle, LtCall, default_handle
 from .shapes import other_layout, packed_strides
 
 # The enums as plain ints, read once: the hot path passes them untyped.
 CUDA_R_32F = GEMM_TYPES["float32"].cuda
 CUBLAS_OP_N, CUBLAS_OP_T = int(Operation.N), int(Operation.T)
 CUBLAS_GEMM_DEFAULT = int(GemmAlgo.DEFAULT)
+# CuPy's float32 is NumPy's, and builtin dtypes are singletons: `dtype is _F32` is an exact test.
+_F32 = numpy.dtype(numpy.float32)
 
 # Host scalars for the usual alpha/beta, made once: ctypes objects per call cost host time.
 _ONE, _ZERO = c_float(1.0), c_float(0.0)
@@ -26,55 +28,22 @@ _ONE_ADDRESS, _ZERO_ADDRESS = addressof(_ONE), addressof(_ZERO)
 # The compute types cublasGemmEx takes with float32 in and out; any other takes the checked path.
 _F32_COMPUTES = frozenset(int(c) for c in COMPUTE_TYPES[("float32", "float32")])
 
-# Bound by _bind() on the first call: this module must import without CuPy or libcublas.
+# Bound by _bind() on the first checked call: this module must import without CuPy.
 _cupy = None
-_F32 = None  # numpy.dtype("float32"); builtin dtypes are singletons, so `dtype is _F32` is an exact test
-_gemm_ex = None
-_cupy_gemm_ex = None  # CuPy's Cython cublasGemmEx binding, or _no_cupy_binding where this CuPy lacks it
 _several_devices = True  # with one visible GPU every array and handle is on it: no per-call device check
 
 
-class _NeverRaised(Exception):
-    """Stands for CuPy's CUBLASError where this CuPy has no gemmEx binding."""
-
-
-_CupyCublasError = _NeverRaised
-
-# Device pointers wrapped as c_void_p, by address: making one per call costs host time.
-_pointers: dict[int, c_void_p] = {}
-_POINTER_CACHE_SIZE = 4096
-
-
-def _no_cupy_binding(*args):
-    raise NotImplementedError("this CuPy has no cublas.gemmEx binding")  # so the call goes through ctypes
-
-
 def _bind():
-    global _cupy, _F32, _gemm_ex, _cupy_gemm_ex, _CupyCublasError, _several_devices
+    global _cupy, _several_devices
     if _cupy is None:
         import cupy
-        _gemm_ex = _cublas.gemm_ex_untyped()  # raises NoGpu/CublasNotFound errors before anything binds
-        try:
-            from cupy_backends.cuda.libs import cublas as cupy_cublas
-            _cupy_gemm_ex, _CupyCublasError = cupy_cublas.gemmEx, cupy_cublas.CUBLASError
-        except (ImportError, AttributeError):  # another CuPy layout: every call goes through ctypes
-            _cupy_gemm_ex = _no_cupy_binding
-        _F32 = cupy.dtype(cupy.float32)
+        _cublas.gemm_ex_untyped()  # loads libcublas: a CublasNotFoundError before anything binds
         try:
             _several_devices = cupy.cuda.runtime.getDeviceCount() > 1
         except cupy.cuda.runtime.CUDARuntimeError:  # no driver: keep checking; the call itself will fail clearly
             _several_devices = True
         _cupy = cupy
     return _cupy
-
-
-def _pointer(ptr: int) -> c_void_p:
-    wrapped = _pointers.get(ptr)
-    if wrapped is None:
-        if len(_pointers) >= _POINTER_CACHE_SIZE:
-            _pointers.clear()
-        wrapped = _pointers[ptr] = c_void_p(ptr)
-    return wrapped
 
 
 def _check_operand(name: str, array, ndarray) -> None:
@@ -96,7 +65,7 @@ def _check_operand(name: str, array, ndarray) -> None:
 
 
 def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
-    """Validate a GEMM in full, naming the first problem: (handle, out, cublasGemmEx's args, their scalars)."""
+    """Validate a GEMM in full, naming the first problem: (handle, out, the call it issues, its scalars)."""
     cupy = _bind()
     ndarray = cupy.ndarray
     a, b = _as_cupy("a", a), _as_cupy("b", b)
@@ -121,41 +90,47 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
         handle = default_handle()
     elif not isinstance(handle, Handle):
         raise TypeError(f"handle must be a cublas_det.Handle, not {type(handle).__name__}")
-    handle._require_open()
-    device_id = handle._device_id
+    handle.require_open()
+    device_id = handle.device_id
     if a.data.device_id != device_id or b.data.device_id != device_id:
         raise ValueError(
             f"operands are on devices {a.data.device_id} and {b.data.device_id} but the handle is "
             f"on device {device_id}; create the handle under `with cupy.cuda.Device({a.data.device_id}):`"
         )
-    if out is None:
-        with cupy.cuda.Device(device_id):
-            out = cupy.empty((*stack, m, n), dtype=a.dtype)
-    else:
-        _check_operand("out", out, ndarray)
-        if out.shape != (*stack, m, n):
-            raise ValueError(f"out must have shape {(*stack, m, n)}, not {out.shape}")
-        if out.data.device_id != device_id:
-            raise ValueError(f"out is on device {out.data.device_id} but the handle is on device {device_id}")
-    compute = handle._compute_type if compute_type is None else int(compute_type)
+    out = _checked_out(cupy, out, (*stack, m, n), a.dtype, device_id)
+    compute = handle.compute_type if compute_type is None else int(compute_type)
     check_types(a.dtype.name, out.dtype.name, compute)  # ValueError naming an unsupported combination
     scalars = _scalars(alpha, beta, compute)
     alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
     batch = stack[0] if stack else 1
-    if handle._lt is not None:  # cuBLASLt: the GEMM's Geometry and its pointers
-        geometry = handle._lt.geometry(a.dtype.name, out.dtype.name, compute, trans_a, trans_b, m, n, k, batch)
-        return handle, out, (geometry, (alpha_address, a.data.ptr, b.data.ptr, beta_address, out.data.ptr)), scalars
+    if handle.lt is not None:  # cuBLASLt: the GEMM's Geometry and its pointers
+        geometry = handle.lt.geometry(a.dtype.name, out.dtype.name, compute, trans_a, trans_b, m, n, k, batch)
+        return handle, out, LtCall(geometry, (alpha_address, a.data.ptr, b.data.ptr, beta_address, out.data.ptr)), \
+            scalars
     args = gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr, alpha_address,
                         beta_address, compute, GEMM_TYPES[a.dtype.name].cuda, GEMM_TYPES[out.dtype.name].cuda,
-                        handle._algo)
-    return handle, out, args + _batch_tail(batch, m, n, k), scalars
+                        handle.algo)
+    return handle, out, GemmExCall(args, _batch_tail(batch, m, n, k)), scalars
+
+
+def _checked_out(cupy, out, shape: tuple, dtype, device_id: int):
+    """``out`` checked against the GEMM's shape and the handle's device; None: a new array there."""
+    if out is None:
+        with cupy.cuda.Device(device_id):
+            return cupy.empty(shape, dtype=dtype)
+    _check_operand("out", out, cupy.ndarray)
+    if out.shape != shape:
+        raise ValueError(f"out must have shape {shape}, not {out.shape}")
+    if out.data.device_id != device_id:
+        raise ValueError(f"out is on device {out.data.device_id} but the handle is on device {device_id}")
+    return out
 
 
 def _bias_pointer(bias, handle: Handle, out) -> int:
     """The device address of ``bias`` (0 for none), checked against the handle and the output."""
     if bias is None:
         return 0
-    if handle._lt is None or handle.config.lt_epilogue != "BIAS":
+    if handle.lt is None or handle.config.lt_epilogue != "BIAS":
         raise ValueError("bias needs a cuBLASLt handle with the BIAS epilogue: "
                          "create_handle(GemmConfig(..., api='lt', lt_epilogue='BIAS'))")
     bias = _as_cupy("bias", bias)
@@ -164,8 +139,8 @@ def _bias_pointer(bias, handle: Handle, out) -> int:
                          f"{getattr(bias, 'shape', type(bias).__name__)} {getattr(bias, 'dtype', '')}".rstrip())
     if not bias._c_contiguous:
         raise ValueError("bias must be contiguous; pass cupy.ascontiguousarray(bias)")
-    if bias.data.device_id != handle._device_id:
-        raise ValueError(f"bias is on device {bias.data.device_id} but the handle is on device {handle._device_id}")
+    if bias.data.device_id != handle.device_id:
+        raise ValueError(f"bias is on device {bias.data.device_id} but the handle is on device {handle.device_id}")
     return bias.data.ptr
 
 
@@ -216,47 +191,9 @@ def shape_args(shape, compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUD
             + _batch_tail(shape.batch, shape.m, shape.n, shape.k))
 
 
-def _as_ctypes(args: tuple) -> tuple | None:
-    """The arguments with the pointers as cached ``c_void_p`` (None for a batched call, typed, or cuBLASLt's)."""
-    if len(args) != GEMM_EX_ARGS:
-        return None
-    op_b, op_a, n, m, k, alpha, b, b_type, ldb, a, a_type, lda, beta, c, c_type, ldc, compute, algo = args
-    get = _pointers.get
-    return (op_b, op_a, n, m, k, get(alpha) or _pointer(alpha), get(b) or _pointer(b), b_type, ldb,
-            get(a) or _pointer(a), a_type, lda, get(beta) or _pointer(beta), get(c) or _pointer(c), c_type, ldc,
-            compute, algo)
-
-
-def _from_cupy(err) -> _cublas.CublasError:
-    return _cublas.CublasError(getattr(err, "status", 14), "cublasGemmEx")
-
-
-def _issue(handle: Handle, args: tuple, ctypes_args: tuple | None = None, via_cupy: bool = True,
-           bias_ptr: int = 0) -> None:
-    """Issue ``cublasGemmEx(handle, *args)`` through CuPy's binding where it fits, ctypes, or cuBLASLt."""
-    if handle._lt is not None:  # args: _prepare's (Geometry, pointers)
-        handle._require_open()
-        handle._lt.issue(*args, handle.current_stream_ptr(), handle._sm_count_target, bias_ptr)
-        return
-    if len(args) > GEMM_EX_ARGS:
-        _cublas.gemm_strided_batched_ex(handle.bind_current_stream(), args)
-        return
-    if via_cupy and handle._cupy_binding_fits:
-        try:  # CuPy binds the handle to the current stream itself; bind_current_stream knows
-            _cupy_gemm_ex(handle._ptr, *args)
-            return
-        except NotImplementedError:  # the stream is being captured (CuPy refuses) or no binding: ctypes can
-            pass
-        except _CupyCublasError as err:
-            raise _from_cupy(err) from None
-    status = _gemm_ex(handle.bind_current_stream(), *(ctypes_args or _as_ctypes(args)))
-    if status:
-        raise _cublas.CublasError(status, "cublasGemmEx")
-
-
 def _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type, bias=None):
-    handle, written, args, _kept = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
-    _issue(handle, args, bias_ptr=_bias_pointer(bias, handle, written))
+    handle, written, call, _kept = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
+    handle.issue(call, _bias_pointer(bias, handle, written))
     return written if out is None else out  # the caller's own tensor when one was given
 
 
@@ -268,12 +205,11 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     to each row, on a cuBLASLt handle with the BIAS epilogue. TypeError/ValueError name the problem."""
     # The common valid call is checked with the fewest attribute reads (host time); anything else, or a CuPy
     # without `_c_contiguous` or `_shape`, takes _checked_gemm, which names the problem.
-    f32 = _F32  # None until bound: the first call takes the checked path, which binds
     if bias is not None:
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type, bias)
     try:
-        common = (a.dtype is f32 and b.dtype is f32 and out.dtype is f32 and a._c_contiguous and b._c_contiguous
-                  and out._c_contiguous and type(handle) is Handle and handle._lt is None)
+        common = (a.dtype is _F32 and b.dtype is _F32 and out.dtype is _F32 and a._c_contiguous and b._c_contiguous
+                  and out._c_contiguous and type(handle) is Handle and handle.lt is None)
         a_rows, lda = a._shape  # leading dimension = row length (row-major)
         b_rows, ldb = b._shape
         m, n = out._shape
@@ -281,62 +217,44 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
         common = False
     if not common:
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
-    if trans_a:
-        m_a, k, op_a = lda, a_rows, CUBLAS_OP_T
-    else:
-        m_a, k, op_a = a_rows, lda, CUBLAS_OP_N
-    if trans_b:
-        k_b, n_b, op_b = ldb, b_rows, CUBLAS_OP_T
-    else:
-        k_b, n_b, op_b = b_rows, ldb, CUBLAS_OP_N
+    m_a, k = (lda, a_rows) if trans_a else (a_rows, lda)
+    k_b, n_b = (ldb, b_rows) if trans_b else (b_rows, ldb)
     a_data, b_data, out_data = a.data, b.data, out.data
-    handle_ptr = handle._ptr  # 0 once closed
-    compute = handle._compute_type if compute_type is None else int(compute_type)
-    if m != m_a or n != n_b or k != k_b or not (m and n and k and handle_ptr) or compute not in _F32_COMPUTES or (
+    compute = handle.compute_type if compute_type is None else int(compute_type)
+    if m != m_a or n != n_b or k != k_b or not (m and n and k) or handle.closed or compute not in _F32_COMPUTES or (
             _several_devices and not (a_data.device_id == b_data.device_id == out_data.device_id
-                                      == handle._device_id)):
+                                      == handle.device_id)):
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)  # names the problem
-    # The arguments gemm_ex_args makes, written out: a helper's call here would cost host time per GEMM.
     if alpha == 1.0 and beta == 0.0:
         alpha_address, beta_address = _ONE_ADDRESS, _ZERO_ADDRESS
     else:
         scalars = (c_float(alpha), c_float(beta))  # alive until the call returns
         alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
-    if handle._cupy_binding_fits:  # as in _issue
-        try:
-            _cupy_gemm_ex(handle_ptr, op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr,
-                          CUDA_R_32F, lda, beta_address, out_data.ptr, CUDA_R_32F, n, compute, handle._algo)
-            return out
-        except NotImplementedError:
-            pass
-        except _CupyCublasError as err:
-            raise _from_cupy(err) from None
-    _issue(handle, (op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr, CUDA_R_32F, lda,
-                    beta_address, out_data.ptr, CUDA_R_32F, n, compute, handle._algo), via_cupy=False)
+    handle.issue_gemm_ex(gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_data.ptr, b_data.ptr, out_data.ptr,
+                                      alpha_address, beta_address, compute, CUDA_R_32F, CUDA_R_32F, handle.algo))
     return out
 
 
 class GemmCall:
     """One validated GEMM (:func:`prepare_gemm`), issued by ``call()`` with no checks; it keeps the arrays alive."""
 
-    def __init__(self, a, b, out, handle, args, scalars, bias=None):
-        self._keep = (a, b, scalars, bias)  # the addresses in args stay valid while these live
+    def __init__(self, a, b, out, handle, call, scalars, bias=None):
+        self._keep = (a, b, scalars, bias)  # the addresses in the call stay valid while these live
         self.out = out
         self.handle = handle
-        self._args = args
-        self._ctypes_args = _as_ctypes(args)
+        self._call = call.reusable()
         self._bias_ptr = _bias_pointer(bias, handle, out)
 
     def __call__(self):
-        _issue(self.handle, self._args, self._ctypes_args, bias_ptr=self._bias_ptr)
+        self.handle.issue(self._call, self._bias_ptr)
         return self.out
 
 
 def prepare_gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
                  trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0, compute_type=None,
                  bias=None) -> GemmCall:
-    handle, out, args, scalars = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
-    return GemmCall(a, b, out, handle, args, scalars, bias)
+    handle, out, call, scalars = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
+    return GemmCall(a, b, out, handle, call, scalars, bias)
 
 
 def shape_gemm(a, b, out, handle: Handle, shape) -> None:

@@ -10,13 +10,14 @@ import warnings
 from ctypes import c_void_p
 
 from ..bindings import cublas as _cublas
-from . import lt as _cublaslt
+from ..bindings import cublaslt
 from ..bindings.cublas import AtomicsMode, ComputeType, MathMode
 from .config import LT_WORKSPACE_BYTES, GemmConfig, ModeSource, math_mode_name, resolve_config
 from .device import require_gpu, tf32_env_warnings
 from ..base.dtypes import GEMM_TYPES
 from ..base.integers import is_int
-from .lt import GemmKey, Geometry, LtPlan
+from .lt import GemmKey, Geometry
+from .plan import LtPlan
 
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
@@ -38,7 +39,7 @@ class LtPath:
 
     def __init__(self, config: GemmConfig, workspace_ptr: int, workspace_bytes: int):
         self.config = config
-        self.handle = _cublaslt.create()
+        self.handle = cublaslt.create()
         self.workspace = (workspace_ptr, workspace_bytes)
         self._plans: dict = {}  # Geometry -> LtPlan
         self._lock = threading.Lock()  # a plan is made once
@@ -86,13 +87,13 @@ class LtPath:
         for plan in plans:
             try:
                 plan.close()
-            except _cublaslt.CublasError as err:
+            except _cublas.CublasError as err:
                 failures.append(err)
         if self.handle:
             handle, self.handle = self.handle, 0
             try:
-                _cublaslt.destroy(handle)
-            except _cublaslt.CublasError as err:
+                cublaslt.destroy(handle)
+            except _cublas.CublasError as err:
                 failures.append(err)
         if failures:
             raise failures[0]
@@ -111,6 +112,87 @@ def _current_stream_ptr() -> int:
     return _stream_ptr_getter()
 
 
+class _NeverRaised(Exception):
+    """Stands for CuPy's CUBLASError where this CuPy has no gemmEx binding."""
+
+
+def _no_cupy_binding(*args):
+    raise NotImplementedError("this CuPy has no cublas.gemmEx binding")  # so the call goes through ctypes
+
+
+# CuPy's Cython cublasGemmEx binding and its error, bound on the first GEMM: this module must import without CuPy.
+_cupy_gemm_ex = None
+_CupyCublasError = _NeverRaised
+
+
+def _bind_cupy_gemm_ex() -> None:
+    global _cupy_gemm_ex, _CupyCublasError
+    try:
+        from cupy_backends.cuda.libs import cublas as cupy_cublas
+        _cupy_gemm_ex, _CupyCublasError = cupy_cublas.gemmEx, cupy_cublas.CUBLASError
+    except (ImportError, AttributeError):  # another CuPy layout: every call goes through ctypes
+        _cupy_gemm_ex = _no_cupy_binding
+
+
+def _gemm_ex(*args) -> int:
+    """``cublasGemmEx`` through ctypes, untyped (argtypes cost host time): its status."""
+    return _cublas.gemm_ex_untyped()(*args)
+
+
+# Device pointers wrapped as c_void_p, by address: making one per call costs host time.
+_pointers: dict[int, c_void_p] = {}
+_POINTER_CACHE_SIZE = 4096
+
+
+def _pointer(ptr: int) -> c_void_p:
+    wrapped = _pointers.get(ptr)
+    if wrapped is None:
+        if len(_pointers) >= _POINTER_CACHE_SIZE:
+            _pointers.clear()
+        wrapped = _pointers[ptr] = c_void_p(ptr)
+    return wrapped
+
+
+def as_ctypes(args: tuple) -> tuple:
+    """cublasGemmEx's arguments with the pointers as cached ``c_void_p``, as its untyped ctypes call takes them."""
+    op_b, op_a, n, m, k, alpha, b, b_type, ldb, a, a_type, lda, beta, c, c_type, ldc, compute, algo = args
+    get = _pointers.get
+    return (op_b, op_a, n, m, k, get(alpha) or _pointer(alpha), get(b) or _pointer(b), b_type, ldb,
+            get(a) or _pointer(a), a_type, lda, get(beta) or _pointer(beta), get(c) or _pointer(c), c_type, ldc,
+            compute, algo)
+
+
+def cublas_error_of_cupy(err) -> _cublas.CublasError:
+    """CuPy's CUBLASError from its cublasGemmEx binding as ours."""
+    return _cublas.CublasError(getattr(err, "status", 14), "cublasGemmEx")
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmExCall:
+    """One GEMM as cublasGemmEx takes it: its 18 arguments after the handle (``args``), those with the pointers
+    wrapped for ctypes (``ctypes_args``), and for a batch the count and strides of ``cublasGemmStridedBatchedEx``
+    (``batch``; empty for one matrix)."""
+
+    args: tuple
+    batch: tuple = ()
+    ctypes_args: tuple | None = None
+
+    def reusable(self) -> GemmExCall:
+        """This call with its ctypes arguments wrapped once, for a call issued many times."""
+        return self if self.batch else dataclasses.replace(self, ctypes_args=as_ctypes(self.args))
+
+
+@dataclasses.dataclass(frozen=True)
+class LtCall:
+    """One GEMM as cuBLASLt runs it: its :class:`Geometry` and ``pointers`` (alpha, a, b, beta, d)."""
+
+    geometry: Geometry
+    pointers: tuple
+
+    def reusable(self) -> LtCall:
+        return self  # cuBLASLt's plan is made once per Geometry already
+
+
 class Handle:
     """One cuBLAS handle with a fixed math mode; it follows CuPy's current stream unless pinned to one."""
 
@@ -119,8 +201,8 @@ class Handle:
         self._ptr = ptr
         self._ptr_c = c_void_p(ptr)  # made once: the GEMM hot path passes it untyped
         self._config = config
-        self._compute_type = int(config.compute_type)  # read by gemm() on every call
-        self._algo = int(config.algo)
+        self.compute_type = int(config.compute_type)  # cublasGemmEx's, read by gemm() on every call
+        self.algo = int(config.algo)
         self._mode_source = mode_source
         self._device_id = device_id
         self._stream = None
@@ -163,7 +245,7 @@ class Handle:
     @property
     def ptr(self) -> int:
         """The ``cublasHandle_t`` as an int."""
-        self._require_open()
+        self.require_open()
         return self._ptr
 
     config = property(lambda self: self._config, doc="The configuration (its math mode read back from cuBLAS).")
@@ -213,7 +295,7 @@ class Handle:
     def bind_current_stream(self) -> c_void_p:
         """Bind to :meth:`current_stream_ptr` if needed; return the handle as a ``c_void_p`` (hot path)."""
         if not self._ptr:
-            self._require_open()
+            self.require_open()
         if self._stream is None:
             if self._cupy_binding_fits:
                 # CuPy's binding may have re-bound the handle itself: the remembered stream is not to be trusted.
@@ -221,9 +303,37 @@ class Handle:
             self.bind_stream(_current_stream_ptr())
         return self._ptr_c
 
-    def _require_open(self) -> None:
+    def require_open(self) -> None:
         if not self._ptr:
             raise RuntimeError("this cuBLAS handle is closed; make a new one with create_handle()")
+
+    def issue(self, call: GemmExCall | LtCall, bias_ptr: int = 0) -> None:
+        """Issue a GEMM :func:`~cublas_det.core.call.prepare_gemm` made for this handle: cuBLASLt's
+        (:class:`LtCall`) on a handle made with ``api="lt"``, else cublasGemmEx's (:class:`GemmExCall`)."""
+        if self._lt is not None:
+            self.require_open()
+            self._lt.issue(call.geometry, call.pointers, self.current_stream_ptr(), self._sm_count_target, bias_ptr)
+        elif call.batch:
+            _cublas.gemm_strided_batched_ex(self.bind_current_stream(), call.args + call.batch)
+        else:
+            self.issue_gemm_ex(call.args, call.ctypes_args)
+
+    def issue_gemm_ex(self, args: tuple, ctypes_args: tuple | None = None) -> None:
+        """``cublasGemmEx(handle, *args)`` through CuPy's binding where it fits, else ctypes (``ctypes_args``:
+        ``args`` as :func:`as_ctypes` wraps them, made once for a call issued many times)."""
+        if self._cupy_binding_fits:
+            if _cupy_gemm_ex is None:
+                _bind_cupy_gemm_ex()
+            try:  # CuPy binds the handle to the current stream itself; bind_current_stream knows
+                _cupy_gemm_ex(self._ptr, *args)
+                return
+            except NotImplementedError:  # the stream is being captured (CuPy refuses) or no binding: ctypes can
+                pass
+            except _CupyCublasError as err:
+                raise cublas_error_of_cupy(err) from None
+        status = _gemm_ex(self.bind_current_stream(), *(ctypes_args or as_ctypes(args)))
+        if status:
+            raise _cublas.CublasError(status, "cublasGemmEx")
 
 
 def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stream=None,

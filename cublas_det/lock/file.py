@@ -10,7 +10,8 @@ import os
 import re
 
 from ..bindings.cublas import ComputeType
-from ..core.lt import ALGO_CONFIG, GemmKey
+from ..bindings.cublaslt import ALGO_CONFIG
+from ..core.lt import GemmKey
 from ..core.config import LT_WORKSPACE_BYTES, GemmConfig
 from ..core.device import fingerprint, require_gpu
 from ..base.dtypes import GEMM_TYPES

@@ -13,7 +13,8 @@ import subprocess
 import tempfile
 
 from ..bindings.cublas import ComputeType, MathMode
-from ..core.lt import ALGO_CONFIG, GemmKey
+from ..bindings.cublaslt import ALGO_CONFIG
+from ..core.lt import GemmKey
 from ..core.definition import GemmDefinition, InvalidGemm
 from ..core.replay import plan as replay_plan
 from ..base.dtypes import GEMM_TYPES

@@ -13,9 +13,10 @@ import warnings
 import torch
 
 from ..bindings.cublas import STATUS_TEXT, CublasError
-from ..core import lt as _cublaslt
+from ..bindings import cublaslt as _cublaslt
 from ..base.dtypes import GEMM_TYPES
-from ..core.lt import TF32_COMPUTE, GemmKey, Geometry, LtPlan
+from ..core.lt import TF32_COMPUTE, GemmKey, Geometry
+from ..core.plan import LtPlan
 from ..base.enter import after_import
 from .file import Lock, LockReport, count_fall, named_falls
 
