@@ -294,3 +294,18 @@ def test_the_private_check_catches_a_read_and_an_import_and_leaves_a_modules_own
                                   "    return handle._ptr, handle.__dict__, handle.x._c_contiguous\n")
     assert private_reads(fake) == ["cublas_det/call.py:1: from .handle import _made",
                                    "cublas_det/call.py:5: handle._ptr"]
+
+
+# The top level is the package's face and its entry points; every other module lives in the folder of its part.
+TOP_LEVEL = {"__init__", "__main__", "bench", "compare", "diff", "report", "capture", "trace", "testing",
+             "pytest_plugin"}
+
+
+def top_level_modules(package) -> set[str]:
+    return {path.stem for path in package.glob("*.py")}
+
+
+def test_the_top_level_holds_the_public_api_and_the_entry_points_only(tmp_path):
+    assert top_level_modules(PACKAGE) == TOP_LEVEL and len(TOP_LEVEL) <= 10
+    (tmp_path / "helpers.py").write_text("")
+    assert top_level_modules(tmp_path) - TOP_LEVEL == {"helpers"}  # a loose module is seen
