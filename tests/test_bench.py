@@ -14,7 +14,7 @@ from cublas_det.core.config import GemmConfig
 from cublas_det.render import markdown, text
 from cublas_det.render import runfile as json_file
 from cublas_det.store import run as run_file
-from cublas_det.render.text import BenchResult, ShapeReport
+from cublas_det.results.bench import BenchResult, ShapeReport, run_failed
 from cublas_det.results.timing import Arm
 
 
@@ -199,7 +199,7 @@ def test_text_and_markdown_reports_from_results(tmp_path):
     assert first["stats"]["median"] == pytest.approx(29.3e-6)
     assert first["extra_info"]["reproducible"] == "yes" and first["extra_info"]["findings"] == ["streams-shared-handle"]
     assert first["extra_info"]["same_bits_as"] == ["DEFAULT"] and first["extra_info"]["config"]["name"] == "PEDANTIC"
-    assert not text.run_failed(result)  # hazards and modes never fail the run
+    assert not run_failed(result)  # hazards and modes never fail the run
 
 
 def test_a_guarantee_that_differs_fails_with_its_details():
@@ -220,7 +220,7 @@ def test_a_guarantee_that_differs_fails_with_its_details():
     rendered = text.render_text(result, width=100)
     row = next(line for line in rendered.splitlines() if line.startswith("  DEFAULT "))
     assert row.split()[1:3] == ["NO:", "workspace-config"], row  # the cell names the guarantee, as documented
-    assert "FAILED (documented as reproducible" in rendered and text.run_failed(result)
+    assert "FAILED (documented as reproducible" in rendered and run_failed(result)
     assert max(map(len, rendered.splitlines())) <= 100
     twice = _checks(("DEFAULT", 5e-7, (ScenarioResult("repeat", G, 20, 3), broken)), shape="16384x768x3352:nn")
     row = next(line for line in text.render_text(_bench_result(twice, shape="16384x768x3352:nn")).splitlines()
@@ -304,6 +304,6 @@ def test_a_hazard_that_could_not_run_is_reported_but_fails_nothing():
     assert text.summary_lines(result)[0].startswith("Reproducible: yes, 1 shape/mode pair gave")
     assert any(line.startswith("Could not run (1 scenario run)") and "sm-count" in line
                for line in text.detail_lines(result))
-    assert not text.run_failed(result) and text.summary_lines(result)[-1].startswith("Verdict: pass")
+    assert not run_failed(result) and text.summary_lines(result)[-1].startswith("Verdict: pass")
     guarantee_erred = _checks(("PEDANTIC", 5e-7, (ScenarioResult("repeat", G, 0, 0, error="CublasError: boom"),)))
-    assert text.run_failed(_bench_result(guarantee_erred))
+    assert run_failed(_bench_result(guarantee_erred))

@@ -343,7 +343,7 @@ def test_nan_timing_samples_are_refused_even_where_fail_on_would_pass_them(cli, 
 # -- what --json writes for a failed check, read back -------------------------------------------------
 def _stored_check(check):
     """``check`` written by the --json writer and read back by the report's reader."""
-    from cublas_det.render.text import BenchResult, ShapeReport
+    from cublas_det.results.bench import BenchResult, ShapeReport
     from cublas_det.render.runfile import bench_result, to_json
 
     result = BenchResult((ShapeReport(check.shape, {check.mode_name: check}),), {"numpy_version": "2.5.2"},
@@ -376,7 +376,8 @@ def test_a_reference_gemm_that_failed_with_only_hazards_asked_reads_error_when_r
     from cublas_det.results.check import GemmCheck, Reproducible
     from cublas_det.check.scenarios import REGISTRY
     from cublas_det.core.config import GemmConfig
-    from cublas_det.render.text import check_failures, reproducible_cell
+    from cublas_det.render.text import reproducible_cell
+    from cublas_det.results.check import check_failures
     from cublas_det.core.shapes import GemmShape
 
     error = "out of memory allocating 12.0 GiB"

@@ -9,7 +9,7 @@ from cublas_det.results.check import CallKernels, GemmCheck, Kind, ScenarioResul
 from cublas_det.core.config import GemmConfig
 from cublas_det.render import text
 from cublas_det.render.markdown import to_markdown
-from cublas_det.render.text import BenchResult, ShapeReport
+from cublas_det.results.bench import BenchResult, ShapeReport
 from cublas_det.render.runfile import bench_result, to_json
 from cublas_det.store.run import run_from_dict
 from cublas_det.core.shapes import parse_shape

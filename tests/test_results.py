@@ -10,7 +10,7 @@ from cublas_det.bits.compare import Mismatch, compare
 from cublas_det.bits.streams import compare_arrays
 from cublas_det.results.check import GemmCheck, Kind, Outcome, Reproducible, ScenarioResult
 from cublas_det.core.config import GemmConfig
-from cublas_det.render.text import BenchResult, ShapeReport
+from cublas_det.results.bench import BenchResult, ShapeReport
 from cublas_det.render.runfile import bench_result, to_json
 from cublas_det.core.shapes import parse_shape
 from cublas_det.store.run import run_from_dict

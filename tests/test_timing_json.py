@@ -14,7 +14,7 @@ import pytest
 from cublas_det.render import runfile as json_file
 from cublas_det.store import run as run_file
 from cublas_det.render.runfile import commit_info
-from cublas_det.render.text import BenchResult, ShapeReport
+from cublas_det.results.bench import BenchResult, ShapeReport
 from cublas_det.store.run import run_from_dict
 from cublas_det.core.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming

@@ -22,10 +22,10 @@ from ..core.operands import HostOperands
 from ..base.phases import Phases
 from ..render.markdown import to_markdown
 from ..render.plot import write_plot
-from ..render.text import BenchResult, ShapeReport
+from ..results.bench import BenchResult, ShapeReport, run_failed
 from ..render.runfile import to_json
 from ..store.run import now_iso
-from ..render.text import render_text, run_failed
+from ..render.text import render_text
 from ..timing import time_shapes, warm_up
 from ..timing.monitor import GpuMonitor
 from ..base.words import plural

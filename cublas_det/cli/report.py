@@ -8,7 +8,8 @@ from ..base.errors import ExitCode
 from ..render.markdown import to_markdown
 from ..render.plot import write_plot
 from ..render.runfile import bench_result, old_file_note
-from ..render.text import render_text, run_failed
+from ..render.text import render_text
+from ..results.bench import run_failed
 from ..store.run import load_run
 from .common import check_outputs, command_main, describe, exit_codes, unless_missing, write_file, write_text
 

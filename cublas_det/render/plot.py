@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..bindings.cublas import MathMode
-from .text import BenchResult
+from ..results.bench import BenchResult
 
 
 def write_plot(result: BenchResult, path: str) -> None:

@@ -20,7 +20,9 @@ from ..store.run import TIMER, Entry, StoredRun, benchmark_entry, identity, micr
 from ..timing import ArmTiming, Ratio, ShapeTiming
 from ..results.timing import Arm, Discards
 from ..base.words import plural
-from .text import BenchResult, ShapeReport, check_failures, modes_group, summary_lines, warnings_for
+from ..results.bench import BenchResult, ShapeReport
+from ..results.check import check_failures, modes_group
+from .text import summary_lines, warnings_for
 
 
 NO_IDENTITY = "no seed, T or input digests"
