@@ -12,10 +12,12 @@ from cublas_det.cli import bench, gemms
 from cublas_det.cli import capture as capture_cli
 from cublas_det.core.config import GemmConfig
 from cublas_det.render import markdown, text
-from cublas_det.render import runfile as json_file
+from cublas_det.check.stored import bench_result
 from cublas_det.store import run as run_file
 from cublas_det.results.bench import BenchResult, ShapeReport, run_failed
 from cublas_det.results.timing import Arm
+
+from .conftest import bench_json
 
 
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"  # a default run on an H200
@@ -123,7 +125,7 @@ def _checks(*results_per_mode, shape="64x64x65536:nn"):
 def test_the_headline_gives_each_hazard_its_cheapest_cure_or_the_command_that_measures_it():
     """Reproducible, and at what cost: a hazard's cure the run checked (a handle per stream) is priced from the
     run; the others name the command that verifies and times them, all before the first table."""
-    rendered = text.render_text(json_file.bench_result(run_file.load_run(str(STORED))), width=100)
+    rendered = text.render_text(bench_result(run_file.load_run(str(STORED))), width=100)
     head = rendered.split("\n\n")[1]  # the answers, after the title and its note
     assert " ".join(head.split()).count("Cheapest cures: shared handle: a handle and workspace per stream "
                                         "(verified here for 4 of 4 pairs), no time cost (the same GEMM); batch "
@@ -192,7 +194,7 @@ def test_text_and_markdown_reports_from_results(tmp_path):
     assert "CUPY_TF32=1 is set" in rendered
     md = markdown.to_markdown(result)
     assert md.startswith("# cublas_det 0.1.0 on NVIDIA H200") and "| mode | repro | changed by |" in md
-    data = json_file.to_json(result)
+    data = bench_json(result)
     assert [b["name"] for b in data["benchmarks"]][:3] == ["64x64x65536:nn[PEDANTIC]", "64x64x65536:nn[DEFAULT]",
                                                            "64x64x65536:nn[TF32]"]
     first = data["benchmarks"][0]
@@ -266,7 +268,7 @@ def test_a_scenario_that_compared_nothing_never_reads_identical():
     assert lines[-1] == "Verdict: pass, no guarantee was checked (exit 0)" and not any("Hazards" in l for l in lines)
     row = next(line for line in text.render_text(result).splitlines() if line.startswith("  PEDANTIC "))
     assert row.split()[1:5] == ["not", "checked", "-", "-"], row  # repro, changed by, same bits as
-    extra = json_file.to_json(result)["benchmarks"][0]["extra_info"]
+    extra = bench_json(result)["benchmarks"][0]["extra_info"]
     assert extra["reproducible"] == "not checked" and all(not s["identical"] for s in extra["scenarios"])
 
 

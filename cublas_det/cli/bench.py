@@ -23,9 +23,9 @@ from ..base.phases import Phases
 from ..render.markdown import to_markdown
 from ..render.plot import write_plot
 from ..results.bench import BenchResult, ShapeReport, run_failed
-from ..render.runfile import to_json
+from ..store.results import to_json
 from ..store.run import now_iso
-from ..render.text import render_text
+from ..render.text import render_text, summary_lines, warnings_for
 from ..timing import time_shapes, warm_up
 from ..timing.monitor import GpuMonitor
 from ..base.words import plural
@@ -241,7 +241,7 @@ def _report(args, result, baseline, phases, prog: str) -> int:
     with phases("report"):
         text = render_text(result, verbose=args.verbose)
     print(text)
-    data = to_json(result)
+    data = to_json(result, summary_lines(result), warnings_for(result))
     written = True
     if args.json:
         written &= write_json(args.json, data, prog)

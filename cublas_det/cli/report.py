@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..base.errors import ExitCode
 from ..render.markdown import to_markdown
 from ..render.plot import write_plot
-from ..render.runfile import bench_result, old_file_note
+from ..check.stored import bench_result, old_file_note
 from ..render.text import render_text
 from ..results.bench import run_failed
 from ..store.run import load_run

@@ -17,6 +17,7 @@ from ..results.stats import quartiles
 
 MAX_RUN_FILE_BYTES = 256 << 20  # far above any run, so only what is no run is refused unread
 HINT = "give a file that --json wrote"  # the fix of every error reading one
+NO_IDENTITY = "no seed, T or input digests"  # what a file of cublas_det 0.1 lacks (StoredRun.legacy)
 
 
 @dataclasses.dataclass(frozen=True)
