@@ -34,7 +34,7 @@ import sys
 
 from cublas_det.cli.common import ArgumentParser, prog_name, run_guarded
 from cublas_det.base.errors import InputFileError
-from cublas_det.render.runfile import stored_ratios
+from cublas_det.check.stored import stored_ratios
 from cublas_det.store.run import load_run
 from cublas_det.base.words import plural
 from cublas_det.results.stats import t_975

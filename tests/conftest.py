@@ -14,11 +14,18 @@ import numpy as np
 import pytest
 
 from cublas_det import gpu_available
+from cublas_det.render.text import summary_lines, warnings_for
+from cublas_det.store.results import to_json
 
 # Every documented install passes: `.[test]` alone has no CuPy nor CUDA libraries, and a test that needs them
 # (through CuPy's import, or what a GPU install says without a GPU) skips with this reason.
 needs_cuda_extra = pytest.mark.skipif(importlib.util.find_spec("cupy") is None,
                                       reason="needs the cuda12 or cuda13 extra (CuPy, the CUDA libraries)")
+
+
+def bench_json(result) -> dict:
+    """The run file bench --json writes of ``result``: the store's record of it, with the report's lines."""
+    return to_json(result, summary_lines(result), warnings_for(result))
 
 
 def needs_no_gpu(test):

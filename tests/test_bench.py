@@ -12,10 +12,12 @@ from cublas_det.cli import bench, gemms
 from cublas_det.cli import capture as capture_cli
 from cublas_det.core.config import GemmConfig
 from cublas_det.render import markdown, text
-from cublas_det.render import runfile as json_file
+from cublas_det.check.stored import bench_result
 from cublas_det.store import run as run_file
-from cublas_det.render.text import BenchResult, ShapeReport
+from cublas_det.results.bench import BenchResult, ShapeReport, run_failed
 from cublas_det.results.timing import Arm
+
+from .conftest import bench_json
 
 
 STORED = pathlib.Path(__file__).parent / "data" / "h200_run.json"  # a default run on an H200
@@ -123,7 +125,7 @@ def _checks(*results_per_mode, shape="64x64x65536:nn"):
 def test_the_headline_gives_each_hazard_its_cheapest_cure_or_the_command_that_measures_it():
     """Reproducible, and at what cost: a hazard's cure the run checked (a handle per stream) is priced from the
     run; the others name the command that verifies and times them, all before the first table."""
-    rendered = text.render_text(json_file.bench_result(run_file.load_run(str(STORED))), width=100)
+    rendered = text.render_text(bench_result(run_file.load_run(str(STORED))), width=100)
     head = rendered.split("\n\n")[1]  # the answers, after the title and its note
     assert " ".join(head.split()).count("Cheapest cures: shared handle: a handle and workspace per stream "
                                         "(verified here for 4 of 4 pairs), no time cost (the same GEMM); batch "
@@ -192,14 +194,14 @@ def test_text_and_markdown_reports_from_results(tmp_path):
     assert "CUPY_TF32=1 is set" in rendered
     md = markdown.to_markdown(result)
     assert md.startswith("# cublas_det 0.1.0 on NVIDIA H200") and "| mode | repro | changed by |" in md
-    data = json_file.to_json(result)
+    data = bench_json(result)
     assert [b["name"] for b in data["benchmarks"]][:3] == ["64x64x65536:nn[PEDANTIC]", "64x64x65536:nn[DEFAULT]",
                                                            "64x64x65536:nn[TF32]"]
     first = data["benchmarks"][0]
     assert first["stats"]["median"] == pytest.approx(29.3e-6)
     assert first["extra_info"]["reproducible"] == "yes" and first["extra_info"]["findings"] == ["streams-shared-handle"]
     assert first["extra_info"]["same_bits_as"] == ["DEFAULT"] and first["extra_info"]["config"]["name"] == "PEDANTIC"
-    assert not text.run_failed(result)  # hazards and modes never fail the run
+    assert not run_failed(result)  # hazards and modes never fail the run
 
 
 def test_a_guarantee_that_differs_fails_with_its_details():
@@ -220,7 +222,7 @@ def test_a_guarantee_that_differs_fails_with_its_details():
     rendered = text.render_text(result, width=100)
     row = next(line for line in rendered.splitlines() if line.startswith("  DEFAULT "))
     assert row.split()[1:3] == ["NO:", "workspace-config"], row  # the cell names the guarantee, as documented
-    assert "FAILED (documented as reproducible" in rendered and text.run_failed(result)
+    assert "FAILED (documented as reproducible" in rendered and run_failed(result)
     assert max(map(len, rendered.splitlines())) <= 100
     twice = _checks(("DEFAULT", 5e-7, (ScenarioResult("repeat", G, 20, 3), broken)), shape="16384x768x3352:nn")
     row = next(line for line in text.render_text(_bench_result(twice, shape="16384x768x3352:nn")).splitlines()
@@ -266,7 +268,7 @@ def test_a_scenario_that_compared_nothing_never_reads_identical():
     assert lines[-1] == "Verdict: pass, no guarantee was checked (exit 0)" and not any("Hazards" in l for l in lines)
     row = next(line for line in text.render_text(result).splitlines() if line.startswith("  PEDANTIC "))
     assert row.split()[1:5] == ["not", "checked", "-", "-"], row  # repro, changed by, same bits as
-    extra = json_file.to_json(result)["benchmarks"][0]["extra_info"]
+    extra = bench_json(result)["benchmarks"][0]["extra_info"]
     assert extra["reproducible"] == "not checked" and all(not s["identical"] for s in extra["scenarios"])
 
 
@@ -304,6 +306,6 @@ def test_a_hazard_that_could_not_run_is_reported_but_fails_nothing():
     assert text.summary_lines(result)[0].startswith("Reproducible: yes, 1 shape/mode pair gave")
     assert any(line.startswith("Could not run (1 scenario run)") and "sm-count" in line
                for line in text.detail_lines(result))
-    assert not text.run_failed(result) and text.summary_lines(result)[-1].startswith("Verdict: pass")
+    assert not run_failed(result) and text.summary_lines(result)[-1].startswith("Verdict: pass")
     guarantee_erred = _checks(("PEDANTIC", 5e-7, (ScenarioResult("repeat", G, 0, 0, error="CublasError: boom"),)))
-    assert text.run_failed(_bench_result(guarantee_erred))
+    assert run_failed(_bench_result(guarantee_erred))

@@ -136,7 +136,7 @@ def test_digests_are_the_same_across_calls_and_seeds_change_them():
 
 @pytest.mark.gpu
 def test_a_batched_gemm_runs_every_scenario_and_the_timing_in_both_interfaces():
-    from cublas_det.render.text import modes_group
+    from cublas_det.results.check import modes_group
     from cublas_det.core.shapes import parse_shape
     from cublas_det.timing import time_shapes
 

@@ -11,6 +11,8 @@ from cublas_det.render.compare import compare_fleet, compare_runs
 from cublas_det.store.run import run_from_dict
 from cublas_det.core.shapes import preset
 
+from .conftest import bench_json
+
 DATA = pathlib.Path(__file__).parent / "data"
 STORED = DATA / "h200_run_identity.json"  # a default run on an H200, with identities (NumPy 2.5.2)
 LEGACY = DATA / "h200_run.json"  # a default run on an H200 by cublas_det 0.1: no identities
@@ -343,12 +345,12 @@ def test_nan_timing_samples_are_refused_even_where_fail_on_would_pass_them(cli, 
 # -- what --json writes for a failed check, read back -------------------------------------------------
 def _stored_check(check):
     """``check`` written by the --json writer and read back by the report's reader."""
-    from cublas_det.render.text import BenchResult, ShapeReport
-    from cublas_det.render.runfile import bench_result, to_json
+    from cublas_det.results.bench import BenchResult, ShapeReport
+    from cublas_det.check.stored import bench_result
 
     result = BenchResult((ShapeReport(check.shape, {check.mode_name: check}),), {"numpy_version": "2.5.2"},
                          "2026-12-01T00:00:00+00:00", 1.0, "0.1.0", seed=check.seed)
-    data = json.loads(json.dumps(to_json(result)))
+    data = json.loads(json.dumps(bench_json(result)))
     return data["benchmarks"][0], bench_result(run_from_dict(data, "run.json")).shapes[0].checks[check.mode_name]
 
 
@@ -376,7 +378,8 @@ def test_a_reference_gemm_that_failed_with_only_hazards_asked_reads_error_when_r
     from cublas_det.results.check import GemmCheck, Reproducible
     from cublas_det.check.scenarios import REGISTRY
     from cublas_det.core.config import GemmConfig
-    from cublas_det.render.text import check_failures, reproducible_cell
+    from cublas_det.render.text import reproducible_cell
+    from cublas_det.results.check import check_failures
     from cublas_det.core.shapes import GemmShape
 
     error = "out of memory allocating 12.0 GiB"

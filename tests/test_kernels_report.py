@@ -9,15 +9,16 @@ from cublas_det.results.check import CallKernels, GemmCheck, Kind, ScenarioResul
 from cublas_det.core.config import GemmConfig
 from cublas_det.render import text
 from cublas_det.render.markdown import to_markdown
-from cublas_det.render.text import BenchResult, ShapeReport
-from cublas_det.render.runfile import bench_result, to_json
+from cublas_det.results.bench import BenchResult, ShapeReport
+from cublas_det.check.stored import bench_result
 from cublas_det.store.run import run_from_dict
 from cublas_det.core.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
 from cublas_det.results.timing import Arm
 
+
 from .test_kernels import records, signature
-from .conftest import unwrapped
+from .conftest import bench_json, unwrapped
 
 SHAPE = "128x56x4096:nt"
 
@@ -80,7 +81,7 @@ def test_markdown_carries_the_time_notes_and_kernel_columns():
 
 
 def test_kernels_survive_the_json_file_and_render_the_same():
-    data = json.loads(json.dumps(to_json(_result(True))))
+    data = json.loads(json.dumps(bench_json(_result(True))))
     back = bench_result(run_from_dict(data, "run.json"))
     report = back.shapes[0]
     assert report.checks["PEDANTIC"].kernels == _plain("128x56x4096:nt/pedantic")
@@ -95,9 +96,9 @@ def test_kernels_survive_the_json_file_and_render_the_same():
 
 def test_a_stored_check_keeps_the_signature():
     check = _result(True).shapes[0].checks["TF32"]
-    back = bench_result(run_from_dict(json.loads(json.dumps(to_json(_result(True)))), "run.json"))
+    back = bench_result(run_from_dict(json.loads(json.dumps(bench_json(_result(True)))), "run.json"))
     assert back.shapes[0].checks["TF32"].kernels == check.kernels
-    plain = json.loads(json.dumps(to_json(_result(False))))
+    plain = json.loads(json.dumps(bench_json(_result(False))))
     assert all("kernels" not in entry["extra_info"] for entry in plain["benchmarks"])
     assert bench_result(run_from_dict(plain, "run.json")).shapes[0].checks["TF32"].kernels is None
 

@@ -166,7 +166,7 @@ def test_a_failed_cure_names_the_kernel_change_behind_it():
 @pytest.mark.gpu
 def test_an_lt_configuration_is_compared_with_cublasgemmex_in_the_modes_matrix():
     from cublas_det.check import check_many
-    from cublas_det.render.text import modes_group
+    from cublas_det.results.check import modes_group
 
     for shape in ("128x56x4096:nt", "256x512x1024:nn"):
         gemm_ex, lt, nosplit = check_many([shape], ["pedantic", "pedantic+lt", "pedantic+lt-nosplitk"], repeats=2,

@@ -10,7 +10,7 @@ from cublas_det.results.check import GemmCheck, Kind, ScenarioResult
 from cublas_det.cli import bench, gemms
 from cublas_det.core.config import GemmConfig
 from cublas_det.base.errors import UsageError
-from cublas_det.render.text import BenchResult, ShapeReport
+from cublas_det.results.bench import BenchResult, ShapeReport
 from cublas_det.render.text import cost_lines, precision_lines, table_rows, title
 from cublas_det.core.shapes import parse_shape
 from cublas_det.results.timing import ArmTiming, Ratio, ShapeTiming

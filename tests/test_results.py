@@ -10,10 +10,12 @@ from cublas_det.bits.compare import Mismatch, compare
 from cublas_det.bits.streams import compare_arrays
 from cublas_det.results.check import GemmCheck, Kind, Outcome, Reproducible, ScenarioResult
 from cublas_det.core.config import GemmConfig
-from cublas_det.render.text import BenchResult, ShapeReport
-from cublas_det.render.runfile import bench_result, to_json
+from cublas_det.results.bench import BenchResult, ShapeReport
+from cublas_det.check.stored import bench_result
 from cublas_det.core.shapes import parse_shape
 from cublas_det.store.run import run_from_dict
+
+from .conftest import bench_json
 
 G, H, C = Kind.GUARANTEE, Kind.HAZARD, Kind.COMPARISON
 
@@ -26,7 +28,7 @@ def _stored(check):
     """``check``'s run-file entry (``extra_info``) and the check read back from it."""
     result = BenchResult((ShapeReport(check.shape, {check.mode_name: check}),), {}, "2026-12-01T00:00:00+00:00",
                          1.0, "0.2.0", seed=check.seed)
-    data = json.loads(json.dumps(to_json(result)))
+    data = json.loads(json.dumps(bench_json(result)))
     return data["benchmarks"][0]["extra_info"], bench_result(run_from_dict(data, "run.json")).shapes[0].checks[
         check.mode_name]
 

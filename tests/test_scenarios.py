@@ -185,7 +185,8 @@ def test_cublaslt_and_cublasgemmex_configurations_of_a_run_share_one_matrix():
 def test_same_bits_as_is_read_from_the_configurations_own_comparison():
     from cublas_det.bindings.cublas import ComputeType, MathMode
     from cublas_det.results.check import ScenarioResult
-    from cublas_det.render.text import modes_cell, modes_group
+    from cublas_det.render.text import modes_cell
+    from cublas_det.results.check import modes_group
 
     half = GemmConfig(MathMode.PEDANTIC, False, ComputeType.COMPUTE_32F_PEDANTIC, "bfloat16", "bfloat16")
     groups = [["PEDANTIC/bfloat16->bfloat16", "DEFAULT/bfloat16->bfloat16"]]  # COMPUTE_32F cells only

@@ -8,9 +8,11 @@ import pathlib
 import pytest
 
 from cublas_det.base.errors import InputFileError
-from cublas_det.render.runfile import bench_result, to_json
+from cublas_det.check.stored import bench_result
 from cublas_det.store.run import run_from_dict
 from cublas_det.base.schema import Each, Record, check
+
+from .conftest import bench_json
 
 DATA = pathlib.Path(__file__).parent / "data"
 
@@ -34,7 +36,7 @@ def test_an_entry_is_labelled_as_this_version_names_it():
 
 
 def _rewritten(data: dict, name: str) -> str:
-    return json.dumps(to_json(bench_result(run_from_dict(data, name))))
+    return json.dumps(bench_json(bench_result(run_from_dict(data, name))))
 
 
 def _same(a, b) -> bool:
@@ -119,7 +121,7 @@ def test_a_key_twice_in_one_object_is_refused_naming_it(tmp_path):
 
 def test_the_run_file_has_one_reader_one_codec_and_one_unit_conversion():
     """One home each: report, compare and bench --compare read a file with store.run.load_run (report then
-    renders the same StoredRun through bench_result); the records the file and the worker protocol carry
+    renders the same StoredRun through store.results.read_result, which writes it too); the records the file and the worker protocol carry
     are schema.Codec's; the file's seconds and the timing's microseconds meet only in store.run."""
     import inspect
     import re
@@ -128,7 +130,7 @@ def test_the_run_file_has_one_reader_one_codec_and_one_unit_conversion():
     from cublas_det.check.worker import protocol
     from cublas_det.cli import bench, compare, gemms, report
     from cublas_det.render import compare as render_compare
-    from cublas_det.render import runfile
+    from cublas_det.store import results as store_results
     from cublas_det.store import run as store_run
     from cublas_det.base.schema import Codec
     from cublas_det.results.timing import Discards
@@ -137,13 +139,13 @@ def test_the_run_file_has_one_reader_one_codec_and_one_unit_conversion():
     for module in (report, compare, gemms):
         source = inspect.getsource(module)
         assert "load_run" in source and not re.search(r"json\.load|read_json", source), module.__name__
-    assert list(inspect.signature(runfile.bench_result).parameters.values())[0].annotation in ("StoredRun",
-                                                                                              store_run.StoredRun)
+    assert list(inspect.signature(store_results.read_result).parameters.values())[0].annotation in (
+        "StoredRun", store_run.StoredRun)
     for cls in (ScenarioResult, Ratio, Discards, protocol.Task, protocol.Request, protocol.TaskAnswer,
                 protocol.Answer):
         assert issubclass(cls, Codec), cls
     assert "def from_dict" not in inspect.getsource(Ratio) + inspect.getsource(Discards)
-    for module in (runfile, render_compare, bench, report, compare):
+    for module in (store_results, render_compare, bench, report, compare):
         assert not re.search(r"\b1e-?6\b", inspect.getsource(module)), module.__name__
     conversions = re.findall(r"\b1e-?6\b", inspect.getsource(store_run))
     assert conversions == ["1e-6", "1e6"]  # seconds() and micros()

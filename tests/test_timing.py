@@ -6,6 +6,7 @@ import itertools
 import random
 
 import pytest
+from pytest_benchmark.stats import Stats
 
 from cublas_det import MathMode
 from cublas_det.timing import (
@@ -22,6 +23,7 @@ from cublas_det.timing.rounds import cycle_length, round_order, williams_rows
 from cublas_det.results.stats import (batch_size, buffer_sets, median_ci, paired_ratio, probe_calls, quartiles,
     stop_reason)
 from cublas_det.results.timing import Arm
+from cublas_det.store.run import stats as run_stats
 
 
 def test_median_ci_order_statistics():
@@ -190,9 +192,27 @@ def test_round_problem_ignores_unread_clocks():
     assert round_problem({"a": Sample(1.0, 1.0, 1400.0, held=False)}, 1485.0) == "unheld"
 
 
+# Counts of every remainder mod 4 (where method 3's two branches and method 2 part), one value, ties, and
+# random samples; the linear interpolation results.stats used before gave other quartiles for most of them.
+SAMPLES = [[7.0], [1.0, 2.0], [3.0, 1.0, 2.0], [4.0, 1.0, 3.0, 2.0], [1, 2, 3, 4, 5], [9.0, 1.0, 8.0, 2.0, 7.0, 3.0],
+           [5.0, 1.0, 4.0, 2.0, 3.0, 6.0, 0.5], [2.0, 2.0, 2.0, 9.0, 1.0, 1.0, 3.0, 8.0, 4.0]]
+SAMPLES += [[rng.lognormvariate(0, 0.3) for _ in range(count)]
+            for count, rng in ((count, random.Random(count)) for count in (10, 11, 12, 13, 101))]
+
+
+@pytest.mark.parametrize("values", SAMPLES, ids=lambda values: f"n={len(values)}")
+def test_quartiles_are_pytest_benchmarks(values):
+    stats = Stats()
+    for value in values:
+        stats.update(value)
+    assert quartiles(values) == (stats.q1, stats.median, stats.q3)
+    stored = run_stats(values)  # the run file's, from µs: the same definition on the values in seconds
+    assert (stored["q1"], stored["median"], stored["q3"]) == quartiles([v * 1e-6 for v in values])
+
+
 # -- calibration, batches, buffers -----------------------------------------------------------
 def test_quartiles_batch_probe_and_buffers():
-    assert quartiles([1, 2, 3, 4, 5]) == (2, 3, 4)
+    assert quartiles([1, 2, 3, 4, 5]) == (1.75, 3, 4.25)  # pytest-benchmark's (method 3), not linear (2, 3, 4)
     assert quartiles([7.0]) == (7.0, 7.0, 7.0)
     assert batch_size(1e-5) == 100 and batch_size(5e-3) == 1 and batch_size(1e-9) == 4000
     # Long GEMMs are calibrated from one call (a batch already) to five (0.2 ms and more).

@@ -11,14 +11,15 @@ import warnings
 
 import pytest
 
-from cublas_det.render import runfile as json_file
 from cublas_det.store import run as run_file
-from cublas_det.render.runfile import commit_info
-from cublas_det.render.text import BenchResult, ShapeReport
+from cublas_det.store.results import commit_info
+from cublas_det.results.bench import BenchResult, ShapeReport
 from cublas_det.store.run import run_from_dict
 from cublas_det.core.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Ratio, ShapeTiming
 from cublas_det.results.timing import Arm
+
+from .conftest import bench_json
 
 pytest_benchmark = pytest.importorskip("pytest_benchmark", reason="needs the test extra's pytest-benchmark")
 
@@ -64,7 +65,7 @@ def _result():
 
 
 def test_entries_carry_gemms_per_sample_the_interval_and_the_stop():
-    data = json_file.to_json(_result())
+    data = bench_json(_result())
     first = data["benchmarks"][0]
     assert first["name"] == "128x56x4096:nt[PEDANTIC]" and first["stats"]["iterations"] == 110
     assert first["stats"]["rounds"] == 12 and first["options"]["timer"] == run_file.TIMER
@@ -86,7 +87,7 @@ def test_layout_holds_every_key_of_a_file_pytest_benchmark_wrote(pytester):
     out = pytester.path / "theirs.json"
     assert pytester.runpytest(f"--benchmark-json={out}", "-p", "no:cacheprovider").ret == 0
     theirs = json.loads(out.read_text())
-    ours = json_file.to_json(_result())
+    ours = bench_json(_result())
     assert set(theirs) <= set(ours)
     assert set(theirs["commit_info"]) <= set(ours["commit_info"])
     their_entry = theirs["benchmarks"][0]
@@ -117,7 +118,7 @@ def _compare(tmp_path, monkeypatch, capsys, *args) -> subprocess.CompletedProces
 
 def test_pytest_benchmark_compare_reads_the_file(tmp_path, monkeypatch, capsys):
     path = tmp_path / "run.json"
-    path.write_text(json.dumps(json_file.to_json(_result()), indent=1))
+    path.write_text(json.dumps(bench_json(_result()), indent=1))
     result = _compare(tmp_path, monkeypatch, capsys, path, "--group-by=group")
     assert result.returncode == 0, result.stderr
     assert "Failed to load" not in result.stdout + result.stderr
@@ -149,7 +150,7 @@ def test_untimed_entries_are_complete_and_read_back_as_untimed(tmp_path, monkeyp
     entry = run_file.benchmark_entry(shape, "PEDANTIC", None, {"shape": shape.to_dict(), "digest": "ab" * 32})
     assert entry["stats"]["rounds"] == 0 and entry["stats"]["data"] == [] and set(entry["stats"]) == set(
         run_file.STATS_FIELDS)
-    data = json_file.to_json(_result())
+    data = bench_json(_result())
     data["benchmarks"].append(entry)
     path = tmp_path / "run.json"
     path.write_text(json.dumps(data))
@@ -161,7 +162,7 @@ def test_untimed_entries_are_complete_and_read_back_as_untimed(tmp_path, monkeyp
 
 
 def test_a_timing_in_visits_reads_back_with_each_samples_visit_the_same_intervals_and_the_phases():
-    from cublas_det.render.runfile import bench_result
+    from cublas_det.check.stored import bench_result
 
     shape = parse_shape("128x56x4096:nt")
     setups = tuple(i // 2 for i in range(12))  # 6 visits
@@ -173,7 +174,7 @@ def test_a_timing_in_visits_reads_back_with_each_samples_visit_the_same_interval
                          options={"visits": 6, "setups": 6})
     result = BenchResult((ShapeReport(shape, {}, timing),), {"gpu": {"name": "NVIDIA H200"}, "env": {}},
                          "2026-11-30T00:00:00+00:00", 1.0, "0.1.0", phases={"startup": 0.51234, "timing": 3.2})
-    data = json.loads(json.dumps(json_file.to_json(result)))
+    data = json.loads(json.dumps(bench_json(result)))
     assert data["benchmarks"][0]["extra_info"]["setups"] == list(setups)
     assert data["cublas_det"]["phases_s"] == {"startup": 0.512, "timing": 3.2}
     back = bench_result(run_from_dict(data, "run.json")).shapes[0].timing

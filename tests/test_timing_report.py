@@ -2,7 +2,7 @@
 warnings for throttled clocks, a busy GPU and an A/A control that failed (none on a quiet run)."""
 
 from cublas_det.render import text
-from cublas_det.render.text import BenchResult, ShapeReport
+from cublas_det.results.bench import BenchResult, ShapeReport
 from cublas_det.render.timing_text import TIME_NOTE, busy_warning, how_timed
 from cublas_det.core.shapes import parse_shape
 from cublas_det.timing import ArmTiming, Discards, Ratio, ShapeTiming

@@ -21,16 +21,16 @@ from ..core.memory import check_fits
 from ..core.operands import HostOperands
 from ..base.phases import Phases
 from ..render.markdown import to_markdown
-from ..render.plot import write_plot
-from ..render.text import BenchResult, ShapeReport
-from ..render.runfile import to_json
+from ..render.plot import plot
+from ..results.bench import BenchResult, ShapeReport, run_failed
+from ..store.results import to_json
 from ..store.run import now_iso
-from ..render.text import render_text, run_failed
+from ..render.text import render_text, summary_lines, warnings_for
 from ..timing import time_shapes, warm_up
 from ..timing.monitor import GpuMonitor
 from ..base.words import plural
 from . import explain, prescribe, sweep
-from .common import command_main, describe, exit_codes, write_file, write_json, write_text
+from .common import command_main, describe, exit_codes, write_figure, write_json, write_text
 from .gemms import (add_family, baseline, capture_groups, exit_code, kernels_available, listing, print_comparison,
                     read_options, timing_budget)
 
@@ -241,14 +241,14 @@ def _report(args, result, baseline, phases, prog: str) -> int:
     with phases("report"):
         text = render_text(result, verbose=args.verbose)
     print(text)
-    data = to_json(result)
+    data = to_json(result, summary_lines(result), warnings_for(result))
     written = True
     if args.json:
         written &= write_json(args.json, data, prog)
     if args.markdown:
         written &= write_text(args.markdown, to_markdown(result), prog)
     if args.plot and any(r.timing for r in result.shapes):
-        written &= write_file(args.plot, prog, lambda: write_plot(result, args.plot))
+        written &= write_figure(args.plot, lambda: plot(result), prog)
     if args.verbose:
         print("phases (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.seconds.items()),
               file=sys.stderr)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from ..base.errors import ExitCode
 from ..render.markdown import to_markdown
-from ..render.plot import write_plot
-from ..render.runfile import bench_result, old_file_note
-from ..render.text import render_text, run_failed
+from ..render.plot import plot
+from ..check.stored import bench_result, old_file_note
+from ..render.text import render_text
+from ..results.bench import run_failed
 from ..store.run import load_run
-from .common import check_outputs, command_main, describe, exit_codes, unless_missing, write_file, write_text
+from .common import check_outputs, command_main, describe, exit_codes, unless_missing, write_figure, write_text
 
 EPILOG = """example:
   %(prog)s run.json --markdown run.md --plot run.png
@@ -35,7 +36,7 @@ def run(args, parser) -> int:
     print(render_text(result, notes=notes))
     written = write_text(args.markdown, to_markdown(result, notes), prog) if args.markdown else True
     if args.plot:
-        written &= write_file(args.plot, prog, lambda: write_plot(result, args.plot))
+        written &= write_figure(args.plot, lambda: plot(result), prog)
     return unless_missing(ExitCode.FINDING if run_failed(result) else ExitCode.OK, written)
 
 

@@ -12,9 +12,8 @@ from ..bits.digest import digest_groups
 from ..base.errors import ExitCode
 from ..results.timing import is_control
 from ..core.device import describe_machine
-from ..store.run import Entry, StoredRun
+from ..store.run import NO_IDENTITY, Entry, StoredRun
 from ..base.words import plural, wrapped
-from .runfile import NO_IDENTITY
 from .time_verdict import CLEAR_GAP, SAME_CENTER, TimeLabel, time_verdict
 
 IDENTICAL, DIFFER, INPUTS_DIFFER = "identical bits", "bits DIFFER", "inputs differ"

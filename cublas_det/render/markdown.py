@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .text import (LEGEND, BenchResult, detail_lines, has_kernels, header, kernel_lines, summary_lines, table_rows,
+from ..results.bench import BenchResult
+from .text import (LEGEND, detail_lines, has_kernels, header, kernel_lines, summary_lines, table_rows,
                    title, warnings_for)
 from .timing_text import KERNEL_NOTE, TIME_NOTE
 

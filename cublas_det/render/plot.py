@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from ..bindings.cublas import MathMode
-from .text import BenchResult
+from ..results.bench import BenchResult
 
 
-def write_plot(result: BenchResult, path: str) -> None:
-    """Graph-replay time per mode per shape (log scale), TF32 speed-up over PEDANTIC annotated."""
+def plot(result: BenchResult):
+    """Graph-replay time per mode per shape (log scale), TF32 speed-up over PEDANTIC annotated: a matplotlib
+    ``Figure``, made without pyplot (no backend, nothing left open), which the caller saves."""
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
     except ImportError as err:
         raise OSError(f"--plot needs matplotlib: pip install matplotlib ({err})") from err
     timed = [r for r in result.shapes if r.timing]
     modes = [a.name for a in timed[0].timing.arms if not a.name.control] if timed else []
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(timed) + 2), 4.5))
+    fig = Figure(figsize=(max(6, 0.9 * len(timed) + 2), 4.5), dpi=120)
+    ax = fig.subplots()
     width = 0.8 / max(1, len(modes))
     for i, mode in enumerate(modes):
         values = [r.timing.arm(mode).median_us if r.timing.arm(mode) else 0 for r in timed]
@@ -33,5 +33,4 @@ def write_plot(result: BenchResult, path: str) -> None:
     ax.legend(title="math mode (label: TF32 speed-up)")
     ax.set_title(f"cublas_det on {result.provenance.get('gpu', {}).get('name', '?')}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig

@@ -1,4 +1,4 @@
-"""What a benchmark run measured (:class:`BenchResult`) and its terminal report: the answers (reproducible?
+"""A benchmark run's terminal report (:class:`~cublas_det.results.bench.BenchResult`): the answers (reproducible?
 which hazards? what cost?) first, then a table per shape, then the warnings, within the report's width."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from collections import Counter
 
 from ..bindings.cublas import ComputeType, MathMode
 from ..check.cures import Prescription, cures_in_run  # the one judge and ranking of cures, prescribe's
-from ..results.check import GemmCheck, Kind, Outcome, Reproducible
+from ..results.bench import BenchResult, ShapeReport
+from ..results.check import GemmCheck, Kind, Outcome, Reproducible, check_failures, modes_group
 from ..check.scenarios import REGISTRY
 from ..core.config import DEFAULT_MODES, HALF_DEFAULT_MODES, name_role
 from ..core.device import describe_machine
 from ..base.errors import ExitCode
-from ..core.shapes import DEFAULT_PRESETS, DEFAULT_TOKENS, GemmShape
+from ..core.shapes import DEFAULT_PRESETS, DEFAULT_TOKENS
 from ..results.timing import is_control
 from ..base.words import column_widths, plural, report_width, table, wrapped
 from .timing_text import KERNEL_NOTE, NOT_TRUSTED, TIME_NOTE, how_timed, timing_warnings
@@ -26,32 +27,6 @@ OPTIONAL = ("kernels", "TFLOP/s", "eager µs", "rel. err")  # left out of a narr
 LEGEND = ("repro: the guarantees gave the same bits (which did not: above); changed by: the hazards that changed "
           "them; same bits as: the modes with this one's bits. graph µs: per GEMM in a CUDA-graph replay; eager µs: "
           "launched from Python; vs PEDANTIC: time ratio ± its 95% interval.")
-
-
-@dataclasses.dataclass(frozen=True)
-class ShapeReport:
-    """Everything a benchmark measured for one shape."""
-    shape: GemmShape
-    checks: dict  # configuration name -> GemmCheck
-    timing: object = None  # ShapeTiming, or None when not timed
-    error: str | None = None
-
-    def check_for(self, mode: MathMode) -> GemmCheck | None:
-        """The (first) check of math mode ``mode`` and nothing else but element types, algo and workspace."""
-        return next((check for check in self.checks.values() if check.config.plain(mode)), None)
-
-
-@dataclasses.dataclass(frozen=True)
-class BenchResult:
-    """A benchmark run; ``interrupted``: Ctrl-C cut it short."""
-    shapes: tuple[ShapeReport, ...]
-    provenance: dict
-    started: str
-    wall_s: float
-    version: str
-    interrupted: bool = False
-    seed: int | None = None  # the input seed of the run (also in each check)
-    phases: dict = dataclasses.field(default_factory=dict)  # phase name -> wall seconds
 
 
 # The cells every report shows for a check: a failed guarantee ("reproducible: NO") and a hazard that changed
@@ -84,31 +59,10 @@ def hazards_cell(check: GemmCheck | None) -> str:
     return ", ".join(words) or "none"
 
 
-def modes_group(check: GemmCheck | None) -> list[str] | None:
-    """The configurations that gave this one's bits (itself excluded), or None when ``modes`` did not run."""
-    result = check.scenario("modes") if check else None
-    if result is None or not result.compared or "groups" not in result.extra:
-        return None
-    if "same_bits_as" in result.extra:  # compared with this configuration's own output
-        return list(result.extra["same_bits_as"])
-    for group in result.extra["groups"]:  # files of earlier versions: by the groups of modes
-        if check.mode_name in group:
-            return [name for name in group if name != check.mode_name]
-    return []
-
-
 def modes_cell(check: GemmCheck | None) -> str:
     """The modes that gave this one's bits, named without the element types the run shares."""
     group = modes_group(check)
     return "-" if group is None else ", ".join(map(name_role, group)) or "none"
-
-
-def check_failures(check: GemmCheck) -> list[str]:
-    """What fails the run (exit 1): a guarantee that gave other bits or could not run, or a GEMM that could
-    not be computed; a hazard or comparison that could not run is reported, not failed."""
-    failed = [r.scenario for r in check.guarantee_failures]
-    failed += [r.scenario for r in check.errors if r.kind is Kind.GUARANTEE]
-    return list(dict.fromkeys(failed)) or (["reference"] if check.error else [])
 
 
 def _fmt_us(value: float | None) -> str:
@@ -468,8 +422,3 @@ def warnings_for(result: BenchResult) -> list[str]:
         notes += [f"{report.shape.name} {arm.name}: noisy timing, IQR {100 * arm.rel_iqr:.0f}% of the median"
                   for arm in (report.timing.arms if report.timing else ()) if arm.rel_iqr > NOISY_REL_IQR]
     return notes + timing_warnings(result)
-
-
-def run_failed(result: BenchResult) -> bool:
-    """Exit 1: a guarantee failed or could not be checked (scenario, GEMM or timing); a hazard never fails a run."""
-    return any(check_failures(check) for _, check in _checks(result)) or any(r.error for r in result.shapes)

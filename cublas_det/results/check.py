@@ -214,3 +214,24 @@ class GemmCheck:
             "provenance": self.provenance, "elapsed_s": self.elapsed_s, "error": self.error,
             "input_digests": self.input_digests, "kernels": self.kernels.to_dict() if self.kernels else None,
         }
+
+
+def modes_group(check: GemmCheck | None) -> list[str] | None:
+    """The configurations that gave this one's bits (itself excluded), or None when ``modes`` did not run."""
+    result = check.scenario("modes") if check else None
+    if result is None or not result.compared or "groups" not in result.extra:
+        return None
+    if "same_bits_as" in result.extra:  # compared with this configuration's own output
+        return list(result.extra["same_bits_as"])
+    for group in result.extra["groups"]:  # files of earlier versions: by the groups of modes
+        if check.mode_name in group:
+            return [name for name in group if name != check.mode_name]
+    return []
+
+
+def check_failures(check: GemmCheck) -> list[str]:
+    """What fails the run (exit 1): a guarantee that gave other bits or could not run, or a GEMM that could
+    not be computed; a hazard or comparison that could not run is reported, not failed."""
+    failed = [r.scenario for r in check.guarantee_failures]
+    failed += [r.scenario for r in check.errors if r.kind is Kind.GUARANTEE]
+    return list(dict.fromkeys(failed)) or (["reference"] if check.error else [])

@@ -31,13 +31,23 @@ def t_975(dof: int) -> float:
 
 
 def quartiles(values) -> tuple[float, float, float]:
-    """(q1, median, q3) with linear interpolation; a single value is all three."""
+    """(q1, median, q3) as pytest-benchmark's ``Stats`` computes them, so that a run file's stats read as its own:
+    Wikipedia's method 3 for an odd count, method 2 (medians of the halves) for an even one; one value is all three."""
     values = sorted(values)
-    if not values:
+    rounds = len(values)
+    if not rounds:
         raise ValueError("no samples")
-    if len(values) == 1:
+    if rounds == 1:
         return values[0], values[0], values[0]
-    return tuple(statistics.quantiles(values, n=4, method="inclusive"))
+    if rounds % 2:
+        n, q = rounds // 4, rounds % 4
+        if q == 1:
+            q1, q3 = 0.25 * values[n - 1] + 0.75 * values[n], 0.75 * values[3 * n] + 0.25 * values[3 * n + 1]
+        else:
+            q1, q3 = 0.75 * values[n] + 0.25 * values[n + 1], 0.25 * values[3 * n + 1] + 0.75 * values[3 * n + 2]
+    else:
+        q1, q3 = statistics.median(values[:rounds // 2]), statistics.median(values[rounds // 2:])
+    return q1, statistics.median(values), q3
 
 
 def median_ci(values) -> tuple[float, float]:

@@ -13,9 +13,11 @@ from ..base.errors import InputFileError
 from ..core.shapes import gemm_key, shape_spec
 from .files import read_json
 from ..base.schema import Each, Record, check, kind_of
+from ..results.stats import quartiles
 
 MAX_RUN_FILE_BYTES = 256 << 20  # far above any run, so only what is no run is refused unread
 HINT = "give a file that --json wrote"  # the fix of every error reading one
+NO_IDENTITY = "no seed, T or input digests"  # what a file of cublas_det 0.1 lacks (StoredRun.legacy)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,19 +227,6 @@ def benchmark_entry(shape, mode: str, stats: dict | None, extra_info: dict, opti
             "extra_info": extra_info}
 
 
-def _quartile(data: list, rounds: int, upper: bool) -> float:
-    """pytest-benchmark's q1/q3: Wikipedia's method 3 for an odd count, method 2 for even."""
-    if rounds == 1:
-        return data[0]
-    if rounds % 2:
-        n, q = rounds // 4, rounds % 4
-        if not upper:
-            return 0.25 * data[n - 1] + 0.75 * data[n] if q == 1 else 0.75 * data[n] + 0.25 * data[n + 1]
-        return (0.75 * data[3 * n] + 0.25 * data[3 * n + 1] if q == 1
-                else 0.25 * data[3 * n + 1] + 0.75 * data[3 * n + 2])
-    return statistics.median(data[rounds // 2:] if upper else data[:rounds // 2])
-
-
 def stats(samples_us, iterations: int = 1) -> dict:
     """pytest-benchmark's stats of per-call times in µs, in seconds; ``iterations``: calls per sample."""
     data = [seconds(x) for x in samples_us]
@@ -247,7 +236,7 @@ def stats(samples_us, iterations: int = 1) -> dict:
     rounds = len(data)
     mean = statistics.mean(data)
     stddev = statistics.stdev(data) if rounds > 1 else 0.0
-    q1, q3 = _quartile(ordered, rounds, False), _quartile(ordered, rounds, True)
+    q1, median, q3 = quartiles(ordered)
     iqr = q3 - q1
     stddev_outliers = sum(not mean - stddev <= x <= mean + stddev for x in data)
     iqr_outliers = sum(not q1 - 1.5 * iqr <= x <= q3 + 1.5 * iqr for x in data)
@@ -256,7 +245,7 @@ def stats(samples_us, iterations: int = 1) -> dict:
     hd15iqr = ordered[bisect_right(ordered, q3 + 1.5 * iqr) - 1]
     total = sum(data)
     return {"min": ordered[0], "max": ordered[-1], "mean": mean, "stddev": stddev, "rounds": rounds,
-            "median": statistics.median(data), "iqr": iqr, "q1": q1, "q3": q3, "iqr_outliers": iqr_outliers,
+            "median": median, "iqr": iqr, "q1": q1, "q3": q3, "iqr_outliers": iqr_outliers,
             "stddev_outliers": stddev_outliers, "outliers": f"{stddev_outliers};{iqr_outliers}",
             "ld15iqr": ld15iqr, "hd15iqr": hd15iqr, "ops": rounds / total if total else 0.0, "total": total,
             "data": data, "iterations": iterations}

@@ -1,52 +1,28 @@
-"""A benchmark's results as a run file (:func:`to_json`), and a run file back as the :class:`BenchResult`
-it was written from (:func:`bench_result`); the schema is :mod:`cublas_det.store.run`'s."""
+"""A benchmark's results as a run file (:func:`to_json`), and a run file back as the :class:`BenchResult` it was
+written from (:func:`read_result`); the schema is :mod:`.run`'s. What a stored scenario record means to this
+version (its kind in a 0.1 file, what an earlier version could not tell) is the scenarios' knowledge, so the
+reader is handed it (``read_scenario``, :mod:`cublas_det.check.stored`'s)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 import subprocess
+from typing import Callable
 
-from ..bindings.cublas import MathMode
-from ..results.check import CallKernels, GemmCheck, ScenarioResult
-from ..check.scenarios import REGISTRY
-from ..check.scenarios.batch import not_applicable_reason
-from ..core.config import GemmConfig
 from ..base.errors import InputFileError
+from ..bindings.cublas import MathMode
+from ..core.config import GemmConfig
 from ..core.shapes import GemmShape, catalogue_entry, token_counts
-from ..store.run import TIMER, Entry, StoredRun, benchmark_entry, identity, micros, seconds, stats
-from ..timing import ArmTiming, Ratio, ShapeTiming
-from ..results.timing import Arm, Discards
-from ..base.words import plural
-from .text import BenchResult, ShapeReport, check_failures, modes_group, summary_lines, warnings_for
+from ..results.bench import BenchResult, ShapeReport
+from ..results.check import CallKernels, GemmCheck, ScenarioResult, check_failures, modes_group
+from ..results.stats import Ratio
+from ..results.timing import Arm, ArmTiming, Discards, ShapeTiming
+from .run import TIMER, Entry, StoredRun, benchmark_entry, identity, micros, seconds, stats
 
-
-NO_IDENTITY = "no seed, T or input digests"
-UNTOLD_WORKSPACE_CONFIG = ("not told: the checker compared the worker's streams with the worker's own first output, "
-                           "whose operands could still be in flight")
-
-
-def untold_workspace_config(raw: dict) -> bool:
-    """A workspace-config difference recorded before the first output was checked against this process's
-    bits: it may be in that output, not in the streams."""
-    return (raw["scenario"] == "workspace-config" and bool(raw.get("differing_runs")) and not raw.get("error")
-            and "reference_digest" not in (raw.get("extra") or {}))
-
-
-def untold_nan(raw: dict) -> bool:
-    """A difference with a NaN recorded before NaN pairs were counted apart: its ULP distance and location
-    may be a NaN's bit pattern's, not a number's."""
-    values = (raw.get("max_abs_diff"), raw.get("reference_value"), raw.get("actual_value"))
-    return (bool(raw.get("mismatched_elements")) and "nan_mismatches" not in raw
-            and any(isinstance(v, float) and math.isnan(v) for v in values))
-
-
-def untold_batch(raw: dict, shape: GemmShape) -> bool:
-    """batch-invariance run by an earlier version on a dW GEMM, where it does not apply."""
-    return (raw["scenario"] == "batch-invariance" and not raw.get("not_applicable") and not raw.get("error")
-            and shape.gemm_pass == "dW")
+# How a reader of scenario records turns one (its raw record, its shape) into the result this version reads.
+ReadScenario = Callable[[dict, GemmShape], ScenarioResult]
 
 
 def _git(directory: str, *args: str) -> str:
@@ -73,8 +49,9 @@ def commit_info(directory: str | None = None) -> dict:
             "branch": "(detached head)" if branch == "HEAD" else branch}
 
 
-def to_json(result: BenchResult) -> dict:
-    """The run file of ``result``: an entry per shape and configuration, the run's facts under ``cublas_det``."""
+def to_json(result: BenchResult, summary: list[str], warnings: list[str]) -> dict:
+    """The run file of ``result``: an entry per shape and configuration, the run's facts under ``cublas_det``;
+    ``summary`` and ``warnings``: the report's lines, stored as a reader of the file without this package sees them."""
     benchmarks = []
     for report in result.shapes:
         arms = report.timing.arms if report.timing else ()
@@ -97,7 +74,7 @@ def to_json(result: BenchResult) -> dict:
             "datetime": result.started, "version": result.version, "cublas_det": {
                 "wall_s": result.wall_s, "phases_s": {name: round(s, 3) for name, s in result.phases.items()},
                 "interrupted": result.interrupted, "ratios": ratios, "timing": timing,
-                "summary": summary_lines(result), "warnings": warnings_for(result)}}
+                "summary": summary, "warnings": warnings}}
 
 
 def check_record(check: GemmCheck | None) -> dict:
@@ -139,7 +116,7 @@ def timing_options(timing) -> dict:
             "max_time": timing.options.get("budget_s")}
 
 
-def bench_result(run: StoredRun) -> BenchResult:
+def read_result(run: StoredRun, read_scenario: ReadScenario) -> BenchResult:
     """The :class:`BenchResult` a stored run was written from; a value this version cannot read: one line naming it."""
     if run.sweep:
         raise InputFileError(f"{run.source}: a --devices sweep has no per-mode tables; give it to compare")
@@ -148,7 +125,7 @@ def bench_result(run: StoredRun) -> BenchResult:
         groups.setdefault(entry.shape_name, []).append(entry)
     info = run.data.get("cublas_det") or {}
     ratios, timings = info.get("ratios") or {}, info.get("timing") or {}
-    reports = tuple(_shape_report(name, entries, run, ratios.get(name) or [], timings.get(name) or {})
+    reports = tuple(_shape_report(name, entries, run, ratios.get(name) or [], timings.get(name) or {}, read_scenario)
                     for name, entries in groups.items())
     seeds = {(e.identity or {}).get("seed") for e in run.entries} - {None}
     return BenchResult(reports, run.machine_info, run.datetime, float(info.get("wall_s") or 0.0), run.version,
@@ -165,11 +142,12 @@ def _read_back(where: str, read, data):
         raise InputFileError(f"{where}: cannot be read back ({err})") from None
 
 
-def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list, how: dict) -> ShapeReport:
+def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list, how: dict,
+                  read_scenario: ReadScenario) -> ShapeReport:
     """``how``: the file's record of how the shape was timed (stop reason, discarded rounds, clock floor, options)."""
     where = f"{entries[0].where}.extra_info.shape"
     shape = _catalogue_shape(_read_back(where, GemmShape.from_dict, entries[0].extra_info["shape"]))
-    checks = {e.config: stored_check(shape, e, run) for e in entries if e.extra_info.get("scenarios")}
+    checks = {e.config: stored_check(shape, e, run, read_scenario) for e in entries if e.extra_info.get("scenarios")}
     timed = [e for e in entries if e.stats and e.stats.get("data")]
     for e in timed:
         if not (e.extra_info.get("eager_stats") or {}).get("data"):
@@ -197,7 +175,7 @@ def _shape_report(name: str, entries: list[Entry], run: StoredRun, ratios: list,
     return ShapeReport(shape, checks, timing, "; ".join(sorted(errors)) or None)
 
 
-def stored_check(shape: GemmShape, entry: Entry, run: StoredRun) -> GemmCheck:
+def stored_check(shape: GemmShape, entry: Entry, run: StoredRun, read_scenario: ReadScenario) -> GemmCheck:
     """The check an entry's :func:`check_record` holds."""
     info = entry.extra_info
     where = f"{entry.where}.extra_info"
@@ -205,7 +183,7 @@ def stored_check(shape: GemmShape, entry: Entry, run: StoredRun) -> GemmCheck:
         config = _read_back(f"{where}.config", GemmConfig.from_dict, info["config"])
     else:
         config = _read_back(f"{where}: configuration", GemmConfig.parse, entry.config)
-    results = tuple(_read_back(f"{where}.scenarios[{i}]", lambda r: _scenario(r, shape), raw)
+    results = tuple(_read_back(f"{where}.scenarios[{i}]", lambda r: read_scenario(r, shape), raw)
                     for i, raw in enumerate(info["scenarios"]))
     rel_error = info.get("rel_error")
     identity = entry.identity or {}
@@ -218,19 +196,6 @@ def stored_check(shape: GemmShape, entry: Entry, run: StoredRun) -> GemmCheck:
                      if info.get("kernels") else None)
 
 
-def _scenario(raw: dict, shape: GemmShape) -> ScenarioResult:
-    if raw["scenario"] not in REGISTRY:  # the reports lay scenarios out in the registry's order
-        raise ValueError(f"scenario {raw['scenario']!r} is not one this version knows ({', '.join(REGISTRY)})")
-    # 0.1 files: the registry knows the kind
-    result = ScenarioResult.from_dict({**raw, "kind": raw.get("kind") or REGISTRY[raw["scenario"]].kind})
-    if untold_workspace_config(raw):
-        return dataclasses.replace(result, runs=0, differing_runs=0, detail=f"{UNTOLD_WORKSPACE_CONFIG}; the file "
-                                   f"says {raw['differing_runs']}/{raw['runs']} runs differ")
-    if untold_batch(raw, shape):
-        return dataclasses.replace(result, not_applicable=not_applicable_reason(shape))
-    return result
-
-
 def _catalogue_shape(shape: GemmShape) -> GemmShape:
     """The catalogue's shape for a 0.1 file (no preset recorded) whose name and dimensions match; else as stored."""
     if shape.preset or not shape.gemm_pass:
@@ -241,42 +206,3 @@ def _catalogue_shape(shape: GemmShape) -> GemmShape:
     return dataclasses.replace(found, batch=shape.batch) if found else shape
 
 
-def old_file_note(run: StoredRun) -> str | None:
-    """``note: run.json was written by cublas_det 0.1.0, which cannot tell: ...``, or None for a file of this
-    version."""
-    limits = [f"the inputs it ran on ({NO_IDENTITY} recorded)"] if run.legacy else []
-    untold, batch, nan = [], 0, 0
-    for entry in run.entries:
-        shape = GemmShape.from_dict(entry.extra_info["shape"]) if entry.extra_info.get("scenarios") else None
-        for raw in entry.extra_info.get("scenarios") or ():
-            untold += [entry.name] if untold_workspace_config(raw) else []
-            batch += untold_batch(raw, shape)
-            nan += untold_nan(raw)
-    if untold:
-        named = ", ".join(untold[:3]) + (", ..." if len(untold) > 3 else "")
-        limits.append(f"workspace config in {named} (a difference from the worker's own first output, whose operands "
-                      "could still be in flight: not counted)")
-    if batch:
-        limits.append(f"batch size in {plural(batch, 'dW result')} (run there, though their batch is the reduction "
-                      "axis: not counted)")
-    if nan:
-        limits.append(f"NaN in {plural(nan, 'difference')} (ranked there by a NaN's bit pattern: its ULP distance "
-                      "and location may not be a number's)")
-    return (f"note: {run.source} was written by cublas_det {run.version}, which cannot tell: {'; '.join(limits)}"
-            if limits else None)
-
-
-def stored_ratios(run: StoredRun, numerator: str, denominator: str) -> dict:
-    """{shape name: (Ratio, setups)} of a stored run; :class:`InputFileError` if none is, or one is no time ratio."""
-    found = {}
-    for report in bench_result(run).shapes:
-        timing = report.timing
-        for ratio in (timing.ratios if timing else ()):
-            if (ratio.numerator, ratio.denominator) == (numerator, denominator):
-                if ratio.median <= 0:
-                    raise InputFileError(f"{run.source}: {report.shape.name}: a {numerator}/{denominator} ratio of "
-                                         f"{ratio.median} cannot be a time ratio")
-                found[report.shape.name] = (ratio, int(timing.options.get("setups") or 1))
-    if not found:
-        raise InputFileError(f"{run.source}: no {numerator}/{denominator} ratio (a --no-timing run, or other modes)")
-    return found
