@@ -400,7 +400,7 @@ def test_the_readme_block_without_a_gpu_runs_with_numpy_alone(tmp_path, typed, m
             ran[words[1]] = result = typed(f"cublas-det {words[1]}", *words[2:])
             assert result.returncode in (0, 1) and "error" not in result.stderr, (command, result.stderr)
         else:  # the shell's lines: the files the commands after them read
-            subprocess.run(["bash", "-c", command.replace("python -c", f"{sys.executable} -c")], check=True)
+            subprocess.run(["bash", "-c", command.replace("python -c", f"{shlex.quote(sys.executable)} -c")], check=True)
     assert list(ran) == ["report", "compare", "capture", "bench", "diff"]
     assert ran["report"].stdout.startswith("cublas_det 0.1.0 on NVIDIA H200 (132 SMs)")
     assert ran["compare"].returncode == 0 and "identical bits" in ran["compare"].stdout
