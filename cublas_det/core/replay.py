@@ -10,6 +10,7 @@ from .config import FP32_ONLY_MODES, GemmConfig
 from ..base.dtypes import GEMM_TYPES
 from .shapes import GemmShape, catalogue_entry, other_layout, packed_strides, token_counts
 from .definition import GemmDefinition
+from .lt import GemmKey
 
 _DTYPES = {element.cuda_name: name for name, element in GEMM_TYPES.items()}  # R_32F -> float32 ...
 _SCALE_TYPES = (None, *(GEMM_TYPES[name].cuda_name for name in ("float32", "float16")))  # as core/handle.py sets them
@@ -78,6 +79,13 @@ def plan(gemm_id: str, definition: GemmDefinition, calls: int) -> ReplayPlan:
         notes.append(f"replayed with packed matrices: the call's strides were "
                      f"{', '.join(map(str, definition.strides))}, packed {', '.join(map(str, packed))}")
     return dataclasses.replace(base, shape=shape, config=config, note="; ".join(notes))
+
+
+def key_of(definition: GemmDefinition) -> GemmKey | None:
+    """The GemmKey (its M set) of a captured or intercepted call, by the capture's own path; None when the shim
+    does not run such a call. The inverse of :meth:`GemmKey.laid_out`."""
+    replay = plan("call", definition, 1)
+    return GemmKey.of(replay.shape, replay.config, any_m=False) if replay.replayed else None
 
 
 def _config(definition: GemmDefinition, notes: list) -> GemmConfig:

@@ -1,7 +1,7 @@
 """The lock for any program, Python's side of ``interposer.c``: the library built with the system C compiler
 (once per source, cached), its table written from the lock file in cuBLAS's own terms, and its per-process
 reports read back as :class:`~cublas_det.lock.file.LockReport` items, each call named by the one path a
-captured call takes to a :class:`~cublas_det.core.lt.GemmKey` (:func:`key_of_call`)."""
+captured call takes to a :class:`~cublas_det.core.lt.GemmKey` (:func:`~cublas_det.core.replay.key_of`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..bindings.cublas import ComputeType, MathMode
 from ..bindings.cublaslt import ALGO_CONFIG
 from ..core.lt import GemmKey
 from ..core.definition import GemmDefinition, InvalidGemm
-from ..core.replay import plan as replay_plan
+from ..core.replay import key_of
 from ..base.dtypes import GEMM_TYPES
 from ..base.errors import UsageError
 from ..core.shapes import other_layout
@@ -114,13 +114,6 @@ def _type(cuda: int | None) -> str | None:
     return None if cuda is None else _TYPE_NAMES.get(cuda, str(cuda))
 
 
-def key_of_call(definition: GemmDefinition) -> GemmKey | None:
-    """The GemmKey (its M set) a captured or intercepted call makes, by the capture's own path; None when
-    the shim does not run such a call."""
-    replay = replay_plan("call", definition, 1)
-    return GemmKey.of(replay.shape, replay.config, any_m=False) if replay.replayed else None
-
-
 def _rows(index: int, key: GemmKey) -> list[str]:
     """The table's rows of one lock entry: each (compute type argument, math modes) of a cuBLAS call, and
     of a program's own cublasLtMatmul, that makes ``key``, in cuBLAS's column-major terms."""
@@ -135,8 +128,8 @@ def _rows(index: int, key: GemmKey) -> list[str]:
         calls = [("cublasGemmEx", mode, mode) for mode in _MATH_MODES] + [("cublasLtMatmul", None, LT_CALL)]
         for api, mode, bit in calls:
             try:
-                made = key_of_call(_call(api, int(transa), int(transb), m, n, k, a_type, c_type, int(compute), mode,
-                                         epilogue=epilogue, scale_type=scale))
+                made = key_of(_call(api, int(transa), int(transb), m, n, k, a_type, c_type, int(compute), mode,
+                                    epilogue=epilogue, scale_type=scale))
             except InvalidGemm:
                 made = None
             if made is not None and made.at(0) == key.at(0):
@@ -190,10 +183,10 @@ def _report(calls: list[dict], keys: list[GemmKey], lock_path: str) -> LockRepor
         try:
             lt = call["api"] == "cublasLtMatmul"
             api = call["api"].replace("_64", "").replace("_v2", "")  # as cuBLAS's log names it
-            key = key_of_call(_call(api, call["transa"], call["transb"], call["m"], call["n"], call["k"],
-                                    call["a_type"], call["c_type"], call["compute"],
-                                    None if lt else call["math_mode"], call["batch"], call["epilogue"],
-                                    call["scale_type"] if lt else None))
+            key = key_of(_call(api, call["transa"], call["transb"], call["m"], call["n"], call["k"],
+                               call["a_type"], call["c_type"], call["compute"],
+                               None if lt else call["math_mode"], call["batch"], call["epilogue"],
+                               call["scale_type"] if lt else None))
         except InvalidGemm:
             key = None
         count_fall(fell, key and key.at(0), key.m if key else 0, call["reason"], call["calls"],
