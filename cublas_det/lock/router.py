@@ -179,7 +179,7 @@ class Router:
         if out is not None and (out.dtype != a.dtype or tuple(out.shape) != (*a.shape[:-2], m, n)
                                 or (_layout(out) or (True,))[0]):
             return Plan(key, m, "an out= tensor torch must resize or that is not row-major")
-        if not (m and n and k):
+        if not (m and n and k) or 0 in a.shape[:-2]:  # a batch of none too: cuBLAS has no GEMM of it
             return Plan(key, m, "an empty GEMM")
         entry = self.lock.entry_for(key, m)
         if entry is None:
