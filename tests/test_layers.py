@@ -182,7 +182,7 @@ def test_the_checks_catch_an_import_that_runs_up_and_one_inside_a_function(tmp_p
     assert imports_in_functions(fake) == ["cublas_det/core/config.py:5: json"]
 
 
-# One home each: a GEMM's identity is GemmKey (laid out in memory by Geometry), which a catalogue shape
+# One home each: a GEMM's identity is GemmKey (laid out in memory: GemmKey.laid_out), which a catalogue shape
 # (GemmShape) names; cuBLASLt's descriptors, layouts and algorithms are made by one plan type, LtPlan.
 GEMM_FIELDS = {"trans_a", "trans_b", "n", "k"}
 PLAN_MAKERS = {"matmul_desc_create", "layout_create", "preference_create", "algo_init", "heuristic"}

@@ -2,14 +2,19 @@
 
 import ctypes
 import dataclasses
+import itertools
 import re
 
 import pytest
 
+from cublas_det.base.dtypes import GEMM_TYPES
 from cublas_det.bindings import cublaslt as _cublaslt
-from cublas_det.core.lt import GemmKey, Geometry
-from cublas_det.bindings.cublas import MathMode
-from cublas_det.core.config import GemmConfig
+from cublas_det.bindings.cublas import HALF_SCALAR_COMPUTE, ComputeType, MathMode
+from cublas_det.core.config import COMPUTE_TYPES, GemmConfig
+from cublas_det.core.definition import GemmDefinition, InvalidGemm
+from cublas_det.core.lt import GemmKey
+from cublas_det.core.plan import lt_settings
+from cublas_det.core.replay import key_of
 from cublas_det.core.shapes import parse_shape
 
 
@@ -45,8 +50,8 @@ def test_lt_configurations_parse_name_and_round_trip():
         GemmConfig(lt_sm_count_target=16)
 
 
-# The row-major 128x56x4096 dW GEMM below, fp32 in and out, as a packed Geometry (only read for the plan)
-DW = Geometry.packed(GemmKey("float32", "float32", "COMPUTE_32F", True, False, 56, 4096, m=128))
+# The row-major 128x56x4096 dW GEMM below, fp32 in and out, packed, as cuBLASLt runs it (only read for the plan)
+DW = GemmKey("float32", "float32", "COMPUTE_32F", True, False, 56, 4096, m=128).packed()
 
 
 @pytest.mark.gpu
@@ -222,7 +227,7 @@ def test_prescribe_options_are_refused_before_any_gpu_work(capsys):
         assert "Traceback" not in err and ("--prescribe" in err or "--sm-counts" in err), (argv, err)
 
 
-def test_lt_layouts_and_descriptor_follow_the_gemms_geometry(monkeypatch):
+def test_lt_layouts_and_descriptor_follow_the_gemms_definition(monkeypatch):
     from cublas_det.core import handle as lt_path
 
     made = []
@@ -245,8 +250,9 @@ def test_lt_layouts_and_descriptor_follow_the_gemms_geometry(monkeypatch):
     # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3), as gemm() gives it (transposes as any truthy
     # value): cuBLASLt's column-major (N, T, 3, 7, 5, ldb=3, lda=7, ldd=3)
     key = GemmKey("float32", "float32", "COMPUTE_32F", True, False, 3, 5, m=7)
-    assert path.geometry("float32", "float32", 68, 1, None, 7, 3, 5) == Geometry(key, 7, 3, 3)
-    args = (path.geometry("float32", "float32", 68, True, False, 7, 3, 5), (0, 0, 0, 0, 0))
+    assert path.definition("float32", "float32", 68, 1, None, 7, 3, 5) == key.laid_out(7, 3, 3)
+    args = (path.definition("float32", "float32", 68, True, False, 7, 3, 5), (0, 0, 0, 0, 0))
+    assert path.definition("float32", "float32", 68, True, False, 7, 3, 5) is args[0]  # made once, not per call
     path.issue(*args, stream_ptr=0)
     layouts = [a for name, a in made if name == "layout_create"]
     assert layouts == [(0, 3, 5, 3), (0, 7, 5, 7), (0, 3, 7, 3)]  # A = b (3x5, ld 3), B = a op T (7x5, ld 7), C 3x7
@@ -260,17 +266,76 @@ def test_lt_layouts_and_descriptor_follow_the_gemms_geometry(monkeypatch):
     assert sum(name == "heuristic" for name, _ in made) == 2  # another SM-count target: planned again
     assert not any(name == "layout_batch" for name, _ in made)
     # A batch of 4 (a (4, 5, 7), b (4, 5, 3)): each layout is told the count and its packed stride.
-    batched = path.geometry("float32", "float32", 68, True, False, 7, 3, 5, batch=4)
-    assert batched.key == key and batched.strides == (35, 15, 21)  # A, B, D
-    assert Geometry.packed(GemmKey.of(parse_shape("7x3x5:nt:b4"), GemmConfig(api="lt"),
-                                                          any_m=False), 4) == batched  # as prescribe makes it
+    batched = path.definition("float32", "float32", 68, True, False, 7, 3, 5, batch=4)
+    assert key_of(batched) == key and batched.strides == (15, 35, 21)  # cuBLAS's A (our B), B (our A), C
+    assert GemmKey.of(parse_shape("7x3x5:nt:b4"), GemmConfig(api="lt"),
+                      any_m=False).packed(4) == batched  # as prescribe makes it
     path.issue(batched, (0, 0, 0, 0, 0), stream_ptr=0)
     assert [a[1:] for name, a in made if name == "layout_batch"] == [(4, 15), (4, 35), (4, 21)]
     assert sum(name == "heuristic" for name, _ in made) == 3  # a batch is another GEMM: planned for itself
     # TF32 math is a compute type to cuBLASLt, for the configuration's own compute type; another stays itself.
     tf32 = lt_path.LtPath(GemmConfig.parse("tf32+lt"), 0, 0)
-    assert tf32.geometry("float32", "float32", 68, False, False, 7, 3, 5).key.compute_type == "COMPUTE_32F_FAST_TF32"
-    assert tf32.geometry("float32", "float32", 69, False, False, 7, 3, 5).key.compute_type == "COMPUTE_32F_PEDANTIC"
+    assert tf32.definition("float32", "float32", 68, False, False, 7, 3, 5).compute_type == "COMPUTE_32F_FAST_TF32"
+    assert tf32.definition("float32", "float32", 69, False, False, 7, 3, 5).compute_type == "COMPUTE_32F_PEDANTIC"
+
+
+# Every (input, output, compute type) the shim runs: fp32 (TF32 too), bf16 and fp16, into their own type or fp32.
+KEY_TYPES = [(types, compute.name) for types, computes in COMPUTE_TYPES.items() for compute in computes]
+
+
+def _old_column_major(key, lda, ldb, ldd, batch, strides, sm_count_target):
+    """What LtPlan told cuBLASLt before a key's layout became a GemmDefinition: Geometry.column_major's flip
+    (its A is our B, its B our A, D transposed) and the descriptor LtPlan set from the key, written out as it was."""
+    a_stride, b_stride, d_stride = strides
+    ab_type, d_type = GEMM_TYPES[key.input_dtype].cuda, GEMM_TYPES[key.output_dtype].cuda
+    m, n, k = key.m, key.n, key.k
+    b = (ab_type, *((k, n) if key.trans_b else (n, k)), ldb, b_stride)
+    a = (ab_type, *((m, k) if key.trans_a else (k, m)), lda, a_stride)
+    compute = int(ComputeType[key.compute_type])
+    scale = GEMM_TYPES[key.output_dtype].cuda if compute in HALF_SCALAR_COMPUTE else GEMM_TYPES["float32"].cuda
+    return (compute, scale, key.trans_b, key.trans_a, sm_count_target, key.epilogue == "BIAS", batch,
+            (b, a, (d_type, n, m, ldd, d_stride)))
+
+
+def _old_packed(key, batch):
+    """Geometry.packed's leading dimensions and strides (A, B, D) of packed row-major operands, as it was."""
+    m, n, k = key.m, key.n, key.k
+    strides = (m * k, k * n, m * n) if batch > 1 else (0, 0, 0)
+    return (m if key.trans_a else k, k if key.trans_b else n, n, batch, strides)
+
+
+def _keys(sizes=(1, 3, 64, 4097), epilogues=("", "BIAS")):
+    for ((input_dtype, output_dtype), compute), trans_a, trans_b, epilogue in itertools.product(
+            KEY_TYPES, (False, True), (False, True), epilogues):
+        for m, n, k in itertools.product(sizes, repeat=3):
+            yield GemmKey(input_dtype, output_dtype, compute, trans_a, trans_b, n, k, epilogue, m)
+
+
+def test_a_laid_out_key_tells_cublaslt_what_the_old_geometry_told_it():
+    for key in _keys():
+        tight = _old_packed(key, 1)[:3]
+        for extra, batch, sm_count_target in itertools.product((0, 5), (1, 3), (0, 16)):
+            lda, ldb, ldd = (ld + extra for ld in tight)
+            # a strided batch: packed, a matrix shared by the batch (stride 0), or strides past the packed ones
+            batches = ([(0, 0, 0)] if batch == 1 else
+                       [_old_packed(key, batch)[4], (0, 7, 0), (lda * 9000, ldb * 9000 + 1, ldd * 9000 + 2)])
+            for strides in batches:
+                definition = key.laid_out(lda, ldb, ldd, batch, strides, sm_count_target)
+                assert tuple(lt_settings(definition)) == _old_column_major(key, lda, ldb, ldd, batch, strides,
+                                                                           sm_count_target), (key, definition)
+        for batch in (1, 4):
+            assert tuple(lt_settings(key.packed(batch))) == _old_column_major(key, *_old_packed(key, batch), 0), key
+
+
+def test_a_laid_out_key_is_a_cublas_call_that_reads_back_as_the_key():
+    for key in _keys(sizes=(1, 3, 4097)):
+        padded = (ld + 3 for ld in _old_packed(key, 1)[:3])
+        for definition in (key.packed(), key.packed(batch=8), key.laid_out(*padded, 2, (0, 0, 0), 16)):
+            assert definition.is_lt and definition.a_type == GEMM_TYPES[key.input_dtype].cuda_name
+            assert key_of(definition) == key, (key, definition)
+            assert GemmDefinition.from_dict(definition.to_dict()) == definition  # as a capture file stores it
+    with pytest.raises(InvalidGemm, match="ldc = 2 is below m = 3"):  # ldd below N: no GEMM cuBLAS takes
+        GemmKey("float32", "float32", "COMPUTE_32F", False, False, 3, 5, m=7).laid_out(5, 3, 2)
 
 
 def test_the_pytest_plugin_refuses_an_lt_configuration_as_a_math_mode(pytester):

@@ -24,7 +24,7 @@ from cublas_det.cli import gemms as gemms_cli
 from cublas_det.core.config import (DEFAULT_MODES, FLAG_NAME, HALF_DEFAULT_MODES, HOPPER_WORKSPACE_BYTES,
     LT_WORKSPACE_BYTES, MODE_CHOICES, PRECISIONS, GemmConfig, math_mode_name)
 from cublas_det.check.scenarios.modes import matrix
-from cublas_det.base.dtypes import ALIASES, BY_CUDA, ELEMENT_TYPES, GEMM_TYPES
+from cublas_det.base.dtypes import ALIASES, BY_CUDA, BY_CUDA_NAME, ELEMENT_TYPES, GEMM_TYPES
 from cublas_det.render import capture as capture_report
 from cublas_det.rundiff import layouts
 from cublas_det.core.shapes import parse_shape
@@ -51,7 +51,7 @@ def test_the_element_types_keep_their_cuda_enums_sizes_and_names():
     assert list(GEMM_TYPES) == ["float32", "bfloat16", "float16"]
     # The GPU modules' ints: cublasGemmEx's Atype/Ctype, cuBLASLt's scale type, the bias's type.
     assert call.CUDA_R_32F == 0 and {BY_CUDA[v].name for v in (0, 2, 14)} == set(GEMM_TYPES)
-    assert [GEMM_TYPES[n].cuda for n in GEMM_TYPES] == [0, 14, 2] and plan.GEMM_TYPES is GEMM_TYPES
+    assert [GEMM_TYPES[n].cuda for n in GEMM_TYPES] == [0, 14, 2] and plan.BY_CUDA_NAME is BY_CUDA_NAME
     assert gpu._FORMATS == {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
     with pytest.raises(TypeError, match="cannot compare float64 bit for bit: float32, bfloat16, float16 expected"):
         gpu.kernel_format(np.dtype("float64"))

@@ -103,9 +103,9 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     scalars = _scalars(alpha, beta, compute)
     alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
     batch = stack[0] if stack else 1
-    if handle.lt is not None:  # cuBLASLt: the GEMM's Geometry and its pointers
-        geometry = handle.lt.geometry(a.dtype.name, out.dtype.name, compute, trans_a, trans_b, m, n, k, batch)
-        return handle, out, LtCall(geometry, (alpha_address, a.data.ptr, b.data.ptr, beta_address, out.data.ptr)), \
+    if handle.lt is not None:  # cuBLASLt: the GEMM's definition and its pointers
+        definition = handle.lt.definition(a.dtype.name, out.dtype.name, compute, trans_a, trans_b, m, n, k, batch)
+        return handle, out, LtCall(definition, (alpha_address, a.data.ptr, b.data.ptr, beta_address, out.data.ptr)), \
             scalars
     args = gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr, alpha_address,
                         beta_address, compute, GEMM_TYPES[a.dtype.name].cuda, GEMM_TYPES[out.dtype.name].cuda,

@@ -1,5 +1,6 @@
 """The Handle that owns one cuBLAS handle, ``create_handle()``, per-thread default handles, ``math_mode()``.
-With ``api="lt"`` a handle's GEMMs run as ``cublasLtMatmul`` (:class:`LtPath`), one plan per :class:`Geometry`."""
+With ``api="lt"`` a handle's GEMMs run as ``cublasLtMatmul`` (:class:`LtPath`), one plan per cuBLASLt
+:class:`~.definition.GemmDefinition`."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from ..bindings import cublaslt
 from ..bindings.cublas import AtomicsMode, ComputeType, MathMode
 from .config import LT_WORKSPACE_BYTES, GemmConfig, ModeSource, math_mode_name, resolve_config
 from .device import require_gpu, tf32_env_warnings
-from ..base.dtypes import GEMM_TYPES
+from ..base.dtypes import BY_CUDA_NAME, GEMM_TYPES
 from ..base.integers import is_int
-from .lt import GemmKey, Geometry
+from .definition import GemmDefinition
+from .lt import GemmKey
 from .plan import LtPlan
 
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
@@ -35,50 +37,58 @@ def _bias(length: int, dtype: str) -> int:
 
 class LtPath:
     """``cublasLtMatmul`` for the GEMMs of one handle, with its configuration's options and workspace: an
-    :class:`LtPlan` made for each :class:`Geometry` on first use."""
+    :class:`LtPlan` made for each :class:`~.definition.GemmDefinition` (and SM-count target) on first use."""
 
     def __init__(self, config: GemmConfig, workspace_ptr: int, workspace_bytes: int):
         self.config = config
         self.handle = cublaslt.create()
         self.workspace = (workspace_ptr, workspace_bytes)
-        self._plans: dict = {}  # Geometry -> LtPlan
+        self._plans: dict = {}  # (GemmDefinition, SM-count target) -> LtPlan
+        self._definitions: dict = {}  # definition()'s arguments -> GemmDefinition, validated once
         self._lock = threading.Lock()  # a plan is made once
 
-    def geometry(self, input_dtype: str, output_dtype: str, compute: int, trans_a, trans_b, m: int, n: int,
-                 k: int, batch: int = 1) -> Geometry:
-        """The :class:`Geometry` of a GEMM of packed row-major operands in this path's configuration; the
-        configuration's own compute type as cuBLASLt takes it (TF32 math is COMPUTE_32F_FAST_TF32)."""
-        config = self.config
-        name = config.lt_compute_type.name if compute == config.compute_type else ComputeType(compute).name
-        key = GemmKey(input_dtype, output_dtype, name, bool(trans_a), bool(trans_b), n, k, config.lt_epilogue, m)
-        return Geometry.packed(key, batch)
+    def definition(self, input_dtype: str, output_dtype: str, compute: int, trans_a, trans_b, m: int, n: int,
+                   k: int, batch: int = 1) -> GemmDefinition:
+        """The cuBLASLt definition of a GEMM of packed row-major operands in this path's configuration; the
+        configuration's own compute type as cuBLASLt takes it (TF32 math is COMPUTE_32F_FAST_TF32). Made once
+        for each GEMM: gemm() asks on every call, and a definition checks its fields as it is made."""
+        arguments = (input_dtype, output_dtype, compute, bool(trans_a), bool(trans_b), m, n, k, batch)
+        made = self._definitions.get(arguments)
+        if made is None:
+            config = self.config
+            name = config.lt_compute_type.name if compute == config.compute_type else ComputeType(compute).name
+            key = GemmKey(input_dtype, output_dtype, name, bool(trans_a), bool(trans_b), n, k, config.lt_epilogue, m)
+            made = self._definitions.setdefault(arguments, key.packed(batch))
+        return made
 
-    def _plan(self, geometry: Geometry, sm_count_target: int) -> LtPlan:
-        """The plan of ``geometry`` at the smaller of the configuration's and the call's SM count targets."""
+    def _plan(self, definition: GemmDefinition, sm_count_target: int) -> LtPlan:
+        """The plan of ``definition`` at the smaller of the configuration's and the call's SM count targets."""
         targets = [t for t in (self.config.lt_sm_count_target, sm_count_target) if t]
-        if targets:
-            geometry = dataclasses.replace(geometry, sm_count_target=min(targets))
-        plan = self._plans.get(geometry)
+        target = min(targets) if targets else 0
+        plan = self._plans.get((definition, target))
         if plan is None:
             with self._lock:
-                plan = self._plans.get(geometry) or self._plans.setdefault(geometry, LtPlan(
-                    self.handle, geometry, dict(self.config.lt_algo) or None, self.workspace[1],
-                    self.config.lt_reduction_scheme_mask))
+                plan = self._plans.get((definition, target))
+                if plan is None:  # the target is the descriptor's: set on a copy made only here, once
+                    planned = dataclasses.replace(definition, sm_count_target=target) if target else definition
+                    plan = self._plans[(definition, target)] = LtPlan(
+                        self.handle, planned, dict(self.config.lt_algo) or None, self.workspace[1],
+                        self.config.lt_reduction_scheme_mask)
         return plan
 
-    def issue(self, geometry: Geometry, pointers: tuple, stream_ptr: int, sm_count_target: int = 0,
+    def issue(self, definition: GemmDefinition, pointers: tuple, stream_ptr: int, sm_count_target: int = 0,
               bias_ptr: int = 0, workspace: tuple | None = None) -> None:
-        """Run ``geometry`` on ``pointers`` (alpha's and beta's host addresses, a, b, d: ``(alpha, a, b, beta,
+        """Run ``definition`` on ``pointers`` (alpha's and beta's host addresses, a, b, d: ``(alpha, a, b, beta,
         d)``) on ``stream_ptr`` (``workspace``: in place of the path's)."""
-        plan = self._plan(geometry, sm_count_target)
-        key = geometry.key
-        if key.epilogue == "BIAS" and not bias_ptr:
-            bias_ptr = _bias(key.n, key.output_dtype)
+        plan = self._plan(definition, sm_count_target)
+        if not bias_ptr and definition.epilogue == "EPILOGUE_BIAS":
+            # cuBLAS's M is our N: the bias is a vector of it, in the output's type
+            bias_ptr = _bias(definition.m, BY_CUDA_NAME[definition.c_type].name)
         plan.run(*pointers, *(workspace or self.workspace), stream_ptr, bias_ptr)
 
-    def algorithm(self, geometry: Geometry, sm_count_target: int = 0) -> tuple:
+    def algorithm(self, definition: GemmDefinition, sm_count_target: int = 0) -> tuple:
         """The algorithm this GEMM runs (sorted (name, value)): a configuration's ``lt_algo`` pins it."""
-        return self._plan(geometry, sm_count_target).algorithm()
+        return self._plan(definition, sm_count_target).algorithm()
 
     def close(self) -> None:
         """Free every plan and the cuBLASLt handle, all even if one fails; raise the first failure."""
@@ -184,13 +194,14 @@ class GemmExCall:
 
 @dataclasses.dataclass(frozen=True)
 class LtCall:
-    """One GEMM as cuBLASLt runs it: its :class:`Geometry` and ``pointers`` (alpha, a, b, beta, d)."""
+    """One GEMM as cuBLASLt runs it: its cuBLASLt :class:`~.definition.GemmDefinition` and ``pointers`` (alpha, a,
+    b, beta, d)."""
 
-    geometry: Geometry
+    definition: GemmDefinition
     pointers: tuple
 
     def reusable(self) -> LtCall:
-        return self  # cuBLASLt's plan is made once per Geometry already
+        return self  # cuBLASLt's plan is made once per definition already
 
 
 class Handle:
@@ -312,7 +323,7 @@ class Handle:
         (:class:`LtCall`) on a handle made with ``api="lt"``, else cublasGemmEx's (:class:`GemmExCall`)."""
         if self._lt is not None:
             self.require_open()
-            self._lt.issue(call.geometry, call.pointers, self.current_stream_ptr(), self._sm_count_target, bias_ptr)
+            self._lt.issue(call.definition, call.pointers, self.current_stream_ptr(), self._sm_count_target, bias_ptr)
         elif call.batch:
             _cublas.gemm_strided_batched_ex(self.bind_current_stream(), call.args + call.batch)
         else:

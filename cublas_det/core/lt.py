@@ -1,15 +1,17 @@
-""":class:`GemmKey`, a GEMM's one identity, and :class:`Geometry`, its layout in memory: the one place a row-major
-GEMM becomes cuBLASLt's column-major one. Its plan: :class:`~.plan.LtPlan`; cuBLASLt's ctypes layer:
-:mod:`cublas_det.bindings.cublaslt`."""
+""":class:`GemmKey`, a GEMM's one identity, and :meth:`GemmKey.laid_out`, the key as it lies in memory: the one
+place a row-major GEMM becomes cuBLAS's column-major :class:`~.definition.GemmDefinition`. Its plan:
+:class:`~.plan.LtPlan`; cuBLASLt's ctypes layer: :mod:`cublas_det.bindings.cublaslt`."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from ..bindings.cublas import ComputeType
+from ..bindings.cublas import HALF_SCALAR_COMPUTE, ComputeType
 from ..base.dtypes import GEMM_TYPES
-from .shapes import cublas_op, packed_strides, shape_spec
+from .definition import GemmDefinition
+from .shapes import cublas_op, other_layout, packed_strides, shape_spec
 
+_F32_NAME = GEMM_TYPES["float32"].cuda_name
 TF32_COMPUTE = ComputeType.COMPUTE_32F_FAST_TF32.name  # fp32 as TF32: the TF32 math mode, torch's allow_tf32
 
 
@@ -17,7 +19,8 @@ TF32_COMPUTE = ComputeType.COMPUTE_32F_FAST_TF32.name  # fp32 as TF32: the TF32 
 class GemmKey:
     """A GEMM's identity, the one the lock, the router, prescribe and the cuBLASLt path share: row-major
     ``op(A)[M,K] @ op(B)[K,N]`` (each matrix of a batch) with its types, compute type and epilogue; no batch
-    count, as one pinned algorithm serves every batch count and the unbatched call. Its layout: :class:`Geometry`."""
+    count, as one pinned algorithm serves every batch count and the unbatched call. Its layout in memory:
+    :meth:`laid_out`."""
 
     input_dtype: str
     output_dtype: str
@@ -38,6 +41,32 @@ class GemmKey:
     def at(self, m: int) -> GemmKey:
         return dataclasses.replace(self, m=m)
 
+    def laid_out(self, lda: int, ldb: int, ldd: int, batch: int = 1, strides: tuple = (0, 0, 0),
+                 sm_count_target: int = 0) -> GemmDefinition:
+        """This key (its M set) as cuBLASLt runs it on operands in memory: the column-major call, whose A is our
+        B and whose B is our A. ``lda``, ``ldb``, ``ldd`` and, for a strided batch of ``batch``, ``strides`` (in
+        elements, 0: one matrix shared by the batch) are in our row-major naming: A, B, D. ``sm_count_target``:
+        0 for the device's. The one place a row-major GEMM turns column-major for cuBLASLt."""
+        # cuBLAS's m, n, k and the transposes of its A (our B) and B (our A)
+        m, n, k, trans_first, trans_second = other_layout(self.m, self.n, self.k, self.trans_a, self.trans_b)
+        a_stride, b_stride, d_stride = strides
+        ab_type, c_type = GEMM_TYPES[self.input_dtype].cuda_name, GEMM_TYPES[self.output_dtype].cuda_name
+        # alpha and beta are in the output's type for a half compute type, else fp32 (cuBLASLt's rule)
+        scale_type = c_type if ComputeType[self.compute_type] in HALF_SCALAR_COMPUTE else _F32_NAME
+        bias = self.epilogue == "BIAS"
+        return GemmDefinition("cublasLtMatmul", "T" if trans_first else "N", "T" if trans_second else "N", m, n, k,
+                              ldb, lda, ldd, ab_type, ab_type, c_type, self.compute_type, batch_count=batch,
+                              strides=(b_stride, a_stride, d_stride) if batch > 1 else None, scale_type=scale_type,
+                              epilogue="EPILOGUE_BIAS" if bias else "EPILOGUE_DEFAULT", bias=bias,
+                              sm_count_target=sm_count_target or None)  # None: no target set, as a capture has it
+
+    def packed(self, batch: int = 1) -> GemmDefinition:
+        """:meth:`laid_out` with row-major operands packed one after another, as a C-contiguous array holds them."""
+        m, n, k = self.m, self.n, self.k
+        b_stride, a_stride, d_stride = packed_strides(m, n, k)  # cuBLAS's operand order: our B first
+        return self.laid_out(m if self.trans_a else k, k if self.trans_b else n, n, batch,
+                             (a_stride, b_stride, d_stride))
+
     @property
     def tf32(self) -> bool:
         return self.compute_type == TF32_COMPUTE
@@ -54,34 +83,3 @@ class GemmKey:
         extra = f" +{self.epilogue.lower()}" if self.epilogue else ""
         tf32 = " tf32" if self.tf32 else ""
         return f"{self.spec} {types}{tf32}{extra}"
-
-
-@dataclasses.dataclass(frozen=True)
-class Geometry:
-    """A :class:`GemmKey` (its M set) as it lies in memory: leading dimensions, and for a strided batch its count
-    and strides in elements (A, B, D; 0: one matrix shared by all); an SM count target (0: the device's)."""
-
-    key: GemmKey
-    lda: int
-    ldb: int
-    ldd: int
-    batch: int = 1
-    strides: tuple = (0, 0, 0)
-    sm_count_target: int = 0
-
-    @classmethod
-    def packed(cls, key: GemmKey, batch: int = 1) -> Geometry:
-        """``key`` with row-major operands packed one after another, as a C-contiguous array holds them."""
-        m, n, k = key.m, key.n, key.k
-        b_stride, a_stride, d_stride = packed_strides(m, n, k) if batch > 1 else (0, 0, 0)
-        return cls(key, m if key.trans_a else k, k if key.trans_b else n, n, batch, (a_stride, b_stride, d_stride))
-
-    def column_major(self) -> tuple:
-        """cuBLASLt's ``(op of its A, op of its B, layouts)``: its A is our B, its B our A, D transposed. The one
-        place a row-major GEMM turns column-major for cuBLASLt."""
-        key, (a_stride, b_stride, d_stride) = self.key, self.strides
-        ab_type, d_type = GEMM_TYPES[key.input_dtype].cuda, GEMM_TYPES[key.output_dtype].cuda
-        m, n, k = key.m, key.n, key.k
-        b = (ab_type, *((k, n) if key.trans_b else (n, k)), self.ldb, b_stride)
-        a = (ab_type, *((m, k) if key.trans_a else (k, m)), self.lda, a_stride)
-        return key.trans_b, key.trans_a, (b, a, (d_type, n, m, self.ldd, d_stride))

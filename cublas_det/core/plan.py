@@ -1,49 +1,77 @@
 """:class:`LtPlan`, one cuBLASLt matmul made once and run many times (as nvmath-python's ``Matmul``): the plan of a
-:class:`~.lt.Geometry`, which ``Handle(api="lt")``, the lock's router and ``prescribe`` share."""
+:class:`~.definition.GemmDefinition` in cuBLAS's column-major terms (a :class:`~.lt.GemmKey` gives it by
+:meth:`~.lt.GemmKey.laid_out`), which ``Handle(api="lt")``, the lock's router and ``prescribe`` share."""
 
 from __future__ import annotations
 
 import ctypes
 import threading
 from ctypes import c_int, c_void_p
+from typing import NamedTuple
 
-from ..base.dtypes import GEMM_TYPES
+from ..base.dtypes import BY_CUDA_NAME
 from ..bindings import cublaslt
-from ..bindings.cublas import HALF_SCALAR_COMPUTE, ComputeType, CublasError
-from .lt import Geometry
+from ..bindings.cublas import ComputeType, CublasError
+from .definition import GemmDefinition
 
-_F32 = GEMM_TYPES["float32"].cuda
+
+class LtSettings(NamedTuple):
+    """What an :class:`LtPlan` tells cuBLASLt of a definition: the descriptor's compute and scale types, ops,
+    SM-count target (0: none set) and epilogue, and the layouts of its A, B and D, each ``(cudaDataType_t, rows,
+    cols, ld, batch stride)`` (the stride set only for a batch)."""
+
+    compute: int
+    scale: int
+    transa: bool
+    transb: bool
+    sm_count_target: int
+    bias: bool
+    batch: int
+    layouts: tuple
+
+
+def lt_settings(definition: GemmDefinition) -> LtSettings:
+    """The settings of ``definition`` as cuBLAS takes it: A is ``m x k`` (``k x m`` under T), B ``k x n`` (``n x
+    k`` under T), D ``m x n``. Pure, so that a test without a GPU reads what a plan sets."""
+    d = definition
+    a_type, b_type, c_type = (BY_CUDA_NAME[name].cuda for name in (d.a_type, d.b_type, d.c_type))
+    a_stride, b_stride, c_stride = d.strides if d.batch_count > 1 else (0, 0, 0)
+    a = (a_type, *((d.m, d.k) if d.transa == "N" else (d.k, d.m)), d.lda, a_stride)
+    b = (b_type, *((d.k, d.n) if d.transb == "N" else (d.n, d.k)), d.ldb, b_stride)
+    return LtSettings(int(ComputeType[d.compute_type]), BY_CUDA_NAME[d.scale_type].cuda, d.transa != "N",
+                      d.transb != "N", d.sm_count_target or 0, d.epilogue == "EPILOGUE_BIAS", d.batch_count,
+                      (a, b, (c_type, d.m, d.n, d.ldc, c_stride)))
 
 
 class LtPlan:
-    """One cuBLASLt matmul, freed by its owner: the descriptor, layouts and algorithm of one :class:`Geometry`,
-    ``algo`` pinned (an ``algo_config`` dict) or the heuristic's first pick for ``workspace_bytes`` (and a
-    reduction-scheme mask). :meth:`run` issues it; :meth:`close` frees it."""
+    """One cuBLASLt matmul, freed by its owner: the descriptor, layouts and algorithm of one cuBLASLt
+    :class:`~.definition.GemmDefinition` (:func:`lt_settings`), ``algo`` pinned (an ``algo_config`` dict) or the
+    heuristic's first pick for ``workspace_bytes`` (and a reduction-scheme mask). :meth:`run` issues it;
+    :meth:`close` frees it."""
 
-    def __init__(self, lt_handle: int, geometry: Geometry, algo: dict | None = None, workspace_bytes: int = 0,
+    def __init__(self, lt_handle: int, definition: GemmDefinition, algo: dict | None = None, workspace_bytes: int = 0,
                  reduction_scheme_mask: int | None = None):
-        self.handle, self.geometry = lt_handle, geometry
-        key = geometry.key
-        compute = int(ComputeType[key.compute_type])
-        scale = GEMM_TYPES[key.output_dtype].cuda if compute in HALF_SCALAR_COMPUTE else _F32
+        self.handle, self.definition = lt_handle, definition
+        settings = lt_settings(definition)
+        compute, scale = settings.compute, settings.scale
         self._owned: list = []
-        self._bias_lock = threading.Lock() if key.epilogue == "BIAS" else None
+        self._bias_lock = threading.Lock() if settings.bias else None
         self._bias_ptr = None
         try:
             self.desc = self._own(cublaslt.matmul_desc_create(compute, scale), cublaslt.matmul_desc_destroy)
-            op_a, op_b, layouts = geometry.column_major()
-            cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.TRANSA, int(op_a))
-            cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.TRANSB, int(op_b))
-            if geometry.sm_count_target:
-                cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.SM_COUNT_TARGET, geometry.sm_count_target)
-            if key.epilogue == "BIAS":
+            cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.TRANSA, int(settings.transa))
+            cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.TRANSB, int(settings.transb))
+            if settings.sm_count_target:
+                cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.SM_COUNT_TARGET, settings.sm_count_target)
+            if settings.bias:
                 cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.EPILOGUE, int(cublaslt.Epilogue.BIAS))
             self.layouts = []
-            for data_type, rows, cols, ld, stride in layouts:
+            for data_type, rows, cols, ld, stride in settings.layouts:
                 layout = self._own(cublaslt.layout_create(data_type, rows, cols, ld), cublaslt.layout_destroy)
-                if geometry.batch > 1:
-                    cublaslt.layout_batch(layout, geometry.batch, stride)
+                if settings.batch > 1:
+                    cublaslt.layout_batch(layout, settings.batch, stride)
                 self.layouts.append(layout)
+            layouts = settings.layouts
             types = tuple(layout[0] for layout in (*layouts, layouts[2]))
             self.algo = (cublaslt.algo_init(lt_handle, compute, scale, types, algo) if algo else
                          self._heuristic(workspace_bytes, reduction_scheme_mask))

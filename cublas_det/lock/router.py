@@ -15,7 +15,7 @@ import torch
 from ..bindings.cublas import STATUS_TEXT, CublasError
 from ..bindings import cublaslt as _cublaslt
 from ..base.dtypes import GEMM_TYPES
-from ..core.lt import TF32_COMPUTE, GemmKey, Geometry
+from ..core.lt import TF32_COMPUTE, GemmKey
 from ..core.plan import LtPlan
 from ..base.enter import after_import
 from .file import Lock, LockReport, count_fall, named_falls
@@ -144,7 +144,7 @@ class Router:
     def __init__(self, lock: Lock):
         self.lock = lock
         self._calls: dict = {}  # call signature -> _Locked, or the Plan of a call that falls through
-        self._plans: dict = {}  # (device, Geometry, algorithm) -> LtPlan, shared by the signatures that run it
+        self._plans: dict = {}  # (device, GemmDefinition, algorithm) -> LtPlan, shared by the signatures that run it
         self._handles: dict = {}  # device -> cuBLASLt handle
         self._retired: dict = {}  # str(GemmKey) -> calls locked by plans since freed (close)
         self._workspace_bytes = lock.workspace_bytes
@@ -245,12 +245,13 @@ class Router:
             batch = a.shape[0] if a.dim() == 3 else 1
             ldd, d_stride = (n, m * n) if out is None else (_layout(out)[1], _batch_stride(out))
             strides = (_batch_stride(a), _batch_stride(b), d_stride) if batch > 1 else (0, 0, 0)
-            geometry = Geometry(plan.key.at(m), lda, ldb, ldd, batch, strides)
+            definition = plan.key.at(m).laid_out(lda, ldb, ldd, batch, strides)
             with torch.cuda.device(device), self._count:
                 lt = self._handles.get(device) or self._handles.setdefault(device, _cublaslt.create())
-                made = self._plans.get((device, geometry, config.lt_algo))
+                made = self._plans.get((device, definition, config.lt_algo))
                 if made is None:
-                    made = self._plans[(device, geometry, config.lt_algo)] = LtPlan(lt, geometry, dict(config.lt_algo))
+                    made = self._plans[(device, definition, config.lt_algo)] = LtPlan(lt, definition,
+                                                                                      dict(config.lt_algo))
             call = _Locked(plan.key, made, (*a.shape[:-2], m, n), *_workspace(device, stream, self._workspace_bytes))
         self._calls[signature] = call
         return call

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..bindings.cublas import ComputeType, CublasError, MathMode
-from ..core.lt import GemmKey, Geometry
+from ..core.lt import GemmKey
 from ..check import check_many
 from ..check.cures import Cure, Prescription, interval, judged, lt_config, setup_cures
 from ..check.scenarios import HAZARDS, REGISTRY, without_workers
@@ -32,9 +32,9 @@ def verification_targets(sm_count: int, fleet=()) -> tuple:
 def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
     """The algorithm cuBLASLt's heuristic picks for ``shape`` at the full SM count."""
     lt = lt_config(config)
-    geometry = Geometry.packed(GemmKey.of(shape, lt, any_m=False), shape.batch)
+    definition = GemmKey.of(shape, lt, any_m=False).packed(shape.batch)
     with create_handle(lt) as handle:
-        return handle.lt.algorithm(geometry)
+        return handle.lt.algorithm(definition)
 
 
 def candidates(shape: GemmShape, config: GemmConfig, fleet=()) -> list[tuple[str, GemmConfig | str]]:
