@@ -17,16 +17,14 @@ from ..bindings.cublaslt import ALGO_CONFIG
 from ..core.lt import GemmKey
 from ..core.definition import GemmDefinition, InvalidGemm
 from ..core.replay import key_of
-from ..base.dtypes import GEMM_TYPES
+from ..base.dtypes import BY_CUDA_NAME, GEMM_TYPES
 from ..base.errors import UsageError
-from ..core.shapes import other_layout
 from .file import Lock, LockReport, count_fall, named_falls
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "interposer.c")
 TABLE_ENV = "CUBLAS_DET_LOCK_TABLE"
 REPORT_SUFFIX, ENTERED_SUFFIX = ".cublas.json", ".cublas-entered"  # beside PyTorch's PID.json, PID.entered
 _TYPE_NAMES = {element.cuda: element.cuda_name for element in GEMM_TYPES.values()}  # 14 -> R_16BF ...
-_SCALE_HALF = {ComputeType.COMPUTE_16F, ComputeType.COMPUTE_16F_PEDANTIC}  # alpha and beta in the output's type
 _MATH_MODES = tuple(int(mode) for mode in (MathMode.DEFAULT, MathMode.PEDANTIC, MathMode.TF32)) + (1,)  # 1: TENSOR_OP
 
 
@@ -117,11 +115,11 @@ def _type(cuda: int | None) -> str | None:
 def _rows(index: int, key: GemmKey) -> list[str]:
     """The table's rows of one lock entry: each (compute type argument, math modes) of a cuBLAS call, and
     of a program's own cublasLtMatmul, that makes ``key``, in cuBLAS's column-major terms."""
-    m, n, k, transa, transb = other_layout(key.m or 1, key.n, key.k, key.trans_a, key.trans_b)
-    a_type, c_type = GEMM_TYPES[key.input_dtype].cuda, GEMM_TYPES[key.output_dtype].cuda
-    lt_compute = ComputeType[key.compute_type]
-    scale = c_type if lt_compute in _SCALE_HALF else GEMM_TYPES["float32"].cuda
-    epilogue = 4 if key.epilogue == "BIAS" else EPILOGUE_DEFAULT
+    lt_call = key.at(key.m or 1).packed()  # a key for any M laid out at M = 1; its rows say 0 (any) for cuBLAS's n
+    m, n, k, transa, transb = lt_call.m, lt_call.n, lt_call.k, lt_call.transa == "T", lt_call.transb == "T"
+    a_type, c_type, scale = (BY_CUDA_NAME[name].cuda for name in (lt_call.a_type, lt_call.c_type, lt_call.scale_type))
+    lt_compute = ComputeType[lt_call.compute_type]
+    epilogue = 4 if lt_call.epilogue == "EPILOGUE_BIAS" else EPILOGUE_DEFAULT
     rows = []
     for compute in ComputeType:
         modes = 0
