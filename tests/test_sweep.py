@@ -11,7 +11,8 @@ from cublas_det.check.worker import parent as worker_parent
 from cublas_det.core.config import GemmConfig
 from cublas_det.render import compare as report_compare
 from cublas_det.store.run import run_from_dict
-from cublas_det.render.sweep import render_sweep, sweep_summary, sweep_to_json
+from cublas_det.render.sweep import render_sweep, sweep_summary
+from cublas_det.store.results import sweep_to_json
 from cublas_det.core.shapes import parse_shape
 
 SHAPES = [parse_shape("128x56x4096:tn"), parse_shape("4096x56x128:nn")]
@@ -114,7 +115,8 @@ def test_an_odd_device_a_crash_and_a_failed_task_are_each_named(fake_workers):
 def test_sweep_json_carries_every_device_digest_and_compares_across_hosts(fake_workers):
     runs = _sweep.run_sweep(SHAPES, [PEDANTIC], [0, 1])
     found = _sweep.agreements(SHAPES, [PEDANTIC], runs)
-    data = sweep_to_json(runs, found, {"gpu": {"name": "Fake GPU"}}, "2026-11-29T00:00:00+00:00", 1.0, "0.1.0")
+    data = sweep_to_json(runs, found, {"gpu": {"name": "Fake GPU"}}, "2026-11-29T00:00:00+00:00", 1.0, "0.1.0",
+                         sweep_summary(runs, found))
     entry = data["benchmarks"][0]
     assert entry["name"] == "128x56x4096:tn[PEDANTIC]" and entry["stats"]["rounds"] == 0  # not timed
     assert entry["extra_info"]["device_digests"] == {"0": "same128x56x4096:tn|PEDANTIC", "1": "same128x56x4096:tn|PEDANTIC"}

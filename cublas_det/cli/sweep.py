@@ -14,7 +14,8 @@ from ..check.devices import INTERRUPTED, agreements, parse_devices, run_sweep, s
 from ..core.device import fingerprint, require_gpu
 from ..base.errors import ExitCode, UsageError
 from ..store.run import now_iso
-from ..render.sweep import render_sweep, sweep_to_json
+from ..render.sweep import render_sweep, sweep_summary
+from ..store.results import sweep_to_json
 from ..base.words import plural
 from .common import command_main, describe, exit_codes, write_json, write_text
 from .gemms import add_family, baseline, exit_code, listing, print_comparison, quick_help, read_options
@@ -61,7 +62,8 @@ def run(args, parser) -> int:
     found = agreements(shapes, configs, runs)
     text = render_sweep(runs, found)
     print(text)
-    data = sweep_to_json(runs, found, provenance, started_iso, time.perf_counter() - started, __version__, args.seed)
+    data = sweep_to_json(runs, found, provenance, started_iso, time.perf_counter() - started, __version__,
+                         sweep_summary(runs, found), args.seed)
     written = True
     if args.json:
         written &= write_json(args.json, data, prog)

@@ -1,9 +1,8 @@
-"""The device sweep's report: the devices, a row per shape and configuration, a summary, and JSON."""
+"""The device sweep's report: the devices, a row per shape and configuration, and a summary (its run file: store.results)."""
 
 from __future__ import annotations
 
 from ..check.devices import Agreement, DeviceRun
-from ..store.run import benchmark_entry, identity
 from ..base.words import plural, report_width, table, wrapped
 
 
@@ -71,22 +70,3 @@ def sweep_summary(runs: list[DeviceRun], found: list[Agreement]) -> list[str]:
         lines.append(f"finding on device {device}: bits changed under {plural(len(changed), 'hazard')} "
                      f"({', '.join(changed)}) in {plural(count, 'shape/mode pair')}, as cuBLAS warns")
     return lines
-
-
-def sweep_to_json(runs: list[DeviceRun], found: list[Agreement], provenance: dict, started: str, wall_s: float,
-                  version: str, seed: int | None = None) -> dict:
-    """pytest-benchmark's layout (no timing stats), with every device's digest per shape and mode."""
-    benchmarks = [benchmark_entry(a.shape, a.mode_name, None, {
-        "shape": a.shape.to_dict(),
-        "identity": identity(a.shape, a.mode_name, seed, a.input_digests, provenance.get("numpy_version")),
-        "digest": a.majority, "device_digests": {str(d): digest for d, digest in sorted(a.digests.items())},
-        "device_errors": {str(d): error for d, error in sorted(a.errors.items())},
-        "devices_agree": a.agree, "outliers": a.outliers, "config": a.config.to_dict(),
-        "scenario_failures": {str(d): s for d, s in sorted(a.scenario_failures.items())},
-        "findings": {str(d): s for d, s in sorted(a.findings.items())},
-    }) for a in found]
-    devices = [{"device_id": run.device_id, "provenance": run.provenance, "error": run.error,
-                "elapsed_s": run.elapsed_s} for run in runs]
-    return {"machine_info": {**provenance, "devices": devices}, "commit_info": {}, "benchmarks": benchmarks,
-            "datetime": started, "version": version,
-            "cublas_det": {"sweep": True, "wall_s": wall_s, "summary": sweep_summary(runs, found)}}

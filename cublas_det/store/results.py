@@ -206,3 +206,22 @@ def _catalogue_shape(shape: GemmShape) -> GemmShape:
     return dataclasses.replace(found, batch=shape.batch) if found else shape
 
 
+def sweep_to_json(runs: list, found: list, provenance: dict, started: str, wall_s: float, version: str,
+                  summary: list[str], seed: int | None = None) -> dict:
+    """A device sweep's run file (``runs``: check.devices' DeviceRun; ``found``: its Agreement per shape and
+    mode): pytest-benchmark's layout (no timing stats), with every device's digest per shape and mode, and the
+    report's ``summary`` as given."""
+    benchmarks = [benchmark_entry(a.shape, a.mode_name, None, {
+        "shape": a.shape.to_dict(),
+        "identity": identity(a.shape, a.mode_name, seed, a.input_digests, provenance.get("numpy_version")),
+        "digest": a.majority, "device_digests": {str(d): digest for d, digest in sorted(a.digests.items())},
+        "device_errors": {str(d): error for d, error in sorted(a.errors.items())},
+        "devices_agree": a.agree, "outliers": a.outliers, "config": a.config.to_dict(),
+        "scenario_failures": {str(d): s for d, s in sorted(a.scenario_failures.items())},
+        "findings": {str(d): s for d, s in sorted(a.findings.items())},
+    }) for a in found]
+    devices = [{"device_id": run.device_id, "provenance": run.provenance, "error": run.error,
+                "elapsed_s": run.elapsed_s} for run in runs]
+    return {"machine_info": {**provenance, "devices": devices}, "commit_info": {}, "benchmarks": benchmarks,
+            "datetime": started, "version": version,
+            "cublas_det": {"sweep": True, "wall_s": wall_s, "summary": summary}}
