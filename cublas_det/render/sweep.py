@@ -1,4 +1,5 @@
-"""The device sweep's report: the devices, a row per shape and configuration, and a summary (its run file: store.results)."""
+"""The device sweep's report: the devices, a row per shape and configuration, and a summary (its run
+file is the store's: store.results.sweep_to_json)."""
 
 from __future__ import annotations
 
