@@ -4,7 +4,6 @@ tests/golden/ were written by the code before the house was rebuilt around one G
 structure must not change a byte of what a user reads or stores. CUBLAS_DET_WRITE_GOLDEN=1 writes them anew
 (after a change of output that is meant)."""
 
-import json
 import os
 import pathlib
 import shutil

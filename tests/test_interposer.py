@@ -2,10 +2,8 @@
 libcublas and libcublasLt with their symbol names (tests/native/fake_cuda.c) log each GEMM they receive, and
 tests/native/trainer.c calls them as a cudarc trainer does (dlopen + dlsym) and, built again, linked."""
 
-import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
