@@ -206,10 +206,10 @@ def test_both_call_paths_give_the_same_bits(monkeypatch):
     from cublas_det.core import handle as _handle
 
     a, b = _trunk_dw_operands()
-    _handle._bind_cupy_gemm_ex()
+    _handle.bind_cupy_gemm_ex()
     through_cupy = []
-    cupy_gemm_ex = _handle._cupy_gemm_ex
-    monkeypatch.setattr(_handle, "_cupy_gemm_ex", lambda *args: through_cupy.append(1) or cupy_gemm_ex(*args))
+    cupy_gemm_ex = _handle.cupy_gemm_ex
+    monkeypatch.setattr(_handle, "cupy_gemm_ex", lambda *args: through_cupy.append(1) or cupy_gemm_ex(*args))
     outs = [cupy.full((128, 56), cupy.nan, cupy.float32) for _ in range(4)]
     stream = cupy.cuda.Stream(non_blocking=True)
     with create_handle("pedantic") as follows, create_handle("pedantic", stream=stream) as pinned, \
@@ -242,17 +242,17 @@ def test_handle_is_rebound_after_cupy_moved_it(monkeypatch):
     a, b = _trunk_dw_operands()
     out = cupy.empty((128, 56), cupy.float32)
     first, second = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
-    _handle._bind_cupy_gemm_ex()
-    cupy_gemm_ex = _handle._cupy_gemm_ex
+    _handle.bind_cupy_gemm_ex()
+    cupy_gemm_ex = _handle.cupy_gemm_ex
     with create_handle("pedantic") as handle:
-        monkeypatch.setattr(_handle, "_cupy_gemm_ex", _handle._no_cupy_binding)
+        monkeypatch.setattr(_handle, "cupy_gemm_ex", _handle._no_cupy_binding)
         with first:
             gemm(a, b, out=out, handle=handle, trans_a=True)  # ctypes binds `first`
-        monkeypatch.setattr(_handle, "_cupy_gemm_ex", cupy_gemm_ex)
+        monkeypatch.setattr(_handle, "cupy_gemm_ex", cupy_gemm_ex)
         with second:
             gemm(a, b, out=out, handle=handle, trans_a=True)  # CuPy binds `second`
         assert cublas.getStream(handle.ptr) == second.ptr
-        monkeypatch.setattr(_handle, "_cupy_gemm_ex", _handle._no_cupy_binding)
+        monkeypatch.setattr(_handle, "cupy_gemm_ex", _handle._no_cupy_binding)
         with first:
             gemm(a, b, out=out, handle=handle, trans_a=True)
         assert cublas.getStream(handle.ptr) == first.ptr
@@ -302,7 +302,7 @@ def test_cublas_rejection_is_a_cublas_error_on_both_paths():
                                _gemm._ONE_ADDRESS, _gemm._ZERO_ADDRESS, 12345)
     statuses = []
     with create_handle("pedantic") as follows, create_handle("pedantic", workspace_bytes=2**20) as with_workspace:
-        assert follows._cupy_binding_fits and not with_workspace._cupy_binding_fits  # one binding each
+        assert follows.cupy_ptr and not with_workspace.cupy_ptr  # one binding each
         for handle in (follows, with_workspace):
             with pytest.raises(CublasError, match=r"\[cublasGemmEx\]") as caught:
                 handle.issue_gemm_ex(args)

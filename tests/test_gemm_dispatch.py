@@ -45,8 +45,8 @@ def calls(monkeypatch):
     issued = []
     monkeypatch.setattr(_gemm, "_cupy", cupy)  # as if _bind() had run: no library is loaded
     monkeypatch.setattr(_gemm, "_several_devices", False)
-    monkeypatch.setattr(_handle, "_CupyCublasError", _CupyCublasError)
-    monkeypatch.setattr(_handle, "_cupy_gemm_ex", lambda *args: issued.append(("cupy",) + args))
+    monkeypatch.setattr(_handle, "CupyCublasError", _CupyCublasError)
+    monkeypatch.setattr(_handle, "cupy_gemm_ex", lambda *args: issued.append(("cupy",) + args))
     monkeypatch.setattr(_handle, "_gemm_ex", lambda *args: issued.append(("ctypes",) + args) or 0)
     monkeypatch.setattr(_cublas, "cublas_set_stream", lambda ptr, stream: issued.append(("setStream", ptr, stream)))
     monkeypatch.setattr(_handle, "_stream_ptr_getter", lambda: CURRENT_STREAM)
@@ -154,7 +154,8 @@ def _half(handle):
 
 
 def _closed(handle):
-    handle._ptr = 0
+    """The handle as close() leaves it, without destroying a handle that never was."""
+    handle._ptr = handle.cupy_ptr = 0
     return handle
 
 
@@ -164,7 +165,9 @@ def test_each_bad_call_is_checked_once_named_and_not_issued(calls, full_checks, 
     args, kwargs = make_call(*_operands(False, False), handles())
     with pytest.raises(error, match=message):
         _gemm.gemm(*args, **kwargs)
-    assert len(full_checks) == 1  # the fast path handed it over once, and did not catch the error it raised
+    # the fast path handed it over once, and did not catch the error it raised; a closed handle names itself
+    # where it would issue (as a prepared call's does), so the fast path spends no check on it
+    assert len(full_checks) == (0 if what == "closed handle" else 1)
     assert calls == []
 
 
@@ -190,7 +193,7 @@ def test_under_capture_the_call_falls_back_to_ctypes_bound_to_the_current_stream
         calls.append(("cupy refused",))
         raise NotImplementedError("calling cuBLAS API during stream capture is currently unsupported")
 
-    monkeypatch.setattr(_handle, "_cupy_gemm_ex", refuse)
+    monkeypatch.setattr(_handle, "cupy_gemm_ex", refuse)
     a, b, out = _operands(False, False)
     handle = handles()
     _gemm.gemm(a, b, out=out, handle=handle)
@@ -204,20 +207,20 @@ def test_cuBLAS_rejections_are_cublas_errors_on_both_bindings(calls, handles, mo
     def reject(*args):
         raise _CupyCublasError(7)
 
-    monkeypatch.setattr(_handle, "_cupy_gemm_ex", reject)
+    monkeypatch.setattr(_handle, "cupy_gemm_ex", reject)
     a, b, out = _operands(False, False)
     with pytest.raises(CublasError, match=r"CUBLAS_STATUS_INVALID_VALUE \(7\).*\[cublasGemmEx\]"):
         _gemm.gemm(a, b, out=out, handle=handles())
     monkeypatch.setattr(_handle, "_gemm_ex", lambda *args: 13)
     pinned = handles(0xB000)
-    pinned._cupy_binding_fits = False  # as a handle with its own workspace
+    pinned.cupy_ptr = 0  # as a handle with its own workspace
     with pytest.raises(CublasError, match=r"\(13\).*\[cublasGemmEx\]") as caught:
         _gemm.gemm(a, b, out=out, handle=pinned)
     assert caught.value.status == 13
 
 
 def test_without_cupys_binding_every_call_goes_through_ctypes(calls, handles, monkeypatch):
-    monkeypatch.setattr(_handle, "_cupy_gemm_ex", _handle._no_cupy_binding)  # what _bind() sets for such a CuPy
+    monkeypatch.setattr(_handle, "cupy_gemm_ex", _handle._no_cupy_binding)  # what _bind() sets for such a CuPy
     a, b, out = _operands(True, False)
     _gemm.gemm(a, b, out=out, handle=handles(), trans_a=True)
     assert [call[0] for call in calls] == ["setStream", "ctypes"]
@@ -274,7 +277,7 @@ def test_half_precision_combinations_are_named(monkeypatch, calls, handles):
         return 0
 
     monkeypatch.setattr(_handle, "_gemm_ex", record)
-    monkeypatch.setattr(_handle, "_cupy_gemm_ex", record)
+    monkeypatch.setattr(_handle, "cupy_gemm_ex", record)
     a16 = _array((M, K), 0x1000, "float16")
     b16 = _array((K, N), 0x2000, "float16")
     with pytest.raises(TypeError, match="a and b must have one element type, not float16 and float32"):
@@ -302,3 +305,13 @@ def test_a_batched_call_passes_cublas_its_arguments_in_the_prototypes_order(monk
     # strideC, batchCount, computeType, algo: cuBLAS's A is b (3x5, ld 3), its B is a transposed (7x5, ld 7)
     assert seen == [("cublasGemmStridedBatchedEx",
                      (99, 0, 1, 3, 7, 5, 44, 22, 0, 3, 15, 11, 0, 7, 35, 55, 33, 0, 3, 21, 4, 68, -1))]
+
+
+def test_a_prepared_call_on_a_closed_handle_says_it_is_closed(calls, handles):
+    a, b, out = _operands(False, False)
+    handle = handles()
+    prepared = _gemm.prepare_gemm(a, b, out=out, handle=handle)
+    _closed(handle)
+    with pytest.raises(RuntimeError, match="this cuBLAS handle is closed"):  # not cuBLAS's NOT_INITIALIZED
+        prepared()
+    assert calls == []

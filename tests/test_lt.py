@@ -68,7 +68,7 @@ def test_lt_gemms_match_float64_and_a_pinned_algorithm_keeps_its_bits_under_othe
         gemm_ex = gemm(a, b, handle=handle, trans_a=True)
     with create_handle("default+lt") as handle:
         out = gemm(a, b, handle=handle, trans_a=True)
-        algo = handle._lt.algorithm(DW)
+        algo = handle.lt.algorithm(DW)
     assert float(abs(out - want).max() / abs(want).max()) < 1e-5
     assert cupy.array_equal(out.view(cupy.uint32), gemm_ex.view(cupy.uint32))  # the heuristic's first choice
     with create_handle(GemmConfig(api="lt", lt_algo=algo)) as handle:
@@ -77,7 +77,7 @@ def test_lt_gemms_match_float64_and_a_pinned_algorithm_keeps_its_bits_under_othe
     assert cupy.array_equal(out.view(cupy.uint32), pinned.view(cupy.uint32))
     with create_handle("default+lt-nosplitk") as handle:
         handle.sm_count_target = 16
-        algo = dict(handle._lt.algorithm(DW, 16))
+        algo = dict(handle.lt.algorithm(DW, 16))
         assert algo["splitk"] <= 1 and algo["reduction_scheme"] == 0  # no split-K
 
 

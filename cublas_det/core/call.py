@@ -12,7 +12,8 @@ from ..bindings import cublas as _cublas
 from ..bindings.cublas import GemmAlgo, HALF_SCALAR_COMPUTE, Operation
 from .config import COMPUTE_TYPES, check_types
 from ..base.dtypes import BFLOAT16_HINT, GEMM_TYPES
-from .handle import GemmExCall, Handle, LtCall, default_handle
+from . import handle as _handle
+from .handle import GemmExCall, Handle, LtCall, cublas_error_of_cupy, default_handle
 from .shapes import other_layout, packed_strides
 
 # The enums as plain ints, read once: the hot path passes them untyped.
@@ -38,6 +39,7 @@ def _bind():
     if _cupy is None:
         import cupy
         _cublas.gemm_ex_untyped()  # loads libcublas: a CublasNotFoundError before anything binds
+        _handle.bind_cupy_gemm_ex()  # before _cupy is set: the hot path, open once _cupy is, calls the binding
         try:
             _several_devices = cupy.cuda.runtime.getDeviceCount() > 1
         except cupy.cuda.runtime.CUDARuntimeError:  # no driver: keep checking; the call itself will fail clearly
@@ -209,7 +211,7 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type, bias)
     try:
         common = (a.dtype is _F32 and b.dtype is _F32 and out.dtype is _F32 and a._c_contiguous and b._c_contiguous
-                  and out._c_contiguous and type(handle) is Handle and handle.lt is None)
+                  and out._c_contiguous and type(handle) is Handle and handle.lt is None and _cupy is not None)
         a_rows, lda = a._shape  # leading dimension = row length (row-major)
         b_rows, ldb = b._shape
         m, n = out._shape
@@ -217,11 +219,17 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
         common = False
     if not common:
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
-    m_a, k = (lda, a_rows) if trans_a else (a_rows, lda)
-    k_b, n_b = (ldb, b_rows) if trans_b else (b_rows, ldb)
+    if trans_a:
+        m_a, k, op_a = lda, a_rows, CUBLAS_OP_T
+    else:
+        m_a, k, op_a = a_rows, lda, CUBLAS_OP_N
+    if trans_b:
+        k_b, n_b, op_b = ldb, b_rows, CUBLAS_OP_T
+    else:
+        k_b, n_b, op_b = b_rows, ldb, CUBLAS_OP_N
     a_data, b_data, out_data = a.data, b.data, out.data
     compute = handle.compute_type if compute_type is None else int(compute_type)
-    if m != m_a or n != n_b or k != k_b or not (m and n and k) or handle.closed or compute not in _F32_COMPUTES or (
+    if m != m_a or n != n_b or k != k_b or not (m and n and k) or compute not in _F32_COMPUTES or (
             _several_devices and not (a_data.device_id == b_data.device_id == out_data.device_id
                                       == handle.device_id)):
         return _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)  # names the problem
@@ -230,8 +238,20 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     else:
         scalars = (c_float(alpha), c_float(beta))  # alive until the call returns
         alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
-    handle.issue_gemm_ex(gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_data.ptr, b_data.ptr, out_data.ptr,
-                                      alpha_address, beta_address, compute, CUDA_R_32F, CUDA_R_32F, handle.algo))
+    # The arguments gemm_ex_args makes (the operands swap: cuBLAS is column-major) and issue_gemm_ex's CuPy
+    # branch, written out: a helper's call here costs host time on every GEMM.
+    ptr = handle.cupy_ptr  # 0: closed, or CuPy's binding does not fit the handle; issue_gemm_ex says which
+    if ptr:
+        try:
+            _handle.cupy_gemm_ex(ptr, op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr,
+                                 CUDA_R_32F, lda, beta_address, out_data.ptr, CUDA_R_32F, n, compute, handle.algo)
+            return out
+        except NotImplementedError:  # the stream is being captured (CuPy refuses) or no binding: ctypes can
+            pass
+        except _handle.CupyCublasError as err:
+            raise cublas_error_of_cupy(err) from None
+    handle.issue_gemm_ex((op_b, op_a, n, m, k, alpha_address, b_data.ptr, CUDA_R_32F, ldb, a_data.ptr, CUDA_R_32F,
+                          lda, beta_address, out_data.ptr, CUDA_R_32F, n, compute, handle.algo), via_cupy=False)
     return out
 
 

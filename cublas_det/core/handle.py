@@ -130,18 +130,20 @@ def _no_cupy_binding(*args):
     raise NotImplementedError("this CuPy has no cublas.gemmEx binding")  # so the call goes through ctypes
 
 
-# CuPy's Cython cublasGemmEx binding and its error, bound on the first GEMM: this module must import without CuPy.
-_cupy_gemm_ex = None
-_CupyCublasError = _NeverRaised
+# CuPy's Cython cublasGemmEx binding and its error, bound on the first GEMM (this module must import without
+# CuPy); gemm()'s hot path calls the binding itself, as issue_gemm_ex does.
+cupy_gemm_ex = None
+CupyCublasError = _NeverRaised
 
 
-def _bind_cupy_gemm_ex() -> None:
-    global _cupy_gemm_ex, _CupyCublasError
+def bind_cupy_gemm_ex() -> None:
+    global cupy_gemm_ex, CupyCublasError
     try:
         from cupy_backends.cuda.libs import cublas as cupy_cublas
-        _cupy_gemm_ex, _CupyCublasError = cupy_cublas.gemmEx, cupy_cublas.CUBLASError
+        CupyCublasError = cupy_cublas.CUBLASError  # first: a thread that sees the binding sees its error too
+        cupy_gemm_ex = cupy_cublas.gemmEx
     except (ImportError, AttributeError):  # another CuPy layout: every call goes through ctypes
-        _cupy_gemm_ex = _no_cupy_binding
+        cupy_gemm_ex = _no_cupy_binding
 
 
 def _gemm_ex(*args) -> int:
@@ -215,26 +217,27 @@ class Handle:
         self.compute_type = int(config.compute_type)  # cublasGemmEx's, read by gemm() on every call
         self.algo = int(config.algo)
         self._mode_source = mode_source
-        self._device_id = device_id
+        self.device_id = device_id  # plain attributes (not properties): gemm() reads them on every call
         self._stream = None
         self._workspace_bytes = workspace_bytes
         self._workspace = workspace  # cupy MemoryPointer kept alive while the handle lives
         self._bound_stream_ptr = -1
-        # CuPy's binding re-binds the current stream on every call, resetting a workspace: fit only without one.
-        self._cupy_binding_fits = workspace_bytes is None and lt_path is None
-        self._lt = lt_path  # api="lt": every GEMM of the handle goes through cuBLASLt
+        # CuPy's binding re-binds the current stream on every call, resetting a workspace: it fits only a handle
+        # that follows the current stream, without a workspace, not cuBLASLt's. gemm() reads this on every call.
+        self.cupy_ptr = ptr if workspace_bytes is None and lt_path is None else 0  # 0: ctypes issues it
+        self.lt = lt_path  # the cuBLASLt path of a handle made with api="lt" (its every GEMM), else None
         self._sm_count_target = 0  # read by the cuBLASLt path, which plans for it in its own descriptor
 
     def close(self) -> None:
         """Destroy the cuBLAS handle (idempotent; ``cublasDestroy`` synchronizes the device)."""
         if self._ptr:
-            ptr, self._ptr = self._ptr, 0
+            ptr, self._ptr, self.cupy_ptr = self._ptr, 0, 0
             self._ptr_c = c_void_p(0)
             try:
                 _cublas.cublas_destroy(ptr)
             finally:
-                if self._lt is not None:
-                    self._lt.close()
+                if self.lt is not None:
+                    self.lt.close()
                 self._workspace = None  # freed only after the handle that used it is gone
 
     closed = property(lambda self: not self._ptr)
@@ -251,7 +254,7 @@ class Handle:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"ptr=0x{self._ptr:x}"
-        return f"<Handle {self._config.name} from {self._mode_source.value}, device {self._device_id}, {state}>"
+        return f"<Handle {self._config.name} from {self._mode_source.value}, device {self.device_id}, {state}>"
 
     @property
     def ptr(self) -> int:
@@ -263,9 +266,7 @@ class Handle:
     math_mode = property(lambda self: self._config.math_mode, doc="The math mode, without the flag.")
     math_mode_value = property(lambda self: self._config.math_mode_value, doc="The ``cublasMath_t``, flag included.")
     mode_source = property(lambda self: self._mode_source)
-    device_id = property(lambda self: self._device_id)
     stream = property(lambda self: self._stream, doc="The pinned CuPy stream; None: CuPy's current one.")
-    lt = property(lambda self: self._lt, doc="The cuBLASLt path of a handle made with ``api='lt'``, else None.")
     workspace_bytes = property(lambda self: self._workspace_bytes, doc="The user workspace; None: cuBLAS's pool.")
 
     def read_math_mode(self) -> int:
@@ -296,7 +297,7 @@ class Handle:
 
     def set_stream(self, stream) -> None:
         self._stream = stream
-        self._cupy_binding_fits = stream is None and self._workspace_bytes is None and self._lt is None
+        self.cupy_ptr = self._ptr if stream is None and self._workspace_bytes is None and self.lt is None else 0
         if stream is not None:
             self.bind_stream(stream.ptr)
 
@@ -308,7 +309,7 @@ class Handle:
         if not self._ptr:
             self.require_open()
         if self._stream is None:
-            if self._cupy_binding_fits:
+            if self.cupy_ptr:
                 # CuPy's binding may have re-bound the handle itself: the remembered stream is not to be trusted.
                 self._bound_stream_ptr = -1
             self.bind_stream(_current_stream_ptr())
@@ -321,26 +322,29 @@ class Handle:
     def issue(self, call: GemmExCall | LtCall, bias_ptr: int = 0) -> None:
         """Issue a GEMM :func:`~cublas_det.core.call.prepare_gemm` made for this handle: cuBLASLt's
         (:class:`LtCall`) on a handle made with ``api="lt"``, else cublasGemmEx's (:class:`GemmExCall`)."""
-        if self._lt is not None:
+        if self.lt is not None:
             self.require_open()
-            self._lt.issue(call.definition, call.pointers, self.current_stream_ptr(), self._sm_count_target, bias_ptr)
+            self.lt.issue(call.definition, call.pointers, self.current_stream_ptr(), self._sm_count_target, bias_ptr)
         elif call.batch:
             _cublas.gemm_strided_batched_ex(self.bind_current_stream(), call.args + call.batch)
         else:
             self.issue_gemm_ex(call.args, call.ctypes_args)
 
-    def issue_gemm_ex(self, args: tuple, ctypes_args: tuple | None = None) -> None:
-        """``cublasGemmEx(handle, *args)`` through CuPy's binding where it fits, else ctypes (``ctypes_args``:
-        ``args`` as :func:`as_ctypes` wraps them, made once for a call issued many times)."""
-        if self._cupy_binding_fits:
-            if _cupy_gemm_ex is None:
-                _bind_cupy_gemm_ex()
+    def issue_gemm_ex(self, args: tuple, ctypes_args: tuple | None = None, via_cupy: bool = True) -> None:
+        """``cublasGemmEx(handle, *args)`` through CuPy's binding where it fits (and ``via_cupy``: gemm() tried it
+        already), else ctypes (``ctypes_args``: ``args`` as :func:`as_ctypes` wraps them, made once for a call
+        issued many times)."""
+        if not self._ptr:  # closed: say so, as the other paths do, not cuBLAS's NOT_INITIALIZED
+            self.require_open()
+        if via_cupy and self.cupy_ptr:
+            if cupy_gemm_ex is None:
+                bind_cupy_gemm_ex()
             try:  # CuPy binds the handle to the current stream itself; bind_current_stream knows
-                _cupy_gemm_ex(self._ptr, *args)
+                cupy_gemm_ex(self.cupy_ptr, *args)
                 return
             except NotImplementedError:  # the stream is being captured (CuPy refuses) or no binding: ctypes can
                 pass
-            except _CupyCublasError as err:
+            except CupyCublasError as err:
                 raise cublas_error_of_cupy(err) from None
         status = _gemm_ex(self.bind_current_stream(), *(ctypes_args or as_ctypes(args)))
         if status:
