@@ -222,10 +222,8 @@ class Handle:
         self._workspace_bytes = workspace_bytes
         self._workspace = workspace  # cupy MemoryPointer kept alive while the handle lives
         self._bound_stream_ptr = -1
-        # CuPy's binding re-binds the current stream on every call, resetting a workspace: it fits only a handle
-        # that follows the current stream, without a workspace, not cuBLASLt's. gemm() reads this on every call.
-        self.cupy_ptr = ptr if workspace_bytes is None and lt_path is None else 0  # 0: ctypes issues it
         self.lt = lt_path  # the cuBLASLt path of a handle made with api="lt" (its every GEMM), else None
+        self.cupy_ptr = self._cupy_fit()  # gemm() reads it on every call; 0: ctypes issues the GEMM
         self._sm_count_target = 0  # read by the cuBLASLt path, which plans for it in its own descriptor
 
     def close(self) -> None:
@@ -297,9 +295,15 @@ class Handle:
 
     def set_stream(self, stream) -> None:
         self._stream = stream
-        self.cupy_ptr = self._ptr if stream is None and self._workspace_bytes is None and self.lt is None else 0
+        self.cupy_ptr = self._cupy_fit()
         if stream is not None:
             self.bind_stream(stream.ptr)
+
+    def _cupy_fit(self) -> int:
+        """The handle where CuPy's binding may issue its GEMMs, else 0. The binding re-binds the current stream on
+        every call, resetting a workspace: it fits only a handle that follows the current stream, without a
+        workspace, not cuBLASLt's."""
+        return self._ptr if self._stream is None and self._workspace_bytes is None and self.lt is None else 0
 
     def current_stream_ptr(self) -> int:
         return self._stream.ptr if self._stream is not None else _current_stream_ptr()
