@@ -13,6 +13,7 @@ from cublas_det.bindings.cublas import HALF_SCALAR_COMPUTE, ComputeType, MathMod
 from cublas_det.core.config import COMPUTE_TYPES, GemmConfig
 from cublas_det.core.definition import GemmDefinition, InvalidGemm
 from cublas_det.core.lt import GemmKey
+from cublas_det.core import plan as plan_module
 from cublas_det.core.plan import lt_settings
 from cublas_det.core.replay import key_of
 from cublas_det.core.shapes import parse_shape
@@ -246,7 +247,9 @@ def test_lt_layouts_and_descriptor_follow_the_gemms_definition(monkeypatch):
                  "layout_batch", "layout_destroy", "preference_create", "preference_set", "preference_destroy",
                  "heuristic", "algo_init", "library"):
         monkeypatch.setattr(_cublaslt, name, recorder(name))
-    path = lt_path.LtPath(GemmConfig(api="lt"), 0, 1 << 20)
+    monkeypatch.setattr(plan_module, "_plans", {})  # this test's plans are fakes: never the process's
+    monkeypatch.setattr(plan_module, "_lt_handles", {})
+    path = lt_path.LtPath(GemmConfig(api="lt"), 0, 0, 1 << 20)
     # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3), as gemm() gives it (transposes as any truthy
     # value): cuBLASLt's column-major (N, T, 3, 7, 5, ldb=3, lda=7, ldd=3)
     key = GemmKey("float32", "float32", "COMPUTE_32F", True, False, 3, 5, m=7)
@@ -273,8 +276,15 @@ def test_lt_layouts_and_descriptor_follow_the_gemms_definition(monkeypatch):
     path.issue(batched, (0, 0, 0, 0, 0), stream_ptr=0)
     assert [a[1:] for name, a in made if name == "layout_batch"] == [(4, 15), (4, 35), (4, 21)]
     assert sum(name == "heuristic" for name, _ in made) == 3  # a batch is another GEMM: planned for itself
+    # One plan per GEMM per process: another handle's path, with the same options, plans nothing anew; another
+    # workspace is another heuristic question; one cuBLASLt handle per device.
+    lt_path.LtPath(GemmConfig(api="lt"), 0, 0, 1 << 20).issue(*args, stream_ptr=0)
+    assert sum(name == "heuristic" for name, _ in made) == 3 and plan_module.plans_made() == 3
+    lt_path.LtPath(GemmConfig(api="lt"), 0, 0, 1 << 21).issue(*args, stream_ptr=0)
+    assert sum(name == "heuristic" for name, _ in made) == 4 and plan_module.plans_made() == 4
+    assert sum(name == "create" for name, _ in made) == 1
     # TF32 math is a compute type to cuBLASLt, for the configuration's own compute type; another stays itself.
-    tf32 = lt_path.LtPath(GemmConfig.parse("tf32+lt"), 0, 0)
+    tf32 = lt_path.LtPath(GemmConfig.parse("tf32+lt"), 0, 0, 0)
     assert tf32.definition("float32", "float32", 68, False, False, 7, 3, 5).compute_type == "COMPUTE_32F_FAST_TF32"
     assert tf32.definition("float32", "float32", 69, False, False, 7, 3, 5).compute_type == "COMPUTE_32F_PEDANTIC"
 

@@ -11,7 +11,6 @@ import warnings
 from ctypes import c_void_p
 
 from ..bindings import cublas as _cublas
-from ..bindings import cublaslt
 from ..bindings.cublas import AtomicsMode, ComputeType, MathMode
 from .config import LT_WORKSPACE_BYTES, GemmConfig, ModeSource, math_mode_name, resolve_config
 from .device import require_gpu, tf32_env_warnings
@@ -19,7 +18,7 @@ from ..base.dtypes import BY_CUDA_NAME, GEMM_TYPES
 from ..base.integers import is_int
 from .definition import GemmDefinition
 from .lt import GemmKey
-from .plan import LtPlan
+from .plan import LtPlan, plan_for
 
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
@@ -36,16 +35,13 @@ def _bias(length: int, dtype: str) -> int:
 
 
 class LtPath:
-    """``cublasLtMatmul`` for the GEMMs of one handle, with its configuration's options and workspace: an
-    :class:`LtPlan` made for each :class:`~.definition.GemmDefinition` (and SM-count target) on first use."""
+    """``cublasLtMatmul`` for the GEMMs of one handle, with its configuration's options and workspace: the
+    process's :class:`LtPlan` of each :class:`~.definition.GemmDefinition` (and SM-count target) it runs."""
 
-    def __init__(self, config: GemmConfig, workspace_ptr: int, workspace_bytes: int):
-        self.config = config
-        self.handle = cublaslt.create()
+    def __init__(self, config: GemmConfig, device: int, workspace_ptr: int, workspace_bytes: int):
+        self.config, self.device = config, device
         self.workspace = (workspace_ptr, workspace_bytes)
-        self._plans: dict = {}  # (GemmDefinition, SM-count target) -> LtPlan
         self._definitions: dict = {}  # definition()'s arguments -> GemmDefinition, validated once
-        self._lock = threading.Lock()  # a plan is made once
 
     def definition(self, input_dtype: str, output_dtype: str, compute: int, trans_a, trans_b, m: int, n: int,
                    k: int, batch: int = 1) -> GemmDefinition:
@@ -64,17 +60,10 @@ class LtPath:
     def _plan(self, definition: GemmDefinition, sm_count_target: int) -> LtPlan:
         """The plan of ``definition`` at the smaller of the configuration's and the call's SM count targets."""
         targets = [t for t in (self.config.lt_sm_count_target, sm_count_target) if t]
-        target = min(targets) if targets else 0
-        plan = self._plans.get((definition, target))
-        if plan is None:
-            with self._lock:
-                plan = self._plans.get((definition, target))
-                if plan is None:  # the target is the descriptor's: set on a copy made only here, once
-                    planned = dataclasses.replace(definition, sm_count_target=target) if target else definition
-                    plan = self._plans[(definition, target)] = LtPlan(
-                        self.handle, planned, dict(self.config.lt_algo) or None, self.workspace[1],
+        if targets:  # the target is the descriptor's: a definition of its own
+            definition = dataclasses.replace(definition, sm_count_target=min(targets))
+        return plan_for(self.device, definition, self.config.lt_algo, self.workspace[1],
                         self.config.lt_reduction_scheme_mask)
-        return plan
 
     def issue(self, definition: GemmDefinition, pointers: tuple, stream_ptr: int, sm_count_target: int = 0,
               bias_ptr: int = 0, workspace: tuple | None = None) -> None:
@@ -89,24 +78,6 @@ class LtPath:
     def algorithm(self, definition: GemmDefinition, sm_count_target: int = 0) -> tuple:
         """The algorithm this GEMM runs (sorted (name, value)): a configuration's ``lt_algo`` pins it."""
         return self._plan(definition, sm_count_target).algorithm()
-
-    def close(self) -> None:
-        """Free every plan and the cuBLASLt handle, all even if one fails; raise the first failure."""
-        failures = []
-        plans, self._plans = list(self._plans.values()), {}
-        for plan in plans:
-            try:
-                plan.close()
-            except _cublas.CublasError as err:
-                failures.append(err)
-        if self.handle:
-            handle, self.handle = self.handle, 0
-            try:
-                cublaslt.destroy(handle)
-            except _cublas.CublasError as err:
-                failures.append(err)
-        if failures:
-            raise failures[0]
 
 
 _stream_ptr_getter = None  # set on first use: this module must import without CuPy
@@ -234,8 +205,6 @@ class Handle:
             try:
                 _cublas.cublas_destroy(ptr)
             finally:
-                if self.lt is not None:
-                    self.lt.close()
                 self._workspace = None  # freed only after the handle that used it is gone
 
     closed = property(lambda self: not self._ptr)
@@ -371,12 +340,8 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
     device_id = cupy.cuda.runtime.getDevice()
     workspace = cupy.cuda.alloc(workspace_bytes) if workspace_bytes else None  # 512-byte aligned
     ptr = _cublas.cublas_create()
-    try:
-        lt_path = (LtPath(config, workspace.ptr if workspace else 0, workspace_bytes or 0) if config.api == "lt"
-                   else None)
-    except BaseException:
-        _cublas.cublas_destroy(ptr)
-        raise
+    lt_path = LtPath(config, device_id, workspace.ptr if workspace else 0, workspace_bytes or 0) if (
+        config.api == "lt") else None
     handle = Handle(ptr, config, source, device_id, workspace_bytes, workspace, lt_path)
     try:
         _cublas.cublas_set_math_mode(ptr, config.math_mode_value)

@@ -1,10 +1,12 @@
 """:class:`LtPlan`, one cuBLASLt matmul made once and run many times (as nvmath-python's ``Matmul``): the plan of a
 :class:`~.definition.GemmDefinition` in cuBLAS's column-major terms (a :class:`~.lt.GemmKey` gives it by
-:meth:`~.lt.GemmKey.laid_out`), which ``Handle(api="lt")``, the lock's router and ``prescribe`` share."""
+:meth:`~.lt.GemmKey.laid_out`). :func:`plan_for` makes one per GEMM per process, which ``Handle(api="lt")``, the
+lock's router and ``prescribe`` share."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from ctypes import c_int, c_void_p
 from typing import NamedTuple
@@ -128,3 +130,45 @@ class LtPlan:
                 failures.append(err)
         if failures:
             raise failures[0]
+
+
+# One plan per GEMM per process: a definition run by one algorithm on one device is planned once, for every
+# handle, the lock's router and prescribe. Plans and each device's cuBLASLt handle live as long as the process
+# (a CUDA graph that captured a plan's call may replay after its caller is gone). The heuristic's pick is a plan
+# of its own, not the pinned plan of the algorithm it picked: a pinned algorithm is verified as a lock runs it,
+# rebuilt from its configuration.
+_plans: dict = {}  # (device, definition, pinned algorithm, or the heuristic's workspace and mask) -> LtPlan
+_lt_handles: dict = {}  # device -> cuBLASLt handle
+_planning = threading.Lock()
+
+
+def plan_for(device: int, definition: GemmDefinition, algo: tuple = (), workspace_bytes: int = 0,
+             reduction_scheme_mask: int | None = None) -> LtPlan:
+    """The process's plan of ``definition`` on ``device`` (the current one): ``algo`` pinned (sorted ``(name,
+    value)`` pairs, a configuration's ``lt_algo``), else the heuristic's first pick for ``workspace_bytes`` (and a
+    reduction-scheme mask)."""
+    key = (device, definition, algo or ("heuristic", workspace_bytes, reduction_scheme_mask))
+    plan = _plans.get(key)
+    if plan is None:
+        with _planning:
+            plan = _plans.get(key)
+            if plan is None:
+                handle = _lt_handles.get(device) or _lt_handles.setdefault(device, cublaslt.create())
+                plan = _plans[key] = LtPlan(handle, definition, dict(algo) or None, workspace_bytes,
+                                            reduction_scheme_mask)
+    return plan
+
+
+def plans_made() -> int:
+    """How many plans this process holds."""
+    return len(_plans)
+
+
+def _forget_the_parents() -> None:
+    """In a forked child: the parent's cuBLASLt objects are not this process's to use or free."""
+    global _planning
+    _plans.clear(), _lt_handles.clear()
+    _planning = threading.Lock()  # another thread of the parent may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_forget_the_parents)

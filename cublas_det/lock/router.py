@@ -13,10 +13,9 @@ import warnings
 import torch
 
 from ..bindings.cublas import STATUS_TEXT, CublasError
-from ..bindings import cublaslt as _cublaslt
 from ..base.dtypes import GEMM_TYPES
 from ..core.lt import TF32_COMPUTE, GemmKey
-from ..core.plan import LtPlan
+from ..core.plan import LtPlan, plan_for
 from ..base.enter import after_import
 from .file import Lock, LockReport, count_fall, named_falls
 
@@ -144,8 +143,6 @@ class Router:
     def __init__(self, lock: Lock):
         self.lock = lock
         self._calls: dict = {}  # call signature -> _Locked, or the Plan of a call that falls through
-        self._plans: dict = {}  # (device, GemmDefinition, algorithm) -> LtPlan, shared by the signatures that run it
-        self._handles: dict = {}  # device -> cuBLASLt handle
         self._retired: dict = {}  # str(GemmKey) -> calls locked by plans since freed (close)
         self._workspace_bytes = lock.workspace_bytes
         self._fell: dict = {}
@@ -246,12 +243,8 @@ class Router:
             ldd, d_stride = (n, m * n) if out is None else (_layout(out)[1], _batch_stride(out))
             strides = (_batch_stride(a), _batch_stride(b), d_stride) if batch > 1 else (0, 0, 0)
             definition = plan.key.at(m).laid_out(lda, ldb, ldd, batch, strides)
-            with torch.cuda.device(device), self._count:
-                lt = self._handles.get(device) or self._handles.setdefault(device, _cublaslt.create())
-                made = self._plans.get((device, definition, config.lt_algo))
-                if made is None:
-                    made = self._plans[(device, definition, config.lt_algo)] = LtPlan(lt, definition,
-                                                                                      dict(config.lt_algo))
+            with torch.cuda.device(device):
+                made = plan_for(device, definition, config.lt_algo)
             call = _Locked(plan.key, made, (*a.shape[:-2], m, n), *_workspace(device, stream, self._workspace_bytes))
         self._calls[signature] = call
         return call
@@ -331,24 +324,20 @@ class Router:
             self._library = None
 
     def close(self) -> None:
-        """:meth:`disable`, and free the cuBLASLt plans and handles (the counts are kept for :meth:`report`)."""
+        """:meth:`disable`, and forget its calls (the counts are kept for :meth:`report`; the plans are the
+        process's)."""
         self.disable()
-        with self._count:  # no call is making a plan
-            plans, handles = list(self._plans.values()), list(self._handles.values())
+        with self._count:
             for call in self._calls.values():
                 if type(call) is _Locked and call.calls:
                     self._retired[str(call.key)] = self._retired.get(str(call.key), 0) + call.calls
-            self._plans.clear(), self._handles.clear(), self._calls.clear()
-        for plan in plans:
-            plan.close()
-        for handle in handles:
-            _cublaslt.destroy(handle)
+            self._calls.clear()
 
     def forked(self) -> None:
-        """In a forked child: count from zero, and forget the parent's cuBLASLt objects (not this process's to
-        free: CUDA cannot run here if the parent had started it)."""
+        """In a forked child: count from zero, and forget the parent's calls (their plans are not this process's:
+        CUDA cannot run here if the parent had started it)."""
         self._count = threading.Lock()  # another thread of the parent may have held it at the fork
-        self._calls, self._plans, self._handles, self._fell, self._retired = {}, {}, {}, {}, {}
+        self._calls, self._fell, self._retired = {}, {}, {}
 
     def report(self) -> LockReport:
         with self._count:
