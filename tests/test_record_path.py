@@ -1,0 +1,109 @@
+"""One GEMM from a captured cuBLAS log line to a locked torch call: the modules its record passes through, the
+layout conversions it crosses and the cuBLASLt plans it costs, counted as the call runs."""
+
+import contextlib
+import gzip
+import importlib
+import json
+import pkgutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import cublas_det
+from cublas_det.core import plan as plan_module
+from cublas_det.core import shapes
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.gpu
+
+LOG = Path(__file__).parent / "data" / "capture" / "block.cublas.log.gz"  # a Mamba2 block's step, logged by cuBLAS
+MAX_MODULES = 12
+# Below the parts: the ground every module stands on (errors, words, integers, the schema, dtypes) and the C
+# libraries' bindings, which hold no record of a GEMM.
+GROUND = ("base/", "bindings/")
+
+
+def _import_all() -> None:
+    """Every module imported first, so that the trace sees the path's calls, not a module's first import."""
+    for info in pkgutil.walk_packages(cublas_det.__path__, "cublas_det.", onerror=lambda name: None):
+        if info.name.endswith("__main__"):  # an entry point runs as it imports
+            continue
+        with contextlib.suppress(Exception):
+            importlib.import_module(info.name)
+
+
+@contextlib.contextmanager
+def _modules_called(into: dict):
+    """Each cublas_det module whose functions run inside the block, with the code of each call."""
+    root = str(Path(cublas_det.__file__).parent) + "/"
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            into.setdefault(frame.f_code.co_filename[len(root):], []).append(frame.f_code)
+
+    sys.setprofile(profile)
+    try:
+        yield into
+    finally:
+        sys.setprofile(None)
+
+
+def test_a_logged_gemm_reaches_a_locked_torch_call_through_few_modules_one_conversion_one_plan(tmp_path):
+    from cublas_det.apilog import file as capture_file
+    from cublas_det.apilog.model import Capture
+    from cublas_det.apilog.parse import CublasLogParser
+    from cublas_det.core.device import fingerprint
+    from cublas_det.core.lt import GemmKey
+    from cublas_det.lock import file as lockfile
+    from cublas_det.prescribe import lock_entries
+    import cublas_det.torch as cdt
+
+    _import_all()
+    # What prescribe verifies, once, as `cublas-det prescribe --capture` does for this GEMM (not on the record's
+    # path: it runs the GEMM under every hazard to decide).
+    capture = Capture()
+    parser = CublasLogParser(capture, str(LOG))
+    parser.feed(gzip.open(LOG).read())
+    parser.close()
+    replay = next(p for p in capture_file.from_data(capture_file.to_dict(capture, complete=True), "c.json").plans
+                  if p.replayed and p.shape.batch == 1 and p.config.input_dtype == "bfloat16")
+    entries, refused = lock_entries([replay.shape], [replay.config],
+                                    timing={"min_visits": 2, "max_visits": 2, "budget_s": 0.2})
+    assert entries and not refused, refused
+    lock_path = str(tmp_path / "lock.json")
+    lockfile.write(lockfile.Lock(lockfile.where_here(fingerprint()), {}, lock_path).merged(entries), lock_path)
+    plans_before = plan_module.plans_made()
+    a = torch.randn(replay.shape.a_shape, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(replay.shape.b_shape, device="cuda", dtype=torch.bfloat16)
+    a, b = (a.mT if replay.shape.trans_a else a), (b.mT if replay.shape.trans_b else b)
+
+    called: dict = {}
+    with _modules_called(called):
+        # the record's path: the log line, the capture file, the key, the lock file, the router's plan
+        capture = Capture()
+        parser = CublasLogParser(capture, str(LOG))
+        parser.feed(gzip.open(LOG).read())
+        parser.close()
+        stored = json.loads(json.dumps(capture_file.to_dict(capture, complete=True)))
+        again = next(p for p in capture_file.from_data(stored, "c.json").plans if p.gemm_id == replay.gemm_id)
+        key = GemmKey.of(again.shape, again.config)
+        with cdt.lock(lock_path, report=None) as router:
+            out = torch.mm(a, b)
+    conversions = [code for codes in called.values() for code in codes if code is shapes.other_layout.__code__]
+    report = router.last_report
+    assert report.locked_calls == 1 and not report.fell_through, str(report)
+    assert lockfile.load(lock_path).entry_for(key, again.shape.m) is not None
+    parts = sorted(m for m in called if not m.startswith(GROUND))
+    print("the record's path:", {m: sorted({c.co_name for c in called[m]}) for m in sorted(called)})
+    assert len(parts) <= MAX_MODULES, f"{len(parts)} modules: {parts}"
+    # One conversion between cuBLAS's column-major call and the row-major key, crossed once each way: the
+    # captured call into its key, the key into the call cuBLASLt runs.
+    assert len(conversions) == 2, len(conversions)
+    # One plan per GEMM per process: the router runs the plan prescribe verified, and a second lock makes none.
+    assert plan_module.plans_made() == plans_before
+    with cdt.lock(lock_path, report=None):
+        again_out = torch.mm(a, b)
+    assert plan_module.plans_made() == plans_before
+    assert torch.equal(out.view(torch.int16), again_out.view(torch.int16))
