@@ -109,7 +109,7 @@ def test_tracker_counts_differing_runs_and_the_worst_over_all_runs():
     for out in runs:
         tracker.record(out)
     summary = tracker.summary()
-    assert summary.runs == 4 and summary.differing_runs == 2 and summary.differing_run_indices == (1, 3)
+    assert summary.runs == 4 and summary.differing_runs == 2
     assert summary.worst.mismatched_elements == 2  # the worst single run
     assert summary.worst.index == (2, 3)
     assert summary.worst.max_abs_diff == pytest.approx(1.0, rel=1e-6)
@@ -205,7 +205,7 @@ def test_the_gpu_module_gives_the_numpy_definition_bit_for_bit(dtype_name):
     assert _same_record(device.summary().worst, host.summary().worst)
     assert device.summary().worst.index == (200, 100) and device.summary().worst.signed_zero_mismatches == 1
     assert device.summary().runs == host.summary().runs == 4
-    assert device.summary().differing_run_indices == (0, 1, 2, 3)
+    assert device.summary().differing_runs == 4
     ref64 = ref.astype(np.float64) * 1.001
     assert relative_error(cupy.asarray(outs[0]), cupy.asarray(ref64)) == relative_error(outs[0], ref64)
     assert np.isnan(relative_error(cupy.asarray(outs[1]), cupy.asarray(ref64)))

@@ -96,7 +96,7 @@ def test_summarize_merges_processes_and_peaks():
     assert activity.busy and activity.other_count == 1 and not activity.ambiguous
     assert activity.others == (ProcessSeen(7, "python3", 2048.0, 10),)
     assert activity.sm_mhz == (1410, 1980) and activity.temperature_c_max == 45 and activity.power_w_max == 690.0
-    assert activity.event_reasons == ("SwPowerCap", "HwThermalSlowdown") and activity.slowdowns == ("HwThermalSlowdown",)
+    assert activity.event_reasons == ("SwPowerCap", "HwThermalSlowdown")
     assert activity.to_dict()["other_processes"][0]["pid"] == 7
     quiet = summarize([GpuSample(0.0, (ProcessSeen(OWN),), 1980)], OWN)
     assert not quiet.busy and quiet.others == () and quiet.event_reasons == ()

@@ -121,7 +121,6 @@ def test_the_budget_stops_a_shape_after_four_visits_not_before():
     ticks = itertools.count(step=10.0).__next__  # each look at the clock: 10 s later, so a visit spends 10 s
     run = _run(Moments(), keys=["a"], min_visits=6, budget_s=1.0, now=ticks)
     assert (run.outcomes["a"].stop_reason, run.outcomes["a"].visits) == (StopReason.BUDGET, BUDGET_FLOOR_VISITS)
-    assert run.outcomes["a"].rounds_s == pytest.approx(40.0)
     fewer = _run(Moments(), keys=["a"], min_visits=3, budget_s=1.0, now=itertools.count(step=10.0).__next__)
     assert fewer.outcomes["a"].visits == 3  # asked for fewer than the floor: the budget may stop at min_visits
 

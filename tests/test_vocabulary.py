@@ -90,9 +90,9 @@ def test_the_math_modes_keep_their_values_and_spellings():
     assert [math_mode_name(v) for v in (0, 1, 2, 3, 4, 18, 17, 7, None)] == [
         "DEFAULT", "TENSOR_OP", "PEDANTIC", "TF32", "FP32_EMULATED_BF16X9", "PEDANTIC+DISALLOW_RPR",
         "TENSOR_OP+DISALLOW_RPR", "7", "unknown"]
-    assert capture_report.data_mode(16) == "DEFAULT+DRPR"
+    assert math_mode_name(16, narrow=True) == "DEFAULT+DRPR"
     # The flag's narrow label is the vocabulary's (config.FLAG_NAME.label), not the capture table's own.
-    assert [capture_report.data_mode(v) for v in (18, 3, 7 | 16, None)] == [
+    assert [math_mode_name(v, narrow=True) for v in (18, 3, 7 | 16, None)] == [
         "PEDANTIC+DRPR", "TF32", "7+DRPR", "unknown"]
     assert math_mode_name(18, narrow=True) == "PEDANTIC+DRPR" and FLAG_NAME.label == "DRPR"
     assert '"DRPR"' not in inspect.getsource(capture_report)

@@ -57,7 +57,6 @@ class RunsSummary:
     runs: int
     differing_runs: int
     worst: Mismatch  # the counts of the run with the most mismatched elements; ULP, |diff| and location over all runs
-    differing_run_indices: tuple[int, ...] = ()
 
 
 NO_KEY = 2**64 - 1  # a run's location key before any mismatch was seen
@@ -115,7 +114,7 @@ class MismatchTracker:
         largest = max(records[i][4] for i in differing)
         worst = Mismatch(most[0], size, _decoded(largest) if largest else None, rank - 1 if rank else None, index,
                          float(self._reference[index]), actual_value, most[1], most[2])
-        return RunsSummary(self._runs, len(differing), worst, differing)
+        return RunsSummary(self._runs, len(differing), worst)
 
 
 def _decoded(encoded: int) -> float:

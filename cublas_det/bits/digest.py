@@ -44,13 +44,14 @@ def digest_groups(pairs) -> dict:
 HASHERS = 4  # threads hashing at once, and host copies waiting for them at most
 
 
-def digest_later(array, stream=None) -> concurrent.futures.Future:
+def digest_later(array) -> concurrent.futures.Future:
     """:func:`digest` in a background thread; the array must stay unchanged until the future is done.
-    A CuPy array is copied on ``stream`` (default: the current one). Waits while HASHERS digests are
-    under way: the host holds that many outputs at most."""
+    A CuPy array is copied on the current stream. Waits while HASHERS digests are under way: the host
+    holds that many outputs at most."""
+    stream = None
     if array_module(array).__name__ == "cupy":
         import cupy
-        stream = stream or cupy.cuda.get_current_stream()
+        stream = cupy.cuda.get_current_stream()
 
     def hashed() -> str:
         if stream is None:

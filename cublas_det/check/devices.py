@@ -13,7 +13,7 @@ from ..core.device import describe_machine
 from ..core.shapes import GemmShape, gemm_key
 from ..base.words import plural
 from ..results.check import Kind
-from .worker.parent import INTERRUPTED, WORKER_TIMEOUT_S, collect, kill_all, spawn
+from .worker.parent import INTERRUPTED, collect, kill_all, spawn
 from .worker.protocol import Request, Task
 
 
@@ -103,7 +103,7 @@ def parse_devices(values: list[str] | str, count: int | None) -> list[int]:
 
 
 def run_sweep(shapes: list[GemmShape], configs: list[GemmConfig], devices: list[int], *, scenarios=(),
-              repeats: int = 20, seed: int = 0, on_device=None, timeout_s: float = WORKER_TIMEOUT_S) -> list[DeviceRun]:
+              repeats: int = 20, seed: int = 0, on_device=None) -> list[DeviceRun]:
     """One :class:`DeviceRun` per device (in-process ``scenarios`` run in each worker); ``on_device(run)`` as
     each is collected. On Ctrl-C the devices not yet collected carry the error :data:`INTERRUPTED`."""
     tasks = tuple(Task(shape, config, seed) for shape in shapes for config in configs)
@@ -115,7 +115,7 @@ def run_sweep(shapes: list[GemmShape], configs: list[GemmConfig], devices: list[
         for device in devices:  # inside the try: a failure to start one never leaves the others running
             workers[device] = spawn(Request(device, tasks, tuple(scenarios), repeats), env)
         for device, process in workers.items():
-            answer, error = collect(process, timeout_s)
+            answer, error = collect(process)
             if answer is None:
                 run = DeviceRun(device, error=error, elapsed_s=time.perf_counter() - started)
             else:

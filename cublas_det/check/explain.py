@@ -31,9 +31,9 @@ def sm_targets(sm_count: int) -> list[int]:
     return sm_count_ladder(sm_count, divisors=(2, 4, 8))[::-1]
 
 
-def explain_shape(shape, configs, *, seed: int = 0, sm_count: int | None = None) -> Explanation:
+def explain_shape(shape, configs, *, seed: int = 0) -> Explanation:
     """The kernels of ``shape`` per configuration: on the device, per SM-count target, per batch rung."""
-    sm_count = sm_count or device_properties()["sm_count"]
+    sm_count = device_properties()["sm_count"]
     configs = [resolve_config(config)[0] for config in configs]
     conditions = [(f"device ({sm_count} SMs)", None, None)]
     conditions += [(f"SM target {t}", t, None) for t in sm_targets(sm_count)]

@@ -30,7 +30,7 @@ from ..timing import time_shapes, warm_up
 from ..timing.monitor import GpuMonitor
 from ..base.words import plural
 from . import explain, prescribe, sweep
-from .common import command_main, describe, exit_codes, write_figure, write_json, write_text
+from .common import command_main, describe, exit_codes, write_file, write_json, write_text
 from .gemms import (add_family, baseline, capture_groups, exit_code, kernels_available, listing, print_comparison,
                     read_options, timing_budget)
 
@@ -248,7 +248,7 @@ def _report(args, result, baseline, phases, prog: str) -> int:
     if args.markdown:
         written &= write_text(args.markdown, to_markdown(result), prog)
     if args.plot and any(r.timing for r in result.shapes):
-        written &= write_figure(args.plot, lambda: plot(result), prog)
+        written &= write_file(args.plot, prog, lambda: plot(result).savefig(args.plot))
     if args.verbose:
         print("phases (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.seconds.items()),
               file=sys.stderr)

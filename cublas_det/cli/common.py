@@ -248,11 +248,6 @@ def write_json(path: str, data: dict, prog: str) -> bool:
     return write_file(path, prog, lambda: files.write_json(path, data, default=str))  # a run's provenance as text
 
 
-def write_figure(path: str, draw, prog: str) -> bool:
-    """:func:`write_file` of the figure ``draw()`` makes (a matplotlib ``Figure``), as a PNG at its own dpi."""
-    return write_file(path, prog, lambda: draw().savefig(path))
-
-
 def write_file(path: str, prog: str, write) -> bool:
     """Whether ``write()`` wrote ``path``, said on stderr either way (a failure in one line; the caller goes on)."""
     try:

@@ -11,7 +11,7 @@ from ..check.stored import bench_result, old_file_note
 from ..render.text import render_text
 from ..results.bench import run_failed
 from ..store.run import load_run
-from .common import check_outputs, command_main, describe, exit_codes, unless_missing, write_figure, write_text
+from .common import check_outputs, command_main, describe, exit_codes, unless_missing, write_file, write_text
 
 EPILOG = """example:
   %(prog)s run.json --markdown run.md --plot run.png
@@ -36,7 +36,7 @@ def run(args, parser) -> int:
     print(render_text(result, notes=notes))
     written = write_text(args.markdown, to_markdown(result, notes), prog) if args.markdown else True
     if args.plot:
-        written &= write_figure(args.plot, lambda: plot(result), prog)
+        written &= write_file(args.plot, prog, lambda: plot(result).savefig(args.plot))
     return unless_missing(ExitCode.FINDING if run_failed(result) else ExitCode.OK, written)
 
 

@@ -145,7 +145,8 @@ def _table(plans, width: int) -> list[str]:
             (f"{plan.like}; " if plan.like else "") + f"not replayable: {plan.reason}"
         rows.append(((plan.gemm_id, f"{plan.calls:,}", shape_spec(shape.m, shape.n, shape.k, d.transa + d.transb) + batch,
                       f"{_label(d.a_type)}->{_label(d.c_type)}",
-                      d.compute_type.removeprefix("COMPUTE_"), "(Lt)" if d.is_lt else data_mode(d.math_mode),
+                      d.compute_type.removeprefix("COMPUTE_"),
+                      "(Lt)" if d.is_lt else math_mode_name(d.math_mode, narrow=True),
                       "unknown" if d.workspace_unknown else "cuBLAS" if d.workspace_bytes is None else
                       size(d.workspace_bytes)), status, plan.note))
     heads = table([_HEADER, *(row[0] for row in rows)], indent="  ", gap=" ", right=(1,))
@@ -183,11 +184,6 @@ def _handle_lines(data: dict, width: int) -> list[str]:
         lines += _item(f"handle {key[1]} (process {handle['process']}, {plural(len(handle['threads']), 'thread')}, "
                        f"{plural(handle['calls'], 'call')} on {noun} {streams}): {', '.join(ids)}", width)
     return lines
-
-
-def data_mode(value) -> str:
-    """The math mode in the table's narrow column: the flag by its label."""
-    return math_mode_name(value, narrow=True)
 
 
 def _label(cuda_name: str) -> str:

@@ -64,10 +64,6 @@ class GpuActivity:
     def busy(self) -> bool:
         return self.other_count > 0
 
-    @property
-    def slowdowns(self) -> tuple[str, ...]:
-        return tuple(r for r in self.event_reasons if r in SLOWDOWN_REASONS)
-
     def to_dict(self) -> dict:
         return {"samples": self.samples, "other_processes": [dataclasses.asdict(p) for p in self.others],
                 "other_count": self.other_count, "ambiguous_pids": self.ambiguous,
@@ -174,7 +170,7 @@ class NvmlReader:
             pass
 
 
-def open_reader(device_id: int | None = None) -> tuple[NvmlReader | None, str | None]:
+def open_reader() -> tuple[NvmlReader | None, str | None]:
     """An NVML reader for the current CUDA device (matched by PCI bus id), or None and why not."""
     try:
         import pynvml
@@ -184,7 +180,7 @@ def open_reader(device_id: int | None = None) -> tuple[NvmlReader | None, str | 
 
     runtime = cupy.cuda.runtime
     try:  # NVML numbers devices its own way: match the CUDA device by its PCI bus id
-        bus_id = runtime.deviceGetPCIBusId(runtime.getDevice() if device_id is None else device_id)
+        bus_id = runtime.deviceGetPCIBusId(runtime.getDevice())
     except (AttributeError, runtime.CUDARuntimeError):
         bus_id = None
     try:
@@ -193,13 +189,7 @@ def open_reader(device_id: int | None = None) -> tuple[NvmlReader | None, str | 
         return None, f"NVML could not be read ({err}): {NOT_RECORDED}"
 
 
-_told = set()
-
-
-def _note_once(text: str) -> None:
-    if text not in _told:
-        _told.add(text)
-        print(f"cublas_det: note: {text}", file=sys.stderr)
+_told = set()  # the notes said: each once per process
 
 
 class GpuMonitor:
@@ -220,11 +210,12 @@ class GpuMonitor:
         self._before = None
 
     @classmethod
-    def start(cls, device_id: int | None = None, *, poll_s: float = POLL_S) -> GpuMonitor:
-        reader, why = open_reader(device_id)
-        if reader is None:
-            _note_once(why)
-        monitor = cls(reader, why, poll_s=poll_s, default_clock_mhz=default_sm_clock_mhz(device_id))
+    def start(cls, *, poll_s: float = POLL_S) -> GpuMonitor:
+        reader, why = open_reader()
+        if reader is None and why not in _told:
+            _told.add(why)
+            print(f"cublas_det: note: {why}", file=sys.stderr)
+        monitor = cls(reader, why, poll_s=poll_s, default_clock_mhz=default_sm_clock_mhz())
         monitor.begin()
         return monitor
 

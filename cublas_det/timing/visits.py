@@ -22,7 +22,6 @@ class VisitsOutcome:
     ratios: tuple[Ratio, ...]
     visits: int
     stop_reason: StopReason
-    rounds_s: float  # time spent in its rounds (not in making its setups)
 
 
 @dataclasses.dataclass
@@ -77,7 +76,7 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
                                      target_half_width=target_half_width, cycle=cycle,
                                      budget_floor=budget_floor_visits * cycle)
                 if reason is not None:
-                    run.outcomes[key] = VisitsOutcome(rounds, ratios, visit + 1, reason, spent[key])
+                    run.outcomes[key] = VisitsOutcome(rounds, ratios, visit + 1, reason)
                     del going[key]
             visit += 1
             if on_visit is not None:
@@ -88,6 +87,5 @@ def run_visits(keys, names: list[str], open_visit, *, min_visits: int, max_visit
             rounds.keep_first(rounds.rounds // cycle * cycle)  # a visit cut short is left out
             visits = rounds.rounds // cycle
             if visits >= MIN_VISITS_FOR_INTERVAL:
-                run.outcomes[key] = VisitsOutcome(rounds, rounds.ratios(), visits, StopReason.INTERRUPTED,
-                                                  spent[key])
+                run.outcomes[key] = VisitsOutcome(rounds, rounds.ratios(), visits, StopReason.INTERRUPTED)
     return run
