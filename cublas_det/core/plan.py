@@ -9,7 +9,6 @@ import ctypes
 import os
 import threading
 from ctypes import c_int, c_void_p
-from typing import NamedTuple
 
 from ..base.dtypes import BY_CUDA_NAME
 from ..bindings import cublaslt
@@ -17,65 +16,42 @@ from ..bindings.cublas import ComputeType, CublasError
 from .definition import GemmDefinition
 
 
-class LtSettings(NamedTuple):
-    """What an :class:`LtPlan` tells cuBLASLt of a definition: the descriptor's compute and scale types, ops,
-    SM-count target (0: none set) and epilogue, and the layouts of its A, B and D, each ``(cudaDataType_t, rows,
-    cols, ld, batch stride)`` (the stride set only for a batch)."""
-
-    compute: int
-    scale: int
-    transa: bool
-    transb: bool
-    sm_count_target: int
-    bias: bool
-    batch: int
-    layouts: tuple
-
-
-def lt_settings(definition: GemmDefinition) -> LtSettings:
-    """The settings of ``definition`` as cuBLAS takes it: A is ``m x k`` (``k x m`` under T), B ``k x n`` (``n x
-    k`` under T), D ``m x n``. Pure, so that a test without a GPU reads what a plan sets."""
-    d = definition
-    a_type, b_type, c_type = (BY_CUDA_NAME[name].cuda for name in (d.a_type, d.b_type, d.c_type))
-    a_stride, b_stride, c_stride = d.strides if d.batch_count > 1 else (0, 0, 0)
-    a = (a_type, *((d.m, d.k) if d.transa == "N" else (d.k, d.m)), d.lda, a_stride)
-    b = (b_type, *((d.k, d.n) if d.transb == "N" else (d.n, d.k)), d.ldb, b_stride)
-    return LtSettings(int(ComputeType[d.compute_type]), BY_CUDA_NAME[d.scale_type].cuda, d.transa != "N",
-                      d.transb != "N", d.sm_count_target or 0, d.epilogue == "EPILOGUE_BIAS", d.batch_count,
-                      (a, b, (c_type, d.m, d.n, d.ldc, c_stride)))
-
-
 class LtPlan:
-    """One cuBLASLt matmul, freed by its owner: the descriptor, layouts and algorithm of one cuBLASLt
-    :class:`~.definition.GemmDefinition` (:func:`lt_settings`), ``algo`` pinned (an ``algo_config`` dict) or the
+    """One cuBLASLt matmul: the descriptor, layouts and algorithm of one cuBLASLt
+    :class:`~.definition.GemmDefinition`, ``algo`` pinned (an ``algo_config`` dict) or the
     heuristic's first pick for ``workspace_bytes`` (and a reduction-scheme mask). :meth:`run` issues it;
     :meth:`close` frees it."""
 
     def __init__(self, lt_handle: int, definition: GemmDefinition, algo: dict | None = None, workspace_bytes: int = 0,
                  reduction_scheme_mask: int | None = None):
         self.handle, self.definition = lt_handle, definition
-        settings = lt_settings(definition)
-        compute, scale = settings.compute, settings.scale
+        d = definition
+        compute, scale = int(ComputeType[d.compute_type]), BY_CUDA_NAME[d.scale_type].cuda
+        # cuBLAS's A is m x k (k x m under T), B k x n (n x k under T), D m x n; a batch's strides set alone
+        types = tuple(BY_CUDA_NAME[name].cuda for name in (d.a_type, d.b_type, d.c_type))
+        strides = d.strides if d.batch_count > 1 else (0, 0, 0)
+        layouts = ((types[0], *((d.m, d.k) if d.transa == "N" else (d.k, d.m)), d.lda, strides[0]),
+                   (types[1], *((d.k, d.n) if d.transb == "N" else (d.n, d.k)), d.ldb, strides[1]),
+                   (types[2], d.m, d.n, d.ldc, strides[2]))
+        bias = d.epilogue == "EPILOGUE_BIAS"
         self._owned: list = []
-        self._bias_lock = threading.Lock() if settings.bias else None
+        self._bias_lock = threading.Lock() if bias else None
         self._bias_ptr = None
         try:
             self.desc = self._own(cublaslt.matmul_desc_create(compute, scale), cublaslt.matmul_desc_destroy)
-            cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.TRANSA, int(settings.transa))
-            cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.TRANSB, int(settings.transb))
-            if settings.sm_count_target:
-                cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.SM_COUNT_TARGET, settings.sm_count_target)
-            if settings.bias:
+            cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.TRANSA, int(d.transa != "N"))
+            cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.TRANSB, int(d.transb != "N"))
+            if d.sm_count_target:
+                cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.SM_COUNT_TARGET, d.sm_count_target)
+            if bias:
                 cublaslt.matmul_desc_set(self.desc, cublaslt.MatmulDesc.EPILOGUE, int(cublaslt.Epilogue.BIAS))
             self.layouts = []
-            for data_type, rows, cols, ld, stride in settings.layouts:
+            for data_type, rows, cols, ld, stride in layouts:
                 layout = self._own(cublaslt.layout_create(data_type, rows, cols, ld), cublaslt.layout_destroy)
-                if settings.batch > 1:
-                    cublaslt.layout_batch(layout, settings.batch, stride)
+                if d.batch_count > 1:
+                    cublaslt.layout_batch(layout, d.batch_count, stride)
                 self.layouts.append(layout)
-            layouts = settings.layouts
-            types = tuple(layout[0] for layout in (*layouts, layouts[2]))
-            self.algo = (cublaslt.algo_init(lt_handle, compute, scale, types, algo) if algo else
+            self.algo = (cublaslt.algo_init(lt_handle, compute, scale, (*types, types[2]), algo) if algo else
                          self._heuristic(workspace_bytes, reduction_scheme_mask))
         except BaseException:
             self.close()
