@@ -111,7 +111,22 @@ def test_cupti_unavailable_names_what_to_install():
     reason = cupti_unavailable()
     if reason is None:
         pytest.skip("checks the path without CUPTI; cupti-python works here")
-    assert "\n" not in reason and "cupti-python" in reason and "pip install" in reason
+    assert "\n" not in reason and ("cupti-python" in reason or "CuPy" in reason) and "pip install" in reason
+
+
+def test_cupti_without_cupy_names_cupy(monkeypatch):
+    """cupti-python installed, CuPy not (the test extra alone): a reason, not an ImportError."""
+    import sys
+    import types
+
+    from cublas_det.kernels.recorder import cupti_unavailable
+
+    fake = types.ModuleType("cupti")
+    fake.cupti = types.SimpleNamespace(get_timestamp=lambda: 0)
+    monkeypatch.setitem(sys.modules, "cupti", fake)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
+    reason = cupti_unavailable()
+    assert reason and "\n" not in reason and "CuPy" in reason and "pip install" in reason, reason
 
 
 def test_kernels_flag_without_cupti_says_so_in_one_line_and_runs_on(monkeypatch, capsys):
