@@ -27,11 +27,6 @@ def cupti_unavailable() -> str | None:
         return (f"kernel traces need libcupti, which cupti-python could not load: {INSTALL} "
                 f"({type(err).__name__}: {err})")
     try:
-        import cupy  # noqa: F401 - a recording runs on CuPy's device
-    except ImportError as err:
-        return (f"kernel traces run on CuPy, which is not here: pip install the cuda12 or cuda13 extra "
-                f"(cupy-cuda12x or cupy-cuda13x) ({err})")
-    try:
         record_kernels(lambda: None)  # a recording of nothing: another CUPTI client (nsys, ncu) refuses it
     except KernelsUnavailable as err:
         return str(err)
@@ -97,7 +92,11 @@ def _buffer_completed(activities) -> None:
 
 
 def record_kernels(run) -> list[KernelRecord]:
-    import cupy
+    try:
+        import cupy
+    except ImportError as err:  # cupti-python without the cuda extras
+        raise KernelsUnavailable(f"kernel traces run on CuPy, which is not here: pip install the cuda12 or cuda13 "
+                                 f"extra (cupy-cuda12x or cupy-cuda13x) ({err})") from None
     cupy.cuda.runtime.deviceSynchronize()
     with KernelRecorder() as recorder:
         run()
