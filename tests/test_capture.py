@@ -127,7 +127,7 @@ def test_batched_calls_replay_batched_and_fp64_calls_are_listed_with_what_they_n
     assert plans["cublasGemmEx/R_64F"].reason.startswith("needs R_64F")
     assert plans["cublasGemmEx/R_16F"].replayed
     # Pointer arrays and strides other than the packed ones are replayed packed, and say so.
-    from cublas_det.core.replay import plan
+    from cublas_det.core.key import plan
 
     pointers = dataclasses.replace(strided.definition, api="cublasGemmBatchedEx", strides=None)
     assert "arrays of pointers: replayed as one strided batch" in plan("g9", pointers, 1).note
@@ -351,7 +351,7 @@ def test_the_state_of_the_handle_at_each_call_defines_the_gemm():
 def test_a_gemm_after_a_workspace_call_the_log_lost_has_its_workspace_unknown_never_a_value():
     """Two processes writing one log: a GEMM read with no workspace where its call had 32 MiB, its
     cublasSetWorkspace call lost in the mixing."""
-    from cublas_det.core.replay import plan
+    from cublas_det.core.key import plan
 
     text = log("block", "cublas")
     gemm, workspace = (_block(text, name) for name in (b"cublasGemmEx(", b"cublasSetWorkspace_v2("))
@@ -413,7 +413,7 @@ def test_endless_garbage_is_counted_and_the_log_after_it_still_read():
 
 
 def test_catalogue_roles_need_the_same_transposes():
-    from cublas_det.core.replay import like
+    from cublas_det.core.key import like
     from cublas_det.core.shapes import GemmShape
 
     assert like(GemmShape("s", 3352, 768, 16384, True, False)) == "mamba2-130m/in_proj/dW"

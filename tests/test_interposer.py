@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from cublas_det.bindings.cublas import ComputeType
-from cublas_det.core.lt import GemmKey
+from cublas_det.core.key import GemmKey
 from cublas_det.core.config import GemmConfig, MathMode
 from cublas_det.lock import interposer
 from cublas_det.lock import file as lockfile

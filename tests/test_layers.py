@@ -215,7 +215,7 @@ def plan_makers(package) -> set[str]:
 
 
 def test_a_gemm_has_one_key_type_and_one_cublaslt_plan_type():
-    assert gemm_classes(PACKAGE) == {"core.lt.GemmKey", "core.shapes.GemmShape"}
+    assert gemm_classes(PACKAGE) == {"core.key.GemmKey", "core.shapes.GemmShape"}
     assert plan_makers(PACKAGE) == {"core.plan.__init__", "core.plan._heuristic"}  # LtPlan's
 
 

@@ -12,10 +12,9 @@ from cublas_det.bindings import cublaslt as _cublaslt
 from cublas_det.bindings.cublas import HALF_SCALAR_COMPUTE, ComputeType, MathMode
 from cublas_det.core.config import COMPUTE_TYPES, GemmConfig
 from cublas_det.core.definition import GemmDefinition, InvalidGemm
-from cublas_det.core.lt import GemmKey
+from cublas_det.core.key import GemmKey, key_of
 from cublas_det.core import plan as plan_module
 from cublas_det.core.plan import LtPlan
-from cublas_det.core.replay import key_of
 from cublas_det.core.shapes import parse_shape
 
 

@@ -55,7 +55,7 @@ def test_a_logged_gemm_reaches_a_locked_torch_call_through_few_modules_one_conve
     from cublas_det.apilog.model import Capture
     from cublas_det.apilog.parse import CublasLogParser
     from cublas_det.core.device import fingerprint
-    from cublas_det.core.lt import GemmKey
+    from cublas_det.core.key import GemmKey
     from cublas_det.lock import file as lockfile
     from cublas_det.prescribe import lock_entries
     import cublas_det.torch as cdt

@@ -7,7 +7,7 @@ import pytest
 from cublas_det.core import shapes
 from cublas_det.bindings.cublas import Operation
 from cublas_det.core.call import _batch_tail, gemm_ex_args
-from cublas_det.core.replay import like, shape_of
+from cublas_det.core.key import like, shape_of
 from cublas_det.core.config import GemmConfig
 from cublas_det.lock.file import GemmKey
 from cublas_det.core.shapes import GemmShape, parse_shape, preset, resolve_shapes

@@ -166,7 +166,7 @@ def test_each_record_a_file_holds_is_checked_field_for_field_by_its_schema():
     """A record written to a file (a run's scenario results, ratios and discarded rounds, a lock's GEMM key, a
     capture's GEMM) has a schema naming every field it holds and no other, and what a run writes passes it: a
     field added to a record fails here until the reader checks it too."""
-    from cublas_det.core.lt import GemmKey
+    from cublas_det.core.key import GemmKey
     from cublas_det.core.definition import GemmDefinition
     from cublas_det.results.check import Kind, ScenarioResult
     from cublas_det.store import capture as store_capture

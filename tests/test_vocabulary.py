@@ -17,7 +17,7 @@ from cublas_det.core import plan
 from cublas_det.bindings.cublas import MATH_MODE_FLAGS
 from cublas_det.bits import gpu, streams
 from cublas_det.apilog import findings, parse
-from cublas_det.core import replay
+from cublas_det.core import key as replay
 from cublas_det.cli import bench as bench_cli
 from cublas_det.cli import diff as diff_cli
 from cublas_det.cli import gemms as gemms_cli

@@ -13,7 +13,7 @@ from . import model
 from .findings import Finding, findings
 from ..core.definition import GemmDefinition
 from .model import Capture
-from ..core.replay import ReplayPlan, plans
+from ..core.key import ReplayPlan, plans
 
 
 @dataclasses.dataclass(frozen=True)

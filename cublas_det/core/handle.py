@@ -17,7 +17,7 @@ from .device import require_gpu, tf32_env_warnings
 from ..base.dtypes import BY_CUDA_NAME, GEMM_TYPES
 from ..base.integers import is_int
 from .definition import GemmDefinition
-from .lt import GemmKey
+from .key import GemmKey
 from .plan import LtPlan, plan_for
 
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none

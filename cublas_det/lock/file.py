@@ -11,7 +11,7 @@ import re
 
 from ..bindings.cublas import ComputeType
 from ..bindings.cublaslt import ALGO_CONFIG
-from ..core.lt import GemmKey
+from ..core.key import GemmKey
 from ..core.config import LT_WORKSPACE_BYTES, GemmConfig
 from ..core.device import fingerprint, require_gpu
 from ..base.dtypes import GEMM_TYPES

@@ -1,7 +1,7 @@
 """The lock for any program, Python's side of ``interposer.c``: the library built with the system C compiler
 (once per source, cached), its table written from the lock file in cuBLAS's own terms, and its per-process
 reports read back as :class:`~cublas_det.lock.file.LockReport` items, each call named by the one path a
-captured call takes to a :class:`~cublas_det.core.lt.GemmKey` (:func:`~cublas_det.core.replay.key_of`)."""
+captured call takes to a :class:`~cublas_det.core.key.GemmKey` (:func:`~cublas_det.core.key.key_of`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ import tempfile
 
 from ..bindings.cublas import ComputeType, MathMode
 from ..bindings.cublaslt import ALGO_CONFIG
-from ..core.lt import GemmKey
+from ..core.key import GemmKey, key_of
 from ..core.definition import GemmDefinition, InvalidGemm
-from ..core.replay import key_of
 from ..base.dtypes import BY_CUDA_NAME, GEMM_TYPES
 from ..base.errors import UsageError
 from .file import Lock, LockReport, count_fall, named_falls

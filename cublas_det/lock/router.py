@@ -14,7 +14,7 @@ import torch
 
 from ..bindings.cublas import STATUS_TEXT, CublasError
 from ..base.dtypes import GEMM_TYPES
-from ..core.lt import TF32_COMPUTE, GemmKey
+from ..core.key import TF32_COMPUTE, GemmKey
 from ..core.plan import LtPlan, plan_for
 from ..base.enter import after_import
 from .file import Lock, LockReport, count_fall, named_falls

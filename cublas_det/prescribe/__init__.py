@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..bindings.cublas import ComputeType, CublasError, MathMode
-from ..core.lt import GemmKey
+from ..core.key import GemmKey
 from ..check import check_many
 from ..check.cures import Cure, Prescription, interval, judged, lt_config, setup_cures
 from ..check.scenarios import HAZARDS, REGISTRY, without_workers

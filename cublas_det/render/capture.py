@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..core.replay import shape_of
+from ..core.key import shape_of
 from ..core.config import math_mode_name
 from ..base.dtypes import BY_CUDA_NAME
 from ..core.shapes import shape_spec
