@@ -169,7 +169,7 @@ def test_each_record_a_file_holds_is_checked_field_for_field_by_its_schema():
     from cublas_det.core.key import GemmKey
     from cublas_det.core.definition import GemmDefinition
     from cublas_det.results.check import Kind, ScenarioResult
-    from cublas_det.store import capture as store_capture
+    from cublas_det.apilog import file as capture_file
     from cublas_det.lock import file as store_lock
     from cublas_det.store import run as store_run
     from cublas_det.results.timing import Discards
@@ -179,9 +179,9 @@ def test_each_record_a_file_holds_is_checked_field_for_field_by_its_schema():
     assert store_run._EXTRA_INFO.fields["scenarios"] == Each(store_run._SCENARIO)
     assert store_run._SECTION.fields["ratios"] == Each(Each(store_run._RATIO), dict)
     assert store_lock._ENTRY.fields["gemm"] is store_lock._GEMM
-    assert store_capture._CAPTURE.fields["gemms"].item.fields.items() >= store_capture._GEMM.fields.items()
+    assert capture_file._CAPTURE.fields["gemms"].item.fields.items() >= capture_file._GEMM.fields.items()
     assert not _unchecked(GemmKey, store_lock._GEMM)
-    assert not _unchecked(GemmDefinition, store_capture._GEMM, added=("id", "calls"))
+    assert not _unchecked(GemmDefinition, capture_file._GEMM, added=("id", "calls"))
     scenario = ScenarioResult("repeat", Kind.GUARANTEE, 3, 1, 5, 64, 0.5, 2, (1, 2), 0.25, 0.75, "d", {"x": 1}, "e",
                               "n", 1, 1)
     ratio = Ratio("TF32", "PEDANTIC", 0.5, 0.4, 0.6, 9, 0.01, 4)

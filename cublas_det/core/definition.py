@@ -88,7 +88,7 @@ class GemmDefinition:
 
     @classmethod
     def from_dict(cls, data: dict) -> GemmDefinition:
-        """The definition of a capture file's GEMM, its fields' types checked (store.capture._GEMM)."""
+        """The definition of a capture file's GEMM, its fields' types checked (apilog.file._GEMM)."""
         values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
         return cls(**{**values, "strides": tuple(values["strides"]) if values.get("strides") else None,
                       "bias": bool(values.get("bias")),
