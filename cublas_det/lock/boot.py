@@ -10,7 +10,7 @@ import os
 
 from ..base.enter import at_each_exit, count_process, failed
 from .file import LOCK_ENV, REPORT_ENV
-from .enabled import disable, enable
+from .router import disable, enable
 
 
 def start() -> None:

@@ -1,12 +1,15 @@
 """The lock applied to PyTorch: CUDA ``aten::mm``, ``addmm``, ``bmm``, ``baddbmm`` and their ``out=`` overloads
 (what torch.compile's code calls) registered anew below autograd (``torch.library``). A call the lock has runs
 its pinned cuBLASLt algorithm on torch's current stream; any other runs torch's own kernel (its bits), counted
-as fallen through, with the reason. A repeated call costs one look-up of what it reads per call."""
+as fallen through, with the reason. A repeated call costs one look-up of what it reads per call. The one lock a
+process has enabled: :func:`enable`, :func:`disable`, the ``with`` block :func:`lock` and :func:`active`."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
+import sys
 import threading
 import warnings
 
@@ -17,7 +20,7 @@ from ..base.dtypes import GEMM_TYPES
 from ..core.key import TF32_COMPUTE, GemmKey
 from ..core.plan import LtPlan, plan_for
 from ..base.enter import after_import
-from .file import Lock, LockReport, count_fall, named_falls
+from .file import Lock, LockReport, count_fall, load, named_falls
 
 DTYPES = {getattr(torch, name): name for name in GEMM_TYPES}  # torch.float32 -> float32 ...
 ALIGNMENT_BYTES = 256  # cuBLASLt's heuristic, which chose the pinned algorithm, assumes 256-byte aligned operands
@@ -347,3 +350,50 @@ class Router:
                     name = str(call.key)
                     locked[name] = locked.get(name, 0) + call.calls
             return LockReport(locked, named_falls(self._fell), self.lock.path)
+
+
+# The one lock a PyTorch process has enabled (``cublas_det.torch`` is its face).
+_active: Router | None = None
+
+
+def enable(lock: str | Lock, *, check: bool = True) -> Router:
+    """Route the lock's GEMMs (a lock file's path, or a Lock) through their pinned configurations until
+    :func:`disable`; ``check``: refuse one written on another GPU, SM count or cuBLAS (LockMismatch)."""
+    global _active
+    if _active is not None:
+        raise RuntimeError("a lock is already enabled; disable() it first")
+    loaded = load(lock) if isinstance(lock, str) else lock
+    if check:
+        loaded.check_here()
+    router = Router(loaded)
+    router.enable()
+    _active = router
+    return router
+
+
+def disable() -> LockReport | None:
+    """Give the GEMMs back to torch; the report of what was locked (None when no lock was enabled)."""
+    global _active
+    router, _active = _active, None
+    if router is None:
+        return None
+    router.close()
+    return router.report()
+
+
+def active() -> Router | None:
+    """The enabled lock's router, if any."""
+    return _active
+
+
+@contextlib.contextmanager
+def lock(path: str | Lock, *, report=sys.stderr):
+    """:func:`enable` for the ``with`` block, then :func:`disable`; the report is printed to ``report`` (None:
+    silence) and kept as the router's ``.last_report``."""
+    router = enable(path)
+    try:
+        yield router
+    finally:
+        router.last_report = disable()
+        if report is not None:
+            print(f"cublas_det lock: {router.last_report}", file=report)

@@ -11,7 +11,7 @@ except ModuleNotFoundError as err:
     raise ModuleNotFoundError("No module named 'torch'; install it for cublas_det.torch: pip install torch",
                               name="torch") from None
 
-from ..lock.enabled import active, disable, enable, lock
+from ..lock.router import active, disable, enable, lock
 from ..lock.file import LockReport
 from ..lock.router import Router
 from .audit import AuditReport, audit as _audit
