@@ -19,7 +19,7 @@ from cublas_det.apilog.model import Capture, Site
 from cublas_det.core.definition import GemmDefinition
 from cublas_det.apilog.parse import CublasLogParser, LtLogParser
 from cublas_det.apilog.run import run_captured
-from cublas_det.store.files import write_json
+from cublas_det.base.files import write_json
 from cublas_det.cli import bench as bench_cli
 from cublas_det.cli import capture as capture_cli
 from cublas_det.core.config import GemmConfig

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from cublas_det.apilog import file as capture_file
-from cublas_det.store.files import write_json
+from cublas_det.base.files import write_json
 from cublas_det.cli import capture as capture_cli
 
 from .test_capture import DATA, log, parse, stored

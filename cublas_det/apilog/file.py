@@ -12,7 +12,7 @@ from ..base.schema import Each, Record
 from ..core.config import math_mode_name
 from ..core.definition import GemmDefinition
 from ..core.key import ReplayPlan, plans
-from ..store.files import check_format, read_json
+from ..base.files import check_format, read_json
 from . import model
 from .findings import Finding, findings
 from .model import Capture

@@ -16,7 +16,7 @@ import sys
 import traceback
 
 from ..base.errors import ExitCode, UsageError
-from ..store import files
+from ..base import files
 from .common import EXPECTED_ERRORS, command_main, describe, error_line, exit_codes
 
 MAX_BATCH = 1 << 16  # the step runs at --batch: past this, its outputs rarely fit

@@ -21,7 +21,7 @@ from ..apilog.parse import CublasLogParser, LtLogParser, parse_stream
 from ..apilog.run import run_captured, signal_name
 from ..core.device import device_properties
 from ..base.errors import ExitCode, InputFileError, UsageError
-from ..store.files import open_regular
+from ..base.files import open_regular
 from ..render.capture import render_capture
 from .common import check_outputs, command_main, describe, exit_codes, unless_missing, write_json
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..bindings.cublas import CublasError, CublasNotFoundError
 from ..core.device import INSTALL_HINT, NoGpuError
 from ..base.errors import CublasDetError, ExitCode, UsageError
-from ..store import files
+from ..base import files
 from ..base.words import WIDTH, wrapped
 
 # The expected failures an entry point makes one line and exit code 2: the package's own, and the bindings' (which

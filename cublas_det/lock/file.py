@@ -19,7 +19,7 @@ from ..base.errors import InputFileError, UsageError
 from ..base.integers import is_int
 from ..core.shapes import parse_shape
 from ..base.words import plural
-from ..store.files import TooLarge, check_format, read_json, write_json
+from ..base.files import TooLarge, check_format, read_json, write_json
 from ..base.schema import Each, Record, check
 
 FORMAT, VERSION = "cublas_det.lock", 1

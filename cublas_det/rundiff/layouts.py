@@ -20,7 +20,7 @@ import numpy as np
 from ..bits.streams import dtype_name_of, lookup_dtype
 from ..base.dtypes import ELEMENT_TYPES
 from ..base.errors import InputFileError
-from ..store.files import decode_text, file_kind, open_regular, parse_json, regular_file_size
+from ..base.files import decode_text, file_kind, open_regular, parse_json, regular_file_size
 from ..base import schema
 from ..store.trace_log import LOG_NAME, is_shape, read as read_trace_log
 from ..base.words import listing, plural

@@ -11,7 +11,7 @@ from bisect import bisect_left, bisect_right
 from ..core.device import describe_machine
 from ..base.errors import InputFileError
 from ..core.shapes import gemm_key, shape_spec
-from .files import read_json
+from ..base.files import read_json
 from ..base.schema import Each, Record, check, kind_of
 from ..results.stats import quartiles
 

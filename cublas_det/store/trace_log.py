@@ -9,7 +9,7 @@ import re
 from ..bits.digest import ALGORITHM, DIGEST_HEX_DIGITS
 from ..base.errors import InputFileError
 from ..base.integers import is_int
-from .files import open_regular, parse_json
+from ..base.files import open_regular, parse_json
 from ..base.schema import Record, check
 
 LOG_NAME = "trace.jsonl"

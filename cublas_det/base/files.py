@@ -10,8 +10,8 @@ import math
 import os
 import stat
 
-from ..base.errors import InputFileError
-from ..base.integers import is_int
+from .errors import InputFileError
+from .integers import is_int
 
 MAX_INT_DIGITS = 40  # twice the digits of a 64-bit seed, size or count
 # UTF-32 LE's mark begins with UTF-16 LE's: looked for first.
