@@ -101,9 +101,12 @@ def test_a_logged_gemm_reaches_a_locked_torch_call_through_few_modules_one_conve
     # One conversion between cuBLAS's column-major call and the row-major key, crossed once each way: the
     # captured call into its key, the key into the call cuBLASLt runs.
     assert len(conversions) == 2, len(conversions)
-    # One plan per GEMM per process: the router runs the plan prescribe verified, and a second lock makes none.
-    assert plan_module.plans_made() == plans_before
+    # One plan per GEMM per process: the router runs the plan prescribe verified in this process (or makes the
+    # one, where prescribe's ran in a worker), and another lock's router makes none.
+    made = plan_module.plans_made()
+    print("plans the router made:", made - plans_before)
+    assert made - plans_before <= 1
     with cdt.lock(lock_path, report=None):
         again_out = torch.mm(a, b)
-    assert plan_module.plans_made() == plans_before
+    assert plan_module.plans_made() == made
     assert torch.equal(out.view(torch.int16), again_out.view(torch.int16))
