@@ -35,13 +35,17 @@ def _import_all() -> None:
 
 
 @contextlib.contextmanager
-def _modules_called(into: dict):
-    """Each cublas_det module whose functions run inside the block, with the code of each call."""
+def _modules_called(into: dict, conversions: list):
+    """Each cublas_det module whose functions run inside the block, with the code of each call; the arguments
+    of each layout conversion (``other_layout``: m, n, k and the two transposes)."""
     root = str(Path(cublas_det.__file__).parent) + "/"
+    convert = shapes.other_layout.__code__
 
     def profile(frame, event, arg):
         if event == "call" and frame.f_code.co_filename.startswith(root):
             into.setdefault(frame.f_code.co_filename[len(root):], []).append(frame.f_code)
+            if frame.f_code is convert:
+                conversions.append(tuple(frame.f_locals[name] for name in convert.co_varnames[:5]))
 
     sys.setprofile(profile)
     try:
@@ -80,7 +84,8 @@ def test_a_logged_gemm_reaches_a_locked_torch_call_through_few_modules_one_conve
     a, b = (a.mT if replay.shape.trans_a else a), (b.mT if replay.shape.trans_b else b)
 
     called: dict = {}
-    with _modules_called(called):
+    conversions: list = []
+    with _modules_called(called, conversions):
         # the record's path: the log line, the capture file, the key, the lock file, the router's plan
         capture = Capture()
         parser = CublasLogParser(capture, str(LOG))
@@ -91,16 +96,19 @@ def test_a_logged_gemm_reaches_a_locked_torch_call_through_few_modules_one_conve
         key = GemmKey.of(again.shape, again.config)
         with cdt.lock(lock_path, report=None) as router:
             out = torch.mm(a, b)
-    conversions = [code for codes in called.values() for code in codes if code is shapes.other_layout.__code__]
     report = router.last_report
     assert report.locked_calls == 1 and not report.fell_through, str(report)
     assert lockfile.load(lock_path).entry_for(key, again.shape.m) is not None
     parts = sorted(m for m in called if not m.startswith(GROUND))
     print("the record's path:", {m: sorted({c.co_name for c in called[m]}) for m in sorted(called)})
     assert len(parts) <= MAX_MODULES, f"{len(parts)} modules: {parts}"
-    # One conversion between cuBLAS's column-major call and the row-major key, crossed once each way: the
-    # captured call into its key, the key into the call cuBLASLt runs.
-    assert len(conversions) == 2, len(conversions)
+    # One conversion between cuBLAS's column-major call and the row-major key, crossed once each way for this
+    # GEMM: the captured call into its key, the key into the call cuBLASLt runs.
+    d, shape = again.definition, again.shape
+    captured = (d.m, d.n, d.k, d.transa != "N", d.transb != "N")
+    row_major = (shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b)
+    assert [c for c in conversions if c == captured] == [captured], conversions
+    assert [c for c in conversions if c == row_major] == [row_major], conversions
     # One plan per GEMM per process: the router runs the plan prescribe verified in this process (or makes the
     # one, where prescribe's ran in a worker), and another lock's router makes none.
     made = plan_module.plans_made()
