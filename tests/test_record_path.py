@@ -2,6 +2,7 @@
 layout conversions it crosses and the cuBLASLt plans it costs, counted as the call runs."""
 
 import contextlib
+import dataclasses
 import gzip
 import importlib
 import json
@@ -14,9 +15,6 @@ import pytest
 import cublas_det
 from cublas_det.core import plan as plan_module
 from cublas_det.core import shapes
-
-torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.gpu
 
 LOG = Path(__file__).parent / "data" / "capture" / "block.cublas.log.gz"  # a Mamba2 block's step, logged by cuBLAS
 MAX_MODULES = 12
@@ -54,10 +52,64 @@ def _modules_called(into: dict, conversions: list):
         sys.setprofile(None)
 
 
-def test_a_logged_gemm_reaches_a_locked_torch_call_through_few_modules_one_conversion_one_plan(tmp_path):
+def _logged(gemm_id: str | None = None):
+    """The capture of the stored log, through its file, and one of its GEMMs replayed: the first bf16 GEMM of one
+    matrix, or ``gemm_id``."""
     from cublas_det.apilog import file as capture_file
     from cublas_det.apilog.model import Capture
     from cublas_det.apilog.parse import CublasLogParser
+
+    capture = Capture()
+    parser = CublasLogParser(capture, str(LOG))
+    parser.feed(gzip.open(LOG).read())
+    parser.close()
+    stored = json.loads(json.dumps(capture_file.to_dict(capture, complete=True)))
+    replay = next(p for p in capture_file.from_data(stored, "capture.json").plans
+                  if p.gemm_id == gemm_id or gemm_id is None and p.replayed and p.shape.batch == 1
+                  and p.config.input_dtype == "bfloat16")
+    return capture, replay
+
+
+def _conversions_of(replay, conversions: list) -> tuple[list, list]:
+    """The conversions of ``replay``'s GEMM: column-major call to row-major key, and back."""
+    d, shape = replay.definition, replay.shape
+    captured = (d.m, d.n, d.k, d.transa != "N", d.transb != "N")
+    row_major = (shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b)
+    return [c for c in conversions if c == captured], [c for c in conversions if c == row_major]
+
+
+def test_a_logged_gemm_becomes_its_lock_entry_through_few_modules_and_one_conversion(tmp_path):
+    """The half without a GPU: log line, capture file, key, lock file and back."""
+    from cublas_det.check.cures import lt_config
+    from cublas_det.core.key import GemmKey
+    from cublas_det.lock import file as lockfile
+
+    _import_all()
+    where = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "compute_capability": "9.0",
+             "cublas_version": "13.1.0", "driver_version": "13.0"}
+    _, first = _logged()
+    pinned = dataclasses.replace(lt_config(first.config), lt_algo={"algo_id": 1})  # as prescribe pins one
+    called: dict = {}
+    conversions: list = []
+    with _modules_called(called, conversions):
+        capture, replay = _logged(first.gemm_id)
+        key = GemmKey.of(replay.shape, replay.config)
+        entry = lockfile.LockEntry(key, pinned, {"m": replay.shape.m}, None, replay.gemm_id)
+        path = str(tmp_path / "lock.json")
+        lockfile.write(lockfile.Lock(where, {key: entry}, path), path)
+        back = lockfile.load(path)
+    assert back.entry_for(key, replay.shape.m) == entry
+    parts = sorted(m for m in called if not m.startswith(GROUND))
+    assert parts == ["apilog/file.py", "apilog/findings.py", "apilog/model.py", "apilog/parse.py",
+                     "core/config.py", "core/definition.py", "core/key.py", "core/shapes.py", "lock/file.py"], parts
+    to_key, to_call = _conversions_of(replay, conversions)
+    assert len(to_key) == 1 and not to_call, conversions
+    assert len(capture.gemms) == len(conversions)  # each GEMM of the capture turned once, none back
+
+
+@pytest.mark.gpu
+def test_a_logged_gemm_reaches_a_locked_torch_call_through_few_modules_one_conversion_one_plan(tmp_path):
+    torch = pytest.importorskip("torch")
     from cublas_det.core.device import fingerprint
     from cublas_det.core.key import GemmKey
     from cublas_det.lock import file as lockfile
@@ -67,12 +119,7 @@ def test_a_logged_gemm_reaches_a_locked_torch_call_through_few_modules_one_conve
     _import_all()
     # What prescribe verifies, once, as `cublas-det prescribe --capture` does for this GEMM (not on the record's
     # path: it runs the GEMM under every hazard to decide).
-    capture = Capture()
-    parser = CublasLogParser(capture, str(LOG))
-    parser.feed(gzip.open(LOG).read())
-    parser.close()
-    replay = next(p for p in capture_file.from_data(capture_file.to_dict(capture, complete=True), "c.json").plans
-                  if p.replayed and p.shape.batch == 1 and p.config.input_dtype == "bfloat16")
+    _, replay = _logged()
     entries, refused = lock_entries([replay.shape], [replay.config],
                                     timing={"min_visits": 2, "max_visits": 2, "budget_s": 0.2})
     assert entries and not refused, refused
@@ -87,12 +134,7 @@ def test_a_logged_gemm_reaches_a_locked_torch_call_through_few_modules_one_conve
     conversions: list = []
     with _modules_called(called, conversions):
         # the record's path: the log line, the capture file, the key, the lock file, the router's plan
-        capture = Capture()
-        parser = CublasLogParser(capture, str(LOG))
-        parser.feed(gzip.open(LOG).read())
-        parser.close()
-        stored = json.loads(json.dumps(capture_file.to_dict(capture, complete=True)))
-        again = next(p for p in capture_file.from_data(stored, "c.json").plans if p.gemm_id == replay.gemm_id)
+        _, again = _logged(replay.gemm_id)
         key = GemmKey.of(again.shape, again.config)
         with cdt.lock(lock_path, report=None) as router:
             out = torch.mm(a, b)
@@ -104,11 +146,8 @@ def test_a_logged_gemm_reaches_a_locked_torch_call_through_few_modules_one_conve
     assert len(parts) <= MAX_MODULES, f"{len(parts)} modules: {parts}"
     # One conversion between cuBLAS's column-major call and the row-major key, crossed once each way for this
     # GEMM: the captured call into its key, the key into the call cuBLASLt runs.
-    d, shape = again.definition, again.shape
-    captured = (d.m, d.n, d.k, d.transa != "N", d.transb != "N")
-    row_major = (shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b)
-    assert [c for c in conversions if c == captured] == [captured], conversions
-    assert [c for c in conversions if c == row_major] == [row_major], conversions
+    to_key, to_call = _conversions_of(again, conversions)
+    assert len(to_key) == 1 and len(to_call) == 1, conversions
     # One plan per GEMM per process: the router runs the plan prescribe verified in this process (or makes the
     # one, where prescribe's ran in a worker), and another lock's router makes none.
     made = plan_module.plans_made()
