@@ -288,6 +288,37 @@ def test_lt_layouts_and_descriptor_follow_the_gemms_definition(monkeypatch):
     assert tf32.definition("float32", "float32", 69, False, False, 7, 3, 5).compute_type == "COMPUTE_32F_PEDANTIC"
 
 
+def test_one_plan_per_gemm_algorithm_and_device_in_a_process(monkeypatch):
+    made = []
+    for name in ("create", "matmul_desc_create", "matmul_desc_set", "layout_create", "preference_create",
+                 "preference_set"):
+        monkeypatch.setattr(_cublaslt, name, lambda *args, name=name: made.append(name) or len(made))
+    monkeypatch.setattr(_cublaslt, "heuristic", lambda *args: made.append("heuristic") or [
+        type("Result", (), {"algo": _cublaslt.MatmulAlgo()})()])
+    monkeypatch.setattr(_cublaslt, "algo_init", lambda *args: _cublaslt.MatmulAlgo())
+    monkeypatch.setattr(_cublaslt, "library", lambda: type("Library", (), {"cublasLtMatmul": None}))
+    monkeypatch.setattr(plan_module, "_plans", {})  # this test's plans are fakes: never the process's
+    monkeypatch.setattr(plan_module, "_lt_handles", {})
+    key = GemmKey("bfloat16", "bfloat16", "COMPUTE_32F", False, True, 64, 32, m=16)
+    pinned = (("algo_id", 6),)
+    plan = plan_module.plan_for(0, key.packed(), pinned, workspace_bytes=1 << 20)
+    # A pinned algorithm needs no workspace question: one plan for every workspace.
+    assert plan_module.plan_for(0, key.packed(), pinned, workspace_bytes=1 << 25) is plan
+    others = [plan_module.plan_for(1, key.packed(), pinned),  # another device
+              plan_module.plan_for(0, dataclasses.replace(key, epilogue="BIAS").packed(), pinned),
+              plan_module.plan_for(0, dataclasses.replace(key.packed(), sm_count_target=16), pinned),
+              plan_module.plan_for(0, key.at(17).packed(), pinned),  # another M
+              plan_module.plan_for(0, key.packed(), (("algo_id", 7),)),
+              plan_module.plan_for(0, key.packed(), workspace_bytes=1 << 20),  # the heuristic's pick, apart
+              plan_module.plan_for(0, key.packed(), workspace_bytes=1 << 25)]
+    assert len({id(p) for p in [plan, *others]}) == 8 == plan_module.plans_made()
+    assert made.count("create") == 2 and made.count("heuristic") == 2  # a cuBLASLt handle per device
+    assert plan_module.plan_for(0, key.packed(), workspace_bytes=1 << 20) is others[-2]
+    plan_module._forget_the_parents()  # as a forked child does: nothing of the parent's is used
+    assert plan_module.plans_made() == 0 and plan_module.plan_for(0, key.packed(), pinned) is not plan
+    assert made.count("create") == 3
+
+
 # Every (input, output, compute type) the shim runs: fp32 (TF32 too), bf16 and fp16, into their own type or fp32.
 KEY_TYPES = [(types, compute.name) for types, computes in COMPUTE_TYPES.items() for compute in computes]
 
@@ -324,7 +355,8 @@ class _Told:
                   "matmul_desc_set": lambda desc, attribute, value, *kind: self.desc.update({attribute: value}),
                   "layout_create": lambda *args: self.layouts.append(args) or len(self.layouts),
                   "layout_batch": lambda layout, batch, stride: self.batches.append((layout, batch, stride)),
-                  "algo_init": lambda *args: _cublaslt.MatmulAlgo(),
+                  "algo_init": lambda handle, compute, scale, types, algo: self.desc.update(
+                      algo_init=(compute, scale, types)) or _cublaslt.MatmulAlgo(),
                   "library": lambda: type("Library", (), {"cublasLtMatmul": None})}
         for name, fn in record.items():
             monkeypatch.setattr(_cublaslt, name, fn)
@@ -337,6 +369,8 @@ class _Told:
         strides = {layout: stride for layout, _, stride in self.batches}
         batch = self.batches[0][1] if self.batches else 1
         d, desc = _cublaslt.MatmulDesc, self.desc
+        types = tuple(layout[0] for layout in self.layouts)
+        assert desc["algo_init"] == (desc["compute"], desc["scale"], (*types, types[2]))  # A, B, C and D's types
         return (desc["compute"], desc["scale"], bool(desc[d.TRANSA]), bool(desc[d.TRANSB]),
                 desc.get(d.SM_COUNT_TARGET, 0), desc.get(d.EPILOGUE) == int(_cublaslt.Epilogue.BIAS), batch,
                 tuple((*layout, strides.get(i + 1, 0)) for i, layout in enumerate(self.layouts)))

@@ -18,7 +18,7 @@ from ..base.dtypes import BY_CUDA_NAME, GEMM_TYPES
 from ..base.integers import is_int
 from .definition import GemmDefinition
 from .key import GemmKey
-from .plan import LtPlan, plan_for
+from .plan import LtPlan, lt_handle, plan_for
 
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
@@ -42,6 +42,7 @@ class LtPath:
         self.config, self.device = config, device
         self.workspace = (workspace_ptr, workspace_bytes)
         self._definitions: dict = {}  # definition()'s arguments -> GemmDefinition, validated once
+        self._plans: dict = {}  # (definition, the call's SM-count target) -> the process's LtPlan: issue() asks
 
     def definition(self, input_dtype: str, output_dtype: str, compute: int, trans_a, trans_b, m: int, n: int,
                    k: int, batch: int = 1) -> GemmDefinition:
@@ -59,11 +60,13 @@ class LtPath:
 
     def _plan(self, definition: GemmDefinition, sm_count_target: int) -> LtPlan:
         """The plan of ``definition`` at the smaller of the configuration's and the call's SM count targets."""
-        targets = [t for t in (self.config.lt_sm_count_target, sm_count_target) if t]
-        if targets:  # the target is the descriptor's: a definition of its own
-            definition = dataclasses.replace(definition, sm_count_target=min(targets))
-        return plan_for(self.device, definition, self.config.lt_algo, self.workspace[1],
-                        self.config.lt_reduction_scheme_mask)
+        plan = self._plans.get((definition, sm_count_target))
+        if plan is None:
+            targets = [t for t in (self.config.lt_sm_count_target, sm_count_target) if t]
+            planned = dataclasses.replace(definition, sm_count_target=min(targets)) if targets else definition
+            plan = self._plans.setdefault((definition, sm_count_target), plan_for(
+                self.device, planned, self.config.lt_algo, self.workspace[1], self.config.lt_reduction_scheme_mask))
+        return plan
 
     def issue(self, definition: GemmDefinition, pointers: tuple, stream_ptr: int, sm_count_target: int = 0,
               bias_ptr: int = 0, workspace: tuple | None = None) -> None:
@@ -338,6 +341,8 @@ def create_handle(mode: GemmConfig | MathMode | int | str | None = None, *, stre
     require_gpu()
     import cupy
     device_id = cupy.cuda.runtime.getDevice()
+    if config.api == "lt":
+        lt_handle(device_id)  # here, not at the first GEMM, which may run under graph capture
     workspace = cupy.cuda.alloc(workspace_bytes) if workspace_bytes else None  # 512-byte aligned
     ptr = _cublas.cublas_create()
     lt_path = LtPath(config, device_id, workspace.ptr if workspace else 0, workspace_bytes or 0) if (

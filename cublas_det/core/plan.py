@@ -1,6 +1,6 @@
 """:class:`LtPlan`, one cuBLASLt matmul made once and run many times (as nvmath-python's ``Matmul``): the plan of a
-:class:`~.definition.GemmDefinition` in cuBLAS's column-major terms (a :class:`~.lt.GemmKey` gives it by
-:meth:`~.lt.GemmKey.laid_out`). :func:`plan_for` makes one per GEMM per process, which ``Handle(api="lt")``, the
+:class:`~.definition.GemmDefinition` in cuBLAS's column-major terms (a :class:`~.key.GemmKey` gives it by
+:meth:`~.key.GemmKey.laid_out`). :func:`plan_for` makes one per GEMM per process, which ``Handle(api="lt")``, the
 lock's router and ``prescribe`` share."""
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ class LtPlan:
 _plans: dict = {}  # (device, definition, pinned algorithm, or the heuristic's workspace and mask) -> LtPlan
 _lt_handles: dict = {}  # device -> cuBLASLt handle
 _planning = threading.Lock()
+_handle_made = threading.Lock()
 
 
 def plan_for(device: int, definition: GemmDefinition, algo: tuple = (), workspace_bytes: int = 0,
@@ -129,10 +130,19 @@ def plan_for(device: int, definition: GemmDefinition, algo: tuple = (), workspac
         with _planning:
             plan = _plans.get(key)
             if plan is None:
-                handle = _lt_handles.get(device) or _lt_handles.setdefault(device, cublaslt.create())
-                plan = _plans[key] = LtPlan(handle, definition, dict(algo) or None, workspace_bytes,
+                plan = _plans[key] = LtPlan(lt_handle(device), definition, dict(algo) or None, workspace_bytes,
                                             reduction_scheme_mask)
     return plan
+
+
+def lt_handle(device: int) -> int:
+    """The process's cuBLASLt handle on ``device`` (the current one), made on first use: a handle made with
+    ``api="lt"`` asks for it as it is made, so that its first GEMM may run under graph capture."""
+    handle = _lt_handles.get(device)
+    if handle is None:
+        with _handle_made:
+            handle = _lt_handles.get(device) or _lt_handles.setdefault(device, cublaslt.create())
+    return handle
 
 
 def plans_made() -> int:
@@ -142,9 +152,9 @@ def plans_made() -> int:
 
 def _forget_the_parents() -> None:
     """In a forked child: the parent's cuBLASLt objects are not this process's to use or free."""
-    global _planning
+    global _planning, _handle_made
     _plans.clear(), _lt_handles.clear()
-    _planning = threading.Lock()  # another thread of the parent may have held it at the fork
+    _planning, _handle_made = threading.Lock(), threading.Lock()  # a thread of the parent may have held them
 
 
 os.register_at_fork(after_in_child=_forget_the_parents)

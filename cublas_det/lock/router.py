@@ -146,7 +146,7 @@ class Router:
     def __init__(self, lock: Lock):
         self.lock = lock
         self._calls: dict = {}  # call signature -> _Locked, or the Plan of a call that falls through
-        self._retired: dict = {}  # str(GemmKey) -> calls locked by plans since freed (close)
+        self._retired: dict = {}  # str(GemmKey) -> calls locked before close() forgot them
         self._workspace_bytes = lock.workspace_bytes
         self._fell: dict = {}
         self._count = threading.Lock()
@@ -318,7 +318,7 @@ class Router:
         self._library = library
 
     def disable(self) -> None:
-        """Give the ops back to torch's own kernels; :meth:`enable` takes them again, plans kept."""
+        """Give the ops back to torch's own kernels; :meth:`enable` takes them again, its calls kept."""
         global _watching
         if _watching is self:
             _watching = None

@@ -174,9 +174,9 @@ def lock_entries(shapes, configs, *, fleet=(), seed: int = 0, repeats: int = 5, 
             entry, whys = None, []
             # The heuristic's own pick first (about 0% cost); where its bits change with the SM count even
             # pinned (a split-K or stream-K kernel), its pick without split-K.
-            for why, plan_for in (("", base), (" without split-K", lt_config(base, lt_reduction_scheme_mask=0))):
+            for why, asked in (("", base), (" without split-K", lt_config(base, lt_reduction_scheme_mask=0))):
                 try:
-                    pinned = dataclasses.replace(base, lt_algo=pinned_algorithm(shape, plan_for))
+                    pinned = dataclasses.replace(base, lt_algo=pinned_algorithm(shape, asked))
                 except CublasError as err:
                     whys.append(f"cuBLASLt has no algorithm{why} for it ({err})")
                     continue

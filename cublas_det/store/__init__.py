@@ -1,2 +1,2 @@
-"""Every file cublas_det writes and reads (runs, captures, locks, trace logs), checked by one validator
-(:mod:`.schema`); :mod:`.files` opens and writes them. Nothing here renders."""
+"""The run files (written from a run's records and read back) and the trace logs, checked by the one validator
+(:mod:`cublas_det.base.schema`) and read and written through :mod:`cublas_det.base.files`. Nothing here renders."""

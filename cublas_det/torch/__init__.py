@@ -11,9 +11,8 @@ except ModuleNotFoundError as err:
     raise ModuleNotFoundError("No module named 'torch'; install it for cublas_det.torch: pip install torch",
                               name="torch") from None
 
-from ..lock.router import active, disable, enable, lock
 from ..lock.file import LockReport
-from ..lock.router import Router
+from ..lock.router import Router, active, disable, enable, lock
 from .audit import AuditReport, audit as _audit
 
 __all__ = ["AuditReport", "LockReport", "Router", "active", "audit", "disable", "enable", "lock"]
