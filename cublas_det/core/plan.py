@@ -22,9 +22,9 @@ class LtPlan:
     heuristic's first pick for ``workspace_bytes`` (and a reduction-scheme mask). :meth:`run` issues it;
     :meth:`close` frees it."""
 
-    def __init__(self, lt_handle: int, definition: GemmDefinition, algo: dict | None = None, workspace_bytes: int = 0,
+    def __init__(self, handle: int, definition: GemmDefinition, algo: dict | None = None, workspace_bytes: int = 0,
                  reduction_scheme_mask: int | None = None):
-        self.handle, self.definition = lt_handle, definition
+        self.handle, self.definition = handle, definition
         d = definition
         compute, scale = int(ComputeType[d.compute_type]), BY_CUDA_NAME[d.scale_type].cuda
         # cuBLAS's A is m x k (k x m under T), B k x n (n x k under T), D m x n; a batch's strides set alone
@@ -51,7 +51,7 @@ class LtPlan:
                 if d.batch_count > 1:
                     cublaslt.layout_batch(layout, d.batch_count, stride)
                 self.layouts.append(layout)
-            self.algo = (cublaslt.algo_init(lt_handle, compute, scale, (*types, types[2]), algo) if algo else
+            self.algo = (cublaslt.algo_init(handle, compute, scale, (*types, types[2]), algo) if algo else
                          self._heuristic(workspace_bytes, reduction_scheme_mask))
         except BaseException:
             self.close()
