@@ -12,7 +12,6 @@ import textwrap
 
 import pytest
 
-from cublas_det.core.call import shape_args
 from cublas_det.apilog import file as capture_file
 from cublas_det.apilog.findings import Finding, findings
 from cublas_det.apilog.model import Capture, Site
@@ -22,7 +21,8 @@ from cublas_det.apilog.run import run_captured
 from cublas_det.base.files import write_json
 from cublas_det.cli import bench as bench_cli
 from cublas_det.cli import capture as capture_cli
-from cublas_det.core.config import GemmConfig
+from cublas_det.core.config import GemmConfig, ModeSource
+from cublas_det.core.handle import Handle
 
 from .conftest import unwrapped
 
@@ -85,8 +85,11 @@ def test_the_replay_issues_the_captured_cublas_call_argument_for_argument():
         for plan in stored(parse(log(name, "cublas"), log(name, "cublaslt"))).plans:
             if not plan.replayed:
                 continue
-            shape, d = plan.shape, plan.definition
-            args = shape_args(shape, plan.config.compute_type, algo=plan.config.algo, pointers=(1, 2, 3, 4, 5))
+            shape, d, config = plan.shape, plan.definition, plan.config
+            handle = Handle(0, config, ModeSource.ARGUMENT, 0)  # closed: it only says what it would issue
+            issued = handle.definition(config.input_dtype, config.output_dtype, config.compute_type, shape.trans_a,
+                                       shape.trans_b, shape.m, shape.n, shape.k, shape.batch)
+            args = issued.gemm_ex_args(1, 2, 3, 4, 5)
             op_a, op_b, m, n, k, ldb_a, ldb_b, ldc, algo = (args[0], args[1], args[2], args[3], args[4], args[8],
                                                            args[11], args[15], args[17])
             assert ("NT"[op_a], "NT"[op_b], m, n, k) == (d.transa, d.transb, d.m, d.n, d.k)

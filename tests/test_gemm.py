@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from cublas_det import ComputeType, MathMode, create_handle, gemm
+from cublas_det.core.key import GemmKey
 
 from .conftest import fp64_product, host_operands
 
@@ -298,8 +299,10 @@ def test_cublas_rejection_is_a_cublas_error_on_both_paths():
     # given one (12345), so that cuBLAS rejects it on each binding.
     with pytest.raises(ValueError, match=r"compute type 12345 \(no cuBLAS compute type\) does not take float32"):
         gemm(a, b, out=out, trans_a=True, compute_type=12345)
-    args = _gemm.gemm_ex_args(True, False, 128, 56, 4096, 128, 56, a.data.ptr, b.data.ptr, out.data.ptr,
-                               _gemm._ONE_ADDRESS, _gemm._ZERO_ADDRESS, 12345)
+    key = GemmKey("float32", "float32", "COMPUTE_32F", True, False, 56, 4096, m=128)
+    args = key.packed(algo=-1).gemm_ex_args(_gemm._ONE_ADDRESS, a.data.ptr, b.data.ptr, _gemm._ZERO_ADDRESS,
+                                            out.data.ptr)
+    args = (*args[:16], 12345, args[17])  # a compute type cuBLAS refuses
     statuses = []
     with create_handle("pedantic") as follows, create_handle("pedantic", workspace_bytes=2**20) as with_workspace:
         assert follows.cupy_ptr and not with_workspace.cupy_ptr  # one binding each
@@ -316,8 +319,9 @@ def test_ctypes_arguments_wrap_exactly_the_five_pointers():
     from cublas_det.core import call as _gemm
     from cublas_det.core import handle as _handle
 
-    args = _gemm.gemm_ex_args(True, False, 128, 56, 4096, 128, 56, 0x7F00_0000_1000, 0x7F00_0000_2000,
-                               0x7F00_0000_3000, 0x7F00_0000_4000, 0x7F00_0000_5000, ComputeType.COMPUTE_32F)
+    key = GemmKey("float32", "float32", ComputeType.COMPUTE_32F.name, True, False, 56, 4096, m=128)
+    args = key.packed(algo=-1).gemm_ex_args(0x7F00_0000_4000, 0x7F00_0000_1000, 0x7F00_0000_2000, 0x7F00_0000_5000,
+                                            0x7F00_0000_3000)
     wrapped = _handle.as_ctypes(args)
     assert len(wrapped) == len(args) == 18
     pointers = [i for i, arg in enumerate(wrapped) if isinstance(arg, c_void_p)]

@@ -103,10 +103,15 @@ def test_common_call_passes_what_the_checked_path_passes(calls, handles, trans_a
     _gemm.gemm(a, b, out=out, handle=handle, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta,
                compute_type=compute_type)
     _gemm._checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
-    fast, checked = calls
+    prepared = _gemm.prepare_gemm(a, b, out=out, handle=handle, trans_a=trans_a, trans_b=trans_b, alpha=alpha,
+                                  beta=beta, compute_type=compute_type)
+    prepared(), prepared()
+    fast, checked, *again = calls
     scalar_positions = (7, 14)  # alpha and beta host addresses: each path holds its own c_float
-    assert [x for i, x in enumerate(fast) if i not in scalar_positions] == \
-           [x for i, x in enumerate(checked) if i not in scalar_positions]
+    assert len(again) == 2 and again[0] == again[1]
+    for issued in (checked, again[0]):
+        assert [x for i, x in enumerate(fast) if i not in scalar_positions] == \
+               [x for i, x in enumerate(issued) if i not in scalar_positions]
     assert fast[-2] == (68 if compute_type is None else compute_type)
 
 
@@ -293,13 +298,13 @@ def test_half_precision_combinations_are_named(monkeypatch, calls, handles):
 
 def test_a_batched_call_passes_cublas_its_arguments_in_the_prototypes_order(monkeypatch):
     from cublas_det.bindings import cublas as _cublas
-    from cublas_det.core.call import shape_args
-    from cublas_det.core.shapes import parse_shape
+    from cublas_det.core.key import GemmKey
 
     seen = []
     monkeypatch.setattr(_cublas, "_call", lambda name, *args: seen.append((name, args)))
     # row-major out[4, 7, 3] = a[i].T @ b[i], a (4, 5, 7), b (4, 5, 3); pointers a 11, b 22, out 33, alpha 44, beta 55
-    args = shape_args(parse_shape("7x3x5:nt:b4"), 68, pointers=(11, 22, 33, 44, 55))
+    key = GemmKey("float32", "float32", "COMPUTE_32F", True, False, 3, 5, m=7)  # 7x3x5:nt:b4
+    args = key.packed(4, algo=-1).gemm_ex_args(44, 11, 22, 55, 33)
     _cublas.gemm_strided_batched_ex(99, args)
     # handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc,
     # strideC, batchCount, computeType, algo: cuBLAS's A is b (3x5, ld 3), its B is a transposed (7x5, ld 7)

@@ -227,8 +227,16 @@ def test_prescribe_options_are_refused_before_any_gpu_work(capsys):
         assert "Traceback" not in err and ("--prescribe" in err or "--sm-counts" in err), (argv, err)
 
 
+def _lt_handle(config: GemmConfig, workspace_bytes: int):
+    """A closed Handle (no cuBLAS handle: none is made) over a cuBLASLt path with a workspace of ``workspace_bytes``
+    at 0: what gemm() would have it issue."""
+    from cublas_det.core.config import ModeSource
+    from cublas_det.core.handle import Handle, LtPath
+
+    return Handle(0, config, ModeSource.ARGUMENT, 0, lt_path=LtPath(config, 0, 0, workspace_bytes))
+
+
 def test_lt_layouts_and_descriptor_follow_the_gemms_definition(monkeypatch):
-    from cublas_det.core import handle as lt_path
 
     made = []
 
@@ -248,13 +256,14 @@ def test_lt_layouts_and_descriptor_follow_the_gemms_definition(monkeypatch):
         monkeypatch.setattr(_cublaslt, name, recorder(name))
     monkeypatch.setattr(plan_module, "_plans", {})  # this test's plans are fakes: never the process's
     monkeypatch.setattr(plan_module, "_lt_handles", {})
-    path = lt_path.LtPath(GemmConfig(api="lt"), 0, 0, 1 << 20)
+    handle = _lt_handle(GemmConfig(api="lt"), 1 << 20)
+    path = handle.lt
     # row-major out[7, 3] = a.T @ b with a (5, 7) and b (5, 3), as gemm() gives it (transposes as any truthy
     # value): cuBLASLt's column-major (N, T, 3, 7, 5, ldb=3, lda=7, ldd=3)
     key = GemmKey("float32", "float32", "COMPUTE_32F", True, False, 3, 5, m=7)
-    assert path.definition("float32", "float32", 68, 1, None, 7, 3, 5) == key.laid_out(7, 3, 3)
-    args = (path.definition("float32", "float32", 68, True, False, 7, 3, 5), (0, 0, 0, 0, 0))
-    assert path.definition("float32", "float32", 68, True, False, 7, 3, 5) is args[0]  # made once, not per call
+    assert handle.definition("float32", "float32", 68, 1, None, 7, 3, 5) == key.laid_out(7, 3, 3)
+    args = (handle.definition("float32", "float32", 68, True, False, 7, 3, 5), (0, 0, 0, 0, 0))
+    assert handle.definition("float32", "float32", 68, True, False, 7, 3, 5) is args[0]  # made once, not per call
     path.issue(*args, stream_ptr=0)
     layouts = [a for name, a in made if name == "layout_create"]
     assert layouts == [(0, 3, 5, 3), (0, 7, 5, 7), (0, 3, 7, 3)]  # A = b (3x5, ld 3), B = a op T (7x5, ld 7), C 3x7
@@ -268,7 +277,7 @@ def test_lt_layouts_and_descriptor_follow_the_gemms_definition(monkeypatch):
     assert sum(name == "heuristic" for name, _ in made) == 2  # another SM-count target: planned again
     assert not any(name == "layout_batch" for name, _ in made)
     # A batch of 4 (a (4, 5, 7), b (4, 5, 3)): each layout is told the count and its packed stride.
-    batched = path.definition("float32", "float32", 68, True, False, 7, 3, 5, batch=4)
+    batched = handle.definition("float32", "float32", 68, True, False, 7, 3, 5, batch=4)
     assert key_of(batched) == key and batched.strides == (15, 35, 21)  # cuBLAS's A (our B), B (our A), C
     assert GemmKey.of(parse_shape("7x3x5:nt:b4"), GemmConfig(api="lt"),
                       any_m=False).packed(4) == batched  # as prescribe makes it
@@ -277,13 +286,13 @@ def test_lt_layouts_and_descriptor_follow_the_gemms_definition(monkeypatch):
     assert sum(name == "heuristic" for name, _ in made) == 3  # a batch is another GEMM: planned for itself
     # One plan per GEMM per process: another handle's path, with the same options, plans nothing anew; another
     # workspace is another heuristic question; one cuBLASLt handle per device.
-    lt_path.LtPath(GemmConfig(api="lt"), 0, 0, 1 << 20).issue(*args, stream_ptr=0)
+    _lt_handle(GemmConfig(api="lt"), 1 << 20).lt.issue(*args, stream_ptr=0)
     assert sum(name == "heuristic" for name, _ in made) == 3 and plan_module.plans_made() == 3
-    lt_path.LtPath(GemmConfig(api="lt"), 0, 0, 1 << 21).issue(*args, stream_ptr=0)
+    _lt_handle(GemmConfig(api="lt"), 1 << 21).lt.issue(*args, stream_ptr=0)
     assert sum(name == "heuristic" for name, _ in made) == 4 and plan_module.plans_made() == 4
     assert sum(name == "create" for name, _ in made) == 1
     # TF32 math is a compute type to cuBLASLt, for the configuration's own compute type; another stays itself.
-    tf32 = lt_path.LtPath(GemmConfig.parse("tf32+lt"), 0, 0, 0)
+    tf32 = _lt_handle(GemmConfig.parse("tf32+lt"), 0)
     assert tf32.definition("float32", "float32", 68, False, False, 7, 3, 5).compute_type == "COMPUTE_32F_FAST_TF32"
     assert tf32.definition("float32", "float32", 69, False, False, 7, 3, 5).compute_type == "COMPUTE_32F_PEDANTIC"
 

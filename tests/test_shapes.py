@@ -6,7 +6,6 @@ import pytest
 
 from cublas_det.core import shapes
 from cublas_det.bindings.cublas import Operation
-from cublas_det.core.call import _batch_tail, gemm_ex_args
 from cublas_det.core.key import like, shape_of
 from cublas_det.core.config import GemmConfig
 from cublas_det.lock.file import GemmKey
@@ -137,10 +136,11 @@ def test_one_layout_swap_and_one_packed_stride_formula_give_the_old_values():
     for (m, n, k), trans_a, trans_b in itertools.product(itertools.product(sizes, repeat=3), (False, True),
                                                          (False, True)):
         lda, ldb = (m if trans_a else k), (k if trans_b else n)
-        given = (trans_a, trans_b, m, n, k, lda, ldb, 0x1000, 0x2000, 0x3000, 0x40, 0x80, 68, 0, 2, -1)
-        assert gemm_ex_args(*given) == old_args(*given)
-        for batch in (1, 2, 8):
-            assert _batch_tail(batch, m, n, k) == old_tail(batch, m, n, k)
+        given = (trans_a, trans_b, m, n, k, lda, ldb, 0x1000, 0x2000, 0x3000, 0x40, 0x80, 68, 0, 2, 99)
+        key = GemmKey("float32", "float16", "COMPUTE_32F", trans_a, trans_b, n, k, m=m)
+        for batch in (1, 2, 8):  # cublasGemmEx's arguments as the handle issues them, the call's definition's
+            args = key.packed(batch, algo=99).gemm_ex_args(0x40, 0x1000, 0x2000, 0x80, 0x3000)
+            assert args == old_args(*given) + old_tail(batch, m, n, k)
         for transa, transb in itertools.product("NTC", repeat=2):
             call = types.SimpleNamespace(m=m, n=n, k=k, transa=transa, transb=transb, batch_count=1)
             shape = shape_of(call)

@@ -9,17 +9,15 @@ from ctypes import addressof, c_float, c_uint16
 import numpy
 
 from ..bindings import cublas as _cublas
-from ..bindings.cublas import GemmAlgo, HALF_SCALAR_COMPUTE, Operation
+from ..bindings.cublas import HALF_SCALAR_COMPUTE, Operation
 from .config import COMPUTE_TYPES, check_types
 from ..base.dtypes import BFLOAT16_HINT, GEMM_TYPES
 from . import handle as _handle
-from .handle import GemmExCall, Handle, LtCall, cublas_error_of_cupy, default_handle
-from .shapes import other_layout, packed_strides
+from .handle import Handle, cublas_error_of_cupy, default_handle
 
 # The enums as plain ints, read once: the hot path passes them untyped.
 CUDA_R_32F = GEMM_TYPES["float32"].cuda
 CUBLAS_OP_N, CUBLAS_OP_T = int(Operation.N), int(Operation.T)
-CUBLAS_GEMM_DEFAULT = int(GemmAlgo.DEFAULT)
 # CuPy's float32 is NumPy's, and builtin dtypes are singletons: `dtype is _F32` is an exact test.
 _F32 = numpy.dtype(numpy.float32)
 
@@ -67,7 +65,8 @@ def _check_operand(name: str, array, ndarray) -> None:
 
 
 def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
-    """Validate a GEMM in full, naming the first problem: (handle, out, the call it issues, its scalars)."""
+    """Validate a GEMM in full, naming the first problem: (handle, out, its definition as the handle issues it, the
+    pointers it runs on, its scalars)."""
     cupy = _bind()
     ndarray = cupy.ndarray
     a, b = _as_cupy("a", a), _as_cupy("b", b)
@@ -104,15 +103,9 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     check_types(a.dtype.name, out.dtype.name, compute)  # ValueError naming an unsupported combination
     scalars = _scalars(alpha, beta, compute)
     alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
-    batch = stack[0] if stack else 1
-    if handle.lt is not None:  # cuBLASLt: the GEMM's definition and its pointers
-        definition = handle.lt.definition(a.dtype.name, out.dtype.name, compute, trans_a, trans_b, m, n, k, batch)
-        return handle, out, LtCall(definition, (alpha_address, a.data.ptr, b.data.ptr, beta_address, out.data.ptr)), \
-            scalars
-    args = gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a.data.ptr, b.data.ptr, out.data.ptr, alpha_address,
-                        beta_address, compute, GEMM_TYPES[a.dtype.name].cuda, GEMM_TYPES[out.dtype.name].cuda,
-                        handle.algo)
-    return handle, out, GemmExCall(args, _batch_tail(batch, m, n, k)), scalars
+    definition = handle.definition(a.dtype.name, out.dtype.name, compute, trans_a, trans_b, m, n, k,
+                                   stack[0] if stack else 1)
+    return handle, out, definition, (alpha_address, a.data.ptr, b.data.ptr, beta_address, out.data.ptr), scalars
 
 
 def _checked_out(cupy, out, shape: tuple, dtype, device_id: int):
@@ -169,33 +162,10 @@ def _scalars(alpha: float, beta: float, compute: int) -> tuple:
     return c_float(alpha), c_float(beta)
 
 
-def gemm_ex_args(trans_a, trans_b, m, n, k, lda, ldb, a_ptr, b_ptr, out_ptr, alpha_address, beta_address,
-                  compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUDA_R_32F,
-                  algo: int = CUBLAS_GEMM_DEFAULT) -> tuple:
-    """cublasGemmEx's arguments after the handle for a row-major ``out = op(a) @ op(b)``: the operands swap."""
-    rows, cols, k, trans_first, trans_second = other_layout(m, n, k, trans_a, trans_b)
-    return (CUBLAS_OP_T if trans_first else CUBLAS_OP_N, CUBLAS_OP_T if trans_second else CUBLAS_OP_N, rows, cols,
-            k, alpha_address, b_ptr, ab_type, ldb, a_ptr, ab_type, lda, beta_address, out_ptr, c_type, n,
-            int(compute_type), algo)
-
-
-def _batch_tail(batch: int, m: int, n: int, k: int) -> tuple:
-    """A batched call's count and strides of packed matrices, in cuBLAS's operand order (B first)."""
-    return (batch, *packed_strides(m, n, k)) if batch > 1 else ()
-
-
-def shape_args(shape, compute_type, ab_type: int = CUDA_R_32F, c_type: int = CUDA_R_32F,
-               algo: int = CUBLAS_GEMM_DEFAULT, pointers=(0, 0, 0, 0, 0)) -> tuple:
-    """The arguments ``gemm()`` passes cuBLAS for a shape of packed operands (a, b, out, alpha, beta)."""
-    a, b, out, alpha, beta = pointers
-    return (gemm_ex_args(shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.a_shape[-1],
-                          shape.b_shape[-1], a, b, out, alpha, beta, compute_type, ab_type, c_type, algo)
-            + _batch_tail(shape.batch, shape.m, shape.n, shape.k))
-
-
 def _checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type, bias=None):
-    handle, written, call, _kept = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
-    handle.issue(call, _bias_pointer(bias, handle, written))
+    handle, written, definition, pointers, _kept = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta,
+                                                            compute_type)
+    handle.issue(definition, pointers, _bias_pointer(bias, handle, written))
     return written if out is None else out  # the caller's own tensor when one was given
 
 
@@ -238,8 +208,8 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
     else:
         scalars = (c_float(alpha), c_float(beta))  # alive until the call returns
         alpha_address, beta_address = addressof(scalars[0]), addressof(scalars[1])
-    # The arguments gemm_ex_args makes (the operands swap: cuBLAS is column-major) and issue_gemm_ex's CuPy
-    # branch, written out: a helper's call here costs host time on every GEMM.
+    # The arguments GemmDefinition.gemm_ex_args gives (the operands swap: cuBLAS is column-major) and
+    # issue_gemm_ex's CuPy branch, written out: a helper's call here costs host time on every GEMM.
     ptr = handle.cupy_ptr  # 0: closed, or CuPy's binding does not fit the handle; issue_gemm_ex says which
     if ptr:
         try:
@@ -258,23 +228,21 @@ def gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
 class GemmCall:
     """One validated GEMM (:func:`prepare_gemm`), issued by ``call()`` with no checks; it keeps the arrays alive."""
 
-    def __init__(self, a, b, out, handle, call, scalars, bias=None):
+    def __init__(self, a, b, handle, out, definition, pointers, scalars, bias=None):
         self._keep = (a, b, scalars, bias)  # the addresses in the call stay valid while these live
         self.out = out
         self.handle = handle
-        self._call = call.reusable()
-        self._bias_ptr = _bias_pointer(bias, handle, out)
+        self._issue = handle.issuer(definition, pointers, _bias_pointer(bias, handle, out))
 
     def __call__(self):
-        self.handle.issue(self._call, self._bias_ptr)
+        self._issue()
         return self.out
 
 
 def prepare_gemm(a, b, *, out=None, handle: Handle | None = None, trans_a: bool = False,
                  trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0, compute_type=None,
                  bias=None) -> GemmCall:
-    handle, out, call, scalars = _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
-    return GemmCall(a, b, out, handle, call, scalars, bias)
+    return GemmCall(a, b, *_prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type), bias)
 
 
 def shape_gemm(a, b, out, handle: Handle, shape) -> None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..base.dtypes import BY_CUDA_NAME
 from ..base.integers import is_int
+from ..bindings.cublas import ComputeType, GemmAlgo
 
 MAX_INT = (1 << 63) - 1  # cuBLAS's widest integer arguments (the _64 API's int64_t)
+OPERATIONS = {"N": 0, "T": 1, "C": 2}  # cublasOperation_t, as plain ints: cublasGemmEx's arguments go untyped
 
 
 class InvalidGemm(ValueError):
@@ -54,6 +57,16 @@ class GemmDefinition:
         dimensions, A's and C's types, batch): the two are joined on it, since the kernel's log line names no call."""
         return GemmDefinition("", self.transa, self.transb, self.m, self.n, self.k, self.lda, self.ldb, self.ldc,
                               self.a_type, self.a_type, self.c_type, "", batch_count=self.batch_count)
+
+    def gemm_ex_args(self, alpha: int, a: int, b: int, beta: int, d: int) -> tuple:
+        """Its arguments after the handle as ``cublasGemmEx`` takes them (``cublasGemmStridedBatchedEx``, with the
+        count and strides last, for a batch), on the row-major operands ``a``, ``b``, ``d`` (cuBLAS's A is ``b``)
+        and the host addresses of ``alpha`` and ``beta``; its ``algo`` None: cuBLAS's default."""
+        args = (OPERATIONS[self.transa], OPERATIONS[self.transb], self.m, self.n, self.k, alpha, b,
+                BY_CUDA_NAME[self.a_type].cuda, self.lda, a, BY_CUDA_NAME[self.b_type].cuda, self.ldb, beta, d,
+                BY_CUDA_NAME[self.c_type].cuda, self.ldc, int(ComputeType[self.compute_type]),
+                int(GemmAlgo.DEFAULT) if self.algo is None else self.algo)
+        return args + (self.batch_count, *self.strides) if self.batch_count > 1 else args
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "strides": list(self.strides) if self.strides else None,

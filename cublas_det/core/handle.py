@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 import warnings
 from ctypes import c_void_p
@@ -20,6 +21,7 @@ from .definition import GemmDefinition
 from .key import GemmKey
 from .plan import LtPlan, lt_handle, plan_for
 
+_DEFINITIONS_HELD = 4096  # a handle's definitions of the GEMMs it issued, at most
 _bias_vectors: dict = {}  # (device, length, type) -> the bias an epilogue adds when the caller gives none
 
 
@@ -41,22 +43,7 @@ class LtPath:
     def __init__(self, config: GemmConfig, device: int, workspace_ptr: int, workspace_bytes: int):
         self.config, self.device = config, device
         self.workspace = (workspace_ptr, workspace_bytes)
-        self._definitions: dict = {}  # definition()'s arguments -> GemmDefinition, validated once
         self._plans: dict = {}  # (definition, the call's SM-count target) -> the process's LtPlan: issue() asks
-
-    def definition(self, input_dtype: str, output_dtype: str, compute: int, trans_a, trans_b, m: int, n: int,
-                   k: int, batch: int = 1) -> GemmDefinition:
-        """The cuBLASLt definition of a GEMM of packed row-major operands in this path's configuration; the
-        configuration's own compute type as cuBLASLt takes it (TF32 math is COMPUTE_32F_FAST_TF32). Made once
-        for each GEMM: gemm() asks on every call, and a definition checks its fields as it is made."""
-        arguments = (input_dtype, output_dtype, compute, bool(trans_a), bool(trans_b), m, n, k, batch)
-        made = self._definitions.get(arguments)
-        if made is None:
-            config = self.config
-            name = config.lt_compute_type.name if compute == config.compute_type else ComputeType(compute).name
-            key = GemmKey(input_dtype, output_dtype, name, bool(trans_a), bool(trans_b), n, k, config.lt_epilogue, m)
-            made = self._definitions.setdefault(arguments, key.packed(batch))
-        return made
 
     def _plan(self, definition: GemmDefinition, sm_count_target: int) -> LtPlan:
         """The plan of ``definition`` at the smaller of the configuration's and the call's SM count targets."""
@@ -153,33 +140,6 @@ def cublas_error_of_cupy(err) -> _cublas.CublasError:
     return _cublas.CublasError(getattr(err, "status", 14), "cublasGemmEx")
 
 
-@dataclasses.dataclass(frozen=True)
-class GemmExCall:
-    """One GEMM as cublasGemmEx takes it: its 18 arguments after the handle (``args``), those with the pointers
-    wrapped for ctypes (``ctypes_args``), and for a batch the count and strides of ``cublasGemmStridedBatchedEx``
-    (``batch``; empty for one matrix)."""
-
-    args: tuple
-    batch: tuple = ()
-    ctypes_args: tuple | None = None
-
-    def reusable(self) -> GemmExCall:
-        """This call with its ctypes arguments wrapped once, for a call issued many times."""
-        return self if self.batch else dataclasses.replace(self, ctypes_args=as_ctypes(self.args))
-
-
-@dataclasses.dataclass(frozen=True)
-class LtCall:
-    """One GEMM as cuBLASLt runs it: its cuBLASLt :class:`~.definition.GemmDefinition` and ``pointers`` (alpha, a,
-    b, beta, d)."""
-
-    definition: GemmDefinition
-    pointers: tuple
-
-    def reusable(self) -> LtCall:
-        return self  # cuBLASLt's plan is made once per definition already
-
-
 class Handle:
     """One cuBLAS handle with a fixed math mode; it follows CuPy's current stream unless pinned to one."""
 
@@ -199,6 +159,7 @@ class Handle:
         self.lt = lt_path  # the cuBLASLt path of a handle made with api="lt" (its every GEMM), else None
         self.cupy_ptr = self._cupy_fit()  # gemm() reads it on every call; 0: ctypes issues the GEMM
         self._sm_count_target = 0  # read by the cuBLASLt path, which plans for it in its own descriptor
+        self._definitions: dict = {}  # definition()'s arguments -> GemmDefinition, validated once
 
     def close(self) -> None:
         """Destroy the cuBLAS handle (idempotent; ``cublasDestroy`` synchronizes the device)."""
@@ -295,16 +256,42 @@ class Handle:
         if not self._ptr:
             raise RuntimeError("this cuBLAS handle is closed; make a new one with create_handle()")
 
-    def issue(self, call: GemmExCall | LtCall, bias_ptr: int = 0) -> None:
-        """Issue a GEMM :func:`~cublas_det.core.call.prepare_gemm` made for this handle: cuBLASLt's
-        (:class:`LtCall`) on a handle made with ``api="lt"``, else cublasGemmEx's (:class:`GemmExCall`)."""
+    def definition(self, input_dtype: str, output_dtype: str, compute: int, trans_a, trans_b, m: int, n: int,
+                   k: int, batch: int = 1) -> GemmDefinition:
+        """A GEMM of packed row-major operands as this handle issues it: cuBLASLt's call on a handle made with
+        ``api="lt"`` (the configuration's own compute type as cuBLASLt takes it, TF32 math as
+        COMPUTE_32F_FAST_TF32, and its epilogue), else cublasGemmEx's with the handle's algorithm. Made once for
+        each GEMM: gemm() asks on every checked call, and a definition checks its fields as it is made."""
+        arguments = (input_dtype, output_dtype, compute, bool(trans_a), bool(trans_b), m, n, k, batch)
+        made = self._definitions.get(arguments)
+        if made is None:
+            config, lt = self._config, self.lt is not None
+            name = config.lt_compute_type.name if lt and compute == config.compute_type else ComputeType(compute).name
+            key = GemmKey(input_dtype, output_dtype, name, bool(trans_a), bool(trans_b), n, k,
+                          config.lt_epilogue if lt else "", m)
+            if len(self._definitions) >= _DEFINITIONS_HELD:  # a program of ever new shapes: bounded
+                self._definitions.clear()
+            made = self._definitions.setdefault(arguments, key.packed(batch, None if lt else self.algo))
+        return made
+
+    def issue(self, definition: GemmDefinition, pointers: tuple, bias_ptr: int = 0) -> None:
+        """Issue ``definition`` (:meth:`definition`'s) on ``pointers`` (alpha's and beta's host addresses, a, b, d:
+        ``(alpha, a, b, beta, d)``): cuBLASLt's call on a handle made with ``api="lt"``, else cublasGemmEx's."""
         if self.lt is not None:
             self.require_open()
-            self.lt.issue(call.definition, call.pointers, self.current_stream_ptr(), self._sm_count_target, bias_ptr)
-        elif call.batch:
-            _cublas.gemm_strided_batched_ex(self.bind_current_stream(), call.args + call.batch)
+            self.lt.issue(definition, pointers, self.current_stream_ptr(), self._sm_count_target, bias_ptr)
+        elif definition.batch_count > 1:
+            _cublas.gemm_strided_batched_ex(self.bind_current_stream(), definition.gemm_ex_args(*pointers))
         else:
-            self.issue_gemm_ex(call.args, call.ctypes_args)
+            self.issue_gemm_ex(definition.gemm_ex_args(*pointers))
+
+    def issuer(self, definition: GemmDefinition, pointers: tuple, bias_ptr: int = 0):
+        """:meth:`issue` of one GEMM as a call without arguments, for a GEMM issued many times: cublasGemmEx's
+        arguments made, and wrapped for ctypes, once."""
+        if self.lt is None and definition.batch_count == 1:
+            args = definition.gemm_ex_args(*pointers)
+            return functools.partial(self.issue_gemm_ex, args, as_ctypes(args))
+        return functools.partial(self.issue, definition, pointers, bias_ptr)
 
     def issue_gemm_ex(self, args: tuple, ctypes_args: tuple | None = None, via_cupy: bool = True) -> None:
         """``cublasGemmEx(handle, *args)`` through CuPy's binding where it fits (and ``via_cupy``: gemm() tried it

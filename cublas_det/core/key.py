@@ -1,6 +1,6 @@
 """:class:`GemmKey`, a GEMM's one identity, and the one conversion between it and cuBLAS's column-major
 :class:`~.definition.GemmDefinition`, both ways: :meth:`GemmKey.laid_out` (the key as it lies in memory, the call
-cuBLASLt runs) and :func:`key_of` / :func:`plan` (a captured call as the shim's row-major shape and configuration,
+cuBLASLt or cublasGemmEx runs) and :func:`key_of` / :func:`plan` (a captured call as the shim's row-major shape and configuration,
 a :class:`ReplayPlan`, or why not; ``M, N, K = n, m, k`` with the transposes swapped is the same cuBLAS call when
 operands are packed). Its plan: :class:`~.plan.LtPlan`."""
 
@@ -45,30 +45,35 @@ class GemmKey:
         return dataclasses.replace(self, m=m)
 
     def laid_out(self, lda: int, ldb: int, ldd: int, batch: int = 1, strides: tuple = (0, 0, 0),
-                 sm_count_target: int = 0) -> GemmDefinition:
-        """This key (its M set) as cuBLASLt runs it on operands in memory: the column-major call, whose A is our
-        B and whose B is our A. ``lda``, ``ldb``, ``ldd`` and, for a strided batch of ``batch``, ``strides`` (in
+                 sm_count_target: int = 0, algo: int | None = None) -> GemmDefinition:
+        """This key (its M set) as cuBLAS runs it on operands in memory: the column-major call, whose A is our B
+        and whose B is our A. ``lda``, ``ldb``, ``ldd`` and, for a strided batch of ``batch``, ``strides`` (in
         elements, 0: one matrix shared by the batch) are in our row-major naming: A, B, D. ``sm_count_target``:
-        0 for the device's. The one place a row-major GEMM turns column-major for cuBLASLt."""
+        0 for the device's. ``algo`` None: the cuBLASLt call; a ``cublasGemmAlgo_t``: the cublasGemmEx call
+        (strided batched for a batch) with it. The one place a row-major GEMM turns column-major."""
         # cuBLAS's m, n, k and the transposes of its A (our B) and B (our A)
         m, n, k, trans_first, trans_second = other_layout(self.m, self.n, self.k, self.trans_a, self.trans_b)
         a_stride, b_stride, d_stride = strides
         ab_type, c_type = GEMM_TYPES[self.input_dtype].cuda_name, GEMM_TYPES[self.output_dtype].cuda_name
+        call = ("T" if trans_first else "N", "T" if trans_second else "N", m, n, k, ldb, lda, ldd, ab_type, ab_type,
+                c_type, self.compute_type)
+        batched = {"batch_count": batch, "strides": (b_stride, a_stride, d_stride) if batch > 1 else None}
+        if algo is not None:
+            return GemmDefinition("cublasGemmStridedBatchedEx" if batch > 1 else "cublasGemmEx", *call, algo=algo,
+                                  **batched)
         # alpha and beta are in the output's type for a half compute type, else fp32 (cuBLASLt's rule)
         scale_type = c_type if ComputeType[self.compute_type] in HALF_SCALAR_COMPUTE else _F32_NAME
         bias = self.epilogue == "BIAS"
-        return GemmDefinition("cublasLtMatmul", "T" if trans_first else "N", "T" if trans_second else "N", m, n, k,
-                              ldb, lda, ldd, ab_type, ab_type, c_type, self.compute_type, batch_count=batch,
-                              strides=(b_stride, a_stride, d_stride) if batch > 1 else None, scale_type=scale_type,
+        return GemmDefinition("cublasLtMatmul", *call, **batched, scale_type=scale_type,
                               epilogue="EPILOGUE_BIAS" if bias else "EPILOGUE_DEFAULT", bias=bias,
                               sm_count_target=sm_count_target or None)  # None: no target set, as a capture has it
 
-    def packed(self, batch: int = 1) -> GemmDefinition:
+    def packed(self, batch: int = 1, algo: int | None = None) -> GemmDefinition:
         """:meth:`laid_out` with row-major operands packed one after another, as a C-contiguous array holds them."""
         m, n, k = self.m, self.n, self.k
         b_stride, a_stride, d_stride = packed_strides(m, n, k)  # cuBLAS's operand order: our B first
         return self.laid_out(m if self.trans_a else k, k if self.trans_b else n, n, batch,
-                             (a_stride, b_stride, d_stride))
+                             (a_stride, b_stride, d_stride), algo=algo)
 
     @property
     def tf32(self) -> bool:
