@@ -15,14 +15,15 @@ import pytest
 from cublas_det.apilog import file as capture_file
 from cublas_det.apilog.findings import Finding, findings
 from cublas_det.apilog.model import Capture, Site
-from cublas_det.core.definition import GemmDefinition
+from cublas_det.bindings.cublas import ComputeType
+from cublas_det.core.definition import OPERATIONS, GemmDefinition
 from cublas_det.apilog.parse import CublasLogParser, LtLogParser
 from cublas_det.apilog.run import run_captured
 from cublas_det.base.files import write_json
 from cublas_det.cli import bench as bench_cli
 from cublas_det.cli import capture as capture_cli
 from cublas_det.core.config import GemmConfig, ModeSource
-from cublas_det.core.handle import Handle
+from cublas_det.core.handle import Handle, LtPath
 
 from .conftest import unwrapped
 
@@ -81,23 +82,31 @@ def test_any_chunking_gives_the_same_capture(chunk):
 
 
 def test_the_replay_issues_the_captured_cublas_call_argument_for_argument():
+    replayed = set()
     for name in ("block", "block_fp32", "block_bias", "misc"):
         for plan in stored(parse(log(name, "cublas"), log(name, "cublaslt"))).plans:
             if not plan.replayed:
                 continue
             shape, d, config = plan.shape, plan.definition, plan.config
-            handle = Handle(0, config, ModeSource.ARGUMENT, 0)  # closed: it only says what it would issue
+            # closed (no cuBLAS handle is made): it only says what it would issue
+            path = LtPath(config, 0, 0, 0) if config.api == "lt" else None
+            handle = Handle(0, config, ModeSource.ARGUMENT, 0, lt_path=path)
             issued = handle.definition(config.input_dtype, config.output_dtype, config.compute_type, shape.trans_a,
                                        shape.trans_b, shape.m, shape.n, shape.k, shape.batch)
-            args = issued.gemm_ex_args(1, 2, 3, 4, 5)
-            op_a, op_b, m, n, k, ldb_a, ldb_b, ldc, algo = (args[0], args[1], args[2], args[3], args[4], args[8],
-                                                           args[11], args[15], args[17])
-            assert ("NT"[op_a], "NT"[op_b], m, n, k) == (d.transa, d.transb, d.m, d.n, d.k)
-            assert (ldb_a, ldb_b, ldc) == (d.lda, d.ldb, d.ldc)
-            assert algo == (d.algo if d.algo is not None else -1)
-            batched = args[18:]  # the count and strides of a strided batched call
-            assert (batched[0] if batched else 1) == d.batch_count
-            assert tuple(batched[1:]) == (d.strides or ()), plan  # the captured strides are the packed ones
+            fields = ("transa", "transb", "m", "n", "k", "lda", "ldb", "ldc", "a_type", "b_type", "c_type",
+                      "compute_type", "batch_count")
+            assert [getattr(issued, f) for f in fields] == [getattr(d, f) for f in fields], plan
+            assert issued.strides == d.strides, plan  # the captured strides are the packed ones
+            replayed.add(issued.api)
+            if issued.is_lt:
+                assert (issued.epilogue, issued.scale_type) == (d.epilogue, d.scale_type), plan
+                continue
+            assert issued.algo == (d.algo if d.algo is not None else -1)
+            args = issued.gemm_ex_args(1, 2, 3, 4, 5)  # what cublasGemmEx is given, from the definition
+            assert (args[:5], args[8], args[11], args[15], args[16], args[17]) == (
+                (OPERATIONS[d.transa], OPERATIONS[d.transb], d.m, d.n, d.k), d.lda, d.ldb, d.ldc,
+                int(ComputeType[d.compute_type]), issued.algo)
+    assert replayed == {"cublasGemmEx", "cublasGemmStridedBatchedEx", "cublasLtMatmul"}
 
 
 def test_fp32_with_tf32_allowed_replays_in_tf32_math_and_says_so():

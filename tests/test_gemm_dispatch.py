@@ -5,6 +5,8 @@ without touching a GPU, and nothing here dereferences them); the two cuBLAS entr
 cublasSetStream, are replaced by recorders. The GPU tests in test_gemm.py check the numbers.
 """
 
+import ctypes
+import dataclasses
 import math
 
 import pytest
@@ -14,7 +16,8 @@ from cublas_det.bindings import cublas as _cublas
 from cublas_det.core import call as _gemm
 from cublas_det.core import handle as _handle
 from cublas_det.core.config import GemmConfig
-from cublas_det.core.handle import Handle, ModeSource
+from cublas_det.core.handle import Handle, LtPath, ModeSource
+from cublas_det.core.key import GemmKey
 
 from .conftest import needs_cuda_extra
 
@@ -96,10 +99,13 @@ def test_common_call_issues_the_swapped_column_major_gemm_without_the_full_check
 
 @pytest.mark.parametrize("trans_a, trans_b", [(False, False), (True, True)])
 @pytest.mark.parametrize("alpha, beta, compute_type", [(1.0, 0.0, None), (0.5, 2.0, 77)])
-def test_common_call_passes_what_the_checked_path_passes(calls, handles, trans_a, trans_b, alpha, beta,
+def test_common_call_passes_what_the_checked_path_passes(calls, handles, monkeypatch, trans_a, trans_b, alpha, beta,
                                                          compute_type):
     a, b, out = _operands(trans_a, trans_b)
     handle = handles()
+    scalars, record = [], _handle.cupy_gemm_ex
+    monkeypatch.setattr(_handle, "cupy_gemm_ex", lambda *args: scalars.append(_scalars_at(args[6], args[13]))
+                        or record(*args))
     _gemm.gemm(a, b, out=out, handle=handle, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta,
                compute_type=compute_type)
     _gemm._checked_gemm(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type)
@@ -109,10 +115,17 @@ def test_common_call_passes_what_the_checked_path_passes(calls, handles, trans_a
     fast, checked, *again = calls
     scalar_positions = (7, 14)  # alpha and beta host addresses: each path holds its own c_float
     assert len(again) == 2 and again[0] == again[1]
+    assert scalars == [(alpha, beta)] * 4  # what each call's alpha and beta held as it ran
     for issued in (checked, again[0]):
         assert [x for i, x in enumerate(fast) if i not in scalar_positions] == \
                [x for i, x in enumerate(issued) if i not in scalar_positions]
     assert fast[-2] == (68 if compute_type is None else compute_type)
+
+
+def _scalars_at(alpha, beta) -> tuple:
+    """The fp32 alpha and beta at two host addresses (ints, or c_void_p as ctypes takes them), read as the call runs:
+    a checked call's scalars live only until it returns."""
+    return tuple(ctypes.c_float.from_address(getattr(x, "value", x)).value for x in (alpha, beta))
 
 
 def _bad_calls():
@@ -310,6 +323,78 @@ def test_a_batched_call_passes_cublas_its_arguments_in_the_prototypes_order(monk
     # strideC, batchCount, computeType, algo: cuBLAS's A is b (3x5, ld 3), its B is a transposed (7x5, ld 7)
     assert seen == [("cublasGemmStridedBatchedEx",
                      (99, 0, 1, 3, 7, 5, 44, 22, 0, 3, 15, 11, 0, 7, 35, 55, 33, 0, 3, 21, 4, 68, -1))]
+
+
+def test_a_batch_from_gemm_and_from_a_prepared_call_is_one_strided_batched_call(calls, handles, monkeypatch):
+    seen = []
+    monkeypatch.setattr(_cublas, "_call", lambda name, handle, *args: seen.append(
+        (name, handle.value, *args, _scalars_at(args[5], args[14]))))
+    # row-major out[4, 7, 3] = a[i].T @ b[i], a (4, 5, 7), b (4, 5, 3): cuBLAS's A is b (3x5, ld 3), its B a (7x5, ld 7)
+    a, b, out = _array((4, 5, 7), 0x11000), _array((4, 5, 3), 0x22000), _array((4, 7, 3), 0x33000)
+    handle = handles()
+    _gemm.gemm(a, b, out=out, handle=handle, trans_a=True)
+    prepared = _gemm.prepare_gemm(a, b, out=out, handle=handle, trans_a=True, alpha=2.0, beta=0.5)
+    prepared(), prepared()
+    assert {call[0] for call in calls} == {"setStream"}  # neither cublasGemmEx binding: one batched call each
+    expected = ("cublasGemmStridedBatchedEx", 0xA000, 0, 1, 3, 7, 5, 0x22000, 0, 3, 15, 0x11000, 0, 7, 35, 0x33000, 0,
+                3, 21, 4, 68, -1)
+    assert [tuple(x for i, x in enumerate(call[:-1]) if i not in (7, 16)) for call in seen] == [expected] * 3
+    assert [call[-1] for call in seen] == [(1.0, 0.0), (2.0, 0.5), (2.0, 0.5)]
+
+
+@pytest.fixture
+def lt_runs(monkeypatch):
+    """Make a handle over a cuBLASLt path whose plans record what they run: (definition, run's arguments, alpha and
+    beta as they ran), in the list returned beside it; forget the handles (no cublasDestroy) afterwards."""
+    made, runs = [], []
+
+    class Recorded:
+        def __init__(self, definition):
+            self.definition = definition
+
+        def run(self, *args):
+            runs.append((self.definition, args, _scalars_at(args[0], args[3])))
+
+    def make(config: GemmConfig):
+        made.append(Handle(0xA000, config, ModeSource.ARGUMENT, 0, lt_path=LtPath(config, 0, 0x9000, 1 << 20)))
+        return made[-1], runs
+
+    monkeypatch.setattr(_handle, "plan_for", lambda device, definition, *options: Recorded(definition))
+    yield make
+    for handle in made:
+        handle._ptr = 0
+
+
+@pytest.mark.parametrize("epilogue", ["", "BIAS"])
+def test_a_cublaslt_handle_runs_the_plan_of_its_definition_from_gemm_and_from_a_prepared_call(calls, lt_runs,
+                                                                                             epilogue):
+    handle, runs = lt_runs(GemmConfig(api="lt", lt_epilogue=epilogue))
+    a, b, out = _operands(True, False)
+    bias = _array((N,), 0x7300_0000) if epilogue else None
+    _gemm.gemm(a, b, out=out, handle=handle, trans_a=True, bias=bias)
+    prepared = _gemm.prepare_gemm(a, b, out=out, handle=handle, trans_a=True, alpha=0.5, beta=2.0, bias=bias)
+    prepared(), prepared()
+    assert not calls  # no cublasGemmEx, no cublasSetStream: cuBLASLt takes the stream with each call
+    key = GemmKey("float32", "float32", "COMPUTE_32F", True, False, N, K, epilogue, M)
+    assert all(definition == key.packed() for definition, _, _ in runs) and len(runs) == 3
+    bias_ptr = 0x7300_0000 if epilogue else 0
+    assert [args[1:] for _, args, _ in runs] == [(0x7000_0000, 0x7100_0000, args[3], 0x7200_0000, 0x9000, 1 << 20,
+                                                  CURRENT_STREAM, bias_ptr) for _, args, _ in runs]
+    assert [scalars for _, _, scalars in runs] == [(1.0, 0.0), (0.5, 2.0), (0.5, 2.0)]
+
+
+def test_a_handle_makes_each_definition_once_with_its_algorithm_and_holds_a_bounded_number():
+    handle = Handle(0, GemmConfig(MathMode.TF32), ModeSource.ARGUMENT, 0)  # closed: it only makes definitions
+    assert handle.compute_type == 68  # cublasGemmEx's COMPUTE_32F: the math mode makes it TF32, not the compute type
+    first = handle.definition("float32", "float32", 68, False, True, 7, 3, 5)
+    assert handle.definition("float32", "float32", 68, 0, 1, 7, 3, 5) is first  # not made anew on each call
+    assert (first.api, first.compute_type, first.algo) == ("cublasGemmEx", "COMPUTE_32F", -1)
+    handle.algo = 99  # a plain attribute: the next call's definition has it
+    assert handle.definition("float32", "float32", 68, False, True, 7, 3, 5).algo == 99
+    for m in range(1, 5000):
+        handle.definition("float32", "float32", 68, False, False, m, 3, 5)
+    assert len(handle._definitions) <= 4096
+    assert handle.definition("float32", "float32", 68, False, True, 7, 3, 5) == dataclasses.replace(first, algo=99)
 
 
 def test_a_prepared_call_on_a_closed_handle_says_it_is_closed(calls, handles):

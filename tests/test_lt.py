@@ -237,7 +237,6 @@ def _lt_handle(config: GemmConfig, workspace_bytes: int):
 
 
 def test_lt_layouts_and_descriptor_follow_the_gemms_definition(monkeypatch):
-
     made = []
 
     def recorder(name):
@@ -292,6 +291,8 @@ def test_lt_layouts_and_descriptor_follow_the_gemms_definition(monkeypatch):
     assert sum(name == "heuristic" for name, _ in made) == 4 and plan_module.plans_made() == 4
     assert sum(name == "create" for name, _ in made) == 1
     # TF32 math is a compute type to cuBLASLt, for the configuration's own compute type; another stays itself.
+    with pytest.raises(InvalidGemm, match="a cublasLtMatmul call has no cublasGemmEx arguments"):
+        batched.gemm_ex_args(0, 0, 0, 0, 0)  # its epilogue would be lost: never issued as cublasGemmEx
     tf32 = _lt_handle(GemmConfig.parse("tf32+lt"), 0)
     assert tf32.definition("float32", "float32", 68, False, False, 7, 3, 5).compute_type == "COMPUTE_32F_FAST_TF32"
     assert tf32.definition("float32", "float32", 69, False, False, 7, 3, 5).compute_type == "COMPUTE_32F_PEDANTIC"

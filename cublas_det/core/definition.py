@@ -11,6 +11,7 @@ from ..base.integers import is_int
 from ..bindings.cublas import ComputeType, GemmAlgo
 
 MAX_INT = (1 << 63) - 1  # cuBLAS's widest integer arguments (the _64 API's int64_t)
+GEMM_EX_APIS = ("cublasGemmEx", "cublasGemmStridedBatchedEx")  # the calls gemm_ex_args gives the arguments of
 OPERATIONS = {"N": 0, "T": 1, "C": 2}  # cublasOperation_t, as plain ints: cublasGemmEx's arguments go untyped
 
 
@@ -61,7 +62,10 @@ class GemmDefinition:
     def gemm_ex_args(self, alpha: int, a: int, b: int, beta: int, d: int) -> tuple:
         """Its arguments after the handle as ``cublasGemmEx`` takes them (``cublasGemmStridedBatchedEx``, with the
         count and strides last, for a batch), on the row-major operands ``a``, ``b``, ``d`` (cuBLAS's A is ``b``)
-        and the host addresses of ``alpha`` and ``beta``; its ``algo`` None: cuBLAS's default."""
+        and the host addresses of ``alpha`` and ``beta``; its ``algo`` None: cuBLAS's default. InvalidGemm for a call
+        of another API (a cuBLASLt call's epilogue would be lost; a batch of pointer arrays has no strides)."""
+        if self.api not in GEMM_EX_APIS:
+            raise InvalidGemm(f"a {self.api} call has no cublasGemmEx arguments; only {' and '.join(GEMM_EX_APIS)}")
         args = (OPERATIONS[self.transa], OPERATIONS[self.transb], self.m, self.n, self.k, alpha, b,
                 BY_CUDA_NAME[self.a_type].cuda, self.lda, a, BY_CUDA_NAME[self.b_type].cuda, self.ldb, beta, d,
                 BY_CUDA_NAME[self.c_type].cuda, self.ldc, int(ComputeType[self.compute_type]),

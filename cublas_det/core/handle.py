@@ -262,7 +262,7 @@ class Handle:
         ``api="lt"`` (the configuration's own compute type as cuBLASLt takes it, TF32 math as
         COMPUTE_32F_FAST_TF32, and its epilogue), else cublasGemmEx's with the handle's algorithm. Made once for
         each GEMM: gemm() asks on every checked call, and a definition checks its fields as it is made."""
-        arguments = (input_dtype, output_dtype, compute, bool(trans_a), bool(trans_b), m, n, k, batch)
+        arguments = (input_dtype, output_dtype, compute, bool(trans_a), bool(trans_b), m, n, k, batch, self.algo)
         made = self._definitions.get(arguments)
         if made is None:
             config, lt = self._config, self.lt is not None
@@ -281,17 +281,23 @@ class Handle:
             self.require_open()
             self.lt.issue(definition, pointers, self.current_stream_ptr(), self._sm_count_target, bias_ptr)
         elif definition.batch_count > 1:
-            _cublas.gemm_strided_batched_ex(self.bind_current_stream(), definition.gemm_ex_args(*pointers))
+            self.issue_batched(definition.gemm_ex_args(*pointers))
         else:
             self.issue_gemm_ex(definition.gemm_ex_args(*pointers))
 
     def issuer(self, definition: GemmDefinition, pointers: tuple, bias_ptr: int = 0):
         """:meth:`issue` of one GEMM as a call without arguments, for a GEMM issued many times: cublasGemmEx's
-        arguments made, and wrapped for ctypes, once."""
-        if self.lt is None and definition.batch_count == 1:
-            args = definition.gemm_ex_args(*pointers)
-            return functools.partial(self.issue_gemm_ex, args, as_ctypes(args))
-        return functools.partial(self.issue, definition, pointers, bias_ptr)
+        arguments made (and for one matrix wrapped for ctypes) once."""
+        if self.lt is not None:
+            return functools.partial(self.issue, definition, pointers, bias_ptr)
+        args = definition.gemm_ex_args(*pointers)
+        if definition.batch_count > 1:
+            return functools.partial(self.issue_batched, args)
+        return functools.partial(self.issue_gemm_ex, args, as_ctypes(args))
+
+    def issue_batched(self, args: tuple) -> None:
+        """``cublasGemmStridedBatchedEx(handle, *args)`` through ctypes: CuPy's binding has no batched call."""
+        _cublas.gemm_strided_batched_ex(self.bind_current_stream(), args)
 
     def issue_gemm_ex(self, args: tuple, ctypes_args: tuple | None = None, via_cupy: bool = True) -> None:
         """``cublasGemmEx(handle, *args)`` through CuPy's binding where it fits (and ``via_cupy``: gemm() tried it

@@ -1,8 +1,8 @@
 """:class:`GemmKey`, a GEMM's one identity, and the one conversion between it and cuBLAS's column-major
 :class:`~.definition.GemmDefinition`, both ways: :meth:`GemmKey.laid_out` (the key as it lies in memory, the call
-cuBLASLt or cublasGemmEx runs) and :func:`key_of` / :func:`plan` (a captured call as the shim's row-major shape and configuration,
-a :class:`ReplayPlan`, or why not; ``M, N, K = n, m, k`` with the transposes swapped is the same cuBLAS call when
-operands are packed). Its plan: :class:`~.plan.LtPlan`."""
+cuBLASLt or cublasGemmEx runs) and :func:`key_of` / :func:`plan` (a captured call as the shim's row-major shape and
+configuration, a :class:`ReplayPlan`, or why not; ``M, N, K = n, m, k`` with the transposes swapped is the same
+cuBLAS call when operands are packed). Its plan: :class:`~.plan.LtPlan`."""
 
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ class GemmKey:
         and whose B is our A. ``lda``, ``ldb``, ``ldd`` and, for a strided batch of ``batch``, ``strides`` (in
         elements, 0: one matrix shared by the batch) are in our row-major naming: A, B, D. ``sm_count_target``:
         0 for the device's. ``algo`` None: the cuBLASLt call; a ``cublasGemmAlgo_t``: the cublasGemmEx call
-        (strided batched for a batch) with it. The one place a row-major GEMM turns column-major."""
+        (strided batched for a batch) with it, which has no epilogue and no SM-count target of its own (the
+        handle's holds). The one place a row-major GEMM turns column-major."""
         # cuBLAS's m, n, k and the transposes of its A (our B) and B (our A)
         m, n, k, trans_first, trans_second = other_layout(self.m, self.n, self.k, self.trans_a, self.trans_b)
         a_stride, b_stride, d_stride = strides
