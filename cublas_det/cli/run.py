@@ -1,11 +1,12 @@
 """cublas-det run: a program run with the lock applied, the program unchanged, whatever its language.
 
 Every process of the command gets the lock's GEMMs through their pinned cuBLASLt algorithms: a PyTorch
-process in CUDA mm, addmm, bmm, baddbmm (forward and backward); any other (C, C++, Rust, CuPy, JAX) in
+process in CUDA mm, addmm, bmm, baddbmm (forward and backward); any other (C, C++, Rust, CuPy) in
 cuBLAS's cublasGemmEx, cublasGemmStridedBatchedEx, cublasSgemm_v2, cublasSgemmStridedBatched (and _64
-forms) and its own cublasLtMatmul, through a preloaded interposer built by the system C compiler on
-first use. Any other GEMM runs as it would. At the end: how many calls were locked, which GEMMs fell
-through, and the command that adds them.
+forms) and its own cublasLtMatmul on column-major matrices, through a preloaded interposer built by the
+system C compiler on first use. Any other GEMM runs as it would (JAX's: XLA lays its matrices out
+otherwise). At the end: how many calls were locked, which GEMMs fell through, and the command that adds
+them.
 """
 
 from __future__ import annotations
