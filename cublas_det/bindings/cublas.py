@@ -215,9 +215,6 @@ def gemm_ex_untyped():
     return fn
 
 
-GEMM_EX_ARGS = 18  # cublasGemmEx's arguments after the handle; a batched call's carry its count and strides after
-
-
 def gemm_strided_batched_ex(handle: int, args: tuple) -> None:
     """``cublasGemmStridedBatchedEx`` of cublasGemmEx's ``args`` and the batch count and strides."""
     (op_a, op_b, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type, ldc, compute, algo,
