@@ -15,13 +15,12 @@ def clock_mhz(start_ns: int, start_cycles: int, end_ns: int, end_cycles: int) ->
 
 
 @functools.cache
-def default_sm_clock_mhz(device_id: int | None = None) -> float | None:
-    """The device's default (maximum boost) SM clock from CUDA, as nvbench judges throttling by; None if
+def default_sm_clock_mhz() -> float | None:
+    """The current device's default (maximum boost) SM clock from CUDA, as nvbench judges throttling by; None if
     unknown (``cudaDevAttrClockRate``: CUDA 13 dropped ``cudaDeviceProp.clockRate``)."""
     import cupy
     runtime = cupy.cuda.runtime
-    if device_id is None:
-        device_id = runtime.getDevice()
+    device_id = runtime.getDevice()
     try:
         khz = runtime.deviceGetAttribute(runtime.cudaDevAttrClockRate, device_id)
     except (AttributeError, runtime.CUDARuntimeError):
