@@ -64,6 +64,7 @@ class Operation(enum.IntEnum):
     """``cublasOperation_t``."""
     N = 0
     T = 1
+    C = 2
 
 
 class AtomicsMode(enum.IntEnum):

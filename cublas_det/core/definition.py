@@ -8,11 +8,11 @@ import dataclasses
 
 from ..base.dtypes import BY_CUDA_NAME
 from ..base.integers import is_int
-from ..bindings.cublas import ComputeType, GemmAlgo
+from ..bindings.cublas import ComputeType, GemmAlgo, Operation
 
 MAX_INT = (1 << 63) - 1  # cuBLAS's widest integer arguments (the _64 API's int64_t)
 GEMM_EX_APIS = ("cublasGemmEx", "cublasGemmStridedBatchedEx")  # the calls gemm_ex_args gives the arguments of
-OPERATIONS = {"N": 0, "T": 1, "C": 2}  # cublasOperation_t, as plain ints: cublasGemmEx's arguments go untyped
+OPERATIONS = {op.name: int(op) for op in Operation}  # as plain ints: cublasGemmEx's arguments go untyped
 
 
 class InvalidGemm(ValueError):
