@@ -1,6 +1,7 @@
 """The host operands of a run: the same values for every check and timing setup, drawn once (ahead of
 use, in threads), within a budget, with their digests."""
 
+import dataclasses
 import threading
 
 import numpy
@@ -44,6 +45,17 @@ def test_a_shape_is_made_once_and_uploaded_each_time_within_the_budget(made):
     assert [spec for spec, _ in made] == ["64x32x16:nn", "512x256x128:nn", "512x256x128:nn"]  # beyond the budget
     bf16 = GemmConfig(input_dtype="bfloat16", output_dtype="bfloat16")
     assert held.device_pair(small, bf16)[0].dtype != first[0].dtype  # another input type: other operands
+
+
+def test_shapes_of_one_pair_of_arrays_share_one_draw(made):
+    """The bits depend on the arrays' shapes, type and seed alone: the same arrays under another name are no
+    second draw; another B is."""
+    held = operands.HostOperands(seed=3, budget_bytes=1 << 20, workers=0)
+    first = held.upload(parse_shape("64x32x16:nn"), FP32)
+    renamed = held.upload(dataclasses.replace(parse_shape("64x32x16:nn"), name="in_proj"), FP32)
+    assert [spec for spec, _ in made] == ["64x32x16:nn"] and renamed.digests == first.digests
+    held.upload(parse_shape("64x32x16:nt"), FP32)  # B stored (N, K): another array
+    assert [spec for spec, _ in made] == ["64x32x16:nn", "64x32x16:nt"]
 
 
 def test_prefetched_pairs_are_drawn_in_threads_once_with_the_same_values(made):

@@ -55,12 +55,13 @@ class HostOperands:
         self.budget_bytes = budget_bytes if budget_bytes is not None else (host_available_bytes() or 8 * 2**30) // 4
         self.workers = workers
         self._pool = None
-        self._held: dict = {}  # (spec, input type) -> (a, b, digests), or a Future of it
+        self._held: dict = {}  # (A's shape, B's shape, input type) -> (a, b, digests), or a Future of it
         self._held_bytes = 0
 
     @staticmethod
     def _key(shape: GemmShape, config: GemmConfig | None):
-        return shape.spec, (config or GemmConfig()).a_type.name
+        """What the drawn bits depend on: the arrays' shapes and type (and the seed), not the GEMM's name."""
+        return shape.a_shape, shape.b_shape, (config or GemmConfig()).a_type.name
 
     def prefetch(self, shapes, config: GemmConfig | None = None) -> None:
         if self.workers < 1:
