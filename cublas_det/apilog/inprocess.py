@@ -48,10 +48,8 @@ def start() -> None:
     cdll = _cublas.library()[0]
     try:  # a process that starts after capture stopped reading finds no pipe, or one without a reader: not entered
         fd = os.open(os.environ[LOG_ENV], os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
-    except (FileNotFoundError, BlockingIOError):
-        return
     except OSError as err:
-        if err.errno == errno.ENXIO:
+        if isinstance(err, (FileNotFoundError, BlockingIOError)) or err.errno == errno.ENXIO:
             return
         raise
     os.set_blocking(fd, True)
