@@ -31,12 +31,10 @@ class _Gatherer:
             self.flush(thread)
 
     def flush(self, thread) -> None:
-        lines = self.lines.pop(thread, None)
-        if lines:
-            data = b"".join(lines)
-            with self.write_lock:
-                while data:
-                    data = data[os.write(self.fd, data):]
+        data = b"".join(self.lines.pop(thread, ()))
+        with self.write_lock:
+            while data:
+                data = data[os.write(self.fd, data):]
 
     def flush_all(self) -> None:
         for thread in list(self.lines):
