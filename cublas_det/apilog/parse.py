@@ -257,8 +257,7 @@ class CublasLogParser(_LogParser):
 
     def _mixed(self, header, block: bytes, gemm: bool, err: _Mixed) -> None:
         """A call of bad shape: interleaved where another thread logs too; else malformed (told at the end)."""
-        for found in _THREAD.finditer(block):
-            self._thread((int(found.group(1)), int(found.group(2))))
+        self._threads.update((int(process), int(thread)) for process, thread in _THREAD.findall(block))
         calls, gemms, samples = self._unsure
         if len(samples) < MAX_SAMPLES:
             samples.append(f"{err}: {_quoted(header)}")
