@@ -31,12 +31,10 @@ class _Gatherer:
             self.flush(thread)
 
     def flush(self, thread) -> None:
-        lines = self.lines.pop(thread, None)
-        if lines:
-            data = b"".join(lines)
-            with self.write_lock:
-                while data:
-                    data = data[os.write(self.fd, data):]
+        data = b"".join(self.lines.pop(thread, ()))
+        with self.write_lock:
+            while data:
+                data = data[os.write(self.fd, data):]
 
     def flush_all(self) -> None:
         for thread in list(self.lines):
@@ -48,10 +46,8 @@ def start() -> None:
     cdll = _cublas.library()[0]
     try:  # a process that starts after capture stopped reading finds no pipe, or one without a reader: not entered
         fd = os.open(os.environ[LOG_ENV], os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
-    except (FileNotFoundError, BlockingIOError):
-        return
     except OSError as err:
-        if err.errno == errno.ENXIO:
+        if isinstance(err, (FileNotFoundError, BlockingIOError)) or err.errno == errno.ENXIO:
             return
         raise
     os.set_blocking(fd, True)

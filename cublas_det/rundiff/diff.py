@@ -229,39 +229,34 @@ def diff_runs(run_a: TrainingRun, run_b: TrainingRun, *, order: list[str] | None
         return RunDiff(run_a.describe(), run_b.describe(), tuple(compared), tuple(rest), ended, beyond, skipped, error)
     compared = []
     try:
-        return _walk(run_a, run_b, steps, order, all_steps, chunk_bytes, ended, compared, result)
+        for position, step in enumerate(steps):
+            leaves_a = {leaf.name: leaf for leaf in run_a.steps.get(step, ())}
+            leaves_b = {leaf.name: leaf for leaf in run_b.steps.get(step, ())}
+            names = dict.fromkeys([*leaves_a, *leaves_b])  # A's order, then B's; the names of `order` first
+            names = dict.fromkeys([*(name for name in order or () if name in names), *names])
+            error = run_a.unreadable.get(step) or run_b.unreadable.get(step)  # a file of the step, as listed
+            if error is None:
+                try:
+                    leaves = [compare_leaf(step, name, leaves_a.get(name), leaves_b.get(name), chunk_bytes)
+                              for name in names]
+                except RunLayoutError as err:
+                    error = str(err)
+            if error is not None:
+                raise IncompleteDiff(error, result(compared, steps[position:], f"step {step}: {error}"))
+            if ended and step == steps[-1]:  # what the run that ends lacks here was not reached, if the rest is
+                other = "B" if ended == "A" else "A"  # part of the other's step (a run stopped mid-write)
+                if not any(leaf.status is LeafStatus[f"MISSING_IN_{other}"] for leaf in leaves):
+                    leaves = [dataclasses.replace(leaf, status=LeafStatus[f"ENDED_IN_{ended}"])
+                              if leaf.status is LeafStatus[f"MISSING_IN_{ended}"] else leaf for leaf in leaves]
+            compared.append(StepDiff(step, tuple(leaves)))
+            # a step with no leaf in both runs stops nothing: a later one may share some (else nothing is compared)
+            if not compared[-1].equal and not all_steps and any(done.compared for done in compared):
+                return result(compared, steps[position + 1:])
+        return result(compared)
     except KeyboardInterrupt:  # the steps compared so far are still an answer
         rest = steps[len(compared):]
         raise DiffInterrupted(result(compared, rest, f"step {rest[0]}: {INTERRUPTED}" if rest else INTERRUPTED)) \
             from None
-
-
-def _walk(run_a, run_b, steps, order, all_steps, chunk_bytes, ended, compared, result) -> RunDiff:
-    """:func:`diff_runs`'s step by step, appending each step to ``compared`` as it is done."""
-    for position, step in enumerate(steps):
-        leaves_a = {leaf.name: leaf for leaf in run_a.steps.get(step, ())}
-        leaves_b = {leaf.name: leaf for leaf in run_b.steps.get(step, ())}
-        names = dict.fromkeys([*leaves_a, *leaves_b])  # A's order, then B's; the names of `order` first
-        names = dict.fromkeys([*(name for name in order or () if name in names), *names])
-        error = run_a.unreadable.get(step) or run_b.unreadable.get(step)  # a file of the step, as listed
-        if error is None:
-            try:
-                leaves = [compare_leaf(step, name, leaves_a.get(name), leaves_b.get(name), chunk_bytes)
-                          for name in names]
-            except RunLayoutError as err:
-                error = str(err)
-        if error is not None:
-            raise IncompleteDiff(error, result(compared, steps[position:], f"step {step}: {error}"))
-        if ended and step == steps[-1]:  # what the run that ends lacks here was not reached, if the rest is
-            other = "B" if ended == "A" else "A"  # part of the other's step (a run stopped mid-write)
-            if not any(leaf.status is LeafStatus[f"MISSING_IN_{other}"] for leaf in leaves):
-                leaves = [dataclasses.replace(leaf, status=LeafStatus[f"ENDED_IN_{ended}"])
-                          if leaf.status is LeafStatus[f"MISSING_IN_{ended}"] else leaf for leaf in leaves]
-        compared.append(StepDiff(step, tuple(leaves)))
-        # a step with no leaf in both runs stops nothing: a later one may share some (else nothing is compared)
-        if not compared[-1].equal and not all_steps and any(done.compared for done in compared):
-            return result(compared, steps[position + 1:])
-    return result(compared)
 
 
 def compare_leaf(step: int, name: str, a: Leaf | None, b: Leaf | None,

@@ -159,17 +159,16 @@ def _read_directory(path: str, raw_dtype: str) -> TrainingRun:
     unreadable: dict[int, str] = {}
     def add(step: int, extension: str, file_path: str, name: str, where: str) -> None:
         regular_file_size(file_path, error=RunLayoutError)  # what is not a file refuses the run
+        step_leaves = found.setdefault(step, {})
         try:
             leaves, left_out = _file_leaves(file_path, extension, raw_dtype, name)
         except RunLayoutError as err:  # a file that cannot be read: an error at its step, as in comparing it
-            found.setdefault(step, {})
             unreadable.setdefault(step, str(err))
             return
         skipped.extend(where + reason for reason in left_out)
         if leaves is None:
             return
         kinds.add(extension)
-        step_leaves = found.setdefault(step, {})
         for leaf in leaves:
             if leaf.name in step_leaves:
                 raise RunLayoutError(f"{file_path}: leaf {leaf.name!r} of step {step} is also in "

@@ -31,9 +31,9 @@ def _git(directory: str, *args: str) -> str:
 
 
 @functools.cache
-def commit_info(directory: str | None = None) -> dict:
+def commit_info() -> dict:
     """pytest-benchmark's commit fields of the checkout holding this package; id ``unversioned`` outside git."""
-    directory = directory or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    directory = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     info = {"id": "unversioned", "time": None, "author_time": None, "dirty": False, "project": "cublas_det",
             "branch": "(unknown)"}
     try:
