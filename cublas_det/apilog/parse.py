@@ -126,11 +126,14 @@ class _LogParser:
         if b"\r" in buffer:  # CRLF line ends (a log copied through Windows): read as LF; a CR cut off waits
             buffer = buffer.replace(b"\r\n", b"\n")
         cut = buffer.rfind(self.SEPARATOR)
-        if cut < 0 and len(buffer) > MAX_BLOCK:  # no call or line of a real log is this long: read it as it is
-            buffer, cut = buffer + b"\n", len(buffer)
-        self._pending = buffer[cut + 1:]  # all of it while no separator came
-        if cut >= 0:
-            self._text(buffer[:cut + 1], complete=True)
+        if cut < 0:
+            self._pending = buffer
+            if len(buffer) > MAX_BLOCK:  # no call or line of a real log is this long: read it as it is
+                self._pending = b""
+                self._text(buffer + b"\n", complete=True)
+            return
+        self._pending = buffer[cut + 1:]
+        self._text(buffer[:cut + 1], complete=True)
 
     def close(self) -> None:
         """The end of the log: the text left is read, its last call or line kept only if it is whole."""
