@@ -33,11 +33,8 @@ class NoCompiler(UsageError):
 
 def compiler() -> str | None:
     """``$CC``, else ``cc``, ``gcc`` or ``clang`` on the PATH."""
-    for name in filter(None, (os.environ.get("CC"), "cc", "gcc", "clang")):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+    found = (shutil.which(name) for name in (os.environ.get("CC"), "cc", "gcc", "clang") if name)
+    return next(filter(None, found), None)
 
 
 def _cache_folder() -> str:
