@@ -238,8 +238,6 @@ class Router:
         plan = self.plan(a, b, bias, alpha, beta, out)
         call = plan
         if plan.locked:
-            entry = self.lock.entries[plan.key]
-            config = entry.config
             lda, ldb = _layout(a)[1], _layout(b)[1]
             m, n = a.shape[-2], b.shape[-1]
             batch = a.shape[0] if a.dim() == 3 else 1
@@ -247,7 +245,7 @@ class Router:
             strides = (_batch_stride(a), _batch_stride(b), d_stride) if batch > 1 else (0, 0, 0)
             definition = plan.key.at(m).laid_out(lda, ldb, ldd, batch, strides)
             with torch.cuda.device(device):
-                made = plan_for(device, definition, config.lt_algo)
+                made = plan_for(device, definition, self.lock.entries[plan.key].config.lt_algo)
             call = _Locked(plan.key, made, (*a.shape[:-2], m, n), *_workspace(device, stream, self._workspace_bytes))
         self._calls[signature] = call
         return call
