@@ -21,7 +21,6 @@ class MatmulDesc(enum.IntEnum):
     EPILOGUE = 7
     BIAS_POINTER = 8
     SM_COUNT_TARGET = 15
-    BIAS_DATA_TYPE = 26
 
 
 class Preference(enum.IntEnum):
