@@ -167,9 +167,7 @@ def _getter(name: str):
 
 
 def _setter(name: str):
-    def set_value(handle: int, value: int) -> None:
-        _call(name, handle, value)
-    return set_value
+    return lambda handle, value: _call(name, handle, value)
 
 
 cublas_get_math_mode = _getter("cublasGetMathMode")

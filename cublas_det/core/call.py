@@ -46,9 +46,9 @@ def _bind():
     return _cupy
 
 
-def _check_operand(name: str, array, ndarray) -> None:
+def _check_operand(name: str, array) -> None:
     """TypeError/ValueError unless ``array`` is a non-empty 2-D (3-D: a batch) C-contiguous CuPy GEMM array."""
-    if not isinstance(array, ndarray):
+    if not isinstance(array, _cupy.ndarray):
         raise TypeError(f"{name} must be a CuPy array or a GPU tensor with __dlpack__ (PyTorch ...), not "
                         f"{type(array).__name__} (move it with cupy.asarray)")
     if array.dtype.name not in GEMM_TYPES:
@@ -68,11 +68,9 @@ def _prepare(a, b, out, handle, trans_a, trans_b, alpha, beta, compute_type):
     """Validate a GEMM in full, naming the first problem: (handle, out, its definition as the handle issues it, the
     pointers it runs on, its scalars)."""
     cupy = _bind()
-    ndarray = cupy.ndarray
-    a, b = _as_cupy("a", a), _as_cupy("b", b)
-    out = None if out is None else _as_cupy("out", out)
-    _check_operand("a", a, ndarray)
-    _check_operand("b", b, ndarray)
+    a, b, out = _as_cupy("a", a), _as_cupy("b", b), _as_cupy("out", out)  # None, not a tensor, stays None
+    _check_operand("a", a)
+    _check_operand("b", b)
     if a.dtype != b.dtype:
         raise TypeError(f"a and b must have one element type, not {a.dtype} and {b.dtype}")
     if a.shape[:-2] != b.shape[:-2]:
@@ -113,7 +111,7 @@ def _checked_out(cupy, out, shape: tuple, dtype, device_id: int):
     if out is None:
         with cupy.cuda.Device(device_id):
             return cupy.empty(shape, dtype=dtype)
-    _check_operand("out", out, cupy.ndarray)
+    _check_operand("out", out)
     if out.shape != shape:
         raise ValueError(f"out must have shape {shape}, not {out.shape}")
     if out.data.device_id != device_id:

@@ -222,12 +222,11 @@ class GemmConfig:
     @classmethod
     def from_dict(cls, data: dict) -> GemmConfig:
         """:meth:`to_dict`'s output read back (derived keys such as ``name`` ignored)."""
-        return cls(MathMode[data["math_mode"]], bool(data.get("disallow_reduced_precision_reduction", False)),
-                   ComputeType[data.get("compute_type", "COMPUTE_32F")], data.get("input_dtype", "float32"),
-                   data.get("output_dtype", "float32"), data.get("algo", int(GemmAlgo.DEFAULT)),
-                   data.get("workspace_bytes"), data.get("api", "gemm_ex"), data.get("lt_reduction_scheme_mask"),
-                   data.get("lt_sm_count_target", 0), _pairs(data.get("lt_algo")),
-                   data.get("lt_epilogue", ""))
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}  # absent: the default
+        return cls(**{**values, "math_mode": MathMode[data["math_mode"]],
+                      "disallow_reduced_precision_reduction": bool(data.get("disallow_reduced_precision_reduction")),
+                      "compute_type": ComputeType[data.get("compute_type", "COMPUTE_32F")],
+                      "lt_algo": _pairs(data.get("lt_algo"))})
 
     @classmethod
     def parse(cls, text: str, *, source: str = "mode") -> GemmConfig:

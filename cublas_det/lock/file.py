@@ -139,9 +139,8 @@ _ALGO = Record({name: _c_range(kind) for name, (_, kind) in ALGO_CONFIG.items()}
 _CONFIG = Record({"lt_algo": _ALGO, "workspace_bytes": _WORKSPACE, "lt_sm_count_target": _c_range(ctypes.c_int32)})
 _ENTRY = Record({"gemm": _GEMM, "config": _CONFIG, "verified": "an object", "cost": "an object",
                  "source": "a string"}, required=("gemm", "config", "verified"))
-_WHERE = Record({"gpu": "a non-empty string", "sm_count": ("an integer from 1 to 2**31 - 1", _DIMENSION[1]),
-                 "compute_capability": "a non-empty string", "cublas_version": "a non-empty string"},
-                required=WHERE_FIELDS)
+_WHERE = Record({"gpu": "a non-empty string", "sm_count": _DIMENSION, "compute_capability": "a non-empty string",
+                 "cublas_version": "a non-empty string"}, required=WHERE_FIELDS)
 _LOCK = Record({"where": _WHERE, "entries": Each(_ENTRY)}, required=("where", "entries"))
 _REPORT = Record({"locked": "an object of integers >= 0", "fell_through": "an object of objects", "lock": "a string"},
                  required=("locked", "fell_through"))

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 
 from ..bindings.cublas import ComputeType, MathMode
-from ..bindings.cublaslt import ALGO_CONFIG
+from ..bindings.cublaslt import ALGO_CONFIG, Epilogue
 from ..core.key import GemmKey, key_of
 from ..core.definition import GemmDefinition, InvalidGemm
 from ..base.dtypes import BY_CUDA_NAME, GEMM_TYPES
@@ -33,11 +33,8 @@ class NoCompiler(UsageError):
 
 def compiler() -> str | None:
     """``$CC``, else ``cc``, ``gcc`` or ``clang`` on the PATH."""
-    for name in filter(None, (os.environ.get("CC"), "cc", "gcc", "clang")):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+    found = (shutil.which(name) for name in (os.environ.get("CC"), "cc", "gcc", "clang") if name)
+    return next(filter(None, found), None)
 
 
 def _cache_folder() -> str:
@@ -78,13 +75,12 @@ def build(folder: str | None = None) -> str:
     return target
 
 
-_EPILOGUES = {1: "EPILOGUE_DEFAULT", 4: "EPILOGUE_BIAS"}  # cublasLtEpilogue_t, as the cuBLASLt log names them
+_EPILOGUES = {int(e): f"EPILOGUE_{e.name}" for e in Epilogue}  # cublasLtEpilogue_t, as the cuBLASLt log names them
 LT_CALL = 15  # the table's math-mode bit of a program's own cublasLtMatmul, which has no math mode
-EPILOGUE_DEFAULT = 1
 
 
 def _call(api: str, transa: int, transb: int, m: int, n: int, k: int, a_type: int, c_type: int, compute: int,
-          math_mode: int | None, batch: int = 1, epilogue: int = EPILOGUE_DEFAULT,
+          math_mode: int | None, batch: int = 1, epilogue: int = Epilogue.DEFAULT,
           scale_type: int | None = None) -> GemmDefinition:
     """The definition a capture would make of this cuBLAS (or cuBLASLt) call, operands packed."""
     ops = ("N", "T", "C")
@@ -118,7 +114,7 @@ def _rows(index: int, key: GemmKey) -> list[str]:
     m, n, k, transa, transb = lt_call.m, lt_call.n, lt_call.k, lt_call.transa == "T", lt_call.transb == "T"
     a_type, c_type, scale = (BY_CUDA_NAME[name].cuda for name in (lt_call.a_type, lt_call.c_type, lt_call.scale_type))
     lt_compute = ComputeType[lt_call.compute_type]
-    epilogue = 4 if lt_call.epilogue == "EPILOGUE_BIAS" else EPILOGUE_DEFAULT
+    epilogue = int(Epilogue.BIAS if lt_call.epilogue == "EPILOGUE_BIAS" else Epilogue.DEFAULT)
     rows = []
     for compute in ComputeType:
         modes = 0

@@ -238,8 +238,6 @@ class Router:
         plan = self.plan(a, b, bias, alpha, beta, out)
         call = plan
         if plan.locked:
-            entry = self.lock.entries[plan.key]
-            config = entry.config
             lda, ldb = _layout(a)[1], _layout(b)[1]
             m, n = a.shape[-2], b.shape[-1]
             batch = a.shape[0] if a.dim() == 3 else 1
@@ -247,7 +245,7 @@ class Router:
             strides = (_batch_stride(a), _batch_stride(b), d_stride) if batch > 1 else (0, 0, 0)
             definition = plan.key.at(m).laid_out(lda, ldb, ldd, batch, strides)
             with torch.cuda.device(device):
-                made = plan_for(device, definition, config.lt_algo)
+                made = plan_for(device, definition, self.lock.entries[plan.key].config.lt_algo)
             call = _Locked(plan.key, made, (*a.shape[:-2], m, n), *_workspace(device, stream, self._workspace_bytes))
         self._calls[signature] = call
         return call
@@ -264,32 +262,7 @@ class Router:
         with self._count:
             count_fall(self._fell, plan.key, plan.m, plan.reason)
 
-    # -- the ops, as their schemas take them
-    def _mm(self, a, b):
-        return self._gemm("mm", a, b)
-
-    def _mm_out(self, a, b, *, out):
-        return self._gemm("mm.out", a, b, out=out)
-
-    def _bmm(self, a, b):
-        return self._gemm("bmm", a, b)
-
-    def _bmm_out(self, a, b, *, out):
-        return self._gemm("bmm.out", a, b, out=out)
-
-    def _addmm(self, bias, a, b, *, beta=1, alpha=1):
-        return self._gemm("addmm", a, b, bias, None, alpha, beta)
-
-    def _addmm_out(self, bias, a, b, *, beta=1, alpha=1, out):
-        return self._gemm("addmm.out", a, b, bias, out, alpha, beta)
-
-    def _baddbmm(self, c, a, b, *, beta=1, alpha=1):
-        return self._baddbmm_any("baddbmm", c, a, b, beta, alpha, None)
-
-    def _baddbmm_out(self, c, a, b, *, beta=1, alpha=1, out):
-        return self._baddbmm_any("baddbmm.out", c, a, b, beta, alpha, out)
-
-    def _baddbmm_any(self, op, c, a, b, beta, alpha, out):
+    def _baddbmm(self, op, c, a, b, beta, alpha, out):
         if beta == 0 and alpha == 1:  # c is ignored: a bmm
             return self._gemm(op, a, b, out=out, alpha=alpha, beta=beta, c=c)
         self._fall(Plan(self.plan(a, b).key, a.shape[1], "baddbmm that adds to its input"))
@@ -301,9 +274,17 @@ class Router:
         if not hasattr(torch.library, "get_kernel"):
             raise RuntimeError(f"the lock needs PyTorch 2.9 or newer (torch.library.get_kernel); this is "
                                f"{torch.__version__}")
-        kernels = {"mm": self._mm, "mm.out": self._mm_out, "addmm": self._addmm, "addmm.out": self._addmm_out,
-                   "bmm": self._bmm, "bmm.out": self._bmm_out, "baddbmm": self._baddbmm,
-                   "baddbmm.out": self._baddbmm_out}
+        kernels = {  # each op's kernel, its arguments as the op's schema takes them
+            "mm": lambda a, b: self._gemm("mm", a, b),
+            "mm.out": lambda a, b, *, out: self._gemm("mm.out", a, b, out=out),
+            "addmm": lambda bias, a, b, *, beta=1, alpha=1: self._gemm("addmm", a, b, bias, None, alpha, beta),
+            "addmm.out":
+                lambda bias, a, b, *, beta=1, alpha=1, out: self._gemm("addmm.out", a, b, bias, out, alpha, beta),
+            "bmm": lambda a, b: self._gemm("bmm", a, b),
+            "bmm.out": lambda a, b, *, out: self._gemm("bmm.out", a, b, out=out),
+            "baddbmm": lambda c, a, b, *, beta=1, alpha=1: self._baddbmm("baddbmm", c, a, b, beta, alpha, None),
+            "baddbmm.out":
+                lambda c, a, b, *, beta=1, alpha=1, out: self._baddbmm("baddbmm.out", c, a, b, beta, alpha, out)}
         self._native = {op: torch.library.get_kernel(f"aten::{op}", "CUDA") for op in kernels}
         global _watching
         _watching = self

@@ -22,9 +22,7 @@ _INT_OF = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 def _bits(t: torch.Tensor) -> torch.Tensor:
     """The tensor's bits as integers of its width (bool as bytes), so that NaNs and -0 compare as bits."""
     t = t.contiguous()
-    if t.dtype == torch.bool:
-        return t.view(torch.uint8)
-    if t.is_floating_point():
+    if t.is_floating_point() or t.dtype == torch.bool:  # a bool is one byte: _INT_OF[1] is uint8
         return t.view(_INT_OF[t.element_size()])
     return t
 
