@@ -100,8 +100,7 @@ def summarize(samples, own_pid: int) -> GpuActivity:
 
 
 def _max(*values):
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
+    return max((v for v in values if v is not None), default=None)
 
 
 def _process_name(pid: int) -> str:
