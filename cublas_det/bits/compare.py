@@ -96,9 +96,8 @@ class MismatchTracker:
         self._runs += 1
 
     def summary(self) -> RunsSummary:
-        xp = self._xp
         records = self._records[: self._runs]
-        records = [[int(v) for v in row] for row in (records.get() if xp.__name__ == "cupy" else records)]
+        records = (records.get() if self._xp.__name__ == "cupy" else records).tolist()  # Python ints
         size = int(self._reference.size)
         differing = tuple(i for i, row in enumerate(records) if row[0])
         if not differing:
