@@ -20,7 +20,6 @@ def array_module(array):
 
 
 def _bits(xp, array):
-    """The array's bit patterns as unsigned integers of its width."""
     kernel_format(array.dtype)  # TypeError for a type the comparisons do not take
     return array.view(xp.uint16 if array.dtype.itemsize == 2 else xp.uint32)
 
