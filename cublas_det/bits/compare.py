@@ -20,7 +20,6 @@ def array_module(array):
 
 
 def _bits(xp, array):
-    """The array's bit patterns as unsigned integers of its width."""
     kernel_format(array.dtype)  # TypeError for a type the comparisons do not take
     return array.view(xp.uint16 if array.dtype.itemsize == 2 else xp.uint32)
 
@@ -96,9 +95,8 @@ class MismatchTracker:
         self._runs += 1
 
     def summary(self) -> RunsSummary:
-        xp = self._xp
         records = self._records[: self._runs]
-        records = [[int(v) for v in row] for row in (records.get() if xp.__name__ == "cupy" else records)]
+        records = (records.get() if self._xp.__name__ == "cupy" else records).tolist()  # Python ints
         size = int(self._reference.size)
         differing = tuple(i for i, row in enumerate(records) if row[0])
         if not differing:

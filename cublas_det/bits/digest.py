@@ -301,9 +301,7 @@ def device_bytes(array):
     import cupy
     flat = cupy.ascontiguousarray(array).reshape(-1)
     if flat.data.ptr % 16:
-        aligned = cupy.empty(flat.shape, flat.dtype)
-        aligned[...] = flat
-        flat = aligned
+        flat = flat.copy()  # a fresh allocation, as cupy.empty makes: aligned
     return flat.view(cupy.uint8)
 
 

@@ -131,7 +131,6 @@ def _check_all(shapes, configs, names, repeats, seed, gemm_fn, on_check, kernels
 
 
 def _operands(shape: GemmShape, config: GemmConfig, operands: HostOperands) -> Operands:
-    """The inputs on the device, once the shape is known to fit."""
     check_fits(shape, config, timing=False)
     return operands.upload(shape, config)
 

@@ -97,9 +97,8 @@ def parse_devices(values: list[str] | str, count: int | None) -> list[int]:
             raise ValueError(f"--devices: there is no device {device}: this machine shows {plural(count, 'GPU')} "
                              f"({have}, as CUDA_VISIBLE_DEVICES numbers them); "
                              "use --devices all")
-        if device not in devices:
-            devices.append(device)
-    return devices
+        devices.append(device)
+    return list(dict.fromkeys(devices))
 
 
 def run_sweep(shapes: list[GemmShape], configs: list[GemmConfig], devices: list[int], *, scenarios=(),

@@ -51,7 +51,6 @@ def read_scenario(raw: dict, shape: GemmShape) -> ScenarioResult:
     and what an earlier version could not tell (:func:`untold_workspace_config`, :func:`untold_batch`) undone."""
     if raw["scenario"] not in REGISTRY:  # the reports lay scenarios out in the registry's order
         raise ValueError(f"scenario {raw['scenario']!r} is not one this version knows ({', '.join(REGISTRY)})")
-    # 0.1 files: the registry knows the kind
     result = ScenarioResult.from_dict({**raw, "kind": raw.get("kind") or REGISTRY[raw["scenario"]].kind})
     if untold_workspace_config(raw):
         return dataclasses.replace(result, runs=0, differing_runs=0, detail=f"{UNTOLD_WORKSPACE_CONFIG}; the file "

@@ -52,7 +52,7 @@ class KernelRecorder:
             raise RuntimeError("a kernel recording is already running in this process")
         _sink = []
         try:
-            cupti.activity_register_callbacks(_buffer_requested, _buffer_completed)
+            cupti.activity_register_callbacks(lambda: (BUFFER_BYTES, 0), _buffer_completed)  # 0: as many records as fit
             cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
         except cupti.cuptiError as err:
             _sink = None
@@ -77,10 +77,6 @@ class KernelRecorder:
             finally:  # whatever CUPTI said, the next recording may start
                 self.records = sorted(_sink or [], key=lambda r: r.start_ns)
                 _sink = None
-
-
-def _buffer_requested():
-    return BUFFER_BYTES, 0  # 0: as many records as fit
 
 
 def _buffer_completed(activities) -> None:

@@ -39,17 +39,17 @@ def pinned_algorithm(shape: GemmShape, config: GemmConfig) -> tuple:
 
 def candidates(shape: GemmShape, config: GemmConfig, fleet=()) -> list[tuple[str, GemmConfig | str]]:
     """The configurations to try in place of ``config`` for ``shape`` (or why one cannot be made)."""
+    if config.math_mode is MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math, and it is BF16X9 already
+        return []
     found = []
-    if config.math_mode is not MathMode.FP32_EMULATED_BF16X9:  # cuBLASLt has no BF16X9 math
-        try:
-            found.append(("pin the cuBLASLt algorithm", lt_config(config, lt_algo=pinned_algorithm(shape, config))))
-        except CublasError as err:
-            found.append(("pin the cuBLASLt algorithm", f"cuBLASLt has no algorithm for it ({err})"))
-        found.append(("cuBLASLt without split-K (reduction scheme NONE)", lt_config(config, lt_reduction_scheme_mask=0)))
-        if fleet:
-            found.append((f"cuBLASLt planning for {min(fleet)} SMs", lt_config(config, lt_sm_count_target=min(fleet))))
-    if config.input_dtype == "float32" and config.math_mode is not MathMode.FP32_EMULATED_BF16X9 \
-            and config.compute_type is ComputeType.COMPUTE_32F:
+    try:
+        found.append(("pin the cuBLASLt algorithm", lt_config(config, lt_algo=pinned_algorithm(shape, config))))
+    except CublasError as err:
+        found.append(("pin the cuBLASLt algorithm", f"cuBLASLt has no algorithm for it ({err})"))
+    found.append(("cuBLASLt without split-K (reduction scheme NONE)", lt_config(config, lt_reduction_scheme_mask=0)))
+    if fleet:
+        found.append((f"cuBLASLt planning for {min(fleet)} SMs", lt_config(config, lt_sm_count_target=min(fleet))))
+    if config.input_dtype == "float32" and config.compute_type is ComputeType.COMPUTE_32F:
         found.append(("BF16X9 math", dataclasses.replace(config, math_mode=MathMode.FP32_EMULATED_BF16X9)))
     return found
 

@@ -3,6 +3,7 @@ background thread reads NVML. In a container NVML lists host PIDs: without this 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -100,8 +101,7 @@ def summarize(samples, own_pid: int) -> GpuActivity:
 
 
 def _max(*values):
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
+    return max((v for v in values if v is not None), default=None)
 
 
 def _process_name(pid: int) -> str:
@@ -164,10 +164,8 @@ class NvmlReader:
                 "enforced_power_limit_w": self._call("nvmlDeviceGetEnforcedPowerLimit", scale=1000)}
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(self.nvml.NVMLError):
             self.nvml.nvmlShutdown()
-        except self.nvml.NVMLError:
-            pass
 
 
 def open_reader() -> tuple[NvmlReader | None, str | None]:

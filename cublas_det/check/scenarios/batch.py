@@ -46,11 +46,10 @@ def _batch_invariance(context: ScenarioContext):
         mismatch = compare(context.reference[:matrices, ..., :rows, :] if shape.batch > 1 else
                            context.reference[..., :rows, :], out)
         mismatches.append(mismatch)
-        axis = "m" if matrices == shape.batch else "batch"
-        extra.setdefault(f"mismatched_by_{axis}", {})[rows if axis == "m" else matrices] = \
-            mismatch.mismatched_elements
+        axis, value = ("m", rows) if matrices == shape.batch else ("batch", matrices)
+        extra.setdefault(f"mismatched_by_{axis}", {})[value] = mismatch.mismatched_elements
         if not mismatch.identical:
-            differing.setdefault(axis, []).append(rows if axis == "m" else matrices)
+            differing.setdefault(axis, []).append(value)
     labels = [f"{'m' if axis == 'm' else 'b'} = {value}" for axis, values in differing.items() for value in values]
     extra.update(context.kernel_extra(signatures, labels))
     what = []

@@ -77,15 +77,11 @@ def identical_groups(digests: dict[str, str]) -> list[list[str]]:
     return list(digest_groups(digests.items()).values())
 
 
-def _run_configs(context: ScenarioContext) -> tuple:
-    return tuple(context.shared.get(RUN_CONFIGS, ()))
-
-
 def _matrix(context: ScenarioContext) -> dict:
     """Digest and error of every math mode x compute type, and each mode's COMPUTE_32F output."""
     reference64 = fp64_reference(context.shape, context.a, context.b, context.shared)
     cells, outputs = {}, {}
-    for config, compute in matrix(context.config, _run_configs(context)):
+    for config, compute in matrix(context.config, context.shared.get(RUN_CONFIGS, ())):
         with create_handle(config) as handle:
             out = output(context.shape, config)
             try:
@@ -113,7 +109,7 @@ def matrix_key(config: GemmConfig, run_configs=()) -> tuple:
 
 def _modes(context: ScenarioContext):
     # Configurations share a matrix only when it is the same one (element types; in fp32, the flag).
-    key = matrix_key(context.config, _run_configs(context))
+    key = matrix_key(context.config, context.shared.get(RUN_CONFIGS, ()))
     if key not in context.shared:
         context.shared[key] = _matrix(context)
     table = context.shared[key]
