@@ -10,6 +10,7 @@ CUBLAS_LOGDEST_DBG=FILE, CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=FILE), gzipped o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import os
 import re
@@ -109,12 +110,12 @@ def _kind(path: str, file: _Log) -> tuple[str, int]:
 
 def _read_logs(paths: list[str], capture: Capture) -> bool:
     """Parse the logs at ``paths`` into ``capture``; whether each was read to its end (a note says why not)."""
-    logs, files = [], []  # (kind, blank bytes before its text, path, file), every file checked before any is parsed
-    try:
+    logs = []  # (kind, blank bytes before its text, path, file), every file checked before any is parsed
+    with contextlib.ExitStack() as opened:
         for path in paths:
-            files.append(open_regular(path, "give the log file itself", what="log"))
-            logs.append((*_kind(path, file := (_Gunzipped if files[-1].peek(2)[:2] == b"\x1f\x8b" else _Log)(
-                path, files[-1])), path, file))
+            raw = opened.enter_context(open_regular(path, "give the log file itself", what="log"))
+            file = (_Gunzipped if raw.peek(2)[:2] == b"\x1f\x8b" else _Log)(path, raw)
+            logs.append((*_kind(path, file), path, file))
             if logs[-1][0] == "empty":  # a program that never called cuBLAS leaves an empty log
                 capture.notes.append(f"{path}: empty, nothing to read")
         kinds = [kind for kind, _, _, _ in logs]
@@ -129,9 +130,6 @@ def _read_logs(paths: list[str], capture: Capture) -> bool:
             if file.stop:
                 capture.notes.append(f"{path}: the gzip file {file.stop}: read up to there")
         return not any(file.stop for _, _, _, file in logs)
-    finally:
-        for file in files:
-            file.close()
 
 
 def _compute_capability() -> str | None:

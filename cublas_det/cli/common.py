@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import math
 import os
 import shutil
@@ -224,7 +225,7 @@ def check_outputs(args, *flags: str) -> None:
             os.remove(path)
     if "plot" in flags and args.plot:
         try:
-            import matplotlib  # noqa: F401
+            importlib.import_module("matplotlib")
         except ImportError:
             raise UsageError("--plot needs matplotlib: install the plot extra (pip install matplotlib)") from None
 

@@ -170,24 +170,21 @@ def _fleet_groups(runs: list[StoredRun]) -> dict:
     one GEMM (the role in the most files takes in the others whose files it does not share); moved
     members say what their file called the GEMM."""
     keys: dict = {}
-    files: dict = {}  # role key -> indices of the files that have it
     for index, run in enumerate(runs):
         for entry in run.entries:
-            members = _members(run, entry, index)
-            keys.setdefault(entry.label, []).extend(members)
-            if members:  # a result without a digest takes no part
-                files.setdefault(entry.label, set()).add(index)
+            keys.setdefault(entry.label, []).extend(_members(run, entry, index))
     roles_of_gemm: dict = {}
-    for key in (key for key, members in keys.items() if members):
+    for key in (key for key, members in keys.items() if members):  # a result without a digest takes no part
         roles_of_gemm.setdefault(keys[key][0].entry.gemm_key, []).append(key)
     for roles in roles_of_gemm.values():
         # The role in the most files first, a preset's before a custom spec, then by name: order-independent.
-        roles.sort(key=lambda key: (-len(files[key]), keys[key][0].entry.shape_name == keys[key][0].entry.spec, key))
+        roles.sort(key=lambda key: (-len({m.file for m in keys[key]}),
+                                    keys[key][0].entry.shape_name == keys[key][0].entry.spec, key))
         for target in (role for role in roles if role in keys):
-            for other in (o for o in roles if o != target and o in keys and not files[o] & files[target]):
+            for other in (o for o in roles if o != target and o in keys
+                          and not {m.file for m in keys[o]} & {m.file for m in keys[target]}):
                 keys[target] += [dataclasses.replace(member, label=f"{member.label} as {member.entry.shape_name}")
                                  for member in keys.pop(other)]
-                files[target] |= files.pop(other)
     return keys
 
 

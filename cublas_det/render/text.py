@@ -309,8 +309,7 @@ def precision_lines(result: BenchResult) -> list[str]:
     for report in result.shapes:
         check = next(iter(report.checks.values()), None)
         modes = check.scenario("modes") if check else None
-        if check is None or check.config.input_dtype == "float32" or modes is None or modes.error \
-                or "all_groups" not in modes.extra:
+        if modes is None or modes.error or "all_groups" not in modes.extra or check.config.input_dtype == "float32":
             continue
         shapes += 1
         dtype = check.config.input_dtype

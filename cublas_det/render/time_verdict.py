@@ -70,11 +70,6 @@ def overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
     return max(0.0, shared) / narrower
 
 
-def half_width(interval: tuple[float, float, float]) -> float:
-    median, low, high = interval
-    return (high - low) / 2 / median
-
-
 def time_verdict(base_entry, new_entry, fail_on_pct: float | None = None) -> TimeVerdict | None:
     """The time verdict of ``new_entry`` against ``base_entry``; None when either was not timed."""
     base, new = entry_interval(base_entry), entry_interval(new_entry)
@@ -91,7 +86,7 @@ def time_verdict(base_entry, new_entry, fail_on_pct: float | None = None) -> Tim
     elif -SAME_CENTER <= low and high <= SAME_CENTER:
         label, why = TimeLabel.SAME, f"the change {span} lies within ±{SAME_CENTER:.0%}"
     elif (abs(change) <= SAME_CENTER and overlap((base_low, base_high), (new_low, new_high)) >= SAME_OVERLAP
-          and max(half_width(base), half_width(new)) <= DISPERSION_CEILING):
+          and max((upper - lower) / 2 / median for median, lower, upper in (base, new)) <= DISPERSION_CEILING):
         label, why = TimeLabel.SAME, (f"the change {span} is centred within ±{SAME_CENTER:.0%}, the intervals "
                                       "overlapping")
     else:

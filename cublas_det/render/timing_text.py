@@ -63,11 +63,10 @@ def busy_warning(gpu_state: dict | None, shapes) -> str | None:
         if process.get("sm_util") is not None:
             text += f" up to {process['sm_util']}% SM"
         described.append(text)
-    ambiguous = any(activity.get("ambiguous_pids") for activity in phases)
     timed = [r.shape.name for r in shapes if r.timing is not None and r.timing.gpu_activity is not None
              and r.timing.gpu_activity.busy]
     line = "another process used the GPU while timing ran: " + "; ".join(described)
-    if ambiguous:
+    if any(activity.get("ambiguous_pids") for activity in phases):
         line += " (PIDs of another namespace: one of them is this process)"
     if timed:
         line += (f"; present while timing {plural(len(timed), 'shape')} (e.g. {', '.join(timed[:3])}): their times "
