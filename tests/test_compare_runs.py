@@ -138,6 +138,20 @@ def test_a_time_regression_fails_only_with_fail_on_and_only_when_slower_beyond_t
     assert comparison.exit_code == 0 and any("time UNSURE" in line for line in comparison.lines)
 
 
+def test_a_time_verdict_on_timing_a_run_did_not_trust_says_so(stored):
+    untrusted = copy.deepcopy(stored)
+    entry = untrusted["benchmarks"][1]
+    entry["extra_info"]["untrusted_reason"] = "the A/A control lies outside 1 +- 0.5%"
+    comparison = compare_runs(run_from_dict(stored, "a.json"), run_from_dict(untrusted, "b.json"))
+    name = f"{entry['group']}[{entry['params']['mode']}]"
+    line = next(line for line in comparison.lines if line.startswith(name))
+    assert line.endswith("(timing not trusted in this run: the A/A control lies outside 1 +- 0.5%)"), line
+    assert comparison.answer[-1].endswith("time: 45 SAME (1 on timing a run did not trust); 0 with other inputs, "
+                                          "0 without a digest"), comparison.answer
+    trusted = compare_runs(run_from_dict(stored, "a.json"), run_from_dict(stored, "b.json"))
+    assert not any("not trust" in line for line in trusted.lines)
+
+
 def test_a_file_of_version_0_1_is_read_with_a_note(stored):
     legacy = json.loads(LEGACY.read_text())
     comparison = compare_runs(run_from_dict(legacy, "old.json"), run_from_dict(stored, "new.json"))

@@ -33,7 +33,7 @@ def entry(median_us, spread=0.002, rounds=25, noise_floor=None, untrusted=None, 
 def test_clearly_slower_and_faster():
     verdict = time_verdict(entry(10.0), entry(10.6), fail_on_pct=5)
     assert verdict.label is TimeLabel.SLOWER and verdict.change_pct == pytest.approx(6.0)
-    assert verdict.low_pct > CLEAR_GAP * 100 and verdict.fails and "fails --fail-on 5" in verdict.detail
+    assert verdict.low_pct > CLEAR_GAP * 100 and verdict.fails
     assert str(verdict).startswith("time SLOWER +6.0% [+5.")
     assert not time_verdict(entry(10.0), entry(10.6), fail_on_pct=10).fails  # slower, by less than 10%
     assert not time_verdict(entry(10.0), entry(10.6)).fails  # no --fail-on: nothing fails
@@ -44,16 +44,16 @@ def test_clearly_slower_and_faster():
 def test_same_when_close_and_overlapping():
     verdict = time_verdict(entry(10.0), entry(10.02), fail_on_pct=0)  # +0.2%, both intervals ±0.1%
     assert verdict.label is TimeLabel.SAME and not verdict.fails and verdict.change_pct == pytest.approx(0.2)
-    assert "lies within ±1%" in verdict.detail
+    assert -1 <= verdict.low_pct and verdict.high_pct <= 1  # the whole change within ±1%
     wider = time_verdict(entry(10.0, spread=0.02), entry(10.05, spread=0.02))  # +0.5%, intervals ±0.8%
-    assert wider.label is TimeLabel.SAME and wider.high_pct > 1 and "the intervals overlapping" in wider.detail
+    assert wider.label is TimeLabel.SAME and wider.high_pct > 1  # centred within ±1%, the intervals overlapping
 
 
 def test_noisy_runs_are_unsure_and_never_fail():
     # A median 8% higher, but the samples spread ±30%: the intervals overlap.
     verdict = time_verdict(entry(10.0, spread=0.3), entry(10.8, spread=0.3), fail_on_pct=5)
     assert verdict.label is TimeLabel.UNSURE and verdict.change_pct == pytest.approx(8.0) and not verdict.fails
-    assert "no clear gap" in verdict.detail
+    assert verdict.low_pct < CLEAR_GAP * 100  # no clear gap
     # The same median, but intervals too wide to vouch for it.
     assert time_verdict(entry(10.0, spread=0.3), entry(10.0, spread=0.3)).label is TimeLabel.UNSURE
 
@@ -70,9 +70,11 @@ def test_the_aa_noise_floor_widens_the_interval():
     assert widened.label is TimeLabel.UNSURE and widened.low_pct < tight.low_pct
 
 
-def test_untrusted_timings_are_named_in_the_detail():
+def test_untrusted_timings_are_named_with_the_run():
     verdict = time_verdict(entry(10.0, untrusted="the A/A control ... lies outside 1 ± 0.5%"), entry(10.0))
-    assert "timing not trusted in baseline: the A/A control" in verdict.detail
+    assert verdict.untrusted == ("baseline: the A/A control ... lies outside 1 ± 0.5%",)
+    assert time_verdict(entry(10.0), entry(10.0, untrusted="drift")).untrusted == ("this run: drift",)
+    assert time_verdict(entry(10.0), entry(10.0)).untrusted == ()
 
 
 def test_intervals_from_data_or_quartiles_when_no_interval_was_stored():

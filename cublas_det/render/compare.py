@@ -87,7 +87,7 @@ def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = No
     base_entries, new_entries = (tuple(e for e in run.entries if not is_control(e.config)) for run in (base, new))
     pairs = _pair(base_entries, new_entries)
     counts: Counter = Counter()
-    regressed, lines = [], []
+    regressed, lines, untrusted = [], [], 0
     times = dict.fromkeys((TimeLabel.SAME, TimeLabel.FASTER, TimeLabel.SLOWER, TimeLabel.UNSURE), 0)
     for entry in new_entries:
         match = pairs.get(id(entry))
@@ -111,8 +111,10 @@ def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = No
         verdict = time_verdict(match, entry, fail_on_pct)  # FASTER, SLOWER, SAME or UNSURE; REGRESSION past --fail-on
         if verdict is not None:
             times[verdict.label] += 1
+            untrusted += bool(verdict.untrusted)
             regressed += [(_named(entry), verdict)] * verdict.fails
-            detail += f", {verdict}" + " REGRESSION" * verdict.fails
+            detail += f", {verdict}" + " REGRESSION" * verdict.fails + (
+                f" (timing not trusted in {'; '.join(verdict.untrusted)})" if verdict.untrusted else "")
         lines.append(f"{_named(entry)}: {bits}{detail}")
     paired = {id(match) for match in pairs.values()}
     lines += [f"{_named(entry)}: only in {base.source}" for entry in base_entries if id(entry) not in paired]
@@ -122,6 +124,7 @@ def compare_runs(base: StoredRun, new: StoredRun, fail_on_pct: float | None = No
         "nothing comparable: no result with the same GEMM, configuration and inputs in both files"]
     answer.append(f"compared {compared}: {counts[IDENTICAL]} identical, {counts[DIFFER]} differ"
                   + (f"; time: {timed}" if timed else "")
+                  + (f" ({untrusted} on timing a run did not trust)" if untrusted else "")
                   + f"; {counts[INPUTS_DIFFER]} with other inputs, {counts['no digest']} without a digest")
     if regressed:
         shown = ", ".join(f"{name} {verdict.change_pct:+.1f}%" for name, verdict in regressed[:5])

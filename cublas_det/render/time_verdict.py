@@ -31,8 +31,8 @@ class TimeVerdict:
     change_pct: float
     low_pct: float
     high_pct: float
-    detail: str
     fails: bool
+    untrusted: tuple = ()  # "baseline: why", "this run: why": a run that did not trust its own timing
 
     def __str__(self) -> str:
         return f"time {self.label.value} {self.change_pct:+.1f}% [{self.low_pct:+.1f}%, {self.high_pct:+.1f}%]"
@@ -78,27 +78,17 @@ def time_verdict(base_entry, new_entry, fail_on_pct: float | None = None) -> Tim
     (base_median, base_low, base_high), (new_median, new_low, new_high) = base, new
     change = new_median / base_median - 1
     low, high = new_low / base_high - 1, new_high / base_low - 1
-    span = f"{change:+.1%} [{low:+.1%}, {high:+.1%}]"
     if low > CLEAR_GAP:
-        label, why = TimeLabel.SLOWER, f"the change {span} lies above +{CLEAR_GAP:.1%}"
+        label = TimeLabel.SLOWER
     elif high < -CLEAR_GAP:
-        label, why = TimeLabel.FASTER, f"the change {span} lies below -{CLEAR_GAP:.1%}"
-    elif -SAME_CENTER <= low and high <= SAME_CENTER:
-        label, why = TimeLabel.SAME, f"the change {span} lies within ±{SAME_CENTER:.0%}"
-    elif (abs(change) <= SAME_CENTER and overlap((base_low, base_high), (new_low, new_high)) >= SAME_OVERLAP
-          and max((upper - lower) / 2 / median for median, lower, upper in (base, new)) <= DISPERSION_CEILING):
-        label, why = TimeLabel.SAME, (f"the change {span} is centred within ±{SAME_CENTER:.0%}, the intervals "
-                                      "overlapping")
+        label = TimeLabel.FASTER
+    elif -SAME_CENTER <= low and high <= SAME_CENTER or (
+            abs(change) <= SAME_CENTER and overlap((base_low, base_high), (new_low, new_high)) >= SAME_OVERLAP
+            and max((upper - lower) / 2 / median for median, lower, upper in (base, new)) <= DISPERSION_CEILING):
+        label = TimeLabel.SAME  # within ±1%; or centred there, the intervals overlapping and neither too wide
     else:
-        label, why = TimeLabel.UNSURE, (f"the change {span}: no clear gap of {CLEAR_GAP:.1%}, and the intervals too "
-                                        "wide or too far apart to call the same")
+        label = TimeLabel.UNSURE
     fails = label is TimeLabel.SLOWER and fail_on_pct is not None and change * 100 > fail_on_pct
-    detail = (f"median {base_median * 1e6:,.2f} -> {new_median * 1e6:,.2f} µs per GEMM; {why} (95% intervals of "
-              "both medians, each widened by its run's A/A noise floor)")
-    untrusted = [f"{which}: {_parts(e)[1]['untrusted_reason']}" for which, e in (("baseline", base_entry),
-                 ("this run", new_entry)) if _parts(e)[1].get("untrusted_reason")]
-    if untrusted:
-        detail += "; timing not trusted in " + "; ".join(untrusted)
-    if fails:
-        detail += f"; fails --fail-on {fail_on_pct:g}"
-    return TimeVerdict(label, change * 100, low * 100, high * 100, detail, fails)
+    untrusted = tuple(f"{which}: {_parts(e)[1]['untrusted_reason']}" for which, e in (("baseline", base_entry),
+                      ("this run", new_entry)) if _parts(e)[1].get("untrusted_reason"))
+    return TimeVerdict(label, change * 100, low * 100, high * 100, fails, untrusted)
