@@ -301,7 +301,9 @@ def device_bytes(array):
     import cupy
     flat = cupy.ascontiguousarray(array).reshape(-1)
     if flat.data.ptr % 16:
-        flat = flat.copy()  # a fresh allocation, as cupy.empty makes: aligned
+        aligned = cupy.empty(flat.shape, flat.dtype)
+        aligned[...] = flat
+        flat = aligned
     return flat.view(cupy.uint8)
 
 
