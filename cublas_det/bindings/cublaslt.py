@@ -116,12 +116,20 @@ def _create(name: str, *args) -> int:
     return int(value.value)
 
 
-create = functools.partial(_create, "cublasLtCreate")
-preference_create = functools.partial(_create, "cublasLtMatmulPreferenceCreate")
-destroy = functools.partial(_call, "cublasLtDestroy")
-matmul_desc_destroy = functools.partial(_call, "cublasLtMatmulDescDestroy")
-layout_destroy = functools.partial(_call, "cublasLtMatrixLayoutDestroy")
-preference_destroy = functools.partial(_call, "cublasLtMatmulPreferenceDestroy")
+def _destroyer(name: str):
+    def destroy_object(value: int) -> None:
+        _call(name, value)
+    return destroy_object
+
+
+def create() -> int:
+    return _create("cublasLtCreate")
+
+
+destroy = _destroyer("cublasLtDestroy")
+matmul_desc_destroy = _destroyer("cublasLtMatmulDescDestroy")
+layout_destroy = _destroyer("cublasLtMatrixLayoutDestroy")
+preference_destroy = _destroyer("cublasLtMatmulPreferenceDestroy")
 
 
 def matmul_desc_create(compute_type: int, scale_type: int) -> int:
@@ -141,6 +149,10 @@ def layout_batch(layout: int, count: int, stride: int) -> None:
     """Make ``layout`` a strided batch: ``count`` matrices ``stride`` elements apart."""
     for attribute, value in ((BATCH_COUNT, c_int(count)), (STRIDED_BATCH_OFFSET, c_int64(stride))):
         _set("cublasLtMatrixLayoutSetAttribute", layout, attribute, value)
+
+
+def preference_create() -> int:
+    return _create("cublasLtMatmulPreferenceCreate")
 
 
 def preference_set(preference: int, attribute: int, value, kind=c_uint64) -> None:
