@@ -262,7 +262,7 @@ class Router:
         with self._count:
             count_fall(self._fell, plan.key, plan.m, plan.reason)
 
-    def _baddbmm(self, op, c, a, b, beta, alpha, out):
+    def _baddbmm_any(self, op, c, a, b, beta, alpha, out):
         if beta == 0 and alpha == 1:  # c is ignored: a bmm
             return self._gemm(op, a, b, out=out, alpha=alpha, beta=beta, c=c)
         self._fall(Plan(self.plan(a, b).key, a.shape[1], "baddbmm that adds to its input"))
@@ -282,9 +282,9 @@ class Router:
                 lambda bias, a, b, *, beta=1, alpha=1, out: self._gemm("addmm.out", a, b, bias, out, alpha, beta),
             "bmm": lambda a, b: self._gemm("bmm", a, b),
             "bmm.out": lambda a, b, *, out: self._gemm("bmm.out", a, b, out=out),
-            "baddbmm": lambda c, a, b, *, beta=1, alpha=1: self._baddbmm("baddbmm", c, a, b, beta, alpha, None),
+            "baddbmm": lambda c, a, b, *, beta=1, alpha=1: self._baddbmm_any("baddbmm", c, a, b, beta, alpha, None),
             "baddbmm.out":
-                lambda c, a, b, *, beta=1, alpha=1, out: self._baddbmm("baddbmm.out", c, a, b, beta, alpha, out)}
+                lambda c, a, b, *, beta=1, alpha=1, out: self._baddbmm_any("baddbmm.out", c, a, b, beta, alpha, out)}
         self._native = {op: torch.library.get_kernel(f"aten::{op}", "CUDA") for op in kernels}
         global _watching
         _watching = self
